@@ -1,0 +1,13 @@
+# CUDA kernels: their own libtool convenience library with extern "C" launchers
+# declared in a C header (kernels/ndet_kernels.h).  Compiled by nvcc through
+# build-aux/nvcc-lt.sh (libtool cannot drive nvcc).
+
+NVCC_FLAGS = -std=c++17 -O3 --fmad=false -Xcompiler -fvisibility=hidden \
+	-Xcompiler -Wall $(NVCC_GENCODE) -I$(top_srcdir)/kernels -I$(top_builddir)
+
+noinst_LTLIBRARIES += kernels/libndet_kernels.la
+kernels_libndet_kernels_la_SOURCES = kernels/ndet_kernels.cu kernels/ndet_kernels.h
+kernels_libndet_kernels_la_LIBTOOLFLAGS = --tag=CC
+
+.cu.lo:
+	$(AM_V_GEN)$(SHELL) $(top_srcdir)/build-aux/nvcc-lt.sh $@ $(NVCC) $(NVCC_FLAGS) $<

@@ -1,0 +1,67 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Every NCCL_DET_* setting, in one table (name, default, doc, type, validation) in
+ * ndet_settings.c.  Values come from the environment, else from the conf files NCCL
+ * reads (ndet_env.h).  Parsed once, thread-safely; a bad value gives one WARN naming
+ * the variable and keeps the default; effective values and their source are dumped
+ * at INFO (subsystem ENV) and by nccl-det-info.
+ */
+#ifndef NDET_SETTINGS_H_
+#define NDET_SETTINGS_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ndet_env.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Test-only fault injection points (NCCL_DET_TEST_FAIL). */
+typedef enum {
+	NDET_FAULT_NONE = 0,
+	NDET_FAULT_ALLOC = 1u << 0,    /* pool allocation fails */
+	NDET_FAULT_IPC_OPEN = 1u << 1, /* opening a peer's IPC handle fails */
+	NDET_FAULT_PROBE = 1u << 2,    /* the write-and-verify probe fails */
+} ndet_fault_t;
+
+struct ndet_settings {
+	bool enable;             /* NCCL_DET_ENABLE */
+	bool strict;             /* NCCL_DET_STRICT */
+	bool stats;              /* NCCL_DET_STATS */
+	uint64_t pool_size;      /* NCCL_DET_POOL_SIZE, bytes of staging per rank and communicator */
+	uint64_t oneshot_max;    /* NCCL_DET_ONESHOT_MAX, bytes; larger messages go two-shot */
+	uint64_t timeout_ms;     /* NCCL_DET_TIMEOUT (seconds in the variable), 0 = never */
+	uint64_t max_memory;     /* NCCL_DET_MAX_MEMORY, bytes of device memory per communicator */
+	int max_blocks;          /* NCCL_DET_MAX_BLOCKS, largest grid of one call */
+	unsigned debug_delay_ns; /* NCCL_DET_DEBUG_DELAY, max random delay (ns) at copy-in/publish/wait */
+	char nccl_library[4096]; /* NCCL_DET_NCCL_LIBRARY, "" = search */
+	unsigned test_fail;      /* NCCL_DET_TEST_FAIL, ndet_fault_t bits (test only) */
+	int test_fail_rank;      /* rank the fault applies to, -1 = every rank */
+};
+
+/* The process-wide settings, parsed on first call. Never NULL. */
+const struct ndet_settings *ndet_settings_get(void);
+
+/*
+ * Hash of the settings that must be equal on every rank of a communicator (every
+ * setting that changes the launch plan or the pool layout: pool size, one-shot
+ * threshold, max blocks, timeout is local and excluded).  Exchanged at setup.
+ */
+uint64_t ndet_settings_agreement_hash(const struct ndet_settings *settings);
+
+/* Print every setting, its effective value and its source, one per line. */
+void ndet_settings_dump(FILE *out);
+
+/* Test hook: parse again on the next ndet_settings_get() (not thread-safe). */
+void ndet_settings_reset_for_testing(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NDET_SETTINGS_H_ */

@@ -1,0 +1,11 @@
+# CPU tests (CMocka) run by `make check`.  Tests that need a GPU exit 77 (SKIP).
+if HAVE_CMOCKA
+TEST_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+TEST_LIBS = $(CMOCKA_LIBS) $(PTHREAD_LIBS)
+
+check_PROGRAMS += test/test_status
+test_test_status_SOURCES = test/test_status.c
+test_test_status_CFLAGS = $(TEST_CFLAGS)
+test_test_status_LDADD = src/libndet_logic.la $(TEST_LIBS)
+TESTS += test/test_status
+endif
