@@ -15,3 +15,6 @@ src_libndet_reference_la_SOURCES = src/ndet_reference.c src/ndet_reference.h \
 	kernels/ndet_types.h
 src_libndet_reference_la_CFLAGS = $(AM_CFLAGS) -ffp-contract=off -fno-fast-math
 src_libndet_logic_la_LIBADD = src/libndet_reference.la
+
+# Setup record: wire format and the table verdict every rank computes alike.
+src_libndet_logic_la_SOURCES += src/ndet_setup_record.c src/ndet_setup_record.h

@@ -24,4 +24,10 @@ test_test_reference_SOURCES = test/test_reference.c
 test_test_reference_CFLAGS = $(TEST_CFLAGS) -ffp-contract=off -fno-fast-math
 test_test_reference_LDADD = src/libndet_logic.la test/libndet_test_data.la $(TEST_LIBS)
 TESTS += test/test_reference
+
+check_PROGRAMS += test/test_setup_record
+test_test_setup_record_SOURCES = test/test_setup_record.c
+test_test_setup_record_CFLAGS = $(TEST_CFLAGS)
+test_test_setup_record_LDADD = src/libndet_logic.la $(TEST_LIBS)
+TESTS += test/test_setup_record
 endif
