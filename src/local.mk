@@ -6,3 +6,15 @@ src_libndet_logic_la_SOURCES = \
 	src/ndet_status.c src/ndet_status.h \
 	src/ndet_log.c src/ndet_log.h \
 	src/ndet_env.c src/ndet_env.h
+
+# The CPU reference of the determinism contract, in its own library so its flags hold
+# whoever links it: contraction into FMAs or fast-math reassociation would change the
+# bits the GPU is checked against.
+noinst_LTLIBRARIES += src/libndet_reference.la
+src_libndet_reference_la_SOURCES = src/ndet_reference.c src/ndet_reference.h \
+	kernels/ndet_types.h
+src_libndet_reference_la_CFLAGS = $(AM_CFLAGS) -ffp-contract=off -fno-fast-math
+src_libndet_logic_la_LIBADD = src/libndet_reference.la
+
+# Setup record: wire format and the table verdict every rank computes alike.
+src_libndet_logic_la_SOURCES += src/ndet_setup_record.c src/ndet_setup_record.h

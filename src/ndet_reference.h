@@ -55,7 +55,11 @@ ndet_status_t ndet_reference_allreduce_sequential(const void *const *inputs, int
 						  void *output, size_t count, ndet_dtype_t dtype,
 						  ndet_op_t op);
 
-/* The tree for n as text, e.g. "((0+1)+2)" for n = 3.  Returns the length written. */
+/*
+ * The tree for n as text, e.g. "((0+1)+2)" for n = 3, "0" for n = 1.  Returns the
+ * length of the whole text, like snprintf: a result >= buffer_size means the text was
+ * cut short (always NUL-terminated when buffer_size > 0).  -1 for nranks < 1.
+ */
 int ndet_reference_tree_string(int nranks, char *buffer, size_t buffer_size);
 
 /* Exact conversions (round-to-nearest-even, subnormals kept, NaN stays NaN). */

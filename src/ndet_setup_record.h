@@ -93,10 +93,20 @@ typedef enum {
 	NDET_VERDICT_COUNT
 } ndet_verdict_reason_t;
 
+/*
+ * detail: LOCAL_FAILURE: the offending rank's ndet_local_status_t; VERSION_MISMATCH: its
+ * library_version; NAMESPACE: NDET_VERDICT_DETAIL_* bits of the namespaces that differ;
+ * TOO_MANY_RANKS: nranks (offending_rank is then NDET_MAX_RANKS, the first rank over
+ * the limit); otherwise 0.  offending_rank is -1 when OK, and for BAD_RECORD when the
+ * table itself is missing (NULL or nranks < 1).
+ */
+#define NDET_VERDICT_DETAIL_PID_NAMESPACE 0x1u
+#define NDET_VERDICT_DETAIL_IPC_NAMESPACE 0x2u
+
 struct ndet_setup_verdict {
 	ndet_verdict_reason_t reason;
 	int offending_rank; /* lowest rank that caused the refusal; -1 when OK */
-	uint32_t detail;    /* e.g. the ndet_local_status_t of the offending rank */
+	uint32_t detail;    /* see above */
 };
 
 /* Checksum of a header's first three fields (FNV-1a over their bytes). */
@@ -107,28 +117,42 @@ void ndet_setup_header_init(struct ndet_setup_header *header, uint32_t payload_l
 
 /*
  * Judge one received header.  NDET_OK if magic, checksum and format version are ours
- * and payload_length == sizeof(struct ndet_setup_payload); else NDET_ERR_UNSUPPORTED.
+ * and payload_length == sizeof(struct ndet_setup_payload); else NDET_ERR_UNSUPPORTED
+ * (NDET_ERR_INVALID_ARGUMENT for a NULL header).
  */
 ndet_status_t ndet_setup_header_check(const struct ndet_setup_header *header);
 
 /*
  * Copy `length` received bytes into `payload` if they form a well-formed version-1
- * payload (exact length, NUL-terminated strings, sane field ranges); else
- * NDET_ERR_UNSUPPORTED and `payload` untouched.
+ * payload (exact length, NUL-terminated strings, 1 <= nranks <= 4096,
+ * 0 <= rank < nranks, local_status < NDET_LOCAL_REASON_COUNT, and for a READY rank
+ * flags_offset and data_offset < pool_bytes: a rank that is not ready may have no
+ * pool); else NDET_ERR_UNSUPPORTED and `payload` untouched (NDET_ERR_INVALID_ARGUMENT
+ * for NULL pointers).
  */
 ndet_status_t ndet_setup_payload_parse(const void *bytes, size_t length,
 				       struct ndet_setup_payload *payload);
 
 /*
  * Judge the gathered table (table[r] is rank r's payload).  Pure: the same table gives
- * the same verdict on every rank.  Checks, in order: records well-formed and
- * rank/nranks consistent; nranks <= NDET_MAX_RANKS; local statuses; library
- * versions; settings hashes; one host (hostname + boot id); namespaces; pool geometry.
+ * the same verdict on every rank.  Checks, in order (the first failing one wins; the
+ * offending rank is the lowest rank that fails it, for comparisons the lowest rank
+ * whose value differs from rank 0's): records well-formed; rank/nranks consistent;
+ * one host (hostname + boot id); nranks <= NDET_MAX_RANKS; local statuses; library
+ * versions; settings hashes; namespaces; pool geometry.
+ * One host comes right after the structural checks: on a multi-host communicator the
+ * later checks compare unrelated machines, and their fixes would mislead the user.
+ * Namespace ids of 0 (unknown) are not compared; known ones are compared with the
+ * first known id of the same kind.
  */
 void ndet_setup_evaluate(const struct ndet_setup_payload *table, int nranks,
 			 struct ndet_setup_verdict *verdict);
 
-/* How `my_rank` reaches `peer` (self, same process, or IPC), given an OK table. */
+/*
+ * How `my_rank` reaches `peer` (self, same process, or IPC), given an OK table.  Same
+ * process = equal pids in one known (non-zero) PID namespace; otherwise IPC, whose
+ * failure is safe.
+ */
 ndet_peer_kind_t ndet_setup_peer_kind(const struct ndet_setup_payload *table, int my_rank,
 				      int peer);
 

@@ -1,0 +1,1285 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The CPU reference against hand-computed values, an independent reading of its own
+ * tree string, GCC's _Float16 (allowed here, never in the library) and a slow
+ * bfloat16 rounding written from the definition.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "ndet_reference.h"
+#include "ndet_test_data.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+static uint32_t float_bits(float value)
+{
+	uint32_t bits;
+
+	memcpy(&bits, &value, sizeof(bits));
+	return bits;
+}
+
+static float float_from_bits(uint32_t bits)
+{
+	float value;
+
+	memcpy(&value, &bits, sizeof(value));
+	return value;
+}
+
+static uint64_t double_bits(double value)
+{
+	uint64_t bits;
+
+	memcpy(&bits, &value, sizeof(bits));
+	return bits;
+}
+
+static uint16_t gcc_float_to_half(float value)
+{
+	_Float16 half = (_Float16)value;
+	uint16_t bits;
+
+	memcpy(&bits, &half, sizeof(bits));
+	return bits;
+}
+
+static float gcc_half_to_float(uint16_t bits)
+{
+	_Float16 half;
+
+	memcpy(&half, &bits, sizeof(half));
+	return (float)half;
+}
+
+static int half_is_nan(uint16_t bits)
+{
+	return (bits & 0x7c00u) == 0x7c00u && (bits & 0x3ffu) != 0;
+}
+
+static int bfloat16_is_nan(uint16_t bits)
+{
+	return (bits & 0x7f80u) == 0x7f80u && (bits & 0x7fu) != 0;
+}
+
+/* One element per rank: inputs[r] points at values + r * element size. */
+static void reduce_one(ndet_dtype_t dtype, ndet_op_t op, int nranks, const void *values, void *tree,
+		       void *sequential)
+{
+	const void *inputs[64];
+	size_t size = ndet_dtype_size(dtype);
+
+	assert_true(nranks <= (int)ARRAY_SIZE(inputs));
+	for (int r = 0; r < nranks; r++)
+		inputs[r] = (const char *)values + (size_t)r * size;
+	assert_int_equal(ndet_reference_allreduce(inputs, nranks, tree, 1, dtype, op), NDET_OK);
+	if (sequential != NULL)
+		assert_int_equal(
+		    ndet_reference_allreduce_sequential(inputs, nranks, sequential, 1, dtype, op),
+		    NDET_OK);
+}
+
+static float tree_f32(ndet_op_t op, int nranks, const float *values)
+{
+	float result;
+
+	reduce_one(NDET_DTYPE_F32, op, nranks, values, &result, NULL);
+	return result;
+}
+
+static float sequential_f32(ndet_op_t op, int nranks, const float *values)
+{
+	float tree, sequential;
+
+	reduce_one(NDET_DTYPE_F32, op, nranks, values, &tree, &sequential);
+	return sequential;
+}
+
+static uint16_t tree_16(ndet_dtype_t dtype, ndet_op_t op, int nranks, const uint16_t *values)
+{
+	uint16_t result;
+
+	reduce_one(dtype, op, nranks, values, &result, NULL);
+	return result;
+}
+
+static double tree_f64(ndet_op_t op, int nranks, const double *values)
+{
+	double result;
+
+	reduce_one(NDET_DTYPE_F64, op, nranks, values, &result, NULL);
+	return result;
+}
+
+/*
+ * Slow rounding of a float to a 16-bit format, from the definition: find the two
+ * neighbours by search over the format's magnitudes (decoded independently by the
+ * test data library), pick the nearer, ties to the even pattern; a value past the
+ * largest finite rounds as if the exponent went on, and that next value is infinity.
+ */
+static uint16_t slow_round_to_16(ndet_dtype_t dtype, float value)
+{
+	uint16_t largest_finite = dtype == NDET_DTYPE_F16 ? 0x7bff : 0x7f7f;
+	double beyond_largest = dtype == NDET_DTYPE_F16 ? 65536.0 : ldexp(1.0, 128);
+	uint16_t sign = signbit(value) ? 0x8000 : 0;
+	double magnitude = fabs((double)value);
+
+	if (isnan(value))
+		return (uint16_t)(sign | largest_finite | 0x7fff); /* some NaN */
+	if (isinf(value))
+		return (uint16_t)(sign | (largest_finite + 1));
+
+	/* Largest pattern whose value is <= magnitude. */
+	uint16_t low = 0, high = largest_finite;
+
+	while (low < high) {
+		uint16_t middle = (uint16_t)(low + (high - low + 1) / 2);
+
+		if (ndet_test_element_to_double(dtype, &middle, 0) <= magnitude)
+			low = middle;
+		else
+			high = (uint16_t)(middle - 1);
+	}
+
+	uint16_t above_pattern = (uint16_t)(low + 1);
+	double below = ndet_test_element_to_double(dtype, &low, 0);
+	double above = low == largest_finite
+			   ? beyond_largest
+			   : ndet_test_element_to_double(dtype, &above_pattern, 0);
+	uint16_t pick;
+
+	/* 2 * magnitude and below + above are exact in double. */
+	if (2 * magnitude < below + above)
+		pick = low;
+	else if (2 * magnitude > below + above)
+		pick = above_pattern;
+	else
+		pick = (low & 1) ? above_pattern : low;
+	return (uint16_t)(sign | pick);
+}
+
+static uint64_t next_random(uint64_t *state)
+{
+	/* xorshift64*: any fixed generator will do; only coverage matters. */
+	*state ^= *state >> 12;
+	*state ^= *state << 25;
+	*state ^= *state >> 27;
+	return *state * 0x2545f4914f6cdd1dull;
+}
+
+/* ---------------------------------------------------------------- names, sizes */
+
+static void test_dtype_sizes_and_names(void **state)
+{
+	(void)state;
+	assert_int_equal(ndet_dtype_size(NDET_DTYPE_F32), 4);
+	assert_int_equal(ndet_dtype_size(NDET_DTYPE_F16), 2);
+	assert_int_equal(ndet_dtype_size(NDET_DTYPE_BF16), 2);
+	assert_int_equal(ndet_dtype_size(NDET_DTYPE_F64), 8);
+	assert_int_equal(ndet_dtype_size(NDET_DTYPE_COUNT), 0);
+	assert_int_equal(ndet_dtype_size((ndet_dtype_t)-1), 0);
+	assert_string_equal(ndet_dtype_name(NDET_DTYPE_F32), "f32");
+	assert_string_equal(ndet_dtype_name(NDET_DTYPE_F16), "f16");
+	assert_string_equal(ndet_dtype_name(NDET_DTYPE_BF16), "bf16");
+	assert_string_equal(ndet_dtype_name(NDET_DTYPE_F64), "f64");
+	assert_non_null(ndet_dtype_name(NDET_DTYPE_COUNT));
+	assert_string_equal(ndet_op_name(NDET_OP_SUM), "sum");
+	assert_string_equal(ndet_op_name(NDET_OP_PROD), "prod");
+	assert_string_equal(ndet_op_name(NDET_OP_MIN), "min");
+	assert_string_equal(ndet_op_name(NDET_OP_MAX), "max");
+	assert_string_equal(ndet_op_name(NDET_OP_AVG), "avg");
+	assert_non_null(ndet_op_name((ndet_op_t)99));
+}
+
+/* ---------------------------------------------------------------- tree shape */
+
+static void test_tree_string_hand_written(void **state)
+{
+	(void)state;
+	static const struct {
+		int nranks;
+		const char *text;
+	} cases[] = {
+	    {1, "0"},
+	    {2, "(0+1)"},
+	    {3, "((0+1)+2)"},
+	    {5, "(((0+1)+(2+3))+4)"},
+	    {6, "(((0+1)+(2+3))+(4+5))"},
+	    {7, "(((0+1)+(2+3))+((4+5)+6))"},
+	    {8, "(((0+1)+(2+3))+((4+5)+(6+7)))"},
+	    {16, "((((0+1)+(2+3))+((4+5)+(6+7)))+(((8+9)+(10+11))+((12+13)+(14+15))))"},
+	};
+	char text[256];
+
+	for (size_t c = 0; c < ARRAY_SIZE(cases); c++) {
+		int length = ndet_reference_tree_string(cases[c].nranks, text, sizeof(text));
+
+		assert_string_equal(text, cases[c].text);
+		assert_int_equal(length, (int)strlen(cases[c].text));
+	}
+}
+
+static void test_tree_string_truncates_like_snprintf(void **state)
+{
+	(void)state;
+	char text[8];
+
+	memset(text, 'x', sizeof(text));
+	assert_int_equal(ndet_reference_tree_string(3, text, sizeof(text)), 9);
+	assert_string_equal(text, "((0+1)+");
+	assert_int_equal(ndet_reference_tree_string(3, NULL, 0), 9);
+	assert_int_equal(ndet_reference_tree_string(0, text, sizeof(text)), -1);
+	assert_string_equal(text, "");
+	assert_int_equal(ndet_reference_tree_string(-3, text, sizeof(text)), -1);
+}
+
+/* A tree read back from its string: node := rank | "(" node "+" node ")". */
+struct parsed_node {
+	int leaf; /* rank for a leaf, -1 for an inner node */
+	int left, right;
+	int first, size; /* ranks covered */
+};
+
+struct tree_parser {
+	const char *text;
+	size_t position;
+	struct parsed_node nodes[256];
+	int node_count;
+	int next_rank;
+};
+
+static int parse_node(struct tree_parser *parser)
+{
+	assert_true(parser->node_count < (int)ARRAY_SIZE(parser->nodes));
+
+	int index = parser->node_count++;
+	struct parsed_node *node = &parser->nodes[index];
+	const char *c = &parser->text[parser->position];
+
+	if (*c == '(') {
+		parser->position++;
+		int left = parse_node(parser);
+
+		assert_int_equal(parser->text[parser->position], '+');
+		parser->position++;
+		int right = parse_node(parser);
+
+		assert_int_equal(parser->text[parser->position], ')');
+		parser->position++;
+		node = &parser->nodes[index];
+		node->leaf = -1;
+		node->left = left;
+		node->right = right;
+		node->first = parser->nodes[left].first;
+		node->size = parser->nodes[left].size + parser->nodes[right].size;
+		return index;
+	}
+	assert_true(*c >= '0' && *c <= '9');
+
+	char *end;
+	long rank = strtol(c, &end, 10);
+
+	parser->position += (size_t)(end - c);
+	/* Every rank once, in rank order. */
+	assert_int_equal(rank, parser->next_rank);
+	parser->next_rank++;
+	node->leaf = (int)rank;
+	node->first = (int)rank;
+	node->size = 1;
+	return index;
+}
+
+static float evaluate_parsed_sum(const struct tree_parser *parser, int index, const float *x)
+{
+	const struct parsed_node *node = &parser->nodes[index];
+
+	if (node->leaf >= 0)
+		return x[node->leaf];
+	float left = evaluate_parsed_sum(parser, node->left, x);
+	float right = evaluate_parsed_sum(parser, node->right, x);
+
+	return left + right;
+}
+
+static void test_tree_string_structure_for_every_n(void **state)
+{
+	(void)state;
+	for (int n = 1; n <= 64; n++) {
+		char text[1024];
+		struct tree_parser parser = {.text = text};
+
+		int length = ndet_reference_tree_string(n, text, sizeof(text));
+
+		assert_true(length > 0 && length < (int)sizeof(text));
+		assert_int_equal(parse_node(&parser), 0);
+		assert_int_equal(parser.position, strlen(text));
+		assert_int_equal(parser.next_rank, n);
+		assert_int_equal(parser.node_count, 2 * n - 1);
+		for (int k = 0; k < parser.node_count; k++) {
+			const struct parsed_node *node = &parser.nodes[k];
+
+			if (node->leaf >= 0)
+				continue;
+			int p = parser.nodes[node->left].size;
+
+			/* p is the largest power of two below the node's size m. */
+			assert_true((p & (p - 1)) == 0);
+			assert_true(p < node->size && node->size <= 2 * p);
+		}
+	}
+}
+
+/* The evaluation follows the tree it prints: checked bit for bit for every n <= 16. */
+static void test_tree_evaluation_matches_tree_string(void **state)
+{
+	(void)state;
+	enum { count = 2048 };
+	static float data[NDET_MAX_RANKS][count];
+	static float result[count];
+
+	for (int n = 1; n <= NDET_MAX_RANKS; n++) {
+		char text[256];
+		struct tree_parser parser = {.text = text};
+		const void *inputs[NDET_MAX_RANKS];
+
+		ndet_reference_tree_string(n, text, sizeof(text));
+		parse_node(&parser);
+		for (int r = 0; r < n; r++) {
+			ndet_test_fill_rank(NDET_DTYPE_F32, data[r], 0, count, 7, r, n,
+					    NDET_TEST_DATA_CANCEL);
+			inputs[r] = data[r];
+		}
+		assert_int_equal(
+		    ndet_reference_allreduce(inputs, n, result, count, NDET_DTYPE_F32, NDET_OP_SUM),
+		    NDET_OK);
+		for (size_t i = 0; i < count; i++) {
+			float x[NDET_MAX_RANKS];
+
+			for (int r = 0; r < n; r++)
+				x[r] = data[r][i];
+			assert_int_equal(float_bits(result[i]),
+					 float_bits(evaluate_parsed_sum(&parser, 0, x)));
+		}
+	}
+}
+
+/* ---------------------------------------------------------------- f32 by hand */
+
+/*
+ * 1e8 is a float; at that magnitude the spacing is 8, so 1e8 + 1 rounds back to 1e8
+ * and -1e8 + 1 to -1e8: a one next to 1e8 vanishes unless 1e8 has already cancelled.
+ */
+static void test_f32_sum_hand_values_order_matters(void **state)
+{
+	(void)state;
+	static const struct {
+		int nranks;
+		float values[8];
+		float tree;       /* by hand, following the tree */
+		float sequential; /* by hand, left to right */
+	} cases[] = {
+	    /* n = 3: the tree is ((0+1)+2), the sequential order itself. */
+	    {3, {1e8f, 1, -1e8f}, 0, 0},
+	    {3, {1e8f, -1e8f, 1}, 1, 1},
+	    /* (1+1e8)+(-1e8+1) = 1e8-1e8 = 0; ((1+1e8)-1e8)+1 = 1 */
+	    {4, {1, 1e8f, -1e8f, 1}, 0, 1},
+	    /* ((1e8+1)+(-1e8+1))+1 = 1; 1e8+1-1e8+1+1 = 2 */
+	    {5, {1e8f, 1, -1e8f, 1, 1}, 1, 2},
+	    {6, {1e8f, 1, -1e8f, 1, 1, 1}, 2, 3},
+	    {7, {1e8f, 1, -1e8f, 1, 1, 1, 1}, 3, 4},
+	    {8, {1e8f, 1, -1e8f, 1, 1, 1, 1, 1}, 4, 5},
+	    /* 4 + ((1e8+1)+(-1e8+1)) = 4; 4+1e8 is a tie that goes to 1e8 (even) ... = 1 */
+	    {8, {1, 1, 1, 1, 1e8f, 1, -1e8f, 1}, 4, 1},
+	};
+
+	for (size_t c = 0; c < ARRAY_SIZE(cases); c++) {
+		float tree, sequential;
+
+		reduce_one(NDET_DTYPE_F32, NDET_OP_SUM, cases[c].nranks, cases[c].values, &tree,
+			   &sequential);
+		assert_int_equal(float_bits(tree), float_bits(cases[c].tree));
+		assert_int_equal(float_bits(sequential), float_bits(cases[c].sequential));
+		if (cases[c].nranks >= 4)
+			assert_int_not_equal(float_bits(tree), float_bits(sequential));
+	}
+
+	/* n = 3 differs from the other association, 0+(1+2): 1e8+(-1e8+1) = 0. */
+	const float three[3] = {1e8f, -1e8f, 1};
+	const float reversed[3] = {1, -1e8f, 1e8f};
+
+	assert_true(tree_f32(NDET_OP_SUM, 3, three) == 1.0f);
+	assert_true(sequential_f32(NDET_OP_SUM, 3, reversed) == 0.0f);
+}
+
+static void test_f32_prod_min_max_avg_hand_values(void **state)
+{
+	(void)state;
+	const float exact[5] = {2, 3, 0.5f, -4, 1.5f};
+
+	/* ((2*3)*(0.5*-4))*1.5 */
+	assert_true(tree_f32(NDET_OP_PROD, 5, exact) == -18.0f);
+
+	/* Tree: (1e-40 subnormal) * (1e40 -> inf) = inf; left to right stays near 1. */
+	const float order[4] = {1e-20f, 1e-20f, 1e20f, 1e20f};
+	float sequential = sequential_f32(NDET_OP_PROD, 4, order);
+
+	assert_true(isinf(tree_f32(NDET_OP_PROD, 4, order)));
+	assert_true(sequential > 0.99f && sequential < 1.01f);
+
+	const float mixed[5] = {3, -1, 7, -1, 2};
+
+	assert_true(tree_f32(NDET_OP_MIN, 5, mixed) == -1.0f);
+	assert_true(tree_f32(NDET_OP_MAX, 5, mixed) == 7.0f);
+
+	/* (1+2)+4 = 7, 7/3 rounded once: 0x40155555. */
+	const float three[3] = {1, 2, 4};
+
+	assert_int_equal(float_bits(tree_f32(NDET_OP_AVG, 3, three)), 0x40155555u);
+	/* avg divides the tree sum: 0 / 4, where left to right would give 1 / 4. */
+	const float cancel[4] = {1, 1e8f, -1e8f, 1};
+
+	assert_true(tree_f32(NDET_OP_AVG, 4, cancel) == 0.0f);
+	assert_true(sequential_f32(NDET_OP_AVG, 4, cancel) == 0.25f);
+	/* n = 1: the value itself. */
+	assert_true(tree_f32(NDET_OP_AVG, 1, &exact[4]) == 1.5f);
+	assert_true(tree_f32(NDET_OP_SUM, 1, &exact[4]) == 1.5f);
+}
+
+/* ---------------------------------------------------------------- f16 / bf16 */
+
+/*
+ * f16 spacing at 2048 is 2 and bf16 spacing at 256 is 2.  Per-step rounding to the
+ * storage type would lose each +1 (2049 ties to 2048); f32 accumulation keeps them,
+ * and the one final rounding decides.
+ */
+static void test_f16_bf16_accumulate_in_f32_round_once(void **state)
+{
+	(void)state;
+	const uint16_t h_2048 = 0x6800, h_2050 = 0x6801, h_2052 = 0x6802, h_1 = 0x3c00,
+		       h_quarter = 0x3400, h_0 = 0;
+
+	const uint16_t two_ones[4] = {h_2048, h_1, h_1, h_0};
+	const uint16_t one_and_quarter[4] = {h_2048, h_1, h_quarter, h_0};
+	const uint16_t tie_even_down[4] = {h_2048, h_1, h_0, h_0};
+	const uint16_t tie_even_up[4] = {h_2050, h_1, h_0, h_0};
+
+	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_SUM, 4, two_ones), h_2050);
+	/* 2049.25 is above the midpoint 2049: a rounding at the (0+1) node gives 2048. */
+	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_SUM, 4, one_and_quarter), h_2050);
+	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_SUM, 4, tie_even_down), h_2048);
+	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_SUM, 4, tie_even_up), h_2052);
+
+	const uint16_t b_256 = 0x4380, b_258 = 0x4381, b_1 = 0x3f80, b_quarter = 0x3e80;
+	const uint16_t b_two_ones[4] = {b_256, b_1, b_1, 0};
+	const uint16_t b_one_and_quarter[4] = {b_256, b_1, b_quarter, 0};
+
+	assert_int_equal(tree_16(NDET_DTYPE_BF16, NDET_OP_SUM, 4, b_two_ones), b_258);
+	assert_int_equal(tree_16(NDET_DTYPE_BF16, NDET_OP_SUM, 4, b_one_and_quarter), b_258);
+
+	/* 65504 + 65504 overflows f16 but not f32: avg is exact, sum is inf. */
+	const uint16_t largest[2] = {0x7bff, 0x7bff};
+
+	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_SUM, 2, largest), 0x7c00);
+	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_AVG, 2, largest), 0x7bff);
+
+	/* avg of 1, 2, 4 in f16: 7/3 in f32 then one rounding. */
+	const uint16_t three[3] = {0x3c00, 0x4000, 0x4400};
+
+	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_AVG, 3, three),
+			 gcc_float_to_half(7.0f / 3.0f));
+	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_AVG, 3, three), 0x40ab);
+
+	/* prod/min/max in f16: 2*3*0.5 = 3; min/max pick values. */
+	const uint16_t small[3] = {0x4000, 0x4200, 0x3800};
+
+	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_PROD, 3, small), 0x4200);
+	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_MIN, 3, small), 0x3800);
+	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_MAX, 3, small), 0x4200);
+}
+
+/* n = 5 written out as ((0+1)+(2+3))+4 in float, rounded by GCC (f16) or slowly (bf16). */
+static void test_f16_bf16_match_tree_expression(void **state)
+{
+	(void)state;
+	enum { count = 4096, n = 5 };
+	static uint16_t data[n][count], result[count];
+	const ndet_dtype_t dtypes[] = {NDET_DTYPE_F16, NDET_DTYPE_BF16};
+
+	for (size_t d = 0; d < ARRAY_SIZE(dtypes); d++) {
+		ndet_dtype_t dtype = dtypes[d];
+		const void *inputs[n];
+
+		for (int r = 0; r < n; r++) {
+			ndet_test_fill_rank(dtype, data[r], 0, count, 11, r, n,
+					    NDET_TEST_DATA_CANCEL | NDET_TEST_DATA_SPECIALS);
+			inputs[r] = data[r];
+		}
+		assert_int_equal(
+		    ndet_reference_allreduce(inputs, n, result, count, dtype, NDET_OP_SUM),
+		    NDET_OK);
+		for (size_t i = 0; i < count; i++) {
+			float x[n];
+
+			for (int r = 0; r < n; r++)
+				x[r] = (float)ndet_test_element_to_double(dtype, data[r], i);
+
+			float sum = ((x[0] + x[1]) + (x[2] + x[3])) + x[4];
+			uint16_t expected = dtype == NDET_DTYPE_F16 ? gcc_float_to_half(sum)
+								    : slow_round_to_16(dtype, sum);
+
+			if (isnan(sum)) {
+				assert_true(ndet_test_element_is_nan(dtype, result, i));
+				continue;
+			}
+			assert_int_equal(result[i], expected);
+		}
+	}
+}
+
+/* ---------------------------------------------------------------- f64 */
+
+static void test_f64_hand_values(void **state)
+{
+	(void)state;
+	/* Spacing at 1e17 is 16: the ones vanish next to 1e17 as in the f32 case. */
+	const double values[4] = {1, 1e17, -1e17, 1};
+	double tree, sequential;
+
+	reduce_one(NDET_DTYPE_F64, NDET_OP_SUM, 4, values, &tree, &sequential);
+	assert_true(tree == 0.0);
+	assert_true(sequential == 1.0);
+
+	const double three[3] = {1, 2, 4};
+
+	assert_int_equal(double_bits(tree_f64(NDET_OP_AVG, 3, three)), double_bits(7.0 / 3.0));
+	assert_true(tree_f64(NDET_OP_PROD, 3, three) == 8.0);
+	assert_true(tree_f64(NDET_OP_MIN, 3, three) == 1.0);
+	assert_true(tree_f64(NDET_OP_MAX, 3, three) == 4.0);
+
+	/* f64 is accumulated in f64: 1 + 2^-40 survives, which f32 would lose. */
+	const double fine[3] = {1, ldexp(1, -40), 0};
+
+	assert_true(tree_f64(NDET_OP_SUM, 3, fine) == 1 + ldexp(1, -40));
+}
+
+/* ---------------------------------------------------------------- specials */
+
+static void test_specials_inf_nan(void **state)
+{
+	(void)state;
+	const float inf_minus_inf[4] = {INFINITY, -INFINITY, 1, 2};
+	const float inf_plus_finite[3] = {INFINITY, 1, 2};
+	const float with_nan[5] = {1, NAN, 2, 3, 4};
+	const float inf_times_zero[2] = {INFINITY, 0};
+
+	assert_true(isnan(tree_f32(NDET_OP_SUM, 4, inf_minus_inf)));
+	assert_true(tree_f32(NDET_OP_SUM, 3, inf_plus_finite) == INFINITY);
+	assert_true(isnan(tree_f32(NDET_OP_SUM, 5, with_nan)));
+	assert_true(isnan(tree_f32(NDET_OP_PROD, 5, with_nan)));
+	assert_true(isnan(tree_f32(NDET_OP_AVG, 5, with_nan)));
+	assert_true(isnan(tree_f32(NDET_OP_PROD, 2, inf_times_zero)));
+
+	/* min/max: a NaN operand yields the other operand, in either position. */
+	const float nan_first[2] = {NAN, 5};
+	const float nan_second[2] = {5, NAN};
+	const float two_nans[4] = {NAN, 3, 1, NAN};
+	const float all_nan[3] = {NAN, NAN, NAN};
+
+	assert_true(tree_f32(NDET_OP_MIN, 2, nan_first) == 5.0f);
+	assert_true(tree_f32(NDET_OP_MIN, 2, nan_second) == 5.0f);
+	assert_true(tree_f32(NDET_OP_MAX, 2, nan_first) == 5.0f);
+	assert_true(tree_f32(NDET_OP_MAX, 2, nan_second) == 5.0f);
+	assert_true(tree_f32(NDET_OP_MIN, 4, two_nans) == 1.0f);
+	assert_true(tree_f32(NDET_OP_MAX, 4, two_nans) == 3.0f);
+	assert_true(isnan(tree_f32(NDET_OP_MIN, 3, all_nan)));
+	assert_true(isnan(tree_f32(NDET_OP_MAX, 3, all_nan)));
+
+	/* Two NaNs of different payloads: the same bits in either order. */
+	const float nan_pair[2] = {float_from_bits(0x7fc00001u), float_from_bits(0xffc00002u)};
+	const float nan_pair_swapped[2] = {nan_pair[1], nan_pair[0]};
+	const uint16_t half_nan_pair[2] = {0x7e01, 0xfe02};
+	const uint16_t half_nan_pair_swapped[2] = {0xfe02, 0x7e01};
+
+	for (ndet_op_t op = NDET_OP_MIN; op <= NDET_OP_MAX; op++) {
+		assert_true(isnan(tree_f32(op, 2, nan_pair)));
+		assert_int_equal(float_bits(tree_f32(op, 2, nan_pair)),
+				 float_bits(tree_f32(op, 2, nan_pair_swapped)));
+		assert_int_equal(tree_16(NDET_DTYPE_F16, op, 2, half_nan_pair),
+				 tree_16(NDET_DTYPE_F16, op, 2, half_nan_pair_swapped));
+	}
+
+	/* The same in f16 (NaN = 0x7e00) and f64. */
+	const uint16_t half_nan[3] = {0x7e00, 0x4000, 0x7e00};
+
+	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_MIN, 3, half_nan), 0x4000);
+	assert_int_equal(
+	    tree_16(NDET_DTYPE_BF16, NDET_OP_MAX, 3, (const uint16_t[]){0x7fc0, 0x4000, 0x3f80}),
+	    0x4000);
+	assert_true(half_is_nan(tree_16(NDET_DTYPE_F16, NDET_OP_SUM, 3, half_nan)));
+
+	const double double_nan[3] = {NAN, -2, NAN};
+
+	assert_true(tree_f64(NDET_OP_MIN, 3, double_nan) == -2.0);
+	assert_true(isnan(tree_f64(NDET_OP_SUM, 3, double_nan)));
+	assert_true(isinf(tree_f64(NDET_OP_SUM, 2, (const double[]){INFINITY, 1})));
+	assert_true(isnan(tree_f64(NDET_OP_SUM, 2, (const double[]){INFINITY, -INFINITY})));
+}
+
+static void test_specials_signed_zero(void **state)
+{
+	(void)state;
+	const float minus_plus[2] = {-0.0f, 0.0f};
+	const float plus_minus[2] = {0.0f, -0.0f};
+	const float three_zeros[3] = {0.0f, -0.0f, 0.0f};
+	const float all_minus[4] = {-0.0f, -0.0f, -0.0f, -0.0f};
+
+	assert_int_equal(float_bits(tree_f32(NDET_OP_MIN, 2, minus_plus)), 0x80000000u);
+	assert_int_equal(float_bits(tree_f32(NDET_OP_MIN, 2, plus_minus)), 0x80000000u);
+	assert_int_equal(float_bits(tree_f32(NDET_OP_MAX, 2, minus_plus)), 0u);
+	assert_int_equal(float_bits(tree_f32(NDET_OP_MAX, 2, plus_minus)), 0u);
+	assert_int_equal(float_bits(tree_f32(NDET_OP_MIN, 3, three_zeros)), 0x80000000u);
+	assert_int_equal(float_bits(tree_f32(NDET_OP_MAX, 3, three_zeros)), 0u);
+	/* IEEE sums: -0 + -0 = -0, -0 + +0 = +0. */
+	assert_int_equal(float_bits(tree_f32(NDET_OP_SUM, 4, all_minus)), 0x80000000u);
+	assert_int_equal(float_bits(tree_f32(NDET_OP_SUM, 2, minus_plus)), 0u);
+	assert_int_equal(float_bits(tree_f32(NDET_OP_PROD, 2, minus_plus)), 0x80000000u);
+
+	const uint16_t half_zeros[2] = {0x0000, 0x8000};
+	const uint16_t half_zeros_swapped[2] = {0x8000, 0x0000};
+
+	for (int d = 0; d < 2; d++) {
+		ndet_dtype_t dtype = d == 0 ? NDET_DTYPE_F16 : NDET_DTYPE_BF16;
+
+		assert_int_equal(tree_16(dtype, NDET_OP_MIN, 2, half_zeros), 0x8000);
+		assert_int_equal(tree_16(dtype, NDET_OP_MIN, 2, half_zeros_swapped), 0x8000);
+		assert_int_equal(tree_16(dtype, NDET_OP_MAX, 2, half_zeros), 0x0000);
+		assert_int_equal(tree_16(dtype, NDET_OP_MAX, 2, half_zeros_swapped), 0x0000);
+	}
+
+	const double double_zeros[2] = {0.0, -0.0};
+	const double double_zeros_swapped[2] = {-0.0, 0.0};
+
+	assert_int_equal(double_bits(tree_f64(NDET_OP_MIN, 2, double_zeros)),
+			 0x8000000000000000ull);
+	assert_int_equal(double_bits(tree_f64(NDET_OP_MIN, 2, double_zeros_swapped)),
+			 0x8000000000000000ull);
+	assert_int_equal(double_bits(tree_f64(NDET_OP_MAX, 2, double_zeros)), 0);
+	assert_int_equal(double_bits(tree_f64(NDET_OP_MAX, 2, double_zeros_swapped)), 0);
+}
+
+static void test_specials_subnormals_survive(void **state)
+{
+	(void)state;
+	const float tiny = float_from_bits(1); /* 2^-149 */
+	const float f32_tiny[3] = {tiny, tiny, tiny};
+
+	assert_int_equal(float_bits(tree_f32(NDET_OP_SUM, 3, f32_tiny)), 3u);
+	assert_int_equal(float_bits(tree_f32(NDET_OP_MIN, 3, (const float[]){tiny, 0, -tiny})),
+			 0x80000001u);
+	/* The largest subnormal plus the smallest gives the smallest normal. */
+	const float to_normal[2] = {float_from_bits(0x007fffff), tiny};
+
+	assert_int_equal(float_bits(tree_f32(NDET_OP_SUM, 2, to_normal)), 0x00800000u);
+	/* A subnormal product: 2^-100 * 2^-40 = 2^-140. */
+	assert_int_equal(
+	    float_bits(tree_f32(NDET_OP_PROD, 2, (const float[]){ldexpf(1, -100), ldexpf(1, -40)})),
+	    float_bits(ldexpf(1, -140)));
+
+	const double double_tiny = ldexp(1, -1074);
+	const double f64_tiny[3] = {double_tiny, double_tiny, double_tiny};
+
+	assert_int_equal(double_bits(tree_f64(NDET_OP_SUM, 3, f64_tiny)), 3);
+
+	/* f16 subnormals (2^-24 units) add in f32 and round back to subnormals. */
+	const uint16_t half_tiny[3] = {0x0001, 0x0001, 0x0001};
+	const uint16_t half_sub[2] = {0x03ff, 0x0001};
+
+	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_SUM, 3, half_tiny), 0x0003);
+	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_SUM, 2, half_sub), 0x0400);
+	/* avg of 1 and 0 units: 2^-25 is a tie that goes to the even 0. */
+	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_AVG, 2, (const uint16_t[]){0x0001, 0}),
+			 0x0000);
+	/* avg of 3 units and 0: 1.5 units rounds to the even 2 units. */
+	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_AVG, 2, (const uint16_t[]){0x0003, 0}),
+			 0x0002);
+	assert_int_equal(
+	    tree_16(NDET_DTYPE_BF16, NDET_OP_SUM, 3, (const uint16_t[]){0x0001, 0x0001, 0x0001}),
+	    0x0003);
+}
+
+/* ---------------------------------------------------------------- conversions */
+
+static void test_half_round_trip_every_pattern(void **state)
+{
+	(void)state;
+	for (uint32_t b = 0; b <= 0xffff; b++) {
+		uint16_t bits = (uint16_t)b;
+		float value = ndet_half_to_float(bits);
+		uint16_t back = ndet_float_to_half(value);
+
+		if (half_is_nan(bits)) {
+			/* Stays NaN, keeps sign and payload, comes back quiet. */
+			assert_true(isnan(value));
+			assert_true(isnan(gcc_half_to_float(bits)));
+			assert_int_equal(back, bits | 0x0200);
+			continue;
+		}
+		assert_int_equal(back, bits);
+		assert_int_equal(float_bits(value), float_bits(gcc_half_to_float(bits)));
+		assert_true((double)value == ndet_test_element_to_double(NDET_DTYPE_F16, &bits, 0));
+	}
+}
+
+static void test_bfloat16_round_trip_every_pattern(void **state)
+{
+	(void)state;
+	for (uint32_t b = 0; b <= 0xffff; b++) {
+		uint16_t bits = (uint16_t)b;
+		float value = ndet_bfloat16_to_float(bits);
+		uint16_t back = ndet_float_to_bfloat16(value);
+
+		if (bfloat16_is_nan(bits)) {
+			assert_true(isnan(value));
+			assert_int_equal(back, bits | 0x0040);
+			continue;
+		}
+		assert_int_equal(back, bits);
+		assert_true((double)value ==
+			    ndet_test_element_to_double(NDET_DTYPE_BF16, &bits, 0));
+	}
+}
+
+static void check_float_to_16(ndet_dtype_t dtype, float value)
+{
+	uint16_t got =
+	    dtype == NDET_DTYPE_F16 ? ndet_float_to_half(value) : ndet_float_to_bfloat16(value);
+
+	if (isnan(value)) {
+		if (dtype == NDET_DTYPE_F16) {
+			assert_true(half_is_nan(got));
+			assert_true(half_is_nan(gcc_float_to_half(value)));
+		} else {
+			assert_true(bfloat16_is_nan(got));
+		}
+		/* Quiet, with the sign kept. */
+		assert_true(got & (dtype == NDET_DTYPE_F16 ? 0x0200 : 0x0040));
+		assert_int_equal(got >> 15, float_bits(value) >> 31);
+		return;
+	}
+
+	uint16_t slow = slow_round_to_16(dtype, value);
+
+	if (got != slow)
+		fail_msg("%s(%a = 0x%08x) = 0x%04x, slow reference 0x%04x", ndet_dtype_name(dtype),
+			 (double)value, float_bits(value), got, slow);
+	if (dtype == NDET_DTYPE_F16 && got != gcc_float_to_half(value))
+		fail_msg("f16(%a = 0x%08x) = 0x%04x, GCC _Float16 0x%04x", (double)value,
+			 float_bits(value), got, gcc_float_to_half(value));
+}
+
+/* Every exact value, every midpoint between neighbours, and one float ulp around them. */
+static void check_neighbourhoods(ndet_dtype_t dtype)
+{
+	for (uint32_t b = 0; b <= 0xffff; b++) {
+		uint16_t bits = (uint16_t)b;
+		uint16_t next = (uint16_t)(b + 1);
+		int is_nan = dtype == NDET_DTYPE_F16 ? half_is_nan(bits) : bfloat16_is_nan(bits);
+
+		if (is_nan)
+			continue;
+
+		double here = ndet_test_element_to_double(dtype, &bits, 0);
+
+		check_float_to_16(dtype, (float)here);
+		if ((b & 0x7fff) >= (dtype == NDET_DTYPE_F16 ? 0x7bffu : 0x7f7fu))
+			continue;
+
+		/* Midpoints have one bit more than the format: exact in float. */
+		float middle = (float)((here + ndet_test_element_to_double(dtype, &next, 0)) / 2);
+		uint32_t middle_bits = float_bits(middle);
+
+		for (int delta = -2; delta <= 2; delta++)
+			check_float_to_16(dtype, float_from_bits(middle_bits + (uint32_t)delta));
+	}
+	/* Just below, at and above the overflow threshold (largest + half a spacing). */
+	double threshold = dtype == NDET_DTYPE_F16 ? 65520.0 : ldexp(2.0 - ldexp(1, -8), 127);
+	uint32_t threshold_bits = float_bits((float)threshold);
+
+	for (int delta = -3; delta <= 3; delta++) {
+		check_float_to_16(dtype, float_from_bits(threshold_bits + (uint32_t)delta));
+		check_float_to_16(
+		    dtype, float_from_bits((threshold_bits + (uint32_t)delta) | 0x80000000u));
+	}
+}
+
+static void check_random_floats(ndet_dtype_t dtype, uint64_t seed)
+{
+	uint64_t random_state = seed;
+
+	for (int k = 0; k < 300000; k++) {
+		uint64_t r = next_random(&random_state);
+
+		/* Any bit pattern (mostly out of f16 range), then values near the format. */
+		check_float_to_16(dtype, float_from_bits((uint32_t)r));
+
+		int exponent = dtype == NDET_DTYPE_F16 ? -27 + (int)((r >> 32) % 46)
+						       : -140 + (int)((r >> 32) % 270);
+		float near = ldexpf(1.0f + (float)((r >> 40) & 0x7fffff) / 8388608.0f, exponent);
+
+		check_float_to_16(dtype, (r >> 63) ? -near : near);
+	}
+	const float edges[] = {0.0f,
+			       -0.0f,
+			       INFINITY,
+			       -INFINITY,
+			       NAN,
+			       -NAN,
+			       float_from_bits(0x7f800001u), /* signalling NaN */
+			       float_from_bits(0xff800001u),
+			       float_from_bits(1),
+			       float_from_bits(0x807fffffu),
+			       float_from_bits(0x00800000u),
+			       float_from_bits(0x7f7fffffu),
+			       float_from_bits(0xff7fffffu),
+			       ldexpf(1, -24),
+			       ldexpf(1, -25),
+			       ldexpf(1.5f, -25),
+			       ldexpf(1, -26),
+			       ldexpf(1, -14),
+			       65504.0f,
+			       65519.0f,
+			       65520.0f,
+			       1.0f,
+			       -1.0f};
+
+	for (size_t e = 0; e < ARRAY_SIZE(edges); e++)
+		check_float_to_16(dtype, edges[e]);
+}
+
+static void test_float_to_half_matches_gcc_and_slow_reference(void **state)
+{
+	(void)state;
+	check_neighbourhoods(NDET_DTYPE_F16);
+	check_random_floats(NDET_DTYPE_F16, 0x1234567887654321ull);
+	/* Tie to even in the subnormal range, spelled out. */
+	assert_int_equal(ndet_float_to_half(ldexpf(1, -25)), 0x0000);
+	assert_int_equal(ndet_float_to_half(ldexpf(3, -25)), 0x0002);
+	assert_int_equal(ndet_float_to_half(ldexpf(1.0000001f, -25)), 0x0001);
+	assert_int_equal(ndet_float_to_half(65520.0f), 0x7c00);
+	assert_int_equal(ndet_float_to_half(65519.996f), 0x7bff);
+}
+
+static void test_float_to_bfloat16_matches_slow_reference(void **state)
+{
+	(void)state;
+	check_neighbourhoods(NDET_DTYPE_BF16);
+	check_random_floats(NDET_DTYPE_BF16, 0x0fedcba987654321ull);
+	assert_int_equal(ndet_float_to_bfloat16(float_from_bits(0x3f808000u)), 0x3f80);
+	assert_int_equal(ndet_float_to_bfloat16(float_from_bits(0x3f818000u)), 0x3f82);
+	assert_int_equal(ndet_float_to_bfloat16(float_from_bits(0x00008000u)), 0x0000);
+	assert_int_equal(ndet_float_to_bfloat16(float_from_bits(0x00018000u)), 0x0002);
+	assert_int_equal(ndet_float_to_bfloat16(float_from_bits(0x7f7fffffu)), 0x7f80);
+}
+
+/* ---------------------------------------------------------------- random data */
+
+struct rank_buffers {
+	void *data[NDET_MAX_RANKS];
+	const void *inputs[NDET_MAX_RANKS];
+	const void *reversed[NDET_MAX_RANKS];
+	void *tree, *other;
+};
+
+static void buffers_alloc(struct rank_buffers *b, ndet_dtype_t dtype, int n, size_t count)
+{
+	size_t bytes = count * ndet_dtype_size(dtype);
+
+	for (int r = 0; r < n; r++) {
+		b->data[r] = malloc(bytes);
+		assert_non_null(b->data[r]);
+		b->inputs[r] = b->data[r];
+		b->reversed[n - 1 - r] = b->data[r];
+	}
+	b->tree = malloc(bytes);
+	b->other = malloc(bytes);
+	assert_non_null(b->tree);
+	assert_non_null(b->other);
+}
+
+static void buffers_free(struct rank_buffers *b, int n)
+{
+	for (int r = 0; r < n; r++)
+		free(b->data[r]);
+	free(b->tree);
+	free(b->other);
+}
+
+/*
+ * The data discriminates: the tree differs from the left-to-right order (n >= 4) and
+ * from the right-to-left order x0+(x1+(...)) (n >= 3, computed as left to right over
+ * the reversed inputs, since a+b = b+a) in more than 5 % of the elements.  For n = 3
+ * the tree is the left-to-right order, bit for bit.
+ */
+static void test_random_data_discriminates_orders(void **state)
+{
+	(void)state;
+	enum { count = 4096 };
+	const size_t minimum = count / 20;
+
+	for (ndet_dtype_t dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+		for (int n = 3; n <= NDET_MAX_RANKS; n++) {
+			struct rank_buffers b;
+			size_t differences;
+
+			buffers_alloc(&b, dtype, n, count);
+			for (int r = 0; r < n; r++)
+				ndet_test_fill_rank(dtype, b.data[r], 0, count, 100 + (uint64_t)n,
+						    r, n, NDET_TEST_DATA_CANCEL);
+			for (ndet_op_t op = NDET_OP_SUM; op <= NDET_OP_AVG; op += NDET_OP_AVG) {
+				assert_int_equal(
+				    ndet_reference_allreduce(b.inputs, n, b.tree, count, dtype, op),
+				    NDET_OK);
+				assert_int_equal(ndet_reference_allreduce_sequential(
+						     b.inputs, n, b.other, count, dtype, op),
+						 NDET_OK);
+				differences = ndet_test_count_differences(dtype, b.tree, b.other,
+									  count, NULL);
+				if (n == 3)
+					assert_int_equal(differences, 0);
+				else if (differences <= minimum)
+					fail_msg("%s %s n=%d: tree and left-to-right differ in "
+						 "%zu of %d elements",
+						 ndet_dtype_name(dtype), ndet_op_name(op), n,
+						 differences, count);
+				assert_int_equal(ndet_reference_allreduce_sequential(
+						     b.reversed, n, b.other, count, dtype, op),
+						 NDET_OK);
+				differences = ndet_test_count_differences(dtype, b.tree, b.other,
+									  count, NULL);
+				if (differences <= minimum)
+					fail_msg("%s %s n=%d: tree and right-to-left differ in "
+						 "%zu of %d elements",
+						 ndet_dtype_name(dtype), ndet_op_name(op), n,
+						 differences, count);
+			}
+			buffers_free(&b, n);
+		}
+	}
+}
+
+/*
+ * Independent values without cancellation pairs already discriminate where the
+ * accumulation type is the storage type (f32, f64), for sums and products.
+ */
+static void test_independent_random_data_discriminates_f32_f64(void **state)
+{
+	(void)state;
+	enum { count = 4096 };
+	const ndet_dtype_t dtypes[] = {NDET_DTYPE_F32, NDET_DTYPE_F64};
+	const ndet_op_t ops[] = {NDET_OP_SUM, NDET_OP_PROD};
+
+	for (size_t d = 0; d < ARRAY_SIZE(dtypes); d++) {
+		for (int n = 4; n <= NDET_MAX_RANKS; n++) {
+			struct rank_buffers b;
+
+			buffers_alloc(&b, dtypes[d], n, count);
+			for (int r = 0; r < n; r++)
+				ndet_test_fill_random(dtypes[d], b.data[r], count,
+						      1000 + (uint64_t)r, 0);
+			for (size_t o = 0; o < ARRAY_SIZE(ops); o++) {
+				ndet_reference_allreduce(b.inputs, n, b.tree, count, dtypes[d],
+							 ops[o]);
+				ndet_reference_allreduce_sequential(b.inputs, n, b.other, count,
+								    dtypes[d], ops[o]);
+				size_t differences = ndet_test_count_differences(
+				    dtypes[d], b.tree, b.other, count, NULL);
+
+				if (differences <= count / 20)
+					fail_msg("%s %s n=%d: %zu of %d differ",
+						 ndet_dtype_name(dtypes[d]), ndet_op_name(ops[o]),
+						 n, differences, count);
+			}
+			buffers_free(&b, n);
+		}
+	}
+}
+
+/* min and max never depend on order, NaNs and signed zeros included. */
+static void test_min_max_order_independent(void **state)
+{
+	(void)state;
+	enum { count = 4096 };
+
+	for (ndet_dtype_t dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+		for (int n = 1; n <= NDET_MAX_RANKS; n++) {
+			struct rank_buffers b;
+
+			buffers_alloc(&b, dtype, n, count);
+			for (int r = 0; r < n; r++)
+				ndet_test_fill_rank(dtype, b.data[r], 0, count, 5, r, n,
+						    NDET_TEST_DATA_SPECIALS);
+			for (ndet_op_t op = NDET_OP_MIN; op <= NDET_OP_MAX; op++) {
+				ndet_reference_allreduce(b.inputs, n, b.tree, count, dtype, op);
+				ndet_reference_allreduce_sequential(b.reversed, n, b.other, count,
+								    dtype, op);
+				/* Bits, NaNs included (count_differences would forgive payloads).
+				 */
+				assert_memory_equal(b.tree, b.other,
+						    count * ndet_dtype_size(dtype));
+			}
+			buffers_free(&b, n);
+		}
+	}
+}
+
+/* avg is the tree sum in the accumulation type divided once by n, then rounded. */
+static void test_avg_is_tree_sum_divided_by_n(void **state)
+{
+	(void)state;
+	enum { count = 4096 };
+	static float widened[NDET_MAX_RANKS][count], sum[count];
+
+	for (ndet_dtype_t dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+		for (int n = 1; n <= NDET_MAX_RANKS; n++) {
+			struct rank_buffers b;
+			const void *widened_inputs[NDET_MAX_RANKS];
+
+			buffers_alloc(&b, dtype, n, count);
+			for (int r = 0; r < n; r++)
+				ndet_test_fill_rank(dtype, b.data[r], 0, count, 77, r, n,
+						    NDET_TEST_DATA_CANCEL |
+							NDET_TEST_DATA_SPECIALS);
+			ndet_reference_allreduce(b.inputs, n, b.tree, count, dtype, NDET_OP_AVG);
+			if (dtype == NDET_DTYPE_F64) {
+				ndet_reference_allreduce(b.inputs, n, b.other, count, dtype,
+							 NDET_OP_SUM);
+				for (size_t i = 0; i < count; i++)
+					((double *)b.other)[i] /= (double)n;
+			} else {
+				/* The f32 sum of the exactly widened inputs is the accumulator. */
+				for (int r = 0; r < n; r++) {
+					for (size_t i = 0; i < count; i++)
+						widened[r][i] = (float)ndet_test_element_to_double(
+						    dtype, b.data[r], i);
+					widened_inputs[r] = widened[r];
+				}
+				ndet_reference_allreduce(widened_inputs, n, sum, count,
+							 NDET_DTYPE_F32, NDET_OP_SUM);
+				for (size_t i = 0; i < count; i++) {
+					float average = sum[i] / (float)n;
+
+					if (dtype == NDET_DTYPE_F32)
+						((float *)b.other)[i] = average;
+					else if (dtype == NDET_DTYPE_F16)
+						((uint16_t *)b.other)[i] =
+						    gcc_float_to_half(average);
+					else
+						((uint16_t *)b.other)[i] =
+						    slow_round_to_16(dtype, average);
+				}
+			}
+			size_t first;
+
+			if (ndet_test_count_differences(dtype, b.tree, b.other, count, &first) !=
+			    0) {
+				char got[64], want[64];
+
+				ndet_test_format_element(dtype, b.tree, first, got, sizeof(got));
+				ndet_test_format_element(dtype, b.other, first, want, sizeof(want));
+				fail_msg("%s avg n=%d element %zu: %s, expected %s",
+					 ndet_dtype_name(dtype), n, first, got, want);
+			}
+			buffers_free(&b, n);
+		}
+	}
+}
+
+/* ---------------------------------------------------------------- API edges */
+
+static void test_output_may_alias_an_input(void **state)
+{
+	(void)state;
+	enum { count = 1000, n = 5 };
+
+	for (ndet_dtype_t dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+		struct rank_buffers b;
+		size_t bytes = count * ndet_dtype_size(dtype);
+
+		buffers_alloc(&b, dtype, n, count);
+		for (int alias = 0; alias < n; alias += n - 1) {
+			for (int r = 0; r < n; r++)
+				ndet_test_fill_rank(dtype, b.data[r], 0, count, 3, r, n,
+						    NDET_TEST_DATA_CANCEL);
+			ndet_reference_allreduce(b.inputs, n, b.tree, count, dtype, NDET_OP_SUM);
+			assert_int_equal(ndet_reference_allreduce(b.inputs, n, b.data[alias], count,
+								  dtype, NDET_OP_SUM),
+					 NDET_OK);
+			assert_memory_equal(b.data[alias], b.tree, bytes);
+		}
+		buffers_free(&b, n);
+	}
+}
+
+static void test_invalid_arguments(void **state)
+{
+	(void)state;
+	float a = 1, c = 2, out;
+	const void *inputs[2] = {&a, &c};
+	const void *with_null[2] = {&a, NULL};
+
+	typedef ndet_status_t (*reduce_fn)(const void *const *, int, void *, size_t, ndet_dtype_t,
+					   ndet_op_t);
+	const reduce_fn functions[] = {ndet_reference_allreduce,
+				       ndet_reference_allreduce_sequential};
+
+	for (size_t f = 0; f < ARRAY_SIZE(functions); f++) {
+		reduce_fn reduce = functions[f];
+
+		assert_int_equal(reduce(inputs, 0, &out, 1, NDET_DTYPE_F32, NDET_OP_SUM),
+				 NDET_ERR_INVALID_ARGUMENT);
+		assert_int_equal(reduce(inputs, -1, &out, 1, NDET_DTYPE_F32, NDET_OP_SUM),
+				 NDET_ERR_INVALID_ARGUMENT);
+		assert_int_equal(reduce(inputs, 2, &out, 1, NDET_DTYPE_COUNT, NDET_OP_SUM),
+				 NDET_ERR_INVALID_ARGUMENT);
+		assert_int_equal(reduce(inputs, 2, &out, 1, (ndet_dtype_t)-1, NDET_OP_SUM),
+				 NDET_ERR_INVALID_ARGUMENT);
+		assert_int_equal(reduce(inputs, 2, &out, 1, NDET_DTYPE_F32, NDET_OP_COUNT),
+				 NDET_ERR_INVALID_ARGUMENT);
+		assert_int_equal(reduce(NULL, 2, &out, 1, NDET_DTYPE_F32, NDET_OP_SUM),
+				 NDET_ERR_INVALID_ARGUMENT);
+		assert_int_equal(reduce(inputs, 2, NULL, 1, NDET_DTYPE_F32, NDET_OP_SUM),
+				 NDET_ERR_INVALID_ARGUMENT);
+		assert_int_equal(reduce(with_null, 2, &out, 1, NDET_DTYPE_F32, NDET_OP_SUM),
+				 NDET_ERR_INVALID_ARGUMENT);
+		/* Nothing to read or write: pointers are not needed. */
+		assert_int_equal(reduce(NULL, 2, NULL, 0, NDET_DTYPE_F32, NDET_OP_SUM), NDET_OK);
+		assert_int_equal(reduce(NULL, 0, NULL, 0, NDET_DTYPE_F32, NDET_OP_SUM),
+				 NDET_ERR_INVALID_ARGUMENT);
+		assert_int_equal(reduce(inputs, 2, &out, 1, NDET_DTYPE_F32, NDET_OP_SUM), NDET_OK);
+		assert_true(out == 3.0f);
+	}
+}
+
+/* Element i does not depend on how many elements a call holds or where it starts. */
+static void test_test_data_is_position_stable(void **state)
+{
+	(void)state;
+	enum { count = 512, offset = 77 };
+	float whole[count], part[count - offset];
+
+	ndet_test_fill_rank(NDET_DTYPE_F32, whole, 0, count, 9, 2, 5,
+			    NDET_TEST_DATA_CANCEL | NDET_TEST_DATA_SPECIALS);
+	ndet_test_fill_rank(NDET_DTYPE_F32, part, offset, count - offset, 9, 2, 5,
+			    NDET_TEST_DATA_CANCEL | NDET_TEST_DATA_SPECIALS);
+	assert_memory_equal(whole + offset, part, sizeof(part));
+
+	/* Deterministic by seed, different across seeds, mixed signs, wide exponents. */
+	float again[count], other_seed[count];
+	int negative = 0, exponent_low = 1000, exponent_high = -1000;
+
+	ndet_test_fill_random(NDET_DTYPE_F32, again, count, 9, 0);
+	ndet_test_fill_random(NDET_DTYPE_F32, other_seed, count, 10, 0);
+	ndet_test_fill_random(NDET_DTYPE_F32, whole, count, 9, 0);
+	assert_memory_equal(whole, again, sizeof(whole));
+	assert_memory_not_equal(whole, other_seed, sizeof(whole));
+	for (size_t i = 0; i < count; i++) {
+		int exponent;
+
+		assert_true(isfinite(whole[i]) && whole[i] != 0);
+		negative += whole[i] < 0;
+		frexpf(whole[i], &exponent);
+		exponent_low = exponent < exponent_low ? exponent : exponent_low;
+		exponent_high = exponent > exponent_high ? exponent : exponent_high;
+	}
+	assert_true(negative > count / 4 && negative < 3 * count / 4);
+	assert_true(exponent_high - exponent_low >= 40);
+
+	/* SPECIALS yields each kind somewhere in a few thousand elements. */
+	static uint16_t halves[8192];
+	int inf = 0, nan = 0, zero = 0, subnormal = 0;
+
+	ndet_test_fill_random(NDET_DTYPE_F16, halves, ARRAY_SIZE(halves), 4,
+			      NDET_TEST_DATA_SPECIALS);
+	for (size_t i = 0; i < ARRAY_SIZE(halves); i++) {
+		uint16_t h = halves[i] & 0x7fff;
+
+		inf += h == 0x7c00;
+		nan += h > 0x7c00;
+		zero += h == 0;
+		subnormal += h != 0 && h < 0x0400;
+	}
+	assert_true(inf > 0 && nan > 0 && zero > 0 && subnormal > 0);
+}
+
+/* 8 ranks x 4 Mi elements, the size the contract's stock-NCCL comparison uses. */
+static void test_large_reduction_is_fast_enough(void **state)
+{
+	(void)state;
+	enum { n = 8 };
+	const size_t count = (size_t)4 << 20;
+	struct rank_buffers b;
+	struct timespec start, end;
+	const char *sanitizer = getenv("NDET_SANITIZER");
+	double limit = sanitizer != NULL && sanitizer[0] != '\0' ? 30.0 : 5.0;
+
+	buffers_alloc(&b, NDET_DTYPE_BF16, n, count);
+	for (int r = 0; r < n; r++)
+		ndet_test_fill_rank(NDET_DTYPE_BF16, b.data[r], 0, count, 1, r, n, 0);
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	assert_int_equal(
+	    ndet_reference_allreduce(b.inputs, n, b.tree, count, NDET_DTYPE_BF16, NDET_OP_SUM),
+	    NDET_OK);
+	clock_gettime(CLOCK_MONOTONIC, &end);
+
+	double seconds =
+	    (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) * 1e-9;
+
+	print_message("bf16 sum, 8 ranks x 4 Mi elements: %.3f s\n", seconds);
+	assert_true(seconds < limit);
+	buffers_free(&b, n);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_dtype_sizes_and_names),
+	    cmocka_unit_test(test_tree_string_hand_written),
+	    cmocka_unit_test(test_tree_string_truncates_like_snprintf),
+	    cmocka_unit_test(test_tree_string_structure_for_every_n),
+	    cmocka_unit_test(test_tree_evaluation_matches_tree_string),
+	    cmocka_unit_test(test_f32_sum_hand_values_order_matters),
+	    cmocka_unit_test(test_f32_prod_min_max_avg_hand_values),
+	    cmocka_unit_test(test_f16_bf16_accumulate_in_f32_round_once),
+	    cmocka_unit_test(test_f16_bf16_match_tree_expression),
+	    cmocka_unit_test(test_f64_hand_values),
+	    cmocka_unit_test(test_specials_inf_nan),
+	    cmocka_unit_test(test_specials_signed_zero),
+	    cmocka_unit_test(test_specials_subnormals_survive),
+	    cmocka_unit_test(test_half_round_trip_every_pattern),
+	    cmocka_unit_test(test_bfloat16_round_trip_every_pattern),
+	    cmocka_unit_test(test_float_to_half_matches_gcc_and_slow_reference),
+	    cmocka_unit_test(test_float_to_bfloat16_matches_slow_reference),
+	    cmocka_unit_test(test_random_data_discriminates_orders),
+	    cmocka_unit_test(test_independent_random_data_discriminates_f32_f64),
+	    cmocka_unit_test(test_min_max_order_independent),
+	    cmocka_unit_test(test_avg_is_tree_sum_divided_by_n),
+	    cmocka_unit_test(test_output_may_alias_an_input),
+	    cmocka_unit_test(test_invalid_arguments),
+	    cmocka_unit_test(test_test_data_is_position_stable),
+	    cmocka_unit_test(test_large_reduction_is_fast_enough),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
