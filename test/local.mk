@@ -8,4 +8,17 @@ test_test_status_SOURCES = test/test_status.c
 test_test_status_CFLAGS = $(TEST_CFLAGS)
 test_test_status_LDADD = src/libndet_logic.la $(TEST_LIBS)
 TESTS += test/test_status
+
+check_PROGRAMS += test/test_env
+test_test_env_SOURCES = test/test_env.c
+test_test_env_CFLAGS = $(TEST_CFLAGS)
+test_test_env_LDADD = src/libndet_logic.la $(TEST_LIBS)
+TESTS += test/test_env
+
+check_PROGRAMS += test/test_log
+test_test_log_SOURCES = test/test_log.c
+test_test_log_CFLAGS = $(TEST_CFLAGS)
+test_test_log_LDADD = src/libndet_logic.la $(TEST_LIBS)
+TESTS += test/test_log
 endif
+
