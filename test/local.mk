@@ -9,6 +9,12 @@ test_test_status_CFLAGS = $(TEST_CFLAGS)
 test_test_status_LDADD = src/libndet_logic.la $(TEST_LIBS)
 TESTS += test/test_status
 
+check_PROGRAMS += test/test_settings
+test_test_settings_SOURCES = test/test_settings.c
+test_test_settings_CFLAGS = $(TEST_CFLAGS)
+test_test_settings_LDADD = src/libndet_logic.la $(TEST_LIBS)
+TESTS += test/test_settings
+
 check_PROGRAMS += test/test_env
 test_test_env_SOURCES = test/test_env.c
 test_test_env_CFLAGS = $(TEST_CFLAGS)
