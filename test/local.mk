@@ -28,3 +28,9 @@ test_test_log_LDADD = src/libndet_logic.la $(TEST_LIBS)
 TESTS += test/test_log
 endif
 
+# Fuzz entry for settings and conf files, run over its built-in corpus by the plain
+# driver (no clang needed); see the file for the libFuzzer build.
+check_PROGRAMS += test/fuzz_settings
+test_fuzz_settings_SOURCES = test/fuzz_settings.c
+test_fuzz_settings_LDADD = src/libndet_logic.la $(PTHREAD_LIBS)
+TESTS += test/fuzz_settings
