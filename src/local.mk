@@ -5,7 +5,8 @@ noinst_LTLIBRARIES += src/libndet_logic.la
 src_libndet_logic_la_SOURCES = \
 	src/ndet_status.c src/ndet_status.h \
 	src/ndet_log.c src/ndet_log.h \
-	src/ndet_env.c src/ndet_env.h
+	src/ndet_env.c src/ndet_env.h \
+	src/ndet_settings.c src/ndet_settings.h
 
 # The CPU reference of the determinism contract, in its own library so its flags hold
 # whoever links it: contraction into FMAs or fast-math reassociation would change the

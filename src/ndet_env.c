@@ -13,12 +13,10 @@
 
 #include <ctype.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define NDET_ENV_MAX_ENTRIES 256
-#define NDET_ENV_MAX_LINE 1024
 
 struct ndet_env_entry {
 	char *name;
@@ -28,8 +26,10 @@ struct ndet_env_entry {
 
 static pthread_mutex_t ndet_env_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ndet_env_loaded;
-static struct ndet_env_entry ndet_env_entries[NDET_ENV_MAX_ENTRIES];
+/* Grown as needed: NCCL puts no limit on the number of lines either. */
+static struct ndet_env_entry *ndet_env_entries;
 static int ndet_env_entry_count;
+static int ndet_env_entry_capacity;
 static const char *ndet_env_system_conf = "/etc/nccl.conf";
 static char ndet_env_user_conf_path[4096];
 
@@ -52,14 +52,44 @@ static char *ndet_env_trim(char *text)
 	return text;
 }
 
-/* One file; the first definition of a name wins (NCCL's setenv(..., 0)). */
+/* False when out of memory: the caller stops reading rather than keep half a file. */
+static bool ndet_env_add(const char *name, const char *value, ndet_env_source_t source)
+{
+	if (ndet_env_entry_count == ndet_env_entry_capacity) {
+		int capacity = ndet_env_entry_capacity == 0 ? 32 : 2 * ndet_env_entry_capacity;
+		struct ndet_env_entry *grown =
+		    realloc(ndet_env_entries, (size_t)capacity * sizeof(*grown));
+		if (grown == NULL)
+			return false;
+		ndet_env_entries = grown;
+		ndet_env_entry_capacity = capacity;
+	}
+	struct ndet_env_entry *entry = &ndet_env_entries[ndet_env_entry_count];
+	entry->name = strdup(name);
+	entry->value = strdup(value);
+	if (entry->name == NULL || entry->value == NULL) {
+		free(entry->name);
+		free(entry->value);
+		return false;
+	}
+	entry->source = source;
+	ndet_env_entry_count++;
+	return true;
+}
+
+/*
+ * One file; the first definition of a name wins (NCCL's setenv(..., 0)).  Lines are
+ * read whole with getline(), as NCCL does: a fixed buffer would cut a long value (a
+ * library path) and parse its tail as a line of its own.
+ */
 static void ndet_env_read_file(const char *path, ndet_env_source_t source)
 {
 	FILE *file = fopen(path, "r");
 	if (file == NULL)
 		return;
-	char line[NDET_ENV_MAX_LINE];
-	while (fgets(line, sizeof(line), file) != NULL) {
+	char *line = NULL;
+	size_t line_capacity = 0;
+	while (getline(&line, &line_capacity, file) != -1) {
 		char *text = ndet_env_trim(line);
 		if (text[0] == '\0' || text[0] == '#')
 			continue;
@@ -69,20 +99,12 @@ static void ndet_env_read_file(const char *path, ndet_env_source_t source)
 		*equals = '\0';
 		char *name = ndet_env_trim(text);
 		char *value = ndet_env_trim(equals + 1);
-		if (name[0] == '\0' || ndet_env_find(name) != NULL ||
-		    ndet_env_entry_count == NDET_ENV_MAX_ENTRIES)
+		if (name[0] == '\0' || ndet_env_find(name) != NULL)
 			continue;
-		struct ndet_env_entry *entry = &ndet_env_entries[ndet_env_entry_count];
-		entry->name = strdup(name);
-		entry->value = strdup(value);
-		if (entry->name == NULL || entry->value == NULL) {
-			free(entry->name);
-			free(entry->value);
+		if (!ndet_env_add(name, value, source))
 			break;
-		}
-		entry->source = source;
-		ndet_env_entry_count++;
 	}
+	free(line);
 	fclose(file);
 }
 
@@ -153,7 +175,10 @@ void ndet_env_reset_for_testing(const char *system_conf_path)
 		free(ndet_env_entries[i].name);
 		free(ndet_env_entries[i].value);
 	}
+	free(ndet_env_entries);
+	ndet_env_entries = NULL;
 	ndet_env_entry_count = 0;
+	ndet_env_entry_capacity = 0;
 	ndet_env_user_conf_path[0] = '\0';
 	ndet_env_system_conf = system_conf_path != NULL ? system_conf_path : "/etc/nccl.conf";
 	__atomic_store_n(&ndet_env_loaded, 0, __ATOMIC_RELEASE);

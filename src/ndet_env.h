@@ -3,8 +3,8 @@
  *
  * Raw variable lookup the way NCCL sees variables: the process environment first,
  * then `NAME=VALUE` lines of the conf files NCCL reads ($NCCL_CONF_FILE, else
- * ~/.nccl.conf, then /etc/nccl.conf).  No logging here (the logger itself uses this);
- * problems met while reading conf files are kept and reported by ndet_settings.
+ * ~/.nccl.conf, then /etc/nccl.conf).  No logging here (the logger itself uses this):
+ * like NCCL, a missing or unreadable conf file and a line without '=' are skipped.
  */
 #ifndef NDET_ENV_H_
 #define NDET_ENV_H_

@@ -132,9 +132,12 @@ ndet_log_level_t ndet_log_level(void)
 	int level = __atomic_load_n(&ndet_log_level_cached, __ATOMIC_ACQUIRE);
 	if (level >= 0)
 		return (ndet_log_level_t)level;
+	/* Reading conf files sets errno; a caller logging a failure may still need its own. */
+	int saved_errno = errno;
 	pthread_mutex_lock(&ndet_log_lock);
 	ndet_log_init_locked();
 	pthread_mutex_unlock(&ndet_log_lock);
+	errno = saved_errno;
 	return (ndet_log_level_t)__atomic_load_n(&ndet_log_level_cached, __ATOMIC_ACQUIRE);
 }
 
@@ -155,9 +158,9 @@ void ndet_log_set_device(int device)
 void ndet_log(ndet_log_level_t level, unsigned subsys, const char *file, int line,
 	      const char *fmt, ...)
 {
+	int saved_errno = errno;
 	if (!ndet_log_enabled(level, subsys))
 		return;
-	int saved_errno = errno;
 	static const char *const level_names[] = {"NONE", "VERSION", "WARN", "INFO", "TRACE"};
 	char host[64];
 	if (gethostname(host, sizeof(host)) != 0)
@@ -185,9 +188,8 @@ void ndet_log(ndet_log_level_t level, unsigned subsys, const char *file, int lin
 
 	pthread_mutex_lock(&ndet_log_lock);
 	FILE *out = ndet_log_file != NULL ? ndet_log_file : stdout;
-	fprintf(out, "%s:%d:%d%s NCCL-DET %s%s %s\n", host, (int)getpid(),
-		(int)syscall(SYS_gettid), device, level_names[level],
-		level == NDET_LOG_WARN ? where : "", message);
+	fprintf(out, "%s:%d:%d%s NCCL-DET %s%s %s\n", host, (int)getpid(), (int)syscall(SYS_gettid),
+		device, level_names[level], where, message);
 	fflush(out);
 	pthread_mutex_unlock(&ndet_log_lock);
 	errno = saved_errno;

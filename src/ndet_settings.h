@@ -35,7 +35,7 @@ struct ndet_settings {
 	bool stats;              /* NCCL_DET_STATS */
 	uint64_t pool_size;      /* NCCL_DET_POOL_SIZE, bytes of staging per rank and communicator */
 	uint64_t oneshot_max;    /* NCCL_DET_ONESHOT_MAX, bytes; larger messages go two-shot */
-	uint64_t timeout_ms;     /* NCCL_DET_TIMEOUT (seconds in the variable), 0 = never */
+	uint64_t timeout_ms;     /* NCCL_DET_TIMEOUT (seconds in the variable), never 0 */
 	uint64_t max_memory;     /* NCCL_DET_MAX_MEMORY, bytes of device memory per communicator */
 	int max_blocks;          /* NCCL_DET_MAX_BLOCKS, largest grid of one call */
 	unsigned debug_delay_ns; /* NCCL_DET_DEBUG_DELAY, max random delay (ns) at copy-in/publish/wait */
@@ -49,8 +49,9 @@ const struct ndet_settings *ndet_settings_get(void);
 
 /*
  * Hash of the settings that must be equal on every rank of a communicator (every
- * setting that changes the launch plan or the pool layout: pool size, one-shot
- * threshold, max blocks, timeout is local and excluded).  Exchanged at setup.
+ * setting that changes the launch plan, the pool layout or what a rank does on
+ * fallback: strict, pool size, one-shot threshold, max blocks; timeout is local and
+ * excluded; the reasons are in ndet_settings.c).  Exchanged at setup.
  */
 uint64_t ndet_settings_agreement_hash(const struct ndet_settings *settings);
 

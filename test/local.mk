@@ -8,6 +8,24 @@ test_test_status_SOURCES = test/test_status.c
 test_test_status_CFLAGS = $(TEST_CFLAGS)
 test_test_status_LDADD = src/libndet_logic.la $(TEST_LIBS)
 TESTS += test/test_status
+
+check_PROGRAMS += test/test_settings
+test_test_settings_SOURCES = test/test_settings.c
+test_test_settings_CFLAGS = $(TEST_CFLAGS)
+test_test_settings_LDADD = src/libndet_logic.la $(TEST_LIBS)
+TESTS += test/test_settings
+
+check_PROGRAMS += test/test_env
+test_test_env_SOURCES = test/test_env.c
+test_test_env_CFLAGS = $(TEST_CFLAGS)
+test_test_env_LDADD = src/libndet_logic.la $(TEST_LIBS)
+TESTS += test/test_env
+
+check_PROGRAMS += test/test_log
+test_test_log_SOURCES = test/test_log.c
+test_test_log_CFLAGS = $(TEST_CFLAGS)
+test_test_log_LDADD = src/libndet_logic.la $(TEST_LIBS)
+TESTS += test/test_log
 endif
 
 # Test data shared by the reference tests and the GPU test programs: plain C (no
@@ -31,3 +49,10 @@ test_test_setup_record_CFLAGS = $(TEST_CFLAGS)
 test_test_setup_record_LDADD = src/libndet_logic.la $(TEST_LIBS)
 TESTS += test/test_setup_record
 endif
+
+# Fuzz entry for settings and conf files, run over its built-in corpus by the plain
+# driver (no clang needed); see the file for the libFuzzer build.
+check_PROGRAMS += test/fuzz_settings
+test_fuzz_settings_SOURCES = test/fuzz_settings.c
+test_fuzz_settings_LDADD = src/libndet_logic.la $(PTHREAD_LIBS)
+TESTS += test/fuzz_settings
