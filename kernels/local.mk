@@ -3,6 +3,7 @@
 # build-aux/nvcc-lt.sh (libtool cannot drive nvcc).
 
 NVCC_FLAGS = -std=c++17 -O3 --fmad=false -Xcompiler -fvisibility=hidden \
+	-Xcompiler -fno-threadsafe-statics -Xcompiler -fno-exceptions \
 	-Xcompiler -Wall $(NVCC_GENCODE) -I$(top_srcdir)/kernels -I$(top_builddir)
 
 noinst_LTLIBRARIES += kernels/libndet_kernels.la

@@ -1,15 +1,546 @@
 /*
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The deterministic all-reduce kernels.  See ndet_kernels.h for the flag protocol
+ * and src/ndet_reference.h for the contract these kernels meet bit for bit.
+ *
+ * Numerics: every tree node uses an explicitly rounded intrinsic (__fadd_rn,
+ * __fmul_rn, __dadd_rn, __dmul_rn, __fdiv_rn, __ddiv_rn), which the compiler may not
+ * contract into FMAs or reassociate; the file is also built with --fmad=false and
+ * without fast-math, so subnormals survive.
  */
 #include "ndet_kernels.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace {
+
+constexpr uint64_t kStepMask = (1ull << (64 - NDET_FLAG_SIGNATURE_BITS)) - 1;
+
+__device__ __forceinline__ uint64_t ndet_flag_pack(uint64_t step, uint32_t signature)
+{
+	return (step << NDET_FLAG_SIGNATURE_BITS) | (signature & NDET_FLAG_SIGNATURE_MASK);
+}
+
+__device__ __forceinline__ uint64_t ndet_globaltimer()
+{
+	uint64_t t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+/*
+ * Memory ordering.  A writer publishes with a system-scope release store into the
+ * peer's memory; the peer polls its own memory with system-scope acquire loads.
+ * System scope because the peer is another GPU (NVLink/PCIe) or another process.
+ * Release after __syncthreads() is cumulative over the block's earlier writes, and
+ * acquire before __syncthreads() makes the peer's data visible to the whole block.
+ */
+__device__ __forceinline__ uint64_t ndet_load_acquire(const uint64_t *p)
+{
+	uint64_t v;
+	asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+	return v;
+}
+
+__device__ __forceinline__ void ndet_store_release(uint64_t *p, uint64_t v)
+{
+	asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+/* The abort word needs no ordering with data: whoever sees it leaves. */
+__device__ __forceinline__ uint64_t ndet_load_relaxed(const uint64_t *p)
+{
+	uint64_t v;
+	asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+	return v;
+}
+
+__device__ __forceinline__ void ndet_store_relaxed(uint64_t *p, uint64_t v)
+{
+	asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+/* ---- element types: storage type T, accumulation type Acc ---- */
+
+template <int DT> struct ndet_dtype;
+template <> struct ndet_dtype<NDET_DTYPE_F32> {
+	typedef float T;
+	typedef float Acc;
+	static __device__ __forceinline__ Acc widen(T x) { return x; }
+	static __device__ __forceinline__ T narrow(Acc x) { return x; }
+};
+template <> struct ndet_dtype<NDET_DTYPE_F16> {
+	typedef __half T;
+	typedef float Acc;
+	static __device__ __forceinline__ Acc widen(T x) { return __half2float(x); }
+	static __device__ __forceinline__ T narrow(Acc x) { return __float2half_rn(x); }
+};
+template <> struct ndet_dtype<NDET_DTYPE_BF16> {
+	typedef __nv_bfloat16 T;
+	typedef float Acc;
+	static __device__ __forceinline__ Acc widen(T x) { return __bfloat162float(x); }
+	static __device__ __forceinline__ T narrow(Acc x) { return __float2bfloat16_rn(x); }
+};
+template <> struct ndet_dtype<NDET_DTYPE_F64> {
+	typedef double T;
+	typedef double Acc;
+	static __device__ __forceinline__ Acc widen(T x) { return x; }
+	static __device__ __forceinline__ T narrow(Acc x) { return x; }
+};
+
+/* ---- tree-node operators ---- */
+
+__device__ __forceinline__ float ndet_add(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double ndet_add(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ float ndet_mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double ndet_mul(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float ndet_div(float a, float b) { return __fdiv_rn(a, b); }
+__device__ __forceinline__ double ndet_div(double a, double b) { return __ddiv_rn(a, b); }
+
+/* NaN-suppressing like NCCL's fminf/__hmin; -0 below +0 so bits never depend on order. */
+template <typename Acc> __device__ __forceinline__ Acc ndet_min(Acc a, Acc b)
+{
+	if (isnan(a))
+		return b;
+	if (isnan(b))
+		return a;
+	if (a < b)
+		return a;
+	if (b < a)
+		return b;
+	return signbit(a) ? a : b;
+}
+
+template <typename Acc> __device__ __forceinline__ Acc ndet_max(Acc a, Acc b)
+{
+	if (isnan(a))
+		return b;
+	if (isnan(b))
+		return a;
+	if (a > b)
+		return a;
+	if (b > a)
+		return b;
+	return signbit(a) ? b : a;
+}
+
+template <int OP, typename Acc> __device__ __forceinline__ Acc ndet_apply(Acc a, Acc b)
+{
+	if (OP == NDET_OP_PROD)
+		return ndet_mul(a, b);
+	if (OP == NDET_OP_MIN)
+		return ndet_min(a, b);
+	if (OP == NDET_OP_MAX)
+		return ndet_max(a, b);
+	return ndet_add(a, b); /* SUM and AVG */
+}
+
+/*
+ * The tree, bottom-up: pair neighbours at distance 1, 2, 4, ...  With n ranks this
+ * is exactly the recursive "left subtree = largest power of two below m" tree of
+ * ndet_reference.h.  Loops unroll fully, so v[] stays in registers.
+ */
+template <int OP, typename Acc>
+__device__ __forceinline__ Acc ndet_tree(Acc (&v)[NDET_MAX_RANKS], int n)
+{
+#pragma unroll
+	for (int s = 1; s < NDET_MAX_RANKS; s <<= 1) {
+#pragma unroll
+		for (int i = 0; i + s < NDET_MAX_RANKS; i += 2 * s) {
+			if (i + s < n)
+				v[i] = ndet_apply<OP>(v[i], v[i + s]);
+		}
+	}
+	return v[0];
+}
+
+template <int DT, int OP>
+__device__ __forceinline__ typename ndet_dtype<DT>::T
+ndet_finish(typename ndet_dtype<DT>::Acc acc, int n)
+{
+	typedef ndet_dtype<DT> D;
+	if (OP == NDET_OP_AVG)
+		acc = ndet_div(acc, (typename D::Acc)n);
+	return D::narrow(acc);
+}
+
+/* Store one element to an address that may not be aligned to its size. */
+template <typename T> __device__ __forceinline__ void ndet_store_elem(char *dst, T value)
+{
+	if (((uintptr_t)dst & (sizeof(T) - 1)) == 0) {
+		*reinterpret_cast<T *>(dst) = value;
+	} else {
+		const char *src = reinterpret_cast<const char *>(&value);
+#pragma unroll
+		for (int i = 0; i < (int)sizeof(T); i++)
+			dst[i] = src[i];
+	}
+}
+
+/* Block-wide copy with the widest access both addresses allow. */
+__device__ void ndet_copy_bytes(char *dst, const char *src, uint64_t bytes)
+{
+	const unsigned tid = threadIdx.x, nth = blockDim.x;
+	uintptr_t mis = (uintptr_t)dst | (uintptr_t)src;
+	uint64_t done = 0;
+	if ((mis & 15) == 0) {
+		uint64_t n = bytes / 16;
+		for (uint64_t i = tid; i < n; i += nth)
+			reinterpret_cast<uint4 *>(dst)[i] = reinterpret_cast<const uint4 *>(src)[i];
+		done = n * 16;
+	} else if ((mis & 7) == 0) {
+		uint64_t n = bytes / 8;
+		for (uint64_t i = tid; i < n; i += nth)
+			reinterpret_cast<uint2 *>(dst)[i] = reinterpret_cast<const uint2 *>(src)[i];
+		done = n * 8;
+	} else if ((mis & 3) == 0) {
+		uint64_t n = bytes / 4;
+		for (uint64_t i = tid; i < n; i += nth)
+			reinterpret_cast<uint32_t *>(dst)[i] = reinterpret_cast<const uint32_t *>(src)[i];
+		done = n * 4;
+	} else if ((mis & 1) == 0) {
+		uint64_t n = bytes / 2;
+		for (uint64_t i = tid; i < n; i += nth)
+			reinterpret_cast<uint16_t *>(dst)[i] = reinterpret_cast<const uint16_t *>(src)[i];
+		done = n * 2;
+	}
+	for (uint64_t i = done + tid; i < bytes; i += nth)
+		dst[i] = src[i];
+}
+
+/*
+ * Reduce `len` elements found at element offset `lane_off` of lane `lane_base` in
+ * every rank's pool; write them to `out` (user memory, any alignment) and, when
+ * `writeback` is set, also back into this rank's own lane at the same offset.
+ */
+template <int DT, int OP>
+__device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base,
+				  uint64_t lane_off, uint64_t len, char *out, bool writeback)
+{
+	typedef ndet_dtype<DT> D;
+	typedef typename D::T T;
+	typedef typename D::Acc Acc;
+	constexpr int E = 16 / sizeof(T);
+	const int n = a.nranks;
+	const unsigned tid = threadIdx.x, nth = blockDim.x;
+	const uint64_t packs = len / E;
+	const bool out_aligned = ((uintptr_t)out & 15) == 0;
+	char *own = a.lanes[a.rank] + lane_base + lane_off * sizeof(T);
+
+	for (uint64_t p = tid; p < packs; p += nth) {
+		uint4 raw[NDET_MAX_RANKS];
+		const uint64_t byte_off = lane_base + (lane_off + p * E) * sizeof(T);
+		/* All loads first, so every peer's line is in flight at once. */
+#pragma unroll
+		for (int r = 0; r < NDET_MAX_RANKS; r++) {
+			if (r < n)
+				raw[r] = *reinterpret_cast<const uint4 *>(a.lanes[r] + byte_off);
+		}
+		union {
+			uint4 v;
+			T e[E];
+		} result;
+#pragma unroll
+		for (int e = 0; e < E; e++) {
+			Acc v[NDET_MAX_RANKS];
+#pragma unroll
+			for (int r = 0; r < NDET_MAX_RANKS; r++) {
+				if (r < n)
+					v[r] = D::widen(reinterpret_cast<const T *>(&raw[r])[e]);
+			}
+			result.e[e] = ndet_finish<DT, OP>(ndet_tree<OP>(v, n), n);
+		}
+		if (out_aligned) {
+			reinterpret_cast<uint4 *>(out)[p] = result.v;
+		} else {
+#pragma unroll
+			for (int e = 0; e < E; e++)
+				ndet_store_elem<T>(out + (p * E + e) * sizeof(T), result.e[e]);
+		}
+		if (writeback)
+			reinterpret_cast<uint4 *>(own)[p] = result.v;
+	}
+	for (uint64_t i = packs * E + tid; i < len; i += nth) {
+		const uint64_t byte_off = lane_base + (lane_off + i) * sizeof(T);
+		Acc v[NDET_MAX_RANKS];
+#pragma unroll
+		for (int r = 0; r < NDET_MAX_RANKS; r++) {
+			if (r < n)
+				v[r] = D::widen(*reinterpret_cast<const T *>(a.lanes[r] + byte_off));
+		}
+		T value = ndet_finish<DT, OP>(ndet_tree<OP>(v, n), n);
+		ndet_store_elem<T>(out + i * sizeof(T), value);
+		if (writeback)
+			reinterpret_cast<T *>(own)[i] = value;
+	}
+}
+
+/* Debug knob: a pseudo-random pause, so ordering bugs show up in tests. */
+__device__ void ndet_debug_delay(const ndet_kernel_args &a, uint64_t step, unsigned phase)
+{
+	if (a.debug_delay_ns == 0)
+		return;
+	if (threadIdx.x == 0) {
+		uint64_t h = step * 0x9E3779B97F4A7C15ull ^ ((uint64_t)blockIdx.x << 32) ^
+			     ((uint64_t)a.rank << 16) ^ phase;
+		h ^= h >> 29;
+		h *= 0xBF58476D1CE4E5B9ull;
+		h ^= h >> 32;
+		uint64_t pause = h % a.debug_delay_ns;
+		uint64_t t0 = ndet_globaltimer();
+		while (ndet_globaltimer() - t0 < pause) {
+		}
+	}
+	__syncthreads();
+}
+
+struct ndet_block_state {
+	uint64_t t0;           /* kernel start, for the deadline */
+	struct ndet_flags *me; /* own flags */
+};
+
+/* Record the first error of this engine and tell every peer to leave too. */
+__device__ void ndet_fail(const ndet_kernel_args &a, uint32_t code, uint32_t peer, uint64_t step,
+			  uint64_t observed)
+{
+	if (atomicCAS((unsigned *)&a.host_status->error, 0u, code) == 0u) {
+		a.host_status->block = blockIdx.x;
+		a.host_status->peer = peer;
+		a.host_status->step = step;
+		a.host_status->observed = observed;
+		__threadfence_system();
+	}
+	for (int r = 0; r < a.nranks; r++)
+		ndet_store_relaxed(&a.flags[r]->abort_word, 1ull + (uint64_t)a.rank);
+}
+
+/*
+ * Wait until `flag` holds step `step` (and, with `check`, signature `signature`).
+ * Returns 0 or an ndet_kernel_error_t.  Polls the abort word every 64 spins and the
+ * host abort flag and deadline every 1024 spins (host-mapped reads cross PCIe).
+ */
+__device__ uint32_t ndet_wait(const ndet_kernel_args &a, const ndet_block_state &st,
+			      const uint64_t *flag, uint64_t step, bool check,
+			      uint64_t *observed)
+{
+	for (uint64_t spins = 1;; spins++) {
+		uint64_t v = ndet_load_acquire(flag);
+		if (((v >> NDET_FLAG_SIGNATURE_BITS) & kStepMask) == (step & kStepMask)) {
+			if (check && (uint32_t)(v & NDET_FLAG_SIGNATURE_MASK) != a.signature) {
+				*observed = v;
+				return NDET_KERNEL_ERR_SIGNATURE;
+			}
+			return NDET_KERNEL_OK;
+		}
+		if ((spins & 63) == 0) {
+			if (ndet_load_relaxed(&st.me->abort_word) != 0)
+				return NDET_KERNEL_ERR_PEER;
+			if ((spins & 1023) == 0) {
+				if (a.host_status->abort != 0)
+					return NDET_KERNEL_ERR_ABORTED;
+				if (a.timeout_ns != 0 && ndet_globaltimer() - st.t0 > a.timeout_ns)
+					return NDET_KERNEL_ERR_TIMEOUT;
+			}
+		}
+	}
+}
+
+/*
+ * Threads 0..n-1 each wait for one peer's flag in `which` (self skipped); the block
+ * then agrees on the outcome.  Returns 0 or the error this block saw.
+ */
+__device__ uint32_t ndet_wait_all(const ndet_kernel_args &a, const ndet_block_state &st,
+				  uint64_t (*which)[NDET_MAX_RANKS], uint64_t step, bool check)
+{
+	__shared__ uint32_t error_code;
+	if (threadIdx.x == 0)
+		error_code = 0;
+	__syncthreads();
+	const int q = threadIdx.x;
+	if (q < a.nranks && q != a.rank) {
+		uint64_t observed = 0;
+		uint32_t code = ndet_wait(a, st, &which[blockIdx.x][q], step, check, &observed);
+		if (code != NDET_KERNEL_OK) {
+			atomicCAS(&error_code, 0u, code);
+			/* Also for ERR_PEER: this rank's host must learn the call failed. */
+			ndet_fail(a, code, (uint32_t)q, step, observed);
+		}
+	}
+	__syncthreads();
+	return error_code;
+}
+
+/* Threads 0..n-1 each publish `value` into one peer's `which` slot for this block. */
+__device__ void ndet_signal_all(const ndet_kernel_args &a, size_t which_offset, uint64_t value)
+{
+	const int q = threadIdx.x;
+	if (q < a.nranks && q != a.rank) {
+		uint64_t(*slots)[NDET_MAX_RANKS] = reinterpret_cast<uint64_t(*)[NDET_MAX_RANKS]>(
+			reinterpret_cast<char *>(a.flags[q]) + which_offset);
+		ndet_store_release(&slots[blockIdx.x][a.rank], value);
+	}
+}
+
+template <int DT, int OP> __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
+{
+	typedef typename ndet_dtype<DT>::T T;
+	constexpr int E = 16 / sizeof(T);
+	__shared__ uint64_t first_step;
+	__shared__ int poisoned;
+	ndet_block_state st;
+	st.t0 = ndet_globaltimer();
+	st.me = a.flags[a.rank];
+	const uint32_t b = blockIdx.x;
+
+	if (threadIdx.x == 0) {
+		first_step = a.step_counters[b];
+		/* A poisoned engine fails fast: later calls touch nothing. */
+		poisoned = ndet_load_relaxed(&st.me->abort_word) != 0 || a.host_status->error != 0;
+	}
+	__syncthreads();
+	if (poisoned)
+		return;
+
+	const uint64_t lane_base = (uint64_t)b * a.lane_bytes;
+	char *own_lane = a.lanes[a.rank] + lane_base;
+	const char *send = static_cast<const char *>(a.sendbuff);
+	char *recv = static_cast<char *>(a.recvbuff);
+	uint64_t step = first_step;
+
+	for (uint64_t k = 0; k < a.steps; k++) {
+		const uint64_t start = (k * a.blocks + b) * a.chunk_elems;
+		if (start >= a.count)
+			break; /* later steps only get further: the same on every rank */
+		const uint64_t len = min(a.chunk_elems, a.count - start);
+		step++;
+
+		/* 1. Peers finished reading my lane in my previous step. */
+		if (ndet_wait_all(a, st, st.me->done, step - 1, false) != 0)
+			return;
+
+		/* 2. Copy-in. */
+		ndet_debug_delay(a, step, 1);
+		ndet_copy_bytes(own_lane, send + start * sizeof(T), len * sizeof(T));
+		__syncthreads();
+
+		/* 3. Publish. */
+		ndet_debug_delay(a, step, 2);
+		ndet_signal_all(a, offsetof(ndet_flags, ready), ndet_flag_pack(step, a.signature));
+
+		/* 4. Every peer's chunk is in its lane, and it is the same call as ours. */
+		ndet_debug_delay(a, step, 3);
+		if (ndet_wait_all(a, st, st.me->ready, step, true) != 0)
+			return;
+
+		if (a.path == NDET_PATH_ONESHOT) {
+			ndet_reduce_range<DT, OP>(a, lane_base, 0, len, recv + start * sizeof(T),
+						  false);
+		} else {
+			/* Segments are whole 16-byte packs so lanes stay aligned. */
+			uint64_t seg = (len + a.nranks - 1) / a.nranks;
+			seg = (seg + E - 1) / E * E;
+			const uint64_t my_begin = min(len, (uint64_t)a.rank * seg);
+			const uint64_t my_end = min(len, my_begin + seg);
+			ndet_reduce_range<DT, OP>(a, lane_base, my_begin, my_end - my_begin,
+						  recv + (start + my_begin) * sizeof(T), true);
+			__syncthreads();
+			ndet_signal_all(a, offsetof(ndet_flags, reduced),
+					ndet_flag_pack(step, a.signature));
+			if (ndet_wait_all(a, st, st.me->reduced, step, true) != 0)
+				return;
+			for (int j = 1; j < a.nranks; j++) {
+				/* Rotate the source so ranks do not all read rank 0 first. */
+				const int q = (a.rank + j) % a.nranks;
+				const uint64_t q_begin = min(len, (uint64_t)q * seg);
+				const uint64_t q_end = min(len, q_begin + seg);
+				if (q_end > q_begin)
+					ndet_copy_bytes(recv + (start + q_begin) * sizeof(T),
+							a.lanes[q] + lane_base + q_begin * sizeof(T),
+							(q_end - q_begin) * sizeof(T));
+			}
+		}
+
+		/* 6. My reads of every peer's lane are complete. */
+		__syncthreads();
+		ndet_signal_all(a, offsetof(ndet_flags, done), ndet_flag_pack(step, 0));
+	}
+	if (threadIdx.x == 0)
+		a.step_counters[b] = step;
+}
+
+/* One kernel per (dtype, op), so each gets its own register allocation. */
+template <int DT, int OP>
+__global__ void __launch_bounds__(NDET_KERNEL_THREADS, 1)
+	ndet_allreduce_kernel(const ndet_kernel_args args)
+{
+	ndet_allreduce_block<DT, OP>(args);
+}
+
+template <int DT, int OP>
+__global__ void __launch_bounds__(NDET_KERNEL_THREADS, 1)
+	ndet_allreduce_all_ranks_kernel(const ndet_kernel_args *args)
+{
+	ndet_allreduce_block<DT, OP>(args[blockIdx.y]);
+}
+
+typedef void (*ndet_kernel_fn)(const ndet_kernel_args);
+typedef void (*ndet_all_ranks_fn)(const ndet_kernel_args *);
+
+#define NDET_OPS_OF(DT, K) \
+	{K<DT, NDET_OP_SUM>, K<DT, NDET_OP_PROD>, K<DT, NDET_OP_MIN>, K<DT, NDET_OP_MAX>, \
+	 K<DT, NDET_OP_AVG>}
+
+const ndet_kernel_fn ndet_kernels[NDET_DTYPE_COUNT][NDET_OP_COUNT] = {
+	NDET_OPS_OF(NDET_DTYPE_F32, ndet_allreduce_kernel),
+	NDET_OPS_OF(NDET_DTYPE_F16, ndet_allreduce_kernel),
+	NDET_OPS_OF(NDET_DTYPE_BF16, ndet_allreduce_kernel),
+	NDET_OPS_OF(NDET_DTYPE_F64, ndet_allreduce_kernel),
+};
+
+const ndet_all_ranks_fn ndet_all_ranks_kernels[NDET_DTYPE_COUNT][NDET_OP_COUNT] = {
+	NDET_OPS_OF(NDET_DTYPE_F32, ndet_allreduce_all_ranks_kernel),
+	NDET_OPS_OF(NDET_DTYPE_F16, ndet_allreduce_all_ranks_kernel),
+	NDET_OPS_OF(NDET_DTYPE_BF16, ndet_allreduce_all_ranks_kernel),
+	NDET_OPS_OF(NDET_DTYPE_F64, ndet_allreduce_all_ranks_kernel),
+};
 
 __global__ void ndet_fill_u32_kernel(unsigned *dst, size_t count, unsigned value)
 {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
 	     i += (size_t)gridDim.x * blockDim.x)
 		dst[i] = value;
+}
+
+} /* namespace */
+
+static bool ndet_kernel_valid(int dtype, int op)
+{
+	return dtype >= 0 && dtype < NDET_DTYPE_COUNT && op >= 0 && op < NDET_OP_COUNT;
+}
+
+extern "C" int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *stream)
+{
+	if (!ndet_kernel_valid(args->dtype, args->op))
+		return (int)cudaErrorInvalidValue;
+	ndet_kernels[args->dtype][args->op]<<<args->blocks, NDET_KERNEL_THREADS, 0,
+					     (cudaStream_t)stream>>>(*args);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *device_args,
+					       int dtype, int op, int nranks, uint32_t blocks,
+					       void *stream)
+{
+	if (!ndet_kernel_valid(dtype, op))
+		return (int)cudaErrorInvalidValue;
+	dim3 grid(blocks, (unsigned)nranks);
+	ndet_all_ranks_kernels[dtype][op]<<<grid, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
+		device_args);
+	return (int)cudaGetLastError();
 }
 
 extern "C" int ndet_kernel_fill_u32(unsigned *dst, size_t count, unsigned value, void *stream)

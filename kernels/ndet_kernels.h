@@ -1,20 +1,127 @@
 /*
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
- * C interface to the CUDA kernels: extern "C" launchers, each of which checks
- * cudaGetLastError() after its launch and returns the CUDA error code as an int
+ * C interface to the CUDA kernels: the argument block one all-reduce launch takes,
+ * the layout of the pool every rank exports, and extern "C" launchers that check
+ * cudaGetLastError() after the launch and return the CUDA error code as an int
  * (0 = cudaSuccess), so C callers need no CUDA C++ headers.
+ *
+ * PROTOCOL (per block b, per step s; one step moves one chunk through lane b):
+ *   1. wait  done[b][q]  == s-1 for every peer q   (q finished reading my lane b)
+ *   2. copy my chunk of sendbuff into my lane b
+ *   3. release-store ready[b][me] = PACK(s, signature) into every peer q's flags
+ *   4. acquire-wait  ready[b][q] in my flags == PACK(s, ...) for every peer q and
+ *      check q's signature equals mine (diverging calls -> error, not garbage)
+ *   5a one-shot: read lane b of every rank, reduce in tree order, write recvbuff
+ *   5b two-shot: reduce my segment from every lane into recvbuff and back into my
+ *      own lane, release reduced[b][me] to every peer, acquire every peer's
+ *      reduced[b][q], copy their reduced segments into recvbuff
+ *   6. release-store done[b][me] = s into every peer q's flags
+ * Flags hold exact step values (compared for equality modulo 2^40), so a peer can be
+ * at most one step apart and counter wrap-around is harmless.  Step counters live in
+ * device memory (one per block, this rank only) so CUDA-graph replays continue the
+ * sequence.  Only same-index blocks of different ranks ever wait on each other.
  */
 #ifndef NDET_KERNELS_H_
 #define NDET_KERNELS_H_
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "ndet_types.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Fill `count` 32-bit words at `dst` with `value` on `stream` (a cudaStream_t). */
+/* Threads per block of the all-reduce kernel. */
+#define NDET_KERNEL_THREADS 256
+
+/* Upper bound of NCCL_DET_MAX_BLOCKS (flag arrays are sized for it). */
+#define NDET_KERNEL_MAX_BLOCKS 128
+
+/* Bits of a ready flag: step (high 40) and call signature (low 24). */
+#define NDET_FLAG_SIGNATURE_BITS 24
+#define NDET_FLAG_SIGNATURE_MASK ((1u << NDET_FLAG_SIGNATURE_BITS) - 1u)
+
+typedef enum {
+	NDET_PATH_NONE = 0, /* count == 0: nothing to do */
+	NDET_PATH_COPY,     /* one rank: recvbuff = sendbuff */
+	NDET_PATH_ONESHOT,
+	NDET_PATH_TWOSHOT,
+} ndet_path_t;
+
+/* Error words a kernel writes into host-mapped memory (first writer wins). */
+typedef enum {
+	NDET_KERNEL_OK = 0,
+	NDET_KERNEL_ERR_TIMEOUT = 1,   /* a peer did not answer before NCCL_DET_TIMEOUT */
+	NDET_KERNEL_ERR_ABORTED = 2,   /* ncclCommAbort / revoke set the abort flag */
+	NDET_KERNEL_ERR_SIGNATURE = 3, /* a peer called with another count/dtype/op */
+	NDET_KERNEL_ERR_PEER = 4,      /* a peer failed and told us so */
+} ndet_kernel_error_t;
+
+/*
+ * Flags region at the start of each rank's pool.  Peers write into it (remote
+ * stores), its owner polls it (local loads).  One 64-bit word per (block, source).
+ */
+struct ndet_flags {
+	uint64_t ready[NDET_KERNEL_MAX_BLOCKS][NDET_MAX_RANKS];
+	uint64_t reduced[NDET_KERNEL_MAX_BLOCKS][NDET_MAX_RANKS];
+	uint64_t done[NDET_KERNEL_MAX_BLOCKS][NDET_MAX_RANKS];
+	uint64_t abort_word;            /* nonzero: some rank failed; leave at once */
+	uint64_t probe[NDET_MAX_RANKS]; /* setup write-and-verify probe, slot per writer */
+	uint64_t pad[15];
+};
+
+/*
+ * Host-mapped status of one engine (cudaHostAlloc mapped): the kernels report
+ * errors here and the host reads it without any CUDA call (a cudaMemcpy would
+ * queue behind a spinning kernel).
+ */
+struct ndet_host_status {
+	volatile uint32_t error;  /* ndet_kernel_error_t, first writer wins */
+	volatile uint32_t abort;  /* set by the host to make kernels leave */
+	volatile uint32_t block;  /* where the error was seen */
+	volatile uint32_t peer;
+	volatile uint64_t step;
+	volatile uint64_t observed; /* the flag value seen (signature errors) */
+};
+
+/* Everything one rank's launch needs; passed by value. */
+struct ndet_kernel_args {
+	const void *sendbuff;
+	void *recvbuff;
+	uint64_t count;
+	uint64_t chunk_elems; /* elements per block per step */
+	uint64_t steps;
+	uint64_t lane_bytes;
+	uint64_t timeout_ns;  /* 0: never */
+	int32_t dtype;        /* ndet_dtype_t */
+	int32_t op;           /* ndet_op_t */
+	int32_t path;         /* ndet_path_t */
+	int32_t nranks;
+	int32_t rank;
+	uint32_t blocks;
+	uint32_t signature;   /* NDET_FLAG_SIGNATURE_BITS bits */
+	uint32_t debug_delay_ns;
+	uint64_t *step_counters;                  /* this rank's, one per block */
+	struct ndet_host_status *host_status;     /* device pointer of host-mapped memory */
+	struct ndet_flags *flags[NDET_MAX_RANKS]; /* every rank's flags, as mapped here */
+	char *lanes[NDET_MAX_RANKS];              /* every rank's lane 0, as mapped here */
+};
+
+/* One rank's all-reduce, on `stream` (a cudaStream_t). */
+int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *stream);
+
+/*
+ * Every rank in one launch (grid.y = nranks), for compute-sanitizer, which
+ * serialises separate launches.  `device_args` points to nranks argument blocks in
+ * device memory.
+ */
+int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *device_args, int dtype,
+				    int op, int nranks, uint32_t blocks, void *stream);
+
+/* Fill `count` 32-bit words at `dst` with `value` on `stream`. */
 int ndet_kernel_fill_u32(unsigned *dst, size_t count, unsigned value, void *stream);
 
 #ifdef __cplusplus

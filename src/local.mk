@@ -19,3 +19,14 @@ src_libndet_logic_la_LIBADD = src/libndet_reference.la
 
 # Setup record: wire format and the table verdict every rank computes alike.
 src_libndet_logic_la_SOURCES += src/ndet_setup_record.c src/ndet_setup_record.h
+
+# Launch planning: pure, so the CPU tests prove it ignores everything local.
+src_libndet_logic_la_SOURCES += src/ndet_plan.c src/ndet_plan.h kernels/ndet_kernels.h
+
+# The engine: pools, CUDA IPC, setup rounds, launches.  Needs the CUDA runtime, which
+# every final link takes statically ($(CUDA_STATIC_LIBS)) so that DT_NEEDED stays
+# libc-only.
+noinst_LTLIBRARIES += src/libndet_engine.la
+src_libndet_engine_la_SOURCES = src/ndet_engine.c src/ndet_engine.h src/ndet_cuda.h \
+	src/ndet_settings.h
+src_libndet_engine_la_LIBADD = kernels/libndet_kernels.la src/libndet_logic.la

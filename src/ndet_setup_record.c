@@ -349,6 +349,9 @@ const char *ndet_local_status_name(ndet_local_status_t status)
 	    [NDET_LOCAL_EXPORT_FAILED] = "cudaIpcGetMemHandle failed",
 	    [NDET_LOCAL_UNSUPPORTED_GPU] = "driver or GPU cannot run the kernels",
 	    [NDET_LOCAL_TOO_MANY_RANKS] = "more ranks than nccl-det's kernels handle",
+	    [NDET_LOCAL_CUDA_FAILED] = "a CUDA call of the setup failed",
+	    [NDET_LOCAL_MAP_FAILED] = "opening or mapping a peer's pool failed",
+	    [NDET_LOCAL_PROBE_FAILED] = "a peer's probe write did not arrive",
 	};
 	if ((unsigned)status >= NDET_LOCAL_REASON_COUNT)
 		return "unknown local status";

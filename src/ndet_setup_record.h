@@ -46,6 +46,9 @@ typedef enum {
 	NDET_LOCAL_EXPORT_FAILED,    /* cudaIpcGetMemHandle failed */
 	NDET_LOCAL_UNSUPPORTED_GPU,  /* driver or GPU cannot run the kernels */
 	NDET_LOCAL_TOO_MANY_RANKS,   /* nranks > NDET_MAX_RANKS */
+	NDET_LOCAL_CUDA_FAILED,      /* another CUDA call of the setup failed */
+	NDET_LOCAL_MAP_FAILED,       /* opening or mapping a peer's pool failed (round 3) */
+	NDET_LOCAL_PROBE_FAILED,     /* the write-and-verify probe of a peer failed (round 4) */
 	NDET_LOCAL_REASON_COUNT
 } ndet_local_status_t;
 

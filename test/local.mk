@@ -56,3 +56,25 @@ check_PROGRAMS += test/fuzz_settings
 test_fuzz_settings_SOURCES = test/fuzz_settings.c
 test_fuzz_settings_LDADD = src/libndet_logic.la $(PTHREAD_LIBS)
 TESTS += test/fuzz_settings
+
+# GPU test driver (loopback threads, one-launch sanitizer mode, multi-process over
+# real NCCL).  Built by `make`; run by test/gpu/suite.sh on a GPU machine and, when a
+# GPU is visible, by test/test_gpu_loopback.sh in `make check` (SKIP otherwise).
+noinst_PROGRAMS += test/gpu/ndet_gpu_test
+test_gpu_ndet_gpu_test_SOURCES = test/gpu/ndet_gpu_test.c test/gpu/ndet_gpu_common.c \
+	test/gpu/ndet_gpu_common.h
+test_gpu_ndet_gpu_test_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/test
+test_gpu_ndet_gpu_test_LDADD = src/libndet_engine.la $(CUDA_STATIC_LIBS) $(NCCL_LDFLAGS) \
+	-lnccl -lm $(PTHREAD_LIBS)
+
+if HAVE_CMOCKA
+check_PROGRAMS += test/test_plan
+test_test_plan_SOURCES = test/test_plan.c
+test_test_plan_CFLAGS = $(TEST_CFLAGS)
+test_test_plan_LDADD = src/libndet_logic.la $(TEST_LIBS)
+TESTS += test/test_plan
+endif
+
+# The GPU loopback suite when a GPU is visible; SKIP (77) otherwise.
+TESTS += test/test_gpu_loopback.sh
+EXTRA_DIST += test/test_gpu_loopback.sh test/gpu/suite.sh

@@ -1,0 +1,70 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The launch plan of one all-reduce: path, grid, chunking and the call signature.
+ * A pure function of (count, dtype, op, nranks, agreed settings): nothing local
+ * (pointer alignment, in-place-ness, stream, capture state, SM count) may enter it,
+ * because every rank must compute the same plan or the ranks' blocks would wait for
+ * partners that never come.  Alignment only chooses vector widths inside the kernel.
+ *
+ * Element mapping: step k, block b handles elements
+ *     [ (k*blocks + b) * chunk_elems , + chunk_elems ) clipped to count
+ * and every element is reduced with the same tree whatever the path, so one-shot,
+ * two-shot and any chunking give the same bits.
+ */
+#ifndef NDET_PLAN_H_
+#define NDET_PLAN_H_
+
+#include <stdint.h>
+
+#include "ndet_kernels.h"
+#include "ndet_status.h"
+#include "ndet_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Smallest share of a message one block takes.  Small messages use few blocks (fewer
+ * flags to exchange, the cost that dominates latency); large ones use every block.
+ * NVLink model (8 GPUs, unverified on one GPU): one-shot pulls (n-1) x S per GPU, so
+ * a block per 8 KiB keeps 24 blocks busy from 192 KiB; two-shot segments of
+ * 32 KiB / n keep per-step sync cost below 10 % of a lane's transfer time.
+ */
+#define NDET_PLAN_ONESHOT_BYTES_PER_BLOCK (8u * 1024u)
+#define NDET_PLAN_TWOSHOT_BYTES_PER_BLOCK (32u * 1024u)
+
+struct ndet_plan_params {
+	uint64_t count;
+	ndet_dtype_t dtype;
+	ndet_op_t op;
+	int nranks;
+	uint64_t oneshot_max; /* bytes; agreed setting NCCL_DET_ONESHOT_MAX */
+	int max_blocks;       /* agreed setting NCCL_DET_MAX_BLOCKS */
+	uint64_t lane_bytes;  /* agreed: pool data bytes / max_blocks, multiple of 256 */
+};
+
+struct ndet_plan {
+	ndet_path_t path;
+	uint32_t blocks;
+	uint64_t chunk_elems;
+	uint64_t steps;
+	uint32_t signature; /* NDET_FLAG_SIGNATURE_BITS bits, never 0 */
+};
+
+/*
+ * Plan one call.  NDET_ERR_INVALID_ARGUMENT for an invalid dtype/op, nranks outside
+ * [1, NDET_MAX_RANKS], max_blocks outside [1, NDET_KERNEL_MAX_BLOCKS] or a lane too
+ * small for one 16-byte pack.
+ */
+ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_plan *plan);
+
+/* Bytes per element of a dtype the engine supports, else 0. */
+unsigned ndet_plan_dtype_size(ndet_dtype_t dtype);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NDET_PLAN_H_ */

@@ -1,0 +1,63 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Shared pieces of the GPU test programs: data generation, bit-exact comparison
+ * against the CPU reference, and the test matrix every bootstrap mode runs.
+ */
+#ifndef NDET_GPU_COMMON_H_
+#define NDET_GPU_COMMON_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "ndet_engine.h"
+#include "ndet_types.h"
+
+#define GPU_CHECK(call) \
+	do { \
+		cudaError_t gpu_err_ = (call); \
+		if (gpu_err_ != cudaSuccess) { \
+			fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
+				cudaGetErrorString(gpu_err_)); \
+			exit(2); \
+		} \
+	} while (0)
+
+/* Deterministic test values: wide exponents, mixed signs; specials on request. */
+void gpu_fill(ndet_dtype_t dtype, void *buffer, size_t count, uint64_t seed, bool specials);
+
+/* Elements whose bits differ (two NaNs count as equal).  First mismatch reported. */
+size_t gpu_compare(ndet_dtype_t dtype, const void *got, const void *want, size_t count,
+		   size_t *first_index);
+
+/* Per-rank context the matrix runs with. */
+struct gpu_rank {
+	int rank;
+	int nranks;
+	int device;
+	struct ndet_engine *engine;
+	cudaStream_t stream;
+	cudaStream_t stream2;
+	unsigned long long checks;
+	unsigned long long failures;
+	/* Barrier among ranks for host-side sequencing of the test itself. */
+	void (*barrier)(void *context);
+	void *barrier_context;
+};
+
+/* The correctness matrix (dtypes x ops x sizes x offsets x in-place). */
+void gpu_run_matrix(struct gpu_rank *rank, bool quick);
+
+/* Graph capture + replays interleaved with eager calls. */
+void gpu_run_graph(struct gpu_rank *rank, int replays);
+
+/* Many small calls alternating between two streams with no host sync. */
+void gpu_run_streams(struct gpu_rank *rank, int calls);
+
+/* Error paths: diverging count and a silent rank.  Poisons the engine. */
+void gpu_run_divergence(struct gpu_rank *rank, int silent_rank, int diverging_rank);
+
+#endif /* NDET_GPU_COMMON_H_ */

@@ -1,0 +1,407 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * GPU correctness driver for the engine.
+ *
+ *   ndet_gpu_test loopback N [quick|full]   N ranks as threads of this process on
+ *                                           GPU 0: the production per-rank launch,
+ *                                           pools, flags and planner; only the peer
+ *                                           table differs (direct pointers)
+ *   ndet_gpu_test sanitize N                the same ranks, every call in ONE launch
+ *                                           (compute-sanitizer serialises launches)
+ *   ndet_gpu_test mp [quick|full]           one rank per process (RANK, WORLD,
+ *                                           NDET_TEST_ID_FILE), CUDA IPC between
+ *                                           processes, bootstrap through real NCCL
+ *                                           (each process needs its own NCCL_HOSTID
+ *                                           when they share a GPU)
+ *
+ * Environment: NDET_TEST_POOL (bytes), NDET_TEST_BLOCKS, NDET_TEST_ONESHOT (bytes),
+ * NDET_TEST_DELAY_NS (debug delay knob), NDET_TEST_DELAY_CALLS (calls with delays).
+ * Exit 0 = every check passed, 1 = a check failed, 2 = setup error, 77 = no GPU.
+ * The last line is a summary.
+ */
+#include "config.h"
+
+#include <nccl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ndet_gpu_common.h"
+#include "ndet_reference.h"
+
+static uint64_t env_u64(const char *name, uint64_t fallback)
+{
+	const char *value = getenv(name);
+	return value != NULL && value[0] != '\0' ? strtoull(value, NULL, 0) : fallback;
+}
+
+static void test_config(struct ndet_engine_config *config, int rank, int nranks)
+{
+	memset(config, 0, sizeof(*config));
+	config->rank = rank;
+	config->nranks = nranks;
+	config->cuda_device = 0;
+	/* Small lanes by default so moderate sizes already cross several chunks. */
+	config->pool_size = env_u64("NDET_TEST_POOL", 1u << 20);
+	config->max_blocks = (int)env_u64("NDET_TEST_BLOCKS", 4);
+	config->oneshot_max = env_u64("NDET_TEST_ONESHOT", 64u << 10);
+	config->timeout_ms = env_u64("NDET_TEST_TIMEOUT_MS", 20000);
+	config->max_memory = 1ull << 40;
+	config->debug_delay_ns = 0;
+	config->settings_hash = 42;
+	config->test_fail_rank = -1;
+}
+
+/* ------------------------------------------------------------ loopback */
+
+struct loopback_world {
+	int nranks;
+	pthread_barrier_t barrier;
+	const void *sends[NDET_MAX_RANKS];
+	struct ndet_engine *engines[NDET_MAX_RANKS];
+	bool quick;
+	bool sanitize;
+	unsigned long long checks, failures;
+	pthread_mutex_t lock;
+};
+
+struct loopback_rank {
+	struct loopback_world *world;
+	int rank;
+};
+
+static ndet_status_t loopback_allgather(void *context, const void *send, void *recv, size_t bytes)
+{
+	struct loopback_rank *me = context;
+	struct loopback_world *world = me->world;
+	world->sends[me->rank] = send;
+	pthread_barrier_wait(&world->barrier);
+	for (int r = 0; r < world->nranks; r++) {
+		if (cudaMemcpy((char *)recv + (size_t)r * bytes, world->sends[r], bytes,
+			       cudaMemcpyDeviceToDevice) != cudaSuccess)
+			return NDET_ERR_CUDA;
+	}
+	pthread_barrier_wait(&world->barrier);
+	return NDET_OK;
+}
+
+static void loopback_barrier(void *context)
+{
+	pthread_barrier_wait(&((struct loopback_world *)context)->barrier);
+}
+
+static void run_delay_phase(struct gpu_rank *gpu, int calls)
+{
+	/* Many small calls with the random-delay knob: ordering bugs show as mismatches. */
+	const size_t count = 777;
+	float *send = NULL, *recv = NULL;
+	GPU_CHECK(cudaMalloc((void **)&send, count * sizeof(float)));
+	GPU_CHECK(cudaMalloc((void **)&recv, count * sizeof(float) * 2));
+	float *inputs[NDET_MAX_RANKS];
+	const void *views[NDET_MAX_RANKS];
+	for (int r = 0; r < gpu->nranks; r++) {
+		inputs[r] = malloc(count * sizeof(float));
+		gpu_fill(NDET_DTYPE_F32, inputs[r], count, 0xde1a7 + (uint64_t)r, false);
+		views[r] = inputs[r];
+	}
+	float *expected = malloc(count * sizeof(float)), *got = malloc(count * sizeof(float) * 2);
+	ndet_reference_allreduce(views, gpu->nranks, expected, count, NDET_DTYPE_F32, NDET_OP_SUM);
+	GPU_CHECK(cudaMemcpy(send, inputs[gpu->rank], count * sizeof(float), cudaMemcpyHostToDevice));
+	gpu->barrier(gpu->barrier_context);
+	for (int i = 0; i < calls; i++) {
+		/* Alternate output halves so a stale result from call i-1 cannot pass. */
+		float *out = recv + (size_t)(i % 2) * count;
+		ndet_engine_allreduce(gpu->engine, send, out, count, NDET_DTYPE_F32, NDET_OP_SUM,
+				      gpu->stream);
+		if (i % 100 == 99 || i == calls - 1) {
+			GPU_CHECK(cudaMemcpyAsync(got, recv, count * sizeof(float) * 2,
+						  cudaMemcpyDeviceToHost, gpu->stream));
+			GPU_CHECK(cudaStreamSynchronize(gpu->stream));
+			size_t first = 0;
+			size_t bad = gpu_compare(NDET_DTYPE_F32, got + (size_t)(i % 2) * count,
+						 expected, count, &first);
+			gpu->checks++;
+			if (bad != 0) {
+				gpu->failures++;
+				fprintf(stderr, "FAIL rank %d: delayed call %d: %zu elements differ\n",
+					gpu->rank, i, bad);
+			}
+			GPU_CHECK(cudaMemsetAsync(recv, 0x5a, count * sizeof(float) * 2, gpu->stream));
+		}
+	}
+	GPU_CHECK(cudaStreamSynchronize(gpu->stream));
+	for (int r = 0; r < gpu->nranks; r++)
+		free(inputs[r]);
+	free(expected);
+	free(got);
+	GPU_CHECK(cudaFree(send));
+	GPU_CHECK(cudaFree(recv));
+}
+
+static void *loopback_thread(void *argument)
+{
+	struct loopback_rank *me = argument;
+	struct loopback_world *world = me->world;
+	GPU_CHECK(cudaSetDevice(0));
+	struct gpu_rank gpu = {.rank = me->rank,
+			       .nranks = world->nranks,
+			       .device = 0,
+			       .barrier = loopback_barrier,
+			       .barrier_context = world};
+	GPU_CHECK(cudaStreamCreateWithFlags(&gpu.stream, cudaStreamNonBlocking));
+	GPU_CHECK(cudaStreamCreateWithFlags(&gpu.stream2, cudaStreamNonBlocking));
+	struct ndet_engine_config config;
+	test_config(&config, me->rank, world->nranks);
+	struct ndet_setup_verdict verdict;
+	ndet_status_t st = ndet_engine_create(&config, loopback_allgather, me, &gpu.engine, &verdict);
+	if (st != NDET_OK) {
+		fprintf(stderr, "rank %d: engine create: %s (verdict %d, rank %d)\n", me->rank,
+			ndet_status_name(st), verdict.reason, verdict.offending_rank);
+		exit(2);
+	}
+	world->engines[me->rank] = gpu.engine;
+	pthread_barrier_wait(&world->barrier);
+	if (!world->sanitize) {
+		gpu_run_matrix(&gpu, world->quick);
+		gpu_run_graph(&gpu, world->quick ? 20 : 100);
+		gpu_run_streams(&gpu, world->quick ? 200 : 1000);
+		ndet_engine_destroy(gpu.engine, true);
+
+		/* Fresh engine with the delay knob. */
+		config.debug_delay_ns = (unsigned)env_u64("NDET_TEST_DELAY_NS", 3000);
+		GPU_CHECK(ndet_engine_create(&config, loopback_allgather, me, &gpu.engine,
+					     &verdict) == NDET_OK
+				  ? cudaSuccess
+				  : cudaErrorUnknown);
+		run_delay_phase(&gpu, (int)env_u64("NDET_TEST_DELAY_CALLS", world->quick ? 1000 : 10000));
+		ndet_engine_destroy(gpu.engine, true);
+
+		/* Error paths on fresh engines with a short timeout. */
+		config.debug_delay_ns = 0;
+		config.timeout_ms = 2000;
+		if (world->nranks >= 2) {
+			GPU_CHECK(ndet_engine_create(&config, loopback_allgather, me, &gpu.engine,
+						     &verdict) == NDET_OK
+					  ? cudaSuccess
+					  : cudaErrorUnknown);
+			gpu_run_divergence(&gpu, -1, 1);
+			ndet_engine_destroy(gpu.engine, false);
+			GPU_CHECK(ndet_engine_create(&config, loopback_allgather, me, &gpu.engine,
+						     &verdict) == NDET_OK
+					  ? cudaSuccess
+					  : cudaErrorUnknown);
+			gpu_run_divergence(&gpu, world->nranks - 1, -1);
+			ndet_engine_destroy(gpu.engine, false);
+		}
+	}
+	pthread_mutex_lock(&world->lock);
+	world->checks += gpu.checks;
+	world->failures += gpu.failures;
+	pthread_mutex_unlock(&world->lock);
+	pthread_barrier_wait(&world->barrier);
+	return NULL;
+}
+
+/* All ranks in one launch: engines set up by the threads, calls made from here. */
+static void sanitize_run(struct loopback_world *world)
+{
+	static const size_t sizes[] = {1, 5, 1023, 70001};
+	const int n = world->nranks;
+	cudaStream_t stream;
+	GPU_CHECK(cudaStreamCreate(&stream));
+	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+		for (int op = 0; op < NDET_OP_COUNT; op++) {
+			for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+				const size_t count = sizes[s], size = ndet_dtype_size((ndet_dtype_t)dtype);
+				void *host_in[NDET_MAX_RANKS];
+				const void *views[NDET_MAX_RANKS];
+				const void *sends[NDET_MAX_RANKS];
+				void *recvs[NDET_MAX_RANKS];
+				void *expected = malloc(count * size), *got = malloc(count * size);
+				for (int r = 0; r < n; r++) {
+					host_in[r] = malloc(count * size);
+					gpu_fill((ndet_dtype_t)dtype, host_in[r], count,
+						 (uint64_t)(r * 7919 + dtype * 31 + op * 17) + count, true);
+					views[r] = host_in[r];
+					void *send, *recv;
+					GPU_CHECK(cudaMalloc(&send, count * size));
+					GPU_CHECK(cudaMalloc(&recv, count * size));
+					GPU_CHECK(cudaMemcpy(send, host_in[r], count * size,
+							     cudaMemcpyHostToDevice));
+					sends[r] = send;
+					recvs[r] = recv;
+				}
+				ndet_reference_allreduce(views, n, expected, count, (ndet_dtype_t)dtype,
+							 (ndet_op_t)op);
+				ndet_status_t st = ndet_engine_allreduce_all_ranks(
+					world->engines, n, sends, recvs, count, (ndet_dtype_t)dtype,
+					(ndet_op_t)op, stream);
+				world->checks++;
+				if (st != NDET_OK) {
+					world->failures++;
+					fprintf(stderr, "FAIL sanitize launch: %s\n", ndet_status_name(st));
+				}
+				for (int r = 0; r < n; r++) {
+					GPU_CHECK(cudaMemcpy(got, recvs[r], count * size,
+							     cudaMemcpyDeviceToHost));
+					size_t first = 0, bad = gpu_compare((ndet_dtype_t)dtype, got,
+									    expected, count, &first);
+					world->checks++;
+					if (bad != 0) {
+						world->failures++;
+						fprintf(stderr, "FAIL sanitize rank %d %s/%s count %zu: %zu differ\n",
+							r, ndet_dtype_name((ndet_dtype_t)dtype),
+							ndet_op_name((ndet_op_t)op), count, bad);
+					}
+					GPU_CHECK(cudaFree((void *)sends[r]));
+					GPU_CHECK(cudaFree(recvs[r]));
+					free(host_in[r]);
+				}
+				free(expected);
+				free(got);
+			}
+		}
+	}
+	GPU_CHECK(cudaStreamDestroy(stream));
+}
+
+static int run_loopback(int nranks, bool quick, bool sanitize)
+{
+	struct loopback_world world = {.nranks = nranks, .quick = quick, .sanitize = sanitize};
+	pthread_barrier_init(&world.barrier, NULL, (unsigned)nranks);
+	pthread_mutex_init(&world.lock, NULL);
+	pthread_t threads[NDET_MAX_RANKS];
+	struct loopback_rank ranks[NDET_MAX_RANKS];
+	for (int r = 0; r < nranks; r++) {
+		ranks[r] = (struct loopback_rank){.world = &world, .rank = r};
+		pthread_create(&threads[r], NULL, loopback_thread, &ranks[r]);
+	}
+	for (int r = 0; r < nranks; r++)
+		pthread_join(threads[r], NULL);
+	if (sanitize) {
+		sanitize_run(&world);
+		for (int r = 0; r < nranks; r++)
+			ndet_engine_destroy(world.engines[r], false);
+	}
+	printf("SUMMARY ndet_gpu_test %s n=%d: %llu checks, %llu failed\n",
+	       sanitize ? "sanitize" : "loopback", nranks, world.checks, world.failures);
+	return world.failures == 0 ? 0 : 1;
+}
+
+/* ------------------------------------------------------------ multi-process */
+
+struct mp_context {
+	ncclComm_t comm;
+	cudaStream_t stream;
+};
+
+static ndet_status_t mp_allgather(void *context, const void *send, void *recv, size_t bytes)
+{
+	struct mp_context *mp = context;
+	if (ncclAllGather(send, recv, bytes, ncclChar, mp->comm, mp->stream) != ncclSuccess)
+		return NDET_ERR_NCCL;
+	return cudaStreamSynchronize(mp->stream) == cudaSuccess ? NDET_OK : NDET_ERR_CUDA;
+}
+
+static struct mp_context *mp_barrier_context;
+static void mp_barrier(void *context)
+{
+	struct mp_context *mp = context;
+	int *token = NULL;
+	GPU_CHECK(cudaMalloc((void **)&token, sizeof(int)));
+	ncclAllReduce(token, token, 1, ncclInt32, ncclSum, mp->comm, mp->stream);
+	GPU_CHECK(cudaStreamSynchronize(mp->stream));
+	GPU_CHECK(cudaFree(token));
+}
+
+static int run_mp(bool quick)
+{
+	const int rank = (int)env_u64("RANK", 0), nranks = (int)env_u64("WORLD", 1);
+	const char *id_file = getenv("NDET_TEST_ID_FILE");
+	if (id_file == NULL) {
+		fprintf(stderr, "mp mode needs NDET_TEST_ID_FILE, RANK and WORLD\n");
+		return 2;
+	}
+	GPU_CHECK(cudaSetDevice(0));
+	ncclUniqueId id;
+	if (rank == 0) {
+		if (ncclGetUniqueId(&id) != ncclSuccess)
+			return 2;
+		char tmp[4096];
+		snprintf(tmp, sizeof(tmp), "%s.tmp", id_file);
+		FILE *file = fopen(tmp, "wb");
+		if (file == NULL || fwrite(&id, sizeof(id), 1, file) != 1)
+			return 2;
+		fclose(file);
+		rename(tmp, id_file);
+	} else {
+		FILE *file = NULL;
+		for (int i = 0; i < 6000 && file == NULL; i++) {
+			file = fopen(id_file, "rb");
+			if (file == NULL)
+				usleep(10000);
+		}
+		if (file == NULL || fread(&id, sizeof(id), 1, file) != 1)
+			return 2;
+		fclose(file);
+	}
+	struct mp_context mp;
+	GPU_CHECK(cudaStreamCreateWithFlags(&mp.stream, cudaStreamNonBlocking));
+	if (ncclCommInitRank(&mp.comm, nranks, id, rank) != ncclSuccess) {
+		fprintf(stderr, "rank %d: ncclCommInitRank failed\n", rank);
+		return 2;
+	}
+	mp_barrier_context = &mp;
+	struct gpu_rank gpu = {.rank = rank,
+			       .nranks = nranks,
+			       .device = 0,
+			       .barrier = mp_barrier,
+			       .barrier_context = &mp};
+	GPU_CHECK(cudaStreamCreateWithFlags(&gpu.stream, cudaStreamNonBlocking));
+	GPU_CHECK(cudaStreamCreateWithFlags(&gpu.stream2, cudaStreamNonBlocking));
+	struct ndet_engine_config config;
+	test_config(&config, rank, nranks);
+	struct ndet_setup_verdict verdict;
+	ndet_status_t st = ndet_engine_create(&config, mp_allgather, &mp, &gpu.engine, &verdict);
+	if (st != NDET_OK) {
+		fprintf(stderr, "rank %d: engine create: %s (verdict %d, rank %d)\n", rank,
+			ndet_status_name(st), verdict.reason, verdict.offending_rank);
+		return 2;
+	}
+	gpu_run_matrix(&gpu, quick);
+	gpu_run_graph(&gpu, quick ? 10 : 100);
+	gpu_run_streams(&gpu, quick ? 100 : 1000);
+	ndet_engine_destroy(gpu.engine, true);
+	config.timeout_ms = 3000;
+	if (ndet_engine_create(&config, mp_allgather, &mp, &gpu.engine, &verdict) == NDET_OK) {
+		gpu_run_divergence(&gpu, -1, 1 % nranks);
+		ndet_engine_destroy(gpu.engine, false);
+	}
+	ncclCommDestroy(mp.comm);
+	printf("SUMMARY ndet_gpu_test mp rank %d/%d: %llu checks, %llu failed\n", rank, nranks,
+	       gpu.checks, gpu.failures);
+	return gpu.failures == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	int devices = 0;
+	if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+		printf("SUMMARY ndet_gpu_test: no CUDA GPU visible, skipped\n");
+		return 77;
+	}
+	if (argc >= 3 && strcmp(argv[1], "loopback") == 0)
+		return run_loopback(atoi(argv[2]), argc < 4 || strcmp(argv[3], "full") != 0, false);
+	if (argc >= 3 && strcmp(argv[1], "sanitize") == 0)
+		return run_loopback(atoi(argv[2]), true, true);
+	if (argc >= 2 && strcmp(argv[1], "mp") == 0)
+		return run_mp(argc < 3 || strcmp(argv[2], "full") != 0);
+	fprintf(stderr, "usage: %s loopback N [quick|full] | sanitize N | mp [quick|full]\n",
+		argv[0]);
+	return 2;
+}

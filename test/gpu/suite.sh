@@ -1,0 +1,133 @@
+#!/bin/bash
+# GPU test suite for nccl-det (run on a GPU machine; see README "GPU tests").
+#
+#   test/gpu/suite.sh smoke            < 3 min: loopback n=3, 3 processes under MPS,
+#                                      one-launch mode under compute-sanitizer memcheck
+#   test/gpu/suite.sh loopback         loopback n=2..8, full matrix
+#   test/gpu/suite.sh mp               3 and 4 processes on one GPU, with and without MPS
+#   test/gpu/suite.sh sanitize         memcheck, racecheck, synccheck, initcheck
+#
+# Binaries come from BIN_DIR (default: the build tree).  Logs go to $OUT (default
+# /tmp/ndet-gpu-out) as gpu-<tier>.log; the last line printed is the summary.
+set -u
+tier=${1:-smoke}
+here=$(cd "$(dirname "$0")" && pwd)
+BIN_DIR=${BIN_DIR:-$here}
+OUT=${OUT:-/tmp/ndet-gpu-out}
+mkdir -p "$OUT"
+LOG="$OUT/gpu-$tier.log"
+: > "$LOG"
+bin="$BIN_DIR/ndet_gpu_test"
+passed=0
+failed=0
+failures=""
+
+log() { echo "$*" | tee -a "$LOG"; }
+
+# run NAME TIMEOUT CMD...: one step, its output to the log, pass/fail counted.
+run() {
+	local name=$1 limit=$2
+	shift 2
+	local start=$SECONDS
+	timeout --kill-after=10 "$limit" "$@" >> "$LOG" 2>&1
+	local rc=$?
+	if [ $rc -eq 0 ]; then
+		passed=$((passed + 1))
+		log "PASS $name ($((SECONDS - start)) s)"
+	else
+		failed=$((failed + 1))
+		failures="$failures $name"
+		log "FAIL $name (rc=$rc, $((SECONDS - start)) s)"
+	fi
+}
+
+mps_start() {
+	export CUDA_MPS_PIPE_DIRECTORY=$(mktemp -d) CUDA_MPS_LOG_DIRECTORY=$(mktemp -d)
+	nvidia-cuda-mps-control -d && sleep 1
+}
+mps_stop() {
+	if [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then
+		echo quit | nvidia-cuda-mps-control 2>/dev/null
+		sleep 1
+		unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+	fi
+}
+trap mps_stop EXIT
+
+# mp_run NAME N MODE: N processes on GPU 0, each its own NCCL_HOSTID.
+mp_run() {
+	local name=$1 n=$2 mode=$3 limit=$4
+	local dir
+	dir=$(mktemp -d)
+	local pids="" rc=0
+	for ((r = 0; r < n; r++)); do
+		RANK=$r WORLD=$n NDET_TEST_ID_FILE=$dir/id NCCL_HOSTID=ndet-h$r \
+			NCCL_SOCKET_IFNAME=lo timeout --kill-after=10 "$limit" \
+			"$bin" mp "$mode" >> "$LOG.$name.$r" 2>&1 &
+		pids="$pids $!"
+	done
+	for p in $pids; do
+		wait "$p" || rc=1
+	done
+	for ((r = 0; r < n; r++)); do
+		cat "$LOG.$name.$r" >> "$LOG"
+		rm -f "$LOG.$name.$r"
+	done
+	rm -rf "$dir"
+	if [ $rc -eq 0 ]; then
+		passed=$((passed + 1))
+		log "PASS $name"
+	else
+		failed=$((failed + 1))
+		failures="$failures $name"
+		log "FAIL $name"
+	fi
+}
+
+sanitizer() {
+	local tool=$1 n=$2 limit=$3
+	run "sanitize-$tool-n$n" "$limit" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+		"$bin" sanitize "$n"
+}
+
+if ! nvidia-smi -L >> "$LOG" 2>&1; then
+	log "SUMMARY gpu-$tier: no GPU visible, skipped"
+	exit 77
+fi
+log "nccl-det GPU suite, tier $tier, $(date -u +%FT%TZ), commit ${NDET_COMMIT:-unknown}"
+
+case $tier in
+smoke)
+	run loopback-n3-quick 120 "$bin" loopback 3 quick
+	mps_start
+	mp_run mp-n3-mps 3 quick 90
+	mps_stop
+	NDET_TEST_BLOCKS=2 sanitizer memcheck 2 90
+	;;
+loopback)
+	for n in 2 3 4 5 8; do
+		run "loopback-n$n-full" 300 "$bin" loopback "$n" full
+	done
+	NDET_TEST_POOL=$((32 << 20)) NDET_TEST_BLOCKS=16 NDET_TEST_ONESHOT=$((256 << 10)) \
+		run loopback-n4-default-pool 300 "$bin" loopback 4 quick
+	;;
+mp)
+	mp_run mp-n3-nomps 3 quick 300
+	mps_start
+	mp_run mp-n3-mps 3 full 300
+	mp_run mp-n4-mps 4 full 300
+	mps_stop
+	;;
+sanitize)
+	for tool in memcheck racecheck synccheck initcheck; do
+		NDET_TEST_BLOCKS=2 sanitizer "$tool" 3 150
+	done
+	;;
+*)
+	echo "unknown tier $tier" >&2
+	exit 2
+	;;
+esac
+
+log "SUMMARY gpu-$tier: $passed passed, $failed failed${failures:+ (failed:$failures)}"
+[ $failed -eq 0 ]

@@ -1,0 +1,216 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The launch plan: a pure function of (count, dtype, op, nranks, agreed settings)
+ * whose element mapping covers every element exactly once.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ndet_plan.h"
+
+static struct ndet_plan_params params_of(uint64_t count, ndet_dtype_t dtype, int nranks)
+{
+	struct ndet_plan_params p = {.count = count,
+				     .dtype = dtype,
+				     .op = NDET_OP_SUM,
+				     .nranks = nranks,
+				     .oneshot_max = 256 * 1024,
+				     .max_blocks = 24,
+				     .lane_bytes = (32u << 20) / 24 / 256 * 256};
+	return p;
+}
+
+static void test_plan_rejects_bad_arguments(void **state)
+{
+	(void)state;
+	struct ndet_plan plan;
+	struct ndet_plan_params p = params_of(100, NDET_DTYPE_F32, 4);
+	p.dtype = NDET_DTYPE_COUNT;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_ERR_INVALID_ARGUMENT);
+	p = params_of(100, NDET_DTYPE_F32, 4);
+	p.op = NDET_OP_COUNT;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_ERR_INVALID_ARGUMENT);
+	p = params_of(100, NDET_DTYPE_F32, 0);
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_ERR_INVALID_ARGUMENT);
+	p = params_of(100, NDET_DTYPE_F32, NDET_MAX_RANKS + 1);
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_ERR_INVALID_ARGUMENT);
+	p = params_of(100, NDET_DTYPE_F32, 4);
+	p.max_blocks = 0;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_ERR_INVALID_ARGUMENT);
+	p.max_blocks = NDET_KERNEL_MAX_BLOCKS + 1;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_ERR_INVALID_ARGUMENT);
+	p = params_of(100, NDET_DTYPE_F32, 4);
+	p.lane_bytes = 8;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_ERR_INVALID_ARGUMENT);
+}
+
+static void test_plan_paths(void **state)
+{
+	(void)state;
+	struct ndet_plan plan;
+	struct ndet_plan_params p = params_of(0, NDET_DTYPE_F32, 4);
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_NONE);
+	p = params_of(1000, NDET_DTYPE_F32, 1);
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_COPY);
+	/* The threshold is inclusive and in bytes, so it depends on the dtype. */
+	p = params_of(64 * 1024, NDET_DTYPE_F32, 4);
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_ONESHOT);
+	p = params_of(64 * 1024 + 1, NDET_DTYPE_F32, 4);
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_TWOSHOT);
+	p = params_of(128 * 1024, NDET_DTYPE_BF16, 4);
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_ONESHOT);
+	p = params_of(1, NDET_DTYPE_F64, 2);
+	p.oneshot_max = 0;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_TWOSHOT);
+}
+
+/* Walk the kernel's mapping and check every element is visited exactly once. */
+static void check_coverage(const struct ndet_plan_params *p, const struct ndet_plan *plan)
+{
+	const unsigned size = ndet_plan_dtype_size(p->dtype);
+	const uint64_t pack = 16 / size;
+	assert_true(plan->blocks >= 1 && plan->blocks <= (uint32_t)p->max_blocks);
+	assert_int_equal(plan->chunk_elems % pack, 0);
+	assert_true(plan->chunk_elems * size <= p->lane_bytes);
+	unsigned char *seen = calloc(p->count, 1);
+	assert_non_null(seen);
+	uint64_t first_step_blocks = 0;
+	for (uint64_t k = 0; k < plan->steps; k++) {
+		for (uint32_t b = 0; b < plan->blocks; b++) {
+			uint64_t start = (k * plan->blocks + b) * plan->chunk_elems;
+			if (start >= p->count)
+				continue;
+			if (k == 0)
+				first_step_blocks++;
+			uint64_t len = plan->chunk_elems;
+			if (len > p->count - start)
+				len = p->count - start;
+			if (plan->path == NDET_PATH_TWOSHOT) {
+				/* The segment split of the kernel: whole packs per rank. */
+				uint64_t seg = (len + (uint64_t)p->nranks - 1) / (uint64_t)p->nranks;
+				seg = (seg + pack - 1) / pack * pack;
+				uint64_t covered = 0;
+				for (int r = 0; r < p->nranks; r++) {
+					uint64_t begin = (uint64_t)r * seg < len ? (uint64_t)r * seg : len;
+					uint64_t end = begin + seg < len ? begin + seg : len;
+					covered += end - begin;
+				}
+				assert_int_equal(covered, len);
+			}
+			for (uint64_t i = start; i < start + len; i++) {
+				assert_int_equal(seen[i], 0);
+				seen[i] = 1;
+			}
+		}
+	}
+	for (uint64_t i = 0; i < p->count; i++)
+		assert_int_equal(seen[i], 1);
+	/* No idle block in the first step. */
+	assert_int_equal(first_step_blocks, plan->blocks);
+	free(seen);
+}
+
+static void test_plan_covers_every_element_once(void **state)
+{
+	(void)state;
+	const uint64_t counts[] = {1, 2, 3, 7, 8, 9, 100, 1023, 4097, 65537, 300001, 1048579};
+	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+		for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+			for (int n = 2; n <= NDET_MAX_RANKS; n += 3) {
+				for (int small_lanes = 0; small_lanes < 2; small_lanes++) {
+					struct ndet_plan_params p =
+						params_of(counts[c], (ndet_dtype_t)dtype, n);
+					if (small_lanes) {
+						p.max_blocks = 3;
+						p.lane_bytes = 4096;
+						p.oneshot_max = 1024;
+					}
+					struct ndet_plan plan;
+					assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+					check_coverage(&p, &plan);
+				}
+			}
+		}
+	}
+}
+
+static void test_plan_chunks_large_messages(void **state)
+{
+	(void)state;
+	struct ndet_plan_params p = params_of(1ull << 30, NDET_DTYPE_F32, 8); /* 4 GiB */
+	struct ndet_plan plan;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_TWOSHOT);
+	assert_int_equal(plan.blocks, 24);
+	assert_int_equal(plan.chunk_elems, p.lane_bytes / 4);
+	assert_true(plan.steps * plan.blocks * plan.chunk_elems >= p.count);
+	assert_true((plan.steps - 1) * plan.blocks * plan.chunk_elems < p.count);
+	/* Small messages use few blocks. */
+	p = params_of(1024, NDET_DTYPE_F32, 8);
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.blocks, 1);
+	assert_int_equal(plan.steps, 1);
+}
+
+/*
+ * The plan takes no pointer, stream or capture state at all (the API has no way to
+ * pass one); what it does take must decide it deterministically: the same inputs
+ * give identical plans, and every input that changes the work changes the signature.
+ */
+static void test_plan_is_a_function_of_its_inputs(void **state)
+{
+	(void)state;
+	struct ndet_plan_params p = params_of(123457, NDET_DTYPE_BF16, 5);
+	struct ndet_plan a, b;
+	assert_int_equal(ndet_plan_make(&p, &a), NDET_OK);
+	for (int i = 0; i < 100; i++) {
+		assert_int_equal(ndet_plan_make(&p, &b), NDET_OK);
+		assert_memory_equal(&a, &b, sizeof(a));
+	}
+	assert_int_not_equal(a.signature, 0);
+	assert_true(a.signature <= NDET_FLAG_SIGNATURE_MASK);
+
+	struct ndet_plan_params q = p;
+	q.count++;
+	assert_int_equal(ndet_plan_make(&q, &b), NDET_OK);
+	assert_int_not_equal(a.signature, b.signature);
+	q = p;
+	q.dtype = NDET_DTYPE_F16;
+	assert_int_equal(ndet_plan_make(&q, &b), NDET_OK);
+	assert_int_not_equal(a.signature, b.signature);
+	q = p;
+	q.op = NDET_OP_MAX;
+	assert_int_equal(ndet_plan_make(&q, &b), NDET_OK);
+	assert_int_not_equal(a.signature, b.signature);
+	q = p;
+	q.nranks = 6;
+	assert_int_equal(ndet_plan_make(&q, &b), NDET_OK);
+	assert_int_not_equal(a.signature, b.signature);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_plan_rejects_bad_arguments),
+		cmocka_unit_test(test_plan_paths),
+		cmocka_unit_test(test_plan_covers_every_element_once),
+		cmocka_unit_test(test_plan_chunks_large_messages),
+		cmocka_unit_test(test_plan_is_a_function_of_its_inputs),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
