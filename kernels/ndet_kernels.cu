@@ -508,6 +508,27 @@ const ndet_all_ranks_fn ndet_all_ranks_kernels[NDET_DTYPE_COUNT][NDET_OP_COUNT] 
 	NDET_OPS_OF(NDET_DTYPE_F64, ndet_allreduce_all_ranks_kernel),
 };
 
+/* Bare flag round trip between two ranks: the floor of any synchronisation. */
+__global__ void ndet_pingpong_kernel(uint64_t *mine, uint64_t *peer, int iters, int initiator,
+				     uint64_t *result)
+{
+	const uint64_t t0 = ndet_globaltimer();
+	const uint64_t deadline = 5000000000ull; /* a benchmark must never hang */
+	for (int k = 1; k <= iters; k++) {
+		if (initiator)
+			ndet_store_release(peer, (uint64_t)k);
+		while (ndet_load_acquire(mine) != (uint64_t)k) {
+			if (ndet_globaltimer() - t0 > deadline) {
+				*result = 0;
+				return;
+			}
+		}
+		if (!initiator)
+			ndet_store_release(peer, (uint64_t)k);
+	}
+	*result = ndet_globaltimer() - t0;
+}
+
 __global__ void ndet_fill_u32_kernel(unsigned *dst, size_t count, unsigned value)
 {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
@@ -540,6 +561,14 @@ extern "C" int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *de
 	dim3 grid(blocks, (unsigned)nranks);
 	ndet_all_ranks_kernels[dtype][op]<<<grid, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
 		device_args);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int ndet_kernel_flag_pingpong(uint64_t *mine, uint64_t *peer, int iters, int initiator,
+					 uint64_t *result_ns, void *stream)
+{
+	ndet_pingpong_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(mine, peer, iters, initiator,
+								 result_ns);
 	return (int)cudaGetLastError();
 }
 

@@ -121,6 +121,14 @@ int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *stream);
 int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *device_args, int dtype,
 				    int op, int nranks, uint32_t blocks, void *stream);
 
+/*
+ * Benchmark: `iters` flag round trips between two concurrently running launches
+ * (initiator 1 on one rank, 0 on the other); *result_ns (device memory) gets the
+ * elapsed time, 0 if the peer did not answer within 5 s.
+ */
+int ndet_kernel_flag_pingpong(uint64_t *mine, uint64_t *peer, int iters, int initiator,
+			      uint64_t *result_ns, void *stream);
+
 /* Fill `count` 32-bit words at `dst` with `value` on `stream`. */
 int ndet_kernel_fill_u32(unsigned *dst, size_t count, unsigned value, void *stream);
 
