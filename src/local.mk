@@ -30,3 +30,19 @@ noinst_LTLIBRARIES += src/libndet_engine.la
 src_libndet_engine_la_SOURCES = src/ndet_engine.c src/ndet_engine.h src/ndet_cuda.h \
 	src/ndet_settings.h
 src_libndet_engine_la_LIBADD = kernels/libndet_kernels.la src/libndet_logic.la
+
+
+# The LD_PRELOAD library.  Its DT_NEEDED list must hold only libc-family libraries
+# (test/test_dtneeded.sh): it finds the real NCCL at run time (ndet_resolve.c) and
+# must never pull a libnccl or libcudart in ahead of the application's own.  Only the
+# names in libnccl-det.map are exported; --exclude-libs keeps anything from static
+# archives local as well.
+lib_LTLIBRARIES += src/libnccl-det.la
+src_libnccl_det_la_SOURCES = \
+	src/ndet_shim.c \
+	src/ndet_resolve.c src/ndet_resolve.h
+src_libnccl_det_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared -no-undefined \
+	-Wl,--version-script=$(srcdir)/src/libnccl-det.map -Wl,--exclude-libs,ALL
+src_libnccl_det_la_LIBADD = src/libndet_logic.la $(PTHREAD_LIBS)
+EXTRA_src_libnccl_det_la_DEPENDENCIES = src/libnccl-det.map
+EXTRA_DIST += src/libnccl-det.map

@@ -1,0 +1,31 @@
+# Sourced by the preload test drivers: where the built libraries are, and how to
+# preload the shim.
+#
+# In a sanitizer build libnccl-det.so needs the sanitizer runtime, and ASan insists
+# on being first in the initial library list; so the runtime the shim was linked
+# with goes first in LD_PRELOAD (harmless for TSan, which gets the same treatment).
+
+top_builddir=${NDET_TOP_BUILDDIR:-.}
+shim="$top_builddir/src/.libs/libnccl-det.so"
+fake_nccl_dir="$top_builddir/test/fake_nccl/.libs"
+
+if [ ! -f "$shim" ]; then
+	echo "FAIL: $shim was not built" >&2
+	exit 1
+fi
+
+sanitizer_runtime=$(ldd "$shim" 2>/dev/null | awk '/lib(a|t)san\.so/ { print $3; exit }')
+if [ -n "$sanitizer_runtime" ]; then
+	shim_preload="$sanitizer_runtime $shim"
+else
+	shim_preload="$shim"
+fi
+
+# A scratch directory removed on exit.
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/ndet-test.XXXXXX") || exit 1
+trap 'rm -rf "$scratch"' EXIT
+
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
