@@ -144,13 +144,13 @@ template <int OP, typename Acc> __device__ __forceinline__ Acc ndet_apply(Acc a,
  * is exactly the recursive "left subtree = largest power of two below m" tree of
  * ndet_reference.h.  Loops unroll fully, so v[] stays in registers.
  */
-template <int OP, typename Acc>
+template <int OP, typename Acc, int NR>
 __device__ __forceinline__ Acc ndet_tree(Acc (&v)[NDET_MAX_RANKS], int n)
 {
 #pragma unroll
-	for (int s = 1; s < NDET_MAX_RANKS; s <<= 1) {
+	for (int s = 1; s < NR; s <<= 1) {
 #pragma unroll
-		for (int i = 0; i + s < NDET_MAX_RANKS; i += 2 * s) {
+		for (int i = 0; i + s < NR; i += 2 * s) {
 			if (i + s < n)
 				v[i] = ndet_apply<OP>(v[i], v[i + s]);
 		}
@@ -188,9 +188,24 @@ __device__ void ndet_copy_bytes(char *dst, const char *src, uint64_t bytes)
 	uintptr_t mis = (uintptr_t)dst | (uintptr_t)src;
 	uint64_t done = 0;
 	if ((mis & 15) == 0) {
-		uint64_t n = bytes / 16;
-		for (uint64_t i = tid; i < n; i += nth)
-			reinterpret_cast<uint4 *>(dst)[i] = reinterpret_cast<const uint4 *>(src)[i];
+		/* Eight loads in flight per thread before any store: one block per SM must
+		 * keep enough bytes in flight to cover memory (or NVLink) latency. */
+		constexpr int U = 8;
+		const uint64_t n = bytes / 16;
+		const uint4 *s = reinterpret_cast<const uint4 *>(src);
+		uint4 *d = reinterpret_cast<uint4 *>(dst);
+		uint64_t i = tid;
+		for (; i + (U - 1) * nth < n; i += U * nth) {
+			uint4 v[U];
+#pragma unroll
+			for (int u = 0; u < U; u++)
+				v[u] = s[i + u * nth];
+#pragma unroll
+			for (int u = 0; u < U; u++)
+				d[i + u * nth] = v[u];
+		}
+		for (; i < n; i += nth)
+			d[i] = s[i];
 		done = n * 16;
 	} else if ((mis & 7) == 0) {
 		uint64_t n = bytes / 8;
@@ -217,7 +232,7 @@ __device__ void ndet_copy_bytes(char *dst, const char *src, uint64_t bytes)
  * every rank's pool; write them to `out` (user memory, any alignment) and, when
  * `writeback` is set, also back into this rank's own lane at the same offset.
  */
-template <int DT, int OP>
+template <int DT, int OP, int NR>
 __device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base,
 				  uint64_t lane_off, uint64_t len, char *out, bool writeback)
 {
@@ -231,48 +246,63 @@ __device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base,
 	const bool out_aligned = ((uintptr_t)out & 15) == 0;
 	char *own = a.lanes[a.rank] + lane_base + lane_off * sizeof(T);
 
-	for (uint64_t p = tid; p < packs; p += nth) {
-		uint4 raw[NDET_MAX_RANKS];
-		const uint64_t byte_off = lane_base + (lane_off + p * E) * sizeof(T);
+	/* Up to 8 ranks, two packs per thread per iteration: 2 x n loads in flight. */
+	constexpr int U = NR <= 8 ? 2 : 1;
+	for (uint64_t base = tid; base < packs; base += (uint64_t)U * nth) {
+		uint4 raw[U][NR];
 		/* All loads first, so every peer's line is in flight at once. */
 #pragma unroll
-		for (int r = 0; r < NDET_MAX_RANKS; r++) {
-			if (r < n)
-				raw[r] = *reinterpret_cast<const uint4 *>(a.lanes[r] + byte_off);
-		}
-		union {
-			uint4 v;
-			T e[E];
-		} result;
+		for (int u = 0; u < U; u++) {
+			const uint64_t p = base + (uint64_t)u * nth;
+			const uint64_t byte_off = lane_base + (lane_off + p * E) * sizeof(T);
 #pragma unroll
-		for (int e = 0; e < E; e++) {
-			Acc v[NDET_MAX_RANKS];
-#pragma unroll
-			for (int r = 0; r < NDET_MAX_RANKS; r++) {
-				if (r < n)
-					v[r] = D::widen(reinterpret_cast<const T *>(&raw[r])[e]);
+			for (int r = 0; r < NR; r++) {
+				if (r < n && p < packs)
+					raw[u][r] = *reinterpret_cast<const uint4 *>(a.lanes[r] +
+										     byte_off);
 			}
-			result.e[e] = ndet_finish<DT, OP>(ndet_tree<OP>(v, n), n);
 		}
-		if (out_aligned) {
-			reinterpret_cast<uint4 *>(out)[p] = result.v;
-		} else {
 #pragma unroll
-			for (int e = 0; e < E; e++)
-				ndet_store_elem<T>(out + (p * E + e) * sizeof(T), result.e[e]);
+		for (int u = 0; u < U; u++) {
+			const uint64_t p = base + (uint64_t)u * nth;
+			if (p >= packs)
+				break;
+			union {
+				uint4 v;
+				T e[E];
+			} result;
+#pragma unroll
+			for (int e = 0; e < E; e++) {
+				Acc v[NDET_MAX_RANKS];
+#pragma unroll
+				for (int r = 0; r < NR; r++) {
+					if (r < n)
+						v[r] = D::widen(
+							reinterpret_cast<const T *>(&raw[u][r])[e]);
+				}
+				result.e[e] = ndet_finish<DT, OP>(ndet_tree<OP, Acc, NR>(v, n), n);
+			}
+			if (out_aligned) {
+				reinterpret_cast<uint4 *>(out)[p] = result.v;
+			} else {
+#pragma unroll
+				for (int e = 0; e < E; e++)
+					ndet_store_elem<T>(out + (p * E + e) * sizeof(T),
+							   result.e[e]);
+			}
+			if (writeback)
+				reinterpret_cast<uint4 *>(own)[p] = result.v;
 		}
-		if (writeback)
-			reinterpret_cast<uint4 *>(own)[p] = result.v;
 	}
 	for (uint64_t i = packs * E + tid; i < len; i += nth) {
 		const uint64_t byte_off = lane_base + (lane_off + i) * sizeof(T);
 		Acc v[NDET_MAX_RANKS];
 #pragma unroll
-		for (int r = 0; r < NDET_MAX_RANKS; r++) {
+		for (int r = 0; r < NR; r++) {
 			if (r < n)
 				v[r] = D::widen(*reinterpret_cast<const T *>(a.lanes[r] + byte_off));
 		}
-		T value = ndet_finish<DT, OP>(ndet_tree<OP>(v, n), n);
+		T value = ndet_finish<DT, OP>(ndet_tree<OP, Acc, NR>(v, n), n);
 		ndet_store_elem<T>(out + i * sizeof(T), value);
 		if (writeback)
 			reinterpret_cast<T *>(own)[i] = value;
@@ -385,7 +415,7 @@ __device__ void ndet_signal_all(const ndet_kernel_args &a, size_t which_offset, 
 	}
 }
 
-template <int DT, int OP> __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
+template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
 {
 	typedef typename ndet_dtype<DT>::T T;
 	constexpr int E = 16 / sizeof(T);
@@ -437,16 +467,16 @@ template <int DT, int OP> __device__ void ndet_allreduce_block(const ndet_kernel
 			return;
 
 		if (a.path == NDET_PATH_ONESHOT) {
-			ndet_reduce_range<DT, OP>(a, lane_base, 0, len, recv + start * sizeof(T),
-						  false);
+			ndet_reduce_range<DT, OP, NR>(a, lane_base, 0, len, recv + start * sizeof(T),
+						      false);
 		} else {
 			/* Segments are whole 16-byte packs so lanes stay aligned. */
 			uint64_t seg = (len + a.nranks - 1) / a.nranks;
 			seg = (seg + E - 1) / E * E;
 			const uint64_t my_begin = min(len, (uint64_t)a.rank * seg);
 			const uint64_t my_end = min(len, my_begin + seg);
-			ndet_reduce_range<DT, OP>(a, lane_base, my_begin, my_end - my_begin,
-						  recv + (start + my_begin) * sizeof(T), true);
+			ndet_reduce_range<DT, OP, NR>(a, lane_base, my_begin, my_end - my_begin,
+						      recv + (start + my_begin) * sizeof(T), true);
 			__syncthreads();
 			ndet_signal_all(a, offsetof(ndet_flags, reduced),
 					ndet_flag_pack(step, a.signature));
@@ -472,40 +502,42 @@ template <int DT, int OP> __device__ void ndet_allreduce_block(const ndet_kernel
 		a.step_counters[b] = step;
 }
 
-/* One kernel per (dtype, op), so each gets its own register allocation. */
-template <int DT, int OP>
-__global__ void __launch_bounds__(NDET_KERNEL_THREADS, 1)
+/*
+ * One kernel per (dtype, op, rank bucket), so each gets its own register allocation;
+ * NR = 8 serves up to 8 ranks with twice the loads in flight, NR = 16 the rest.
+ */
+template <int DT, int OP, int NR>
+__global__ void __launch_bounds__(NDET_KERNEL_THREADS, NR <= 8 ? 2 : 1)
 	ndet_allreduce_kernel(const ndet_kernel_args args)
 {
-	ndet_allreduce_block<DT, OP>(args);
+	ndet_allreduce_block<DT, OP, NR>(args);
 }
 
-template <int DT, int OP>
-__global__ void __launch_bounds__(NDET_KERNEL_THREADS, 1)
+template <int DT, int OP, int NR>
+__global__ void __launch_bounds__(NDET_KERNEL_THREADS, NR <= 8 ? 2 : 1)
 	ndet_allreduce_all_ranks_kernel(const ndet_kernel_args *args)
 {
-	ndet_allreduce_block<DT, OP>(args[blockIdx.y]);
+	ndet_allreduce_block<DT, OP, NR>(args[blockIdx.y]);
 }
 
 typedef void (*ndet_kernel_fn)(const ndet_kernel_args);
 typedef void (*ndet_all_ranks_fn)(const ndet_kernel_args *);
 
-#define NDET_OPS_OF(DT, K) \
-	{K<DT, NDET_OP_SUM>, K<DT, NDET_OP_PROD>, K<DT, NDET_OP_MIN>, K<DT, NDET_OP_MAX>, \
-	 K<DT, NDET_OP_AVG>}
+#define NDET_OPS_OF(DT, K, NR) \
+	{K<DT, NDET_OP_SUM, NR>, K<DT, NDET_OP_PROD, NR>, K<DT, NDET_OP_MIN, NR>, \
+	 K<DT, NDET_OP_MAX, NR>, K<DT, NDET_OP_AVG, NR>}
+#define NDET_TYPES_OF(K, NR) \
+	{NDET_OPS_OF(NDET_DTYPE_F32, K, NR), NDET_OPS_OF(NDET_DTYPE_F16, K, NR), \
+	 NDET_OPS_OF(NDET_DTYPE_BF16, K, NR), NDET_OPS_OF(NDET_DTYPE_F64, K, NR)}
 
-const ndet_kernel_fn ndet_kernels[NDET_DTYPE_COUNT][NDET_OP_COUNT] = {
-	NDET_OPS_OF(NDET_DTYPE_F32, ndet_allreduce_kernel),
-	NDET_OPS_OF(NDET_DTYPE_F16, ndet_allreduce_kernel),
-	NDET_OPS_OF(NDET_DTYPE_BF16, ndet_allreduce_kernel),
-	NDET_OPS_OF(NDET_DTYPE_F64, ndet_allreduce_kernel),
+const ndet_kernel_fn ndet_kernels[2][NDET_DTYPE_COUNT][NDET_OP_COUNT] = {
+	NDET_TYPES_OF(ndet_allreduce_kernel, 8),
+	NDET_TYPES_OF(ndet_allreduce_kernel, NDET_MAX_RANKS),
 };
 
-const ndet_all_ranks_fn ndet_all_ranks_kernels[NDET_DTYPE_COUNT][NDET_OP_COUNT] = {
-	NDET_OPS_OF(NDET_DTYPE_F32, ndet_allreduce_all_ranks_kernel),
-	NDET_OPS_OF(NDET_DTYPE_F16, ndet_allreduce_all_ranks_kernel),
-	NDET_OPS_OF(NDET_DTYPE_BF16, ndet_allreduce_all_ranks_kernel),
-	NDET_OPS_OF(NDET_DTYPE_F64, ndet_allreduce_all_ranks_kernel),
+const ndet_all_ranks_fn ndet_all_ranks_kernels[2][NDET_DTYPE_COUNT][NDET_OP_COUNT] = {
+	NDET_TYPES_OF(ndet_allreduce_all_ranks_kernel, 8),
+	NDET_TYPES_OF(ndet_allreduce_all_ranks_kernel, NDET_MAX_RANKS),
 };
 
 /* Bare flag round trip between two ranks: the floor of any synchronisation. */
@@ -547,7 +579,7 @@ extern "C" int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *
 {
 	if (!ndet_kernel_valid(args->dtype, args->op))
 		return (int)cudaErrorInvalidValue;
-	ndet_kernels[args->dtype][args->op]<<<args->blocks, NDET_KERNEL_THREADS, 0,
+	ndet_kernels[args->nranks > 8][args->dtype][args->op]<<<args->blocks, NDET_KERNEL_THREADS, 0,
 					     (cudaStream_t)stream>>>(*args);
 	return (int)cudaGetLastError();
 }
@@ -559,7 +591,7 @@ extern "C" int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *de
 	if (!ndet_kernel_valid(dtype, op))
 		return (int)cudaErrorInvalidValue;
 	dim3 grid(blocks, (unsigned)nranks);
-	ndet_all_ranks_kernels[dtype][op]<<<grid, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
+	ndet_all_ranks_kernels[nranks > 8][dtype][op]<<<grid, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
 		device_args);
 	return (int)cudaGetLastError();
 }

@@ -718,9 +718,14 @@ ndet_status_t ndet_engine_destroy(struct ndet_engine *engine, bool barrier)
 	bool poisoned = ndet_engine_error(engine, NULL) != NDET_OK ||
 			__atomic_load_n(&engine->host_status->abort, __ATOMIC_ACQUIRE) != 0;
 	bool free_pool = false;
-	if (barrier && !poisoned) {
+	/*
+	 * With a barrier, every rank takes part in the final round whatever its local
+	 * state (a poisoned rank says so in it): a rank that skipped it would pair its
+	 * peers' round with the next exchange on the same communicator.
+	 */
+	if (barrier) {
 		/* Our own kernels first: poll, so a kernel that fails releases us. */
-		if (engine->has_last_stream) {
+		if (engine->has_last_stream && !poisoned) {
 			cudaError_t err = cudaEventRecord(engine->order_event, engine->last_stream);
 			if (err == cudaSuccess) {
 				while ((err = cudaEventQuery(engine->order_event)) == cudaErrorNotReady) {

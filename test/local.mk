@@ -77,7 +77,8 @@ endif
 
 # The GPU loopback suite when a GPU is visible; SKIP (77) otherwise.
 TESTS += test/test_gpu_loopback.sh
-EXTRA_DIST += test/test_gpu_loopback.sh test/gpu/suite.sh
+EXTRA_DIST += test/test_gpu_loopback.sh test/gpu/suite.sh test/gpu/torch_preload.py \
+	test/gpu/torch_preload.sh
 
 # ---- fake NCCL, symbol resolution, forwarding and preload tests --------------------
 # A fake libnccl.so.2 with NCCL's export shape (test/fake_nccl/fake_nccl.h), built for

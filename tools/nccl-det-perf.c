@@ -150,6 +150,21 @@ static const char *perf_path_name(ndet_path_t path)
 	}
 }
 
+/* A failed call would time as a fast no-op: stop with the reason instead. */
+static void perf_check_engine(struct perf_rank *me)
+{
+	uint32_t kernel_error = 0;
+	if (ndet_engine_error(me->world->engines[me->rank], &kernel_error) != NDET_OK) {
+		fprintf(stderr,
+			"nccl-det-perf: rank %d: the engine failed (kernel error %u: 1 timeout, 2 "
+			"abort, 3 diverging call, 4 peer failure). With ranks sharing one GPU, "
+			"every rank's blocks must be resident at once: lower NCCL_DET_MAX_BLOCKS so "
+			"that ranks x blocks fits the GPU.\n",
+			me->rank, kernel_error);
+		exit(1);
+	}
+}
+
 /* Time `iters` calls (eager) or one graph of `iters` calls, between barriers. */
 static double perf_time(struct perf_rank *me, cudaStream_t stream, const void *send,
 			void *recv, size_t count, ndet_dtype_t dtype, ndet_op_t op, bool graph)
@@ -183,6 +198,7 @@ static double perf_time(struct perf_rank *me, cudaStream_t stream, const void *s
 	PERF_CHECK(cudaStreamSynchronize(stream));
 	pthread_barrier_wait(&world->barrier);
 	double elapsed = perf_now() - start;
+	perf_check_engine(me);
 	if (exec != NULL)
 		PERF_CHECK(cudaGraphExecDestroy(exec));
 	return elapsed / iters;
@@ -266,7 +282,7 @@ static void *perf_rank_main(void *argument)
 		.pool_size = settings->pool_size,
 		.max_blocks = settings->max_blocks,
 		.oneshot_max = settings->oneshot_max,
-		.timeout_ms = 60000,
+		.timeout_ms = 20000,
 		.max_memory = settings->max_memory,
 		.settings_hash = ndet_settings_agreement_hash(settings),
 		.test_fail_rank = -1,
@@ -499,6 +515,13 @@ static void perf_usage(FILE *out)
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/*
+	 * Ranks that share one GPU in one process run on many streams; with CUDA's
+	 * default of 8 hardware queues two ranks' kernels can land in one queue, one
+	 * behind the other while the first waits for the second.  Ask for more queues
+	 * (before the first CUDA call).  Separate GPUs or processes need nothing.
+	 */
+	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
 	struct perf_world world;
 	memset(&world, 0, sizeof(world));
 	struct perf_options *o = &world.options;

@@ -105,8 +105,11 @@ smoke)
 	NDET_TEST_BLOCKS=2 sanitizer memcheck 2 90
 	;;
 loopback)
-	for n in 2 3 4 5 8; do
-		run "loopback-n$n-full" 300 "$bin" loopback "$n" full
+	for n in 2 4; do
+		run "loopback-n$n-full" 200 "$bin" loopback "$n" full
+	done
+	for n in 3 5 8 12; do
+		run "loopback-n$n-quick" 120 "$bin" loopback "$n" quick
 	done
 	NDET_TEST_POOL=$((32 << 20)) NDET_TEST_BLOCKS=16 NDET_TEST_ONESHOT=$((256 << 10)) \
 		run loopback-n4-default-pool 300 "$bin" loopback 4 quick
