@@ -335,13 +335,15 @@ struct ndet_block_state {
 
 /* Record the first error of this engine and tell every peer to leave too. */
 __device__ void ndet_fail(const ndet_kernel_args &a, uint32_t code, uint32_t peer, uint64_t step,
-			  uint64_t observed)
+			  uint64_t observed, uint32_t phase)
 {
 	if (atomicCAS((unsigned *)&a.host_status->error, 0u, code) == 0u) {
 		a.host_status->block = blockIdx.x;
 		a.host_status->peer = peer;
 		a.host_status->step = step;
 		a.host_status->observed = observed;
+		a.host_status->phase = phase;
+		a.host_status->rank = (uint32_t)a.rank;
 		__threadfence_system();
 	}
 	for (int r = 0; r < a.nranks; r++)
@@ -359,11 +361,10 @@ __device__ uint32_t ndet_wait(const ndet_kernel_args &a, const ndet_block_state 
 {
 	for (uint64_t spins = 1;; spins++) {
 		uint64_t v = ndet_load_acquire(flag);
+		*observed = v;
 		if (((v >> NDET_FLAG_SIGNATURE_BITS) & kStepMask) == (step & kStepMask)) {
-			if (check && (uint32_t)(v & NDET_FLAG_SIGNATURE_MASK) != a.signature) {
-				*observed = v;
+			if (check && (uint32_t)(v & NDET_FLAG_SIGNATURE_MASK) != a.signature)
 				return NDET_KERNEL_ERR_SIGNATURE;
-			}
 			return NDET_KERNEL_OK;
 		}
 		if ((spins & 63) == 0) {
@@ -384,7 +385,8 @@ __device__ uint32_t ndet_wait(const ndet_kernel_args &a, const ndet_block_state 
  * then agrees on the outcome.  Returns 0 or the error this block saw.
  */
 __device__ uint32_t ndet_wait_all(const ndet_kernel_args &a, const ndet_block_state &st,
-				  uint64_t (*which)[NDET_MAX_RANKS], uint64_t step, bool check)
+				  uint64_t (*which)[NDET_MAX_RANKS], uint64_t step, bool check,
+				  uint32_t phase)
 {
 	__shared__ uint32_t error_code;
 	if (threadIdx.x == 0)
@@ -397,7 +399,7 @@ __device__ uint32_t ndet_wait_all(const ndet_kernel_args &a, const ndet_block_st
 		if (code != NDET_KERNEL_OK) {
 			atomicCAS(&error_code, 0u, code);
 			/* Also for ERR_PEER: this rank's host must learn the call failed. */
-			ndet_fail(a, code, (uint32_t)q, step, observed);
+			ndet_fail(a, code, (uint32_t)q, step, observed, phase);
 		}
 	}
 	__syncthreads();
@@ -428,8 +430,20 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 
 	if (threadIdx.x == 0) {
 		first_step = a.step_counters[b];
-		/* A poisoned engine fails fast: later calls touch nothing. */
-		poisoned = ndet_load_relaxed(&st.me->abort_word) != 0 || a.host_status->error != 0;
+		/*
+		 * A poisoned engine fails fast: later calls touch nothing.  A peer may have
+		 * poisoned us before this kernel ever waited: record that here, or this
+		 * rank's host would never learn that the call failed.
+		 */
+		const uint64_t abort_word = ndet_load_relaxed(&st.me->abort_word);
+		poisoned = abort_word != 0 || a.host_status->error != 0;
+		if (abort_word != 0 && a.host_status->error == 0 &&
+		    atomicCAS((unsigned *)&a.host_status->error, 0u, NDET_KERNEL_ERR_PEER) == 0u) {
+			a.host_status->block = b;
+			a.host_status->peer = (uint32_t)(abort_word - 1);
+			a.host_status->step = first_step + 1;
+			__threadfence_system();
+		}
 	}
 	__syncthreads();
 	if (poisoned)
@@ -449,7 +463,7 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 		step++;
 
 		/* 1. Peers finished reading my lane in my previous step. */
-		if (ndet_wait_all(a, st, st.me->done, step - 1, false) != 0)
+		if (ndet_wait_all(a, st, st.me->done, step - 1, false, 1) != 0)
 			return;
 
 		/* 2. Copy-in. */
@@ -463,7 +477,7 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 
 		/* 4. Every peer's chunk is in its lane, and it is the same call as ours. */
 		ndet_debug_delay(a, step, 3);
-		if (ndet_wait_all(a, st, st.me->ready, step, true) != 0)
+		if (ndet_wait_all(a, st, st.me->ready, step, true, 2) != 0)
 			return;
 
 		if (a.path == NDET_PATH_ONESHOT) {
@@ -480,7 +494,7 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 			__syncthreads();
 			ndet_signal_all(a, offsetof(ndet_flags, reduced),
 					ndet_flag_pack(step, a.signature));
-			if (ndet_wait_all(a, st, st.me->reduced, step, true) != 0)
+			if (ndet_wait_all(a, st, st.me->reduced, step, true, 3) != 0)
 				return;
 			for (int j = 1; j < a.nranks; j++) {
 				/* Rotate the source so ranks do not all read rank 0 first. */

@@ -84,7 +84,9 @@ struct ndet_host_status {
 	volatile uint32_t block;  /* where the error was seen */
 	volatile uint32_t peer;
 	volatile uint64_t step;
-	volatile uint64_t observed; /* the flag value seen (signature errors) */
+	volatile uint64_t observed; /* the flag value last seen in the failed wait */
+	volatile uint32_t phase;    /* 1 done, 2 ready, 3 reduced: which wait failed */
+	volatile uint32_t rank;     /* the rank that recorded the error */
 };
 
 /* Everything one rank's launch needs; passed by value. */

@@ -697,6 +697,20 @@ ndet_status_t ndet_engine_error(const struct ndet_engine *engine, uint32_t *kern
 	return error == NDET_KERNEL_OK ? NDET_OK : NDET_ERR_REMOTE;
 }
 
+bool ndet_engine_error_details(const struct ndet_engine *engine, uint32_t *block, uint32_t *peer,
+			       uint64_t *step, uint64_t *observed, uint32_t *phase)
+{
+	const struct ndet_host_status *h = engine->host_status;
+	if (__atomic_load_n(&h->error, __ATOMIC_ACQUIRE) == 0)
+		return false;
+	*block = h->block;
+	*peer = h->peer;
+	*step = h->step;
+	*observed = h->observed;
+	*phase = h->phase;
+	return true;
+}
+
 void ndet_engine_abort(struct ndet_engine *engine)
 {
 	__atomic_store_n(&engine->host_status->abort, 1u, __ATOMIC_RELEASE);

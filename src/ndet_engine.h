@@ -92,6 +92,14 @@ ndet_status_t ndet_engine_plan(const struct ndet_engine *engine, size_t count,
  */
 ndet_status_t ndet_engine_error(const struct ndet_engine *engine, uint32_t *kernel_error);
 
+/*
+ * Where the first kernel error was seen, for diagnostics (no CUDA call): the block,
+ * the peer waited for, the step, the flag value last read and the wait (1 done,
+ * 2 ready, 3 reduced).  Returns false when there is no error.
+ */
+bool ndet_engine_error_details(const struct ndet_engine *engine, uint32_t *block, uint32_t *peer,
+			       uint64_t *step, uint64_t *observed, uint32_t *phase);
+
 /* Ask running and future kernels to leave (ncclCommAbort/Revoke).  No CUDA call. */
 void ndet_engine_abort(struct ndet_engine *engine);
 

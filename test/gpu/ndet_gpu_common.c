@@ -197,8 +197,14 @@ static void gpu_check_engine(struct gpu_rank *rank, const char *what)
 	uint32_t kernel_error = 0;
 	if (ndet_engine_error(rank->engine, &kernel_error) != NDET_OK) {
 		rank->failures++;
-		fprintf(stderr, "FAIL rank %d: %s: engine error %u\n", rank->rank, what,
-			kernel_error);
+		uint32_t block = 0, peer = 0, phase = 0;
+		uint64_t step = 0, observed = 0;
+		ndet_engine_error_details(rank->engine, &block, &peer, &step, &observed, &phase);
+		fprintf(stderr,
+			"FAIL rank %d: %s: engine error %u (block %u, peer %u, step %llu, wait %u, "
+			"flag seen step %llu)\n",
+			rank->rank, what, kernel_error, block, peer, (unsigned long long)step, phase,
+			(unsigned long long)(observed >> 24));
 	}
 }
 
@@ -362,7 +368,10 @@ void gpu_run_streams(struct gpu_rank *rank, int calls)
 				      recv + (size_t)i * count * size, count, cases[i].dtype,
 				      cases[i].op, stream);
 	}
-	GPU_CHECK(cudaDeviceSynchronize());
+	/* Every rank has launched everything before anyone blocks (see run_delay_phase). */
+	rank->barrier(rank->barrier_context);
+	GPU_CHECK(cudaStreamSynchronize(rank->stream));
+	GPU_CHECK(cudaStreamSynchronize(rank->stream2));
 	gpu_check_engine(rank, "streams");
 	for (int i = 0; i < calls; i++) {
 		GPU_CHECK(cudaMemcpy(cases[i].got, recv + (size_t)i * count * size, count * size,

@@ -108,7 +108,8 @@ static void run_delay_phase(struct gpu_rank *gpu, int calls)
 		gpu_fill(NDET_DTYPE_F32, inputs[r], count, 0xde1a7 + (uint64_t)r, false);
 		views[r] = inputs[r];
 	}
-	float *expected = malloc(count * sizeof(float)), *got = malloc(count * sizeof(float) * 2);
+	float *expected = malloc(count * sizeof(float)), *got = NULL;
+	GPU_CHECK(cudaMallocHost((void **)&got, count * sizeof(float) * 2));
 	ndet_reference_allreduce(views, gpu->nranks, expected, count, NDET_DTYPE_F32, NDET_OP_SUM);
 	GPU_CHECK(cudaMemcpy(send, inputs[gpu->rank], count * sizeof(float), cudaMemcpyHostToDevice));
 	gpu->barrier(gpu->barrier_context);
@@ -118,6 +119,12 @@ static void run_delay_phase(struct gpu_rank *gpu, int calls)
 		ndet_engine_allreduce(gpu->engine, send, out, count, NDET_DTYPE_F32, NDET_OP_SUM,
 				      gpu->stream);
 		if (i % 100 == 99 || i == calls - 1) {
+			/*
+			 * Every rank launches its share before any rank blocks: ranks that share
+			 * a process must not wait in a synchronising CUDA call while a peer still
+			 * has to launch the kernel theirs waits for (NCCL has the same rule).
+			 */
+			gpu->barrier(gpu->barrier_context);
 			GPU_CHECK(cudaMemcpyAsync(got, recv, count * sizeof(float) * 2,
 						  cudaMemcpyDeviceToHost, gpu->stream));
 			GPU_CHECK(cudaStreamSynchronize(gpu->stream));
@@ -134,10 +141,23 @@ static void run_delay_phase(struct gpu_rank *gpu, int calls)
 		}
 	}
 	GPU_CHECK(cudaStreamSynchronize(gpu->stream));
+	uint32_t kernel_error = 0;
+	gpu->checks++;
+	if (ndet_engine_error(gpu->engine, &kernel_error) != NDET_OK) {
+		gpu->failures++;
+		uint32_t block = 0, peer = 0, phase = 0;
+		uint64_t step = 0, observed = 0;
+		ndet_engine_error_details(gpu->engine, &block, &peer, &step, &observed, &phase);
+		fprintf(stderr,
+			"FAIL rank %d: delay phase: engine error %u (block %u, peer %u, step %llu, "
+			"wait %u, flag seen step %llu sig 0x%llx)\n",
+			gpu->rank, kernel_error, block, peer, (unsigned long long)step, phase,
+			(unsigned long long)(observed >> 24), (unsigned long long)(observed & 0xffffff));
+	}
 	for (int r = 0; r < gpu->nranks; r++)
 		free(inputs[r]);
 	free(expected);
-	free(got);
+	GPU_CHECK(cudaFreeHost(got));
 	GPU_CHECK(cudaFree(send));
 	GPU_CHECK(cudaFree(recv));
 }
