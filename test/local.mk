@@ -48,6 +48,20 @@ test_test_setup_record_SOURCES = test/test_setup_record.c
 test_test_setup_record_CFLAGS = $(TEST_CFLAGS)
 test_test_setup_record_LDADD = src/libndet_logic.la $(TEST_LIBS)
 TESTS += test/test_setup_record
+
+# The setup protocol driven for several communicators by one thread (lockstep).
+check_PROGRAMS += test/test_setup
+test_test_setup_SOURCES = test/test_setup.c
+test_test_setup_CFLAGS = $(TEST_CFLAGS)
+test_test_setup_LDADD = src/libndet_logic.la $(TEST_LIBS)
+TESTS += test/test_setup
+
+# The all-reduce decision tables.
+check_PROGRAMS += test/test_eligibility
+test_test_eligibility_SOURCES = test/test_eligibility.c
+test_test_eligibility_CFLAGS = $(TEST_CFLAGS)
+test_test_eligibility_LDADD = src/libndet_logic.la $(TEST_LIBS)
+TESTS += test/test_eligibility
 endif
 
 # Fuzz entry for settings and conf files, run over its built-in corpus by the plain
@@ -160,6 +174,18 @@ test_test_resolve_LDADD = test/libndet_fake_backend.la src/libndet_divert.la \
 	$(CUDA_STATIC_LIBS) test/fake_nccl/libfake_nccl_helpers.la test/fake_nccl/libnccl.la \
 	$(TEST_LIBS)
 TESTS += test/test_resolve
+
+# The divert layer end to end: the shim compiled in (this program plays
+# libnccl-det.so), the in-process multi-rank fake NCCL, the host-only backend.
+check_PROGRAMS += test/test_divert
+test_test_divert_SOURCES = test/test_divert.c src/ndet_resolve.c src/ndet_resolve.h \
+	src/ndet_shim.c
+test_test_divert_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/test/fake_nccl -I$(top_srcdir)/test
+test_test_divert_LDFLAGS = $(AM_LDFLAGS) -no-install
+test_test_divert_LDADD = test/libndet_fake_backend.la src/libndet_divert.la \
+	$(CUDA_STATIC_LIBS) test/libndet_test_data.la test/fake_nccl/libfake_nccl_helpers.la \
+	test/fake_nccl/libnccl.la $(TEST_LIBS)
+TESTS += test/test_divert
 
 check_PROGRAMS += test/test_preload_local
 test_test_preload_local_SOURCES = test/test_preload_local.c
