@@ -94,6 +94,11 @@ static ndet_status_t ndet_backend_cuda_destroy_group(void *const engines[], int 
 	return ndet_engine_destroy_group((struct ndet_engine *const *)engines, count, barrier);
 }
 
+static bool ndet_backend_cuda_shares_process(void *engine)
+{
+	return ndet_engine_ranks_share_process(engine);
+}
+
 const struct ndet_backend ndet_backend_cuda = {
 	.name = "cuda",
 	.create_group = ndet_backend_cuda_create_group,
@@ -101,5 +106,6 @@ const struct ndet_backend ndet_backend_cuda = {
 	.error = ndet_backend_cuda_error,
 	.abort = ndet_backend_cuda_abort,
 	.destroy_group = ndet_backend_cuda_destroy_group,
+	.shares_process = ndet_backend_cuda_shares_process,
 	.memory_bytes = ndet_engine_memory_bytes,
 };

@@ -65,6 +65,8 @@ struct ndet_backend {
 	void (*abort)(void *engine);
 	/* ndet_engine_destroy_group semantics. */
 	ndet_status_t (*destroy_group)(void *const engines[], int count, bool barrier);
+	/* ndet_engine_ranks_share_process semantics. */
+	bool (*shares_process)(void *engine);
 	/* Device memory one engine takes. */
 	uint64_t (*memory_bytes)(const struct ndet_engine_config *config);
 };

@@ -297,13 +297,40 @@ bool ndet_comm_config_shares(const ncclConfig_t *config, bool shrink)
 
 /* ---------------------------------------------------------------- engine access */
 
-/* The engine, pinned until ndet_comm_engine_put; NULL unless READY or POISONED. */
+/*
+ * A kernel of ours failed (its host-mapped error word is set): every later eligible
+ * call fails fast.  Reading the word is a plain host load, fine under the lock; the
+ * engine cannot go away while the lock is held (finalize detaches it under the lock).
+ */
+static void ndet_comm_refresh_locked(struct ndet_comm *comm)
+{
+	if (comm->state != NDET_COMM_READY || comm->engine == NULL)
+		return;
+	if (ndet_comm_backend->error(comm->engine, NULL) == NDET_OK)
+		return;
+	comm->state = NDET_COMM_POISONED;
+	comm->kernel_failed = true;
+}
+
+/* Has a kernel of ours failed on `comm`?  No CUDA call. */
+static bool ndet_comm_failed(struct ndet_comm *comm)
+{
+	pthread_mutex_lock(&comm->lock);
+	ndet_comm_refresh_locked(comm);
+	bool failed = comm->kernel_failed;
+	pthread_mutex_unlock(&comm->lock);
+	return failed;
+}
+
+/*
+ * The engine of a READY communicator, pinned until ndet_comm_engine_put (finalize
+ * waits for the pins before it releases the engine); NULL otherwise.
+ */
 static void *ndet_comm_engine_get(struct ndet_comm *comm)
 {
 	pthread_mutex_lock(&comm->lock);
-	void *engine = NULL;
-	if (comm->state == NDET_COMM_READY || comm->state == NDET_COMM_POISONED)
-		engine = comm->engine;
+	ndet_comm_refresh_locked(comm);
+	void *engine = comm->state == NDET_COMM_READY ? comm->engine : NULL;
 	if (engine != NULL)
 		comm->engine_users++;
 	pthread_mutex_unlock(&comm->lock);
@@ -318,7 +345,7 @@ static void ndet_comm_engine_put(struct ndet_comm *comm)
 	pthread_mutex_unlock(&comm->lock);
 }
 
-/* A kernel of ours failed: every later eligible call fails fast. */
+/* A launch reported the engine failed. */
 static void ndet_comm_poison(struct ndet_comm *comm)
 {
 	pthread_mutex_lock(&comm->lock);
@@ -326,24 +353,6 @@ static void ndet_comm_poison(struct ndet_comm *comm)
 		comm->state = NDET_COMM_POISONED;
 	comm->kernel_failed = true;
 	pthread_mutex_unlock(&comm->lock);
-}
-
-/* Has our engine reported an error?  A host-mapped read: no CUDA call. */
-static bool ndet_comm_check_engine(struct ndet_comm *comm)
-{
-	void *engine = ndet_comm_engine_get(comm);
-	if (engine == NULL) {
-		pthread_mutex_lock(&comm->lock);
-		bool failed = comm->kernel_failed;
-		pthread_mutex_unlock(&comm->lock);
-		return failed;
-	}
-	uint32_t kernel_error = 0;
-	bool failed = ndet_comm_backend->error(engine, &kernel_error) != NDET_OK;
-	ndet_comm_engine_put(comm);
-	if (failed)
-		ndet_comm_poison(comm);
-	return failed;
 }
 
 /* ---------------------------------------------------------------- exchange */
@@ -608,8 +617,8 @@ void ndet_comm_decide(struct ndet_call *call)
 		.op = call->op,
 		.count = call->count,
 	};
-	(void)ndet_comm_check_engine(comm);
 	pthread_mutex_lock(&comm->lock);
+	ndet_comm_refresh_locked(comm);
 	facts.state = comm->state;
 	/* Agreed once set up; before that the local value, equal by precondition. */
 	facts.strict =
@@ -723,23 +732,29 @@ void ndet_comm_note_decision(const struct ndet_call *call)
 	}
 }
 
+/* Most launches are single calls: no allocation on the call path for small batches. */
+#define NDET_COMM_LAUNCH_STACK 16
+
 ncclResult_t ndet_comm_launch_group(struct ndet_call *calls, int count)
 {
 	ncclResult_t first = ncclSuccess;
-	struct ndet_backend_call *launches =
-		calloc((size_t)(count > 0 ? count : 1), sizeof(*launches));
-	int *index = calloc((size_t)(count > 0 ? count : 1), sizeof(*index));
+	struct ndet_backend_call stack_launches[NDET_COMM_LAUNCH_STACK];
+	int stack_index[NDET_COMM_LAUNCH_STACK];
+	struct ndet_backend_call *launches = stack_launches;
+	int *index = stack_index;
 	int launching = 0;
-	if (launches == NULL || index == NULL) {
-		first = ncclSystemError;
-		goto out;
+	if (count > NDET_COMM_LAUNCH_STACK) {
+		launches = calloc((size_t)count, sizeof(*launches));
+		index = calloc((size_t)count, sizeof(*index));
+		if (launches == NULL || index == NULL) {
+			first = ncclSystemError;
+			goto out;
+		}
 	}
 	for (int i = 0; i < count; i++) {
 		struct ndet_call *call = &calls[i];
 		/* A kernel error seen since the decision: fail fast, never launch. */
-		void *engine = ndet_comm_check_engine(call->comm)
-				       ? NULL
-				       : ndet_comm_engine_get(call->comm);
+		void *engine = ndet_comm_engine_get(call->comm);
 		if (engine == NULL) {
 			__atomic_add_fetch(&call->comm->stats.failed_calls, 1, __ATOMIC_RELAXED);
 			if (first == ncclSuccess)
@@ -778,8 +793,10 @@ ncclResult_t ndet_comm_launch_group(struct ndet_call *calls, int count)
 			first = ndet_status_to_nccl(status);
 	}
 out:
-	free(index);
-	free(launches);
+	if (index != stack_index)
+		free(index);
+	if (launches != stack_launches)
+		free(launches);
 	return first;
 }
 
@@ -792,7 +809,7 @@ bool ndet_comm_async_error(ncclComm_t nccl, ncclResult_t *async_error)
 	struct ndet_comm *comm = ndet_comm_lookup(nccl);
 	if (comm == NULL)
 		return false;
-	bool failed = ndet_comm_check_engine(comm);
+	bool failed = ndet_comm_failed(comm);
 	ndet_comm_unref(comm);
 	if (!failed)
 		return false;
@@ -925,8 +942,23 @@ ncclResult_t ndet_comm_finalize_group(struct ndet_comm *const comms[], int count
 			comm->state = NDET_COMM_DEAD;
 		pthread_mutex_unlock(&comm->lock);
 	}
-	if (taken > 0 && ndet_comm_backend->destroy_group(engines, taken, true) != NDET_OK) {
-		for (int i = 0; i < taken; i++) {
+	/*
+	 * Ranks of one process may all be driven by this thread, finalizing one after
+	 * another (NCCL's finalize waits for no peer): a barrier would wait for ranks
+	 * this thread has not reached yet.  Their pools stay quarantined.  The rule
+	 * comes from the agreed table, so every rank takes the same path.
+	 */
+	int meeting = 0;
+	for (int i = 0; i < taken; i++) {
+		if (ndet_comm_backend->shares_process(engines[i])) {
+			(void)ndet_comm_backend->destroy_group(&engines[i], 1, false);
+			continue;
+		}
+		engines[meeting] = engines[i];
+		owners[meeting++] = owners[i];
+	}
+	if (meeting > 0 && ndet_comm_backend->destroy_group(engines, meeting, true) != NDET_OK) {
+		for (int i = 0; i < meeting; i++) {
 			int exchange =
 				__atomic_load_n(&owners[i]->exchange_result, __ATOMIC_RELAXED);
 			if (exchange != ncclSuccess && first == ncclSuccess)
@@ -959,8 +991,8 @@ ncclResult_t ndet_comm_query(ncclComm_t nccl, int *diverted, const char **reason
 	int is_diverted = 0;
 	struct ndet_comm *comm = ndet_comm_lookup(nccl);
 	if (comm != NULL) {
-		(void)ndet_comm_check_engine(comm);
 		pthread_mutex_lock(&comm->lock);
+		ndet_comm_refresh_locked(comm);
 		switch (comm->state) {
 		case NDET_COMM_READY:
 			is_diverted = 1;

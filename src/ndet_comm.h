@@ -20,8 +20,11 @@
  * with a barrier and its memory freed.  ncclCommDestroy without it, and
  * ncclCommAbort, quarantine the pool (left allocated until exit): a peer's kernel
  * may still read it, and cudaFree would synchronise the device behind a kernel that
- * may spin.  After fork() (in the child) and once the process exits, nothing of
- * ours runs: every hook passes through.
+ * may spin.  So do finalized communicators with several ranks in one process: one
+ * thread may finalize them one after another, and a barrier would wait for ranks it
+ * has not reached.  (Reclaiming quarantined pools later, by a handshake at the next
+ * collective point, is possible but not done.)  After fork() (in the child) and once
+ * the process exits, nothing of ours runs: every hook passes through.
  */
 #ifndef NDET_COMM_H_
 #define NDET_COMM_H_

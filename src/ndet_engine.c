@@ -55,7 +55,7 @@ struct ndet_engine {
 	void *peer_ipc_base[NDET_MAX_RANKS]; /* to cudaIpcCloseMemHandle */
 	ndet_peer_kind_t peer_kind[NDET_MAX_RANKS];
 
-	/* Two ranks in one process: no destroy barrier (see ndet_engine_destroy_group). */
+	/* Two ranks in one process (ndet_engine_ranks_share_process). */
 	bool ranks_share_process;
 
 	cudaStream_t last_stream;
@@ -927,16 +927,9 @@ static bool ndet_engine_poisoned(const struct ndet_engine *engine)
 	       __atomic_load_n(&engine->host_status->abort, __ATOMIC_ACQUIRE) != 0;
 }
 
-/*
- * A barrier is possible only where no two ranks share a process: one thread may
- * drive several ranks of such a communicator and finalize them one after another
- * (NCCL's finalize waits for no peer), so the first would wait for the others
- * forever.  Their pools stay quarantined.  The rule comes from the agreed table,
- * so every rank takes the same path.
- */
-static bool ndet_engine_barrier_possible(const struct ndet_engine *engine)
+bool ndet_engine_ranks_share_process(const struct ndet_engine *engine)
 {
-	return engine->config.nranks > 1 && !engine->ranks_share_process;
+	return engine->ranks_share_process;
 }
 
 ndet_status_t ndet_engine_destroy_group(struct ndet_engine *const engines[], int count,
@@ -958,7 +951,7 @@ ndet_status_t ndet_engine_destroy_group(struct ndet_engine *const engines[], int
 	}
 	for (int i = 0; i < count && barrier; i++) {
 		struct ndet_engine *engine = engines[i];
-		if (!ndet_engine_barrier_possible(engine))
+		if (engine->config.nranks < 2)
 			continue;
 		bool poisoned = !ndet_engine_use_device(engine) || ndet_engine_poisoned(engine);
 		if (!poisoned) {

@@ -150,6 +150,14 @@ ndet_status_t ndet_engine_destroy(struct ndet_engine *engine, bool barrier);
 ndet_status_t ndet_engine_destroy_group(struct ndet_engine *const engines[], int count,
 					bool barrier);
 
+/*
+ * Do two ranks of the engine's communicator live in one process (agreed table: the
+ * same answer on every rank)?  One thread may then drive several of its ranks one
+ * after another, and a destroy barrier among them would wait forever: the caller
+ * must not ask for one unless it knows each rank has a thread of its own.
+ */
+bool ndet_engine_ranks_share_process(const struct ndet_engine *engine);
+
 /* Bytes of device memory an engine with this config allocates. */
 uint64_t ndet_engine_memory_bytes(const struct ndet_engine_config *config);
 

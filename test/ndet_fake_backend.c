@@ -394,8 +394,7 @@ static ndet_status_t ndet_fake_destroy_group(void *const opaque[], int count, bo
 	}
 	for (int i = 0; i < count && barrier; i++) {
 		struct ndet_fake_engine *engine = opaque[i];
-		/* The CUDA engine's rule: no barrier where ranks share a process. */
-		if (engine->config.nranks < 2 || engine->shares_process)
+		if (engine->config.nranks < 2)
 			continue;
 		words[meetings] = ndet_fake_poisoned(engine) ? 1 : 0;
 		nranks[meetings] = engine->config.nranks;
@@ -424,6 +423,12 @@ static ndet_status_t ndet_fake_destroy_group(void *const opaque[], int count, bo
 	return status;
 }
 
+static bool ndet_fake_shares_process(void *opaque)
+{
+	const struct ndet_fake_engine *engine = opaque;
+	return engine->shares_process;
+}
+
 const struct ndet_backend ndet_fake_backend = {
 	.name = "fake (host memory, CPU reference)",
 	.create_group = ndet_fake_create_group,
@@ -431,6 +436,7 @@ const struct ndet_backend ndet_fake_backend = {
 	.error = ndet_fake_error,
 	.abort = ndet_fake_abort,
 	.destroy_group = ndet_fake_destroy_group,
+	.shares_process = ndet_fake_shares_process,
 	.memory_bytes = ndet_engine_memory_bytes,
 };
 
