@@ -471,9 +471,13 @@ static void ndet_engine_caller_save(struct ndet_engine_caller *caller)
 
 static void ndet_engine_caller_restore(struct ndet_engine_caller *caller)
 {
+	int current = -1;
 	if (caller->mode_saved && cudaThreadExchangeStreamCaptureMode(&caller->mode) != cudaSuccess)
 		(void)cudaGetLastError();
-	if (caller->device >= 0)
+	/* Only when it changed: cudaSetDevice may create a context on that device. */
+	if (cudaGetDevice(&current) != cudaSuccess)
+		(void)cudaGetLastError();
+	if (caller->device >= 0 && current != caller->device)
 		NDET_CUDA_CHECK_WARN(cudaSetDevice(caller->device));
 }
 
