@@ -12,3 +12,6 @@ kernels_libndet_kernels_la_LIBTOOLFLAGS = --tag=CC
 
 .cu.lo:
 	$(AM_V_GEN)$(SHELL) $(top_srcdir)/build-aux/nvcc-lt.sh $@ $(NVCC) $(NVCC_FLAGS) $<
+
+# nvcc-lt.sh writes no dependency files: name the headers the kernels include.
+kernels/ndet_kernels.lo: $(srcdir)/kernels/ndet_kernels.h $(srcdir)/kernels/ndet_types.h

@@ -18,7 +18,11 @@ src_libndet_reference_la_CFLAGS = $(AM_CFLAGS) -ffp-contract=off -fno-fast-math
 src_libndet_logic_la_LIBADD = src/libndet_reference.la
 
 # Setup record: wire format and the table verdict every rank computes alike.
-src_libndet_logic_la_SOURCES += src/ndet_setup_record.c src/ndet_setup_record.h
+src_libndet_logic_la_SOURCES += src/ndet_setup_record.c src/ndet_setup_record.h \
+	src/ndet_setup.c src/ndet_setup.h
+
+# The all-reduce decision: pure, so the CPU tests prove it uses rank-identical facts only.
+src_libndet_logic_la_SOURCES += src/ndet_eligibility.c src/ndet_eligibility.h
 
 # Launch planning: pure, so the CPU tests prove it ignores everything local.
 src_libndet_logic_la_SOURCES += src/ndet_plan.c src/ndet_plan.h kernels/ndet_kernels.h
@@ -32,17 +36,26 @@ src_libndet_engine_la_SOURCES = src/ndet_engine.c src/ndet_engine.h src/ndet_cud
 src_libndet_engine_la_LIBADD = kernels/libndet_kernels.la src/libndet_logic.la
 
 
+# The divert layer: per-communicator state, setup through the real NCCL, groups, the
+# backend table (the CUDA engine by default).  It calls NCCL through ndet_resolve.c,
+# which the final link provides (libnccl-det.la, or a test that compiles it in).
+noinst_LTLIBRARIES += src/libndet_divert.la
+src_libndet_divert_la_SOURCES = src/ndet_comm.c src/ndet_comm.h \
+	src/ndet_group.c src/ndet_group.h \
+	src/ndet_backend.c src/ndet_backend.h
+src_libndet_divert_la_LIBADD = src/libndet_engine.la
+
 # The LD_PRELOAD library.  Its DT_NEEDED list must hold only libc-family libraries
 # (test/test_dtneeded.sh): it finds the real NCCL at run time (ndet_resolve.c) and
-# must never pull a libnccl or libcudart in ahead of the application's own.  Only the
-# names in libnccl-det.map are exported; --exclude-libs keeps anything from static
-# archives local as well.
+# must never pull a libnccl or libcudart in ahead of the application's own, so the
+# CUDA runtime is linked statically.  Only the names in libnccl-det.map are exported;
+# --exclude-libs keeps anything from static archives (cudart included) local as well.
 lib_LTLIBRARIES += src/libnccl-det.la
 src_libnccl_det_la_SOURCES = \
 	src/ndet_shim.c \
 	src/ndet_resolve.c src/ndet_resolve.h
 src_libnccl_det_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared -no-undefined \
 	-Wl,--version-script=$(srcdir)/src/libnccl-det.map -Wl,--exclude-libs,ALL
-src_libnccl_det_la_LIBADD = src/libndet_logic.la $(PTHREAD_LIBS)
+src_libnccl_det_la_LIBADD = src/libndet_divert.la $(CUDA_STATIC_LIBS) $(PTHREAD_LIBS)
 EXTRA_src_libnccl_det_la_DEPENDENCIES = src/libnccl-det.map
 EXTRA_DIST += src/libnccl-det.map

@@ -3,13 +3,13 @@
  *
  * Engine setup, launch and teardown (see ndet_engine.h).
  *
- * Setup runs four all-gather rounds, every one of them on every rank whatever
- * happened locally, so a local failure never leaves a peer waiting in an exchange:
- *   1. fixed-size headers (magic, format version, payload length);
- *   2. payloads, judged by ndet_setup_evaluate() into one verdict;
- *   3. "I mapped every peer and wrote my probe word into its pool";
- *   4. "I found every peer's probe word in my pool".
- * A failure in round 3 or 4 on any rank makes every rank fall back.
+ * Setup is the protocol of ndet_setup.c (four rounds, every one on every rank
+ * whatever happened locally), driven here with CUDA as the local operations: the
+ * pool is allocated and exported in `prepare`, peers are opened and probed in
+ * `map_and_probe_write`, and every exchange goes through the caller's exchange
+ * callback on device buffers.  All of it runs on a private non-blocking stream in
+ * relaxed capture mode, so a setup that happens while the application captures a
+ * CUDA graph neither fails nor joins the graph.
  */
 #include "config.h"
 
@@ -27,14 +27,17 @@
 #include "ndet_kernels.h"
 #include "ndet_log.h"
 #include "ndet_settings.h" /* ndet_fault_t */
+#include "ndet_setup.h"
 
 #define NDET_ENGINE_LANE_ALIGN 256u
 #define NDET_ENGINE_PROBE_TAG 0x50524f4245000000ull /* "PROBE" */
 
 struct ndet_engine {
 	struct ndet_engine_config config;
-	ndet_engine_allgather_fn allgather;
-	void *context;
+	ndet_engine_exchange_fn exchange;
+	void *exchange_context;
+	void *owned_context; /* freed with the engine (ndet_engine_create's adapter) */
+	cudaStream_t setup_stream; /* private, non-blocking: setup copies and exchanges */
 
 	char *pool; /* flags at 0, lanes at data_offset */
 	uint64_t pool_bytes;
@@ -43,17 +46,22 @@ struct ndet_engine {
 	uint64_t *step_counters;                  /* device, one per block */
 	struct ndet_host_status *host_status;     /* host view */
 	struct ndet_host_status *host_status_dev; /* device view */
-	void *exchange;                           /* device buffer for the all-gathers */
+	void *exchange_buffer;                    /* device (or pinned host) memory */
 	size_t exchange_bytes;
+	bool exchange_pinned; /* exchange_buffer came from cudaHostAlloc */
 
 	struct ndet_flags *peer_flags[NDET_MAX_RANKS];
 	char *peer_lanes[NDET_MAX_RANKS];
 	void *peer_ipc_base[NDET_MAX_RANKS]; /* to cudaIpcCloseMemHandle */
 	ndet_peer_kind_t peer_kind[NDET_MAX_RANKS];
 
+	/* Two ranks in one process (ndet_engine_ranks_share_process). */
+	bool ranks_share_process;
+
 	cudaStream_t last_stream;
 	cudaEvent_t order_event;
 	bool has_last_stream;
+	int order_warned;
 };
 
 /* ---------------------------------------------------------------- sizes */
@@ -76,79 +84,38 @@ uint64_t ndet_engine_memory_bytes(const struct ndet_engine_config *config)
 	       NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t);
 }
 
+static void ndet_engine_set_verdict(struct ndet_setup_verdict *verdict,
+				    ndet_verdict_reason_t reason, int rank, uint32_t detail)
+{
+	verdict->reason = reason;
+	verdict->offending_rank = rank;
+	verdict->detail = detail;
+}
+
 static bool ndet_engine_fault(const struct ndet_engine_config *config, unsigned fault)
 {
 	return (config->test_fail & fault) != 0 &&
 	       (config->test_fail_rank < 0 || config->test_fail_rank == config->rank);
 }
 
-/* ---------------------------------------------------------------- identity */
-
-static void ndet_engine_read_boot_id(char *buffer, size_t size)
-{
-	buffer[0] = '\0';
-	FILE *file = fopen("/proc/sys/kernel/random/boot_id", "r");
-	if (file == NULL)
-		return;
-	if (fgets(buffer, (int)size, file) == NULL)
-		buffer[0] = '\0';
-	fclose(file);
-	buffer[strcspn(buffer, "\n")] = '\0';
-}
-
-static uint64_t ndet_engine_namespace(const char *path)
-{
-	struct stat info;
-	if (stat(path, &info) != 0)
-		return 0; /* unknown: the evaluation does not refuse on it */
-	return (uint64_t)info.st_ino;
-}
-
-/* ---------------------------------------------------------------- exchange */
-
-/* All-gather `bytes` of host data through the engine's device exchange buffer. */
-static ndet_status_t ndet_engine_exchange(struct ndet_engine *engine, const void *mine,
-					  void *all, size_t bytes)
-{
-	ndet_status_t status = NDET_OK;
-	const int nranks = engine->config.nranks;
-	char *send = (char *)engine->exchange;
-	char *recv = send + bytes;
-	if (bytes * (size_t)(nranks + 1) > engine->exchange_bytes)
-		return NDET_ERR_INTERNAL;
-	NDET_CUDA_CHECK_GOTO(cudaMemcpy(send, mine, bytes, cudaMemcpyHostToDevice), status, out);
-	status = engine->allgather(engine->context, send, recv, bytes);
-	if (status != NDET_OK) {
-		NDET_WARN("rank %d: setup exchange of %zu bytes failed: %s", engine->config.rank,
-			  bytes, ndet_status_name(status));
-		goto out;
-	}
-	NDET_CUDA_CHECK_GOTO(cudaMemcpy(all, recv, bytes * (size_t)nranks, cudaMemcpyDeviceToHost),
-			     status, out);
-out:
-	return status;
-}
-
-/* One int per rank; returns the lowest rank whose value is nonzero, or -1. */
-static ndet_status_t ndet_engine_agree(struct ndet_engine *engine, int32_t mine,
-				       int *failing_rank, int32_t *failing_value)
-{
-	int32_t all[4096]; /* nranks <= 4096, checked at create */
-	*failing_rank = -1;
-	ndet_status_t status = ndet_engine_exchange(engine, &mine, all, sizeof(mine));
-	if (status != NDET_OK)
-		return status;
-	for (int r = 0; r < engine->config.nranks; r++) {
-		if (all[r] != 0) {
-			*failing_rank = r;
-			*failing_value = all[r];
-			break;
-		}
-	}
-	return NDET_OK;
-}
-
 /* ---------------------------------------------------------------- local resources */
+
+/*
+ * Every CUDA call of setup and teardown runs on the engine's device; each local
+ * operation selects it (members of one group may live on different devices) and
+ * the group entry points restore the caller's device at the end.
+ */
+static bool ndet_engine_use_device(const struct ndet_engine *engine)
+{
+	cudaError_t err = cudaSetDevice(engine->config.cuda_device);
+	if (err != cudaSuccess) {
+		NDET_WARN("rank %d: cudaSetDevice(%d) failed: %s", engine->config.rank,
+			  engine->config.cuda_device, cudaGetErrorString(err));
+		(void)cudaGetLastError();
+		return false;
+	}
+	return true;
+}
 
 static ndet_local_status_t ndet_engine_alloc(struct ndet_engine *engine)
 {
@@ -174,12 +141,15 @@ static ndet_local_status_t ndet_engine_alloc(struct ndet_engine *engine)
 	NDET_CUDA_CHECK_GOTO(cudaMalloc((void **)&engine->pool, engine->pool_bytes), status,
 			     alloc_failed);
 	/* Zero the flags before any peer can see the pool: a stale flag is a wrong step. */
-	NDET_CUDA_CHECK_GOTO(cudaMemset(engine->pool, 0, engine->data_offset), status, cuda_failed);
+	NDET_CUDA_CHECK_GOTO(cudaMemsetAsync(engine->pool, 0, engine->data_offset,
+					     engine->setup_stream),
+			     status, cuda_failed);
 	NDET_CUDA_CHECK_GOTO(cudaMalloc((void **)&engine->step_counters,
 					NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t)),
 			     status, alloc_failed);
-	NDET_CUDA_CHECK_GOTO(cudaMemset(engine->step_counters, 0,
-					NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t)),
+	NDET_CUDA_CHECK_GOTO(cudaMemsetAsync(engine->step_counters, 0,
+					     NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t),
+					     engine->setup_stream),
 			     status, cuda_failed);
 	NDET_CUDA_CHECK_GOTO(cudaHostAlloc((void **)&engine->host_status,
 					   sizeof(struct ndet_host_status),
@@ -191,7 +161,8 @@ static ndet_local_status_t ndet_engine_alloc(struct ndet_engine *engine)
 			     status, cuda_failed);
 	NDET_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&engine->order_event, cudaEventDisableTiming),
 			     status, cuda_failed);
-	NDET_CUDA_CHECK_GOTO(cudaDeviceSynchronize(), status, cuda_failed);
+	/* The private stream, not the device: another stream may be capturing. */
+	NDET_CUDA_CHECK_GOTO(cudaStreamSynchronize(engine->setup_stream), status, cuda_failed);
 	(void)status;
 	return NDET_LOCAL_READY;
 alloc_failed:
@@ -204,17 +175,11 @@ static void ndet_engine_fill_payload(struct ndet_engine *engine, ndet_local_stat
 				     struct ndet_setup_payload *payload)
 {
 	const struct ndet_engine_config *config = &engine->config;
-	memset(payload, 0, sizeof(*payload));
-	if (gethostname(payload->hostname, sizeof(payload->hostname) - 1) != 0)
-		snprintf(payload->hostname, sizeof(payload->hostname), "unknown");
-	ndet_engine_read_boot_id(payload->boot_id, sizeof(payload->boot_id));
-	payload->pid = (uint64_t)getpid();
-	payload->pid_namespace = ndet_engine_namespace("/proc/self/ns/pid");
-	payload->ipc_namespace = ndet_engine_namespace("/proc/self/ns/ipc");
+	ndet_setup_payload_identity(payload);
 	payload->cuda_device = config->cuda_device;
 	payload->rank = config->rank;
 	payload->nranks = config->nranks;
-	payload->library_version = NCCL_DET_VERSION_CODE;
+	payload->flags = config->setup_flags;
 	payload->settings_hash = config->settings_hash;
 	payload->pool_bytes = engine->pool_bytes;
 	payload->pool_address = (uint64_t)(uintptr_t)engine->pool;
@@ -309,6 +274,7 @@ static bool ndet_engine_map_peers(struct ndet_engine *engine,
 	return ok;
 }
 
+
 static uint64_t ndet_engine_probe_token(int writer, int owner)
 {
 	return NDET_ENGINE_PROBE_TAG | ((uint64_t)writer << 12) | (uint64_t)owner;
@@ -318,15 +284,17 @@ static uint64_t ndet_engine_probe_token(int writer, int owner)
 static bool ndet_engine_probe_write(struct ndet_engine *engine)
 {
 	const struct ndet_engine_config *config = &engine->config;
+	uint64_t tokens[NDET_MAX_RANKS];
 	bool ok = true;
 	for (int q = 0; q < config->nranks; q++) {
 		if (q == config->rank)
 			continue;
-		uint64_t token = ndet_engine_probe_token(config->rank, q);
+		tokens[q] = ndet_engine_probe_token(config->rank, q);
 		if (ndet_engine_fault(config, NDET_FAULT_PROBE))
-			token ^= 0xdead; /* the owner must notice */
-		cudaError_t err = cudaMemcpy(&engine->peer_flags[q]->probe[config->rank], &token,
-					     sizeof(token), cudaMemcpyHostToDevice);
+			tokens[q] ^= 0xdead; /* the owner must notice */
+		cudaError_t err = cudaMemcpyAsync(&engine->peer_flags[q]->probe[config->rank],
+						  &tokens[q], sizeof(tokens[q]), cudaMemcpyDefault,
+						  engine->setup_stream);
 		if (err != cudaSuccess) {
 			NDET_WARN("rank %d: probe write into rank %d's pool failed: %s", config->rank,
 				  q, cudaGetErrorString(err));
@@ -334,7 +302,8 @@ static bool ndet_engine_probe_write(struct ndet_engine *engine)
 			ok = false;
 		}
 	}
-	if (cudaDeviceSynchronize() != cudaSuccess) {
+	/* `tokens` must outlive the copies. */
+	if (cudaStreamSynchronize(engine->setup_stream) != cudaSuccess) {
 		(void)cudaGetLastError();
 		ok = false;
 	}
@@ -347,8 +316,13 @@ static bool ndet_engine_probe_verify(struct ndet_engine *engine)
 	const struct ndet_engine_config *config = &engine->config;
 	uint64_t probe[NDET_MAX_RANKS];
 	struct ndet_flags *own = (struct ndet_flags *)engine->pool;
-	cudaError_t err = cudaMemcpy(probe, own->probe, sizeof(probe), cudaMemcpyDeviceToHost);
+	cudaError_t err = cudaMemcpyAsync(probe, own->probe, sizeof(probe), cudaMemcpyDeviceToHost,
+					  engine->setup_stream);
+	if (err == cudaSuccess)
+		err = cudaStreamSynchronize(engine->setup_stream);
 	if (err != cudaSuccess) {
+		NDET_WARN("rank %d: reading the probe words failed: %s", config->rank,
+			  cudaGetErrorString(err));
 		(void)cudaGetLastError();
 		return false;
 	}
@@ -365,7 +339,11 @@ static bool ndet_engine_probe_verify(struct ndet_engine *engine)
 	return ok;
 }
 
-/* Undo everything local; the pool is freed only when `free_pool`. */
+/*
+ * Undo everything local; device memory is freed only when `free_pool`.  Otherwise
+ * nothing here synchronises the device (cudaFree and cudaFreeHost would wait for a
+ * kernel that may spin): destroying a stream or an event returns at once.
+ */
 static void ndet_engine_release(struct ndet_engine *engine, bool free_pool)
 {
 	for (int q = 0; q < NDET_MAX_RANKS; q++) {
@@ -373,11 +351,15 @@ static void ndet_engine_release(struct ndet_engine *engine, bool free_pool)
 			NDET_CUDA_CHECK_WARN(cudaIpcCloseMemHandle(engine->peer_ipc_base[q]));
 		engine->peer_ipc_base[q] = NULL;
 	}
+	if (engine->order_event != NULL)
+		NDET_CUDA_CHECK_WARN(cudaEventDestroy(engine->order_event));
+	if (engine->setup_stream != NULL)
+		NDET_CUDA_CHECK_WARN(cudaStreamDestroy(engine->setup_stream));
 	if (free_pool) {
-		if (engine->order_event != NULL)
-			NDET_CUDA_CHECK_WARN(cudaEventDestroy(engine->order_event));
-		if (engine->exchange != NULL)
-			NDET_CUDA_CHECK_WARN(cudaFree(engine->exchange));
+		if (engine->exchange_buffer != NULL && engine->exchange_pinned)
+			NDET_CUDA_CHECK_WARN(cudaFreeHost(engine->exchange_buffer));
+		else if (engine->exchange_buffer != NULL)
+			NDET_CUDA_CHECK_WARN(cudaFree(engine->exchange_buffer));
 		if (engine->step_counters != NULL)
 			NDET_CUDA_CHECK_WARN(cudaFree(engine->step_counters));
 		if (engine->pool != NULL)
@@ -390,157 +372,343 @@ static void ndet_engine_release(struct ndet_engine *engine, bool free_pool)
 			  "may still use it)",
 			  engine->config.rank, (unsigned long long)engine->pool_bytes);
 	}
+	free(engine->owned_context);
 	free(engine);
 }
 
-/* ---------------------------------------------------------------- create */
+/* ---------------------------------------------------------------- exchange */
 
-static void ndet_engine_set_verdict(struct ndet_setup_verdict *verdict,
-				    ndet_verdict_reason_t reason, int rank, uint32_t detail)
+/*
+ * Exchange `bytes` of host data for each engine through its device buffer:
+ * all[i][r * bytes ...] = rank r's mine[i].  One call of the exchange callback for
+ * every engine, so that a thread driving several ranks can group them.
+ */
+static ndet_status_t ndet_engine_exchange(struct ndet_engine *const engines[], int count,
+					  const void *const mine[], void *const all[],
+					  size_t bytes)
 {
-	verdict->reason = reason;
-	verdict->offending_rank = rank;
-	verdict->detail = detail;
+	ndet_status_t status = NDET_OK;
+	void **contexts = calloc((size_t)count, sizeof(*contexts));
+	const void **sends = calloc((size_t)count, sizeof(*sends));
+	void **recvs = calloc((size_t)count, sizeof(*recvs));
+	cudaStream_t *streams = calloc((size_t)count, sizeof(*streams));
+	if (count < 1 || contexts == NULL || sends == NULL || recvs == NULL || streams == NULL) {
+		status = count < 1 ? NDET_ERR_INTERNAL : NDET_ERR_SYSTEM;
+		goto out;
+	}
+	for (int i = 0; i < count; i++) {
+		struct ndet_engine *engine = engines[i];
+		if (engine->exchange != engines[0]->exchange ||
+		    bytes * (size_t)(engine->config.nranks + 1) > engine->exchange_bytes) {
+			status = NDET_ERR_INTERNAL;
+			goto out;
+		}
+		char *send = (char *)engine->exchange_buffer;
+		contexts[i] = engine->exchange_context;
+		sends[i] = send;
+		recvs[i] = send + bytes;
+		streams[i] = engine->setup_stream;
+		if (!ndet_engine_use_device(engine)) {
+			status = NDET_ERR_CUDA;
+			goto out;
+		}
+		NDET_CUDA_CHECK_GOTO(cudaMemcpyAsync(send, mine[i], bytes, cudaMemcpyHostToDevice,
+						     engine->setup_stream),
+				     status, out);
+		/* A callback may use a stream of its own: the send buffer must be ready. */
+		NDET_CUDA_CHECK_GOTO(cudaStreamSynchronize(engine->setup_stream), status, out);
+	}
+	status = engines[0]->exchange(contexts, count, sends, recvs, bytes, streams);
+	if (status != NDET_OK) {
+		NDET_WARN("exchange of %zu bytes for %d communicator(s) failed: %s", bytes, count,
+			  ndet_status_name(status));
+		goto out;
+	}
+	for (int i = 0; i < count; i++) {
+		struct ndet_engine *engine = engines[i];
+		if (!ndet_engine_use_device(engine)) {
+			status = NDET_ERR_CUDA;
+			goto out;
+		}
+		NDET_CUDA_CHECK_GOTO(cudaMemcpyAsync(all[i], recvs[i],
+						     bytes * (size_t)engine->config.nranks,
+						     cudaMemcpyDeviceToHost, engine->setup_stream),
+				     status, out);
+		NDET_CUDA_CHECK_GOTO(cudaStreamSynchronize(engine->setup_stream), status, out);
+	}
+out:
+	free(streams);
+	free(recvs);
+	free(sends);
+	free(contexts);
+	return status;
+}
+
+/*
+ * The group entry points run in relaxed capture mode on the engines' devices and
+ * give the caller's device and capture mode back.  The caller's thread may be
+ * capturing (a first all-reduce inside torch.cuda.graph): relaxed mode lets this
+ * thread allocate and synchronise its own streams without invalidating the capture.
+ */
+struct ndet_engine_caller {
+	int device;
+	enum cudaStreamCaptureMode mode;
+	bool mode_saved;
+};
+
+static void ndet_engine_caller_save(struct ndet_engine_caller *caller)
+{
+	caller->device = -1;
+	if (cudaGetDevice(&caller->device) != cudaSuccess) {
+		(void)cudaGetLastError();
+		caller->device = -1;
+	}
+	caller->mode = cudaStreamCaptureModeRelaxed;
+	caller->mode_saved = cudaThreadExchangeStreamCaptureMode(&caller->mode) == cudaSuccess;
+	if (!caller->mode_saved)
+		(void)cudaGetLastError();
+}
+
+static void ndet_engine_caller_restore(struct ndet_engine_caller *caller)
+{
+	int current = -1;
+	if (caller->mode_saved && cudaThreadExchangeStreamCaptureMode(&caller->mode) != cudaSuccess)
+		(void)cudaGetLastError();
+	/* Only when it changed: cudaSetDevice may create a context on that device. */
+	if (cudaGetDevice(&current) != cudaSuccess)
+		(void)cudaGetLastError();
+	if (caller->device >= 0 && current != caller->device)
+		NDET_CUDA_CHECK_WARN(cudaSetDevice(caller->device));
+}
+
+/* ---------------------------------------------------------------- setup */
+
+/* The local operations of ndet_setup.h, with CUDA. */
+static void ndet_engine_setup_prepare(void *member, struct ndet_setup_payload *payload)
+{
+	struct ndet_engine *engine = member;
+	ndet_local_status_t local = NDET_LOCAL_READY;
+	if (engine->config.nranks > NDET_MAX_RANKS)
+		local = NDET_LOCAL_TOO_MANY_RANKS;
+	else if (!ndet_engine_use_device(engine))
+		local = NDET_LOCAL_CUDA_FAILED;
+	else
+		local = ndet_engine_alloc(engine);
+	ndet_engine_fill_payload(engine, local, payload);
+}
+
+static bool ndet_engine_setup_map(void *member, const struct ndet_setup_payload *table, int nranks)
+{
+	struct ndet_engine *engine = member;
+	engine->ranks_share_process = ndet_setup_table_shares_process(table, nranks);
+	if (!ndet_engine_use_device(engine))
+		return false;
+	return ndet_engine_map_peers(engine, table) && ndet_engine_probe_write(engine);
+}
+
+static bool ndet_engine_setup_verify(void *member)
+{
+	struct ndet_engine *engine = member;
+	return ndet_engine_use_device(engine) && ndet_engine_probe_verify(engine);
+}
+
+/*
+ * Peers may have mapped our pool before the refusal became known; they close their
+ * mappings before returning, but not necessarily before we get here, so the pool is
+ * freed only when no peer ever saw it.
+ */
+static void ndet_engine_setup_release(void *member, bool peers_may_have_mapped)
+{
+	struct ndet_engine *engine = member;
+	if (!ndet_engine_use_device(engine))
+		peers_may_have_mapped = true; /* no CUDA call would succeed: keep everything */
+	ndet_engine_release(engine, !peers_may_have_mapped);
+}
+
+static const struct ndet_setup_member_ops ndet_engine_setup_ops = {
+	.prepare = ndet_engine_setup_prepare,
+	.map_and_probe_write = ndet_engine_setup_map,
+	.probe_verify = ndet_engine_setup_verify,
+	.release = ndet_engine_setup_release,
+};
+
+/* ndet_setup_allgather_fn over the engines' device buffers. */
+static ndet_status_t ndet_engine_setup_allgather(void *context, int count, void *const members[],
+						 const void *const sends[], void *const recvs[],
+						 size_t bytes)
+{
+	(void)context;
+	return ndet_engine_exchange((struct ndet_engine *const *)members, count, sends, recvs,
+				    bytes);
+}
+
+static bool ndet_engine_config_valid(const struct ndet_engine_config *config)
+{
+	return config->nranks >= 1 && config->rank >= 0 && config->rank < config->nranks &&
+	       config->nranks <= 4096 && config->max_blocks >= 1 &&
+	       config->max_blocks <= NDET_KERNEL_MAX_BLOCKS;
+}
+
+/*
+ * What an engine needs before the first exchange: its private stream and the
+ * exchange buffer.  Device memory first; pinned host memory (which NCCL can DMA
+ * from as well) when the device is full, since a rank that cannot exchange at all
+ * would leave its peers waiting in round one.
+ */
+static ndet_status_t ndet_engine_start(const struct ndet_engine_member *member,
+				       ndet_engine_exchange_fn exchange,
+				       struct ndet_engine **engine_out)
+{
+	ndet_status_t status = NDET_OK;
+	struct ndet_engine *engine = calloc(1, sizeof(*engine));
+	if (engine == NULL)
+		return NDET_ERR_SYSTEM;
+	engine->config = member->config;
+	engine->exchange = exchange;
+	engine->exchange_context = member->exchange_context;
+	if (!ndet_engine_use_device(engine)) {
+		status = NDET_ERR_CUDA;
+		goto fail;
+	}
+	NDET_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&engine->setup_stream,
+						       cudaStreamNonBlocking),
+			     status, fail);
+	engine->exchange_bytes =
+	    sizeof(struct ndet_setup_payload) * (size_t)(member->config.nranks + 1);
+	cudaError_t err = cudaMalloc(&engine->exchange_buffer, engine->exchange_bytes);
+	if (err != cudaSuccess) {
+		(void)cudaGetLastError();
+		engine->exchange_buffer = NULL;
+		engine->exchange_pinned = true;
+		NDET_CUDA_CHECK_GOTO(cudaHostAlloc(&engine->exchange_buffer, engine->exchange_bytes,
+						   cudaHostAllocMapped | cudaHostAllocPortable),
+				     status, fail);
+	}
+	*engine_out = engine;
+	return NDET_OK;
+fail:
+	ndet_engine_release(engine, true);
+	return status;
+}
+
+void ndet_engine_create_group(struct ndet_engine_member *members, int count,
+			      ndet_engine_exchange_fn exchange)
+{
+	const size_t slots = (size_t)(count > 0 ? count : 1);
+	struct ndet_setup_member *setup = calloc(slots, sizeof(*setup));
+	struct ndet_engine **started = calloc(slots, sizeof(*started));
+	struct ndet_engine_caller caller;
+	int taking_part = 0;
+
+	for (int i = 0; i < count; i++) {
+		members[i].engine = NULL;
+		members[i].agreed_flags = 0;
+		ndet_engine_set_verdict(&members[i].verdict, NDET_VERDICT_OK, -1, 0);
+		members[i].status = NDET_OK;
+		if (!ndet_engine_config_valid(&members[i].config) || exchange == NULL)
+			members[i].status = NDET_ERR_INVALID_ARGUMENT;
+		else if (setup == NULL || started == NULL)
+			members[i].status = NDET_ERR_SYSTEM;
+	}
+	if (setup == NULL || started == NULL)
+		goto out;
+
+	ndet_engine_caller_save(&caller);
+	for (int i = 0; i < count; i++) {
+		if (members[i].status != NDET_OK)
+			continue;
+		members[i].status = ndet_engine_start(&members[i], exchange, &started[i]);
+		if (members[i].status != NDET_OK) {
+			NDET_WARN("rank %d: cannot prepare the setup exchange (%s): this rank "
+				  "passes its calls to NCCL, and its peers wait for it in the "
+				  "first setup exchange",
+				  members[i].config.rank, ndet_status_name(members[i].status));
+			continue;
+		}
+		setup[taking_part].context = started[i];
+		setup[taking_part].rank = members[i].config.rank;
+		setup[taking_part].nranks = members[i].config.nranks;
+		taking_part++;
+	}
+	ndet_setup_run(setup, taking_part, &ndet_engine_setup_ops, ndet_engine_setup_allgather,
+		       NULL);
+
+	for (int i = 0, k = 0; i < count; i++) {
+		if (started[i] == NULL)
+			continue;
+		const struct ndet_setup_member *result = &setup[k++];
+		members[i].status = result->status;
+		members[i].verdict = result->verdict;
+		members[i].agreed_flags = result->agreed_flags;
+		if (result->status != NDET_OK) {
+			/* Released by the protocol. */
+			NDET_INFO(NDET_SUBSYS_SETUP, "rank %d: no engine: %s (%s, rank %d)",
+				  members[i].config.rank, ndet_status_name(result->status),
+				  ndet_verdict_reason_name(result->verdict.reason),
+				  result->verdict.offending_rank);
+			continue;
+		}
+		struct ndet_engine *engine = started[i];
+		NDET_INFO(NDET_SUBSYS_SETUP,
+			  "rank %d/%d: engine ready on device %d, pool %llu bytes, %d lanes of "
+			  "%llu bytes",
+			  engine->config.rank, engine->config.nranks, engine->config.cuda_device,
+			  (unsigned long long)engine->pool_bytes, engine->config.max_blocks,
+			  (unsigned long long)engine->lane_bytes);
+		members[i].engine = engine;
+	}
+	ndet_engine_caller_restore(&caller);
+out:
+	free(started);
+	free(setup);
+}
+
+/* ndet_engine_create's single-member callback, as a group exchange. */
+struct ndet_engine_single_exchange {
+	ndet_engine_allgather_fn allgather;
+	void *context;
+};
+
+static ndet_status_t ndet_engine_single_exchange(void *const contexts[], int count,
+						 const void *const device_sends[],
+						 void *const device_recvs[], size_t bytes,
+						 const cudaStream_t streams[])
+{
+	(void)streams;
+	for (int i = 0; i < count; i++) {
+		const struct ndet_engine_single_exchange *single = contexts[i];
+		ndet_status_t status =
+		    single->allgather(single->context, device_sends[i], device_recvs[i], bytes);
+		if (status != NDET_OK)
+			return status;
+	}
+	return NDET_OK;
 }
 
 ndet_status_t ndet_engine_create(const struct ndet_engine_config *config,
 				 ndet_engine_allgather_fn allgather, void *context,
 				 struct ndet_engine **engine_out, struct ndet_setup_verdict *verdict)
 {
-	ndet_status_t status = NDET_OK;
-	struct ndet_setup_header *headers = NULL;
-	struct ndet_setup_payload *table = NULL;
-	int saved_device = -1;
 	*engine_out = NULL;
 	ndet_engine_set_verdict(verdict, NDET_VERDICT_OK, -1, 0);
-
-	if (config->nranks < 1 || config->rank < 0 || config->rank >= config->nranks ||
-	    config->nranks > 4096 || allgather == NULL || config->max_blocks < 1 ||
-	    config->max_blocks > NDET_KERNEL_MAX_BLOCKS)
+	if (allgather == NULL)
 		return NDET_ERR_INVALID_ARGUMENT;
-
-	struct ndet_engine *engine = calloc(1, sizeof(*engine));
-	if (engine == NULL)
+	struct ndet_engine_single_exchange *single = calloc(1, sizeof(*single));
+	if (single == NULL)
 		return NDET_ERR_SYSTEM;
-	engine->config = *config;
-	engine->allgather = allgather;
-	engine->context = context;
-
-	/* Work on the engine's device; give the caller's current device back at the end. */
-	NDET_CUDA_CHECK_GOTO(cudaGetDevice(&saved_device), status, fail);
-	if (saved_device != config->cuda_device)
-		NDET_CUDA_CHECK_GOTO(cudaSetDevice(config->cuda_device), status, fail);
-
-	/* The exchange buffer is needed by every round: without it we cannot even agree. */
-	engine->exchange_bytes = sizeof(struct ndet_setup_payload) * (size_t)(config->nranks + 1);
-	NDET_CUDA_CHECK_GOTO(cudaMalloc(&engine->exchange, engine->exchange_bytes), status, fail);
-
-	ndet_local_status_t local = NDET_LOCAL_READY;
-	if (config->nranks > NDET_MAX_RANKS)
-		local = NDET_LOCAL_TOO_MANY_RANKS;
-	else
-		local = ndet_engine_alloc(engine);
-
-	/* Round 1: headers. */
-	headers = calloc((size_t)config->nranks, sizeof(*headers));
-	table = calloc((size_t)config->nranks, sizeof(*table));
-	if (headers == NULL || table == NULL) {
-		status = NDET_ERR_SYSTEM;
-		goto fail;
+	single->allgather = allgather;
+	single->context = context;
+	struct ndet_engine_member member = {.config = *config, .exchange_context = single};
+	ndet_engine_create_group(&member, 1, ndet_engine_single_exchange);
+	*verdict = member.verdict;
+	if (member.status != NDET_OK) {
+		free(single);
+		return member.status;
 	}
-	struct ndet_setup_header header;
-	ndet_setup_header_init(&header, (uint32_t)sizeof(struct ndet_setup_payload));
-	status = ndet_engine_exchange(engine, &header, headers, sizeof(header));
-	if (status != NDET_OK)
-		goto fail;
-	for (int r = 0; r < config->nranks; r++) {
-		if (ndet_setup_header_check(&headers[r]) != NDET_OK) {
-			/* Every rank sees the same headers, so every rank stops here. */
-			ndet_engine_set_verdict(verdict, NDET_VERDICT_BAD_RECORD, r,
-						headers[r].format_version);
-			status = NDET_ERR_UNSUPPORTED;
-			goto fail;
-		}
-	}
-
-	/* Round 2: payloads and the verdict. */
-	struct ndet_setup_payload mine;
-	ndet_engine_fill_payload(engine, local, &mine);
-	status = ndet_engine_exchange(engine, &mine, table, sizeof(mine));
-	if (status != NDET_OK)
-		goto fail;
-	for (int r = 0; r < config->nranks; r++) {
-		struct ndet_setup_payload parsed;
-		if (ndet_setup_payload_parse(&table[r], sizeof(table[r]), &parsed) != NDET_OK) {
-			ndet_engine_set_verdict(verdict, NDET_VERDICT_BAD_RECORD, r, 0);
-			status = NDET_ERR_UNSUPPORTED;
-			goto fail;
-		}
-	}
-	ndet_setup_evaluate(table, config->nranks, verdict);
-	if (verdict->reason != NDET_VERDICT_OK) {
-		status = NDET_ERR_UNSUPPORTED;
-		goto fail;
-	}
-
-	/* Round 3: mapped and probe written. */
-	bool mapped = ndet_engine_map_peers(engine, table);
-	bool written = mapped && ndet_engine_probe_write(engine);
-	int failing_rank = -1;
-	int32_t failing_value = 0;
-	status = ndet_engine_agree(engine, written ? 0 : (int32_t)NDET_LOCAL_MAP_FAILED,
-				   &failing_rank, &failing_value);
-	if (status != NDET_OK)
-		goto fail;
-	if (failing_rank >= 0) {
-		ndet_engine_set_verdict(verdict, NDET_VERDICT_LOCAL_FAILURE, failing_rank,
-					(uint32_t)failing_value);
-		status = NDET_ERR_UNSUPPORTED;
-		goto fail;
-	}
-
-	/* Round 4: every probe arrived. */
-	bool verified = ndet_engine_probe_verify(engine);
-	status = ndet_engine_agree(engine, verified ? 0 : (int32_t)NDET_LOCAL_PROBE_FAILED,
-				   &failing_rank, &failing_value);
-	if (status != NDET_OK)
-		goto fail;
-	if (failing_rank >= 0) {
-		ndet_engine_set_verdict(verdict, NDET_VERDICT_LOCAL_FAILURE, failing_rank,
-					(uint32_t)failing_value);
-		status = NDET_ERR_UNSUPPORTED;
-		goto fail;
-	}
-
-	NDET_INFO(NDET_SUBSYS_SETUP,
-		  "rank %d/%d: engine ready on device %d, pool %llu bytes, %d lanes of %llu bytes",
-		  config->rank, config->nranks, config->cuda_device,
-		  (unsigned long long)engine->pool_bytes, config->max_blocks,
-		  (unsigned long long)engine->lane_bytes);
-	free(headers);
-	free(table);
-	if (saved_device >= 0 && saved_device != config->cuda_device)
-		NDET_CUDA_CHECK_WARN(cudaSetDevice(saved_device));
-	*engine_out = engine;
+	/* The destroy barrier still calls through it. */
+	member.engine->owned_context = single;
+	*engine_out = member.engine;
 	return NDET_OK;
-
-fail:
-	if (status == NDET_ERR_UNSUPPORTED) {
-		NDET_INFO(NDET_SUBSYS_SETUP, "rank %d: ranks agreed not to divert: %s (rank %d)",
-			  config->rank, ndet_verdict_reason_name(verdict->reason),
-			  verdict->offending_rank);
-	}
-	free(headers);
-	free(table);
-	/*
-	 * Peers may have mapped our pool before the refusal became known; they close
-	 * their mappings before returning, but not necessarily before we get here, so
-	 * only free the pool when no peer ever saw it (the verdict came before round 3).
-	 */
-	ndet_engine_release(engine, verdict->reason != NDET_VERDICT_LOCAL_FAILURE);
-	if (saved_device >= 0 && saved_device != config->cuda_device)
-		NDET_CUDA_CHECK_WARN(cudaSetDevice(saved_device));
-	return status;
 }
 
 /* ---------------------------------------------------------------- launch */
@@ -588,23 +756,53 @@ static void ndet_engine_fill_args(const struct ndet_engine *engine, const struct
 	}
 }
 
+/* 0 when `stream` is not being captured, else the id of its capture. */
+static cudaError_t ndet_engine_capture_id(cudaStream_t stream, unsigned long long *id)
+{
+	enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+	unsigned long long capture = 0;
+#if CUDART_VERSION >= 13000
+	cudaError_t err =
+	    cudaStreamGetCaptureInfo(stream, &status, &capture, NULL, NULL, NULL, NULL);
+#elif CUDART_VERSION >= 12000
+	cudaError_t err = cudaStreamGetCaptureInfo(stream, &status, &capture, NULL, NULL, NULL);
+#else
+	cudaError_t err = cudaStreamGetCaptureInfo(stream, &status, &capture);
+#endif
+	if (err != cudaSuccess)
+		return err;
+	*id = status == cudaStreamCaptureStatusNone ? 0 : (capture != 0 ? capture : ~0ull);
+	return cudaSuccess;
+}
+
 /*
  * Calls on one engine must run in issue order even when issued on different streams
  * (their kernels share step counters and lanes): make the new stream wait for the
- * previous one.  An event recorded outside a capture cannot be waited on inside it,
- * so while capturing the caller's stream order is trusted (the shim serialises).
+ * previous one.  That works when both streams are eager, and when both are in the
+ * same capture (the wait becomes an edge of the graph).  Between an eager call and a
+ * captured one no edge can exist: the graph runs whenever it is launched, and the
+ * application orders its launch (as it must with NCCL: torch.cuda.graph synchronises
+ * before capturing, and replays on one stream).
  */
 static ndet_status_t ndet_engine_order(struct ndet_engine *engine, cudaStream_t stream)
 {
 	ndet_status_t status = NDET_OK;
+	unsigned long long capture = 0, last_capture = 0;
 	if (engine->has_last_stream && engine->last_stream != stream) {
-		enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-		NDET_CUDA_CHECK_GOTO(cudaStreamIsCapturing(stream, &capture), status, out);
-		if (capture == cudaStreamCaptureStatusNone) {
+		NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(stream, &capture), status, out);
+		NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(engine->last_stream, &last_capture),
+				     status, out);
+		if (capture == last_capture) {
 			NDET_CUDA_CHECK_GOTO(cudaEventRecord(engine->order_event, engine->last_stream),
 					     status, out);
 			NDET_CUDA_CHECK_GOTO(cudaStreamWaitEvent(stream, engine->order_event, 0),
 					     status, out);
+		} else if (__atomic_exchange_n(&engine->order_warned, 1, __ATOMIC_RELAXED) == 0) {
+			NDET_INFO(NDET_SUBSYS_COLL,
+				  "rank %d: all-reduce on stream %p follows one on stream %p and "
+				  "only one of them is captured into a CUDA graph: their order is "
+				  "the application's (launch the graph after the eager work)",
+				  engine->config.rank, (void *)stream, (void *)engine->last_stream);
 		}
 	}
 	engine->last_stream = stream;
@@ -716,50 +914,96 @@ void ndet_engine_abort(struct ndet_engine *engine)
 	__atomic_store_n(&engine->host_status->abort, 1u, __ATOMIC_RELEASE);
 }
 
-ndet_status_t ndet_engine_destroy(struct ndet_engine *engine, bool barrier)
+/*
+ * Wait until this engine's last call has finished, polling so that a kernel that
+ * fails (timeout, abort) releases us.  Skipped while the last stream is being
+ * captured: an event recorded there would join the graph.
+ */
+static void ndet_engine_wait_idle(struct ndet_engine *engine)
+{
+	unsigned long long capture = 0;
+	if (!engine->has_last_stream ||
+	    ndet_engine_capture_id(engine->last_stream, &capture) != cudaSuccess || capture != 0) {
+		(void)cudaGetLastError();
+		return;
+	}
+	cudaError_t err = cudaEventRecord(engine->order_event, engine->last_stream);
+	if (err == cudaSuccess) {
+		while ((err = cudaEventQuery(engine->order_event)) == cudaErrorNotReady) {
+			if (ndet_engine_error(engine, NULL) != NDET_OK)
+				break;
+			usleep(100);
+		}
+	}
+	if (err != cudaSuccess && err != cudaErrorNotReady)
+		(void)cudaGetLastError();
+}
+
+static bool ndet_engine_poisoned(const struct ndet_engine *engine)
+{
+	return ndet_engine_error(engine, NULL) != NDET_OK ||
+	       __atomic_load_n(&engine->host_status->abort, __ATOMIC_ACQUIRE) != 0;
+}
+
+bool ndet_engine_ranks_share_process(const struct ndet_engine *engine)
+{
+	return engine->ranks_share_process;
+}
+
+ndet_status_t ndet_engine_destroy_group(struct ndet_engine *const engines[], int count,
+					bool barrier)
 {
 	ndet_status_t status = NDET_OK;
+	const size_t slots = (size_t)(count > 0 ? count : 1);
+	void **meeting = calloc(slots, sizeof(*meeting));
+	int *nranks = calloc(slots, sizeof(*nranks));
+	int32_t *words = calloc(slots, sizeof(*words));
+	bool *clean = calloc(slots, sizeof(*clean));
+	int meetings = 0;
+	struct ndet_engine_caller caller;
+
+	ndet_engine_caller_save(&caller);
+	if (meeting == NULL || nranks == NULL || words == NULL || clean == NULL) {
+		status = NDET_ERR_SYSTEM;
+		barrier = false;
+	}
+	for (int i = 0; i < count && barrier; i++) {
+		struct ndet_engine *engine = engines[i];
+		if (engine->config.nranks < 2)
+			continue;
+		bool poisoned = !ndet_engine_use_device(engine) || ndet_engine_poisoned(engine);
+		if (!poisoned) {
+			ndet_engine_wait_idle(engine);
+			poisoned = ndet_engine_poisoned(engine);
+		}
+		/* A poisoned rank still takes part: its peers are already in the exchange. */
+		words[meetings] = poisoned ? 1 : 0;
+		nranks[meetings] = engine->config.nranks;
+		meeting[meetings++] = engine;
+	}
+	if (meetings > 0)
+		status = ndet_setup_agree(meetings, meeting, nranks, words, clean,
+					  ndet_engine_setup_allgather, NULL);
+	for (int i = 0; i < count; i++) {
+		struct ndet_engine *engine = engines[i];
+		/* One rank: no peer reads the pool, and no kernel of ours spins (copy path). */
+		bool free_pool = engine->config.nranks == 1 && ndet_engine_use_device(engine) &&
+				 !ndet_engine_poisoned(engine);
+		for (int k = 0; k < meetings && status == NDET_OK; k++)
+			free_pool = free_pool || (meeting[k] == engine && clean[k]);
+		ndet_engine_release(engine, free_pool);
+	}
+	ndet_engine_caller_restore(&caller);
+	free(clean);
+	free(words);
+	free(nranks);
+	free(meeting);
+	return status;
+}
+
+ndet_status_t ndet_engine_destroy(struct ndet_engine *engine, bool barrier)
+{
 	if (engine == NULL)
 		return NDET_OK;
-	int saved_device = -1;
-	if (cudaGetDevice(&saved_device) != cudaSuccess) {
-		(void)cudaGetLastError();
-		saved_device = -1;
-	}
-	if (saved_device != engine->config.cuda_device)
-		NDET_CUDA_CHECK_WARN(cudaSetDevice(engine->config.cuda_device));
-
-	bool poisoned = ndet_engine_error(engine, NULL) != NDET_OK ||
-			__atomic_load_n(&engine->host_status->abort, __ATOMIC_ACQUIRE) != 0;
-	bool free_pool = false;
-	/*
-	 * With a barrier, every rank takes part in the final round whatever its local
-	 * state (a poisoned rank says so in it): a rank that skipped it would pair its
-	 * peers' round with the next exchange on the same communicator.
-	 */
-	if (barrier) {
-		/* Our own kernels first: poll, so a kernel that fails releases us. */
-		if (engine->has_last_stream && !poisoned) {
-			cudaError_t err = cudaEventRecord(engine->order_event, engine->last_stream);
-			if (err == cudaSuccess) {
-				while ((err = cudaEventQuery(engine->order_event)) == cudaErrorNotReady) {
-					if (ndet_engine_error(engine, NULL) != NDET_OK)
-						break;
-					usleep(100);
-				}
-			}
-			if (err != cudaSuccess && err != cudaErrorNotReady)
-				(void)cudaGetLastError();
-		}
-		int failing_rank = -1;
-		int32_t failing_value = 0;
-		poisoned = ndet_engine_error(engine, NULL) != NDET_OK;
-		status = ndet_engine_agree(engine, poisoned ? 1 : 0, &failing_rank, &failing_value);
-		free_pool = status == NDET_OK && failing_rank < 0;
-	}
-	const int device = engine->config.cuda_device;
-	ndet_engine_release(engine, free_pool || (engine->config.nranks == 1 && !poisoned));
-	if (saved_device >= 0 && saved_device != device)
-		NDET_CUDA_CHECK_WARN(cudaSetDevice(saved_device));
-	return status;
+	return ndet_engine_destroy_group(&engine, 1, barrier);
 }

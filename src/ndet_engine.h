@@ -45,24 +45,63 @@ struct ndet_engine_config {
 	uint64_t settings_hash; /* must be equal on every rank */
 	unsigned test_fail;     /* ndet_fault_t bits */
 	int test_fail_rank;     /* -1 = every rank */
+	uint32_t setup_flags;   /* NDET_SETUP_FLAG_* this rank publishes (ndet_setup.h) */
 };
 
 /*
  * Gather `bytes` from every rank: device_recv[r * bytes ...] = rank r's device_send.
  * Both buffers are device memory the engine allocated (never pageable host memory:
- * NCCL would DMA from it).  Must be collective over the same ranks as the engine.
+ * NCCL would DMA from it).  Must be collective over the same ranks as the engine,
+ * and complete when it returns.
  */
 typedef ndet_status_t (*ndet_engine_allgather_fn)(void *context, const void *device_send,
 						  void *device_recv, size_t bytes);
 
 /*
+ * The same for several engines at once (one thread may drive several ranks, which
+ * must then exchange in one NCCL group): for each i, device_recvs[i] receives every
+ * rank's device_sends[i] of member i's communicator.  contexts[i] is member i's
+ * exchange_context.  The buffers are device memory (or pinned host memory when the
+ * device is full), never pageable.  The work may be left enqueued on streams[i] (the
+ * engine's private non-blocking stream, on member i's device): the engine
+ * synchronises streams[i] after the call.  Called in relaxed stream-capture mode.
+ */
+typedef ndet_status_t (*ndet_engine_exchange_fn)(void *const contexts[], int count,
+						 const void *const device_sends[],
+						 void *const device_recvs[], size_t bytes,
+						 const cudaStream_t streams[]);
+
+/* One engine of a group setup. */
+struct ndet_engine_member {
+	/* in */
+	struct ndet_engine_config config;
+	void *exchange_context; /* kept for the engine's life: the destroy barrier uses it */
+	/* out */
+	struct ndet_engine *engine;        /* set when status is NDET_OK */
+	ndet_status_t status;              /* as ndet_engine_create() returns */
+	struct ndet_setup_verdict verdict; /* why not, the same on every rank */
+	uint32_t agreed_flags;             /* ndet_setup_member.agreed_flags */
+};
+
+/*
  * Collective.  NDET_OK and *engine set when every rank mapped and probed every peer.
  * NDET_ERR_UNSUPPORTED when the ranks agreed not to divert (verdict says why, the
  * same on every rank; *engine NULL).  Other codes: the exchange itself failed.
+ * A wrapper of ndet_engine_create_group() for one member.
  */
 ndet_status_t ndet_engine_create(const struct ndet_engine_config *config,
 				 ndet_engine_allgather_fn allgather, void *context,
 				 struct ndet_engine **engine, struct ndet_setup_verdict *verdict);
+
+/*
+ * Set up `count` engines in lockstep (ndet_setup.h): every round is one call of
+ * `exchange` for all members still in the protocol.  Each member gets its status,
+ * verdict and engine.  Works whatever the calling thread's stream-capture state:
+ * it switches the thread to relaxed capture mode and uses private non-blocking
+ * streams only.  The caller's current device is restored.
+ */
+void ndet_engine_create_group(struct ndet_engine_member *members, int count,
+			      ndet_engine_exchange_fn exchange);
 
 /*
  * Enqueue one all-reduce on `stream`.  Never blocks the host.  NDET_ERR_REMOTE at
@@ -105,11 +144,27 @@ void ndet_engine_abort(struct ndet_engine *engine);
 
 /*
  * Release the engine.  With `barrier`, waits for this rank's kernels and meets every
- * peer in one more all-gather, so no peer can still read our pool when it is freed
+ * peer in one more exchange, so no peer can still read our pool when it is freed
  * (collective).  Without it, or when the engine is poisoned (a kernel may spin and
- * cudaFree would wait for it), the pool is quarantined: left allocated until exit.
+ * cudaFree would wait for it), the pool is quarantined: left allocated until exit,
+ * with no device-synchronising call.
  */
 ndet_status_t ndet_engine_destroy(struct ndet_engine *engine, bool barrier);
+
+/*
+ * The same for several engines in lockstep (one exchange for all of them: one
+ * thread may drive several ranks).  Every engine is released whatever happens.
+ */
+ndet_status_t ndet_engine_destroy_group(struct ndet_engine *const engines[], int count,
+					bool barrier);
+
+/*
+ * Do two ranks of the engine's communicator live in one process (agreed table: the
+ * same answer on every rank)?  One thread may then drive several of its ranks one
+ * after another, and a destroy barrier among them would wait forever: the caller
+ * must not ask for one unless it knows each rank has a thread of its own.
+ */
+bool ndet_engine_ranks_share_process(const struct ndet_engine *engine);
 
 /* Bytes of device memory an engine with this config allocates. */
 uint64_t ndet_engine_memory_bytes(const struct ndet_engine_config *config);

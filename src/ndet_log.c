@@ -155,13 +155,9 @@ void ndet_log_set_device(int device)
 	ndet_log_device = device;
 }
 
-void ndet_log(ndet_log_level_t level, unsigned subsys, const char *file, int line,
-	      const char *fmt, ...)
+/* One line: "host:pid:tid [dev] NCCL-DET LABEL[ where] message". */
+static void ndet_log_write(const char *label, const char *where, const char *fmt, va_list args)
 {
-	int saved_errno = errno;
-	if (!ndet_log_enabled(level, subsys))
-		return;
-	static const char *const level_names[] = {"NONE", "VERSION", "WARN", "INFO", "TRACE"};
 	char host[64];
 	if (gethostname(host, sizeof(host)) != 0)
 		snprintf(host, sizeof(host), "unknown");
@@ -171,27 +167,48 @@ void ndet_log(ndet_log_level_t level, unsigned subsys, const char *file, int lin
 		*dot = '\0';
 
 	char message[1024];
-	va_list args;
-	va_start(args, fmt);
 	vsnprintf(message, sizeof(message), fmt, args);
-	va_end(args);
 
 	char device[16] = "";
 	if (ndet_log_device >= 0)
 		snprintf(device, sizeof(device), " [%d]", ndet_log_device);
 
+	pthread_mutex_lock(&ndet_log_lock);
+	FILE *out = ndet_log_file != NULL ? ndet_log_file : stdout;
+	fprintf(out, "%s:%d:%d%s NCCL-DET %s%s %s\n", host, (int)getpid(), (int)syscall(SYS_gettid),
+		device, label, where, message);
+	fflush(out);
+	pthread_mutex_unlock(&ndet_log_lock);
+}
+
+void ndet_log(ndet_log_level_t level, unsigned subsys, const char *file, int line,
+	      const char *fmt, ...)
+{
+	int saved_errno = errno;
+	if (!ndet_log_enabled(level, subsys))
+		return;
+	static const char *const level_names[] = {"NONE", "VERSION", "WARN", "INFO", "TRACE"};
 	char where[128] = "";
 	if (level == NDET_LOG_TRACE || level == NDET_LOG_WARN) {
 		const char *base = strrchr(file, '/');
 		snprintf(where, sizeof(where), " %s:%d", base != NULL ? base + 1 : file, line);
 	}
+	va_list args;
+	va_start(args, fmt);
+	ndet_log_write(level_names[level], where, fmt, args);
+	va_end(args);
+	errno = saved_errno;
+}
 
-	pthread_mutex_lock(&ndet_log_lock);
-	FILE *out = ndet_log_file != NULL ? ndet_log_file : stdout;
-	fprintf(out, "%s:%d:%d%s NCCL-DET %s%s %s\n", host, (int)getpid(), (int)syscall(SYS_gettid),
-		device, level_names[level], where, message);
-	fflush(out);
-	pthread_mutex_unlock(&ndet_log_lock);
+void ndet_log_report(const char *fmt, ...)
+{
+	int saved_errno = errno;
+	if (ndet_log_level() == NDET_LOG_NONE)
+		return;
+	va_list args;
+	va_start(args, fmt);
+	ndet_log_write("STATS", "", fmt, args);
+	va_end(args);
 	errno = saved_errno;
 }
 

@@ -44,6 +44,12 @@ bool ndet_log_enabled(ndet_log_level_t level, unsigned subsys);
 void ndet_log(ndet_log_level_t level, unsigned subsys, const char *file, int line,
 	      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/*
+ * A report the user asked for (NCCL_DET_STATS=1): printed as "NCCL-DET STATS ..." at
+ * every level but NONE, to the log destination.
+ */
+void ndet_log_report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* The CUDA device this thread works on, printed as [dev]; -1 prints nothing. */
 void ndet_log_set_device(int device);
 

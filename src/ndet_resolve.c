@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ndet_env.h"
 #include "ndet_log.h"
+#include "ndet_settings.h"
 
 #define NDET_RESOLVE_PATH_MAX       4096
 #define NDET_RESOLVE_MAX_CANDIDATES 8
@@ -50,19 +50,14 @@ static int ndet_resolve_symbol_warned[NDET_NCCL_FUNCTION_COUNT];
 /* Set while this thread resolves: a call back into us then gets the empty table. */
 static _Thread_local bool ndet_resolve_in_progress;
 
-/*
- * TODO(settings): replace both helpers with ndet_settings_get()->nccl_library and
- * ->enable once src/ndet_settings.c lands; until then they read the raw variables.
- */
 static const char *ndet_resolve_setting_library(void)
 {
-	return ndet_env_get("NCCL_DET_NCCL_LIBRARY", NULL);
+	return ndet_settings_get()->nccl_library;
 }
 
 static bool ndet_resolve_setting_enabled(void)
 {
-	const char *value = ndet_env_get("NCCL_DET_ENABLE", NULL);
-	return value == NULL || value[0] == '\0' || strtol(value, NULL, 10) != 0;
+	return ndet_settings_get()->enable;
 }
 
 const char *ndet_resolve_function_name(enum ndet_nccl_function function)

@@ -41,7 +41,7 @@ static_assert(offsetof(struct ndet_setup_payload, rank) == 148, "payload v1 layo
 static_assert(offsetof(struct ndet_setup_payload, nranks) == 152, "payload v1 layout");
 static_assert(offsetof(struct ndet_setup_payload, local_status) == 156, "payload v1 layout");
 static_assert(offsetof(struct ndet_setup_payload, library_version) == 160, "payload v1 layout");
-static_assert(offsetof(struct ndet_setup_payload, reserved0) == 164, "payload v1 layout");
+static_assert(offsetof(struct ndet_setup_payload, flags) == 164, "payload v1 layout");
 static_assert(offsetof(struct ndet_setup_payload, settings_hash) == 168, "payload v1 layout");
 static_assert(offsetof(struct ndet_setup_payload, pool_bytes) == 176, "payload v1 layout");
 static_assert(offsetof(struct ndet_setup_payload, pool_address) == 184, "payload v1 layout");
@@ -276,6 +276,15 @@ ndet_peer_kind_t ndet_setup_peer_kind(const struct ndet_setup_payload *table, in
 	    mine->pid_namespace == theirs->pid_namespace)
 		return NDET_PEER_SAME_PROCESS;
 	return NDET_PEER_IPC;
+}
+
+bool ndet_setup_table_shares_process(const struct ndet_setup_payload *table, int nranks)
+{
+	for (int r = 0; r < nranks; r++)
+		for (int q = r + 1; q < nranks; q++)
+			if (ndet_setup_peer_kind(table, r, q) == NDET_PEER_SAME_PROCESS)
+				return true;
+	return false;
 }
 
 const char *ndet_verdict_reason_name(ndet_verdict_reason_t reason)

@@ -65,7 +65,7 @@ struct ndet_setup_payload {
 	int32_t nranks;
 	uint32_t local_status;    /* ndet_local_status_t */
 	uint32_t library_version; /* NCCL_DET_VERSION_CODE */
-	uint32_t reserved0;
+	uint32_t flags;           /* NDET_SETUP_FLAG_* (ndet_setup.h); was reserved, always 0 */
 	uint64_t settings_hash;   /* hash of the settings that must agree */
 	uint64_t pool_bytes;      /* size of the exported allocation */
 	uint64_t pool_address;    /* device address in the publisher (same-process peers) */
@@ -158,6 +158,13 @@ void ndet_setup_evaluate(const struct ndet_setup_payload *table, int nranks,
  */
 ndet_peer_kind_t ndet_setup_peer_kind(const struct ndet_setup_payload *table, int my_rank,
 				      int peer);
+
+/*
+ * Do two ranks of the table live in one process?  Then one thread may drive several
+ * of its ranks one after another, and a blocking barrier among them would deadlock.
+ * The same answer on every rank (it is a function of the table).
+ */
+bool ndet_setup_table_shares_process(const struct ndet_setup_payload *table, int nranks);
 
 /* Text for logs: the cause and the fix. */
 const char *ndet_verdict_reason_name(ndet_verdict_reason_t reason);

@@ -4,9 +4,12 @@
  * The interposed NCCL entry points of libnccl-det.so (LD_PRELOAD build).
  *
  * Each one forwards to the real NCCL (ndet_resolve.h) with identical arguments and
- * returns its code unchanged.  Around the call sits one static hook per entry point,
- * where diversion and per-communicator setup will go; they do nothing yet.  With
- * NCCL_DET_ENABLE=0 no hook runs: the library is a pure pass-through.
+ * returns its code, except where nccl-det takes a call over: an eligible
+ * ncclAllReduce (ndet_group.h), the async error of a communicator whose engine
+ * failed, an ncclCommFinalize held in a group.  Around the calls sit the hooks that
+ * keep nccl-det's state per communicator (ndet_comm.h) and per thread
+ * (ndet_group.h).  With NCCL_DET_ENABLE=0 no hook runs: the library is a pure
+ * pass-through; so it is after fork() in the child and once the process exits.
  *
  * Only these names are exported (libnccl-det.map); never pnccl*, which must keep
  * reaching the real NCCL.  There is no constructor: the library is preloaded into
@@ -21,8 +24,11 @@
 
 #include <nccl.h>
 
-#include "ndet_env.h"
+#include "nccl_det.h"
+#include "ndet_comm.h"
+#include "ndet_group.h"
 #include "ndet_resolve.h"
+#include "ndet_settings.h"
 #include "ndet_status.h"
 
 #define NDET_EXPORT __attribute__((visibility("default")))
@@ -38,127 +44,34 @@
 		return ndet_status_to_nccl(ndet_resolve_missing(NDET_NCCL_FN_##name));             \
 	}
 
-/* -1 until read, then 0 or 1. */
-static int ndet_shim_enabled_cached = -1;
-
-/*
- * TODO(settings): replace with ndet_settings_get()->enable once src/ndet_settings.c
- * lands; until then read the raw variable (environment, then NCCL's conf files).
- */
 static bool ndet_shim_enabled(void)
 {
-	int enabled = __atomic_load_n(&ndet_shim_enabled_cached, __ATOMIC_RELAXED);
-	if (enabled < 0) {
-		const char *value = ndet_env_get("NCCL_DET_ENABLE", NULL);
-		enabled = value == NULL || value[0] == '\0' || strtol(value, NULL, 10) != 0;
-		__atomic_store_n(&ndet_shim_enabled_cached, enabled, __ATOMIC_RELAXED);
+	return ndet_settings_get()->enable && ndet_comm_hooks_allowed();
+}
+
+/* ------------------------------------------------------------------ hooks */
+
+static ncclResult_t ndet_shim_after_comm_init(ncclComm_t *comm, const ncclConfig_t *config,
+					      ncclResult_t result)
+{
+	return ndet_group_comms_created(comm, comm != NULL ? 1 : 0,
+					ndet_comm_config_blocking(config, -1), NULL, false, result);
+}
+
+/* A child of `parent` (split, shrink): a NULL config inherits the parent's mode. */
+static ncclResult_t ndet_shim_after_child(ncclComm_t parent, ncclComm_t *newcomm,
+					  const ncclConfig_t *config, bool shrink,
+					  ncclResult_t result)
+{
+	int inherited = -1;
+	struct ndet_comm *known = ndet_comm_lookup(parent);
+	if (known != NULL) {
+		inherited = ndet_comm_is_blocking(known) ? 1 : 0;
+		ndet_comm_unref(known);
 	}
-	return enabled != 0;
-}
-
-/* ------------------------------------------------------------------ hooks
- *
- * "after" hooks get the real call's result and return the result to give the
- * caller; "before" hooks run first.  Empty until diversion lands.
- */
-
-/* Divert this all-reduce?  true: it was handled and *result is the answer. */
-static bool ndet_shim_divert_allreduce(const void *sendbuff, void *recvbuff, size_t count,
-				       ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-				       cudaStream_t stream, ncclResult_t *result)
-{
-	return false;
-}
-
-static ncclResult_t ndet_shim_after_comm_init_rank(ncclComm_t *comm, int nranks, int rank,
-						   ncclResult_t result)
-{
-	return result;
-}
-
-static ncclResult_t ndet_shim_after_comm_init_rank_config(ncclComm_t *comm, int nranks, int rank,
-							  ncclConfig_t *config, ncclResult_t result)
-{
-	return result;
-}
-
-static ncclResult_t ndet_shim_after_comm_init_rank_scalable(ncclComm_t *newcomm, int nranks,
-							    int myrank, ncclConfig_t *config,
-							    ncclResult_t result)
-{
-	return result;
-}
-
-static ncclResult_t ndet_shim_after_comm_init_all(ncclComm_t *comms, int ndev, ncclResult_t result)
-{
-	return result;
-}
-
-static ncclResult_t ndet_shim_after_comm_split(ncclComm_t parent, ncclComm_t *newcomm,
-					       ncclConfig_t *config, ncclResult_t result)
-{
-	return result;
-}
-
-/* NCCL_SHRINK_ABORT must stop our kernels on the parent before NCCL shrinks it. */
-static void ndet_shim_before_comm_shrink(ncclComm_t parent, int shrinkFlags)
-{
-}
-
-static ncclResult_t ndet_shim_after_comm_shrink(ncclComm_t parent, ncclComm_t *newcomm,
-						ncclConfig_t *config, int shrinkFlags,
-						ncclResult_t result)
-{
-	return result;
-}
-
-static void ndet_shim_before_comm_destroy(ncclComm_t comm)
-{
-}
-
-static void ndet_shim_before_comm_finalize(ncclComm_t comm)
-{
-}
-
-static void ndet_shim_before_comm_abort(ncclComm_t comm)
-{
-}
-
-static void ndet_shim_before_comm_revoke(ncclComm_t comm, int revokeFlags)
-{
-}
-
-static ncclResult_t ndet_shim_after_group_start(ncclResult_t result)
-{
-	return result;
-}
-
-static ncclResult_t ndet_shim_after_group_end(ncclResult_t result)
-{
-	return result;
-}
-
-static ncclResult_t ndet_shim_after_group_simulate_end(ncclSimInfo_t *simInfo, ncclResult_t result)
-{
-	return result;
-}
-
-/* May report our own failure (a timed-out kernel) as the communicator's async error. */
-static ncclResult_t ndet_shim_after_comm_get_async_error(ncclComm_t comm, ncclResult_t *asyncError,
-							 ncclResult_t result)
-{
-	return result;
-}
-
-static ncclResult_t ndet_shim_after_red_op_create_pre_mul_sum(ncclRedOp_t *op,
-							      ncclDataType_t datatype,
-							      ncclComm_t comm, ncclResult_t result)
-{
-	return result;
-}
-
-static void ndet_shim_before_red_op_destroy(ncclRedOp_t op, ncclComm_t comm)
-{
+	return ndet_group_comms_created(newcomm, newcomm != NULL ? 1 : 0,
+					ndet_comm_config_blocking(config, inherited), parent,
+					ndet_comm_config_shares(config, shrink), result);
 }
 
 /* ------------------------------------------------------------------ entry points */
@@ -172,12 +85,10 @@ NDET_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, siz
 				       cudaStream_t stream)
 {
 	NDET_SHIM_REAL(ncclAllReduce, real);
-	if (ndet_shim_enabled()) {
-		ncclResult_t result;
-		if (ndet_shim_divert_allreduce(sendbuff, recvbuff, count, datatype, op, comm,
-					       stream, &result))
-			return result;
-	}
+	ncclResult_t result;
+	if (ndet_shim_enabled() &&
+	    ndet_group_allreduce(sendbuff, recvbuff, count, datatype, op, comm, stream, &result))
+		return result;
 	return real(sendbuff, recvbuff, count, datatype, op, comm, stream);
 }
 
@@ -187,7 +98,7 @@ NDET_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniq
 	NDET_SHIM_REAL(ncclCommInitRank, real);
 	ncclResult_t result = real(comm, nranks, commId, rank);
 	if (ndet_shim_enabled())
-		result = ndet_shim_after_comm_init_rank(comm, nranks, rank, result);
+		result = ndet_shim_after_comm_init(comm, NULL, result);
 	return result;
 }
 
@@ -197,7 +108,7 @@ NDET_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, nc
 	NDET_SHIM_REAL(ncclCommInitRankConfig, real);
 	ncclResult_t result = real(comm, nranks, commId, rank, config);
 	if (ndet_shim_enabled())
-		result = ndet_shim_after_comm_init_rank_config(comm, nranks, rank, config, result);
+		result = ndet_shim_after_comm_init(comm, config, result);
 	return result;
 }
 
@@ -208,8 +119,7 @@ NDET_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nrank
 	NDET_SHIM_REAL(ncclCommInitRankScalable, real);
 	ncclResult_t result = real(newcomm, nranks, myrank, nId, commIds, config);
 	if (ndet_shim_enabled())
-		result = ndet_shim_after_comm_init_rank_scalable(newcomm, nranks, myrank, config,
-								 result);
+		result = ndet_shim_after_comm_init(newcomm, config, result);
 	return result;
 }
 
@@ -217,8 +127,10 @@ NDET_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *
 {
 	NDET_SHIM_REAL(ncclCommInitAll, real);
 	ncclResult_t result = real(comm, ndev, devlist);
+	/* One thread holds every rank: the setup runs all of them in lockstep. */
 	if (ndet_shim_enabled())
-		result = ndet_shim_after_comm_init_all(comm, ndev, result);
+		result = ndet_group_comms_created(comm, ndev, ndet_comm_config_blocking(NULL, -1),
+						  NULL, false, result);
 	return result;
 }
 
@@ -228,7 +140,7 @@ NDET_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
 	NDET_SHIM_REAL(ncclCommSplit, real);
 	ncclResult_t result = real(comm, color, key, newcomm, config);
 	if (ndet_shim_enabled())
-		result = ndet_shim_after_comm_split(comm, newcomm, config, result);
+		result = ndet_shim_after_child(comm, newcomm, config, false, result);
 	return result;
 }
 
@@ -238,12 +150,13 @@ NDET_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,
 {
 	NDET_SHIM_REAL(ncclCommShrink, real);
 	bool enabled = ndet_shim_enabled();
-	if (enabled)
-		ndet_shim_before_comm_shrink(comm, shrinkFlags);
+	/* NCCL_SHRINK_ABORT: our kernels on the parent must leave before NCCL shrinks it. */
+	if (enabled && (shrinkFlags & NCCL_SHRINK_ABORT) != 0)
+		ndet_comm_revoke(comm);
 	ncclResult_t result =
-	    real(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+		real(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
 	if (enabled)
-		result = ndet_shim_after_comm_shrink(comm, newcomm, config, shrinkFlags, result);
+		result = ndet_shim_after_child(comm, newcomm, config, true, result);
 	return result;
 }
 
@@ -251,31 +164,35 @@ NDET_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
 	NDET_SHIM_REAL(ncclCommDestroy, real);
 	if (ndet_shim_enabled())
-		ndet_shim_before_comm_destroy(comm);
+		ndet_comm_destroy(comm);
 	return real(comm);
 }
 
 NDET_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm)
 {
 	NDET_SHIM_REAL(ncclCommFinalize, real);
-	if (ndet_shim_enabled())
-		ndet_shim_before_comm_finalize(comm);
+	ncclResult_t held;
+	/* Our barrier first: NCCL's finalize ends the communicator it would run on. */
+	if (ndet_shim_enabled() && ndet_group_finalize(comm, &held))
+		return held;
 	return real(comm);
 }
 
 NDET_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
 	NDET_SHIM_REAL(ncclCommAbort, real);
-	if (ndet_shim_enabled())
-		ndet_shim_before_comm_abort(comm);
-	return real(comm);
+	/* Our kernels leave first; our state goes once NCCL is done with the communicator. */
+	struct ndet_comm *aborted = ndet_shim_enabled() ? ndet_comm_abort_begin(comm) : NULL;
+	ncclResult_t result = real(comm);
+	ndet_comm_abort_end(aborted);
+	return result;
 }
 
 NDET_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
 {
 	NDET_SHIM_REAL(ncclCommRevoke, real);
 	if (ndet_shim_enabled())
-		ndet_shim_before_comm_revoke(comm, revokeFlags);
+		ndet_comm_revoke(comm);
 	return real(comm, revokeFlags);
 }
 
@@ -284,7 +201,7 @@ NDET_EXPORT ncclResult_t ncclGroupStart(void)
 	NDET_SHIM_REAL(ncclGroupStart, real);
 	ncclResult_t result = real();
 	if (ndet_shim_enabled())
-		result = ndet_shim_after_group_start(result);
+		ndet_group_after_start(result);
 	return result;
 }
 
@@ -293,7 +210,7 @@ NDET_EXPORT ncclResult_t ncclGroupEnd(void)
 	NDET_SHIM_REAL(ncclGroupEnd, real);
 	ncclResult_t result = real();
 	if (ndet_shim_enabled())
-		result = ndet_shim_after_group_end(result);
+		result = ndet_group_after_end(result);
 	return result;
 }
 
@@ -302,17 +219,20 @@ NDET_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
 	NDET_SHIM_REAL(ncclGroupSimulateEnd, real);
 	ncclResult_t result = real(simInfo);
 	if (ndet_shim_enabled())
-		result = ndet_shim_after_group_simulate_end(simInfo, result);
+		result = ndet_group_after_simulate_end(result);
 	return result;
 }
 
 NDET_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
 {
 	NDET_SHIM_REAL(ncclCommGetAsyncError, real);
-	ncclResult_t result = real(comm, asyncError);
-	if (ndet_shim_enabled())
-		result = ndet_shim_after_comm_get_async_error(comm, asyncError, result);
-	return result;
+	/*
+	 * A failed kernel of ours is reported from host-mapped memory, with no CUDA call
+	 * (a copy would queue behind a spinning kernel) and no NCCL call.
+	 */
+	if (ndet_shim_enabled() && ndet_comm_async_error(comm, asyncError))
+		return ncclSuccess;
+	return real(comm, asyncError);
 }
 
 NDET_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar,
@@ -320,16 +240,34 @@ NDET_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar,
 						  ncclScalarResidence_t residence, ncclComm_t comm)
 {
 	NDET_SHIM_REAL(ncclRedOpCreatePreMulSum, real);
-	ncclResult_t result = real(op, scalar, datatype, residence, comm);
-	if (ndet_shim_enabled())
-		result = ndet_shim_after_red_op_create_pre_mul_sum(op, datatype, comm, result);
-	return result;
+	return real(op, scalar, datatype, residence, comm);
 }
 
 NDET_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
 {
 	NDET_SHIM_REAL(ncclRedOpDestroy, real);
-	if (ndet_shim_enabled())
-		ndet_shim_before_red_op_destroy(op, comm);
 	return real(op, comm);
+}
+
+/* ------------------------------------------------------------------ nccl-det's own API */
+
+NDET_EXPORT ncclResult_t ncclDetCommQuery(ncclComm_t comm, int *diverted, const char **reason)
+{
+	if (!ndet_settings_get()->enable) {
+		if (comm == NULL || diverted == NULL)
+			return ncclInvalidArgument;
+		*diverted = 0;
+		if (reason != NULL)
+			*reason = "disabled (NCCL_DET_ENABLE=0)";
+		return ncclSuccess;
+	}
+	return ndet_comm_query(comm, diverted, reason);
+}
+
+NDET_EXPORT ncclResult_t ncclDetGetVersion(int *version)
+{
+	if (version == NULL)
+		return ncclInvalidArgument;
+	*version = NCCL_DET_VERSION_CODE;
+	return ncclSuccess;
 }

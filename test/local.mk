@@ -48,6 +48,20 @@ test_test_setup_record_SOURCES = test/test_setup_record.c
 test_test_setup_record_CFLAGS = $(TEST_CFLAGS)
 test_test_setup_record_LDADD = src/libndet_logic.la $(TEST_LIBS)
 TESTS += test/test_setup_record
+
+# The setup protocol driven for several communicators by one thread (lockstep).
+check_PROGRAMS += test/test_setup
+test_test_setup_SOURCES = test/test_setup.c
+test_test_setup_CFLAGS = $(TEST_CFLAGS)
+test_test_setup_LDADD = src/libndet_logic.la $(TEST_LIBS)
+TESTS += test/test_setup
+
+# The all-reduce decision tables.
+check_PROGRAMS += test/test_eligibility
+test_test_eligibility_SOURCES = test/test_eligibility.c
+test_test_eligibility_CFLAGS = $(TEST_CFLAGS)
+test_test_eligibility_LDADD = src/libndet_logic.la $(TEST_LIBS)
+TESTS += test/test_eligibility
 endif
 
 # Fuzz entry for settings and conf files, run over its built-in corpus by the plain
@@ -131,17 +145,48 @@ test_test_fake_nccl_LDADD = test/fake_nccl/libfake_nccl_helpers.la \
 	test/fake_nccl/libnccl.la $(TEST_LIBS)
 TESTS += test/test_fake_nccl
 
+# A host-only engine for the divert tests: the real setup protocol on host memory,
+# results from the CPU reference tree (test/ndet_fake_backend.h).
+check_LTLIBRARIES += test/libndet_fake_backend.la
+test_libndet_fake_backend_la_SOURCES = test/ndet_fake_backend.c test/ndet_fake_backend.h
+test_libndet_fake_backend_la_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/test
+
+# libnccl-det.so with the host-only backend, for preload tests with NCCL_DET_ENABLE=1
+# against the fake NCCL (which works on host memory: the CUDA engine cannot serve it).
+check_LTLIBRARIES += test/libnccl-det-fake.la
+test_libnccl_det_fake_la_SOURCES = test/ndet_fake_preload.c src/ndet_shim.c \
+	src/ndet_resolve.c src/ndet_resolve.h
+test_libnccl_det_fake_la_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/test
+test_libnccl_det_fake_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared -rpath /nowhere \
+	-no-undefined -Wl,--version-script=$(srcdir)/src/libnccl-det.map -Wl,--exclude-libs,ALL
+test_libnccl_det_fake_la_LIBADD = test/libndet_fake_backend.la src/libndet_divert.la \
+	$(CUDA_STATIC_LIBS) $(PTHREAD_LIBS)
+
 # Symbol resolution: ndet_resolve.c and ndet_shim.c compiled into the test, with the
-# loader functions wrapped so that each strategy and failure can be forced.
+# loader functions wrapped so that each strategy and failure can be forced.  The
+# divert hooks run on the host-only backend (no CUDA call of ours).
 check_PROGRAMS += test/test_resolve
 test_test_resolve_SOURCES = test/test_resolve.c src/ndet_resolve.c src/ndet_resolve.h \
 	src/ndet_shim.c
-test_test_resolve_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/test/fake_nccl
+test_test_resolve_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/test/fake_nccl -I$(top_srcdir)/test
 test_test_resolve_LDFLAGS = $(AM_LDFLAGS) -no-install \
 	-Wl,--wrap=dlsym -Wl,--wrap=dlopen -Wl,--wrap=dl_iterate_phdr
-test_test_resolve_LDADD = src/libndet_logic.la test/fake_nccl/libfake_nccl_helpers.la \
-	test/fake_nccl/libnccl.la $(TEST_LIBS)
+test_test_resolve_LDADD = test/libndet_fake_backend.la src/libndet_divert.la \
+	$(CUDA_STATIC_LIBS) test/fake_nccl/libfake_nccl_helpers.la test/fake_nccl/libnccl.la \
+	$(TEST_LIBS)
 TESTS += test/test_resolve
+
+# The divert layer end to end: the shim compiled in (this program plays
+# libnccl-det.so), the in-process multi-rank fake NCCL, the host-only backend.
+check_PROGRAMS += test/test_divert
+test_test_divert_SOURCES = test/test_divert.c src/ndet_resolve.c src/ndet_resolve.h \
+	src/ndet_shim.c
+test_test_divert_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/test/fake_nccl -I$(top_srcdir)/test
+test_test_divert_LDFLAGS = $(AM_LDFLAGS) -no-install
+test_test_divert_LDADD = test/libndet_fake_backend.la src/libndet_divert.la \
+	$(CUDA_STATIC_LIBS) test/libndet_test_data.la test/fake_nccl/libfake_nccl_helpers.la \
+	test/fake_nccl/libnccl.la $(TEST_LIBS)
+TESTS += test/test_divert
 
 check_PROGRAMS += test/test_preload_local
 test_test_preload_local_SOURCES = test/test_preload_local.c

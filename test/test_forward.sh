@@ -1,14 +1,26 @@
 #!/bin/sh
 # Forwarding: the same script of NCCL calls (test_forward_script) against the fake
-# libnccl.so.2, run without nccl-det, with it preloaded and NCCL_DET_ENABLE=0, and
-# with NCCL_DET_ENABLE=1, must leave identical call traces in the fake and return
-# identical codes, including NCCL's calls to its own public names (ncclBcast ->
-# ncclBroadcast, ncclCommDestroy -> ncclMemFree).  Then the same with injected
-# failures: the shim must hand back the fake's error codes unchanged.
+# libnccl.so.2, run without nccl-det and with it preloaded.
+#
+# NCCL_DET_ENABLE=0 (libnccl-det.so): a perfect pass-through.  The fake must see the
+# identical call trace, including NCCL's calls to its own public names (ncclBcast ->
+# ncclBroadcast, ncclCommDestroy -> ncclMemFree), and the script the identical codes,
+# also with injected failures.
+#
+# NCCL_DET_ENABLE=1 (libnccl-det-fake.so: the host-only backend, since the fake NCCL
+# works on host memory): the codes and printed results stay identical, and the trace
+# differs exactly by what nccl-det does on purpose, checked call by call:
+#   - setup: per communicator and rank, ncclCommUserRank/Count/CuDevice, then four
+#     ncclAllGather rounds, each in an ncclGroupStart/End of its own;
+#   - diverted calls: float all-reduces with built-in ops on live communicators leave
+#     the trace (each becomes one ncclAllGather of the host-only backend); the
+#     PreMulSum ones and the invalid one still reach NCCL;
+#   - everything else is the same calls in the same order.
 . "${NDET_TOP_SRCDIR:-.}/test/test_preload_lib.sh"
 
 script="$top_builddir/test/test_forward_script"
 [ -x "$script" ] || fail "$script was not built"
+[ -f "$fake_shim" ] || fail "$fake_shim was not built"
 
 # run NAME [VAR=VALUE...]: run the script with the given environment; trace, stdout
 # and stderr land in $scratch/NAME.{trace,out,err}.
@@ -16,29 +28,56 @@ run() {
 	name=$1
 	shift
 	rm -f "$scratch/$name.trace"
-	env FAKE_NCCL_TRACE="$scratch/$name.trace" "$@" "$script" \
-		>"$scratch/$name.out" 2>"$scratch/$name.err" ||
+	env FAKE_NCCL_TRACE="$scratch/$name.trace" NCCL_DET_DEBUG_FILE="$scratch/$name.log" "$@" \
+		"$script" >"$scratch/$name.out" 2>"$scratch/$name.err" ||
 		fail "$name: the script exited with $? ($(cat "$scratch/$name.err"))"
+}
+
+# same_file A B WHAT: A and B are identical, else show the difference and fail.
+same_file() {
+	cmp -s "$1" "$2" || {
+		diff -u "$1" "$2" >&2
+		fail "$3"
+	}
+}
+
+# Calls nccl-det makes itself, or takes over (diverted all-reduces): removed from
+# a trace, what is left must match the plain run line for line.
+ours='^(ncclCommUserRank|ncclCommCount|ncclCommCuDevice|ncclAllGather|ncclGroupStart|ncclGroupEnd)\('
+# The fake names pointers p<N> by first appearance, and our calls appear too: the
+# names are given again, by first appearance in what is left.
+without_ours() {
+	grep -v -E "$ours" "$1" |
+		grep -v -E "^ncclAllReduce\(.*datatype=ncclFloat32, op=(ncclSum|ncclMax|ncclAvg), comm=comm[0-9]" |
+		awk '{
+			line = ""
+			rest = $0
+			while (match(rest, /=p[0-9]+/)) {
+				old = substr(rest, RSTART + 1, RLENGTH - 1)
+				if (!(old in names))
+					names[old] = "p" (++count)
+				line = line substr(rest, 1, RSTART) names[old]
+				rest = substr(rest, RSTART + RLENGTH)
+			}
+			print line rest
+		}'
 }
 
 run plain
 run disabled LD_PRELOAD="$shim_preload" NCCL_DET_ENABLE=0 \
-	NCCL_DET_DEBUG=INFO NCCL_DET_DEBUG_SUBSYS=INIT NCCL_DET_DEBUG_FILE="$scratch/disabled.log"
-run enabled LD_PRELOAD="$shim_preload" NCCL_DET_ENABLE=1
+	NCCL_DET_DEBUG=INFO NCCL_DET_DEBUG_SUBSYS=INIT
+run enabled LD_PRELOAD="$fake_shim_preload" NCCL_DET_ENABLE=1
 
 grep -q '^provider: libnccl.so.2$' "$scratch/plain.err" || fail "plain run: $(cat "$scratch/plain.err")"
-for name in disabled enabled; do
-	grep -q '^provider: libnccl-det.so$' "$scratch/$name.err" ||
-		fail "$name run: the shim was not in front: $(cat "$scratch/$name.err")"
-	cmp -s "$scratch/plain.trace" "$scratch/$name.trace" || {
-		diff -u "$scratch/plain.trace" "$scratch/$name.trace" >&2
-		fail "$name run: the fake saw a different call trace"
-	}
-	cmp -s "$scratch/plain.out" "$scratch/$name.out" || {
-		diff -u "$scratch/plain.out" "$scratch/$name.out" >&2
-		fail "$name run: different return codes"
-	}
-done
+grep -q '^provider: libnccl-det.so$' "$scratch/disabled.err" ||
+	fail "disabled run: the shim was not in front: $(cat "$scratch/disabled.err")"
+grep -q '^provider: libnccl-det-fake.so$' "$scratch/enabled.err" ||
+	fail "enabled run: the shim was not in front: $(cat "$scratch/enabled.err")"
+
+# Pass-through: byte for byte.
+same_file "$scratch/plain.trace" "$scratch/disabled.trace" \
+	"disabled run: the fake saw a different call trace"
+same_file "$scratch/plain.out" "$scratch/disabled.out" "disabled run: different return codes"
 grep -q 'version not asked (NCCL_DET_ENABLE=0)' "$scratch/disabled.log" ||
 	fail "disabled run: no INFO line about the real NCCL: $(cat "$scratch/disabled.log")"
 
@@ -55,21 +94,58 @@ awk '
 lines=$(wc -l <"$scratch/plain.trace")
 [ "$lines" -gt 80 ] || fail "the trace is suspiciously short ($lines lines)"
 
-# With INFO logging on and nccl-det enabled, the only extra NCCL call is the one
+# Enabled: same codes and results, and the trace differs only by our own calls.
+same_file "$scratch/plain.out" "$scratch/enabled.out" "enabled run: different return codes or results"
+without_ours "$scratch/plain.trace" >"$scratch/plain.user"
+without_ours "$scratch/enabled.trace" >"$scratch/enabled.user"
+same_file "$scratch/plain.user" "$scratch/enabled.user" \
+	"enabled run: the application's own calls differ"
+# Every float all-reduce with a built-in op on a live communicator was diverted.
+if grep -E "^ncclAllReduce\(.*datatype=ncclFloat32, op=(ncclSum|ncclMax|ncclAvg), comm=comm" \
+	"$scratch/enabled.trace" >"$scratch/leaked"; then
+	fail "enabled run: eligible all-reduces reached NCCL: $(cat "$scratch/leaked")"
+fi
+# ... and the others were not: 2 PreMulSum calls and the NULL-communicator one.
+[ "$(grep -c -E '^ncclAllReduce\(.*op=op[0-9]' "$scratch/enabled.trace")" -eq 2 ] ||
+	fail "enabled run: the PreMulSum all-reduces did not reach NCCL"
+grep -q -E '^ncclAllReduce\(.*comm=NULL.* = ncclInvalidArgument$' "$scratch/enabled.trace" ||
+	fail "enabled run: the invalid all-reduce did not reach NCCL for its error code"
+# Setup: 2 + 2 (split) + 3 (ncclCommInitAll) + 2 (shrink) + 1 (scalable) = 10 ranks,
+# each asked its rank, size and device, then 4 rounds; the non-blocking pair makes no
+# eligible call, so it is never set up.  Diverted: 2 + 2 + 2 (split) + 1 (single) = 7
+# all-reduces, each one ncclAllGather of the host-only backend.  Ranks share this
+# process, so finalize has no barrier.
+for query in ncclCommUserRank ncclCommCount ncclCommCuDevice; do
+	[ "$(grep -c "^$query(" "$scratch/enabled.trace")" -eq \
+		"$(($(grep -c "^$query(" "$scratch/plain.trace") + 10))" ] ||
+		fail "enabled run: expected 10 setup calls of $query"
+done
+[ "$(grep -c '^ncclAllGather(' "$scratch/enabled.trace")" -eq \
+	"$(($(grep -c '^ncclAllGather(' "$scratch/plain.trace") + 10 * 4 + 7))" ] ||
+	fail "enabled run: expected $((10 * 4)) setup and 7 diverted ncclAllGather calls, got $(grep -c '^ncclAllGather(' "$scratch/enabled.trace")"
+# Ours move bytes (the script's own gather floats).
+[ "$(grep -c '^ncclAllGather(.*datatype=ncclUint8' "$scratch/enabled.trace")" -eq 47 ] ||
+	fail "enabled run: nccl-det's exchanges are not byte all-gathers"
+
+# With INFO logging, the only extra NCCL call of the pass-through is the one
 # pncclGetVersion behind the INFO line.
-run info LD_PRELOAD="$shim_preload" NCCL_DET_ENABLE=1 \
-	NCCL_DET_DEBUG=INFO NCCL_DET_DEBUG_SUBSYS=INIT NCCL_DET_DEBUG_FILE="$scratch/info.log"
-grep -q "real NCCL .*libnccl.so.2 (found by RTLD_NEXT), version 22809" "$scratch/info.log" ||
-	fail "info run: no INFO line with strategy, path and version: $(cat "$scratch/info.log")"
-[ "$(grep -c '^ncclGetVersion(' "$scratch/info.trace")" -eq \
+run info LD_PRELOAD="$shim_preload" NCCL_DET_ENABLE=0 \
+	NCCL_DET_DEBUG=INFO NCCL_DET_DEBUG_SUBSYS=INIT
+same_file "$scratch/plain.trace" "$scratch/info.trace" "info run (disabled): different trace"
+run info_enabled LD_PRELOAD="$fake_shim_preload" NCCL_DET_ENABLE=1 \
+	NCCL_DET_DEBUG=INFO NCCL_DET_DEBUG_SUBSYS=INIT
+grep -q "real NCCL .*libnccl.so.2 (found by RTLD_NEXT), version 22809" "$scratch/info_enabled.log" ||
+	fail "info run: no INFO line with strategy, path and version: $(cat "$scratch/info_enabled.log")"
+[ "$(grep -c '^ncclGetVersion(' "$scratch/info_enabled.trace")" -eq \
 	"$(($(grep -c '^ncclGetVersion(' "$scratch/plain.trace") + 1))" ] ||
 	fail "info run: expected exactly one extra ncclGetVersion"
-grep -v '^ncclGetVersion(' "$scratch/plain.trace" >"$scratch/plain.noversion"
-grep -v '^ncclGetVersion(' "$scratch/info.trace" >"$scratch/info.noversion"
-cmp -s "$scratch/plain.noversion" "$scratch/info.noversion" || fail "info run: different trace"
 
-# Injected failures, in interposed and in forwarded-only functions: the codes and
-# traces stay identical.  Leaks are expected once a group fails half-way.
+# Injected failures, in interposed and in forwarded-only functions.  Pass-through:
+# codes and traces stay identical.  Enabled: codes stay identical where nccl-det
+# neither takes the failing call over nor uses it itself (ncclAllReduce is diverted;
+# ncclGroupEnd also ends nccl-det's own exchanges, whose NCCL error the init then
+# returns); there the run must just finish.  Leaks are expected once a group fails
+# half-way.
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 export ASAN_OPTIONS
 for failure in ncclAllReduce=5 ncclCommInitRank ncclGroupEnd=2 ncclCommSplit=4 \
@@ -77,22 +153,22 @@ for failure in ncclAllReduce=5 ncclCommInitRank ncclGroupEnd=2 ncclCommSplit=4 \
 	ncclCommShrink=3 ncclCommDestroy=6; do
 	function=${failure%%=*}
 	run fail_plain FAKE_NCCL_FAIL="$failure"
-	run fail_enabled FAKE_NCCL_FAIL="$failure" LD_PRELOAD="$shim_preload" NCCL_DET_ENABLE=1
 	run fail_disabled FAKE_NCCL_FAIL="$failure" LD_PRELOAD="$shim_preload" NCCL_DET_ENABLE=0
+	run fail_enabled FAKE_NCCL_FAIL="$failure" LD_PRELOAD="$fake_shim_preload" NCCL_DET_ENABLE=1 \
+		FAKE_NCCL_TIMEOUT_MS=20000
 	code=${failure#*=}
 	[ "$code" = "$failure" ] && code=3
 	grep -q "^$function(.* = $code\$" "$scratch/fail_plain.out" ||
 		grep -q "^ncclBcast(.* = $code\$" "$scratch/fail_plain.out" ||
 		fail "$failure: the fake did not fail as asked"
-	for name in fail_enabled fail_disabled; do
-		cmp -s "$scratch/fail_plain.out" "$scratch/$name.out" || {
-			diff -u "$scratch/fail_plain.out" "$scratch/$name.out" >&2
-			fail "$failure: $name returned different codes"
-		}
-		cmp -s "$scratch/fail_plain.trace" "$scratch/$name.trace" || {
-			diff -u "$scratch/fail_plain.trace" "$scratch/$name.trace" >&2
-			fail "$failure: $name left a different trace"
-		}
-	done
+	same_file "$scratch/fail_plain.out" "$scratch/fail_disabled.out" \
+		"$failure: the pass-through returned different codes"
+	same_file "$scratch/fail_plain.trace" "$scratch/fail_disabled.trace" \
+		"$failure: the pass-through left a different trace"
+	case $function in
+	ncclAllReduce | ncclGroupEnd) ;;
+	*) same_file "$scratch/fail_plain.out" "$scratch/fail_enabled.out" \
+		"$failure: nccl-det returned different codes" ;;
+	esac
 done
-echo "PASS: identical traces and codes with and without nccl-det ($lines calls)"
+echo "PASS: identical traces and codes without nccl-det and with NCCL_DET_ENABLE=0 ($lines calls); with NCCL_DET_ENABLE=1 the same codes and only nccl-det's own calls added"

@@ -1,5 +1,8 @@
 # Sourced by the preload test drivers: where the built libraries are, and how to
-# preload the shim.
+# preload the shim: $shim_preload (libnccl-det.so; against the fake NCCL only with
+# NCCL_DET_ENABLE=0, since its CUDA engine would hand the fake device pointers) and
+# $fake_shim_preload (the same library with the host-only backend, for
+# NCCL_DET_ENABLE=1).
 #
 # In a sanitizer build libnccl-det.so needs the sanitizer runtime, and ASan insists
 # on being first in the initial library list; so the runtime the shim was linked
@@ -15,10 +18,13 @@ if [ ! -f "$shim" ]; then
 fi
 
 sanitizer_runtime=$(ldd "$shim" 2>/dev/null | awk '/lib(a|t)san\.so/ { print $3; exit }')
+fake_shim="$top_builddir/test/.libs/libnccl-det-fake.so"
 if [ -n "$sanitizer_runtime" ]; then
 	shim_preload="$sanitizer_runtime $shim"
+	fake_shim_preload="$sanitizer_runtime $fake_shim"
 else
 	shim_preload="$shim"
+	fake_shim_preload="$fake_shim"
 fi
 
 # A scratch directory removed on exit.

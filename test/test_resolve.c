@@ -27,8 +27,11 @@
 #include <cmocka.h>
 
 #include "fake_nccl.h"
+#include "ndet_comm.h"
+#include "ndet_fake_backend.h"
 #include "ndet_log.h"
 #include "ndet_resolve.h"
+#include "ndet_settings.h"
 
 /* ------------------------------------------------------------------ wrapped loader */
 
@@ -140,18 +143,7 @@ static void restart_log(void)
 
 static int count_log_lines(const char *needle1, const char *needle2)
 {
-	FILE *file = fopen(log_path, "r");
-	if (file == NULL)
-		return -1;
-	char line[4096];
-	int count = 0;
-	while (fgets(line, sizeof(line), file) != NULL) {
-		if (strstr(line, needle1) != NULL &&
-		    (needle2 == NULL || strstr(line, needle2) != NULL))
-			count++;
-	}
-	fclose(file);
-	return count;
+	return fake_nccl_file_count(log_path, needle1, needle2);
 }
 
 static int setup_group(void **state)
@@ -167,6 +159,7 @@ static int setup_group(void **state)
 	if (dladdr((void *)&pncclGetVersion, &info) == 0 || info.dli_fname == NULL)
 		return -1;
 	snprintf(fake_path, sizeof(fake_path), "%s", info.dli_fname);
+	ndet_comm_set_backend_for_testing(&ndet_fake_backend);
 	ncclUniqueId id;
 	if (pncclGetUniqueId(&id) != ncclSuccess ||
 	    pncclCommInitRank(&comm1, 1, id, 0) != ncclSuccess)
@@ -189,6 +182,7 @@ static int setup(void **state)
 	(void)state;
 	memset(&mock, 0, sizeof(mock));
 	unsetenv("NCCL_DET_NCCL_LIBRARY");
+	ndet_settings_reset_for_testing();
 	ndet_resolve_reset_for_testing();
 	restart_log();
 	return 0;
@@ -452,6 +446,7 @@ static void test_resolve_explicit_path(void **state)
 	mock.hide_next = true;
 	mock.hide_loaded = true;
 	assert_int_equal(setenv("NCCL_DET_NCCL_LIBRARY", fake_path, 1), 0);
+	ndet_settings_reset_for_testing();
 	const struct ndet_nccl *nccl = ndet_resolve_nccl();
 	assert_int_equal(ndet_resolve_strategy(), NDET_RESOLVE_EXPLICIT);
 	assert_string_equal(ndet_resolve_path(), fake_path);
@@ -469,6 +464,7 @@ static void test_resolve_order(void **state)
 {
 	(void)state;
 	assert_int_equal(setenv("NCCL_DET_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1), 0);
+	ndet_settings_reset_for_testing();
 	assert_int_equal(ndet_resolve_strategy(), NDET_RESOLVE_NEXT);
 	assert_int_equal(mock.dlopens, 0);
 }
@@ -497,6 +493,7 @@ static void test_resolve_explicit_path_broken(void **state)
 	mock.hide_next = true;
 	mock.hide_loaded = true;
 	assert_int_equal(setenv("NCCL_DET_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1), 0);
+	ndet_settings_reset_for_testing();
 	assert_int_equal(ndet_resolve_strategy(), NDET_RESOLVE_NONE);
 	assert_int_equal(call_allreduce(), ncclSystemError);
 	assert_int_equal(call_group_start(), ncclSystemError);
@@ -591,10 +588,12 @@ static void test_resolve_disabled_asks_nothing(void **state)
 	assert_int_equal(fake_nccl_trace_temp(trace, sizeof(trace)), 0);
 	assert_int_equal(setenv("FAKE_NCCL_TRACE", trace, 1), 0);
 	assert_int_equal(setenv("NCCL_DET_ENABLE", "0", 1), 0);
+	ndet_settings_reset_for_testing();
 	(void)ndet_resolve_nccl();
 	assert_int_equal(count_log_lines("NCCL-DET INFO", "version not asked (NCCL_DET_ENABLE=0)"),
 			 1);
 	unsetenv("NCCL_DET_ENABLE");
+	ndet_settings_reset_for_testing();
 	unsetenv("FAKE_NCCL_TRACE");
 	assert_int_equal(fake_nccl_trace_count(trace, "ncclGetVersion"), 0);
 	assert_int_equal(unlink(trace), 0);

@@ -135,6 +135,12 @@ char *fake_nccl_trace_read(const char *path);
 int fake_nccl_trace_count(const char *path, const char *function);
 
 /*
+ * Lines of the text file at `path` that contain `needle1` and, unless NULL, `needle2`
+ * (log files of the tests); -1 when the file cannot be read.
+ */
+int fake_nccl_file_count(const char *path, const char *needle1, const char *needle2);
+
+/*
  * A new empty file name in $TMPDIR (else /tmp) for FAKE_NCCL_TRACE, written into
  * `path`.  Returns 0, or -1 on error.
  */

@@ -71,6 +71,22 @@ int fake_nccl_trace_count(const char *path, const char *function)
 	return count;
 }
 
+int fake_nccl_file_count(const char *path, const char *needle1, const char *needle2)
+{
+	FILE *file = fopen(path, "r");
+	if (file == NULL)
+		return -1;
+	char line[4096];
+	int count = 0;
+	while (fgets(line, sizeof(line), file) != NULL) {
+		if (strstr(line, needle1) != NULL &&
+		    (needle2 == NULL || strstr(line, needle2) != NULL))
+			count++;
+	}
+	fclose(file);
+	return count;
+}
+
 int fake_nccl_trace_temp(char *path, size_t size)
 {
 	const char *directory = getenv("TMPDIR");

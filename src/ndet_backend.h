@@ -1,0 +1,81 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The engine as the communicator layer sees it: a table of functions, by default
+ * the CUDA engine of ndet_engine.h, replaceable by tests
+ * (ndet_comm_set_backend_for_testing) with a host-only engine that runs the same
+ * setup protocol on host memory (test/ndet_fake_backend.c).  Engines are opaque.
+ */
+#ifndef NDET_BACKEND_H_
+#define NDET_BACKEND_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ndet_engine.h"
+#include "ndet_setup_record.h"
+#include "ndet_status.h"
+#include "ndet_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One engine of a group setup (as struct ndet_engine_member, engine opaque). */
+struct ndet_backend_member {
+	/* in */
+	struct ndet_engine_config config;
+	void *exchange_context;
+	/* out */
+	void *engine;
+	ndet_status_t status; /* NDET_OK, NDET_ERR_UNSUPPORTED (verdict), else failed */
+	struct ndet_setup_verdict verdict;
+	uint32_t agreed_flags;
+};
+
+/* One all-reduce of a launch batch (every call of a batch on another engine). */
+struct ndet_backend_call {
+	void *engine;
+	const void *sendbuff;
+	void *recvbuff;
+	size_t count;
+	ndet_dtype_t dtype;
+	ndet_op_t op;
+	cudaStream_t stream;
+	ndet_status_t status; /* out */
+};
+
+struct ndet_backend {
+	const char *name;
+	/*
+	 * Lockstep setup of `count` engines (ndet_engine_create_group semantics).  The
+	 * exchange callback is kept by every engine for its destroy barrier.
+	 */
+	void (*create_group)(struct ndet_backend_member *members, int count,
+			     ndet_engine_exchange_fn exchange);
+	/*
+	 * Enqueue every call; never waits for peers (a host-only backend may exchange,
+	 * but for the whole batch at once).  Each call gets its status.
+	 */
+	void (*allreduce_group)(struct ndet_backend_call *calls, int count);
+	/* NDET_OK or NDET_ERR_REMOTE; no CUDA call (a host-mapped read). */
+	ndet_status_t (*error)(void *engine, uint32_t *kernel_error);
+	/* Make running and future kernels leave; no CUDA call. */
+	void (*abort)(void *engine);
+	/* ndet_engine_destroy_group semantics. */
+	ndet_status_t (*destroy_group)(void *const engines[], int count, bool barrier);
+	/* ndet_engine_ranks_share_process semantics. */
+	bool (*shares_process)(void *engine);
+	/* Device memory one engine takes. */
+	uint64_t (*memory_bytes)(const struct ndet_engine_config *config);
+};
+
+/* The CUDA engine. */
+extern const struct ndet_backend ndet_backend_cuda;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NDET_BACKEND_H_ */

@@ -1,0 +1,165 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * nccl-det's state per NCCL communicator, in a process-wide registry keyed by
+ * ncclComm_t.
+ *
+ * States (ndet_eligibility.h): PENDING until the setup ran (a non-blocking
+ * communicator, or one created inside a group), then READY (an engine), FALLBACK (the
+ * ranks agreed not to divert: verdict) or, later, POISONED (our engine failed) and
+ * DEAD (aborted, revoked, finalized).
+ *
+ * Threads: the registry lock is held only to find, add or remove an entry; each
+ * entry has its own lock, held only to read or change its state, never while waiting
+ * for a peer or calling NCCL.  Entries are reference-counted: PyTorch's watchdog
+ * calls ncclCommGetAsyncError and ncclCommAbort from its own thread while another
+ * thread is inside ncclAllReduce or ncclCommDestroy, so an entry (and its engine)
+ * lives until the last of them lets go.
+ *
+ * Teardown: ncclCommFinalize is collective, so it is where the engine is released
+ * with a barrier and its memory freed.  ncclCommDestroy without it, and
+ * ncclCommAbort, quarantine the pool (left allocated until exit): a peer's kernel
+ * may still read it, and cudaFree would synchronise the device behind a kernel that
+ * may spin.  So do finalized communicators with several ranks in one process: one
+ * thread may finalize them one after another, and a barrier would wait for ranks it
+ * has not reached.  (Reclaiming quarantined pools later, by a handshake at the next
+ * collective point, is possible but not done.)  After fork() (in the child) and once
+ * the process exits, nothing of ours runs: every hook passes through.
+ */
+#ifndef NDET_COMM_H_
+#define NDET_COMM_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nccl.h>
+
+#include "ndet_backend.h"
+#include "ndet_eligibility.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ndet_comm;
+
+/* One ncclAllReduce, run now or recorded in a group. */
+struct ndet_call {
+	struct ndet_comm *comm; /* a reference */
+	const void *sendbuff;
+	void *recvbuff;
+	size_t count;
+	ncclDataType_t datatype;
+	ncclRedOp_t op;
+	cudaStream_t stream;
+	struct ndet_eligibility decision;
+};
+
+/* Counters of one communicator (NCCL_DET_STATS=1 prints them at destroy). */
+struct ndet_comm_stats {
+	uint64_t diverted_calls;
+	uint64_t diverted_bytes;
+	uint64_t fallback_calls[NDET_FALLBACK_COUNT];
+	uint64_t refused_calls; /* NCCL_DET_STRICT=1 */
+	uint64_t failed_calls;  /* poisoned communicator */
+};
+
+/* false in a forked child and once the process exits: hooks must pass through. */
+bool ndet_comm_hooks_allowed(void);
+
+/* ---------------------------------------------------------------- registry */
+
+/*
+ * A communicator just became valid (init, split, shrink).  Returns a reference, or
+ * NULL when nccl-det cannot track it (out of memory: every call then goes to NCCL on
+ * this rank only if its setup never runs, so the WARN says so).
+ */
+struct ndet_comm *ndet_comm_register(ncclComm_t nccl, bool blocking, ncclComm_t parent,
+				     bool shares_parent);
+
+/* A reference to the entry of `nccl`, or NULL. */
+struct ndet_comm *ndet_comm_lookup(ncclComm_t nccl);
+void ndet_comm_ref(struct ndet_comm *comm);
+void ndet_comm_unref(struct ndet_comm *comm);
+
+ncclComm_t ndet_comm_nccl(const struct ndet_comm *comm);
+bool ndet_comm_is_blocking(const struct ndet_comm *comm);
+ndet_comm_state_t ndet_comm_state(struct ndet_comm *comm);
+
+/*
+ * Blocking mode from a config as NCCL resolves it: config->blocking where the
+ * config's size says the field exists and it is not NCCL_CONFIG_UNDEF_INT, else
+ * NCCL_COMM_BLOCKING, else blocking.  A NULL config takes `inherited` when it is
+ * 0 or 1 (split and shrink inherit the parent's), else the environment.
+ */
+bool ndet_comm_config_blocking(const ncclConfig_t *config, int inherited);
+
+/* Does a child made with `config` share its parent's resources (splitShare/shrinkShare)? */
+bool ndet_comm_config_shares(const ncclConfig_t *config, bool shrink);
+
+/* ---------------------------------------------------------------- setup */
+
+/*
+ * Set up every PENDING communicator of `comms` in lockstep: one exchange per round
+ * for all of them (one thread may drive several ranks).  Must run outside any NCCL
+ * group.  Returns ncclSuccess, or the first error NCCL gave our exchange (the
+ * communicator is then unusable anyway); local failures only make it fall back.
+ */
+ncclResult_t ndet_comm_setup_group(struct ndet_comm *const comms[], int count);
+
+/* ---------------------------------------------------------------- calls */
+
+/* Decide `call` from its communicator's current state (fills call->decision). */
+void ndet_comm_decide(struct ndet_call *call);
+
+/* Count a decision that does not divert; WARN once per reason and communicator. */
+void ndet_comm_note_decision(const struct ndet_call *call);
+
+/*
+ * Launch diverted calls, at most one per communicator (a host-only backend
+ * exchanges for all of them at once).  Returns the first error as NCCL's code.
+ */
+ncclResult_t ndet_comm_launch_group(struct ndet_call *calls, int count);
+
+/* ---------------------------------------------------------------- lifecycle */
+
+/* ncclCommGetAsyncError: true when our engine failed and *async_error was set here. */
+bool ndet_comm_async_error(ncclComm_t nccl, ncclResult_t *async_error);
+
+/*
+ * ncclCommAbort: before forwarding, make our kernels leave and forget the
+ * communicator; after, drop the returned reference (the pool is quarantined).
+ */
+struct ndet_comm *ndet_comm_abort_begin(ncclComm_t nccl);
+void ndet_comm_abort_end(struct ndet_comm *comm);
+
+/* ncclCommRevoke, and ncclCommShrink with NCCL_SHRINK_ABORT (on the parent). */
+void ndet_comm_revoke(ncclComm_t nccl);
+
+/*
+ * ncclCommFinalize (collective): release the engines with a barrier, for all of
+ * `comms` in lockstep, before NCCL finalizes them.  Outside any group.
+ */
+ncclResult_t ndet_comm_finalize_group(struct ndet_comm *const comms[], int count);
+
+/* ncclCommDestroy: stats, then forget the communicator. */
+void ndet_comm_destroy(ncclComm_t nccl);
+
+/* ---------------------------------------------------------------- queries, tests */
+
+/* ncclDetCommQuery. */
+ncclResult_t ndet_comm_query(ncclComm_t nccl, int *diverted, const char **reason);
+
+/* Counters of a live communicator; false when unknown. */
+bool ndet_comm_stats(ncclComm_t nccl, struct ndet_comm_stats *stats);
+
+/* Test hooks (not thread-safe against calls in flight). */
+void ndet_comm_set_backend_for_testing(const struct ndet_backend *backend);
+void *ndet_comm_engine_for_testing(ncclComm_t nccl);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NDET_COMM_H_ */

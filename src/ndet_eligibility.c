@@ -1,0 +1,161 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The all-reduce decision (see ndet_eligibility.h).  Pure: no logging, no NCCL or
+ * CUDA call, no clock, no pointer.
+ */
+#include "config.h"
+
+#include "ndet_eligibility.h"
+
+/*
+ * fp8 arrived in NCCL 2.24 as datatypes 10 and 11; older runtimes have 10 types.
+ * Numbers rather than enum names, so the code builds against any nccl.h.
+ */
+#define NDET_NCCL_FP8_E4M3     10
+#define NDET_NCCL_FP8_E5M2     11
+#define NDET_NCCL_TYPES_NO_FP8 10
+#define NDET_NCCL_TYPES_FP8    12
+#define NDET_NCCL_FP8_VERSION  22400
+
+static int ndet_eligibility_type_count(int nccl_version)
+{
+	/* Unknown version: accept what the newest releases accept; NCCL has the last word. */
+	if (nccl_version == 0 || nccl_version >= NDET_NCCL_FP8_VERSION)
+		return NDET_NCCL_TYPES_FP8;
+	return NDET_NCCL_TYPES_NO_FP8;
+}
+
+/* NDET_FALLBACK_NONE and *dtype for a supported type, else why not. */
+static ndet_fallback_reason_t ndet_eligibility_datatype(int datatype, ndet_dtype_t *dtype,
+							bool *floating)
+{
+	*floating = true;
+	switch (datatype) {
+	case ncclFloat32:
+		*dtype = NDET_DTYPE_F32;
+		return NDET_FALLBACK_NONE;
+	case ncclFloat16:
+		*dtype = NDET_DTYPE_F16;
+		return NDET_FALLBACK_NONE;
+	case ncclBfloat16:
+		*dtype = NDET_DTYPE_BF16;
+		return NDET_FALLBACK_NONE;
+	case ncclFloat64:
+		*dtype = NDET_DTYPE_F64;
+		return NDET_FALLBACK_NONE;
+	case NDET_NCCL_FP8_E4M3:
+	case NDET_NCCL_FP8_E5M2:
+		return NDET_FALLBACK_DATATYPE;
+	default:
+		*floating = false;
+		return NDET_FALLBACK_INTEGER;
+	}
+}
+
+static ndet_fallback_reason_t ndet_eligibility_op(int op, ndet_op_t *out)
+{
+	switch (op) {
+	case ncclSum:
+		*out = NDET_OP_SUM;
+		return NDET_FALLBACK_NONE;
+	case ncclProd:
+		*out = NDET_OP_PROD;
+		return NDET_FALLBACK_NONE;
+	case ncclMin:
+		*out = NDET_OP_MIN;
+		return NDET_FALLBACK_NONE;
+	case ncclMax:
+		*out = NDET_OP_MAX;
+		return NDET_FALLBACK_NONE;
+	case ncclAvg:
+		*out = NDET_OP_AVG;
+		return NDET_FALLBACK_NONE;
+	default:
+		/* Values from ncclNumOps up are ncclRedOpCreatePreMulSum's. */
+		return NDET_FALLBACK_OP;
+	}
+}
+
+static void ndet_eligibility_set(struct ndet_eligibility *decision, ndet_action_t action,
+				 ndet_fallback_reason_t reason)
+{
+	decision->action = action;
+	decision->reason = reason;
+}
+
+void ndet_eligibility_decide(const struct ndet_eligibility_facts *facts,
+			     struct ndet_eligibility *decision)
+{
+	const int datatype = (int)facts->datatype;
+	const int op = (int)facts->op;
+
+	decision->floating = false;
+	decision->dtype = NDET_DTYPE_F32;
+	decision->op = NDET_OP_SUM;
+	if (datatype < 0 || datatype >= ndet_eligibility_type_count(facts->nccl_version) ||
+	    op < 0) {
+		ndet_eligibility_set(decision, NDET_ACTION_FORWARD, NDET_FALLBACK_INVALID);
+		return;
+	}
+	if (facts->state == NDET_COMM_DEAD) {
+		ndet_eligibility_set(decision, NDET_ACTION_FORWARD, NDET_FALLBACK_INACTIVE);
+		return;
+	}
+	ndet_fallback_reason_t reason =
+		ndet_eligibility_datatype(datatype, &decision->dtype, &decision->floating);
+	if (reason == NDET_FALLBACK_NONE)
+		reason = ndet_eligibility_op(op, &decision->op);
+	if (reason != NDET_FALLBACK_NONE) {
+		/* Whatever the communicator's state: NCCL runs what we cannot. */
+		bool refuse = decision->floating && facts->strict;
+		ndet_eligibility_set(decision, refuse ? NDET_ACTION_REFUSE : NDET_ACTION_FORWARD,
+				     reason);
+		return;
+	}
+	switch (facts->state) {
+	case NDET_COMM_READY:
+		ndet_eligibility_set(decision, NDET_ACTION_DIVERT, NDET_FALLBACK_NONE);
+		return;
+	case NDET_COMM_PENDING:
+		ndet_eligibility_set(decision, NDET_ACTION_SETUP, NDET_FALLBACK_NONE);
+		return;
+	case NDET_COMM_POISONED:
+		ndet_eligibility_set(decision, NDET_ACTION_FAIL, NDET_FALLBACK_NONE);
+		return;
+	case NDET_COMM_FALLBACK:
+	default:
+		ndet_eligibility_set(decision,
+				     facts->strict ? NDET_ACTION_REFUSE : NDET_ACTION_FORWARD,
+				     NDET_FALLBACK_COMMUNICATOR);
+		return;
+	}
+}
+
+const char *ndet_fallback_reason_name(ndet_fallback_reason_t reason)
+{
+	static const char *const names[NDET_FALLBACK_COUNT] = {
+		[NDET_FALLBACK_NONE] = "none",
+		[NDET_FALLBACK_INTEGER] = "integer datatype",
+		[NDET_FALLBACK_DATATYPE] = "unsupported datatype",
+		[NDET_FALLBACK_OP] = "unsupported op",
+		[NDET_FALLBACK_COMMUNICATOR] = "communicator not diverted",
+		[NDET_FALLBACK_INVALID] = "invalid arguments",
+		[NDET_FALLBACK_INACTIVE] = "communicator aborted, revoked or finalized",
+	};
+	if ((unsigned)reason >= NDET_FALLBACK_COUNT)
+		return "unknown reason";
+	return names[reason];
+}
+
+const char *ndet_comm_state_name(ndet_comm_state_t state)
+{
+	static const char *const names[NDET_COMM_STATE_COUNT] = {
+		[NDET_COMM_PENDING] = "setup pending", [NDET_COMM_READY] = "diverted",
+		[NDET_COMM_FALLBACK] = "not diverted", [NDET_COMM_POISONED] = "poisoned",
+		[NDET_COMM_DEAD] = "inactive",
+	};
+	if ((unsigned)state >= NDET_COMM_STATE_COUNT)
+		return "unknown state";
+	return names[state];
+}

@@ -1,0 +1,92 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Is one ncclAllReduce diverted?  A pure function of facts that are equal on every
+ * rank of the communicator (DESIGN.md section 3): datatype, op, the communicator's
+ * agreed state and agreed settings.  Never pointers, alignment, stream, capture
+ * state or a local allocation result: ranks that decide differently hang (some wait
+ * in our kernels, the others in NCCL).
+ *
+ * Supported: ncclFloat32, ncclFloat16, ncclBfloat16, ncclFloat64 with ncclSum,
+ * ncclProd, ncclMin, ncclMax, ncclAvg, any count (0 is a consistent no-op).
+ * Integer types go to NCCL silently (integer reductions are exact in any order).
+ * fp8 types (NCCL >= 2.24) and PreMulSum ops (op >= ncclNumOps) go to NCCL with a
+ * WARN: the user asked for determinism and does not get it.  Arguments NCCL would
+ * reject (datatype or op outside their enums) go to NCCL unchanged so that it
+ * returns its own error code.  NCCL_DET_STRICT=1 turns every floating-point fallback
+ * into ncclInvalidUsage.
+ */
+#ifndef NDET_ELIGIBILITY_H_
+#define NDET_ELIGIBILITY_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <nccl.h>
+
+#include "ndet_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Where a communicator stands (ndet_comm.h keeps it). */
+typedef enum {
+	NDET_COMM_PENDING = 0, /* setup not run yet (non-blocking, or init in a group) */
+	NDET_COMM_READY,       /* engine ready: eligible calls are diverted */
+	NDET_COMM_FALLBACK,    /* the ranks agreed not to divert (verdict) */
+	NDET_COMM_POISONED,    /* our engine failed (timeout, divergence, peer): calls fail */
+	NDET_COMM_DEAD,        /* aborted, revoked or finalized: NCCL answers every call */
+	NDET_COMM_STATE_COUNT
+} ndet_comm_state_t;
+
+/* Why a call was not diverted (counted per communicator, one WARN per reason). */
+typedef enum {
+	NDET_FALLBACK_NONE = 0,
+	NDET_FALLBACK_INTEGER,      /* integer datatype: exact anyway, silent */
+	NDET_FALLBACK_DATATYPE,     /* floating-point datatype nccl-det lacks (fp8) */
+	NDET_FALLBACK_OP,           /* PreMulSum op */
+	NDET_FALLBACK_COMMUNICATOR, /* the communicator's setup verdict */
+	NDET_FALLBACK_INVALID,      /* arguments NCCL rejects: forwarded for its code */
+	NDET_FALLBACK_INACTIVE,     /* communicator aborted, revoked or finalized */
+	NDET_FALLBACK_COUNT
+} ndet_fallback_reason_t;
+
+typedef enum {
+	NDET_ACTION_DIVERT = 0, /* run through the engine */
+	NDET_ACTION_SETUP,      /* set the communicator up first, then decide again */
+	NDET_ACTION_FORWARD,    /* to the real NCCL (reason says why) */
+	NDET_ACTION_REFUSE,     /* strict mode: ncclInvalidUsage */
+	NDET_ACTION_FAIL,       /* poisoned communicator: ncclRemoteError at once */
+} ndet_action_t;
+
+struct ndet_eligibility_facts {
+	ncclDataType_t datatype;
+	ncclRedOp_t op;
+	size_t count;
+	ndet_comm_state_t state;
+	bool strict;      /* agreed NCCL_DET_STRICT (or the local value before setup) */
+	int nccl_version; /* runtime pncclGetVersion: which enum values exist */
+};
+
+struct ndet_eligibility {
+	ndet_action_t action;
+	ndet_fallback_reason_t reason; /* FORWARD and REFUSE; NONE otherwise */
+	bool floating;                 /* a floating-point reduction */
+	ndet_dtype_t dtype;            /* DIVERT and SETUP */
+	ndet_op_t op;
+};
+
+/* The decision for one call. */
+void ndet_eligibility_decide(const struct ndet_eligibility_facts *facts,
+			     struct ndet_eligibility *decision);
+
+/* Names for logs and stats. */
+const char *ndet_fallback_reason_name(ndet_fallback_reason_t reason);
+const char *ndet_comm_state_name(ndet_comm_state_t state);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NDET_ELIGIBILITY_H_ */
