@@ -25,7 +25,8 @@ src_libndet_logic_la_SOURCES += src/ndet_setup_record.c src/ndet_setup_record.h 
 src_libndet_logic_la_SOURCES += src/ndet_eligibility.c src/ndet_eligibility.h
 
 # Launch planning: pure, so the CPU tests prove it ignores everything local.
-src_libndet_logic_la_SOURCES += src/ndet_plan.c src/ndet_plan.h kernels/ndet_kernels.h
+src_libndet_logic_la_SOURCES += src/ndet_plan.c src/ndet_plan.h kernels/ndet_kernels.h \
+	src/ndet_check.h
 
 # The engine: pools, CUDA IPC, setup rounds, launches.  Needs the CUDA runtime, which
 # every final link takes statically ($(CUDA_STATIC_LIBS)) so that DT_NEEDED stays

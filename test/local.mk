@@ -195,3 +195,11 @@ test_test_preload_local_LDFLAGS = $(AM_LDFLAGS) -no-install
 test_test_preload_local_LDADD = test/fake_nccl/libfake_nccl_helpers.la $(TEST_LIBS)
 TESTS += test/test_preload_local.sh
 endif
+
+if HAVE_CMOCKA
+check_PROGRAMS += test/test_check
+test_test_check_SOURCES = test/test_check.c
+test_test_check_CFLAGS = $(TEST_CFLAGS)
+test_test_check_LDADD = src/libndet_logic.la $(TEST_LIBS)
+TESTS += test/test_check
+endif
