@@ -92,7 +92,7 @@ endif
 # The GPU loopback suite when a GPU is visible; SKIP (77) otherwise.
 TESTS += test/test_gpu_loopback.sh
 EXTRA_DIST += test/test_gpu_loopback.sh test/gpu/suite.sh test/gpu/torch_preload.py \
-	test/gpu/torch_preload.sh
+	test/gpu/torch_preload.sh test/gpu/torch_divert.py test/gpu/torch_divert.sh test/gpu/dist_build.sh test/gpu/RESULTS
 
 # ---- fake NCCL, symbol resolution, forwarding and preload tests --------------------
 # A fake libnccl.so.2 with NCCL's export shape (test/fake_nccl/fake_nccl.h), built for
