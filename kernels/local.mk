@@ -1,8 +1,8 @@
-# CUDA kernels: their own libtool convenience library with extern "C" launchers
+# CUDA kernels (--threads 0: one nvcc thread per target architecture): their own libtool convenience library with extern "C" launchers
 # declared in a C header (kernels/ndet_kernels.h).  Compiled by nvcc through
 # build-aux/nvcc-lt.sh (libtool cannot drive nvcc).
 
-NVCC_FLAGS = -std=c++17 -O3 --fmad=false -Xcompiler -fvisibility=hidden \
+NVCC_FLAGS = -std=c++17 -O3 --fmad=false --threads 0 -Xcompiler -fvisibility=hidden \
 	-Xcompiler -fno-threadsafe-statics -Xcompiler -fno-exceptions \
 	-Xcompiler -Wall $(NVCC_GENCODE) -I$(top_srcdir)/kernels -I$(top_builddir)
 
