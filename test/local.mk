@@ -203,3 +203,11 @@ test_test_check_CFLAGS = $(TEST_CFLAGS)
 test_test_check_LDADD = src/libndet_logic.la $(TEST_LIBS)
 TESTS += test/test_check
 endif
+
+# The nccl-tests calling pattern under LD_PRELOAD (run by test/gpu/suite.sh preload).
+noinst_PROGRAMS += test/gpu/ndet_preload_test
+test_gpu_ndet_preload_test_SOURCES = test/gpu/ndet_preload_test.c test/gpu/ndet_gpu_common.c \
+	test/gpu/ndet_gpu_common.h
+test_gpu_ndet_preload_test_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/test
+test_gpu_ndet_preload_test_LDADD = src/libndet_engine.la $(CUDA_STATIC_LIBS) $(NCCL_LDFLAGS) \
+	-lnccl -ldl -lm $(PTHREAD_LIBS)

@@ -6,6 +6,8 @@
 #   test/gpu/suite.sh loopback         loopback n=2..8, full matrix
 #   test/gpu/suite.sh mp               3 and 4 processes on one GPU, with and without MPS
 #   test/gpu/suite.sh sanitize         memcheck, racecheck, synccheck, initcheck
+#   test/gpu/suite.sh preload          nccl-tests calling pattern under LD_PRELOAD, 3 and 4
+#                                      processes (MPS), NCCL's COLL log checked
 #
 # Binaries come from BIN_DIR (default: the build tree).  Logs go to $OUT (default
 # /tmp/ndet-gpu-out) as gpu-<tier>.log; the last line printed is the summary.
@@ -18,6 +20,8 @@ mkdir -p "$OUT"
 LOG="$OUT/gpu-$tier.log"
 : > "$LOG"
 bin="$BIN_DIR/ndet_gpu_test"
+preload_bin="$BIN_DIR/ndet_preload_test"
+NDET_LIB=${NDET_LIB:-$here/../../src/.libs/libnccl-det.so}
 passed=0
 failed=0
 failures=""
@@ -84,6 +88,38 @@ mp_run() {
 	fi
 }
 
+# preload_run NAME N: ndet_preload_test on N processes with libnccl-det preloaded; NCCL's
+# COLL log may name AllReduce only for the one integer (fallback) call per rank.
+preload_run() {
+	local name=$1 n=$2 limit=$3
+	local dir pids="" rc=0
+	dir=$(mktemp -d)
+	for ((r = 0; r < n; r++)); do
+		RANK=$r WORLD=$n NDET_TEST_ID_FILE=$dir/id NCCL_HOSTID=ndet-h$r \
+			NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL NCCL_DET_STATS=1 \
+			LD_PRELOAD="$NDET_LIB" timeout --kill-after=10 "$limit" "$preload_bin" \
+			> "$dir/out.$r" 2>&1 &
+		pids="$pids $!"
+	done
+	for p in $pids; do
+		wait "$p" || rc=1
+	done
+	local allreduces
+	allreduces=$(cat "$dir"/out.* | grep -c "AllReduce:" || true)
+	cat "$dir"/out.* | grep -v "NCCL INFO" >> "$LOG"
+	log "$name: NCCL COLL log lines naming AllReduce: $allreduces (expected $n: one int32 fallback per rank)"
+	[ "$allreduces" -le "$n" ] || rc=1
+	rm -rf "$dir"
+	if [ $rc -eq 0 ]; then
+		passed=$((passed + 1))
+		log "PASS $name"
+	else
+		failed=$((failed + 1))
+		failures="$failures $name"
+		log "FAIL $name"
+	fi
+}
+
 sanitizer() {
 	local tool=$1 n=$2 limit=$3
 	run "sanitize-$tool-n$n" "$limit" compute-sanitizer --tool "$tool" --error-exitcode 9 \
@@ -125,6 +161,12 @@ sanitize)
 	for tool in memcheck racecheck synccheck initcheck; do
 		NDET_TEST_BLOCKS=2 sanitizer "$tool" 3 150
 	done
+	;;
+preload)
+	mps_start
+	preload_run preload-n3-mps 3 200
+	preload_run preload-n4-mps 4 200
+	mps_stop
 	;;
 *)
 	echo "unknown tier $tier" >&2

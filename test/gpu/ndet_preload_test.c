@@ -1,0 +1,195 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * A plain NCCL program in the nccl-tests calling pattern, run under
+ * LD_PRELOAD=libnccl-det.so: communicator init inside ncclGroupStart/End, buffers from
+ * ncclMemAlloc (cuMem/VMM: cudaIpcGetMemHandle cannot export them, nccl-det copies
+ * them into its own pools), every all-reduce inside its own group, interior-offset
+ * pointers, in place and out of place.  Checks every result bit for bit against the
+ * CPU tree, that float calls were diverted (ncclDetCommQuery, looked up at run time so
+ * the program also runs without nccl-det) and that integer calls fell back correctly.
+ *
+ *   RANK=r WORLD=n NDET_TEST_ID_FILE=path ndet_preload_test     (one process per rank)
+ * GPU = rank % visible GPUs; ranks sharing a GPU need NCCL_HOSTID per process.
+ * Exit 0 pass, 1 fail, 2 setup error, 77 no GPU.  Last line: summary.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ndet_gpu_common.h"
+#include "ndet_reference.h"
+
+#define NCCL_OK(call) \
+	do { \
+		ncclResult_t nccl_res_ = (call); \
+		if (nccl_res_ != ncclSuccess) { \
+			fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
+				ncclGetErrorString(nccl_res_)); \
+			exit(2); \
+		} \
+	} while (0)
+
+static int env_int(const char *name, int fallback)
+{
+	const char *value = getenv(name);
+	return value != NULL ? atoi(value) : fallback;
+}
+
+static ncclDataType_t nccl_type(ndet_dtype_t dtype)
+{
+	switch (dtype) {
+	case NDET_DTYPE_F32:
+		return ncclFloat32;
+	case NDET_DTYPE_F16:
+		return ncclFloat16;
+	case NDET_DTYPE_BF16:
+		return ncclBfloat16;
+	default:
+		return ncclFloat64;
+	}
+}
+
+static const ncclRedOp_t nccl_ops[NDET_OP_COUNT] = {ncclSum, ncclProd, ncclMin, ncclMax, ncclAvg};
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	int devices = 0;
+	if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+		printf("SUMMARY ndet_preload_test: no CUDA GPU visible, skipped\n");
+		return 77;
+	}
+	const int rank = env_int("RANK", 0), nranks = env_int("WORLD", 1);
+	const char *id_file = getenv("NDET_TEST_ID_FILE");
+	if (id_file == NULL || nranks < 1 || nranks > NDET_MAX_RANKS)
+		return 2;
+	GPU_CHECK(cudaSetDevice(rank % devices));
+	ncclUniqueId id;
+	if (rank == 0) {
+		NCCL_OK(ncclGetUniqueId(&id));
+		char tmp[4096];
+		snprintf(tmp, sizeof(tmp), "%s.tmp", id_file);
+		FILE *file = fopen(tmp, "wb");
+		if (file == NULL || fwrite(&id, sizeof(id), 1, file) != 1)
+			return 2;
+		fclose(file);
+		rename(tmp, id_file);
+	} else {
+		FILE *file = NULL;
+		for (int i = 0; i < 6000 && file == NULL; i++)
+			if ((file = fopen(id_file, "rb")) == NULL)
+				usleep(10000);
+		if (file == NULL || fread(&id, sizeof(id), 1, file) != 1)
+			return 2;
+		fclose(file);
+	}
+	ncclComm_t comm;
+	/* nccl-tests initialises inside a group: our setup runs at the outermost GroupEnd. */
+	NCCL_OK(ncclGroupStart());
+	NCCL_OK(ncclCommInitRank(&comm, nranks, id, rank));
+	NCCL_OK(ncclGroupEnd());
+
+	typedef ncclResult_t (*query_fn)(ncclComm_t, int *, const char **);
+	query_fn query = (query_fn)dlsym(RTLD_DEFAULT, "ncclDetCommQuery");
+	int diverted = -1;
+	const char *reason = "nccl-det not loaded";
+	if (query != NULL)
+		query(comm, &diverted, &reason);
+	printf("rank %d: nccl-det %s, communicator diverted=%d (%s)\n", rank,
+	       query != NULL ? "loaded" : "absent", diverted, reason);
+
+	cudaStream_t stream;
+	GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+	const size_t max_count = (1u << 20) + 64;
+	char *send = NULL, *recv = NULL;
+	NCCL_OK(ncclMemAlloc((void **)&send, max_count * 8));
+	NCCL_OK(ncclMemAlloc((void **)&recv, max_count * 8));
+	static const size_t sizes[] = {1, 3, 1001, 65537, (1u << 20) + 7};
+	unsigned long long checks = 0, failures = 0;
+	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+		for (int op = 0; op < NDET_OP_COUNT; op++) {
+			for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+				const size_t count = sizes[s], size = ndet_dtype_size((ndet_dtype_t)dtype);
+				const bool in_place = (s + op) % 2 == 1;
+				/* Interior offsets, as nccl-tests' -O / offset buffers produce. */
+				char *sendp = send + (size_t)(rank % 3 + 1) * size;
+				char *recvp = in_place ? sendp : recv + 5 * size;
+				void *host[NDET_MAX_RANKS];
+				const void *views[NDET_MAX_RANKS];
+				for (int r = 0; r < nranks; r++) {
+					host[r] = malloc(count * size);
+					gpu_fill((ndet_dtype_t)dtype, host[r], count,
+						 (uint64_t)(r + 1) * 7919u + count * 31u + (uint64_t)op,
+						 false);
+					views[r] = host[r];
+				}
+				void *want = malloc(count * size), *got = malloc(count * size);
+				ndet_reference_allreduce(views, nranks, want, count, (ndet_dtype_t)dtype,
+							 (ndet_op_t)op);
+				GPU_CHECK(cudaMemcpy(sendp, host[rank], count * size,
+						     cudaMemcpyHostToDevice));
+				NCCL_OK(ncclGroupStart());
+				NCCL_OK(ncclAllReduce(sendp, recvp, count, nccl_type((ndet_dtype_t)dtype),
+						      nccl_ops[op], comm, stream));
+				NCCL_OK(ncclGroupEnd());
+				GPU_CHECK(cudaStreamSynchronize(stream));
+				GPU_CHECK(cudaMemcpy(got, recvp, count * size, cudaMemcpyDeviceToHost));
+				size_t first = 0, bad = gpu_compare((ndet_dtype_t)dtype, got, want, count,
+								    &first);
+				checks++;
+				if (bad != 0 && diverted == 1) {
+					failures++;
+					fprintf(stderr, "FAIL rank %d %s/%s count %zu%s: %zu differ (first %zu)\n",
+						rank, ndet_dtype_name((ndet_dtype_t)dtype),
+						ndet_op_name((ndet_op_t)op), count,
+						in_place ? " in place" : "", bad, first);
+				}
+				for (int r = 0; r < nranks; r++)
+					free(host[r]);
+				free(want);
+				free(got);
+			}
+		}
+	}
+	/* An integer all-reduce falls back to NCCL and is still exact. */
+	{
+		const size_t count = 4099;
+		int32_t *host = malloc(count * sizeof(int32_t));
+		for (size_t i = 0; i < count; i++)
+			host[i] = (int32_t)(i * 3 + (size_t)rank);
+		GPU_CHECK(cudaMemcpy(send, host, count * sizeof(int32_t), cudaMemcpyHostToDevice));
+		NCCL_OK(ncclAllReduce(send, recv, count, ncclInt32, ncclSum, comm, stream));
+		GPU_CHECK(cudaStreamSynchronize(stream));
+		GPU_CHECK(cudaMemcpy(host, recv, count * sizeof(int32_t), cudaMemcpyDeviceToHost));
+		checks++;
+		for (size_t i = 0; i < count; i++) {
+			int32_t want = (int32_t)(i * 3 * (size_t)nranks) + nranks * (nranks - 1) / 2;
+			if (host[i] != want) {
+				failures++;
+				fprintf(stderr, "FAIL rank %d int32 fallback: element %zu is %d, want %d\n",
+					rank, i, host[i], want);
+				break;
+			}
+		}
+		free(host);
+	}
+	checks++;
+	if (query != NULL && diverted != 1) {
+		failures++;
+		fprintf(stderr, "FAIL rank %d: nccl-det is loaded but did not divert (%s)\n", rank,
+			reason);
+	}
+	NCCL_OK(ncclMemFree(send));
+	NCCL_OK(ncclMemFree(recv));
+	NCCL_OK(ncclCommFinalize(comm));
+	NCCL_OK(ncclCommDestroy(comm));
+	printf("SUMMARY ndet_preload_test rank %d/%d: %llu checks, %llu failed\n", rank, nranks,
+	       checks, failures);
+	return failures == 0 ? 0 : 1;
+}
