@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ndet_reference.h"
@@ -438,6 +439,76 @@ ndet_status_t ndet_reference_allreduce_sequential(const void *const *inputs, int
 						  ndet_op_t op)
 {
 	return ndet_reference_reduce(inputs, nranks, output, count, dtype, op, false);
+}
+
+ndet_status_t ndet_reference_reduce_scatter(const void *const *inputs, int nranks, int rank,
+					    void *output, size_t recvcount, ndet_dtype_t dtype,
+					    ndet_op_t op)
+{
+	const void *shifted[NDET_REFERENCE_MAX_RANKS];
+	const size_t size = ndet_dtype_size(dtype);
+
+	if (nranks < 1 || nranks > NDET_REFERENCE_MAX_RANKS || rank < 0 || rank >= nranks ||
+	    size == 0 || (recvcount > 0 && inputs == NULL))
+		return NDET_ERR_INVALID_ARGUMENT;
+	for (int r = 0; r < nranks && recvcount > 0; r++) {
+		if (inputs[r] == NULL)
+			return NDET_ERR_INVALID_ARGUMENT;
+		/* Block `rank` of every input: the same elements the all-reduce reduces. */
+		shifted[r] = (const char *)inputs[r] + (size_t)rank * recvcount * size;
+	}
+	return ndet_reference_allreduce(shifted, nranks, output, recvcount, dtype, op);
+}
+
+ndet_status_t ndet_reference_premulsum(const void *const *inputs, const void *scalars,
+				       int nranks, void *output, size_t count, ndet_dtype_t dtype)
+{
+	const bool wide = dtype == NDET_DTYPE_F64;
+	const size_t acc_size = wide ? sizeof(double) : sizeof(float);
+	const void *scaled_views[NDET_REFERENCE_MAX_RANKS];
+	void *scaled[NDET_REFERENCE_MAX_RANKS] = {NULL};
+	void *sum = NULL;
+	ndet_status_t status = NDET_ERR_INVALID_ARGUMENT;
+
+	if (nranks < 1 || nranks > NDET_REFERENCE_MAX_RANKS || scalars == NULL ||
+	    !ndet_arguments_valid(inputs, nranks, output, count, dtype, NDET_OP_SUM))
+		return NDET_ERR_INVALID_ARGUMENT;
+	if (count == 0)
+		return NDET_OK;
+	status = NDET_ERR_SYSTEM;
+	sum = malloc(count * acc_size);
+	if (sum == NULL)
+		goto out;
+	for (int r = 0; r < nranks; r++) {
+		scaled[r] = malloc(count * acc_size);
+		if (scaled[r] == NULL)
+			goto out;
+		/* x_r[i] * s_r in the accumulation type, rounded once there. */
+		for (size_t i = 0; i < count; i++) {
+			if (wide)
+				((double *)scaled[r])[i] = ((const double *)inputs[r])[i] *
+							   ((const double *)scalars)[r];
+			else
+				((float *)scaled[r])[i] = ndet_load_float(inputs[r], dtype, i) *
+							  ndet_load_float(scalars, dtype, (size_t)r);
+		}
+		scaled_views[r] = scaled[r];
+	}
+	status = ndet_reference_allreduce(scaled_views, nranks, sum, count,
+					  wide ? NDET_DTYPE_F64 : NDET_DTYPE_F32, NDET_OP_SUM);
+	if (status != NDET_OK)
+		goto out;
+	for (size_t i = 0; i < count; i++) {
+		if (wide)
+			((double *)output)[i] = ((double *)sum)[i];
+		else
+			ndet_store_float(output, dtype, i, ((float *)sum)[i]);
+	}
+out:
+	for (int r = 0; r < nranks; r++)
+		free(scaled[r]);
+	free(sum);
+	return status;
 }
 
 /* snprintf-style text accumulation: counts the full length, writes what fits. */

@@ -55,6 +55,28 @@ ndet_status_t ndet_reference_allreduce_sequential(const void *const *inputs, int
 						  void *output, size_t count, ndet_dtype_t dtype,
 						  ndet_op_t op);
 
+/* Largest communicator the reduce-scatter and PreMulSum references take. */
+#define NDET_REFERENCE_MAX_RANKS 4096
+
+/*
+ * Reduce-scatter: rank `rank` receives elements [rank*recvcount, (rank+1)*recvcount)
+ * of the all-reduce of inputs that hold nranks*recvcount elements each, bit for bit
+ * (the same tree, the same rounding): an all-reduce equals the concatenation of the
+ * reduce-scatter blocks.  ncclReduce needs no reference of its own: the root gets the
+ * all-reduce result.
+ */
+ndet_status_t ndet_reference_reduce_scatter(const void *const *inputs, int nranks, int rank,
+					    void *output, size_t recvcount, ndet_dtype_t dtype,
+					    ndet_op_t op);
+
+/*
+ * PreMulSum (ncclRedOpCreatePreMulSum): rank r's elements are multiplied by its scalar
+ * scalars[r] (an array of nranks values of `dtype`) in the accumulation type with one
+ * IEEE rounding there, then summed with the tree, then rounded once to `dtype`.
+ */
+ndet_status_t ndet_reference_premulsum(const void *const *inputs, const void *scalars,
+				       int nranks, void *output, size_t count, ndet_dtype_t dtype);
+
 /*
  * The tree for n as text, e.g. "((0+1)+2)" for n = 3, "0" for n = 1.  Returns the
  * length of the whole text, like snprintf: a result >= buffer_size means the text was

@@ -1252,6 +1252,110 @@ static void test_large_reduction_is_fast_enough(void **state)
 	buffers_free(&b, n);
 }
 
+
+/* Reduce-scatter blocks, concatenated, are the all-reduce bit for bit. */
+static void test_reduce_scatter_blocks_equal_allreduce(void **state)
+{
+	(void)state;
+	const size_t recvcount = 37;
+	for (int n = 1; n <= 8; n++) {
+		for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+			const size_t size = ndet_dtype_size((ndet_dtype_t)dtype);
+			const size_t total = recvcount * (size_t)n;
+			void *in[8];
+			const void *views[8];
+			for (int r = 0; r < n; r++) {
+				in[r] = malloc(total * size);
+				ndet_test_fill_random((ndet_dtype_t)dtype, in[r], total,
+						      (uint64_t)(r * 131 + dtype * 7 + n), 0);
+				views[r] = in[r];
+			}
+			for (int op = 0; op < NDET_OP_COUNT; op++) {
+				char *all = malloc(total * size), *block = malloc(recvcount * size);
+				assert_int_equal(ndet_reference_allreduce(views, n, all, total,
+									  (ndet_dtype_t)dtype,
+									  (ndet_op_t)op),
+						 NDET_OK);
+				for (int rank = 0; rank < n; rank++) {
+					assert_int_equal(ndet_reference_reduce_scatter(
+								 views, n, rank, block, recvcount,
+								 (ndet_dtype_t)dtype, (ndet_op_t)op),
+							 NDET_OK);
+					assert_int_equal(ndet_test_count_differences(
+								 (ndet_dtype_t)dtype, block,
+								 all + (size_t)rank * recvcount * size,
+								 recvcount, NULL),
+							 0);
+				}
+				free(all);
+				free(block);
+			}
+			for (int r = 0; r < n; r++)
+				free(in[r]);
+		}
+	}
+	float x = 1;
+	const void *one[1] = {&x};
+	float out;
+	assert_int_equal(ndet_reference_reduce_scatter(one, 1, 1, &out, 1, NDET_DTYPE_F32, NDET_OP_SUM),
+			 NDET_ERR_INVALID_ARGUMENT);
+	assert_int_equal(ndet_reference_reduce_scatter(one, 0, 0, &out, 1, NDET_DTYPE_F32, NDET_OP_SUM),
+			 NDET_ERR_INVALID_ARGUMENT);
+}
+
+static void test_premulsum(void **state)
+{
+	(void)state;
+	/* Scalars of 1 give the plain tree sum, for every dtype. */
+	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+		const size_t count = 1001, size = ndet_dtype_size((ndet_dtype_t)dtype);
+		void *in[5], *ones = malloc(5 * size), *a = malloc(count * size),
+			     *b = malloc(count * size);
+		const void *views[5];
+		for (int r = 0; r < 5; r++) {
+			in[r] = malloc(count * size);
+			ndet_test_fill_random((ndet_dtype_t)dtype, in[r], count, (uint64_t)(r + 77), 0);
+			views[r] = in[r];
+			if (dtype == NDET_DTYPE_F32)
+				((float *)ones)[r] = 1.0f;
+			else if (dtype == NDET_DTYPE_F64)
+				((double *)ones)[r] = 1.0;
+			else if (dtype == NDET_DTYPE_F16)
+				((uint16_t *)ones)[r] = 0x3c00;
+			else
+				((uint16_t *)ones)[r] = 0x3f80;
+		}
+		assert_int_equal(ndet_reference_premulsum(views, ones, 5, a, count, (ndet_dtype_t)dtype),
+				 NDET_OK);
+		assert_int_equal(ndet_reference_allreduce(views, 5, b, count, (ndet_dtype_t)dtype,
+							  NDET_OP_SUM),
+				 NDET_OK);
+		assert_int_equal(ndet_test_count_differences((ndet_dtype_t)dtype, a, b, count, NULL), 0);
+		for (int r = 0; r < 5; r++)
+			free(in[r]);
+		free(ones);
+		free(a);
+		free(b);
+	}
+	/* Each product rounded once in f32, then the tree: hand values. */
+	const float x0[1] = {16777216.0f}, x1[1] = {1.0f}, x2[1] = {-16777216.0f};
+	const void *views[3] = {x0, x1, x2};
+	const float scalars[3] = {1.0f, 3.0f, 1.0f};
+	float out = -1;
+	/* (2^24 + 3) rounds to 2^24 + 4 in f32; minus 2^24 leaves 4. */
+	assert_int_equal(ndet_reference_premulsum(views, scalars, 3, &out, 1, NDET_DTYPE_F32), NDET_OK);
+	assert_true(out == 4.0f);
+	/* A product that rounds: 3 x (1 + 2^-23) = 3 + 3*2^-23 -> 3 + 2^-21 (ties to even). */
+	const float y0[1] = {1.00000012f}, y1[1] = {0.0f};
+	const void *yviews[2] = {y0, y1};
+	const float yscalars[2] = {3.0f, 1.0f};
+	assert_int_equal(ndet_reference_premulsum(yviews, yscalars, 2, &out, 1, NDET_DTYPE_F32),
+			 NDET_OK);
+	assert_true(out == 3.0f * 1.00000012f);
+	assert_int_equal(ndet_reference_premulsum(yviews, NULL, 2, &out, 1, NDET_DTYPE_F32),
+			 NDET_ERR_INVALID_ARGUMENT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1280,6 +1384,8 @@ int main(void)
 	    cmocka_unit_test(test_invalid_arguments),
 	    cmocka_unit_test(test_test_data_is_position_stable),
 	    cmocka_unit_test(test_large_reduction_is_fast_enough),
+	    cmocka_unit_test(test_reduce_scatter_blocks_equal_allreduce),
+	    cmocka_unit_test(test_premulsum),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
