@@ -168,6 +168,34 @@ ndet_finish(typename ndet_dtype<DT>::Acc acc, int n)
 	return D::narrow(acc);
 }
 
+/*
+ * Loads from the lanes (peers' and our own) bypass L1 (ld.global.cg): lanes are
+ * rewritten by other SMs, other GPUs and other processes between steps, and L1 is not
+ * coherent, so a line cached by an earlier step or by another rank's block on this SM
+ * must never be served.  The acquire that precedes these loads orders them; .cg makes
+ * sure they reach L2 (or the peer).  The data is read once, so L1 would not help.
+ */
+__device__ __forceinline__ uint4 ndet_load_lane(const uint4 *p)
+{
+	return __ldcg(p);
+}
+__device__ __forceinline__ float ndet_load_lane(const float *p)
+{
+	return __ldcg(p);
+}
+__device__ __forceinline__ double ndet_load_lane(const double *p)
+{
+	return __ldcg(p);
+}
+__device__ __forceinline__ __half ndet_load_lane(const __half *p)
+{
+	return __ushort_as_half(__ldcg(reinterpret_cast<const unsigned short *>(p)));
+}
+__device__ __forceinline__ __nv_bfloat16 ndet_load_lane(const __nv_bfloat16 *p)
+{
+	return __ushort_as_bfloat16(__ldcg(reinterpret_cast<const unsigned short *>(p)));
+}
+
 /* Store one element to an address that may not be aligned to its size. */
 template <typename T> __device__ __forceinline__ void ndet_store_elem(char *dst, T value)
 {
@@ -181,7 +209,17 @@ template <typename T> __device__ __forceinline__ void ndet_store_elem(char *dst,
 	}
 }
 
-/* Block-wide copy with the widest access both addresses allow. */
+/*
+ * Block-wide copy with the widest access both addresses allow.  With kFromLane the
+ * source is a lane and every load bypasses L1 (see ndet_load_lane).
+ */
+template <bool kFromLane = false>
+__device__ __forceinline__ uint4 ndet_copy_load(const uint4 *p)
+{
+	return kFromLane ? __ldcg(p) : *p;
+}
+
+template <bool kFromLane = false>
 __device__ void ndet_copy_bytes(char *dst, const char *src, uint64_t bytes)
 {
 	const unsigned tid = threadIdx.x, nth = blockDim.x;
@@ -199,32 +237,40 @@ __device__ void ndet_copy_bytes(char *dst, const char *src, uint64_t bytes)
 			uint4 v[U];
 #pragma unroll
 			for (int u = 0; u < U; u++)
-				v[u] = s[i + u * nth];
+				v[u] = ndet_copy_load<kFromLane>(&s[i + u * nth]);
 #pragma unroll
 			for (int u = 0; u < U; u++)
 				d[i + u * nth] = v[u];
 		}
 		for (; i < n; i += nth)
-			d[i] = s[i];
+			d[i] = ndet_copy_load<kFromLane>(&s[i]);
 		done = n * 16;
 	} else if ((mis & 7) == 0) {
 		uint64_t n = bytes / 8;
-		for (uint64_t i = tid; i < n; i += nth)
-			reinterpret_cast<uint2 *>(dst)[i] = reinterpret_cast<const uint2 *>(src)[i];
+		for (uint64_t i = tid; i < n; i += nth) {
+			const uint2 *p = reinterpret_cast<const uint2 *>(src) + i;
+			reinterpret_cast<uint2 *>(dst)[i] = kFromLane ? __ldcg(p) : *p;
+		}
 		done = n * 8;
 	} else if ((mis & 3) == 0) {
 		uint64_t n = bytes / 4;
-		for (uint64_t i = tid; i < n; i += nth)
-			reinterpret_cast<uint32_t *>(dst)[i] = reinterpret_cast<const uint32_t *>(src)[i];
+		for (uint64_t i = tid; i < n; i += nth) {
+			const unsigned *p = reinterpret_cast<const unsigned *>(src) + i;
+			reinterpret_cast<unsigned *>(dst)[i] = kFromLane ? __ldcg(p) : *p;
+		}
 		done = n * 4;
 	} else if ((mis & 1) == 0) {
 		uint64_t n = bytes / 2;
-		for (uint64_t i = tid; i < n; i += nth)
-			reinterpret_cast<uint16_t *>(dst)[i] = reinterpret_cast<const uint16_t *>(src)[i];
+		for (uint64_t i = tid; i < n; i += nth) {
+			const unsigned short *p = reinterpret_cast<const unsigned short *>(src) + i;
+			reinterpret_cast<unsigned short *>(dst)[i] = kFromLane ? __ldcg(p) : *p;
+		}
 		done = n * 2;
 	}
-	for (uint64_t i = done + tid; i < bytes; i += nth)
-		dst[i] = src[i];
+	for (uint64_t i = done + tid; i < bytes; i += nth) {
+		const unsigned char *p = reinterpret_cast<const unsigned char *>(src) + i;
+		dst[i] = (char)(kFromLane ? __ldcg(p) : *p);
+	}
 }
 
 /*
@@ -258,8 +304,8 @@ __device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base,
 #pragma unroll
 			for (int r = 0; r < NR; r++) {
 				if (r < n && p < packs)
-					raw[u][r] = *reinterpret_cast<const uint4 *>(a.lanes[r] +
-										     byte_off);
+					raw[u][r] = ndet_load_lane(reinterpret_cast<const uint4 *>(
+						a.lanes[r] + byte_off));
 			}
 		}
 #pragma unroll
@@ -300,7 +346,8 @@ __device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base,
 #pragma unroll
 		for (int r = 0; r < NR; r++) {
 			if (r < n)
-				v[r] = D::widen(*reinterpret_cast<const T *>(a.lanes[r] + byte_off));
+				v[r] = D::widen(ndet_load_lane(
+					reinterpret_cast<const T *>(a.lanes[r] + byte_off)));
 		}
 		T value = ndet_finish<DT, OP>(ndet_tree<OP, Acc, NR>(v, n), n);
 		ndet_store_elem<T>(out + i * sizeof(T), value);
@@ -502,7 +549,7 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 				const uint64_t q_begin = min(len, (uint64_t)q * seg);
 				const uint64_t q_end = min(len, q_begin + seg);
 				if (q_end > q_begin)
-					ndet_copy_bytes(recv + (start + q_begin) * sizeof(T),
+					ndet_copy_bytes<true>(recv + (start + q_begin) * sizeof(T),
 							a.lanes[q] + lane_base + q_begin * sizeof(T),
 							(q_end - q_begin) * sizeof(T));
 			}
