@@ -51,12 +51,43 @@ src_libndet_divert_la_LIBADD = src/libndet_engine.la
 # must never pull a libnccl or libcudart in ahead of the application's own, so the
 # CUDA runtime is linked statically.  Only the names in libnccl-det.map are exported;
 # --exclude-libs keeps anything from static archives (cudart included) local as well.
+#
+# The same file is the tuner and net plugin (installed as libnccl-tuner-det.so and
+# libnccl-net-det.so, symlinks to it): NCCL dlopens plugins RTLD_LOCAL, so there the
+# interposers are never reached and only the plugin structs count.
 lib_LTLIBRARIES += src/libnccl-det.la
 src_libnccl_det_la_SOURCES = \
 	src/ndet_shim.c \
-	src/ndet_resolve.c src/ndet_resolve.h
+	src/ndet_resolve.c src/ndet_resolve.h \
+	src/ndet_tuner.c src/ndet_tuner.h \
+	src/ndet_netplugin.c src/ndet_netplugin.h
 src_libnccl_det_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared -no-undefined \
 	-Wl,--version-script=$(srcdir)/src/libnccl-det.map -Wl,--exclude-libs,ALL
 src_libnccl_det_la_LIBADD = src/libndet_divert.la $(CUDA_STATIC_LIBS) $(PTHREAD_LIBS)
 EXTRA_src_libnccl_det_la_DEPENDENCIES = src/libnccl-det.map
 EXTRA_DIST += src/libnccl-det.map
+
+# The plugin names of the one library, made at install time.
+NDET_PLUGIN_LINKS = libnccl-tuner-det.so libnccl-net-det.so
+
+install-exec-hook:
+	cd "$(DESTDIR)$(libdir)" && for link in $(NDET_PLUGIN_LINKS); do \
+		rm -f "$$link" && $(LN_S) libnccl-det.so "$$link" || exit 1; \
+	done
+
+uninstall-hook:
+	for link in $(NDET_PLUGIN_LINKS); do rm -f "$(DESTDIR)$(libdir)/$$link"; done
+	-rmdir "$(DESTDIR)$(dropindir)" 2>/dev/null
+
+nodist_include_HEADERS = include/nccl_det.h
+
+# The installed layout, and DT_NEEDED of the installed libraries (make installcheck,
+# run by make distcheck).  nccl-det-run is checked where it knows its paths: installed.
+installcheck-local:
+	$(SHELL) $(srcdir)/test/installcheck.sh "$(DESTDIR)$(libdir)" "$(DESTDIR)$(includedir)" \
+		"$(DESTDIR)$(bindir)"
+	NDET_TOP_BUILDDIR='$(abs_top_builddir)' NDET_TOP_SRCDIR='$(abs_top_srcdir)' \
+		NDET_SANITIZER='$(SANITIZER_LDFLAGS)' $(SHELL) $(srcdir)/test/test_dtneeded.sh \
+		"$(DESTDIR)$(libdir)/libnccl-det.so" "$(DESTDIR)$(dropindir)/libnccl.so.2"
+
+include src/dropin/local.mk

@@ -3,30 +3,57 @@
  *
  * Finding the real NCCL at run time (DESIGN.md section 2).  nccl-det never links
  * libnccl: it looks the real library up lazily, on the first call that needs it,
- * thread-safely, and never resolves a name to itself.  Strategies, in order, for the
- * LD_PRELOAD build:
+ * thread-safely, and never resolves a name to itself.  Strategies:
  *
- *   1. RTLD_NEXT: `dlsym(RTLD_NEXT, "pncclX")`, then "ncclX".  Works whenever
- *      libnccl is in the global scope (linked by the application or dlopen'ed
- *      RTLD_GLOBAL).
- *   2. Loaded object: libnccl.so* loaded privately (a dependency of a library that
- *      was dlopen'ed RTLD_LOCAL, as PyTorch extension modules are) is invisible to
- *      RTLD_NEXT; walk the loaded objects (dl_iterate_phdr), take the first whose
- *      file name starts with "libnccl.so" and that is not this object, reopen it
- *      with RTLD_NOLOAD (never a second copy) and look the names up in it.
- *   3. NCCL_DET_NCCL_LIBRARY=PATH: dlopen(PATH, RTLD_NOW | RTLD_LOCAL).
+ *   NEXT      `dlsym(RTLD_NEXT, "pncclX")`, then "ncclX".  Works whenever libnccl
+ *             is in the global scope (linked by the application or dlopen'ed
+ *             RTLD_GLOBAL).
+ *   LOADED    libnccl.so* loaded privately (a dependency of a library that was
+ *             dlopen'ed RTLD_LOCAL, as PyTorch extension modules are) is invisible
+ *             to RTLD_NEXT; walk the loaded objects (dl_iterate_phdr), take the
+ *             first whose file name starts with "libnccl.so" and that is neither
+ *             this object nor another copy of nccl-det, reopen it with RTLD_NOLOAD
+ *             (never a second copy) and look the names up in it.
+ *   EXPLICIT  NCCL_DET_NCCL_LIBRARY=PATH, loaded privately.
+ *   WHEEL     (drop-in) nvidia/nccl/lib/libnccl.so.2 next to a loaded Python
+ *             package: the site-packages or dist-packages directory of any loaded
+ *             object (a framework's extension modules), loaded privately.
+ *   SYSTEM    (drop-in) libnccl.so.2 in the directories of LD_LIBRARY_PATH, then
+ *             the loader cache (/etc/ld.so.cache), then /usr/local/cuda/lib64 and
+ *             the loader's default directories, loaded privately.
  *
- * Any address that falls inside nccl-det's own object is refused (that would be
- * infinite recursion).  Which strategy won, the path, and the version are logged at
- * INFO (subsystem INIT).
+ * Order: the LD_PRELOAD build takes NEXT, LOADED, EXPLICIT (the application's own
+ * NCCL first).  The drop-in build (NDET_BUILD_DROPIN), which is itself named
+ * libnccl.so.2, takes EXPLICIT, LOADED, WHEEL, SYSTEM.
  *
- * pncclGetVersion is only called when that INFO line is printed and nccl-det is
- * enabled, or when code asks for ndet_resolve_nccl_version(): resolving the library
- * itself makes no NCCL call, so that NCCL_DET_ENABLE=0 (and a default run) leaves
- * NCCL's call trace exactly as without nccl-det.
+ * "Privately" is dlopen(RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND): RTLD_LOCAL keeps the
+ * real NCCL out of the global scope; RTLD_DEEPBIND binds its calls to its own public
+ * names (ncclMemFree, ncclCommGetAsyncError, ...) inside itself, so that NCCL's
+ * internal calls never meet the drop-in's entry points or another libnccl of the
+ * process (MSCCL++ learnt this the hard way).  Under a sanitizer runtime, which
+ * refuses RTLD_DEEPBIND, the flag is left out: NCCL's internal calls then reach
+ * the drop-in's entry points, which forward them exactly like an application call.
+ *
+ * This object is never taken: not by address (every symbol found is checked), not
+ * by file (a candidate file with the device and inode of our own file, however it
+ * is named, is refused).  Another copy of nccl-det is never loaded as "the real
+ * NCCL"; only NEXT may lead to one (libnccl-det.so preloaded in front of a drop-in):
+ * this copy then forwards every call to it and diverts nothing (two copies in one
+ * process, exactly one diverts).
+ *
+ * Which strategy won, the path, and the version are logged at INFO (subsystem
+ * INIT); a NCCL_DET_NCCL_LIBRARY that cannot be used is a WARN in the drop-in (it
+ * goes on searching).  pncclGetVersion is only called when that INFO line is printed
+ * and nccl-det is enabled, when nccl-det is about to divert (the version gate), or
+ * when code asks for ndet_resolve_nccl_version(): resolving the library itself makes
+ * no NCCL call, so that NCCL_DET_ENABLE=0 leaves NCCL's call trace exactly as
+ * without nccl-det.
  */
 #ifndef NDET_RESOLVE_H_
 #define NDET_RESOLVE_H_
+
+#include <stdbool.h>
+#include <stddef.h>
 
 #include <nccl.h>
 
@@ -142,7 +169,14 @@ enum ndet_resolve_strategy {
 	NDET_RESOLVE_NEXT,     /* dlsym(RTLD_NEXT) */
 	NDET_RESOLVE_LOADED,   /* an already-loaded libnccl.so* (dl_iterate_phdr + RTLD_NOLOAD) */
 	NDET_RESOLVE_EXPLICIT, /* NCCL_DET_NCCL_LIBRARY */
+	NDET_RESOLVE_WHEEL,    /* nvidia/nccl/lib of a loaded Python package tree */
+	NDET_RESOLVE_SYSTEM,   /* LD_LIBRARY_PATH, the loader cache, the system directories */
 };
+
+/* Oldest NCCL nccl-det diverts for; an older one gets a pure pass-through. */
+#define NDET_NCCL_MIN_VERSION 22100
+/* Newest NCCL nccl-det was tested with; a newer one gets an INFO line. */
+#define NDET_NCCL_TESTED_VERSION 22999
 
 /* The real NCCL; resolved on the first call (thread-safe).  Never NULL. */
 const struct ndet_nccl *ndet_resolve_nccl(void);
@@ -172,6 +206,44 @@ const char *ndet_resolve_strategy_name(enum ndet_resolve_strategy strategy);
  * cached; 0 when unknown.  Gate features on this, not on the headers.
  */
 int ndet_resolve_nccl_version(void);
+
+/*
+ * May this copy of nccl-det divert?  No when the NCCL it forwards to is another copy
+ * of nccl-det (that copy diverts), or when the runtime NCCL is older than
+ * NDET_NCCL_MIN_VERSION (one WARN).  Asks pncclGetVersion once: call it only when
+ * nccl-det is enabled.
+ */
+bool ndet_resolve_divert_allowed(void);
+
+/*
+ * When this copy forwards to another copy of nccl-det: that copy's `name` (its
+ * ncclDet* API), else NULL.
+ */
+void *ndet_resolve_other_copy_symbol(const char *name);
+
+/*
+ * Address of `name` ("ncclX", "pncclX", or any other name the real NCCL exports) in
+ * the real NCCL: the p-alias first, never an address inside nccl-det.  NULL when it
+ * cannot be had; then *missing says why (NDET_ERR_SYSTEM: no real NCCL, or the
+ * lookup came from inside the resolution itself, NDET_ERR_INVALID_USAGE: this NCCL
+ * lacks the name) and *final whether the answer holds for the life of the process.
+ * For the drop-in's generated trampolines.
+ */
+void *ndet_resolve_symbol(const char *name, ndet_status_t *missing, bool *final);
+
+/*
+ * Log why `name` (not in the function table) is missing, once per *warned flag, and
+ * return the status the caller gets (as ndet_resolve_missing does).
+ */
+ndet_status_t ndet_resolve_missing_symbol(const char *name, int *warned);
+
+/*
+ * Paths the loader cache image `data` (the bytes of /etc/ld.so.cache) holds for the
+ * library `name` on x86-64, into paths[0..max-1]; returns how many (0 for a cache in
+ * a format it does not know).  Exposed for the tests.
+ */
+int ndet_resolve_ld_cache_find(const char *data, size_t size, const char *name,
+			       char (*paths)[4096], int max);
 
 /* Test hook: forget everything so the next call resolves again.  Not thread-safe. */
 void ndet_resolve_reset_for_testing(void);

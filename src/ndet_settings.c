@@ -11,6 +11,7 @@
  *   size     DIGITS [K|M|G|T][iB|B] or DIGITS [B], binary units (any case)
  *   integer  DIGITS                   (no sign, blanks, hex or fraction)
  *   faults   POINT[,POINT...][@RANK] with POINT in alloc ipc_open probe, or none
+ *   choice   one word of the row's list                        (any case)
  * The empty string means "unset", as NCCL treats its own variables.
  */
 #include "config.h"
@@ -46,6 +47,8 @@ typedef enum {
 	NDET_SETTING_PATH,        /* char array field of `max` bytes, terminator included */
 	NDET_SETTING_FAULTS,      /* test_fail and test_fail_rank */
 	NDET_SETTING_LOG,         /* no field: ndet_log.c reads it; listed for the dump */
+	NDET_SETTING_CHOICE,      /* int field: index of the word in `choices` */
+	NDET_SETTING_TEXT,        /* like PATH, any text */
 } ndet_setting_type_t;
 
 struct ndet_setting {
@@ -60,6 +63,19 @@ struct ndet_setting {
 
 #define NDET_FIELD(member)      offsetof(struct ndet_settings, member)
 #define NDET_FIELD_SIZE(member) sizeof(((struct ndet_settings *)0)->member)
+
+/* The words of each NDET_SETTING_CHOICE row, by field; a word's index is its value. */
+static const char *const ndet_settings_tuner_algos[] = {"nccl", "tree", "ring", NULL};
+static const char *const ndet_settings_tuner_protos[] = {"nccl", "simple", "ll", "ll128", NULL};
+static const char *const ndet_settings_no_words[] = {NULL};
+
+static const struct {
+	size_t offset;
+	const char *const *words;
+} ndet_settings_choices[] = {
+    {NDET_FIELD(tuner_algo), ndet_settings_tuner_algos},
+    {NDET_FIELD(tuner_proto), ndet_settings_tuner_protos},
+};
 
 static const struct ndet_setting ndet_settings_table[] = {
     /*
@@ -118,6 +134,23 @@ static const struct ndet_setting ndet_settings_table[] = {
      "NCCL_DEBUG_SUBSYS, else INIT,ENV"},
     {"NCCL_DET_DEBUG_FILE", NDET_SETTING_LOG, "", 0, 0, 0,
      "log file (%h host, %p pid); unset = NCCL_DEBUG_FILE, else stdout"},
+    /*
+     * The tuner plugin (NCCL_TUNER_PLUGIN=det) pins what NCCL runs for the all-reduces
+     * nccl-det does not take: one fixed tree on one channel reduces every element in
+     * the same order whatever the message size (NCCL shrinks the channel count of
+     * small messages, which reorders them; ring order follows the chunk position).
+     */
+    {"NCCL_DET_TUNER_ALGO", NDET_SETTING_CHOICE, "tree", 0, 0, NDET_FIELD(tuner_algo),
+     "tuner plugin: algorithm of NCCL's all-reduce: tree, ring, or nccl (NCCL's choice)"},
+    {"NCCL_DET_TUNER_PROTO", NDET_SETTING_CHOICE, "simple", 0, 0, NDET_FIELD(tuner_proto),
+     "tuner plugin: protocol of NCCL's all-reduce: simple, ll, ll128, or nccl (NCCL's choice)"},
+    /* More channels buy bandwidth, but their count then follows the message size again. */
+    {"NCCL_DET_TUNER_CHANNELS", NDET_SETTING_INT, "1", 0, 64, NDET_FIELD(tuner_channels),
+     "tuner plugin: channels of NCCL's all-reduce; 1 keeps one order at every size; 0 = "
+     "NCCL's choice"},
+    /* Set by nccl-det-run so that a process that got another library or setting says so. */
+    {"NCCL_DET_EXPECT", NDET_SETTING_TEXT, "", 0, NDET_FIELD_SIZE(expect), NDET_FIELD(expect),
+     "set by nccl-det-run: VERSION:ENABLE every process of the job must have; a mismatch WARNs"},
 };
 
 #define NDET_SETTINGS_COUNT (sizeof(ndet_settings_table) / sizeof(ndet_settings_table[0]))
@@ -136,6 +169,16 @@ struct ndet_setting_origin {
 	ndet_env_source_t source;
 	bool rejected;
 };
+
+static const char *const *ndet_settings_words(const struct ndet_setting *row)
+{
+	for (size_t i = 0; i < sizeof(ndet_settings_choices) / sizeof(ndet_settings_choices[0]);
+	     i++) {
+		if (ndet_settings_choices[i].offset == row->offset)
+			return ndet_settings_choices[i].words;
+	}
+	return ndet_settings_no_words;
+}
 
 static pthread_mutex_t ndet_settings_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ndet_settings_parsed;
@@ -307,7 +350,8 @@ static const char *ndet_settings_parse_row(const struct ndet_setting *row, const
 	case NDET_SETTING_NANOSECONDS:
 		why = ndet_settings_parse_integer(text, &value);
 		break;
-	case NDET_SETTING_PATH: {
+	case NDET_SETTING_PATH:
+	case NDET_SETTING_TEXT: {
 		size_t length = strlen(text);
 		if (length >= row->max)
 			return "too long";
@@ -326,6 +370,16 @@ static const char *ndet_settings_parse_row(const struct ndet_setting *row, const
 	}
 	case NDET_SETTING_LOG:
 		return NULL;
+	case NDET_SETTING_CHOICE: {
+		const char *const *words = ndet_settings_words(row);
+		for (int i = 0; words[i] != NULL; i++) {
+			if (strcasecmp(text, words[i]) == 0) {
+				*(int *)field = i;
+				return NULL;
+			}
+		}
+		return "not one of the accepted words";
+	}
 	}
 	if (why != NULL)
 		return why;
@@ -433,8 +487,20 @@ static void ndet_settings_format(const struct ndet_setting *row,
 		snprintf(text, size, "%u", *(const unsigned *)field);
 		return;
 	case NDET_SETTING_PATH:
+	case NDET_SETTING_TEXT:
 		ndet_settings_escape(field, text, size);
 		return;
+	case NDET_SETTING_CHOICE: {
+		const char *const *words = ndet_settings_words(row);
+		int value = *(const int *)field;
+		for (int i = 0; words[i] != NULL; i++) {
+			if (i == value) {
+				snprintf(text, size, "%s", words[i]);
+				return;
+			}
+		}
+		break;
+	}
 	case NDET_SETTING_FAULTS:
 		ndet_settings_format_faults(*(const unsigned *)field, settings->test_fail_rank,
 					    text, size);
@@ -477,6 +543,17 @@ static void ndet_settings_describe_accepted(const struct ndet_setting *row, char
 	case NDET_SETTING_PATH:
 		snprintf(text, size, "a path shorter than %" PRIu64 " bytes", row->max);
 		return;
+	case NDET_SETTING_TEXT:
+		snprintf(text, size, "a text shorter than %" PRIu64 " bytes", row->max);
+		return;
+	case NDET_SETTING_CHOICE: {
+		const char *const *words = ndet_settings_words(row);
+		size_t used = (size_t)snprintf(text, size, "one of");
+		for (int i = 0; words[i] != NULL && used < size; i++)
+			used += (size_t)snprintf(text + used, size - used, "%s %s",
+						 i == 0 ? "" : ",", words[i]);
+		return;
+	}
 	case NDET_SETTING_FAULTS:
 		snprintf(text, size,
 			 "none, or a comma list of alloc, ipc_open, probe, optionally "
@@ -534,6 +611,43 @@ static void ndet_settings_parse_all(struct ndet_settings *settings)
 	}
 }
 
+/*
+ * nccl-det-run exports NCCL_DET_EXPECT=VERSION:ENABLE to every process it starts.  A
+ * process that loaded another nccl-det, or whose NCCL_DET_ENABLE changed after the
+ * launch (a conf file on another host, a script that sets it), warns: a disabled
+ * rank never joins the setup exchange its enabled peers wait in.  It only warns; the
+ * setup exchange itself refuses ranks with another library version.
+ */
+static void ndet_settings_check_expected(const struct ndet_settings *settings)
+{
+	if (settings->expect[0] == '\0')
+		return;
+	const char *colon = strrchr(settings->expect, ':');
+	char shown[NDET_SETTINGS_SHOWN_MAX];
+	ndet_settings_escape(settings->expect, shown, sizeof(shown));
+	if (colon == NULL || (strcmp(colon + 1, "0") != 0 && strcmp(colon + 1, "1") != 0)) {
+		NDET_WARN("NCCL_DET_EXPECT=\"%s\" ignored: expected VERSION:ENABLE as nccl-det-run "
+			  "writes it, e.g. %s:1",
+			  shown, PACKAGE_VERSION);
+		return;
+	}
+	size_t version_length = (size_t)(colon - settings->expect);
+	if (version_length != strlen(PACKAGE_VERSION) ||
+	    strncmp(settings->expect, PACKAGE_VERSION, version_length) != 0)
+		NDET_WARN("this process loaded nccl-det %s, but nccl-det-run started the job "
+			  "for another version (NCCL_DET_EXPECT=%s): communicators whose ranks "
+			  "run different versions fall back to NCCL.  Fix: give every rank the "
+			  "same installation",
+			  PACKAGE_VERSION, shown);
+	int expected_enable = colon[1] - '0';
+	if (expected_enable != (settings->enable ? 1 : 0))
+		NDET_WARN("NCCL_DET_ENABLE is %d in this process but was %d when nccl-det-run "
+			  "started the job (NCCL_DET_EXPECT=%s): a rank with nccl-det disabled "
+			  "never joins the setup exchange its peers wait in.  Fix: set "
+			  "NCCL_DET_ENABLE once, before nccl-det-run, for every rank",
+			  settings->enable ? 1 : 0, expected_enable, shown);
+}
+
 static void ndet_settings_log_all(const struct ndet_settings *settings)
 {
 	if (!ndet_log_enabled(NDET_LOG_INFO, NDET_SUBSYS_ENV))
@@ -555,6 +669,7 @@ const struct ndet_settings *ndet_settings_get(void)
 	pthread_mutex_lock(&ndet_settings_lock);
 	if (!__atomic_load_n(&ndet_settings_parsed, __ATOMIC_RELAXED)) {
 		ndet_settings_parse_all(&ndet_settings_current);
+		ndet_settings_check_expected(&ndet_settings_current);
 		ndet_settings_log_all(&ndet_settings_current);
 		__atomic_store_n(&ndet_settings_parsed, 1, __ATOMIC_RELEASE);
 	}

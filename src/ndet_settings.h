@@ -29,6 +29,21 @@ typedef enum {
 	NDET_FAULT_PROBE = 1u << 2,    /* the write-and-verify probe fails */
 } ndet_fault_t;
 
+/* NCCL_DET_TUNER_ALGO: what the tuner plugin pins NCCL's all-reduce to (ndet_tuner.h). */
+typedef enum {
+	NDET_TUNER_ALGO_NCCL = 0, /* leave NCCL's choice */
+	NDET_TUNER_ALGO_TREE,
+	NDET_TUNER_ALGO_RING,
+} ndet_tuner_algo_t;
+
+/* NCCL_DET_TUNER_PROTO */
+typedef enum {
+	NDET_TUNER_PROTO_NCCL = 0, /* leave NCCL's choice */
+	NDET_TUNER_PROTO_SIMPLE,
+	NDET_TUNER_PROTO_LL,
+	NDET_TUNER_PROTO_LL128,
+} ndet_tuner_proto_t;
+
 struct ndet_settings {
 	bool enable;             /* NCCL_DET_ENABLE */
 	bool strict;             /* NCCL_DET_STRICT */
@@ -42,6 +57,10 @@ struct ndet_settings {
 	char nccl_library[4096]; /* NCCL_DET_NCCL_LIBRARY, "" = search */
 	unsigned test_fail;      /* NCCL_DET_TEST_FAIL, ndet_fault_t bits (test only) */
 	int test_fail_rank;      /* rank the fault applies to, -1 = every rank */
+	int tuner_algo;          /* NCCL_DET_TUNER_ALGO, ndet_tuner_algo_t */
+	int tuner_proto;         /* NCCL_DET_TUNER_PROTO, ndet_tuner_proto_t */
+	int tuner_channels;      /* NCCL_DET_TUNER_CHANNELS, 0 = NCCL's choice */
+	char expect[64];         /* NCCL_DET_EXPECT, "VERSION:ENABLE" from nccl-det-run, "" = none */
 };
 
 /* The process-wide settings, parsed on first call. Never NULL. */

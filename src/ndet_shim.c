@@ -11,11 +11,21 @@
  * (ndet_group.h).  With NCCL_DET_ENABLE=0 no hook runs: the library is a pure
  * pass-through; so it is after fork() in the child and once the process exits.
  *
- * Only these names are exported (libnccl-det.map); never pnccl*, which must keep
- * reaching the real NCCL.  There is no constructor: the library is preloaded into
+ * The LD_PRELOAD build exports only these names (libnccl-det.map); never pnccl*,
+ * which must keep reaching the real NCCL.  The drop-in build (NDET_BUILD_DROPIN,
+ * src/dropin/) is libnccl.so.2 itself: it also exports pnccl* for each of these as
+ * an alias of the same entry point (a caller of pncclAllReduce is diverted like a
+ * caller of ncclAllReduce), and generated trampolines for every other name of the
+ * real NCCL (ndet_dropin.h).  There is no constructor: the library is preloaded into
  * every process of a job (shells, launchers), so it does nothing until NCCL is called.
- * The real NCCL calls some of its own public names (ncclMemFree, ncclBroadcast, ...);
- * those we do not interpose reach it directly, the others are forwarded like any call.
+ * The real NCCL calls some of its own public names (ncclMemFree, ncclBroadcast, ...):
+ * behind the preload, those we do not interpose reach it directly and the others are
+ * forwarded like any call; behind the drop-in they stay inside the real NCCL
+ * (RTLD_DEEPBIND, ndet_resolve.h).
+ *
+ * A copy of nccl-det whose "real NCCL" turned out to be another copy (libnccl-det.so
+ * preloaded in front of a preloaded drop-in) only forwards: the copy behind it
+ * diverts, so every call is diverted at most once.
  */
 #include "config.h"
 
@@ -46,7 +56,8 @@
 
 static bool ndet_shim_enabled(void)
 {
-	return ndet_settings_get()->enable && ndet_comm_hooks_allowed();
+	return ndet_settings_get()->enable && ndet_comm_hooks_allowed() &&
+	       ndet_resolve_divert_allowed();
 }
 
 /* ------------------------------------------------------------------ hooks */
@@ -249,10 +260,45 @@ NDET_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
 	return real(op, comm);
 }
 
+/* ------------------------------------------------------------------ profiling aliases */
+
+#ifdef NDET_BUILD_DROPIN
+/*
+ * pncclX of the drop-in is the same entry point as ncclX: a caller that uses NCCL's
+ * profiling names must not bypass diversion.  NCCL's own internal calls never come
+ * here (the real NCCL is loaded with RTLD_DEEPBIND).
+ */
+#define NDET_SHIM_PROFILING_ALIAS(name)                                                            \
+	extern __typeof__(name) p##name __attribute__((alias(#name), visibility("default")));
+NDET_SHIM_PROFILING_ALIAS(ncclAllReduce)
+NDET_SHIM_PROFILING_ALIAS(ncclCommInitRank)
+NDET_SHIM_PROFILING_ALIAS(ncclCommInitRankConfig)
+NDET_SHIM_PROFILING_ALIAS(ncclCommInitRankScalable)
+NDET_SHIM_PROFILING_ALIAS(ncclCommInitAll)
+NDET_SHIM_PROFILING_ALIAS(ncclCommSplit)
+NDET_SHIM_PROFILING_ALIAS(ncclCommShrink)
+NDET_SHIM_PROFILING_ALIAS(ncclCommDestroy)
+NDET_SHIM_PROFILING_ALIAS(ncclCommFinalize)
+NDET_SHIM_PROFILING_ALIAS(ncclCommAbort)
+NDET_SHIM_PROFILING_ALIAS(ncclCommRevoke)
+NDET_SHIM_PROFILING_ALIAS(ncclGroupStart)
+NDET_SHIM_PROFILING_ALIAS(ncclGroupEnd)
+NDET_SHIM_PROFILING_ALIAS(ncclGroupSimulateEnd)
+NDET_SHIM_PROFILING_ALIAS(ncclCommGetAsyncError)
+NDET_SHIM_PROFILING_ALIAS(ncclRedOpCreatePreMulSum)
+NDET_SHIM_PROFILING_ALIAS(ncclRedOpDestroy)
+#endif
+
 /* ------------------------------------------------------------------ nccl-det's own API */
 
 NDET_EXPORT ncclResult_t ncclDetCommQuery(ncclComm_t comm, int *diverted, const char **reason)
 {
+	/* Behind another copy of nccl-det: that copy knows the communicator. */
+	ncclResult_t (*other)(ncclComm_t, int *, const char **) =
+	    (ncclResult_t(*)(ncclComm_t, int *, const char **))ndet_resolve_other_copy_symbol(
+		"ncclDetCommQuery");
+	if (other != NULL)
+		return other(comm, diverted, reason);
 	if (!ndet_settings_get()->enable) {
 		if (comm == NULL || diverted == NULL)
 			return ncclInvalidArgument;
@@ -269,5 +315,23 @@ NDET_EXPORT ncclResult_t ncclDetGetVersion(int *version)
 	if (version == NULL)
 		return ncclInvalidArgument;
 	*version = NCCL_DET_VERSION_CODE;
+	return ncclSuccess;
+}
+
+NDET_EXPORT ncclResult_t ncclDetGetNcclLibrary(const char **path, int *version,
+					       const char **found_by)
+{
+	if (path == NULL || version == NULL)
+		return ncclInvalidArgument;
+	ncclResult_t (*other)(const char **, int *, const char **) =
+	    (ncclResult_t(*)(const char **, int *, const char **))ndet_resolve_other_copy_symbol(
+		"ncclDetGetNcclLibrary");
+	if (other != NULL)
+		return other(path, version, found_by);
+	enum ndet_resolve_strategy strategy = ndet_resolve_strategy();
+	*path = ndet_resolve_path();
+	*version = ndet_resolve_nccl_version();
+	if (found_by != NULL)
+		*found_by = ndet_resolve_strategy_name(strategy);
 	return ncclSuccess;
 }

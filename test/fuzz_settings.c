@@ -41,12 +41,13 @@ static const struct {
     {"NCCL_DET_POOL_SIZE", 1},    {"NCCL_DET_ONESHOT_MAX", 1}, {"NCCL_DET_TIMEOUT", 1},
     {"NCCL_DET_MAX_MEMORY", 1},   {"NCCL_DET_MAX_BLOCKS", 1},  {"NCCL_DET_DEBUG_DELAY", 1},
     {"NCCL_DET_NCCL_LIBRARY", 0}, {"NCCL_DET_TEST_FAIL", 1},   {"NCCL_DET_DEBUG", 0},
-    {"NCCL_DET_DEBUG_SUBSYS", 0},
+    {"NCCL_DET_DEBUG_SUBSYS", 0}, {"NCCL_DET_TUNER_ALGO", 1},  {"NCCL_DET_TUNER_PROTO", 1},
+    {"NCCL_DET_TUNER_CHANNELS", 1}, {"NCCL_DET_EXPECT", 0},
     /* Not NCCL_DET_DEBUG_FILE: the fuzzer would create files wherever it names. */
 };
 
 #define FUZZ_VARIABLE_COUNT (sizeof(fuzz_variables) / sizeof(fuzz_variables[0]))
-#define FUZZ_DUMP_ROWS      14 /* the fuzzed variables and NCCL_DET_DEBUG_FILE */
+#define FUZZ_DUMP_ROWS      18 /* the fuzzed variables and NCCL_DET_DEBUG_FILE */
 
 static char fuzz_dir[PATH_MAX];
 static char fuzz_conf[PATH_MAX];

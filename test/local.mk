@@ -92,7 +92,8 @@ endif
 # The GPU loopback suite when a GPU is visible; SKIP (77) otherwise.
 TESTS += test/test_gpu_loopback.sh
 EXTRA_DIST += test/test_gpu_loopback.sh test/gpu/suite.sh test/gpu/torch_preload.py \
-	test/gpu/torch_preload.sh test/gpu/torch_divert.py test/gpu/torch_divert.sh test/gpu/dist_build.sh test/gpu/RESULTS
+	test/gpu/torch_preload.sh test/gpu/torch_divert.py test/gpu/torch_divert.sh test/gpu/dist_build.sh \
+	test/gpu/RESULTS test/gpu/loading.sh test/gpu/jax_psum.py test/gpu/pynccl_ctypes.py
 
 # ---- fake NCCL, symbol resolution, forwarding and preload tests --------------------
 # A fake libnccl.so.2 with NCCL's export shape (test/fake_nccl/fake_nccl.h), built for
@@ -155,7 +156,8 @@ test_libndet_fake_backend_la_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/test
 # against the fake NCCL (which works on host memory: the CUDA engine cannot serve it).
 check_LTLIBRARIES += test/libnccl-det-fake.la
 test_libnccl_det_fake_la_SOURCES = test/ndet_fake_preload.c src/ndet_shim.c \
-	src/ndet_resolve.c src/ndet_resolve.h
+	src/ndet_resolve.c src/ndet_resolve.h src/ndet_tuner.c src/ndet_tuner.h \
+	src/ndet_netplugin.c src/ndet_netplugin.h
 test_libnccl_det_fake_la_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/test
 test_libnccl_det_fake_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared -rpath /nowhere \
 	-no-undefined -Wl,--version-script=$(srcdir)/src/libnccl-det.map -Wl,--exclude-libs,ALL
@@ -211,3 +213,69 @@ test_gpu_ndet_preload_test_SOURCES = test/gpu/ndet_preload_test.c test/gpu/ndet_
 test_gpu_ndet_preload_test_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/test
 test_gpu_ndet_preload_test_LDADD = src/libndet_engine.la $(CUDA_STATIC_LIBS) $(NCCL_LDFLAGS) \
 	-lnccl -ldl -lm $(PTHREAD_LIBS)
+
+# ---- drop-in libnccl.so.2, plugins, tools --------------------------------------------
+# The trampoline caller, the plugin loader, an empty object for a fake Python package.
+check_PROGRAMS += test/test_dropin_load
+test_test_dropin_load_SOURCES = test/test_dropin_load.c
+test_test_dropin_load_LDADD = -ldl
+
+check_LTLIBRARIES += test/libndet_test_anchor.la
+test_libndet_test_anchor_la_SOURCES = test/test_anchor.c
+test_libndet_test_anchor_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -rpath /nowhere
+
+check_PROGRAMS += test/test_plugin_load
+test_test_plugin_load_SOURCES = test/test_plugin_load.c
+test_test_plugin_load_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/test/fake_nccl
+test_test_plugin_load_LDFLAGS = $(AM_LDFLAGS) -no-install
+test_test_plugin_load_LDADD = test/fake_nccl/libfake_nccl_helpers.la test/fake_nccl/libnccl.la -ldl
+
+TESTS += test/test_plugins.sh test/test_tools.sh
+EXTRA_DIST += test/test_plugins.sh test/test_tools.sh test/installcheck.sh test/test_dropin_exports.sh \
+	test/test_dropin_calls.sh test/test_dropin_search.sh test/test_dropin_copies.sh
+
+if HAVE_CMOCKA
+check_PROGRAMS += test/test_tuner
+test_test_tuner_SOURCES = test/test_tuner.c src/ndet_tuner.c src/ndet_tuner.h
+test_test_tuner_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/test/fake_nccl
+test_test_tuner_LDADD = src/libndet_logic.la test/fake_nccl/libfake_nccl_helpers.la $(TEST_LIBS)
+TESTS += test/test_tuner
+endif
+
+if NDET_DROPIN
+# The drop-in built against the fake NCCL's export list, plus one name the fake lacks
+# (ncclTestOnlyMissing), with the host-only backend (the fake works on host memory)
+# and a loader-cache/system root that does not exist (a hermetic search).
+check_LTLIBRARIES += test/dropin_fake/libnccl.la
+test_dropin_fake_libnccl_la_SOURCES = test/ndet_fake_preload.c src/ndet_shim.c \
+	src/ndet_resolve.c src/ndet_resolve.h src/ndet_dropin.c src/ndet_dropin.h
+nodist_test_dropin_fake_libnccl_la_SOURCES = test/dropin_fake/ndet_dropin_tramp.S
+test_dropin_fake_libnccl_la_CPPFLAGS = $(AM_CPPFLAGS) -DNDET_BUILD_DROPIN=1 \
+	-DNDET_RESOLVE_SYSTEM_ROOT='"/nonexistent/ndet-test-root"'
+test_dropin_fake_libnccl_la_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/test
+test_dropin_fake_libnccl_la_LDFLAGS = $(AM_LDFLAGS) -rpath /nowhere -version-number 2:0:0 \
+	-no-undefined -Wl,--version-script=test/dropin_fake/libnccl-dropin.map \
+	-Wl,--exclude-libs,ALL
+test_dropin_fake_libnccl_la_LIBADD = test/libndet_fake_backend.la src/libndet_divert.la \
+	$(CUDA_STATIC_LIBS) $(PTHREAD_LIBS)
+EXTRA_test_dropin_fake_libnccl_la_DEPENDENCIES = test/dropin_fake/libnccl-dropin.map
+
+test/dropin_fake/nccl-exports.txt: test/fake_nccl/libnccl.la $(srcdir)/src/dropin/ndet-dropin-gen.sh
+	$(AM_V_GEN)$(MKDIR_P) test/dropin_fake && { \
+		$(NDET_DROPIN_GEN) exports-from-library "$(NM)" test/fake_nccl/.libs/libnccl.so.2 && \
+		printf '%s\n' ncclTestOnlyMissing pncclTestOnlyMissing; } >$@.tmp && mv $@.tmp $@
+
+test/dropin_fake/ndet_dropin_tramp.S: test/dropin_fake/nccl-exports.txt $(NDET_DROPIN_GEN_DEPS)
+	$(AM_V_GEN)$(NDET_DROPIN_GEN) trampolines test/dropin_fake/nccl-exports.txt \
+		$(srcdir)/src/ndet_shim.c >$@.tmp && mv $@.tmp $@
+
+test/dropin_fake/libnccl-dropin.map: test/dropin_fake/nccl-exports.txt $(NDET_DROPIN_GEN_DEPS)
+	$(AM_V_GEN)$(NDET_DROPIN_GEN) map test/dropin_fake/nccl-exports.txt \
+		$(srcdir)/src/ndet_shim.c >$@.tmp && mv $@.tmp $@
+
+CLEANFILES += test/dropin_fake/nccl-exports.txt test/dropin_fake/ndet_dropin_tramp.S \
+	test/dropin_fake/libnccl-dropin.map
+
+TESTS += test/test_dropin_exports.sh test/test_dropin_calls.sh test/test_dropin_search.sh \
+	test/test_dropin_copies.sh
+endif

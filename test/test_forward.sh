@@ -43,7 +43,7 @@ same_file() {
 
 # Calls nccl-det makes itself, or takes over (diverted all-reduces): removed from
 # a trace, what is left must match the plain run line for line.
-ours='^(ncclCommUserRank|ncclCommCount|ncclCommCuDevice|ncclAllGather|ncclGroupStart|ncclGroupEnd)\('
+ours='^(ncclGetVersion|ncclCommUserRank|ncclCommCount|ncclCommCuDevice|ncclAllGather|ncclGroupStart|ncclGroupEnd)\('
 # The fake names pointers p<N> by first appearance, and our calls appear too: the
 # names are given again, by first appearance in what is left.
 without_ours() {

@@ -35,3 +35,28 @@ fail() {
 	echo "FAIL: $*" >&2
 	exit 1
 }
+
+# The drop-in libnccl.so.2 (built against the configured NCCL's export list) and its
+# test twin built against the fake's (plus ncclTestOnlyMissing, which the fake lacks)
+# with the host-only backend, and the fake itself.
+dropin="$top_builddir/src/dropin/.libs/libnccl.so.2"
+fake_dropin="$top_builddir/test/dropin_fake/.libs/libnccl.so.2"
+fake_nccl="$fake_nccl_dir/libnccl.so.2"
+
+# An LD_PRELOAD value: the sanitizer runtime (if any) first, then the arguments.
+preload_of() {
+	echo "${sanitizer_runtime:+$sanitizer_runtime }$*"
+}
+
+# The names nccl-det interposes (ncclX), from the shim.
+interposed_names() {
+	sed -n 's/^NDET_SHIM_PROFILING_ALIAS(\([A-Za-z0-9_]*\))$/\1/p' \
+		"${NDET_TOP_SRCDIR:-.}/src/ndet_shim.c"
+}
+
+# Defined dynamic symbols of a library: "NAME TYPE BIND VISIBILITY VALUE", sorted.
+defined_symbols() {
+	readelf --dyn-syms -W "$1" |
+		awk '$1 ~ /^[0-9]+:$/ && $7 != "UND" && $4 != "SECTION" && $4 != "FILE" && NF >= 8 && $8 != "" { print $8, $4, $5, $6, $2 }' |
+		sort
+}

@@ -580,6 +580,98 @@ static void test_resolve_concurrent(void **state)
 	assert_int_equal(count_log_lines("NCCL-DET INFO real NCCL", NULL), 1);
 }
 
+/*
+ * The runtime NCCL is older than 2.21: nccl-det passes every call through (no setup,
+ * no diverted all-reduce) after one WARN.
+ */
+static void test_resolve_old_nccl_passes_through(void **state)
+{
+	(void)state;
+	char trace[4096];
+	assert_int_equal(fake_nccl_trace_temp(trace, sizeof(trace)), 0);
+	assert_int_equal(setenv("FAKE_NCCL_TRACE", trace, 1), 0);
+	assert_int_equal(setenv("FAKE_NCCL_VERSION", "21903", 1), 0);
+	for (int round = 0; round < 2; round++) {
+		assert_int_equal(call_init_rank(), ncclSuccess);
+		assert_int_equal(call_allreduce(), ncclSuccess);
+	}
+	unsetenv("FAKE_NCCL_VERSION");
+	unsetenv("FAKE_NCCL_TRACE");
+	assert_int_equal(fake_nccl_trace_count(trace, "ncclAllGather"), 0);
+	assert_int_equal(fake_nccl_trace_count(trace, "ncclAllReduce"), 2);
+	assert_int_equal(count_log_lines("NCCL-DET WARN", "version 21903, older than 2.21"), 1);
+	assert_int_equal(count_log_lines("NCCL-DET WARN", NULL), 1);
+	assert_int_equal(unlink(trace), 0);
+}
+
+/* Appends `text` to a loader cache image under construction; returns its offset. */
+static uint32_t cache_string(char *image, size_t *used, size_t header, const char *text)
+{
+	uint32_t offset = (uint32_t)(*used - header);
+	memcpy(image + *used, text, strlen(text) + 1);
+	*used += strlen(text) + 1;
+	return offset;
+}
+
+static void cache_entry(char *image, size_t header, int index, uint32_t flags, uint32_t key,
+			uint32_t value)
+{
+	char *entry = image + header + 48 + (size_t)index * 24;
+	memcpy(entry, &flags, 4);
+	memcpy(entry + 4, &key, 4);
+	memcpy(entry + 8, &value, 4);
+}
+
+/*
+ * The drop-in reads /etc/ld.so.cache (glibc's "glibc-ld.so.cache1.1" format, alone
+ * or after the old format's table): every x86-64 entry of the name, in order, and
+ * nothing from entries of other names or ABIs, or with offsets out of the image.
+ */
+static void test_resolve_ld_cache(void **state)
+{
+	(void)state;
+	static char image[4096];
+	char paths[4][4096];
+	for (size_t header = 0; header <= 12; header += 12) {
+		memset(image, 0, sizeof(image));
+		memcpy(image, "ld.so-1.7.0", header > 0 ? 11 : 0);
+		memcpy(image + header, "glibc-ld.so.cache1.1", 20);
+		uint32_t entries = 5;
+		memcpy(image + header + 20, &entries, 4);
+		size_t used = header + 48 + entries * 24;
+		uint32_t nccl = cache_string(image, &used, header, "libnccl.so.2");
+		uint32_t first = cache_string(image, &used, header, "/opt/a/libnccl.so.2");
+		uint32_t other = cache_string(image, &used, header, "libfoo.so.1");
+		uint32_t i386 = cache_string(image, &used, header, "/i386/libnccl.so.2");
+		uint32_t second = cache_string(image, &used, header, "/opt/b/libnccl.so.2");
+		cache_entry(image, header, 0, 0x0303, nccl, first);
+		cache_entry(image, header, 1, 0x0303, other, first);
+		cache_entry(image, header, 2, 0x0003, nccl, i386);
+		cache_entry(image, header, 3, 0x0303, nccl, 60000);
+		cache_entry(image, header, 4, 0x0303, nccl, second);
+		assert_int_equal(ndet_resolve_ld_cache_find(image, used, "libnccl.so.2", paths, 4), 2);
+		assert_string_equal(paths[0], "/opt/a/libnccl.so.2");
+		assert_string_equal(paths[1], "/opt/b/libnccl.so.2");
+		assert_int_equal(ndet_resolve_ld_cache_find(image, used, "libnccl.so.2", paths, 1), 1);
+		assert_int_equal(ndet_resolve_ld_cache_find(image, used, "libbar.so", paths, 4), 0);
+		/* Truncated: the entry table does not fit. */
+		assert_int_equal(ndet_resolve_ld_cache_find(image, header + 60, "libnccl.so.2", paths,
+							    4),
+				 0);
+	}
+	assert_int_equal(ndet_resolve_ld_cache_find("not a cache", 11, "libnccl.so.2", paths, 4), 0);
+
+	/* This machine's cache knows libc. */
+	FILE *file = fopen("/etc/ld.so.cache", "rb");
+	if (file == NULL)
+		return;
+	static char real[4 << 20];
+	size_t size = fread(real, 1, sizeof(real), file);
+	assert_int_equal(fclose(file), 0);
+	assert_true(ndet_resolve_ld_cache_find(real, size, "libc.so.6", paths, 4) >= 1);
+	assert_non_null(strstr(paths[0], "libc.so.6"));
+}
+
 /* NCCL_DET_ENABLE=0: resolving and logging make no NCCL call (no pncclGetVersion). */
 static void test_resolve_disabled_asks_nothing(void **state)
 {
@@ -613,6 +705,8 @@ int main(void)
 	    cmocka_unit_test_setup(test_resolve_refuses_self_both, setup),
 	    cmocka_unit_test_setup(test_resolve_concurrent, setup),
 	    cmocka_unit_test_setup(test_resolve_disabled_asks_nothing, setup),
+	    cmocka_unit_test_setup(test_resolve_ld_cache, setup),
+	    cmocka_unit_test_setup(test_resolve_old_nccl_passes_through, setup),
 	};
 	return cmocka_run_group_tests(tests, setup_group, teardown_group);
 }

@@ -36,7 +36,8 @@ static const char *const test_variables[] = {
     "NCCL_DET_ONESHOT_MAX",  "NCCL_DET_TIMEOUT",      "NCCL_DET_MAX_MEMORY", "NCCL_DET_MAX_BLOCKS",
     "NCCL_DET_DEBUG_DELAY",  "NCCL_DET_NCCL_LIBRARY", "NCCL_DET_TEST_FAIL",  "NCCL_DET_DEBUG",
     "NCCL_DET_DEBUG_SUBSYS", "NCCL_DET_DEBUG_FILE",   "NCCL_DEBUG",          "NCCL_DEBUG_SUBSYS",
-    "NCCL_DEBUG_FILE",       "NCCL_CONF_FILE",
+    "NCCL_DEBUG_FILE",       "NCCL_CONF_FILE",        "NCCL_DET_TUNER_ALGO", "NCCL_DET_TUNER_PROTO",
+    "NCCL_DET_TUNER_CHANNELS", "NCCL_DET_EXPECT",
 };
 
 static const char *const test_files[] = {"log", "system.conf", ".nccl.conf", "other.conf"};
@@ -182,7 +183,78 @@ static void test_settings_defaults(void **state)
 	assert_string_equal(settings->nccl_library, "");
 	assert_int_equal(settings->test_fail, NDET_FAULT_NONE);
 	assert_int_equal(settings->test_fail_rank, -1);
+	assert_int_equal(settings->tuner_algo, NDET_TUNER_ALGO_TREE);
+	assert_int_equal(settings->tuner_proto, NDET_TUNER_PROTO_SIMPLE);
+	assert_int_equal(settings->tuner_channels, 1);
+	assert_string_equal(settings->expect, "");
 	assert_int_equal(test_count_log_lines("WARN"), 0);
+}
+
+/* The tuner's words in any case, its channel range, and one WARN per bad value. */
+static void test_settings_tuner_values(void **state)
+{
+	static const struct {
+		const char *algo, *proto, *channels;
+		int want_algo, want_proto, want_channels, warnings;
+	} cases[] = {
+	    {"ring", "LL128", "0", NDET_TUNER_ALGO_RING, NDET_TUNER_PROTO_LL128, 0, 0},
+	    {"NCCL", "nccl", "64", NDET_TUNER_ALGO_NCCL, NDET_TUNER_PROTO_NCCL, 64, 0},
+	    {"Tree", "ll", "8", NDET_TUNER_ALGO_TREE, NDET_TUNER_PROTO_LL, 8, 0},
+	    /* NVLS and CollNet are not deterministic: refused like any unknown word. */
+	    {"nvls", "simple", "65", NDET_TUNER_ALGO_TREE, NDET_TUNER_PROTO_SIMPLE, 1, 2},
+	    {"tree ", "simple2", "-1", NDET_TUNER_ALGO_TREE, NDET_TUNER_PROTO_SIMPLE, 1, 3},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		test_setenv("NCCL_DET_TUNER_ALGO", cases[i].algo);
+		test_setenv("NCCL_DET_TUNER_PROTO", cases[i].proto);
+		test_setenv("NCCL_DET_TUNER_CHANNELS", cases[i].channels);
+		const struct ndet_settings *settings = test_reparse();
+		assert_int_equal(settings->tuner_algo, cases[i].want_algo);
+		assert_int_equal(settings->tuner_proto, cases[i].want_proto);
+		assert_int_equal(settings->tuner_channels, cases[i].want_channels);
+		assert_int_equal(test_count_log_lines("NCCL-DET WARN"), cases[i].warnings);
+	}
+	assert_int_equal(test_count_log_lines("NCCL_DET_TUNER_CHANNELS=\"-1\""), 1);
+	assert_int_equal(test_count_log_lines("expected one of nccl, tree, ring; using default tree"),
+			 1);
+	test_setenv("NCCL_DET_TUNER_ALGO", "ring");
+	test_setenv("NCCL_DET_TUNER_PROTO", "ll");
+	test_reparse();
+	char *dump = test_dump();
+	assert_int_equal(test_count_lines(dump, "NCCL_DET_TUNER_ALGO      ring         environment"), 1);
+	assert_int_equal(test_count_lines(dump, "NCCL_DET_TUNER_PROTO     ll           environment"), 1);
+	free(dump);
+}
+
+/* NCCL_DET_EXPECT (nccl-det-run): silent when it matches, one WARN per mismatch. */
+static void test_settings_expect(void **state)
+{
+	char matching[64];
+	snprintf(matching, sizeof(matching), "%s:1", PACKAGE_VERSION);
+	test_setenv("NCCL_DET_EXPECT", matching);
+	assert_string_equal(test_reparse()->expect, matching);
+	assert_int_equal(test_count_log_lines("NCCL-DET WARN"), 0);
+
+	test_setenv("NCCL_DET_EXPECT", "999.0.0:1");
+	test_reparse();
+	assert_int_equal(test_count_log_lines("but nccl-det-run started the job for another version "
+					      "(NCCL_DET_EXPECT=999.0.0:1)"),
+			 1);
+	assert_int_equal(test_count_log_lines("NCCL-DET WARN"), 1);
+
+	snprintf(matching, sizeof(matching), "%s:0", PACKAGE_VERSION);
+	test_setenv("NCCL_DET_EXPECT", matching);
+	test_reparse();
+	assert_int_equal(test_count_log_lines("NCCL_DET_ENABLE is 1 in this process but was 0"), 1);
+	assert_int_equal(test_count_log_lines("NCCL-DET WARN"), 1);
+	test_setenv("NCCL_DET_ENABLE", "0");
+	test_reparse();
+	assert_int_equal(test_count_log_lines("NCCL-DET WARN"), 0);
+
+	test_setenv("NCCL_DET_EXPECT", "garbage");
+	test_reparse();
+	assert_int_equal(test_count_log_lines("NCCL_DET_EXPECT=\"garbage\" ignored"), 1);
+	assert_int_equal(test_count_log_lines("NCCL-DET WARN"), 1);
 }
 
 static void test_settings_valid_values(void **state)
@@ -563,7 +635,7 @@ static void test_settings_info_dump(void **state)
 			 1);
 	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_DEBUG=INFO (environment)"),
 			 1);
-	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_"), 14);
+	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_"), 18);
 	free(log);
 
 	/* INFO for another subsystem only: no dump. */
@@ -583,7 +655,8 @@ static void test_settings_dump_table(void **state)
 	    "NCCL_DET_POOL_SIZE",    "NCCL_DET_ONESHOT_MAX", "NCCL_DET_TIMEOUT",
 	    "NCCL_DET_MAX_MEMORY",   "NCCL_DET_MAX_BLOCKS",  "NCCL_DET_DEBUG_DELAY",
 	    "NCCL_DET_NCCL_LIBRARY", "NCCL_DET_TEST_FAIL",   "NCCL_DET_DEBUG",
-	    "NCCL_DET_DEBUG_SUBSYS", "NCCL_DET_DEBUG_FILE",
+	    "NCCL_DET_DEBUG_SUBSYS", "NCCL_DET_DEBUG_FILE",  "NCCL_DET_TUNER_ALGO",
+	    "NCCL_DET_TUNER_PROTO",  "NCCL_DET_TUNER_CHANNELS", "NCCL_DET_EXPECT",
 	};
 	test_setenv("NCCL_DET_MAX_MEMORY", "1048577");
 	test_setenv("NCCL_DET_STRICT", "bad");
@@ -724,6 +797,8 @@ static void test_settings_concurrent_get_parses_once(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_settings_tuner_values, test_setup, test_teardown),
+	    cmocka_unit_test_setup_teardown(test_settings_expect, test_setup, test_teardown),
 	    cmocka_unit_test_setup_teardown(test_settings_defaults, test_setup, test_teardown),
 	    cmocka_unit_test_setup_teardown(test_settings_valid_values, test_setup, test_teardown),
 	    cmocka_unit_test_setup_teardown(test_settings_bool_spellings, test_setup,

@@ -2,3 +2,17 @@
 bin_PROGRAMS += tools/nccl-det-perf
 tools_nccl_det_perf_SOURCES = tools/nccl-det-perf.c
 tools_nccl_det_perf_LDADD = src/libndet_engine.la $(CUDA_STATIC_LIBS) -lm $(PTHREAD_LIBS)
+
+# What nccl-det does in this environment: settings, loading mode, real NCCL, GPUs.
+bin_PROGRAMS += tools/nccl-det-info
+tools_nccl_det_info_SOURCES = tools/nccl-det-info.c
+tools_nccl_det_info_LDADD = src/libndet_logic.la $(CUDA_STATIC_LIBS) -ldl $(PTHREAD_LIBS)
+
+# The launcher; knows where `make install` puts the libraries.
+bin_SCRIPTS += tools/nccl-det-run
+tools/nccl-det-run: $(srcdir)/tools/nccl-det-run.in Makefile
+	$(AM_V_GEN)$(MKDIR_P) tools && \
+	sed -e 's|@libdir[@]|$(libdir)|g' -e 's|@PACKAGE_VERSION[@]|$(PACKAGE_VERSION)|g' \
+		$(srcdir)/tools/nccl-det-run.in >$@.tmp && chmod +x $@.tmp && mv $@.tmp $@
+CLEANFILES += tools/nccl-det-run
+EXTRA_DIST += tools/nccl-det-run.in

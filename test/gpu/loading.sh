@@ -1,0 +1,112 @@
+#!/bin/bash
+# GPU checks of nccl-det's loading modes (one GPU, several processes with per-process
+# NCCL_HOSTID; see ../shared/GPU-TESTING.md).  NOT YET RUN: written with the CPU-side
+# work of issue 5, to be run and fixed on a GPU machine.
+#
+#   test/gpu/loading.sh jax      JAX psum, 2 and 3 processes, drop-in preloaded:
+#                                diverted (nccl-det's SETUP log) and bit-exact
+#   test/gpu/loading.sh pynccl   the drop-in loaded with ctypes as vLLM does, after
+#                                PyTorch loaded its NCCL: one real NCCL, diverted, exact
+#   test/gpu/loading.sh torch    PyTorch through nccl-det-run: libnccl-det.so preloaded,
+#                                results equal to a plain run
+#   test/gpu/loading.sh tuner    NCCL_TUNER_PLUGIN only: the job runs, NCCL's log shows
+#                                nccl-det's tuner and tree/simple all-reduces
+#   test/gpu/loading.sh conf     the cluster recipe: NCCL_DET_ENABLE from NCCL_CONF_FILE
+#   test/gpu/loading.sh all
+#
+# BUILD is the build tree (default: ../.. of this script); logs under $OUT.
+set -u
+tier=${1:-all}
+here=$(cd "$(dirname "$0")" && pwd)
+BUILD=${BUILD:-$(cd "$here/../.." && pwd)}
+OUT=${OUT:-/tmp/ndet-gpu-out}
+mkdir -p "$OUT"
+preload_lib="$BUILD/src/.libs/libnccl-det.so"
+dropin_dir="$BUILD/src/dropin/.libs"
+run_tool="$BUILD/tools/nccl-det-run"
+export NCCL_SOCKET_IFNAME=lo
+fail=0
+
+# job TAG N CMD...: N processes of CMD on GPU 0 (process 0 first: the JAX coordinator).
+job() {
+	local tag=$1 n=$2
+	shift 2
+	local port=$((20000 + RANDOM % 20000)) pids="" r rc=0
+	for ((r = 0; r < n; r++)); do
+		RANK=$r WORLD=$n PORT=$port NCCL_HOSTID=ndet-h$r timeout 300 "$@" \
+			>"$OUT/loading-$tag-$r.out" 2>"$OUT/loading-$tag-$r.err" &
+		pids="$pids $!"
+		[ $r -eq 0 ] && sleep 3
+	done
+	for p in $pids; do wait "$p" || rc=1; done
+	return $rc
+}
+
+check() { # MESSAGE COMMAND...
+	local message=$1
+	shift
+	if "$@"; then echo "PASS $message"; else echo "FAIL $message"; fail=1; fi
+}
+
+json_all() { # TAG N PYTHON-EXPRESSION-ON-d
+	local tag=$1 n=$2 expr=$3 r
+	for ((r = 0; r < n; r++)); do
+		grep '^{' "$OUT/loading-$tag-$r.out" | python3 -c "import json,sys; d=json.load(sys.stdin); sys.exit(0 if ($expr) else 1)" || return 1
+	done
+}
+
+if [ "$tier" = jax ] || [ "$tier" = all ]; then
+	for n in 2 3; do
+		check "jax n=$n runs" job jax$n $n env LD_PRELOAD="$dropin_dir/libnccl.so.2" \
+			LD_LIBRARY_PATH="$dropin_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+			NCCL_DET_DEBUG=INFO NCCL_DET_DEBUG_SUBSYS=INIT,SETUP python3 "$here/jax_psum.py"
+		check "jax n=$n bit-exact, drop-in mapped" json_all jax$n $n 'd["bit_exact"] and d["dropin_mapped"]'
+		check "jax n=$n diverted" grep -q "all-reduces diverted" "$OUT/loading-jax$n-0.out" "$OUT/loading-jax$n-0.err"
+		check "jax n=$n real NCCL found" grep -h "NCCL-DET INFO real NCCL" "$OUT/loading-jax$n-0.out" "$OUT/loading-jax$n-0.err"
+	done
+fi
+
+if [ "$tier" = pynccl ] || [ "$tier" = all ]; then
+	check "pynccl runs" job pynccl 3 env VLLM_NCCL_SO_PATH="$dropin_dir/libnccl.so.2" \
+		NCCL_DET_DEBUG=INFO NCCL_DET_DEBUG_SUBSYS=INIT python3 "$here/pynccl_ctypes.py"
+	check "pynccl diverted and bit-exact" json_all pynccl 3 'd["bit_exact"] and d["diverted"] == 1'
+	# The drop-in and torch's own NCCL: two files, no third.
+	check "pynccl one real NCCL" json_all pynccl 3 'len(d["libnccl"]) == 2'
+fi
+
+if [ "$tier" = torch ] || [ "$tier" = all ]; then
+	check "torch plain" job torch-plain 3 python3 "$here/torch_preload.py"
+	check "torch via nccl-det-run" job torch-run 3 env NDET_RUN_PRELOAD_LIB="$preload_lib" \
+		NDET_RUN_DROPIN_DIR="$dropin_dir" NCCL_DET_DEBUG=INFO NCCL_DET_DEBUG_SUBSYS=INIT \
+		"$run_tool" python3 "$here/torch_preload.py"
+	check "torch via nccl-det-run preloaded" json_all torch-run 3 'd["nccl_det_mapped"]'
+	for ((r = 0; r < 3; r++)); do
+		a=$(grep '^{' "$OUT/loading-torch-plain-$r.out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["digest"])')
+		b=$(grep '^{' "$OUT/loading-torch-run-$r.out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["digest"])')
+		check "torch rank $r same results" test -n "$a" -a "$a" = "$b"
+	done
+fi
+
+if [ "$tier" = tuner ] || [ "$tier" = all ]; then
+	mkdir -p "$OUT/plugins"
+	ln -sf "$preload_lib" "$OUT/plugins/libnccl-tuner-det.so"
+	check "tuner-only job runs" job tuner 3 env NCCL_TUNER_PLUGIN="$OUT/plugins/libnccl-tuner-det.so" \
+		NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING python3 "$here/torch_preload.py"
+	check "tuner announced in NCCL's log" grep -q "NCCL-DET tuner: .*pinned to algorithm tree, protocol simple, channels 1" \
+		"$OUT/loading-tuner-0.out" "$OUT/loading-tuner-0.err"
+	check "nccl-det not preloaded" json_all tuner 3 'not d["nccl_det_mapped"]'
+	grep -h -i 'allreduce' "$OUT"/loading-tuner-0.* | head -5
+fi
+
+if [ "$tier" = conf ] || [ "$tier" = all ]; then
+	printf 'NCCL_DET_ENABLE=0\n' >"$OUT/det-off.conf"
+	check "conf: disabled by NCCL_CONF_FILE" job conf 3 env NCCL_CONF_FILE="$OUT/det-off.conf" \
+		LD_PRELOAD="$preload_lib" NCCL_DET_DEBUG=INFO NCCL_DET_DEBUG_SUBSYS=INIT,ENV python3 "$here/torch_preload.py"
+	check "conf: the setting came from the file" grep -q "NCCL_DET_ENABLE=0 ($OUT/det-off.conf)" \
+		"$OUT/loading-conf-0.out" "$OUT/loading-conf-0.err"
+	check "conf: pass-through" grep -q "version not asked (NCCL_DET_ENABLE=0)" \
+		"$OUT/loading-conf-0.out" "$OUT/loading-conf-0.err"
+fi
+
+echo "SUMMARY loading $tier: $([ $fail -eq 0 ] && echo PASS || echo FAIL)"
+exit $fail

@@ -1,0 +1,356 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * nccl-det-info: what nccl-det would do in this environment.  Prints the version,
+ * every NCCL_DET_* setting with its value and where it came from, which loading
+ * mode is active (a preloaded nccl-det, what dlopen("libnccl.so.2") gives, the
+ * plugin variables), the real NCCL nccl-det forwards to, and the GPUs with their
+ * peer-access matrix.  Run it the way the job runs (same environment, same
+ * LD_PRELOAD / LD_LIBRARY_PATH, or under nccl-det-run) to see what the job gets.
+ *
+ * It never links libnccl or nccl-det: both are looked up at run time, so the tool
+ * also works (and says so) where neither is installed.  The CUDA runtime is linked
+ * statically; without a driver or GPU it prints "no GPU" and exits 0.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <getopt.h>
+#include <link.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "nccl_det.h"
+#include "ndet_env.h"
+#include "ndet_settings.h"
+
+/* Every copy of nccl-det exports it; the real NCCL never does. */
+#define INFO_MARKER   "ncclDetGetVersion"
+#define INFO_PATH_MAX 4096
+
+typedef ncclResult_t (*info_get_version_t)(int *version);
+typedef ncclResult_t (*info_get_library_t)(const char **path, int *version, const char **found_by);
+
+struct info_copy {
+	char path[INFO_PATH_MAX];
+	bool found;
+};
+
+static void info_usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: nccl-det-info [--help] [--version] [--no-gpu]\n"
+		"\n"
+		"Prints what nccl-det does in this environment: its version; every NCCL_DET_*\n"
+		"setting with its value and source (environment, $NCCL_CONF_FILE or\n"
+		"~/.nccl.conf, /etc/nccl.conf, default); the loading mode in effect (preloaded\n"
+		"libnccl-det.so, the drop-in libnccl.so.2, the plugin variables); the real NCCL\n"
+		"nccl-det finds and its version; the GPUs and their peer-access (P2P) matrix.\n"
+		"Run it with the job's environment (or as `nccl-det-run nccl-det-info`).\n"
+		"\n"
+		"  --no-gpu    skip the GPU section (no CUDA call)\n"
+		"  --version   print the version and exit\n"
+		"  --help      print this help and exit\n");
+}
+
+/* The first loaded object (not this program) that exports INFO_MARKER. */
+static int info_find_copy(struct dl_phdr_info *object, size_t size, void *opaque)
+{
+	struct info_copy *copy = opaque;
+	if (object->dlpi_name == NULL || object->dlpi_name[0] == '\0')
+		return 0;
+	void *handle = dlopen(object->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+	if (handle == NULL) {
+		(void)dlerror();
+		return 0;
+	}
+	void *marker = dlsym(handle, INFO_MARKER);
+	Dl_info where;
+	bool own = marker != NULL && dladdr(marker, &where) != 0 &&
+		   (uintptr_t)where.dli_fbase == (uintptr_t)object->dlpi_addr;
+	if (dlclose(handle) != 0)
+		(void)dlerror();
+	if (!own)
+		return 0;
+	snprintf(copy->path, sizeof(copy->path), "%s", object->dlpi_name);
+	copy->found = true;
+	return 1;
+}
+
+static const char *info_env(const char *name)
+{
+	const char *value = ndet_env_get(name, NULL);
+	return value != NULL && value[0] != '\0' ? value : NULL;
+}
+
+/* Does a plugin variable (a comma list in NCCL 2.27+) name nccl-det's plugin? */
+static bool info_names_det(const char *value, const char *file)
+{
+	if (value == NULL)
+		return false;
+	char *copy = strdup(value);
+	if (copy == NULL)
+		return false;
+	bool found = false;
+	char *saved = NULL;
+	for (char *item = strtok_r(copy, ",", &saved); item != NULL && !found;
+	     item = strtok_r(NULL, ",", &saved)) {
+		const char *base = strrchr(item, '/');
+		base = base != NULL ? base + 1 : item;
+		found = strcmp(item, "det") == 0 || strcmp(base, file) == 0;
+	}
+	free(copy);
+	return found;
+}
+
+/* What a copy of nccl-det says about the real NCCL, printed later. */
+struct info_nccl {
+	bool asked;
+	bool answered;
+	const char *path;
+	const char *found_by;
+	int version;
+	int copy_version;
+};
+
+static void info_ask_copy(void *handle, struct info_nccl *nccl)
+{
+	info_get_version_t get_version = (info_get_version_t)dlsym(handle, INFO_MARKER);
+	info_get_library_t get_library = (info_get_library_t)dlsym(handle, "ncclDetGetNcclLibrary");
+	(void)dlerror();
+	nccl->asked = true;
+	nccl->copy_version = 0;
+	if (get_version != NULL && get_version(&nccl->copy_version) != ncclSuccess)
+		nccl->copy_version = 0;
+	nccl->answered = get_library != NULL &&
+			 get_library(&nccl->path, &nccl->version, &nccl->found_by) == ncclSuccess;
+}
+
+static void info_print_version(const char *label, int version)
+{
+	if (version > 0)
+		printf("  %s %d.%d.%d (%d)\n", label, version / 10000, (version % 10000) / 100,
+		       version % 100, version);
+	else
+		printf("  %s unknown\n", label);
+}
+
+static void info_print_copy(const struct info_nccl *nccl, bool preload_build)
+{
+	if (nccl->copy_version > 0)
+		printf("  nccl-det version ... %d.%d.%d%s\n", nccl->copy_version / 10000,
+		       (nccl->copy_version % 10000) / 100, nccl->copy_version % 100,
+		       nccl->copy_version == NCCL_DET_VERSION_CODE ? ""
+								   : "  (NOT this tool's version)");
+	if (!nccl->answered) {
+		printf("  real NCCL .......... (this nccl-det cannot say: too old?)\n");
+		return;
+	}
+	if (nccl->path[0] == '\0' && preload_build) {
+		/* This tool links no NCCL; a job's application does. */
+		printf("  real NCCL .......... none in this process: in a job, libnccl-det.so "
+		       "takes the application's own libnccl.so.2\n");
+		return;
+	}
+	if (nccl->path[0] == '\0') {
+		printf("  real NCCL .......... NOT FOUND: every NCCL call would fail "
+		       "(set NCCL_DET_NCCL_LIBRARY=/path/to/libnccl.so.2)\n");
+		return;
+	}
+	printf("  real NCCL .......... %s\n", nccl->path);
+	printf("  found by ........... %s\n", nccl->found_by);
+	info_print_version("NCCL version .......", nccl->version);
+}
+
+static void info_loading(void)
+{
+	printf("\n== loading mode\n");
+	const char *preload = getenv("LD_PRELOAD");
+	printf("  LD_PRELOAD ......... %s\n", preload != NULL ? preload : "(unset)");
+
+	/*
+	 * 1. A copy of nccl-det already in this process: preloaded (this tool links
+	 * neither).  Asked first, before this tool loads any NCCL itself.
+	 */
+	struct info_copy copy = {.found = false};
+	struct info_nccl from_copy = {.asked = false};
+	(void)dl_iterate_phdr(info_find_copy, &copy);
+	bool preloaded_dropin = false;
+	if (copy.found) {
+		void *preloaded = dlopen(copy.path, RTLD_LAZY | RTLD_NOLOAD);
+		const char *base = strrchr(copy.path, '/');
+		preloaded_dropin =
+			strncmp(base != NULL ? base + 1 : copy.path, "libnccl.so", 10) == 0;
+		printf("  preloaded nccl-det . %s (%s)\n", copy.path,
+		       preloaded_dropin ? "the drop-in libnccl.so.2" : "libnccl-det.so");
+		if (preloaded != NULL) {
+			info_ask_copy(preloaded, &from_copy);
+			if (dlclose(preloaded) != 0)
+				(void)dlerror();
+		}
+	} else {
+		printf("  preloaded nccl-det . none\n");
+	}
+
+	/* 2. What an application's dlopen("libnccl.so.2") (XLA, pynccl) gets here. */
+	void *nccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+	bool dropin = false;
+	char nccl_path[INFO_PATH_MAX] = "";
+	if (nccl == NULL) {
+		const char *error = dlerror();
+		printf("  libnccl.so.2 ....... not found by the loader (%s)\n",
+		       error != NULL ? error : "?");
+	} else {
+		struct link_map *map = NULL;
+		if (dlinfo(nccl, RTLD_DI_LINKMAP, &map) == 0 && map != NULL && map->l_name != NULL)
+			snprintf(nccl_path, sizeof(nccl_path), "%s", map->l_name);
+		dropin = dlsym(nccl, INFO_MARKER) != NULL;
+		(void)dlerror();
+		printf("  libnccl.so.2 ....... %s: %s\n", nccl_path[0] != '\0' ? nccl_path : "?",
+		       dropin ? "the nccl-det drop-in" : "the real NCCL (no drop-in in the way)");
+		if (dropin && !from_copy.asked)
+			info_ask_copy(nccl, &from_copy);
+	}
+
+	/* 3. The plugin variables (plugins cannot divert: pinned NCCL only). */
+	const char *tuner = info_env("NCCL_TUNER_PLUGIN");
+	const char *net = info_env("NCCL_NET_PLUGIN");
+	bool tuner_det = info_names_det(tuner, "libnccl-tuner-det.so");
+	bool net_det = info_names_det(net, "libnccl-net-det.so");
+	printf("  NCCL_TUNER_PLUGIN .. %s%s\n", tuner != NULL ? tuner : "(unset)",
+	       tuner_det ? "  (nccl-det's tuner)" : "");
+	printf("  NCCL_NET_PLUGIN .... %s%s\n", net != NULL ? net : "(unset)",
+	       net_det ? "  (nccl-det's net plugin, with its tuner)" : "");
+
+	const char *mode;
+	if (copy.found)
+		mode = preloaded_dropin ? "drop-in (preloaded): every NCCL user is diverted"
+					: "LD_PRELOAD: applications linking libnccl.so.2 are "
+					  "diverted (not dlopen+dlsym users such as JAX)";
+	else if (dropin)
+		mode = "drop-in (by the loader's search path): libnccl.so.2 users are diverted";
+	else if (tuner_det || net_det)
+		mode = "plugins only: NCCL's all-reduce is pinned (run-to-run reproducible), "
+		       "not nccl-det's size-invariant all-reduce";
+	else
+		mode = "none: nccl-det is not loaded by this environment";
+	printf("  mode in effect ..... %s\n", mode);
+
+	printf("\n== real NCCL\n");
+	if (from_copy.asked) {
+		info_print_copy(&from_copy, copy.found && !preloaded_dropin);
+	} else if (nccl != NULL) {
+		info_get_version_t get_version = (info_get_version_t)dlsym(nccl, "ncclGetVersion");
+		int version = 0;
+		printf("  real NCCL .......... %s (what libnccl.so.2 resolves to)\n", nccl_path);
+		if (get_version == NULL || get_version(&version) != ncclSuccess)
+			version = 0;
+		info_print_version("NCCL version .......", version);
+	} else {
+		printf("  real NCCL .......... none found by the loader; nccl-det would look at "
+		       "NCCL_DET_NCCL_LIBRARY, the framework's wheel and the system\n");
+	}
+	/* The NCCL stays loaded: unloading it may run its destructors at a bad time. */
+}
+
+static void info_gpus(void)
+{
+	printf("\n== GPUs\n");
+	int count = 0;
+	cudaError_t error = cudaGetDeviceCount(&count);
+	if (error != cudaSuccess || count == 0) {
+		printf("  no GPU (%s)\n",
+		       error != cudaSuccess ? cudaGetErrorString(error) : "no CUDA device");
+		(void)cudaGetLastError();
+		return;
+	}
+	for (int device = 0; device < count; device++) {
+		struct cudaDeviceProp properties;
+		error = cudaGetDeviceProperties(&properties, device);
+		if (error != cudaSuccess) {
+			printf("  GPU %d: %s\n", device, cudaGetErrorString(error));
+			continue;
+		}
+		char uuid[64];
+		size_t used = 0;
+		for (int i = 0; i < 16; i++)
+			used += (size_t)snprintf(uuid + used, sizeof(uuid) - used, "%s%02x",
+						 i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "",
+						 (unsigned char)properties.uuid.bytes[i]);
+		printf("  GPU %d: %s, sm_%d%d, PCI %04x:%02x:%02x, GPU-%s, unified addressing %s "
+		       "(CUDA IPC needs it)\n",
+		       device, properties.name, properties.major, properties.minor,
+		       properties.pciDomainID, properties.pciBusID, properties.pciDeviceID, uuid,
+		       properties.unifiedAddressing ? "yes" : "NO");
+	}
+	/*
+	 * Peer access is what same-process peers use; processes use CUDA IPC, which maps
+	 * the same peer memory.  nccl-det still probes every peer at setup.
+	 */
+	printf("\n  P2P (cudaDeviceCanAccessPeer: row reads column)\n      ");
+	for (int peer = 0; peer < count; peer++)
+		printf(" %3d", peer);
+	printf("\n");
+	for (int device = 0; device < count; device++) {
+		printf("  %3d ", device);
+		for (int peer = 0; peer < count; peer++) {
+			int can = 0;
+			if (device == peer) {
+				printf("   -");
+				continue;
+			}
+			error = cudaDeviceCanAccessPeer(&can, device, peer);
+			printf(" %3s", error != cudaSuccess ? "err" : can ? "yes" : "no");
+		}
+		printf("\n");
+	}
+	(void)cudaGetLastError();
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{"no-gpu", no_argument, NULL, 'n'},
+		{NULL, 0, NULL, 0},
+	};
+	bool gpus = true;
+	int option;
+	while ((option = getopt_long(argc, argv, "hVn", options, NULL)) != -1) {
+		switch (option) {
+		case 'h':
+			info_usage(stdout);
+			return 0;
+		case 'V':
+			printf("nccl-det-info %s\n", NCCL_DET_VERSION_STRING);
+			return 0;
+		case 'n':
+			gpus = false;
+			break;
+		default:
+			info_usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		info_usage(stderr);
+		return 2;
+	}
+	printf("nccl-det %s (built against NCCL headers %d.%d.%d)\n", NCCL_DET_VERSION_STRING,
+	       NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+	printf("\n== settings (environment, then $NCCL_CONF_FILE or ~/.nccl.conf, then "
+	       "/etc/nccl.conf)\n");
+	fflush(stdout);
+	ndet_settings_dump(stdout);
+	info_loading();
+	if (gpus)
+		info_gpus();
+	return fflush(stdout) == 0 ? 0 : 1;
+}
