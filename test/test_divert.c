@@ -54,6 +54,7 @@ static char trace_path[4096];
 
 static const char *const knobs[] = {
 	"NCCL_DET_TEST_FAIL",
+	"NCCL_DET_TIMEOUT",
 	"NCCL_DET_STRICT",
 	"NCCL_DET_STATS",
 	"NCCL_DET_MAX_MEMORY",
@@ -1036,6 +1037,14 @@ static void test_watchdog_races(void **state)
 	for (int abort = 0; abort < 2; abort++) {
 		struct race race = {.abort = abort != 0};
 		pthread_t watchdog;
+		/*
+		 * An abort between two calls of rank 0 leaves no kernel of rank 0 to tell
+		 * rank 1: rank 1's call waits until NCCL_DET_TIMEOUT, as it would in NCCL.
+		 */
+		if (abort) {
+			assert_int_equal(setenv("NCCL_DET_TIMEOUT", "1", 1), 0);
+			settings_changed();
+		}
 		assert_int_equal(pncclGetUniqueId(&race.id), ncclSuccess);
 		assert_int_equal(pthread_create(&watchdog, NULL, race_watchdog, &race), 0);
 		assert_int_equal(fake_nccl_run_ranks(2, race_rank, &race), 0);
