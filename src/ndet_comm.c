@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "ndet_env.h"
@@ -36,6 +37,7 @@ struct ndet_comm {
 	/* set at registration, then read-only */
 	ncclComm_t nccl;
 	bool blocking;
+	bool check_pointers; /* NCCL's pointer-check mode, read as NCCL reads it */
 	ncclComm_t parent;
 	bool shares_parent; /* registry lock: cleared once its parent stopped it */
 
@@ -184,6 +186,8 @@ struct ndet_comm *ndet_comm_lookup(ncclComm_t nccl)
 	return found;
 }
 
+static bool ndet_comm_nccl_checks_pointers(void);
+
 struct ndet_comm *ndet_comm_register(ncclComm_t nccl, bool blocking, ncclComm_t parent,
 				     bool shares_parent)
 {
@@ -212,6 +216,7 @@ struct ndet_comm *ndet_comm_register(ncclComm_t nccl, bool blocking, ncclComm_t 
 	}
 	comm->nccl = nccl;
 	comm->blocking = blocking;
+	comm->check_pointers = ndet_comm_nccl_checks_pointers();
 	comm->parent = parent;
 	comm->shares_parent = shares_parent;
 	comm->state = NDET_COMM_PENDING;
@@ -267,6 +272,19 @@ static int ndet_comm_nccl_variable(const char *name, int fallback)
 	if (errno != 0 || end == value)
 		return fallback;
 	return (int)parsed;
+}
+
+/*
+ * NCCL's pointer-check mode: NCCL_CHECK_POINTERS=1 (NCCL up to 2.28), or
+ * NCCL_CHECK_MODE set to anything but DEFAULT (its successor).  Either one counts:
+ * a call it makes us forward gets NCCL's own answer, checked or not.
+ */
+static bool ndet_comm_nccl_checks_pointers(void)
+{
+	if (ndet_comm_nccl_variable("NCCL_CHECK_POINTERS", 0) == 1)
+		return true;
+	const char *mode = ndet_env_get("NCCL_CHECK_MODE", NULL);
+	return mode != NULL && mode[0] != '\0' && strcasecmp(mode, "DEFAULT") != 0;
 }
 
 bool ndet_comm_config_blocking(const ncclConfig_t *config, int inherited)
@@ -609,6 +627,23 @@ out:
 
 /* ---------------------------------------------------------------- calls */
 
+/*
+ * Would NCCL's pointer check accept the call's buffers?  It checks them against the
+ * communicator's device, which a communicator not set up yet has not told us.
+ */
+static bool ndet_comm_pointers_valid(const struct ndet_call *call)
+{
+	const struct ndet_nccl *nccl = ndet_resolve_nccl();
+	pthread_mutex_lock(&call->comm->lock);
+	int device = call->comm->device;
+	pthread_mutex_unlock(&call->comm->lock);
+	if (device < 0 && (nccl->ncclCommCuDevice == NULL ||
+			   nccl->ncclCommCuDevice(call->comm->nccl, &device) != ncclSuccess))
+		device = -1;
+	return ndet_comm_backend->pointer_valid(device, call->sendbuff) &&
+	       ndet_comm_backend->pointer_valid(device, call->recvbuff);
+}
+
 void ndet_comm_decide(struct ndet_call *call)
 {
 	struct ndet_comm *comm = call->comm;
@@ -626,6 +661,8 @@ void ndet_comm_decide(struct ndet_call *call)
 	pthread_mutex_unlock(&comm->lock);
 	/* Only fp8 depends on the NCCL release; do not ask NCCL otherwise. */
 	facts.nccl_version = (int)call->datatype >= 10 ? ndet_resolve_nccl_version() : 0;
+	/* A debugging mode of NCCL's, so the CUDA call it costs is NCCL's price too. */
+	facts.invalid_pointers = call->comm->check_pointers && !ndet_comm_pointers_valid(call);
 	ndet_eligibility_decide(&facts, &call->decision);
 }
 

@@ -94,7 +94,7 @@ void ndet_eligibility_decide(const struct ndet_eligibility_facts *facts,
 	decision->dtype = NDET_DTYPE_F32;
 	decision->op = NDET_OP_SUM;
 	if (datatype < 0 || datatype >= ndet_eligibility_type_count(facts->nccl_version) ||
-	    op < 0) {
+	    op < 0 || facts->invalid_pointers) {
 		ndet_eligibility_set(decision, NDET_ACTION_FORWARD, NDET_FALLBACK_INVALID);
 		return;
 	}

@@ -129,11 +129,21 @@ test_libtest_preload_ext_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -rpat
 	-no-undefined -Wl,-rpath,$(abs_top_builddir)/test/fake_nccl/.libs
 test_libtest_preload_ext_la_LIBADD = test/fake_nccl/libnccl.la
 
-TESTS += test/fake_nccl/test_fake_exports.sh test/test_forward.sh \
+# Bad input: test_bad_input.sh runs test_bad_input without, with a disabled and with
+# an enabled nccl-det, NCCL's pointer checks off and on.
+check_PROGRAMS += test/test_bad_input
+test_test_bad_input_SOURCES = test/test_bad_input.c
+test_test_bad_input_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/test/fake_nccl
+test_test_bad_input_LDFLAGS = $(AM_LDFLAGS) -no-install
+test_test_bad_input_LDADD = test/fake_nccl/libfake_nccl_helpers.la test/fake_nccl/libnccl.la \
+	$(PTHREAD_LIBS) -ldl
+
+TESTS += test/fake_nccl/test_fake_exports.sh test/test_forward.sh test/test_bad_input.sh \
 	test/test_preload_silent.sh test/test_preload_exports.sh test/test_dtneeded.sh
 EXTRA_DIST += test/fake_nccl/libnccl.map test/fake_nccl/test_fake_exports.sh \
-	test/test_preload_lib.sh test/test_forward.sh test/test_preload_silent.sh \
-	test/test_preload_local.sh test/test_preload_exports.sh test/test_dtneeded.sh
+	test/test_preload_lib.sh test/test_forward.sh test/test_bad_input.sh \
+	test/test_preload_silent.sh test/test_preload_local.sh test/test_preload_exports.sh \
+	test/test_dtneeded.sh
 
 if HAVE_CMOCKA
 # The fake on its own: rendezvous, groups, collectives, non-blocking, faults, trace.

@@ -588,6 +588,13 @@ static bool ndet_fake_shares_process(void *opaque)
 	return engine->shares_process;
 }
 
+/* Host memory is the fake NCCL's device memory: only NULL fails NCCL's check there. */
+static bool ndet_fake_pointer_valid(int cuda_device, const void *pointer)
+{
+	(void)cuda_device;
+	return pointer != NULL;
+}
+
 const struct ndet_backend ndet_fake_backend = {
 	.name = "fake (host memory, CPU reference)",
 	.create_group = ndet_fake_create_group,
@@ -597,6 +604,7 @@ const struct ndet_backend ndet_fake_backend = {
 	.destroy_group = ndet_fake_destroy_group,
 	.shares_process = ndet_fake_shares_process,
 	.memory_bytes = ndet_engine_memory_bytes,
+	.pointer_valid = ndet_fake_pointer_valid,
 };
 
 void ndet_fake_backend_counters(struct ndet_fake_backend_counters *counters)

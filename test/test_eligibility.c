@@ -173,6 +173,36 @@ static void test_invalid_arguments_forwarded(void **state)
 	}
 }
 
+/*
+ * Buffers NCCL's pointer check refuses (its check mode only): NCCL answers, for any
+ * datatype, op, count and state, before a setup could run.
+ */
+static void test_invalid_pointers_forwarded(void **state)
+{
+	(void)state;
+	const ncclDataType_t types[] = {ncclFloat32, ncclBfloat16, ncclInt32, (ncclDataType_t)10};
+	const ncclRedOp_t ops[] = {ncclSum, ncclAvg, (ncclRedOp_t)ncclNumOps};
+	for (size_t t = 0; t < COUNT_OF(types); t++) {
+		for (size_t o = 0; o < COUNT_OF(ops); o++) {
+			for (int s = 0; s < NDET_COMM_STATE_COUNT; s++) {
+				struct ndet_eligibility_facts facts = {
+					.datatype = types[t],
+					.op = ops[o],
+					.count = (size_t)s,
+					.state = (ndet_comm_state_t)s,
+					.strict = s % 2 == 0,
+					.nccl_version = NCCL_2_28,
+					.invalid_pointers = true,
+				};
+				struct ndet_eligibility d;
+				ndet_eligibility_decide(&facts, &d);
+				assert_int_equal(d.action, NDET_ACTION_FORWARD);
+				assert_int_equal(d.reason, NDET_FALLBACK_INVALID);
+			}
+		}
+	}
+}
+
 /* count does not enter the decision: 0 and huge counts divert like any other. */
 static void test_count_is_not_a_reason(void **state)
 {
@@ -228,6 +258,7 @@ int main(void)
 		cmocka_unit_test(test_premulsum_ops),
 		cmocka_unit_test(test_fp8),
 		cmocka_unit_test(test_invalid_arguments_forwarded),
+		cmocka_unit_test(test_invalid_pointers_forwarded),
 		cmocka_unit_test(test_count_is_not_a_reason),
 		cmocka_unit_test(test_pure),
 		cmocka_unit_test(test_names),

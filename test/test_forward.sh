@@ -34,14 +34,6 @@ run() {
 		fail "$name: the script exited with $? ($(cat "$scratch/$name.err"))"
 }
 
-# same_file A B WHAT: A and B are identical, else show the difference and fail.
-same_file() {
-	cmp -s "$1" "$2" || {
-		diff -u "$1" "$2" >&2
-		fail "$3"
-	}
-}
-
 # Calls nccl-det makes itself, or takes over (diverted all-reduces): removed from
 # a trace, what is left must match the plain run line for line.
 ours='^(ncclCommUserRank|ncclCommCount|ncclCommCuDevice|ncclAllGather|ncclGroupStart|ncclGroupEnd)\('

@@ -35,3 +35,11 @@ fail() {
 	echo "FAIL: $*" >&2
 	exit 1
 }
+
+# same_file A B WHAT: A and B are identical, else show the difference and fail.
+same_file() {
+	cmp -s "$1" "$2" || {
+		diff -u "$1" "$2" >&2
+		fail "$3"
+	}
+}
