@@ -1095,3 +1095,14 @@ void *ndet_comm_engine_for_testing(ncclComm_t nccl)
 	ndet_comm_unref(comm);
 	return engine;
 }
+
+int ndet_comm_registered_for_testing(void)
+{
+	int count = 0;
+	pthread_mutex_lock(&ndet_comm_registry_lock);
+	for (unsigned b = 0; b < NDET_COMM_BUCKETS; b++)
+		for (struct ndet_comm *comm = ndet_comm_buckets[b]; comm != NULL; comm = comm->next)
+			count++;
+	pthread_mutex_unlock(&ndet_comm_registry_lock);
+	return count;
+}

@@ -157,6 +157,8 @@ bool ndet_comm_stats(ncclComm_t nccl, struct ndet_comm_stats *stats);
 /* Test hooks (not thread-safe against calls in flight). */
 void ndet_comm_set_backend_for_testing(const struct ndet_backend *backend);
 void *ndet_comm_engine_for_testing(ncclComm_t nccl);
+/* Communicators in the registry (leak tests). */
+int ndet_comm_registered_for_testing(void);
 
 #ifdef __cplusplus
 }

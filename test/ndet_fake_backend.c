@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,33 @@ static struct ndet_fake_pool *ndet_fake_quarantine;
 static struct ndet_fake_backend_counters ndet_fake_counts;
 static int ndet_fake_version_rank = -1; /* ndet_fake_backend_set_library_version */
 static uint32_t ndet_fake_version;
+
+/*
+ * The CUDA runtime registers its exit handler at its first call, so a late exit
+ * handler of the application finds it gone.  So does this engine's: any use of it
+ * after exit() began and its handler ran is a crash in the making, made visible.
+ */
+static pthread_once_t ndet_fake_runtime_once = PTHREAD_ONCE_INIT;
+static int ndet_fake_runtime_down; /* atomic */
+
+static void ndet_fake_runtime_shutdown(void)
+{
+	__atomic_store_n(&ndet_fake_runtime_down, 1, __ATOMIC_RELEASE);
+}
+
+static void ndet_fake_runtime_start(void)
+{
+	if (atexit(ndet_fake_runtime_shutdown) != 0)
+		NDET_WARN("fake backend: atexit failed");
+}
+
+static void ndet_fake_runtime_check(const char *what)
+{
+	if (!__atomic_load_n(&ndet_fake_runtime_down, __ATOMIC_ACQUIRE))
+		return;
+	fprintf(stderr, "fake backend: %s after the (CUDA) runtime shut down at exit\n", what);
+	abort();
+}
 
 static void ndet_fake_count(int *counter)
 {
@@ -236,6 +264,8 @@ static ndet_status_t ndet_fake_setup_allgather(void *context, int count, void *c
 static void ndet_fake_create_group(struct ndet_backend_member *members, int count,
 				   ndet_engine_exchange_fn exchange)
 {
+	(void)pthread_once(&ndet_fake_runtime_once, ndet_fake_runtime_start);
+	ndet_fake_runtime_check("setup");
 	struct ndet_setup_member *setup = calloc((size_t)(count > 0 ? count : 1), sizeof(*setup));
 	for (int i = 0; i < count; i++) {
 		members[i].engine = NULL;
@@ -501,6 +531,7 @@ static void ndet_fake_finish(struct ndet_fake_run *run)
  */
 static void ndet_fake_allreduce_group(struct ndet_backend_call *calls, int count)
 {
+	ndet_fake_runtime_check("an all-reduce");
 	struct ndet_fake_run *runs = calloc((size_t)(count > 0 ? count : 1), sizeof(*runs));
 	if (runs == NULL) {
 		for (int i = 0; i < count; i++)
@@ -528,6 +559,7 @@ static void ndet_fake_allreduce_group(struct ndet_backend_call *calls, int count
 
 static void ndet_fake_abort(void *opaque)
 {
+	ndet_fake_runtime_check("an abort");
 	struct ndet_fake_engine *engine = opaque;
 	__atomic_store_n(&engine->abort, 1u, __ATOMIC_RELEASE);
 }
@@ -540,6 +572,7 @@ static bool ndet_fake_poisoned(struct ndet_fake_engine *engine)
 
 static ndet_status_t ndet_fake_destroy_group(void *const opaque[], int count, bool barrier)
 {
+	ndet_fake_runtime_check("a destroy");
 	ndet_status_t status = NDET_OK;
 	const size_t slots = (size_t)(count > 0 ? count : 1);
 	void **meeting = calloc(slots, sizeof(*meeting));

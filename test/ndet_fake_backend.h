@@ -33,6 +33,10 @@
  * threads of one process really do (no barrier: see ndet_engine_destroy_group).
  * ndet_fake_backend_set_library_version() makes a rank publish another library
  * version.
+ *
+ * Exit: like the CUDA runtime, the backend registers an exit handler at its first
+ * setup; once that ran, any use of an engine aborts the process ("after the runtime
+ * shut down"), so a test sees what would crash with CUDA.
  */
 #ifndef NDET_FAKE_BACKEND_H_
 #define NDET_FAKE_BACKEND_H_
