@@ -107,6 +107,14 @@ void ndet_eligibility_decide(const struct ndet_eligibility_facts *facts,
 	if (reason == NDET_FALLBACK_NONE)
 		reason = ndet_eligibility_op(op, &decision->op);
 	if (reason != NDET_FALLBACK_NONE) {
+		/*
+		 * Strict mode may refuse it, and only the agreed value may say so: set
+		 * the communicator up first (every rank sees the same state).
+		 */
+		if (decision->floating && facts->state == NDET_COMM_PENDING) {
+			ndet_eligibility_set(decision, NDET_ACTION_SETUP, NDET_FALLBACK_NONE);
+			return;
+		}
 		/* Whatever the communicator's state: NCCL runs what we cannot. */
 		bool refuse = decision->floating && facts->strict;
 		ndet_eligibility_set(decision, refuse ? NDET_ACTION_REFUSE : NDET_ACTION_FORWARD,

@@ -690,6 +690,183 @@ static void test_create_destroy_cycles(void **state)
 	assert_int_equal(ndet_comm_registered_for_testing(), 0);
 }
 
+/* ------------------------------------------------------------------ ranks that disagree */
+
+enum odd_setting { ODD_POOL_SIZE, ODD_STRICT, ODD_VERSION, ODD_DISABLED };
+
+struct odd_job {
+	ncclUniqueId id;
+	enum odd_setting odd;
+	int odd_rank;
+	bool nonblocking;      /* first call a PreMulSum one, before any setup */
+	bool disabled_gathers; /* ODD_DISABLED: its first collective matches round one */
+	ncclResult_t init[3], premul[3], call[3], async[3];
+	int diverted[3];
+	float output[3][COUNT];
+};
+
+static ncclResult_t odd_init(struct odd_job *job, int rank, ncclComm_t *comm)
+{
+	if (!job->nonblocking)
+		return ncclCommInitRank(comm, 3, job->id, rank);
+	ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+	config.blocking = 0;
+	ncclResult_t result = ncclCommInitRankConfig(comm, 3, job->id, rank, &config);
+	if (result != ncclInProgress)
+		return result;
+	ncclResult_t state = ncclInProgress;
+	while (state == ncclInProgress) {
+		result = ncclCommGetAsyncError(*comm, &state);
+		if (result != ncclSuccess)
+			return result;
+	}
+	return state;
+}
+
+static void odd_rank(int rank, void *opaque)
+{
+	struct odd_job *job = opaque;
+	/* Real ranks are processes, each with its environment: here a thread's settings. */
+	struct ndet_settings mine = *ndet_settings_get();
+	if (rank == job->odd_rank) {
+		if (job->odd == ODD_POOL_SIZE)
+			mine.pool_size *= 2;
+		else if (job->odd == ODD_STRICT)
+			mine.strict = true;
+		else if (job->odd == ODD_DISABLED)
+			mine.enable = false;
+	}
+	ndet_settings_set_thread_override_for_testing(&mine);
+	ncclComm_t comm = NULL;
+	float values[COUNT];
+	for (int i = 0; i < COUNT; i++)
+		values[i] = (float)(rank + 1) * 0.5f + (float)i;
+	job->init[rank] = odd_init(job, rank, &comm);
+	if (comm == NULL)
+		goto out;
+	if (job->odd == ODD_DISABLED && rank == job->odd_rank) {
+		/*
+		 * Without nccl-det, its first collective pairs with nccl-det's first
+		 * exchange: a byte all-gather of 16 bytes (that shape), or another one.
+		 */
+		static unsigned char mine_bytes[3][16], gathered[3][48];
+		job->call[rank] = job->disabled_gathers
+					  ? ncclAllGather(mine_bytes[rank], gathered[rank], 16,
+							  ncclUint8, comm, NULL)
+					  : reduce_floats(values, COUNT, comm);
+		ncclCommDestroy(comm);
+		goto out;
+	}
+	if (job->nonblocking) {
+		ncclRedOp_t op;
+		float scalar = 0.25f;
+		job->premul[rank] = ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32,
+							     ncclScalarHostImmediate, comm);
+		if (job->premul[rank] == ncclSuccess) {
+			job->premul[rank] = ncclAllReduce(values, job->output[rank], COUNT,
+							  ncclFloat32, op, comm, NULL);
+			ncclRedOpDestroy(op, comm);
+		}
+	}
+	job->call[rank] =
+		ncclAllReduce(values, job->output[rank], COUNT, ncclFloat32, ncclSum, comm, NULL);
+	job->async[rank] = async_error(comm);
+	job->diverted[rank] = diverted(comm);
+	ncclCommDestroy(comm);
+out:
+	ndet_settings_set_thread_override_for_testing(NULL);
+}
+
+static void run_odd(struct odd_job *job)
+{
+	assert_int_equal(pncclGetUniqueId(&job->id), ncclSuccess);
+	assert_int_equal(fake_nccl_run_ranks(3, odd_rank, job), 0);
+}
+
+static int count_log(const char *needle1, const char *needle2)
+{
+	return fake_nccl_file_count(log_path, needle1, needle2);
+}
+
+/*
+ * Settings or library versions differ between ranks: the same fallback on every
+ * rank (NCCL's results, identical everywhere) and one WARN on every rank naming the
+ * cause and the rank: never a split decision.
+ */
+static void test_ranks_disagree(void **state)
+{
+	const struct {
+		enum odd_setting odd;
+		int odd_rank;
+		bool nonblocking;
+		const char *cause;
+	} cases[] = {
+		{ODD_POOL_SIZE, 1, false, "settings mismatch (rank 1)"},
+		{ODD_STRICT, 2, false, "settings mismatch (rank 2)"},
+		/* Strict on one rank, first call one that strict mode refuses. */
+		{ODD_STRICT, 2, true, "settings mismatch (rank 2)"},
+		{ODD_STRICT, 0, true, "settings mismatch (rank 1)"},
+		{ODD_VERSION, 2, false, "library version mismatch (rank 2)"},
+	};
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		setup(state);
+		/* A split decision would leave NCCL waiting: give up quickly. */
+		assert_int_equal(setenv("FAKE_NCCL_TIMEOUT_MS", "3000", 1), 0);
+		if (cases[c].odd == ODD_VERSION)
+			ndet_fake_backend_set_library_version(cases[c].odd_rank,
+							      NCCL_DET_VERSION_CODE + 1);
+		struct odd_job job = {.odd = cases[c].odd,
+				      .odd_rank = cases[c].odd_rank,
+				      .nonblocking = cases[c].nonblocking};
+		run_odd(&job);
+		assert_int_equal(setenv("FAKE_NCCL_TIMEOUT_MS", "20000", 1), 0);
+		print_message("case %zu: %s\n", c, cases[c].cause);
+		for (int r = 0; r < 3; r++) {
+			assert_int_equal(job.init[r], ncclSuccess);
+			assert_int_equal(job.premul[r], ncclSuccess);
+			assert_int_equal(job.call[r], ncclSuccess);
+			assert_int_equal(job.async[r], ncclSuccess);
+			assert_int_equal(job.diverted[r], 0);
+			assert_memory_equal(job.output[r], job.output[0], sizeof(job.output[0]));
+		}
+		assert_int_equal(count_log("not deterministic", cases[c].cause), 3);
+		assert_int_equal(counters().engines_created, 0);
+	}
+}
+
+/*
+ * NCCL_DET_ENABLE=0 on one rank, against the documented precondition: that rank runs
+ * no setup, so its first collective pairs with nccl-det's first exchange.  An NCCL
+ * that notices (the fake compares the calls) fails both sides.  One that does not
+ * hands the enabled ranks a slot without a setup record: they fail the communicator
+ * with ncclInvalidUsage and a WARN naming the rank, now and at every later
+ * all-reduce, instead of running on with collectives that no longer match.
+ */
+static void test_enable_differs(void **state)
+{
+	for (int gathers = 0; gathers < 2; gathers++) {
+		setup(state);
+		struct odd_job job = {
+			.odd = ODD_DISABLED, .odd_rank = 1, .disabled_gathers = gathers != 0};
+		run_odd(&job);
+		if (!gathers) {
+			for (int r = 0; r < 3; r++)
+				assert_int_equal(r == 1 ? job.call[r] : job.init[r],
+						 ncclInvalidUsage);
+			continue;
+		}
+		/* The disabled rank's all-gather "succeeded" with our headers in it. */
+		assert_int_equal(job.call[1], ncclSuccess);
+		for (int r = 0; r < 3; r += 2) {
+			assert_int_equal(job.init[r], ncclInvalidUsage);
+			assert_int_equal(job.call[r], ncclInvalidUsage);
+			assert_int_equal(job.async[r], ncclInvalidUsage);
+			assert_int_equal(job.diverted[r], 0);
+		}
+		assert_int_equal(count_log("rank 1 sent no setup record", "NCCL_DET_ENABLE"), 2);
+	}
+}
+
 /* ------------------------------------------------------------------ fork */
 
 /* Quiet fork: the child may call NCCL; nothing of ours runs there. */
@@ -829,6 +1006,8 @@ int main(void)
 		cmocka_unit_test_setup(test_destroy_any_order, setup),
 		cmocka_unit_test_setup(test_split_groups_concurrently, setup),
 		cmocka_unit_test_setup(test_create_destroy_cycles, setup),
+		cmocka_unit_test_setup(test_ranks_disagree, setup),
+		cmocka_unit_test_setup(test_enable_differs, setup),
 		cmocka_unit_test_setup(test_fork_after_setup, setup),
 		cmocka_unit_test_setup(test_fork_while_busy, setup),
 	};
