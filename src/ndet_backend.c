@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "ndet_cuda.h"
 #include "ndet_log.h"
 
 static pthread_once_t ndet_backend_cuda_once = PTHREAD_ONCE_INIT;
@@ -99,6 +100,33 @@ static bool ndet_backend_cuda_shares_process(void *engine)
 	return ndet_engine_ranks_share_process(engine);
 }
 
+/*
+ * NCCL's check (argcheck.cc CudaPtrCheck): the pointer has a device address, and
+ * device memory lies on the communicator's device.  NCCL selects that device first;
+ * so do we, and give the caller's back.  Only in NCCL's pointer-check mode.
+ */
+static bool ndet_backend_cuda_pointer_valid(int cuda_device, const void *pointer)
+{
+	struct cudaPointerAttributes attributes;
+	int saved = -1;
+	bool valid = false;
+	if (pointer == NULL)
+		return false;
+	if (cuda_device >= 0 && cudaGetDevice(&saved) != cudaSuccess)
+		saved = -1;
+	bool switched =
+		saved >= 0 && saved != cuda_device && cudaSetDevice(cuda_device) == cudaSuccess;
+	if (cudaPointerGetAttributes(&attributes, pointer) == cudaSuccess)
+		valid = attributes.devicePointer != NULL &&
+			!(attributes.type == cudaMemoryTypeDevice && cuda_device >= 0 &&
+			  attributes.device != cuda_device);
+	/* Consumed here: the application must never see an error of ours. */
+	(void)cudaGetLastError();
+	if (switched)
+		NDET_CUDA_CHECK_WARN(cudaSetDevice(saved));
+	return valid;
+}
+
 const struct ndet_backend ndet_backend_cuda = {
 	.name = "cuda",
 	.create_group = ndet_backend_cuda_create_group,
@@ -108,4 +136,5 @@ const struct ndet_backend ndet_backend_cuda = {
 	.destroy_group = ndet_backend_cuda_destroy_group,
 	.shares_process = ndet_backend_cuda_shares_process,
 	.memory_bytes = ndet_engine_memory_bytes,
+	.pointer_valid = ndet_backend_cuda_pointer_valid,
 };

@@ -69,6 +69,12 @@ struct ndet_backend {
 	bool (*shares_process)(void *engine);
 	/* Device memory one engine takes. */
 	uint64_t (*memory_bytes)(const struct ndet_engine_config *config);
+	/*
+	 * NCCL's CudaPtrCheck (its pointer-check mode): does `pointer` pass for a
+	 * communicator on `cuda_device` (-1: unknown, the device is not compared)?
+	 * Never stricter than NCCL's check: a pointer refused here is forwarded to NCCL.
+	 */
+	bool (*pointer_valid)(int cuda_device, const void *pointer);
 };
 
 /* The CUDA engine. */

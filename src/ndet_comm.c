@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "ndet_env.h"
@@ -36,6 +37,7 @@ struct ndet_comm {
 	/* set at registration, then read-only */
 	ncclComm_t nccl;
 	bool blocking;
+	bool check_pointers; /* NCCL's pointer-check mode, read as NCCL reads it */
 	ncclComm_t parent;
 	bool shares_parent; /* registry lock: cleared once its parent stopped it */
 
@@ -48,6 +50,7 @@ struct ndet_comm {
 	void *engine;
 	int engine_users; /* threads between engine_get and engine_put */
 	bool kernel_failed;
+	bool broken; /* a rank never joined the setup: the collective order is lost */
 	bool strict; /* agreed NCCL_DET_STRICT, once set up */
 	ndet_status_t setup_status;
 	struct ndet_setup_verdict verdict;
@@ -184,6 +187,8 @@ struct ndet_comm *ndet_comm_lookup(ncclComm_t nccl)
 	return found;
 }
 
+static bool ndet_comm_nccl_checks_pointers(void);
+
 struct ndet_comm *ndet_comm_register(ncclComm_t nccl, bool blocking, ncclComm_t parent,
 				     bool shares_parent)
 {
@@ -212,6 +217,7 @@ struct ndet_comm *ndet_comm_register(ncclComm_t nccl, bool blocking, ncclComm_t 
 	}
 	comm->nccl = nccl;
 	comm->blocking = blocking;
+	comm->check_pointers = ndet_comm_nccl_checks_pointers();
 	comm->parent = parent;
 	comm->shares_parent = shares_parent;
 	comm->state = NDET_COMM_PENDING;
@@ -269,6 +275,19 @@ static int ndet_comm_nccl_variable(const char *name, int fallback)
 	return (int)parsed;
 }
 
+/*
+ * NCCL's pointer-check mode: NCCL_CHECK_POINTERS=1 (NCCL up to 2.28), or
+ * NCCL_CHECK_MODE set to anything but DEFAULT (its successor).  Either one counts:
+ * a call it makes us forward gets NCCL's own answer, checked or not.
+ */
+static bool ndet_comm_nccl_checks_pointers(void)
+{
+	if (ndet_comm_nccl_variable("NCCL_CHECK_POINTERS", 0) == 1)
+		return true;
+	const char *mode = ndet_env_get("NCCL_CHECK_MODE", NULL);
+	return mode != NULL && mode[0] != '\0' && strcasecmp(mode, "DEFAULT") != 0;
+}
+
 bool ndet_comm_config_blocking(const ncclConfig_t *config, int inherited)
 {
 	int value = NCCL_CONFIG_UNDEF_INT;
@@ -312,14 +331,22 @@ static void ndet_comm_refresh_locked(struct ndet_comm *comm)
 	comm->kernel_failed = true;
 }
 
-/* Has a kernel of ours failed on `comm`?  No CUDA call. */
+/* Has a kernel of ours failed on `comm`, or its setup found it broken?  No CUDA call. */
 static bool ndet_comm_failed(struct ndet_comm *comm)
 {
 	pthread_mutex_lock(&comm->lock);
 	ndet_comm_refresh_locked(comm);
-	bool failed = comm->kernel_failed;
+	bool failed = comm->kernel_failed || comm->broken;
 	pthread_mutex_unlock(&comm->lock);
 	return failed;
+}
+
+ncclResult_t ndet_comm_failure(struct ndet_comm *comm)
+{
+	pthread_mutex_lock(&comm->lock);
+	bool broken = comm->broken;
+	pthread_mutex_unlock(&comm->lock);
+	return broken ? ncclInvalidUsage : ncclRemoteError;
 }
 
 /*
@@ -496,8 +523,14 @@ static void ndet_comm_setup_finish(struct ndet_comm *comm, const struct ndet_bac
 	comm->setup_status = member->status;
 	comm->verdict = member->verdict;
 	comm->strict = (member->agreed_flags & NDET_SETUP_FLAG_STRICT) != 0;
+	/* Falling back would run NCCL on a sequence that no longer matches: fail. */
+	bool broken = member->status == NDET_ERR_UNSUPPORTED &&
+		      member->verdict.reason == NDET_VERDICT_NOT_IN_SETUP;
 	if (comm->state == NDET_COMM_PENDING) {
-		comm->state = member->status == NDET_OK ? NDET_COMM_READY : NDET_COMM_FALLBACK;
+		comm->state = member->status == NDET_OK ? NDET_COMM_READY
+			      : broken                  ? NDET_COMM_POISONED
+							: NDET_COMM_FALLBACK;
+		comm->broken = broken;
 		comm->engine = member->engine;
 	} else if (member->engine != NULL) {
 		/* Aborted or revoked while we were setting up: the engine is never used. */
@@ -512,6 +545,12 @@ static void ndet_comm_setup_finish(struct ndet_comm *comm, const struct ndet_bac
 	if (state == NDET_COMM_READY)
 		NDET_INFO(NDET_SUBSYS_SETUP, "communicator %p rank %d/%d: all-reduces diverted",
 			  (void *)comm->nccl, rank, nranks);
+	else if (broken)
+		NDET_WARN("communicator %p rank %d/%d: rank %d sent no setup record: %s. Its "
+			  "all-reduces fail with ncclInvalidUsage, and ncclCommGetAsyncError "
+			  "reports ncclInvalidUsage",
+			  (void *)comm->nccl, rank, nranks, member->verdict.offending_rank,
+			  ndet_verdict_reason_fix(member->verdict.reason));
 	else if (member->status == NDET_ERR_UNSUPPORTED)
 		NDET_INFO(NDET_SUBSYS_SETUP,
 			  "communicator %p rank %d/%d: not diverted: %s (rank %d, detail %u)",
@@ -597,6 +636,9 @@ ncclResult_t ndet_comm_setup_group(struct ndet_comm *const comms[], int count)
 		int exchange = __atomic_load_n(&comm->exchange_result, __ATOMIC_RELAXED);
 		if (exchange != ncclSuccess && first == ncclSuccess)
 			first = (ncclResult_t)exchange;
+		/* The application must learn now: its next collective would not match. */
+		if (members[i].verdict.reason == NDET_VERDICT_NOT_IN_SETUP && first == ncclSuccess)
+			first = ncclInvalidUsage;
 	}
 	for (int i = 0; i < count; i++)
 		ndet_comm_wait_setup(comms[i]);
@@ -609,6 +651,23 @@ out:
 
 /* ---------------------------------------------------------------- calls */
 
+/*
+ * Would NCCL's pointer check accept the call's buffers?  It checks them against the
+ * communicator's device, which a communicator not set up yet has not told us.
+ */
+static bool ndet_comm_pointers_valid(const struct ndet_call *call)
+{
+	const struct ndet_nccl *nccl = ndet_resolve_nccl();
+	pthread_mutex_lock(&call->comm->lock);
+	int device = call->comm->device;
+	pthread_mutex_unlock(&call->comm->lock);
+	if (device < 0 && (nccl->ncclCommCuDevice == NULL ||
+			   nccl->ncclCommCuDevice(call->comm->nccl, &device) != ncclSuccess))
+		device = -1;
+	return ndet_comm_backend->pointer_valid(device, call->sendbuff) &&
+	       ndet_comm_backend->pointer_valid(device, call->recvbuff);
+}
+
 void ndet_comm_decide(struct ndet_call *call)
 {
 	struct ndet_comm *comm = call->comm;
@@ -620,12 +679,13 @@ void ndet_comm_decide(struct ndet_call *call)
 	pthread_mutex_lock(&comm->lock);
 	ndet_comm_refresh_locked(comm);
 	facts.state = comm->state;
-	/* Agreed once set up; before that the local value, equal by precondition. */
-	facts.strict =
-		comm->state == NDET_COMM_PENDING ? ndet_settings_get()->strict : comm->strict;
+	/* The agreed value only: ranks may differ, and a split decision is a hang. */
+	facts.strict = comm->strict;
 	pthread_mutex_unlock(&comm->lock);
 	/* Only fp8 depends on the NCCL release; do not ask NCCL otherwise. */
 	facts.nccl_version = (int)call->datatype >= 10 ? ndet_resolve_nccl_version() : 0;
+	/* A debugging mode of NCCL's, so the CUDA call it costs is NCCL's price too. */
+	facts.invalid_pointers = call->comm->check_pointers && !ndet_comm_pointers_valid(call);
 	ndet_eligibility_decide(&facts, &call->decision);
 }
 
@@ -758,7 +818,7 @@ ncclResult_t ndet_comm_launch_group(struct ndet_call *calls, int count)
 		if (engine == NULL) {
 			__atomic_add_fetch(&call->comm->stats.failed_calls, 1, __ATOMIC_RELAXED);
 			if (first == ncclSuccess)
-				first = ncclRemoteError;
+				first = ndet_comm_failure(call->comm);
 			continue;
 		}
 		launches[launching] = (struct ndet_backend_call){
@@ -810,11 +870,15 @@ bool ndet_comm_async_error(ncclComm_t nccl, ncclResult_t *async_error)
 	if (comm == NULL)
 		return false;
 	bool failed = ndet_comm_failed(comm);
+	/*
+	 * PyTorch's watchdog keys on ncclRemoteError (a peer or the network failed);
+	 * any error makes it abort, so a broken setup reports what it is.
+	 */
+	ncclResult_t failure = failed ? ndet_comm_failure(comm) : ncclSuccess;
 	ndet_comm_unref(comm);
 	if (!failed)
 		return false;
-	/* PyTorch's watchdog keys on ncclRemoteError: a peer or the network failed. */
-	*async_error = ncclRemoteError;
+	*async_error = failure;
 	return true;
 }
 
@@ -1008,9 +1072,10 @@ ncclResult_t ndet_comm_query(ncclComm_t nccl, int *diverted, const char **reason
 				      : "setup failed on this rank";
 			break;
 		case NDET_COMM_POISONED:
-			why = "poisoned: an nccl-det kernel failed (peer timeout, abort or "
-			      "diverging "
-			      "calls)";
+			why = comm->broken ? "broken: a rank did not take part in nccl-det's "
+					     "setup (NCCL_DET_ENABLE differs between ranks)"
+					   : "poisoned: an nccl-det kernel failed (peer timeout, "
+					     "abort or diverging calls)";
 			break;
 		case NDET_COMM_DEAD:
 		default:
@@ -1057,4 +1122,15 @@ void *ndet_comm_engine_for_testing(ncclComm_t nccl)
 	pthread_mutex_unlock(&comm->lock);
 	ndet_comm_unref(comm);
 	return engine;
+}
+
+int ndet_comm_registered_for_testing(void)
+{
+	int count = 0;
+	pthread_mutex_lock(&ndet_comm_registry_lock);
+	for (unsigned b = 0; b < NDET_COMM_BUCKETS; b++)
+		for (struct ndet_comm *comm = ndet_comm_buckets[b]; comm != NULL; comm = comm->next)
+			count++;
+	pthread_mutex_unlock(&ndet_comm_registry_lock);
+	return count;
 }

@@ -7,7 +7,13 @@
  * States (ndet_eligibility.h): PENDING until the setup ran (a non-blocking
  * communicator, or one created inside a group), then READY (an engine), FALLBACK (the
  * ranks agreed not to divert: verdict) or, later, POISONED (our engine failed) and
- * DEAD (aborted, revoked, finalized).
+ * DEAD (aborted, revoked, finalized).  A setup that finds a rank which never joined
+ * it (NCCL_DET_ENABLE=0 there, against the documented precondition) leaves the
+ * communicator POISONED at once ("broken"): NCCL paired that rank's collective with
+ * our exchange, so falling back would run NCCL on collectives that no longer match.
+ * The creating call (or the first all-reduce of a non-blocking communicator) then
+ * returns ncclInvalidUsage, every eligible all-reduce fails with it, and
+ * ncclCommGetAsyncError reports it, so a watchdog aborts the job.
  *
  * Threads: the registry lock is held only to find, add or remove an entry; each
  * entry has its own lock, held only to read or change its state, never while waiting
@@ -124,6 +130,14 @@ ncclResult_t ndet_comm_launch_group(struct ndet_call *calls, int count);
 
 /* ---------------------------------------------------------------- lifecycle */
 
+/*
+ * The code a failed communicator's eligible calls and ncclCommGetAsyncError report:
+ * ncclRemoteError after a kernel failure (a peer, the network, a timeout: what
+ * PyTorch's watchdog expects), ncclInvalidUsage when a rank never joined the setup
+ * (the job's configuration is wrong: NCCL_DET_ENABLE differs between ranks).
+ */
+ncclResult_t ndet_comm_failure(struct ndet_comm *comm);
+
 /* ncclCommGetAsyncError: true when our engine failed and *async_error was set here. */
 bool ndet_comm_async_error(ncclComm_t nccl, ncclResult_t *async_error);
 
@@ -157,6 +171,8 @@ bool ndet_comm_stats(ncclComm_t nccl, struct ndet_comm_stats *stats);
 /* Test hooks (not thread-safe against calls in flight). */
 void ndet_comm_set_backend_for_testing(const struct ndet_backend *backend);
 void *ndet_comm_engine_for_testing(ncclComm_t nccl);
+/* Communicators in the registry (leak tests). */
+int ndet_comm_registered_for_testing(void);
 
 #ifdef __cplusplus
 }

@@ -94,7 +94,7 @@ void ndet_eligibility_decide(const struct ndet_eligibility_facts *facts,
 	decision->dtype = NDET_DTYPE_F32;
 	decision->op = NDET_OP_SUM;
 	if (datatype < 0 || datatype >= ndet_eligibility_type_count(facts->nccl_version) ||
-	    op < 0) {
+	    op < 0 || facts->invalid_pointers) {
 		ndet_eligibility_set(decision, NDET_ACTION_FORWARD, NDET_FALLBACK_INVALID);
 		return;
 	}
@@ -107,6 +107,14 @@ void ndet_eligibility_decide(const struct ndet_eligibility_facts *facts,
 	if (reason == NDET_FALLBACK_NONE)
 		reason = ndet_eligibility_op(op, &decision->op);
 	if (reason != NDET_FALLBACK_NONE) {
+		/*
+		 * Strict mode may refuse it, and only the agreed value may say so: set
+		 * the communicator up first (every rank sees the same state).
+		 */
+		if (decision->floating && facts->state == NDET_COMM_PENDING) {
+			ndet_eligibility_set(decision, NDET_ACTION_SETUP, NDET_FALLBACK_NONE);
+			return;
+		}
 		/* Whatever the communicator's state: NCCL runs what we cannot. */
 		bool refuse = decision->floating && facts->strict;
 		ndet_eligibility_set(decision, refuse ? NDET_ACTION_REFUSE : NDET_ACTION_FORWARD,

@@ -12,9 +12,14 @@
  * Integer types go to NCCL silently (integer reductions are exact in any order).
  * fp8 types (NCCL >= 2.24) and PreMulSum ops (op >= ncclNumOps) go to NCCL with a
  * WARN: the user asked for determinism and does not get it.  Arguments NCCL would
- * reject (datatype or op outside their enums) go to NCCL unchanged so that it
- * returns its own error code.  NCCL_DET_STRICT=1 turns every floating-point fallback
- * into ncclInvalidUsage.
+ * reject (datatype or op outside their enums; in NCCL's pointer-check mode, buffers
+ * its check refuses) go to NCCL unchanged so that it returns its own error code.
+ * NCCL_DET_STRICT=1 turns every floating-point fallback into ncclInvalidUsage.
+ *
+ * Strict mode is a fact only once agreed (the setup ANDs every rank's flag): a
+ * floating-point call that strict mode might refuse, on a communicator not set up
+ * yet, sets it up first.  Deciding from the local NCCL_DET_STRICT would split ranks
+ * whose values differ: one refusing, the others waiting in NCCL.
  */
 #ifndef NDET_ELIGIBILITY_H_
 #define NDET_ELIGIBILITY_H_
@@ -65,8 +70,14 @@ struct ndet_eligibility_facts {
 	ncclRedOp_t op;
 	size_t count;
 	ndet_comm_state_t state;
-	bool strict;      /* agreed NCCL_DET_STRICT (or the local value before setup) */
+	bool strict;      /* agreed NCCL_DET_STRICT; not consulted while PENDING */
 	int nccl_version; /* runtime pncclGetVersion: which enum values exist */
+	/*
+	 * NCCL's pointer-check mode is on and a buffer fails its check: NCCL returns
+	 * ncclInvalidArgument without communicating, on this rank, as it would
+	 * without nccl-det.  Always false with the checks off.
+	 */
+	bool invalid_pointers;
 };
 
 struct ndet_eligibility {

@@ -148,7 +148,7 @@ static ncclResult_t ndet_group_queue_settle(struct ndet_group_queue *queue, stru
 		if (call->decision.action == NDET_ACTION_REFUSE)
 			result = ndet_group_combine(result, ncclInvalidUsage);
 		else if (call->decision.action == NDET_ACTION_FAIL)
-			result = ndet_group_combine(result, ncclRemoteError);
+			result = ndet_group_combine(result, ndet_comm_failure(call->comm));
 		else if (call->decision.action == NDET_ACTION_SETUP)
 			result = ndet_group_combine(result, ncclSystemError); /* setup never ran */
 		else
@@ -448,7 +448,7 @@ bool ndet_group_allreduce(const void *sendbuff, void *recvbuff, size_t count,
 		*result = ncclInvalidUsage;
 		break;
 	case NDET_ACTION_FAIL:
-		*result = ncclRemoteError;
+		*result = ndet_comm_failure(comm);
 		break;
 	case NDET_ACTION_SETUP:
 		/* Never forward a call our peers may divert: fail it instead. */

@@ -662,8 +662,13 @@ static void ndet_settings_log_all(const struct ndet_settings *settings)
 	}
 }
 
+/* ndet_settings_set_thread_override_for_testing; NULL outside the CPU tests. */
+static _Thread_local const struct ndet_settings *ndet_settings_thread_override;
+
 const struct ndet_settings *ndet_settings_get(void)
 {
+	if (ndet_settings_thread_override != NULL)
+		return ndet_settings_thread_override;
 	if (__atomic_load_n(&ndet_settings_parsed, __ATOMIC_ACQUIRE))
 		return &ndet_settings_current;
 	pthread_mutex_lock(&ndet_settings_lock);
@@ -736,4 +741,9 @@ void ndet_settings_reset_for_testing(void)
 	pthread_mutex_lock(&ndet_settings_lock);
 	__atomic_store_n(&ndet_settings_parsed, 0, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&ndet_settings_lock);
+}
+
+void ndet_settings_set_thread_override_for_testing(const struct ndet_settings *settings)
+{
+	ndet_settings_thread_override = settings;
 }

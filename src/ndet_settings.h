@@ -80,6 +80,14 @@ void ndet_settings_dump(FILE *out);
 /* Test hook: parse again on the next ndet_settings_get() (not thread-safe). */
 void ndet_settings_reset_for_testing(void);
 
+/*
+ * Test hook: ndet_settings_get() on this thread returns `settings` (NULL: the
+ * process's again).  Real ranks are processes with an environment each; in the CPU
+ * tests ranks are threads of one process, and this is how one of them gets other
+ * settings than its peers.  The caller keeps `settings` alive while installed.
+ */
+void ndet_settings_set_thread_override_for_testing(const struct ndet_settings *settings);
+
 #ifdef __cplusplus
 }
 #endif

@@ -151,8 +151,15 @@ static void ndet_setup_check_headers(struct ndet_setup_member *member,
 		memcpy(&header, state->recv + (size_t)r * sizeof(header), sizeof(header));
 		if (ndet_setup_header_check(&header) == NDET_OK)
 			continue;
-		/* Every rank holds the same headers, so every rank stops here. */
-		ndet_setup_set_verdict(member, NDET_VERDICT_BAD_RECORD, r, header.format_version);
+		/*
+		 * Every rank holds the same headers, so every rank stops here.  A slot
+		 * without any record was never sent: that rank is not in the protocol.
+		 */
+		if (!ndet_setup_header_is_record(&header))
+			ndet_setup_set_verdict(member, NDET_VERDICT_NOT_IN_SETUP, r, 0);
+		else
+			ndet_setup_set_verdict(member, NDET_VERDICT_BAD_RECORD, r,
+					       header.format_version);
 		ndet_setup_leave(member, state, ops, NDET_ERR_UNSUPPORTED,
 				 NDET_SETUP_ROUND_HEADERS);
 		return;

@@ -74,13 +74,17 @@ void ndet_setup_header_init(struct ndet_setup_header *header, uint32_t payload_l
 	header->checksum = ndet_setup_header_checksum(header);
 }
 
+bool ndet_setup_header_is_record(const struct ndet_setup_header *header)
+{
+	return header != NULL && header->magic == NDET_SETUP_MAGIC &&
+	       header->checksum == ndet_setup_header_checksum(header);
+}
+
 ndet_status_t ndet_setup_header_check(const struct ndet_setup_header *header)
 {
 	if (header == NULL)
 		return NDET_ERR_INVALID_ARGUMENT;
-	if (header->magic != NDET_SETUP_MAGIC)
-		return NDET_ERR_UNSUPPORTED;
-	if (header->checksum != ndet_setup_header_checksum(header))
+	if (!ndet_setup_header_is_record(header))
 		return NDET_ERR_UNSUPPORTED;
 	/* A different version is a peer running another release: it cannot agree. */
 	if (header->format_version != NDET_SETUP_FORMAT_VERSION)
@@ -290,16 +294,17 @@ bool ndet_setup_table_shares_process(const struct ndet_setup_payload *table, int
 const char *ndet_verdict_reason_name(ndet_verdict_reason_t reason)
 {
 	static const char *const names[NDET_VERDICT_COUNT] = {
-	    [NDET_VERDICT_OK] = "ok",
-	    [NDET_VERDICT_BAD_RECORD] = "bad setup record",
-	    [NDET_VERDICT_RANK_MISMATCH] = "rank mismatch",
-	    [NDET_VERDICT_MULTI_HOST] = "multi-host",
-	    [NDET_VERDICT_VERSION_MISMATCH] = "library version mismatch",
-	    [NDET_VERDICT_SETTINGS_MISMATCH] = "settings mismatch",
-	    [NDET_VERDICT_POOL_MISMATCH] = "pool geometry mismatch",
-	    [NDET_VERDICT_NAMESPACE] = "namespace mismatch",
-	    [NDET_VERDICT_LOCAL_FAILURE] = "local failure",
-	    [NDET_VERDICT_TOO_MANY_RANKS] = "too many ranks",
+		[NDET_VERDICT_OK] = "ok",
+		[NDET_VERDICT_BAD_RECORD] = "bad setup record",
+		[NDET_VERDICT_RANK_MISMATCH] = "rank mismatch",
+		[NDET_VERDICT_MULTI_HOST] = "multi-host",
+		[NDET_VERDICT_VERSION_MISMATCH] = "library version mismatch",
+		[NDET_VERDICT_SETTINGS_MISMATCH] = "settings mismatch",
+		[NDET_VERDICT_POOL_MISMATCH] = "pool geometry mismatch",
+		[NDET_VERDICT_NAMESPACE] = "namespace mismatch",
+		[NDET_VERDICT_LOCAL_FAILURE] = "local failure",
+		[NDET_VERDICT_TOO_MANY_RANKS] = "too many ranks",
+		[NDET_VERDICT_NOT_IN_SETUP] = "a rank did not take part in nccl-det's setup",
 	};
 	if ((unsigned)reason >= NDET_VERDICT_COUNT)
 		return "unknown verdict";
@@ -309,40 +314,46 @@ const char *ndet_verdict_reason_name(ndet_verdict_reason_t reason)
 const char *ndet_verdict_reason_fix(ndet_verdict_reason_t reason)
 {
 	static const char *const fixes[NDET_VERDICT_COUNT] = {
-	    [NDET_VERDICT_OK] = "all ranks agree; nccl-det diverts this communicator's "
-				"eligible all-reduces: nothing to fix",
-	    [NDET_VERDICT_BAD_RECORD] =
-		"a rank sent a setup record this release cannot read (another nccl-det "
-		"format version, or corrupt bytes); load the same nccl-det build on "
-		"every rank (nccl-det-run does this)",
-	    [NDET_VERDICT_RANK_MISMATCH] =
-		"a rank's record names a different rank or communicator size than its "
-		"position in the exchange; this is a bug in nccl-det or NCCL: please "
-		"report it with NCCL_DET_DEBUG=INFO logs",
-	    [NDET_VERDICT_MULTI_HOST] =
-		"ranks are on more than one host; nccl-det diverts only single-host "
-		"communicators: nothing to fix, NCCL runs these calls",
-	    [NDET_VERDICT_VERSION_MISMATCH] =
-		"ranks loaded different nccl-det versions; install one version and load "
-		"it on every rank (nccl-det-run checks this)",
-	    [NDET_VERDICT_SETTINGS_MISMATCH] =
-		"NCCL_DET_* settings differ between ranks; set the same values on every "
-		"rank (nccl-det-run checks this)",
-	    [NDET_VERDICT_POOL_MISMATCH] =
-		"ranks laid out their pools differently (NCCL_DET_POOL_SIZE or a "
-		"different build); set the same NCCL_DET_* values and load the same "
-		"nccl-det build on every rank",
-	    [NDET_VERDICT_NAMESPACE] =
-		"ranks run in different PID or IPC namespaces (containers), where CUDA "
-		"IPC is refused; run all ranks in one container, or share the host's "
-		"namespaces (docker --ipc=host --pid=host)",
-	    [NDET_VERDICT_LOCAL_FAILURE] =
-		"a rank could not prepare nccl-det (see that rank's WARN for the local "
-		"cause); fix that cause, e.g. raise NCCL_DET_MAX_MEMORY, or keep NCCL",
-	    [NDET_VERDICT_TOO_MANY_RANKS] =
-		"the communicator has more ranks than nccl-det's kernels handle (" NDET_STRINGIFY(
-		    NDET_MAX_RANKS) "); "
-				    "nothing to fix, NCCL runs these calls",
+		[NDET_VERDICT_OK] = "all ranks agree; nccl-det diverts this communicator's "
+				    "eligible all-reduces: nothing to fix",
+		[NDET_VERDICT_BAD_RECORD] =
+			"a rank sent a setup record this release cannot read (another nccl-det "
+			"format version, or corrupt bytes); load the same nccl-det build on "
+			"every rank (nccl-det-run does this)",
+		[NDET_VERDICT_RANK_MISMATCH] =
+			"a rank's record names a different rank or communicator size than its "
+			"position in the exchange; this is a bug in nccl-det or NCCL: please "
+			"report it with NCCL_DET_DEBUG=INFO logs",
+		[NDET_VERDICT_MULTI_HOST] =
+			"ranks are on more than one host; nccl-det diverts only single-host "
+			"communicators: nothing to fix, NCCL runs these calls",
+		[NDET_VERDICT_VERSION_MISMATCH] =
+			"ranks loaded different nccl-det versions; install one version and load "
+			"it on every rank (nccl-det-run checks this)",
+		[NDET_VERDICT_SETTINGS_MISMATCH] =
+			"NCCL_DET_* settings differ between ranks; set the same values on every "
+			"rank (nccl-det-run checks this)",
+		[NDET_VERDICT_POOL_MISMATCH] =
+			"ranks laid out their pools differently (NCCL_DET_POOL_SIZE or a "
+			"different build); set the same NCCL_DET_* values and load the same "
+			"nccl-det build on every rank",
+		[NDET_VERDICT_NAMESPACE] =
+			"ranks run in different PID or IPC namespaces (containers), where CUDA "
+			"IPC is refused; run all ranks in one container, or share the host's "
+			"namespaces (docker --ipc=host --pid=host)",
+		[NDET_VERDICT_LOCAL_FAILURE] =
+			"a rank could not prepare nccl-det (see that rank's WARN for the local "
+			"cause); fix that cause, e.g. raise NCCL_DET_MAX_MEMORY, or keep NCCL",
+		[NDET_VERDICT_TOO_MANY_RANKS] =
+			"the communicator has more ranks than nccl-det's kernels handle "
+			"(" NDET_STRINGIFY(NDET_MAX_RANKS) "); "
+							   "nothing to fix, NCCL runs these calls",
+		[NDET_VERDICT_NOT_IN_SETUP] =
+			"that rank runs without nccl-det (NCCL_DET_ENABLE=0 there, or the library "
+			"not loaded), so NCCL paired one of its collectives with nccl-det's setup "
+			"exchange and this communicator's collectives no longer match across "
+			"ranks; load nccl-det with the same NCCL_DET_ENABLE on every rank "
+			"(nccl-det-run does) and restart the job",
 	};
 	if ((unsigned)reason >= NDET_VERDICT_COUNT)
 		return "unknown verdict; this is a bug in nccl-det: please report it";

@@ -84,15 +84,23 @@ typedef enum {
 /* Why a table was refused.  Same on every rank for the same table. */
 typedef enum {
 	NDET_VERDICT_OK = 0,
-	NDET_VERDICT_BAD_RECORD,        /* bad magic/version/length/checksum, or unterminated strings */
-	NDET_VERDICT_RANK_MISMATCH,     /* rank/nranks fields do not match table position */
-	NDET_VERDICT_MULTI_HOST,        /* hostname or boot id differ */
+	NDET_VERDICT_BAD_RECORD,    /* bad magic/version/length/checksum, or unterminated strings */
+	NDET_VERDICT_RANK_MISMATCH, /* rank/nranks fields do not match table position */
+	NDET_VERDICT_MULTI_HOST,    /* hostname or boot id differ */
 	NDET_VERDICT_VERSION_MISMATCH,  /* library versions differ */
 	NDET_VERDICT_SETTINGS_MISMATCH, /* settings hash differs */
 	NDET_VERDICT_POOL_MISMATCH,     /* pool geometry differs */
 	NDET_VERDICT_NAMESPACE,         /* different PID or IPC namespaces: CUDA IPC refused */
 	NDET_VERDICT_LOCAL_FAILURE,     /* some rank reported local_status != READY */
 	NDET_VERDICT_TOO_MANY_RANKS,
+	/*
+	 * A rank's round-one slot holds no setup record at all (no magic, or a bad
+	 * checksum): that rank did not run the setup (NCCL_DET_ENABLE=0 there, or
+	 * nccl-det not loaded), so NCCL paired its own collective with our exchange
+	 * and the communicator's collective order is broken.  Not a fallback: the
+	 * communicator fails (ndet_comm.h).
+	 */
+	NDET_VERDICT_NOT_IN_SETUP,
 	NDET_VERDICT_COUNT
 } ndet_verdict_reason_t;
 
@@ -117,6 +125,12 @@ uint32_t ndet_setup_header_checksum(const struct ndet_setup_header *header);
 
 /* Fill a header for a payload of `payload_length` bytes. */
 void ndet_setup_header_init(struct ndet_setup_header *header, uint32_t payload_length);
+
+/*
+ * Is this a setup record of any nccl-det release (magic and checksum right)?  A
+ * header of another format version is one; bytes a rank never sent are not.
+ */
+bool ndet_setup_header_is_record(const struct ndet_setup_header *header);
 
 /*
  * Judge one received header.  NDET_OK if magic, checksum and format version are ours

@@ -299,12 +299,19 @@ NDET_EXPORT ncclResult_t ncclDetCommQuery(ncclComm_t comm, int *diverted, const 
 		"ncclDetCommQuery");
 	if (other != NULL)
 		return other(comm, diverted, reason);
-	if (!ndet_settings_get()->enable) {
+	bool enabled = ndet_settings_get()->enable;
+	/*
+	 * In a fork() child or at exit every call passes through: say so, and leave the
+	 * registry alone (a thread of the parent may have held its lock at fork()).
+	 */
+	if (!enabled || !ndet_comm_hooks_allowed()) {
 		if (comm == NULL || diverted == NULL)
 			return ncclInvalidArgument;
 		*diverted = 0;
 		if (reason != NULL)
-			*reason = "disabled (NCCL_DET_ENABLE=0)";
+			*reason = enabled ? "inactive in this process (a child after fork(), or "
+					    "exiting): every call goes to NCCL"
+					  : "disabled (NCCL_DET_ENABLE=0)";
 		return ncclSuccess;
 	}
 	return ndet_comm_query(comm, diverted, reason);

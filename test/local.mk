@@ -130,11 +130,33 @@ test_libtest_preload_ext_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -rpat
 	-no-undefined -Wl,-rpath,$(abs_top_builddir)/test/fake_nccl/.libs
 test_libtest_preload_ext_la_LIBADD = test/fake_nccl/libnccl.la
 
-TESTS += test/fake_nccl/test_fake_exports.sh test/test_forward.sh \
+# Programs run by shell drivers against the fake NCCL, with and without a preload.
+FAKE_PROGRAM_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/test/fake_nccl
+FAKE_PROGRAM_LDADD = test/fake_nccl/libfake_nccl_helpers.la test/fake_nccl/libnccl.la \
+	$(PTHREAD_LIBS) -ldl
+
+# Bad input: test_bad_input.sh runs test_bad_input without, with a disabled and with
+# an enabled nccl-det, NCCL's pointer checks off and on.
+check_PROGRAMS += test/test_bad_input
+test_test_bad_input_SOURCES = test/test_bad_input.c
+test_test_bad_input_CFLAGS = $(FAKE_PROGRAM_CFLAGS)
+test_test_bad_input_LDFLAGS = $(AM_LDFLAGS) -no-install
+test_test_bad_input_LDADD = $(FAKE_PROGRAM_LDADD)
+
+# Process exit with live communicators, under the preloaded host-only build.
+check_PROGRAMS += test/test_exit_live
+test_test_exit_live_SOURCES = test/test_exit_live.c
+test_test_exit_live_CFLAGS = $(FAKE_PROGRAM_CFLAGS)
+test_test_exit_live_LDFLAGS = $(AM_LDFLAGS) -no-install
+test_test_exit_live_LDADD = $(FAKE_PROGRAM_LDADD)
+
+TESTS += test/fake_nccl/test_fake_exports.sh test/test_forward.sh test/test_bad_input.sh \
+	test/test_exit_live.sh \
 	test/test_preload_silent.sh test/test_preload_exports.sh test/test_dtneeded.sh
 EXTRA_DIST += test/fake_nccl/libnccl.map test/fake_nccl/test_fake_exports.sh \
-	test/test_preload_lib.sh test/test_forward.sh test/test_preload_silent.sh \
-	test/test_preload_local.sh test/test_preload_exports.sh test/test_dtneeded.sh
+	test/test_preload_lib.sh test/test_forward.sh test/test_bad_input.sh test/test_exit_live.sh \
+	test/test_preload_silent.sh test/test_preload_local.sh test/test_preload_exports.sh \
+	test/test_dtneeded.sh
 
 if HAVE_CMOCKA
 # The fake on its own: rendezvous, groups, collectives, non-blocking, faults, trace.
@@ -180,15 +202,28 @@ TESTS += test/test_resolve
 
 # The divert layer end to end: the shim compiled in (this program plays
 # libnccl-det.so), the in-process multi-rank fake NCCL, the host-only backend.
-check_PROGRAMS += test/test_divert
-test_test_divert_SOURCES = test/test_divert.c src/ndet_resolve.c src/ndet_resolve.h \
-	src/ndet_shim.c
-test_test_divert_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/test/fake_nccl -I$(top_srcdir)/test
-test_test_divert_LDFLAGS = $(AM_LDFLAGS) -no-install
-test_test_divert_LDADD = test/libndet_fake_backend.la src/libndet_divert.la \
-	$(CUDA_STATIC_LIBS) test/libndet_test_data.la test/fake_nccl/libfake_nccl_helpers.la \
+# What the programs that play libnccl-det.so in front of the fake NCCL share.
+SHIM_TEST_SOURCES = src/ndet_resolve.c src/ndet_resolve.h src/ndet_shim.c \
+	test/ndet_divert_fixture.c test/ndet_divert_fixture.h
+SHIM_TEST_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/test/fake_nccl -I$(top_srcdir)/test
+SHIM_TEST_LDADD = test/libndet_fake_backend.la src/libndet_divert.la $(CUDA_STATIC_LIBS) \
+	test/libndet_test_data.la test/fake_nccl/libfake_nccl_helpers.la \
 	test/fake_nccl/libnccl.la $(TEST_LIBS)
+
+check_PROGRAMS += test/test_divert
+test_test_divert_SOURCES = test/test_divert.c $(SHIM_TEST_SOURCES)
+test_test_divert_CFLAGS = $(SHIM_TEST_CFLAGS)
+test_test_divert_LDFLAGS = $(AM_LDFLAGS) -no-install
+test_test_divert_LDADD = $(SHIM_TEST_LDADD)
 TESTS += test/test_divert
+
+# Faults: abort, stopped peers, divergence, teardown orders, split groups, cycles, fork.
+check_PROGRAMS += test/test_faults
+test_test_faults_SOURCES = test/test_faults.c $(SHIM_TEST_SOURCES)
+test_test_faults_CFLAGS = $(SHIM_TEST_CFLAGS)
+test_test_faults_LDFLAGS = $(AM_LDFLAGS) -no-install
+test_test_faults_LDADD = $(SHIM_TEST_LDADD)
+TESTS += test/test_faults
 
 check_PROGRAMS += test/test_preload_local
 test_test_preload_local_SOURCES = test/test_preload_local.c

@@ -8,9 +8,12 @@
 #include "ndet_fake_backend.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ndet_kernels.h"
@@ -22,10 +25,18 @@
 #define NDET_FAKE_PROBE_TAG   0x46414b4550000000ull /* "FAKEP" */
 #define NDET_FAKE_DATA_OFFSET 4096u
 
-/* A pool: only the probe words; the data path needs no staging on the host. */
+/*
+ * A pool: the words of the kernels' flag region (ndet_kernels.h) that the host-only
+ * protocol needs, and where its owner's input of the current call lies.  Peers write
+ * ready/done/abort_word/probe, the owner polls them; staging is the owner's.
+ */
 struct ndet_fake_pool {
 	struct ndet_fake_pool *next_quarantined;
 	uint64_t probe[NDET_MAX_RANKS];
+	uint64_t ready[NDET_MAX_RANKS]; /* peer q's step << 24 | call signature */
+	uint64_t done[NDET_MAX_RANKS];  /* peer q's step: it finished reading my staging */
+	uint64_t abort_word;            /* 1 + the rank that failed: leave at once */
+	void *staging;                  /* a copy of the owner's sendbuff for this call */
 };
 
 struct ndet_fake_engine {
@@ -37,11 +48,41 @@ struct ndet_fake_engine {
 	bool shares_process;
 	uint32_t error; /* atomics: as the host-mapped words of the real engine */
 	uint32_t abort;
+	uint64_t step; /* calls that ran the protocol: the kernels' step counter */
 };
 
 static pthread_mutex_t ndet_fake_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ndet_fake_pool *ndet_fake_quarantine;
 static struct ndet_fake_backend_counters ndet_fake_counts;
+static int ndet_fake_version_rank = -1; /* ndet_fake_backend_set_library_version */
+static uint32_t ndet_fake_version;
+
+/*
+ * The CUDA runtime registers its exit handler at its first call, so a late exit
+ * handler of the application finds it gone.  So does this engine's: any use of it
+ * after exit() began and its handler ran is a crash in the making, made visible.
+ */
+static pthread_once_t ndet_fake_runtime_once = PTHREAD_ONCE_INIT;
+static int ndet_fake_runtime_down; /* atomic */
+
+static void ndet_fake_runtime_shutdown(void)
+{
+	__atomic_store_n(&ndet_fake_runtime_down, 1, __ATOMIC_RELEASE);
+}
+
+static void ndet_fake_runtime_start(void)
+{
+	if (atexit(ndet_fake_runtime_shutdown) != 0)
+		NDET_WARN("fake backend: atexit failed");
+}
+
+static void ndet_fake_runtime_check(const char *what)
+{
+	if (!__atomic_load_n(&ndet_fake_runtime_down, __ATOMIC_ACQUIRE))
+		return;
+	fprintf(stderr, "fake backend: %s after the (CUDA) runtime shut down at exit\n", what);
+	abort();
+}
 
 static void ndet_fake_count(int *counter)
 {
@@ -81,8 +122,10 @@ static void ndet_fake_release_pool(struct ndet_fake_pool *pool, bool free_pool)
 		ndet_fake_quarantine = pool;
 	}
 	pthread_mutex_unlock(&ndet_fake_lock);
-	if (free_pool)
+	if (free_pool) {
+		free(pool->staging);
 		free(pool);
+	}
 }
 
 /* ---------------------------------------------------------------- setup */
@@ -125,6 +168,10 @@ static void ndet_fake_prepare(void *member, struct ndet_setup_payload *payload)
 	payload->flags_offset = 0;
 	payload->data_offset = NDET_FAKE_DATA_OFFSET;
 	payload->local_status = (uint32_t)local;
+	pthread_mutex_lock(&ndet_fake_lock);
+	if (ndet_fake_version_rank == config->rank)
+		payload->library_version = ndet_fake_version;
+	pthread_mutex_unlock(&ndet_fake_lock);
 }
 
 static bool ndet_fake_map_and_probe(void *member, const struct ndet_setup_payload *table,
@@ -217,6 +264,8 @@ static ndet_status_t ndet_fake_setup_allgather(void *context, int count, void *c
 static void ndet_fake_create_group(struct ndet_backend_member *members, int count,
 				   ndet_engine_exchange_fn exchange)
 {
+	(void)pthread_once(&ndet_fake_runtime_once, ndet_fake_runtime_start);
+	ndet_fake_runtime_check("setup");
 	struct ndet_setup_member *setup = calloc((size_t)(count > 0 ? count : 1), sizeof(*setup));
 	for (int i = 0; i < count; i++) {
 		members[i].engine = NULL;
@@ -261,12 +310,38 @@ static void ndet_fake_create_group(struct ndet_backend_member *members, int coun
 
 /* ---------------------------------------------------------------- calls */
 
+/* ---------------------------------------------------------------- the "kernel" */
+
+#define NDET_FAKE_SIGNATURE_BITS 24
+#define NDET_FAKE_SIGNATURE_MASK ((UINT64_C(1) << NDET_FAKE_SIGNATURE_BITS) - 1)
+
+static void ndet_fake_count_failure(uint32_t kernel_error)
+{
+	pthread_mutex_lock(&ndet_fake_lock);
+	if (kernel_error == NDET_FAKE_KERNEL_FAULT)
+		ndet_fake_counts.faults++;
+	else if (kernel_error < NDET_FAKE_ERROR_SLOTS)
+		ndet_fake_counts.kernel_errors[kernel_error]++;
+	pthread_mutex_unlock(&ndet_fake_lock);
+}
+
 /* First writer wins, as in the kernels. */
 static void ndet_fake_fail(struct ndet_fake_engine *engine, uint32_t kernel_error)
 {
 	uint32_t expected = NDET_KERNEL_OK;
-	__atomic_compare_exchange_n(&engine->error, &expected, kernel_error, false,
-				    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+	if (__atomic_compare_exchange_n(&engine->error, &expected, kernel_error, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		ndet_fake_count_failure(kernel_error);
+}
+
+/* A failing "kernel": record the error and tell every rank to leave (ndet_fail). */
+static void ndet_fake_fail_all(struct ndet_fake_engine *engine, uint32_t kernel_error)
+{
+	ndet_fake_fail(engine, kernel_error);
+	for (int q = 0; q < engine->config.nranks; q++)
+		if (engine->peers[q] != NULL)
+			__atomic_store_n(&engine->peers[q]->abort_word,
+					 1u + (uint64_t)engine->config.rank, __ATOMIC_RELAXED);
 }
 
 static ndet_status_t ndet_fake_error(void *opaque, uint32_t *kernel_error)
@@ -278,97 +353,213 @@ static ndet_status_t ndet_fake_error(void *opaque, uint32_t *kernel_error)
 	return error == NDET_KERNEL_OK ? NDET_OK : NDET_ERR_REMOTE;
 }
 
-/* Reduce the calls of `calls` that move `bytes` per rank, with one exchange. */
-static void ndet_fake_run_size(struct ndet_backend_call *calls, const int *index, int count,
-			       size_t bytes)
+/* The kernels' signature: calls that differ in any of these must not meet. */
+static uint64_t ndet_fake_signature(const struct ndet_backend_call *call, int nranks)
 {
-	struct ndet_fake_engine **engines = calloc((size_t)count, sizeof(*engines));
-	const void **sends = calloc((size_t)count, sizeof(*sends));
-	void **gathered = calloc((size_t)count, sizeof(*gathered));
-	bool ok = engines != NULL && sends != NULL && gathered != NULL;
-	for (int k = 0; k < count && ok; k++) {
-		struct ndet_backend_call *call = &calls[index[k]];
-		engines[k] = call->engine;
-		sends[k] = call->sendbuff;
-		gathered[k] = malloc(bytes * (size_t)engines[k]->config.nranks);
-		ok = gathered[k] != NULL;
+	const uint64_t words[] = {call->count, (uint64_t)call->dtype, (uint64_t)call->op,
+				  (uint64_t)nranks};
+	uint64_t hash = UINT64_C(0xcbf29ce484222325);
+	const unsigned char *bytes = (const unsigned char *)words;
+	for (size_t i = 0; i < sizeof(words); i++) {
+		hash ^= bytes[i];
+		hash *= UINT64_C(0x100000001b3);
 	}
-	if (ok && ndet_fake_exchange(engines, count, sends, gathered, bytes) != NDET_OK)
-		ok = false;
-	for (int k = 0; k < count; k++) {
-		struct ndet_backend_call *call = &calls[index[k]];
-		struct ndet_fake_engine *engine = call->engine;
-		call->status = NDET_OK;
-		if (!ok) {
-			/* What a kernel whose peer vanished reports; the launch itself worked. */
-			ndet_fake_fail(engine, NDET_KERNEL_ERR_PEER);
-			continue;
-		}
-		const void *inputs[NDET_MAX_RANKS];
-		for (int r = 0; r < engine->config.nranks; r++)
-			inputs[r] = (const char *)gathered[k] + (size_t)r * bytes;
-		call->status =
-			ndet_reference_allreduce(inputs, engine->config.nranks, call->recvbuff,
-						 call->count, call->dtype, call->op);
-		pthread_mutex_lock(&ndet_fake_lock);
-		ndet_fake_counts.allreduces++;
-		pthread_mutex_unlock(&ndet_fake_lock);
-	}
-	for (int k = 0; gathered != NULL && k < count; k++)
-		free(gathered[k]);
-	free(gathered);
-	free(sends);
-	free(engines);
+	hash &= NDET_FAKE_SIGNATURE_MASK;
+	return hash == 0 ? 1 : hash; /* 0 is a never-written flag */
 }
 
+static uint64_t ndet_fake_now_ns(void)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)now.tv_sec * UINT64_C(1000000000) + (uint64_t)now.tv_nsec;
+}
+
+/* A spin of the host "kernel": yield at first, then sleep up to 1 ms (2 cores, many ranks). */
+static void ndet_fake_pause(unsigned spins)
+{
+	if (spins < 64) {
+		sched_yield();
+		return;
+	}
+	unsigned shift = spins < 74 ? spins - 64 : 10;
+	struct timespec pause = {.tv_sec = 0, .tv_nsec = 1000L << shift};
+	nanosleep(&pause, NULL);
+}
+
+/*
+ * ndet_wait: until `flag` holds step `step` (and, with `check`, `signature`),
+ * polling the abort word, the host abort flag and the deadline.  NDET_KERNEL_OK or
+ * the error to record.
+ */
+static uint32_t ndet_fake_wait(struct ndet_fake_engine *engine, const uint64_t *flag,
+			       uint64_t step, bool check, uint64_t signature, uint64_t deadline_ns)
+{
+	for (unsigned spins = 0;; spins++) {
+		uint64_t value = __atomic_load_n(flag, __ATOMIC_ACQUIRE);
+		if (value >> NDET_FAKE_SIGNATURE_BITS == step) {
+			if (check && (value & NDET_FAKE_SIGNATURE_MASK) != signature)
+				return NDET_KERNEL_ERR_SIGNATURE;
+			return NDET_KERNEL_OK;
+		}
+		if (__atomic_load_n(&engine->pool->abort_word, __ATOMIC_RELAXED) != 0)
+			return NDET_KERNEL_ERR_PEER;
+		if (__atomic_load_n(&engine->abort, __ATOMIC_ACQUIRE) != 0)
+			return NDET_KERNEL_ERR_ABORTED;
+		if (deadline_ns != 0 && ndet_fake_now_ns() > deadline_ns)
+			return NDET_KERNEL_ERR_TIMEOUT;
+		ndet_fake_pause(spins);
+	}
+}
+
+/* One call of a batch as its "kernel" runs it. */
+struct ndet_fake_run {
+	struct ndet_backend_call *call;
+	struct ndet_fake_engine *engine;
+	uint64_t step;
+	uint64_t signature;
+	uint64_t deadline_ns; /* 0: never */
+	bool posted;          /* ready published: peers may read our staging */
+	bool reduced;         /* done published */
+};
+
+/*
+ * Kernel start: a poisoned engine fails fast, a NULL buffer faults (a CUDA kernel
+ * would die with an illegal address; here the peers are told at once instead of
+ * timing out).  Then copy-in and publish.  False when nothing was posted.
+ */
+static bool ndet_fake_post(struct ndet_fake_run *run)
+{
+	struct ndet_backend_call *call = run->call;
+	struct ndet_fake_engine *engine = run->engine;
+	const int me = engine->config.rank;
+	uint64_t abort_word = __atomic_load_n(&engine->pool->abort_word, __ATOMIC_RELAXED);
+	if (abort_word != 0) {
+		ndet_fake_fail(engine, NDET_KERNEL_ERR_PEER);
+		return false;
+	}
+	if (__atomic_load_n(&engine->abort, __ATOMIC_ACQUIRE) != 0) {
+		ndet_fake_fail_all(engine, NDET_KERNEL_ERR_ABORTED);
+		return false;
+	}
+	if (call->sendbuff == NULL || call->recvbuff == NULL) {
+		ndet_fake_fail_all(engine, NDET_FAKE_KERNEL_FAULT);
+		return false;
+	}
+	size_t bytes = call->count * ndet_dtype_size(call->dtype);
+	void *staging = malloc(bytes);
+	if (staging == NULL) {
+		/* A launch that cannot start: the peers must not wait for it. */
+		ndet_fake_fail_all(engine, NDET_KERNEL_ERR_PEER);
+		return false;
+	}
+	memcpy(staging, call->sendbuff, bytes);
+	engine->pool->staging = staging;
+	run->step = ++engine->step;
+	run->signature = ndet_fake_signature(call, engine->config.nranks);
+	run->deadline_ns = engine->config.timeout_ms == 0
+				   ? 0
+				   : ndet_fake_now_ns() + engine->config.timeout_ms * UINT64_C(1000000);
+	uint64_t ready = run->step << NDET_FAKE_SIGNATURE_BITS | run->signature;
+	for (int q = 0; q < engine->config.nranks; q++)
+		if (q != me)
+			__atomic_store_n(&engine->peers[q]->ready[me], ready, __ATOMIC_RELEASE);
+	run->posted = true;
+	return true;
+}
+
+/* Every peer's input is staged and it is the same call: reduce, then say so. */
+static void ndet_fake_reduce(struct ndet_fake_run *run)
+{
+	struct ndet_fake_engine *engine = run->engine;
+	const int me = engine->config.rank, nranks = engine->config.nranks;
+	const void *inputs[NDET_MAX_RANKS];
+	for (int q = 0; q < nranks; q++) {
+		if (q == me)
+			continue;
+		uint32_t error = ndet_fake_wait(engine, &engine->pool->ready[q], run->step, true,
+						run->signature, run->deadline_ns);
+		if (error != NDET_KERNEL_OK) {
+			ndet_fake_fail_all(engine, error);
+			return;
+		}
+	}
+	for (int q = 0; q < nranks; q++)
+		inputs[q] = engine->peers[q]->staging;
+	ndet_status_t status = ndet_reference_allreduce(inputs, nranks, run->call->recvbuff,
+							run->call->count, run->call->dtype,
+							run->call->op);
+	if (status != NDET_OK) {
+		/* The launch itself is what fails: a kernel with bad arguments never starts. */
+		run->call->status = status;
+	}
+	for (int q = 0; q < nranks; q++)
+		if (q != me)
+			__atomic_store_n(&engine->peers[q]->done[me],
+					 run->step << NDET_FAKE_SIGNATURE_BITS, __ATOMIC_RELEASE);
+	run->reduced = true;
+	pthread_mutex_lock(&ndet_fake_lock);
+	ndet_fake_counts.allreduces++;
+	pthread_mutex_unlock(&ndet_fake_lock);
+}
+
+/* Every peer finished reading my staging: it can go.  Else it stays with the pool. */
+static void ndet_fake_finish(struct ndet_fake_run *run)
+{
+	struct ndet_fake_engine *engine = run->engine;
+	const int me = engine->config.rank;
+	for (int q = 0; q < engine->config.nranks; q++) {
+		if (q == me)
+			continue;
+		uint32_t error = ndet_fake_wait(engine, &engine->pool->done[q], run->step, false, 0,
+						run->deadline_ns);
+		if (error != NDET_KERNEL_OK) {
+			ndet_fake_fail_all(engine, error);
+			return;
+		}
+	}
+	free(engine->pool->staging);
+	engine->pool->staging = NULL;
+}
+
+/*
+ * The kernels' protocol (ndet_kernels.h), run on the caller's thread: every call of
+ * the batch posts before any waits, so a thread that drives several ranks of one
+ * communicator never waits for itself.  Like a launch, a call whose "kernel" fails
+ * still returns NDET_OK: the error is in the engine's error word
+ * (ncclCommGetAsyncError), and the next call fails fast.
+ */
 static void ndet_fake_allreduce_group(struct ndet_backend_call *calls, int count)
 {
-	int *index = calloc((size_t)(count > 0 ? count : 1), sizeof(*index));
-	bool *done = calloc((size_t)(count > 0 ? count : 1), sizeof(*done));
-	if (index == NULL || done == NULL) {
+	ndet_fake_runtime_check("an all-reduce");
+	struct ndet_fake_run *runs = calloc((size_t)(count > 0 ? count : 1), sizeof(*runs));
+	if (runs == NULL) {
 		for (int i = 0; i < count; i++)
 			calls[i].status = NDET_ERR_SYSTEM;
-		goto out;
+		return;
 	}
 	for (int i = 0; i < count; i++) {
 		struct ndet_fake_engine *engine = calls[i].engine;
-		done[i] = true;
-		if (ndet_fake_error(engine, NULL) != NDET_OK) {
+		runs[i].call = &calls[i];
+		runs[i].engine = engine;
+		calls[i].status = NDET_OK;
+		if (ndet_fake_error(engine, NULL) != NDET_OK)
 			calls[i].status = NDET_ERR_REMOTE; /* poisoned: refused at launch */
-		} else if (__atomic_load_n(&engine->abort, __ATOMIC_ACQUIRE) != 0) {
-			ndet_fake_fail(engine, NDET_KERNEL_ERR_ABORTED);
-			calls[i].status = NDET_OK;
-		} else if (calls[i].count == 0) {
-			calls[i].status = NDET_OK;
-		} else {
-			done[i] = false;
-		}
+		else if (calls[i].count > 0)
+			(void)ndet_fake_post(&runs[i]);
 	}
-	/*
-	 * Calls of equal size share one exchange: every rank of one communicator moves
-	 * the same bytes, so a thread that drives several of its ranks has them all in
-	 * the same exchange.
-	 */
-	for (int i = 0; i < count; i++) {
-		if (done[i])
-			continue;
-		size_t bytes = calls[i].count * ndet_dtype_size(calls[i].dtype);
-		int same = 0;
-		for (int k = i; k < count; k++) {
-			if (!done[k] && calls[k].count * ndet_dtype_size(calls[k].dtype) == bytes) {
-				index[same++] = k;
-				done[k] = true;
-			}
-		}
-		ndet_fake_run_size(calls, index, same, bytes);
-	}
-out:
-	free(done);
-	free(index);
+	for (int i = 0; i < count; i++)
+		if (runs[i].posted)
+			ndet_fake_reduce(&runs[i]);
+	for (int i = 0; i < count; i++)
+		if (runs[i].reduced)
+			ndet_fake_finish(&runs[i]);
+	free(runs);
 }
 
 static void ndet_fake_abort(void *opaque)
 {
+	ndet_fake_runtime_check("an abort");
 	struct ndet_fake_engine *engine = opaque;
 	__atomic_store_n(&engine->abort, 1u, __ATOMIC_RELEASE);
 }
@@ -381,6 +572,7 @@ static bool ndet_fake_poisoned(struct ndet_fake_engine *engine)
 
 static ndet_status_t ndet_fake_destroy_group(void *const opaque[], int count, bool barrier)
 {
+	ndet_fake_runtime_check("a destroy");
 	ndet_status_t status = NDET_OK;
 	const size_t slots = (size_t)(count > 0 ? count : 1);
 	void **meeting = calloc(slots, sizeof(*meeting));
@@ -429,6 +621,13 @@ static bool ndet_fake_shares_process(void *opaque)
 	return engine->shares_process;
 }
 
+/* Host memory is the fake NCCL's device memory: only NULL fails NCCL's check there. */
+static bool ndet_fake_pointer_valid(int cuda_device, const void *pointer)
+{
+	(void)cuda_device;
+	return pointer != NULL;
+}
+
 const struct ndet_backend ndet_fake_backend = {
 	.name = "fake (host memory, CPU reference)",
 	.create_group = ndet_fake_create_group,
@@ -438,6 +637,7 @@ const struct ndet_backend ndet_fake_backend = {
 	.destroy_group = ndet_fake_destroy_group,
 	.shares_process = ndet_fake_shares_process,
 	.memory_bytes = ndet_engine_memory_bytes,
+	.pointer_valid = ndet_fake_pointer_valid,
 };
 
 void ndet_fake_backend_counters(struct ndet_fake_backend_counters *counters)
@@ -453,9 +653,11 @@ void ndet_fake_backend_reset(void)
 	struct ndet_fake_pool *pool = ndet_fake_quarantine;
 	ndet_fake_quarantine = NULL;
 	memset(&ndet_fake_counts, 0, sizeof(ndet_fake_counts));
+	ndet_fake_version_rank = -1;
 	pthread_mutex_unlock(&ndet_fake_lock);
 	while (pool != NULL) {
 		struct ndet_fake_pool *next = pool->next_quarantined;
+		free(pool->staging);
 		free(pool);
 		pool = next;
 	}
@@ -464,4 +666,12 @@ void ndet_fake_backend_reset(void)
 void ndet_fake_backend_set_error(void *engine, uint32_t kernel_error)
 {
 	ndet_fake_fail(engine, kernel_error);
+}
+
+void ndet_fake_backend_set_library_version(int rank, uint32_t version)
+{
+	pthread_mutex_lock(&ndet_fake_lock);
+	ndet_fake_version_rank = rank;
+	ndet_fake_version = version;
+	pthread_mutex_unlock(&ndet_fake_lock);
 }

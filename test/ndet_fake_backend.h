@@ -6,19 +6,37 @@
  * (ndet_setup.c) with pools in host memory: peers in this process are reached by
  * direct pointers and probed by writing and reading those pools, and it honours
  * NCCL_DET_TEST_FAIL (alloc, ipc_open, probe, @rank) and NCCL_DET_MAX_MEMORY as the
- * CUDA engine does.  Its all-reduce exchanges the inputs through the exchange
- * callback (the real, here fake, ncclAllGather via pnccl*) and computes the result
- * with the CPU reference tree (ndet_reference.h), so a test can tell a diverted
- * result (tree order) from NCCL's (the fake reduces in rank order).
+ * CUDA engine does.
+ *
+ * Its all-reduce runs the kernels' flag protocol (ndet_kernels.h) on the calling
+ * thread, through the pools and never through NCCL: copy-in, publish ready =
+ * step << 24 | signature into every peer's pool, wait for every peer's ready (exact
+ * step, signature of count/dtype/op/nranks), reduce with the CPU reference tree
+ * (ndet_reference.h, so a test can tell a diverted result from NCCL's rank order),
+ * publish done, wait until every peer has read our input.  Every wait polls the
+ * pool's abort word, the engine's abort flag (ncclCommAbort, revoke) and a deadline
+ * of NCCL_DET_TIMEOUT from the start of the call, as the kernels do.  A batch posts
+ * every call before it waits for any, so one thread may drive several ranks.
+ *
+ * Errors, as the kernels report them: the first one goes into the engine's error
+ * word (ndet_kernel_error_t), and every rank's abort word is set so that the peers
+ * leave too (NDET_KERNEL_ERR_PEER).  Like a kernel launch, the call that failed
+ * still returns NDET_OK; ncclCommGetAsyncError reports the error and the next call
+ * fails fast (NDET_ERR_REMOTE at launch).  A NULL buffer with count > 0 "faults"
+ * (NDET_FAKE_KERNEL_FAULT: a CUDA kernel would die with an illegal address and its
+ * peers would time out; here they are told at once).  ndet_fake_backend_set_error()
+ * injects any error.
  *
  * FAKE_BACKEND_PROCESS_PER_RANK=1 makes every rank publish a pid of its own, as if
  * each rank were a process: peers are then "opened" like IPC peers (ipc_open faults
  * apply) and the destroy barrier runs.  By default all ranks share this process, as
  * threads of one process really do (no barrier: see ndet_engine_destroy_group).
+ * ndet_fake_backend_set_library_version() makes a rank publish another library
+ * version.
  *
- * Errors: an aborted engine reports NDET_KERNEL_ERR_ABORTED at its next call; a failed
- * exchange during a call reports NDET_KERNEL_ERR_PEER (what a kernel would write),
- * and ndet_fake_backend_set_error() injects any error.
+ * Exit: like the CUDA runtime, the backend registers an exit handler at its first
+ * setup; once that ran, any use of an engine aborts the process ("after the runtime
+ * shut down"), so a test sees what would crash with CUDA.
  */
 #ifndef NDET_FAKE_BACKEND_H_
 #define NDET_FAKE_BACKEND_H_
@@ -29,6 +47,12 @@
 
 extern const struct ndet_backend ndet_fake_backend;
 
+/* The error word of a "kernel" that touched a NULL buffer (not an ndet_kernel_error_t). */
+#define NDET_FAKE_KERNEL_FAULT 0x100u
+
+/* kernel_errors[] slots: NDET_KERNEL_ERR_TIMEOUT ... NDET_KERNEL_ERR_PEER. */
+#define NDET_FAKE_ERROR_SLOTS 5
+
 struct ndet_fake_backend_counters {
 	int engines_created;
 	int engines_destroyed;
@@ -36,14 +60,26 @@ struct ndet_fake_backend_counters {
 	int pools_quarantined;
 	int barriers; /* engines released through a barrier exchange */
 	unsigned long long allreduces;
+	int kernel_errors[NDET_FAKE_ERROR_SLOTS]; /* first errors by ndet_kernel_error_t */
+	int faults;                               /* NDET_FAKE_KERNEL_FAULT */
 };
 
 void ndet_fake_backend_counters(struct ndet_fake_backend_counters *counters);
 
-/* Zero the counters and free the quarantined pools (between tests only). */
+/*
+ * Zero the counters, forget the version override and free the quarantined pools
+ * (between tests only).
+ */
 void ndet_fake_backend_reset(void);
 
 /* As if a kernel of `engine` had failed with `kernel_error` (ndet_kernel_error_t). */
 void ndet_fake_backend_set_error(void *engine, uint32_t kernel_error);
+
+/*
+ * Setups from now on: `rank` of every communicator publishes `version` as its
+ * library version (a peer running another nccl-det release); rank -1: none.  Reset
+ * by ndet_fake_backend_reset.
+ */
+void ndet_fake_backend_set_library_version(int rank, uint32_t version);
 
 #endif /* NDET_FAKE_BACKEND_H_ */

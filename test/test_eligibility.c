@@ -116,6 +116,8 @@ static void test_premulsum_ops(void **state)
 		for (int index = 0; index < 3; index++) {
 			ncclRedOp_t op = (ncclRedOp_t)((int)ncclNumOps + index * 17);
 			for (int s = 0; s < NDET_COMM_DEAD; s++) {
+				if (s == NDET_COMM_PENDING)
+					continue; /* test_strict_is_agreed_first */
 				struct ndet_eligibility d =
 					decide(floating_types[t], op, 64, (ndet_comm_state_t)s,
 					       false, NCCL_2_28);
@@ -129,6 +131,31 @@ static void test_premulsum_ops(void **state)
 			}
 		}
 	}
+}
+
+/*
+ * What strict mode might refuse waits for the setup on a communicator that has not
+ * run it: the local NCCL_DET_STRICT may differ between ranks, the agreed one cannot.
+ * Integer fallbacks never depend on strict mode and go to NCCL at once.
+ */
+static void test_strict_is_agreed_first(void **state)
+{
+	(void)state;
+	const ncclDataType_t types[] = {ncclFloat32, ncclBfloat16, (ncclDataType_t)10};
+	const ncclRedOp_t ops[] = {(ncclRedOp_t)ncclNumOps, ncclSum};
+	for (size_t t = 0; t < COUNT_OF(types); t++) {
+		for (size_t o = 0; o < COUNT_OF(ops); o++) {
+			for (int strict = 0; strict < 2; strict++) {
+				struct ndet_eligibility d = decide(
+					types[t], ops[o], 64, NDET_COMM_PENDING, strict, NCCL_2_28);
+				assert_int_equal(d.action, NDET_ACTION_SETUP);
+			}
+		}
+	}
+	struct ndet_eligibility d =
+		decide(ncclInt64, (ncclRedOp_t)ncclNumOps, 64, NDET_COMM_PENDING, true, NCCL_2_28);
+	assert_int_equal(d.action, NDET_ACTION_FORWARD);
+	assert_int_equal(d.reason, NDET_FALLBACK_INTEGER);
 }
 
 /* fp8 exists from NCCL 2.24: a floating type nccl-det lacks; before, an invalid enum. */
@@ -170,6 +197,36 @@ static void test_invalid_arguments_forwarded(void **state)
 						   (ndet_comm_state_t)s, true, NCCL_2_28);
 		assert_int_equal(d.action, NDET_ACTION_FORWARD);
 		assert_int_equal(d.reason, NDET_FALLBACK_INVALID);
+	}
+}
+
+/*
+ * Buffers NCCL's pointer check refuses (its check mode only): NCCL answers, for any
+ * datatype, op, count and state, before a setup could run.
+ */
+static void test_invalid_pointers_forwarded(void **state)
+{
+	(void)state;
+	const ncclDataType_t types[] = {ncclFloat32, ncclBfloat16, ncclInt32, (ncclDataType_t)10};
+	const ncclRedOp_t ops[] = {ncclSum, ncclAvg, (ncclRedOp_t)ncclNumOps};
+	for (size_t t = 0; t < COUNT_OF(types); t++) {
+		for (size_t o = 0; o < COUNT_OF(ops); o++) {
+			for (int s = 0; s < NDET_COMM_STATE_COUNT; s++) {
+				struct ndet_eligibility_facts facts = {
+					.datatype = types[t],
+					.op = ops[o],
+					.count = (size_t)s,
+					.state = (ndet_comm_state_t)s,
+					.strict = s % 2 == 0,
+					.nccl_version = NCCL_2_28,
+					.invalid_pointers = true,
+				};
+				struct ndet_eligibility d;
+				ndet_eligibility_decide(&facts, &d);
+				assert_int_equal(d.action, NDET_ACTION_FORWARD);
+				assert_int_equal(d.reason, NDET_FALLBACK_INVALID);
+			}
+		}
 	}
 }
 
@@ -227,7 +284,9 @@ int main(void)
 		cmocka_unit_test(test_integer_types_fall_back_silently),
 		cmocka_unit_test(test_premulsum_ops),
 		cmocka_unit_test(test_fp8),
+		cmocka_unit_test(test_strict_is_agreed_first),
 		cmocka_unit_test(test_invalid_arguments_forwarded),
+		cmocka_unit_test(test_invalid_pointers_forwarded),
 		cmocka_unit_test(test_count_is_not_a_reason),
 		cmocka_unit_test(test_pure),
 		cmocka_unit_test(test_names),

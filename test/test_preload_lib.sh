@@ -60,3 +60,11 @@ defined_symbols() {
 		awk '$1 ~ /^[0-9]+:$/ && $7 != "UND" && $4 != "SECTION" && $4 != "FILE" && NF >= 8 && $8 != "" { print $8, $4, $5, $6, $2 }' |
 		sort
 }
+
+# same_file A B WHAT: A and B are identical, else show the difference and fail.
+same_file() {
+	cmp -s "$1" "$2" || {
+		diff -u "$1" "$2" >&2
+		fail "$3"
+	}
+}

@@ -352,9 +352,21 @@ static void tamper_magic(int round, void *record, size_t bytes)
 	((unsigned char *)record)[0] ^= 0xff;
 }
 
+static void tamper_checksum(int round, void *record, size_t bytes)
+{
+	((unsigned char *)record)[offsetof(struct ndet_setup_header, checksum)] ^= 0x01;
+}
+
+/* The slot of a rank that never sent anything (its NCCL ran another collective). */
+static void tamper_never_sent(int round, void *record, size_t bytes)
+{
+	memset(record, 0, bytes);
+}
+
 static void test_header_checks(void **state)
 {
-	const tamper_fn tampers[] = {tamper_format_version, tamper_payload_length, tamper_magic};
+	const tamper_fn tampers[] = {tamper_format_version, tamper_payload_length, tamper_magic,
+				     tamper_checksum, tamper_never_sent};
 	for (size_t t = 0; t < sizeof(tampers) / sizeof(tampers[0]); t++) {
 		reset(state);
 		add_comm(1, 3);
@@ -368,8 +380,17 @@ static void test_header_checks(void **state)
 		uint32_t detail = NDET_SETUP_FORMAT_VERSION;
 		if (tampers[t] == tamper_format_version)
 			detail = NDET_SETUP_FORMAT_VERSION + 1;
-		/* Every rank stops after the headers: no payload of unknown length. */
-		assert_comm(1, NDET_ERR_UNSUPPORTED, NDET_VERDICT_BAD_RECORD, 1, detail, 1);
+		/*
+		 * Every rank stops after the headers: no payload of unknown length.  A
+		 * record of another release is a fallback; no record at all means that
+		 * rank never ran the setup.
+		 */
+		bool record =
+			tampers[t] == tamper_format_version || tampers[t] == tamper_payload_length;
+		if (record)
+			assert_comm(1, NDET_ERR_UNSUPPORTED, NDET_VERDICT_BAD_RECORD, 1, detail, 1);
+		else
+			assert_comm(1, NDET_ERR_UNSUPPORTED, NDET_VERDICT_NOT_IN_SETUP, 1, 0, 1);
 		for (int r = 0; r < 3; r++)
 			assert_int_equal(member_of(1, r)->prepared, 0);
 		assert_comm(2, NDET_OK, NDET_VERDICT_OK, -1, 0, 4);

@@ -184,6 +184,34 @@ static void test_header_each_field_wrong_is_refused(void **state)
 	}
 }
 
+/*
+ * A record of another release (magic and checksum right) against bytes no rank sent
+ * (what a rank without nccl-det leaves in the exchange): only the first is a record.
+ */
+static void test_header_is_record(void **state)
+{
+	(void)state;
+	struct ndet_setup_header good, header;
+	ndet_setup_header_init(&good, sizeof(struct ndet_setup_payload));
+	assert_true(ndet_setup_header_is_record(&good));
+	header = good;
+	header.format_version = NDET_SETUP_FORMAT_VERSION + 1;
+	header.payload_length = 4096;
+	header.checksum = ndet_setup_header_checksum(&header);
+	assert_true(ndet_setup_header_is_record(&header));
+	assert_int_equal(ndet_setup_header_check(&header), NDET_ERR_UNSUPPORTED);
+	header = good;
+	header.magic ^= 0x20;
+	header.checksum = ndet_setup_header_checksum(&header);
+	assert_false(ndet_setup_header_is_record(&header));
+	header = good;
+	header.checksum ^= 1;
+	assert_false(ndet_setup_header_is_record(&header));
+	memset(&header, 0, sizeof(header));
+	assert_false(ndet_setup_header_is_record(&header));
+	assert_false(ndet_setup_header_is_record(NULL));
+}
+
 /* ---------------------------------------------------------------- payload parse */
 
 static void test_payload_parse_good(void **state)
@@ -675,21 +703,22 @@ static void test_reason_texts(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_header_round_trip),
-	    cmocka_unit_test(test_header_each_field_wrong_is_refused),
-	    cmocka_unit_test(test_payload_parse_good),
-	    cmocka_unit_test(test_payload_parse_wrong_length),
-	    cmocka_unit_test(test_payload_parse_unterminated_strings),
-	    cmocka_unit_test(test_payload_parse_out_of_range_fields),
-	    cmocka_unit_test(test_evaluate_good_tables_and_peer_kinds),
-	    cmocka_unit_test(test_evaluate_each_mismatch_on_each_rank),
-	    cmocka_unit_test(test_evaluate_each_local_status),
-	    cmocka_unit_test(test_evaluate_too_many_ranks),
-	    cmocka_unit_test(test_evaluate_check_order),
-	    cmocka_unit_test(test_evaluate_unknown_namespaces),
-	    cmocka_unit_test(test_peer_kind_needs_same_pid_and_namespace),
-	    cmocka_unit_test(test_evaluate_bad_arguments),
-	    cmocka_unit_test(test_reason_texts),
+		cmocka_unit_test(test_header_round_trip),
+		cmocka_unit_test(test_header_each_field_wrong_is_refused),
+		cmocka_unit_test(test_header_is_record),
+		cmocka_unit_test(test_payload_parse_good),
+		cmocka_unit_test(test_payload_parse_wrong_length),
+		cmocka_unit_test(test_payload_parse_unterminated_strings),
+		cmocka_unit_test(test_payload_parse_out_of_range_fields),
+		cmocka_unit_test(test_evaluate_good_tables_and_peer_kinds),
+		cmocka_unit_test(test_evaluate_each_mismatch_on_each_rank),
+		cmocka_unit_test(test_evaluate_each_local_status),
+		cmocka_unit_test(test_evaluate_too_many_ranks),
+		cmocka_unit_test(test_evaluate_check_order),
+		cmocka_unit_test(test_evaluate_unknown_namespaces),
+		cmocka_unit_test(test_peer_kind_needs_same_pid_and_namespace),
+		cmocka_unit_test(test_evaluate_bad_arguments),
+		cmocka_unit_test(test_reason_texts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -1446,10 +1447,40 @@ static ncclResult_t fake_execute_shrink(struct fake_slot *slot, int parent_nrank
 	return result;
 }
 
+static bool fake_post_faults(const struct fake_post *post, int rank);
+
+/*
+ * A NULL buffer the operation needs (NCCL's checks off): the launch "succeeded" and
+ * the kernel faulted, so nothing moves, every call returns ncclSuccess and the error
+ * surfaces later, as ncclUnhandledCudaError from ncclCommGetAsyncError.
+ */
+static bool fake_slot_faults_locked(struct fake_slot *slot)
+{
+	if (slot->class == FAKE_CLASS_SHRINK)
+		return false;
+	bool faults = false;
+	for (int i = 0; i < slot->nposts; i++) {
+		const struct fake_post *post = slot->posts[i];
+		if (post != NULL && post->kind != FAKE_SPLIT &&
+		    fake_post_faults(post, post->comm->rank))
+			faults = true;
+	}
+	if (!faults)
+		return false;
+	for (int i = 0; i < slot->nposts; i++) {
+		struct fake_post *post = slot->posts[i];
+		if (post != NULL && post->comm->async_error == ncclSuccess)
+			post->comm->async_error = ncclUnhandledCudaError;
+	}
+	return true;
+}
+
 static void fake_execute_locked(struct fake_clique *clique, struct fake_slot *slot)
 {
 	ncclResult_t result;
-	if (slot->class == FAKE_CLASS_P2P)
+	if (fake_slot_faults_locked(slot))
+		result = ncclSuccess;
+	else if (slot->class == FAKE_CLASS_P2P)
 		result = fake_execute_p2p(slot);
 	else if (slot->class == FAKE_CLASS_SHRINK)
 		result = fake_execute_shrink(slot, clique->nranks);
@@ -1721,16 +1752,88 @@ static ncclResult_t fake_submit(struct fake_post *post, bool detach)
 	return result;
 }
 
-static ncclResult_t fake_check_buffers(const void *sendbuff, const void *recvbuff, size_t count)
+/*
+ * NCCL's pointer-check mode: NCCL_CHECK_POINTERS=1 (up to 2.28), or NCCL_CHECK_MODE
+ * set to anything but DEFAULT (its successor).  Off by default, as in NCCL.
+ */
+static bool fake_check_mode(void)
 {
-	if (count > 0 && (sendbuff == NULL || recvbuff == NULL)) {
-		fake_set_last_error("fake NCCL: NULL buffer");
-		return ncclInvalidArgument;
-	}
-	return ncclSuccess;
+	if (fake_env_long("NCCL_CHECK_POINTERS", 0) == 1)
+		return true;
+	const char *mode = getenv("NCCL_CHECK_MODE");
+	return mode != NULL && mode[0] != '\0' && strcasecmp(mode, "DEFAULT") != 0;
 }
 
-/* Common path of the data-moving collectives. */
+static bool fake_kind_rooted(enum fake_kind kind)
+{
+	return kind == FAKE_REDUCE || kind == FAKE_BROADCAST || kind == FAKE_GATHER ||
+	       kind == FAKE_SCATTER || kind == FAKE_SEND || kind == FAKE_RECV;
+}
+
+/*
+ * The buffers NCCL's ArgsCheck validates in check mode (argcheck.cc): send/recv check
+ * their one buffer when count > 0; every other collective checks sendbuff unless it
+ * is a broadcast on a non-root rank and recvbuff unless it is a reduce on a non-root
+ * rank, whatever the count.  Host memory is the fake's device memory, so only NULL
+ * is an invalid pointer here.
+ */
+static ncclResult_t fake_check_pointers(const struct fake_post *post, int rank)
+{
+	bool send_ok = post->sendbuff != NULL, recv_ok = post->recvbuff != NULL;
+	switch (post->kind) {
+	case FAKE_SEND:
+		send_ok = send_ok || post->count == 0;
+		recv_ok = true;
+		break;
+	case FAKE_RECV:
+		send_ok = true;
+		recv_ok = recv_ok || post->count == 0;
+		break;
+	default:
+		send_ok = send_ok || (post->kind == FAKE_BROADCAST && rank != post->root);
+		recv_ok = recv_ok || (post->kind == FAKE_REDUCE && rank != post->root);
+		break;
+	}
+	if (send_ok && recv_ok)
+		return ncclSuccess;
+	fake_set_last_error("fake NCCL: %s is not a valid pointer",
+			    send_ok ? "recvbuff" : "sendbuff");
+	return ncclInvalidArgument;
+}
+
+/*
+ * With the checks off, a NULL buffer that the operation reads or writes is what a
+ * faulting kernel is on a GPU: the call returned ncclSuccess long before.  Does
+ * `post` (rank `rank`) touch such a buffer?
+ */
+static bool fake_post_faults(const struct fake_post *post, int rank)
+{
+	if (post->count == 0)
+		return false;
+	bool root = rank == post->root;
+	bool reads = true, writes = true;
+	switch (post->kind) {
+	case FAKE_SEND:
+		writes = false;
+		break;
+	case FAKE_RECV:
+		reads = false;
+		break;
+	case FAKE_BROADCAST:
+	case FAKE_SCATTER:
+		reads = root;
+		break;
+	case FAKE_REDUCE:
+	case FAKE_GATHER:
+		writes = root;
+		break;
+	default:
+		break;
+	}
+	return (reads && post->sendbuff == NULL) || (writes && post->recvbuff == NULL);
+}
+
+/* Common path of the data-moving collectives: NCCL's ArgsCheck order, then submit. */
 static ncclResult_t fake_collective(struct fake_post *post, bool reduces)
 {
 	ncclComm_t comm = post->comm;
@@ -1738,6 +1841,15 @@ static ncclResult_t fake_collective(struct fake_post *post, bool reduces)
 	if (result != ncclSuccess)
 		return result;
 	result = fake_comm_check_ready(comm);
+	if (result == ncclSuccess && fake_kind_rooted(post->kind)) {
+		pthread_mutex_lock(&fake_lock);
+		bool in_range = post->root >= 0 && post->root < comm->nranks;
+		pthread_mutex_unlock(&fake_lock);
+		if (!in_range) {
+			fake_set_last_error("fake NCCL: root/peer %d out of range", post->root);
+			result = ncclInvalidArgument;
+		}
+	}
 	if (result == ncclSuccess && fake_datatype_size(post->datatype) == 0) {
 		fake_set_last_error("fake NCCL: invalid datatype %d", (int)post->datatype);
 		result = ncclInvalidArgument;
@@ -1763,15 +1875,8 @@ static ncclResult_t fake_collective(struct fake_post *post, bool reduces)
 			result = ncclInvalidArgument;
 		}
 	}
-	if (result == ncclSuccess && post->root >= 0) {
-		pthread_mutex_lock(&fake_lock);
-		bool in_range = post->root < comm->nranks;
-		pthread_mutex_unlock(&fake_lock);
-		if (!in_range) {
-			fake_set_last_error("fake NCCL: root/peer %d out of range", post->root);
-			result = ncclInvalidArgument;
-		}
-	}
+	if (result == ncclSuccess && fake_check_mode())
+		result = fake_check_pointers(post, fake_comm_rank(comm));
 	if (result == ncclSuccess)
 		result = fake_submit(post, false);
 	fake_comm_release(comm);
@@ -2753,9 +2858,6 @@ ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, nccl
 	ncclResult_t result = ncclSuccess;
 	int rank = fake_comm_rank(comm);
 	if (!fake_should_fail("ncclReduce", rank, &result)) {
-		result = fake_check_buffers(sendbuff, rank == root ? recvbuff : sendbuff, count);
-		if (result == ncclSuccess && root < 0)
-			result = ncclInvalidArgument;
 		struct fake_post post = {.kind = FAKE_REDUCE,
 					 .comm = comm,
 					 .sendbuff = sendbuff,
@@ -2788,9 +2890,6 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
 	ncclResult_t result = ncclSuccess;
 	int rank = fake_comm_rank(comm);
 	if (!fake_should_fail("ncclBroadcast", rank, &result)) {
-		result = fake_check_buffers(rank == root ? sendbuff : recvbuff, recvbuff, count);
-		if (result == ncclSuccess && root < 0)
-			result = ncclInvalidArgument;
 		struct fake_post post = {.kind = FAKE_BROADCAST,
 					 .comm = comm,
 					 .sendbuff = sendbuff,
@@ -2843,7 +2942,6 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
 	fake_arg_stream(&line, stream);
 	ncclResult_t result = ncclSuccess;
 	if (!fake_should_fail("ncclAllReduce", fake_comm_rank(comm), &result)) {
-		result = fake_check_buffers(sendbuff, recvbuff, count);
 		struct fake_post post = {.kind = FAKE_ALLREDUCE,
 					 .comm = comm,
 					 .sendbuff = sendbuff,
@@ -2877,7 +2975,6 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
 	fake_arg_stream(&line, stream);
 	ncclResult_t result = ncclSuccess;
 	if (!fake_should_fail("ncclReduceScatter", fake_comm_rank(comm), &result)) {
-		result = fake_check_buffers(sendbuff, recvbuff, recvcount);
 		struct fake_post post = {.kind = FAKE_REDUCESCATTER,
 					 .comm = comm,
 					 .sendbuff = sendbuff,
@@ -2908,7 +3005,6 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
 	fake_arg_stream(&line, stream);
 	ncclResult_t result = ncclSuccess;
 	if (!fake_should_fail("ncclAllGather", fake_comm_rank(comm), &result)) {
-		result = fake_check_buffers(sendbuff, recvbuff, sendcount);
 		struct fake_post post = {.kind = FAKE_ALLGATHER,
 					 .comm = comm,
 					 .sendbuff = sendbuff,
@@ -2938,7 +3034,6 @@ ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
 	fake_arg_stream(&line, stream);
 	ncclResult_t result = ncclSuccess;
 	if (!fake_should_fail("ncclAlltoAll", fake_comm_rank(comm), &result)) {
-		result = fake_check_buffers(sendbuff, recvbuff, count);
 		struct fake_post post = {.kind = FAKE_ALLTOALL,
 					 .comm = comm,
 					 .sendbuff = sendbuff,
@@ -2970,9 +3065,6 @@ ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, nccl
 	ncclResult_t result = ncclSuccess;
 	int rank = fake_comm_rank(comm);
 	if (!fake_should_fail("ncclGather", rank, &result)) {
-		result = fake_check_buffers(sendbuff, rank == root ? recvbuff : sendbuff, count);
-		if (result == ncclSuccess && root < 0)
-			result = ncclInvalidArgument;
 		struct fake_post post = {.kind = FAKE_GATHER,
 					 .comm = comm,
 					 .sendbuff = sendbuff,
@@ -3004,9 +3096,6 @@ ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
 	ncclResult_t result = ncclSuccess;
 	int rank = fake_comm_rank(comm);
 	if (!fake_should_fail("ncclScatter", rank, &result)) {
-		result = fake_check_buffers(rank == root ? sendbuff : recvbuff, recvbuff, count);
-		if (result == ncclSuccess && root < 0)
-			result = ncclInvalidArgument;
 		struct fake_post post = {.kind = FAKE_SCATTER,
 					 .comm = comm,
 					 .sendbuff = sendbuff,
@@ -3036,9 +3125,6 @@ ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatyp
 	fake_arg_stream(&line, stream);
 	ncclResult_t result = ncclSuccess;
 	if (!fake_should_fail("ncclSend", fake_comm_rank(comm), &result)) {
-		result = fake_check_buffers(sendbuff, sendbuff, count);
-		if (result == ncclSuccess && peer < 0)
-			result = ncclInvalidArgument;
 		struct fake_post post = {.kind = FAKE_SEND,
 					 .comm = comm,
 					 .sendbuff = sendbuff,
@@ -3067,9 +3153,6 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
 	fake_arg_stream(&line, stream);
 	ncclResult_t result = ncclSuccess;
 	if (!fake_should_fail("ncclRecv", fake_comm_rank(comm), &result)) {
-		result = fake_check_buffers(recvbuff, recvbuff, count);
-		if (result == ncclSuccess && peer < 0)
-			result = ncclInvalidArgument;
 		struct fake_post post = {.kind = FAKE_RECV,
 					 .comm = comm,
 					 .recvbuff = recvbuff,

@@ -44,6 +44,15 @@
  *   allows shrink); ncclCommGetAsyncError then reports ncclRemoteError.
  * - A rendezvous that waits longer than FAKE_NCCL_TIMEOUT_MS aborts the communicator
  *   (message on stderr) instead of hanging `make check`.
+ * - Argument checks in NCCL's order and with its codes (ArgsCheck): NULL or dead
+ *   communicator, communicator not ready, root/peer out of range, datatype, op
+ *   (unknown or destroyed PreMulSum ops included): ncclInvalidArgument.  Buffers are
+ *   checked only in NCCL's pointer-check mode (NCCL_CHECK_POINTERS=1, or
+ *   NCCL_CHECK_MODE other than DEFAULT), and then as NCCL does: a NULL buffer is
+ *   ncclInvalidArgument whatever the count.  With the checks off, a NULL buffer the
+ *   operation reads or writes plays a faulting kernel: the calls return ncclSuccess,
+ *   no data moves, and ncclCommGetAsyncError reports ncclUnhandledCudaError on every
+ *   rank of the operation from then on.
  * - Comm query functions, Register/Deregister, WindowRegister/Deregister, MemAlloc/
  *   MemFree (malloc), GetErrorString, GetLastError work as bookkeeping.
  *
@@ -63,6 +72,8 @@
  *                              comms (default 0; ncclCommInitAll: devlist[i] or i).
  *   FAKE_NCCL_TIMEOUT_MS=MS    rendezvous timeout (default 60000).
  *   NCCL_COMM_BLOCKING=0|1     as in NCCL.
+ *   NCCL_CHECK_POINTERS=0|1    as in NCCL up to 2.28 (default 0).
+ *   NCCL_CHECK_MODE=MODE       as in later NCCL: anything but DEFAULT checks pointers.
  *
  * Trace format: one line per call, written when the call returns (so a call NCCL
  * makes internally, e.g. ncclBroadcast inside ncclBcast, comes before its caller),

@@ -568,6 +568,60 @@ static void test_fault_knobs(void **state)
 		assert_int_equal(ncclCommDestroy(comms[r]), ncclSuccess);
 }
 
+/*
+ * NCCL's pointer-check mode: on, NULL buffers are ncclInvalidArgument whatever the
+ * count (and only the buffers NCCL checks); off, they are not checked and a kernel
+ * that would touch one "faults": ncclSuccess, nothing moves, an async CUDA error.
+ */
+static void test_pointer_check_mode(void **state)
+{
+	(void)state;
+	const char *const modes[][2] = {
+	    {"NCCL_CHECK_POINTERS", "1"},
+	    {"NCCL_CHECK_MODE", "DEBUG_LOCAL"},
+	    {"NCCL_CHECK_MODE", "DEBUG_GLOBAL"},
+	};
+	ncclComm_t comm;
+	ncclUniqueId id;
+	float x[2] = {1, 2};
+	assert_int_equal(ncclGetUniqueId(&id), ncclSuccess);
+	assert_int_equal(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		assert_int_equal(setenv(modes[m][0], modes[m][1], 1), 0);
+		assert_int_equal(ncclAllReduce(NULL, x, 2, ncclFloat32, ncclSum, comm, NULL),
+				 ncclInvalidArgument);
+		assert_int_equal(ncclAllReduce(x, NULL, 0, ncclFloat32, ncclSum, comm, NULL),
+				 ncclInvalidArgument);
+		/* Reduce checks recvbuff on the root only; send/recv only when count > 0. */
+		assert_int_equal(ncclReduce(x, NULL, 2, ncclFloat32, ncclSum, 0, comm, NULL),
+				 ncclInvalidArgument);
+		assert_int_equal(ncclGroupStart(), ncclSuccess);
+		assert_int_equal(ncclSend(NULL, 0, ncclFloat32, 0, comm, NULL), ncclSuccess);
+		assert_int_equal(ncclRecv(NULL, 0, ncclFloat32, 0, comm, NULL), ncclSuccess);
+		assert_int_equal(ncclGroupEnd(), ncclSuccess);
+		/* Other checks come first, with the same code. */
+		assert_int_equal(ncclBroadcast(NULL, NULL, 2, ncclFloat32, 3, comm, NULL),
+				 ncclInvalidArgument);
+		assert_int_equal(ncclAllReduce(x, x, 2, ncclFloat32, ncclSum, comm, NULL),
+				 ncclSuccess);
+		unsetenv(modes[m][0]);
+	}
+	ncclResult_t async = ncclInternalError;
+	assert_int_equal(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+	assert_int_equal(async, ncclSuccess);
+	assert_int_equal(setenv("NCCL_CHECK_MODE", "DEFAULT", 1), 0);
+	assert_int_equal(ncclAllReduce(x, NULL, 0, ncclFloat32, ncclSum, comm, NULL), ncclSuccess);
+	assert_int_equal(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+	assert_int_equal(async, ncclSuccess);
+	/* Unchecked: the "kernel" faults later; the call itself succeeded. */
+	assert_int_equal(ncclAllReduce(x, NULL, 2, ncclFloat32, ncclSum, comm, NULL), ncclSuccess);
+	assert_true(x[0] == 1.0f && x[1] == 2.0f);
+	assert_int_equal(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+	assert_int_equal(async, ncclUnhandledCudaError);
+	unsetenv("NCCL_CHECK_MODE");
+	assert_int_equal(ncclCommDestroy(comm), ncclSuccess);
+}
+
 /* Internal calls through the public names, and the stable argument format. */
 static void test_trace_format(void **state)
 {
@@ -647,6 +701,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_timeout_does_not_hang, setup_trace,
 					    teardown_trace),
 	    cmocka_unit_test_setup_teardown(test_fault_knobs, setup_trace, teardown_trace),
+	    cmocka_unit_test_setup_teardown(test_pointer_check_mode, setup_trace, teardown_trace),
 	    cmocka_unit_test_setup_teardown(test_trace_format, setup_trace, teardown_trace),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,61 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * See ndet_divert_fixture.h.
+ */
+#include "config.h"
+
+#include "ndet_divert_fixture.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "fake_nccl.h"
+#include "ndet_comm.h"
+#include "ndet_fake_backend.h"
+#include "ndet_log.h"
+#include "ndet_settings.h"
+
+int ndet_divert_fixture_start(char *log_path, size_t log_size, char *trace_path, size_t trace_size)
+{
+	if (fake_nccl_trace_temp(log_path, log_size) != 0 ||
+	    (trace_path != NULL && fake_nccl_trace_temp(trace_path, trace_size) != 0))
+		return -1;
+	if (setenv("NCCL_DET_DEBUG", "WARN", 1) != 0 ||
+	    setenv("NCCL_DET_DEBUG_FILE", log_path, 1) != 0 ||
+	    setenv("FAKE_NCCL_TIMEOUT_MS", "20000", 1) != 0)
+		return -1;
+	ndet_comm_set_backend_for_testing(&ndet_fake_backend);
+	return 0;
+}
+
+static int ndet_divert_fixture_empty(const char *path)
+{
+	FILE *file = fopen(path, "w");
+	return file != NULL && fclose(file) == 0 ? 0 : -1;
+}
+
+int ndet_divert_fixture_reset(const char *const knobs[], size_t count, const char *log_path,
+			      const char *trace_path)
+{
+	for (size_t i = 0; i < count; i++)
+		unsetenv(knobs[i]);
+	if (ndet_divert_fixture_empty(log_path) != 0 ||
+	    (trace_path != NULL && ndet_divert_fixture_empty(trace_path) != 0))
+		return -1;
+	/* Settings and log configuration are read once per process: read them again. */
+	ndet_settings_reset_for_testing();
+	ndet_log_reset_for_testing();
+	ndet_fake_backend_reset();
+	return 0;
+}
+
+void ndet_divert_fixture_stop(const char *log_path, const char *trace_path)
+{
+	ndet_fake_backend_reset();
+	ndet_log_reset_for_testing();
+	unlink(log_path);
+	if (trace_path != NULL)
+		unlink(trace_path);
+}
