@@ -8,10 +8,8 @@
  * and a value the dump prints must parse back to the same settings.
  *
  * `make check` builds this with the plain driver below and runs it over a small
- * built-in corpus (and any files named on the command line).  With clang:
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -DNDET_LIBFUZZER -I. -Isrc \
- *     test/fuzz_settings.c src/ndet_settings.c src/ndet_env.c src/ndet_log.c \
- *     -o fuzz_settings && ./fuzz_settings -max_total_time=300
+ * built-in corpus (and any files named on the command line).  With clang and
+ * libFuzzer, for 300 s: test/libfuzzer.sh BUILD_DIR 300 fuzz_settings
  */
 #include "config.h"
 

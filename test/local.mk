@@ -71,6 +71,19 @@ test_fuzz_settings_SOURCES = test/fuzz_settings.c
 test_fuzz_settings_LDADD = src/libndet_logic.la $(PTHREAD_LIBS)
 TESTS += test/fuzz_settings
 
+# Fuzz targets of the conf-file reader, the setup table and the all-reduce decision,
+# each run by the plain driver over its seeds, their mutations and random inputs.
+# test/libfuzzer.sh builds them (and fuzz_settings) with libFuzzer instead.
+check_PROGRAMS += test/fuzz_env test/fuzz_setup_table test/fuzz_eligibility
+test_fuzz_env_SOURCES = test/fuzz_env.c test/fuzz_driver.c test/fuzz_driver.h
+test_fuzz_env_LDADD = src/libndet_logic.la $(PTHREAD_LIBS)
+test_fuzz_setup_table_SOURCES = test/fuzz_setup_table.c test/fuzz_driver.c test/fuzz_driver.h
+test_fuzz_setup_table_LDADD = src/libndet_logic.la $(PTHREAD_LIBS)
+test_fuzz_eligibility_SOURCES = test/fuzz_eligibility.c test/fuzz_driver.c test/fuzz_driver.h
+test_fuzz_eligibility_LDADD = src/libndet_logic.la $(PTHREAD_LIBS)
+TESTS += test/fuzz_env test/fuzz_setup_table test/fuzz_eligibility
+EXTRA_DIST += test/libfuzzer.sh test/valgrind.sh
+
 # GPU test driver (loopback threads, one-launch sanitizer mode, multi-process over
 # real NCCL).  Built by `make`; run by test/gpu/suite.sh on a GPU machine and, when a
 # GPU is visible, by test/test_gpu_loopback.sh in `make check` (SKIP otherwise).

@@ -20,6 +20,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -427,13 +428,20 @@ struct nonblocking_job {
 	int pending_before[MAX_RANKS], diverted_after[MAX_RANKS], child_diverted[MAX_RANKS];
 };
 
+/*
+ * Until the peers got there too: bounded in time, not in polls, so that a slow run
+ * (valgrind, a loaded machine) does not give up early.
+ */
 static ncclResult_t poll_ready(ncclComm_t comm)
 {
 	ncclResult_t state = ncclInProgress;
-	for (int i = 0; i < 100000 && state == ncclInProgress; i++) {
+	time_t deadline = time(NULL) + 20;
+	while (state == ncclInProgress && time(NULL) < deadline) {
 		ncclResult_t result = ncclCommGetAsyncError(comm, &state);
 		if (result != ncclSuccess)
 			return result;
+		if (state == ncclInProgress)
+			sched_yield();
 	}
 	return state;
 }

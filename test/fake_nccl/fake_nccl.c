@@ -1281,6 +1281,9 @@ static ncclResult_t fake_execute_collective(struct fake_slot *slot, int nranks)
 	if (!fake_size_product(count, size, &block) ||
 	    !fake_size_product(block, (size_t)nranks, &all))
 		return ncclInvalidArgument;
+	/* Nothing moves; the buffers may be NULL (memcpy may not even see those). */
+	if (count == 0)
+		return ncclSuccess;
 	unsigned char *data = NULL;
 
 	switch (first->kind) {
@@ -1364,7 +1367,8 @@ static ncclResult_t fake_execute_p2p(struct fake_slot *slot)
 	size_t bytes;
 	if (!fake_size_product(send->count, fake_datatype_size(send->datatype), &bytes))
 		return ncclInvalidArgument;
-	memmove(recv->recvbuff, send->sendbuff, bytes);
+	if (bytes > 0)
+		memmove(recv->recvbuff, send->sendbuff, bytes);
 	return ncclSuccess;
 }
 

@@ -1,0 +1,41 @@
+#!/bin/sh
+# The pure-logic CPU tests, the fuzz targets' plain drivers, the fake NCCL's test
+# and the divert layer's (test_divert: rank threads, no preload) under valgrind's
+# memcheck: invalid accesses, uses of uninitialised values and definite or indirect
+# leaks fail.  Not here: the preload tests (valgrind would trace the shells), and
+# test_faults, whose forked children and time bounds do not suit valgrind; ASan,
+# LSan and TSan run it.
+#
+#   test/valgrind.sh BUILD_DIR
+#
+# BUILD_DIR holds a build without sanitizers (valgrind and ASan do not mix) whose
+# check programs are built (make check).  Exits 77 (skip) without valgrind.
+set -u
+build=${1:?usage: test/valgrind.sh BUILD_DIR}
+command -v valgrind >/dev/null 2>&1 || {
+	echo "valgrind.sh: no valgrind: skipped"
+	exit 77
+}
+if grep -q '^SANITIZER_LDFLAGS = .*-fsanitize' "$build/Makefile"; then
+	echo "valgrind.sh: $build is a sanitizer build" >&2
+	exit 1
+fi
+programs="test_status test_settings test_env test_log test_reference test_setup_record
+	test_setup test_eligibility test_plan fuzz_settings fuzz_env fuzz_setup_table
+	fuzz_eligibility test_fake_nccl test_divert"
+status=0
+for program in $programs; do
+	path="$build/test/$program"
+	[ -x "$path" ] || { echo "valgrind.sh: $path was not built" >&2; exit 1; }
+	# NDET_SANITIZER: tests that measure speed skip themselves.
+	if NDET_SANITIZER=valgrind valgrind --quiet --error-exitcode=99 --leak-check=full \
+		--errors-for-leak-kinds=definite,indirect "$path" >"$path.valgrind.log" 2>&1; then
+		echo "PASS: $program"
+	else
+		tail -40 "$path.valgrind.log" >&2
+		echo "FAIL: $program under valgrind (log: $path.valgrind.log; add" \
+			"--track-origins=yes to see where uninitialised values come from)" >&2
+		status=1
+	fi
+done
+exit $status
