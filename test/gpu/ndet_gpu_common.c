@@ -106,6 +106,12 @@ static bool gpu_is_nan(ndet_dtype_t dtype, const char *p)
 	}
 }
 
+void gpu_upload(void *dst, const void *src, size_t bytes, cudaStream_t stream)
+{
+	GPU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
+	GPU_CHECK(cudaStreamSynchronize(stream));
+}
+
 size_t gpu_compare(ndet_dtype_t dtype, const void *got, const void *want, size_t count,
 		   size_t *first_index)
 {
@@ -251,8 +257,7 @@ void gpu_run_matrix(struct gpu_rank *rank, bool quick)
 						recv = send;
 					/* Poison: every element must be overwritten. */
 					GPU_CHECK(cudaMemset(recv_base, 0x5a, max_count * 8 + 256));
-					GPU_CHECK(cudaMemcpy(send, c.inputs[rank->rank], bytes,
-							     cudaMemcpyHostToDevice));
+					gpu_upload(send, c.inputs[rank->rank], bytes, rank->stream);
 					rank->barrier(rank->barrier_context);
 					ndet_status_t st = ndet_engine_allreduce(
 						rank->engine, send, recv, c.count, c.dtype, c.op,
@@ -322,7 +327,7 @@ void gpu_run_graph(struct gpu_rank *rank, int replays)
 	for (int i = 0; i < replays; i++) {
 		bool eager = i % 10 == 9;
 		gpu_case_prepare(&c, rank->nranks, 100 + i % 7, false, (uint64_t)i << 20);
-		GPU_CHECK(cudaMemcpy(send, c.inputs[rank->rank], bytes, cudaMemcpyHostToDevice));
+		gpu_upload(send, c.inputs[rank->rank], bytes, rank->stream);
 		GPU_CHECK(cudaMemset(recv, 0x5a, bytes));
 		rank->barrier(rank->barrier_context);
 		if (eager)
@@ -357,8 +362,8 @@ void gpu_run_streams(struct gpu_rank *rank, int calls)
 					     .op = (ndet_op_t)(i % NDET_OP_COUNT),
 					     .count = count};
 		gpu_case_prepare(&cases[i], rank->nranks, 200, false, (uint64_t)i << 24);
-		GPU_CHECK(cudaMemcpy(send + (size_t)i * count * size, cases[i].inputs[rank->rank],
-				     count * size, cudaMemcpyHostToDevice));
+		gpu_upload(send + (size_t)i * count * size, cases[i].inputs[rank->rank],
+			   count * size, rank->stream);
 	}
 	GPU_CHECK(cudaDeviceSynchronize());
 	rank->barrier(rank->barrier_context);

@@ -30,6 +30,11 @@
 void gpu_fill(ndet_dtype_t dtype, void *buffer, size_t count, uint64_t seed, bool specials);
 
 /* Elements whose bits differ (two NaNs count as equal).  First mismatch reported. */
+/* Host-to-device copy ordered on STREAM and finished on return.  A plain cudaMemcpy from
+ * pageable memory may return before its DMA lands, and a non-blocking stream does not
+ * wait for the legacy stream: a kernel launched next could read the old bytes. */
+void gpu_upload(void *dst, const void *src, size_t bytes, cudaStream_t stream);
+
 size_t gpu_compare(ndet_dtype_t dtype, const void *got, const void *want, size_t count,
 		   size_t *first_index);
 

@@ -111,7 +111,7 @@ static void run_delay_phase(struct gpu_rank *gpu, int calls)
 	float *expected = malloc(count * sizeof(float)), *got = NULL;
 	GPU_CHECK(cudaMallocHost((void **)&got, count * sizeof(float) * 2));
 	ndet_reference_allreduce(views, gpu->nranks, expected, count, NDET_DTYPE_F32, NDET_OP_SUM);
-	GPU_CHECK(cudaMemcpy(send, inputs[gpu->rank], count * sizeof(float), cudaMemcpyHostToDevice));
+	gpu_upload(send, inputs[gpu->rank], count * sizeof(float), gpu->stream);
 	gpu->barrier(gpu->barrier_context);
 	for (int i = 0; i < calls; i++) {
 		/* Alternate output halves so a stale result from call i-1 cannot pass. */
@@ -259,8 +259,7 @@ static void sanitize_run(struct loopback_world *world)
 					void *send, *recv;
 					GPU_CHECK(cudaMalloc(&send, count * size));
 					GPU_CHECK(cudaMalloc(&recv, count * size));
-					GPU_CHECK(cudaMemcpy(send, host_in[r], count * size,
-							     cudaMemcpyHostToDevice));
+					gpu_upload(send, host_in[r], count * size, stream);
 					sends[r] = send;
 					recvs[r] = recv;
 				}

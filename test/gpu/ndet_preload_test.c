@@ -132,8 +132,10 @@ int main(void)
 				void *want = malloc(count * size), *got = malloc(count * size);
 				ndet_reference_allreduce(views, nranks, want, count, (ndet_dtype_t)dtype,
 							 (ndet_op_t)op);
-				GPU_CHECK(cudaMemcpy(sendp, host[rank], count * size,
-						     cudaMemcpyHostToDevice));
+				/* On the call's stream: a cudaMemcpy from pageable memory may return
+				 * before its DMA lands, and a non-blocking stream does not wait for it. */
+				GPU_CHECK(cudaMemcpyAsync(sendp, host[rank], count * size,
+							  cudaMemcpyHostToDevice, stream));
 				NCCL_OK(ncclGroupStart());
 				NCCL_OK(ncclAllReduce(sendp, recvp, count, nccl_type((ndet_dtype_t)dtype),
 						      nccl_ops[op], comm, stream));
@@ -163,7 +165,8 @@ int main(void)
 		int32_t *host = malloc(count * sizeof(int32_t));
 		for (size_t i = 0; i < count; i++)
 			host[i] = (int32_t)(i * 3 + (size_t)rank);
-		GPU_CHECK(cudaMemcpy(send, host, count * sizeof(int32_t), cudaMemcpyHostToDevice));
+		GPU_CHECK(cudaMemcpyAsync(send, host, count * sizeof(int32_t), cudaMemcpyHostToDevice,
+					  stream));
 		NCCL_OK(ncclAllReduce(send, recv, count, ncclInt32, ncclSum, comm, stream));
 		GPU_CHECK(cudaStreamSynchronize(stream));
 		GPU_CHECK(cudaMemcpy(host, recv, count * sizeof(int32_t), cudaMemcpyDeviceToHost));
