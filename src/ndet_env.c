@@ -131,11 +131,6 @@ static void ndet_env_load_locked(void)
 const char *ndet_env_get(const char *name, ndet_env_source_t *source)
 {
 	const char *value = getenv(name);
-	if (value != NULL) {
-		if (source != NULL)
-			*source = NDET_ENV_SOURCE_ENVIRONMENT;
-		return value;
-	}
 	if (!__atomic_load_n(&ndet_env_loaded, __ATOMIC_ACQUIRE)) {
 		pthread_mutex_lock(&ndet_env_lock);
 		ndet_env_load_locked();
@@ -143,6 +138,16 @@ const char *ndet_env_get(const char *name, ndet_env_source_t *source)
 	}
 	/* Entries are only appended before ndet_env_loaded is published: no lock needed. */
 	struct ndet_env_entry *entry = ndet_env_find(name);
+	if (value != NULL) {
+		/* NCCL copies its conf files into the environment (setenv without overwrite)
+		 * when it initialises: a variable equal to a conf-file entry is shown as coming
+		 * from that file, which is where the user set it in the common case. */
+		if (source != NULL)
+			*source = entry != NULL && strcmp(entry->value, value) == 0
+					  ? entry->source
+					  : NDET_ENV_SOURCE_ENVIRONMENT;
+		return value;
+	}
 	if (entry == NULL) {
 		if (source != NULL)
 			*source = NDET_ENV_SOURCE_DEFAULT;

@@ -157,8 +157,9 @@ static void fuzz_check(const struct fuzz_entry *entry)
 	const char *value = ndet_env_get(entry->name, &source);
 	const char *environment = getenv(entry->name);
 	const char *want = environment != NULL ? environment : entry->value;
-	ndet_env_source_t want_source =
-		environment != NULL ? NDET_ENV_SOURCE_ENVIRONMENT : entry->source;
+	ndet_env_source_t want_source = entry->source;
+	if (environment != NULL && strcmp(environment, entry->value) != 0)
+		want_source = NDET_ENV_SOURCE_ENVIRONMENT;
 	if (value == NULL || strcmp(value, want) != 0)
 		fuzz_fail("wrong value for", entry->name);
 	if (source != want_source)

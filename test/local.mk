@@ -106,7 +106,8 @@ endif
 TESTS += test/test_gpu_loopback.sh
 EXTRA_DIST += test/test_gpu_loopback.sh test/gpu/suite.sh test/gpu/torch_preload.py \
 	test/gpu/torch_preload.sh test/gpu/torch_divert.py test/gpu/torch_divert.sh test/gpu/dist_build.sh \
-	test/gpu/RESULTS test/gpu/loading.sh test/gpu/jax_psum.py test/gpu/pynccl_ctypes.py
+	test/gpu/RESULTS test/gpu/loading.sh test/gpu/jax_psum.py test/gpu/pynccl_ctypes.py \
+	test/gpu/ndet_maps.py test/gpu/pack_devbin.sh
 
 # ---- fake NCCL, symbol resolution, forwarding and preload tests --------------------
 # A fake libnccl.so.2 with NCCL's export shape (test/fake_nccl/fake_nccl.h), built for

@@ -154,6 +154,24 @@ static void test_env_environment_beats_conf_files(void **state)
 	assert_string_equal(test_get("NDET_T_A", NDET_ENV_SOURCE_USER_CONF), "user");
 }
 
+static void test_env_value_copied_from_conf_by_nccl(void **state)
+{
+	/* NCCL's init copies its conf files into the environment (setenv, no overwrite):
+	 * a variable equal to the file's entry is reported with the file as its source. */
+	test_write_file(".nccl.conf", "NDET_T_A=0\n");
+	test_write_file("system.conf", "NDET_T_S=1\n");
+	test_setenv("NDET_T_A", "0");
+	test_setenv("NDET_T_S", "1");
+	test_reload();
+	assert_string_equal(test_get("NDET_T_A", NDET_ENV_SOURCE_USER_CONF), "0");
+	assert_string_equal(test_get("NDET_T_S", NDET_ENV_SOURCE_SYSTEM_CONF), "1");
+	/* A different value is the user's own environment. */
+	test_setenv("NDET_T_A", "00");
+	assert_string_equal(test_get("NDET_T_A", NDET_ENV_SOURCE_ENVIRONMENT), "00");
+	assert_int_equal(unsetenv("NDET_T_A"), 0);
+	assert_int_equal(unsetenv("NDET_T_S"), 0);
+}
+
 static void test_env_system_file_read_after_user_file(void **state)
 {
 	test_write_file(".nccl.conf", "NDET_T_BOTH=user\n");
@@ -252,6 +270,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_env_nothing_set, test_setup, test_teardown),
 	    cmocka_unit_test_setup_teardown(test_env_conf_file_syntax, test_setup, test_teardown),
+	    cmocka_unit_test_setup_teardown(test_env_value_copied_from_conf_by_nccl, test_setup,
+					    test_teardown),
 	    cmocka_unit_test_setup_teardown(test_env_environment_beats_conf_files, test_setup,
 					    test_teardown),
 	    cmocka_unit_test_setup_teardown(test_env_system_file_read_after_user_file, test_setup,

@@ -14,6 +14,7 @@ import json
 import os
 
 import numpy as np
+from ndet_maps import mapped, nccl_det_libraries
 
 
 def inputs(rank, count):
@@ -32,9 +33,6 @@ def tree(values, lo, m):
     return (tree(values, lo, p) + tree(values, lo + p, m - p)).astype(np.float32)
 
 
-def mapped(pattern):
-    with open("/proc/self/maps") as maps:
-        return sorted({line.split()[-1] for line in maps if pattern in line and "/" in line})
 
 
 def main():
@@ -59,7 +57,7 @@ def main():
         discriminating += int(np.count_nonzero(sequential.view(np.uint32) != expected.view(np.uint32)))
     print(json.dumps({"rank": rank, "bit_exact": all(verdicts), "per_size": verdicts,
                       "sequential_differs": discriminating, "libnccl": mapped("libnccl"),
-                      "dropin_mapped": any("nccl-det" in path for path in mapped("libnccl"))}),
+                      "dropin_mapped": any("libnccl.so" in path for path in nccl_det_libraries())}),
           flush=True)
     jax.distributed.shutdown()
 

@@ -12,6 +12,7 @@ import json
 import os
 
 import numpy as np
+from ndet_maps import mapped
 import torch
 import torch.distributed as dist
 
@@ -34,9 +35,6 @@ def tree(values, lo, m):
     return (tree(values, lo, p) + tree(values, lo + p, m - p)).astype(np.float32)
 
 
-def mapped(pattern):
-    with open("/proc/self/maps") as maps:
-        return sorted({line.split()[-1] for line in maps if pattern in line and "/" in line})
 
 
 def main():
@@ -45,7 +43,7 @@ def main():
     # gloo only carries the unique id: every NCCL call below goes through ctypes.
     dist.init_process_group("gloo", rank=rank, world_size=world,
                             init_method="tcp://127.0.0.1:%s" % os.environ["PORT"])
-    import torch.distributed.distributed_c10d  # noqa: F401  (torch's libnccl is loaded now)
+    from torch.distributed import distributed_c10d  # noqa: F401  (torch's libnccl is loaded now)
     nccl = ctypes.CDLL(os.environ["VLLM_NCCL_SO_PATH"])
     unique = UniqueId()
     if rank == 0:

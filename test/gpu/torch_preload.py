@@ -14,12 +14,9 @@ import os
 
 import torch
 import torch.distributed as dist
+from ndet_maps import mapped, nccl_det_libraries
 
 
-def mapped(pattern):
-    with open("/proc/self/maps") as maps:
-        paths = {line.split()[-1] for line in maps if pattern in line and "/" in line}
-    return sorted(paths)
 
 
 def main():
@@ -42,7 +39,7 @@ def main():
         ctypes.CDLL(libs[0]).ncclGetVersion(ctypes.byref(version))
     print(json.dumps({"rank": rank, "digest": digest.hexdigest(), "libnccl": libs,
                       "nccl_version": version.value,
-                      "nccl_det_mapped": bool(mapped("libnccl-det"))}), flush=True)
+                      "nccl_det_mapped": bool(nccl_det_libraries())}), flush=True)
     dist.destroy_process_group()
 
 
