@@ -278,8 +278,8 @@ test_test_plugin_load_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/test/fake_nccl
 test_test_plugin_load_LDFLAGS = $(AM_LDFLAGS) -no-install
 test_test_plugin_load_LDADD = test/fake_nccl/libfake_nccl_helpers.la test/fake_nccl/libnccl.la -ldl
 
-TESTS += test/test_plugins.sh test/test_tools.sh
-EXTRA_DIST += test/test_plugins.sh test/test_tools.sh test/installcheck.sh test/test_dropin_exports.sh \
+TESTS += test/test_plugins.sh test/test_tools.sh test/test_perf_tool.sh
+EXTRA_DIST += test/test_plugins.sh test/test_tools.sh test/test_perf_tool.sh test/installcheck.sh test/test_dropin_exports.sh \
 	test/test_dropin_calls.sh test/test_dropin_search.sh test/test_dropin_copies.sh
 
 if HAVE_CMOCKA
