@@ -102,10 +102,15 @@ test_test_plan_LDADD = src/libndet_logic.la $(TEST_LIBS)
 TESTS += test/test_plan
 endif
 
+# The judge of test/gpu/torch_extras.sh, on made-up logs (no torch, no GPU).
+TESTS += test/test_torch_extras_check.sh
+EXTRA_DIST += test/test_torch_extras_check.sh
+
 # The GPU loopback suite when a GPU is visible; SKIP (77) otherwise.
 TESTS += test/test_gpu_loopback.sh
 EXTRA_DIST += test/test_gpu_loopback.sh test/gpu/suite.sh test/gpu/torch_preload.py \
 	test/gpu/torch_preload.sh test/gpu/torch_divert.py test/gpu/torch_divert.sh test/gpu/dist_build.sh \
+	test/gpu/torch_extras.py test/gpu/torch_extras.sh test/gpu/mps.sh \
 	test/gpu/RESULTS test/gpu/loading.sh test/gpu/jax_psum.py test/gpu/pynccl_ctypes.py
 
 # ---- fake NCCL, symbol resolution, forwarding and preload tests --------------------
