@@ -713,19 +713,27 @@ ndet_status_t ndet_engine_create(const struct ndet_engine_config *config,
 
 /* ---------------------------------------------------------------- launch */
 
-ndet_status_t ndet_engine_plan(const struct ndet_engine *engine, size_t count,
-			       ndet_dtype_t dtype, ndet_op_t op, struct ndet_plan *plan)
+ndet_status_t ndet_engine_plan_for_config(const struct ndet_engine_config *config, size_t count,
+					  ndet_dtype_t dtype, ndet_op_t op, struct ndet_plan *plan)
 {
+	if (config->max_blocks < 1)
+		return NDET_ERR_INVALID_ARGUMENT;
 	struct ndet_plan_params params = {
 		.count = count,
 		.dtype = dtype,
 		.op = op,
-		.nranks = engine->config.nranks,
-		.oneshot_max = engine->config.oneshot_max,
-		.max_blocks = engine->config.max_blocks,
-		.lane_bytes = engine->lane_bytes,
+		.nranks = config->nranks,
+		.oneshot_max = config->oneshot_max,
+		.max_blocks = config->max_blocks,
+		.lane_bytes = ndet_engine_lane_bytes(config),
 	};
 	return ndet_plan_make(&params, plan);
+}
+
+ndet_status_t ndet_engine_plan(const struct ndet_engine *engine, size_t count,
+			       ndet_dtype_t dtype, ndet_op_t op, struct ndet_plan *plan)
+{
+	return ndet_engine_plan_for_config(&engine->config, count, dtype, op, plan);
 }
 
 static void ndet_engine_fill_args(const struct ndet_engine *engine, const struct ndet_plan *plan,

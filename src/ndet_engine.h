@@ -125,6 +125,13 @@ ndet_status_t ndet_engine_plan(const struct ndet_engine *engine, size_t count,
 			       ndet_dtype_t dtype, ndet_op_t op, struct ndet_plan *plan);
 
 /*
+ * The plan an engine created with `config` would use, without creating one (no CUDA
+ * call): for tools that plan before, or without, a GPU.
+ */
+ndet_status_t ndet_engine_plan_for_config(const struct ndet_engine_config *config, size_t count,
+					  ndet_dtype_t dtype, ndet_op_t op, struct ndet_plan *plan);
+
+/*
  * The engine's asynchronous error, without any CUDA call: NDET_OK, or
  * NDET_ERR_REMOTE once a kernel reported a timeout, abort, divergence or peer
  * failure.  `kernel_error` (may be NULL) gets the ndet_kernel_error_t.

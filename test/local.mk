@@ -102,10 +102,15 @@ test_test_plan_LDADD = src/libndet_logic.la $(TEST_LIBS)
 TESTS += test/test_plan
 endif
 
+# The judge of test/gpu/torch_extras.sh, on made-up logs (no torch, no GPU).
+TESTS += test/test_torch_extras_check.sh
+EXTRA_DIST += test/test_torch_extras_check.sh
+
 # The GPU loopback suite when a GPU is visible; SKIP (77) otherwise.
 TESTS += test/test_gpu_loopback.sh
 EXTRA_DIST += test/test_gpu_loopback.sh test/gpu/suite.sh test/gpu/torch_preload.py \
 	test/gpu/torch_preload.sh test/gpu/torch_divert.py test/gpu/torch_divert.sh test/gpu/dist_build.sh \
+	test/gpu/torch_extras.py test/gpu/torch_extras.sh test/gpu/mps.sh \
 	test/gpu/RESULTS test/gpu/loading.sh test/gpu/jax_psum.py test/gpu/pynccl_ctypes.py \
 	test/gpu/ndet_maps.py test/gpu/pack_devbin.sh
 
@@ -279,8 +284,8 @@ test_test_plugin_load_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/test/fake_nccl
 test_test_plugin_load_LDFLAGS = $(AM_LDFLAGS) -no-install
 test_test_plugin_load_LDADD = test/fake_nccl/libfake_nccl_helpers.la test/fake_nccl/libnccl.la -ldl
 
-TESTS += test/test_plugins.sh test/test_tools.sh
-EXTRA_DIST += test/test_plugins.sh test/test_tools.sh test/installcheck.sh test/test_dropin_exports.sh \
+TESTS += test/test_plugins.sh test/test_tools.sh test/test_perf_tool.sh
+EXTRA_DIST += test/test_plugins.sh test/test_tools.sh test/test_perf_tool.sh test/installcheck.sh test/test_dropin_exports.sh \
 	test/test_dropin_calls.sh test/test_dropin_search.sh test/test_dropin_copies.sh
 
 if HAVE_CMOCKA

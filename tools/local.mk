@@ -1,7 +1,7 @@
 # Installed tools.
 bin_PROGRAMS += tools/nccl-det-perf
 tools_nccl_det_perf_SOURCES = tools/nccl-det-perf.c
-tools_nccl_det_perf_LDADD = src/libndet_engine.la $(CUDA_STATIC_LIBS) -lm $(PTHREAD_LIBS)
+tools_nccl_det_perf_LDADD = src/libndet_engine.la $(CUDA_STATIC_LIBS) -ldl -lm $(PTHREAD_LIBS)
 
 # What nccl-det does in this environment: settings, loading mode, real NCCL, GPUs.
 bin_PROGRAMS += tools/nccl-det-info

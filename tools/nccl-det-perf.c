@@ -2,21 +2,28 @@
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
  * nccl-det-perf: all-reduce benchmark of the deterministic engine, in the style of
- * nccl-tests.  Ranks are threads of this process: one per GPU when there are several,
- * else n ranks sharing GPU 0 (their kernels run concurrently, like processes under
- * MPS).  For every size it reports eager and CUDA-graph time, algbw and busbw, a
- * bit-exact check against the CPU reference, and a size-invariance check (the same
- * elements reduced in a smaller, offset call give the same bits).  On one GPU, where
- * NVLink numbers cannot exist, it reports the kernels' bytes read + written per second
- * against a device-to-device copy measured in the same run, and small-message
- * latency against a bare flag round trip.
+ * nccl-tests, side by side with the real NCCL in the same run.  Ranks are threads of
+ * this process: one per GPU when there are several, else n ranks sharing GPU 0 (their
+ * kernels run concurrently, like processes under MPS).  For every size it reports
+ * eager and CUDA-graph time and busbw of nccl-det and of NCCL's ncclAllReduce on the
+ * same ranks (one communicator from ncclCommInitAll), their ratio, a bit-exact check
+ * against the CPU reference, a size-invariance check (the same elements reduced in a
+ * smaller, offset call give the same bits) and how many elements of NCCL's result
+ * differ from the tree.  On one GPU, where NVLink numbers cannot exist, it reports the
+ * kernels' bytes read + written per second against a device-to-device copy measured in
+ * the same run, and small-message latency against a bare flag round trip.
+ *
+ * NCCL is found at run time (NCCL_DET_NCCL_LIBRARY, else libnccl.so.2): the tool links
+ * neither NCCL nor nccl-det's shim, so "NCCL" here is always the real library.
  */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +31,7 @@
 #include <unistd.h>
 
 #include <cuda_runtime_api.h>
+#include <nccl.h>
 
 #include "nccl_det.h"
 #include "ndet_engine.h"
@@ -41,6 +49,16 @@
 		} \
 	} while (0)
 
+/* Latency and bandwidth classes of DESIGN.md section 9. */
+#define PERF_SMALL_MAX_BYTES (64u << 10)
+#define PERF_LARGE_MIN_BYTES (64u << 20)
+
+enum perf_nccl_choice {
+	PERF_NCCL_AUTO = 0, /* when it can run; otherwise say why */
+	PERF_NCCL_REQUIRED, /* --nccl: exit 2 when it cannot run */
+	PERF_NCCL_OFF,      /* --no-nccl */
+};
+
 struct perf_options {
 	int nranks;
 	size_t min_bytes, max_bytes;
@@ -51,28 +69,659 @@ struct perf_options {
 	size_t check_max_bytes;
 	unsigned dtypes; /* bit per ndet_dtype_t */
 	unsigned ops;    /* bit per ndet_op_t */
+	int nccl;        /* enum perf_nccl_choice */
+	const char *csv_path;
+	int dry_run;
+	int assume_gpus; /* --gpus, dry run only; -1 = the visible count */
+	int help;
+};
+
+/* ---------------------------------------------------------------- options */
+
+/* NULL on success, else why `text` is no value for this option. */
+typedef const char *(*perf_parse_fn)(const char *text, void *field);
+
+struct perf_option {
+	const char *name;     /* long name */
+	int key;              /* short letter, or 0 for a long-only option */
+	const char *argument; /* NULL for a flag */
+	size_t offset;        /* of the field in struct perf_options */
+	perf_parse_fn parse;  /* NULL for a flag: its int field gets flag_value */
+	int flag_value;
+	const char *help;
+};
+
+static const char *perf_parse_int(const char *text, void *field)
+{
+	char *end = NULL;
+	long value = strtol(text, &end, 10);
+	if (end == text || *end != '\0' || value < 0 || value > 1000000000)
+		return "not a number from 0 to 10^9";
+	*(int *)field = (int)value;
+	return NULL;
+}
+
+static const char *perf_parse_size(const char *text, void *field)
+{
+	char *end = NULL;
+	double value = strtod(text, &end);
+	if (end == text || !(value >= 0))
+		return "not a size (a number with an optional K, M or G suffix)";
+	switch (*end) {
+	case 'K':
+	case 'k':
+		value *= 1024;
+		end++;
+		break;
+	case 'M':
+	case 'm':
+		value *= 1024 * 1024;
+		end++;
+		break;
+	case 'G':
+	case 'g':
+		value *= 1024.0 * 1024 * 1024;
+		end++;
+		break;
+	default:
+		break;
+	}
+	if (*end != '\0' || value > 1e15)
+		return "not a size (a number with an optional K, M or G suffix)";
+	*(size_t *)field = (size_t)value;
+	return NULL;
+}
+
+static const char *perf_parse_double(const char *text, void *field)
+{
+	char *end = NULL;
+	double value = strtod(text, &end);
+	if (end == text || *end != '\0' || !isfinite(value))
+		return "not a number";
+	*(double *)field = value;
+	return NULL;
+}
+
+static const char *perf_parse_graph_mode(const char *text, void *field)
+{
+	if (strcmp(text, "0") != 0 && strcmp(text, "1") != 0 && strcmp(text, "2") != 0)
+		return "must be 0 (eager), 1 (graph) or 2 (both)";
+	*(int *)field = text[0] - '0';
+	return NULL;
+}
+
+static const char *perf_parse_bool(const char *text, void *field)
+{
+	if (strcmp(text, "0") != 0 && strcmp(text, "1") != 0)
+		return "must be 0 or 1";
+	*(bool *)field = text[0] == '1';
+	return NULL;
+}
+
+/* A comma list of dtype (or op) names, or "all", into a bit mask. */
+static const char *perf_parse_names(const char *text, unsigned *mask, bool dtypes)
+{
+	const int count = dtypes ? NDET_DTYPE_COUNT : NDET_OP_COUNT;
+	unsigned result = 0;
+	const char *cursor = text;
+	while (*cursor != '\0') {
+		size_t length = strcspn(cursor, ",");
+		bool found = false;
+		for (int i = 0; i < count; i++) {
+			const char *candidate = dtypes ? ndet_dtype_name((ndet_dtype_t)i)
+						       : ndet_op_name((ndet_op_t)i);
+			if ((strlen(candidate) == length &&
+			     strncmp(cursor, candidate, length) == 0) ||
+			    (length == 3 && strncmp(cursor, "all", 3) == 0)) {
+				result |= 1u << i;
+				found = true;
+			}
+		}
+		if (!found)
+			return "unknown name in the list";
+		cursor += length;
+		if (*cursor == ',')
+			cursor++;
+	}
+	if (result == 0)
+		return "empty list";
+	*mask = result;
+	return NULL;
+}
+
+static const char *perf_parse_dtypes(const char *text, void *field)
+{
+	return perf_parse_names(text, field, true);
+}
+
+static const char *perf_parse_ops(const char *text, void *field)
+{
+	return perf_parse_names(text, field, false);
+}
+
+static const char *perf_parse_string(const char *text, void *field)
+{
+	if (text[0] == '\0')
+		return "empty";
+	*(const char **)field = text;
+	return NULL;
+}
+
+#define PERF_FIELD(member) offsetof(struct perf_options, member)
+
+/*
+ * Every option, once: getopt_long's tables and the help are made from it.  A new option
+ * is a field in struct perf_options, its default in main() and one row here.
+ */
+static const struct perf_option perf_option_table[] = {
+    {"ranks", 'n', "RANKS", PERF_FIELD(nranks), perf_parse_int, 0,
+     "ranks (default: one per GPU; 4 sharing GPU 0 on a one-GPU machine)"},
+    {"minbytes", 'b', "BYTES", PERF_FIELD(min_bytes), perf_parse_size, 0,
+     "smallest size (default 8; K, M, G suffixes)"},
+    {"maxbytes", 'e', "BYTES", PERF_FIELD(max_bytes), perf_parse_size, 0,
+     "largest size (default 1G)"},
+    {"stepfactor", 'f', "FACTOR", PERF_FIELD(factor), perf_parse_double, 0,
+     "size step factor (default 2)"},
+    {"datatype", 'd', "TYPES", PERF_FIELD(dtypes), perf_parse_dtypes, 0,
+     "comma list of f32,f16,bf16,f64 or all (default bf16,f32)"},
+    {"op", 'o', "OPS", PERF_FIELD(ops), perf_parse_ops, 0,
+     "comma list of sum,prod,min,max,avg or all (default sum)"},
+    {"warmup_iters", 'w', "N", PERF_FIELD(warmup), perf_parse_int, 0,
+     "warm-up calls (default 5)"},
+    {"iters", 'i', "N", PERF_FIELD(iters), perf_parse_int, 0, "timed calls (default 20)"},
+    {"cudagraph", 'G', "MODE", PERF_FIELD(graph), perf_parse_graph_mode, 0,
+     "0 eager, 1 CUDA graph, 2 both (default 2)"},
+    {"check", 'c', "0|1", PERF_FIELD(check), perf_parse_bool, 0,
+     "bit-exact and size-invariance checks (default 1, sizes <= 256M)"},
+    {"nccl", 0, NULL, PERF_FIELD(nccl), NULL, PERF_NCCL_REQUIRED,
+     "require the side-by-side NCCL columns: exit 2 when NCCL cannot run here\n"
+     "(default: run NCCL whenever it can, else say why not)"},
+    {"no-nccl", 0, NULL, PERF_FIELD(nccl), NULL, PERF_NCCL_OFF, "nccl-det only"},
+    {"csv", 0, "FILE", PERF_FIELD(csv_path), perf_parse_string, 0,
+     "also write every row to FILE as CSV (one header line)"},
+    {"dry-run", 0, NULL, PERF_FIELD(dry_run), NULL, 1,
+     "print the setup and the rows the run would measure, and load NCCL,\n"
+     "without running anything on a GPU"},
+    {"gpus", 0, "N", PERF_FIELD(assume_gpus), perf_parse_int, 0,
+     "with --dry-run: plan as if N GPUs were visible (default: those visible)"},
+    {"help", 'h', NULL, PERF_FIELD(help), NULL, 1, "this help"},
+};
+
+#define PERF_OPTION_COUNT   (sizeof(perf_option_table) / sizeof(perf_option_table[0]))
+#define PERF_LONG_ONLY_BASE 256
+
+static void perf_usage(FILE *out)
+{
+	fprintf(out, "Usage: nccl-det-perf [options]\n");
+	for (size_t i = 0; i < PERF_OPTION_COUNT; i++) {
+		const struct perf_option *option = &perf_option_table[i];
+		char synopsis[64];
+		int used = option->key != 0
+				   ? snprintf(synopsis, sizeof(synopsis), "-%c, --%s", option->key,
+					      option->name)
+				   : snprintf(synopsis, sizeof(synopsis), "    --%s", option->name);
+		if (option->argument != NULL && used > 0 && (size_t)used < sizeof(synopsis))
+			snprintf(synopsis + used, sizeof(synopsis) - (size_t)used, " %s",
+				 option->argument);
+		/* Continuation lines of the help align under its first line. */
+		fprintf(out, "  %-26s ", synopsis);
+		for (const char *line = option->help; *line != '\0';) {
+			size_t length = strcspn(line, "\n");
+			fprintf(out, "%.*s\n", (int)length, line);
+			line += length;
+			if (*line == '\n') {
+				line++;
+				fprintf(out, "  %-26s ", "");
+			}
+		}
+	}
+	fprintf(out, "Settings come from NCCL_DET_* variables (see README); NCCL is the library\n"
+		     "NCCL_DET_NCCL_LIBRARY names, else libnccl.so.2.  ratio = NCCL time /\n"
+		     "nccl-det time: above 1, nccl-det is faster.\n");
+}
+
+/* Parse argv into `o`; exits 2 with a message on a bad option or value. */
+static void perf_parse_options(int argc, char **argv, struct perf_options *o)
+{
+	struct option long_options[PERF_OPTION_COUNT + 1];
+	char short_options[3 * PERF_OPTION_COUNT + 1];
+	size_t used = 0;
+	for (size_t i = 0; i < PERF_OPTION_COUNT; i++) {
+		const struct perf_option *option = &perf_option_table[i];
+		int key = option->key != 0 ? option->key : PERF_LONG_ONLY_BASE + (int)i;
+		long_options[i] = (struct option){option->name,
+						  option->argument != NULL ? required_argument
+									   : no_argument,
+						  NULL, key};
+		if (option->key != 0) {
+			short_options[used++] = (char)option->key;
+			if (option->argument != NULL)
+				short_options[used++] = ':';
+		}
+	}
+	long_options[PERF_OPTION_COUNT] = (struct option){NULL, 0, NULL, 0};
+	short_options[used] = '\0';
+
+	int key;
+	while ((key = getopt_long(argc, argv, short_options, long_options, NULL)) != -1) {
+		const struct perf_option *option = NULL;
+		for (size_t i = 0; i < PERF_OPTION_COUNT && option == NULL; i++) {
+			int own = perf_option_table[i].key != 0 ? perf_option_table[i].key
+								: PERF_LONG_ONLY_BASE + (int)i;
+			if (own == key)
+				option = &perf_option_table[i];
+		}
+		if (option == NULL) {
+			perf_usage(stderr);
+			exit(2);
+		}
+		void *field = (char *)o + option->offset;
+		if (option->parse == NULL) {
+			*(int *)field = option->flag_value;
+			continue;
+		}
+		const char *why = option->parse(optarg, field);
+		if (why != NULL) {
+			fprintf(stderr, "nccl-det-perf: --%s %s: %s\n", option->name, optarg, why);
+			exit(2);
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "nccl-det-perf: unexpected argument '%s'\n", argv[optind]);
+		exit(2);
+	}
+	const char *why = NULL;
+	if (o->factor <= 1.0)
+		why = "--stepfactor must be above 1";
+	else if (o->iters < 1)
+		why = "--iters must be at least 1";
+	else if (o->min_bytes < 1 || o->max_bytes < o->min_bytes)
+		why = "sizes must satisfy 1 <= --minbytes <= --maxbytes";
+	else if (o->assume_gpus >= 0 && !o->dry_run)
+		why = "--gpus only goes with --dry-run";
+	else if (o->nranks > NDET_MAX_RANKS)
+		why = "--ranks is above the largest number of ranks nccl-det supports";
+	if (why != NULL) {
+		fprintf(stderr, "nccl-det-perf: %s\n", why);
+		exit(2);
+	}
+}
+
+/* ---------------------------------------------------------------- the real NCCL */
+
+struct perf_nccl {
+	void *handle;
+	char path[4096];
+	int version;
+	ncclResult_t (*get_version)(int *version);
+	ncclResult_t (*comm_init_all)(ncclComm_t *comms, int ndev, const int *devlist);
+	ncclResult_t (*all_reduce)(const void *sendbuff, void *recvbuff, size_t count,
+				   ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+				   cudaStream_t stream);
+	ncclResult_t (*comm_get_async_error)(ncclComm_t comm, ncclResult_t *error);
+	ncclResult_t (*comm_destroy)(ncclComm_t comm);
+	const char *(*get_error_string)(ncclResult_t result);
+};
+
+static const struct {
+	const char *name;
+	size_t offset;
+} perf_nccl_symbols[] = {
+    {"ncclGetVersion", offsetof(struct perf_nccl, get_version)},
+    {"ncclCommInitAll", offsetof(struct perf_nccl, comm_init_all)},
+    {"ncclAllReduce", offsetof(struct perf_nccl, all_reduce)},
+    {"ncclCommGetAsyncError", offsetof(struct perf_nccl, comm_get_async_error)},
+    {"ncclCommDestroy", offsetof(struct perf_nccl, comm_destroy)},
+    {"ncclGetErrorString", offsetof(struct perf_nccl, get_error_string)},
+};
+
+static const ncclDataType_t perf_nccl_dtypes[NDET_DTYPE_COUNT] = {
+    [NDET_DTYPE_F32] = ncclFloat32,
+    [NDET_DTYPE_F16] = ncclFloat16,
+    [NDET_DTYPE_BF16] = ncclBfloat16,
+    [NDET_DTYPE_F64] = ncclFloat64,
+};
+
+static const ncclRedOp_t perf_nccl_ops[NDET_OP_COUNT] = {
+    [NDET_OP_SUM] = ncclSum, [NDET_OP_PROD] = ncclProd, [NDET_OP_MIN] = ncclMin,
+    [NDET_OP_MAX] = ncclMax, [NDET_OP_AVG] = ncclAvg,
+};
+
+/*
+ * Why NCCL cannot run on this layout of ranks, or NULL.  Ranks are threads of one
+ * process; NCCL refuses two ranks of one communicator on one GPU of one process.
+ */
+static const char *perf_nccl_layout_problem(int nranks, int ngpus)
+{
+	if (nranks <= ngpus)
+		return NULL;
+	return "the ranks share GPU 0 as threads of one process (the one-GPU proxy), and NCCL "
+	       "refuses two ranks of one communicator on the same GPU in one process (\"Duplicate "
+	       "GPU detected\"). Compare with NCCL on one GPU through processes (one NCCL_HOSTID "
+	       "each: test/gpu/torch_divert.sh), or with -n <= the number of GPUs";
+}
+
+/* Load the real NCCL into `nccl`; false with the reason in `why` when it cannot be. */
+static bool perf_nccl_load(struct perf_nccl *nccl, char *why, size_t size)
+{
+	const char *configured = ndet_settings_get()->nccl_library;
+	const char *name = configured[0] != '\0' ? configured : "libnccl.so.2";
+	memset(nccl, 0, sizeof(*nccl));
+	/* RTLD_LOCAL: NCCL's names stay out of the process's global scope. */
+	nccl->handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+	if (nccl->handle == NULL) {
+		snprintf(why, size, "cannot load %s (%s); set NCCL_DET_NCCL_LIBRARY to the real "
+				    "libnccl.so.2",
+			 name, dlerror());
+		return false;
+	}
+	/* Every copy of nccl-det exports ncclDetGetVersion; the real NCCL never does. */
+	if (dlsym(nccl->handle, "ncclDetGetVersion") != NULL) {
+		snprintf(why, size, "%s is nccl-det (its drop-in libnccl.so.2), not NCCL; set "
+				    "NCCL_DET_NCCL_LIBRARY to the real libnccl.so.2",
+			 name);
+		goto close_library;
+	}
+	for (size_t i = 0; i < sizeof(perf_nccl_symbols) / sizeof(perf_nccl_symbols[0]); i++) {
+		void *symbol = dlsym(nccl->handle, perf_nccl_symbols[i].name);
+		if (symbol == NULL) {
+			snprintf(why, size, "%s has no %s", name, perf_nccl_symbols[i].name);
+			goto close_library;
+		}
+		/* POSIX: a data pointer from dlsym holds a function's address. */
+		memcpy((char *)nccl + perf_nccl_symbols[i].offset, &symbol, sizeof(symbol));
+	}
+	Dl_info info;
+	snprintf(nccl->path, sizeof(nccl->path), "%s",
+		 dladdr((void *)nccl->all_reduce, &info) != 0 && info.dli_fname != NULL
+			 ? info.dli_fname
+			 : name);
+	ncclResult_t result = nccl->get_version(&nccl->version);
+	if (result != ncclSuccess) {
+		snprintf(why, size, "%s: ncclGetVersion failed (%d)", nccl->path, (int)result);
+		goto close_library;
+	}
+	return true;
+
+close_library:
+	dlclose(nccl->handle);
+	nccl->handle = NULL;
+	return false;
+}
+
+/* ---------------------------------------------------------------- rows */
+
+enum perf_impl { PERF_NDET = 0, PERF_NCCL, PERF_IMPL_COUNT };
+enum perf_mode { PERF_EAGER = 0, PERF_GRAPH, PERF_MODE_COUNT };
+
+static const char *const perf_mode_names[PERF_MODE_COUNT] = {"eager", "graph"};
+
+/* One line of the table: one size, dtype and op. */
+struct perf_row {
+	size_t bytes, count;
+	ndet_dtype_t dtype;
+	ndet_op_t op;
+	ndet_path_t path;
+	double seconds[PERF_MODE_COUNT][PERF_IMPL_COUNT]; /* per call; < 0 = not run */
+	const char *exact, *invariant;                    /* "OK", "FAIL", "-" */
+	long long nccl_differ;                            /* elements; < 0 = not checked */
+	double kernel_gbps, vs_copy;                      /* < 0 = not applicable */
+};
+
+/* Ratio NCCL / nccl-det over one class of sizes in one mode. */
+struct perf_ratio_stats {
+	int rows;
+	double min, log_sum;
 };
 
 struct perf_world {
 	struct perf_options options;
-	int ngpus;
+	int ngpus;         /* GPUs the ranks use: 1 for the one-GPU proxy */
+	int ngpus_visible; /* GPUs this process sees (--gpus in a dry run) */
+	bool nccl_on;
+	struct perf_nccl nccl;
+	ncclComm_t comms[NDET_MAX_RANKS];
+	FILE *csv;
 	pthread_barrier_t barrier;
 	const void *sends[NDET_MAX_RANKS];
 	struct ndet_engine *engines[NDET_MAX_RANKS];
 	char *recv_host[NDET_MAX_RANKS];
-	/* Per-size results, written by rank 0. */
+	char *nccl_host; /* rank 0's NCCL result */
+	/* Written by rank 0. */
 	double copy_gbps, flag_rtt_us;
 	double best_ratio_large;
 	int large_rows;
 	double ratio_sum_large;
 	int failures;
+	struct perf_ratio_stats ratios[PERF_MODE_COUNT][2]; /* [mode][small, large] */
 	uint64_t *flag_pair[2];
 };
 
 struct perf_rank {
 	struct perf_world *world;
 	int rank;
+	cudaStream_t stream;
+	char *send, *recv, *recv2, *host_in;
 };
+
+static struct ndet_engine_config perf_engine_config(const struct perf_world *world, int rank)
+{
+	const struct ndet_settings *settings = ndet_settings_get();
+	return (struct ndet_engine_config){
+		.rank = rank,
+		.nranks = world->options.nranks,
+		.cuda_device = rank % world->ngpus,
+		.pool_size = settings->pool_size,
+		.max_blocks = settings->max_blocks,
+		.oneshot_max = settings->oneshot_max,
+		.timeout_ms = 20000,
+		.max_memory = settings->max_memory,
+		.settings_hash = ndet_settings_agreement_hash(settings),
+		.test_fail_rank = -1,
+	};
+}
+
+static const char *perf_path_name(ndet_path_t path)
+{
+	switch (path) {
+	case NDET_PATH_ONESHOT:
+		return "1shot";
+	case NDET_PATH_TWOSHOT:
+		return "2shot";
+	case NDET_PATH_COPY:
+		return "copy";
+	default:
+		return "none";
+	}
+}
+
+/* Bytes one rank's kernel reads + writes for one call (see kernels/ndet_kernels.h). */
+static double perf_kernel_bytes(ndet_path_t path, double bytes, int n)
+{
+	if (path == NDET_PATH_ONESHOT)
+		return (n + 3) * bytes;
+	if (path == NDET_PATH_TWOSHOT)
+		return 2 * bytes + (n - 1) * bytes / n + bytes + 2 * bytes / n +
+		       (n - 1) * bytes / n;
+	return 2 * bytes;
+}
+
+/* Calls visit() for every (dtype, op, size) of the run, in the order of the table. */
+static void perf_for_each_row(const struct perf_world *world,
+			      void (*visit)(void *context, struct perf_row *row), void *context)
+{
+	const struct perf_options *o = &world->options;
+	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+		if (!(o->dtypes & (1u << dtype)))
+			continue;
+		for (int op = 0; op < NDET_OP_COUNT; op++) {
+			if (!(o->ops & (1u << op)))
+				continue;
+			const size_t size = ndet_dtype_size((ndet_dtype_t)dtype);
+			for (double b = (double)o->min_bytes; b <= (double)o->max_bytes + 0.5;
+			     b = b * o->factor > b ? b * o->factor : b + 1) {
+				struct perf_row row = {
+					.count = (size_t)b / size > 0 ? (size_t)b / size : 1,
+					.dtype = (ndet_dtype_t)dtype,
+					.op = (ndet_op_t)op,
+					.path = NDET_PATH_NONE,
+					.exact = "-",
+					.invariant = "-",
+					.nccl_differ = -1,
+					.kernel_gbps = -1,
+					.vs_copy = -1,
+				};
+				row.bytes = row.count * size;
+				for (int m = 0; m < PERF_MODE_COUNT; m++)
+					for (int i = 0; i < PERF_IMPL_COUNT; i++)
+						row.seconds[m][i] = -1;
+				struct ndet_engine_config config = perf_engine_config(world, 0);
+				struct ndet_plan plan;
+				if (ndet_engine_plan_for_config(&config, row.count, row.dtype,
+								row.op, &plan) == NDET_OK)
+					row.path = plan.path;
+				visit(context, &row);
+			}
+		}
+	}
+}
+
+/* `value` with `format`, or "-" when it is negative (not measured). */
+static const char *perf_cell(char *buffer, size_t size, const char *format, double value)
+{
+	if (value < 0)
+		return "-";
+	snprintf(buffer, size, format, value);
+	return buffer;
+}
+
+static double perf_busbw(const struct perf_world *world, const struct perf_row *row,
+			 double seconds)
+{
+	const int n = world->options.nranks;
+	if (seconds <= 0)
+		return -1;
+	return (double)row->bytes / seconds / 1e9 * (2.0 * (n - 1) / n);
+}
+
+static double perf_ratio(const struct perf_row *row, int mode)
+{
+	const double ndet = row->seconds[mode][PERF_NDET], nccl = row->seconds[mode][PERF_NCCL];
+	return ndet > 0 && nccl > 0 ? nccl / ndet : -1;
+}
+
+static void perf_print_header(struct perf_world *world)
+{
+	printf("# %12s %12s %5s %5s %6s |", "", "", "", "", "");
+	for (int m = 0; m < PERF_MODE_COUNT; m++)
+		printf(" %s: %-38s|", perf_mode_names[m], "nccl-det, NCCL, NCCL/nccl-det");
+	printf("\n");
+	printf("# %12s %12s %5s %5s %6s |", "size(B)", "count", "type", "redop", "path");
+	for (int m = 0; m < PERF_MODE_COUNT; m++)
+		printf(" %9s %8s %9s %8s %6s |", "ndet(us)", "busbw", "nccl(us)", "busbw",
+		       "ratio");
+	printf(" %5s %8s %9s | %9s %7s\n", "exact", "size-inv", "nccl-diff", "kern GB/s",
+	       "vs copy");
+	if (world->csv != NULL) {
+		fprintf(world->csv, "ranks,size_bytes,count,dtype,op,path");
+		for (int m = 0; m < PERF_MODE_COUNT; m++)
+			fprintf(world->csv,
+				",%1$s_ndet_us,%1$s_ndet_busbw_gbps,%1$s_nccl_us,"
+				"%1$s_nccl_busbw_gbps,%1$s_ratio",
+				perf_mode_names[m]);
+		fprintf(world->csv, ",exact,size_invariant,nccl_differ_elements,kernel_gbps,"
+				    "vs_copy_percent\n");
+	}
+}
+
+/* CSV field: the value, or empty when not measured. */
+static void perf_csv_value(FILE *csv, const char *format, double value)
+{
+	fputc(',', csv);
+	if (value >= 0)
+		fprintf(csv, format, value);
+}
+
+static void perf_print_row(struct perf_world *world, const struct perf_row *row)
+{
+	char cells[5][32];
+	printf("  %12zu %12zu %5s %5s %6s |", row->bytes, row->count, ndet_dtype_name(row->dtype),
+	       ndet_op_name(row->op), perf_path_name(row->path));
+	for (int m = 0; m < PERF_MODE_COUNT; m++) {
+		const double *s = row->seconds[m];
+		printf(" %9s %8s %9s %8s %6s |",
+		       perf_cell(cells[0], sizeof(cells[0]), "%.2f", s[PERF_NDET] * 1e6),
+		       perf_cell(cells[1], sizeof(cells[1]), "%.2f",
+				 perf_busbw(world, row, s[PERF_NDET])),
+		       perf_cell(cells[2], sizeof(cells[2]), "%.2f", s[PERF_NCCL] * 1e6),
+		       perf_cell(cells[3], sizeof(cells[3]), "%.2f",
+				 perf_busbw(world, row, s[PERF_NCCL])),
+		       perf_cell(cells[4], sizeof(cells[4]), "%.2f", perf_ratio(row, m)));
+	}
+	printf(" %5s %8s %9s | %9s %7s\n", row->exact, row->invariant,
+	       perf_cell(cells[0], sizeof(cells[0]), "%.0f", (double)row->nccl_differ),
+	       perf_cell(cells[1], sizeof(cells[1]), "%.1f", row->kernel_gbps),
+	       perf_cell(cells[2], sizeof(cells[2]), "%.1f%%", 100 * row->vs_copy));
+	if (world->csv == NULL)
+		return;
+	fprintf(world->csv, "%d,%zu,%zu,%s,%s,%s", world->options.nranks, row->bytes, row->count,
+		ndet_dtype_name(row->dtype), ndet_op_name(row->op), perf_path_name(row->path));
+	for (int m = 0; m < PERF_MODE_COUNT; m++) {
+		const double *s = row->seconds[m];
+		perf_csv_value(world->csv, "%.3f", s[PERF_NDET] * 1e6);
+		perf_csv_value(world->csv, "%.3f", perf_busbw(world, row, s[PERF_NDET]));
+		perf_csv_value(world->csv, "%.3f", s[PERF_NCCL] * 1e6);
+		perf_csv_value(world->csv, "%.3f", perf_busbw(world, row, s[PERF_NCCL]));
+		perf_csv_value(world->csv, "%.4f", perf_ratio(row, m));
+	}
+	/* "-" (not checked) is an empty field, like every value not measured. */
+	fprintf(world->csv, ",%s,%s", strcmp(row->exact, "-") != 0 ? row->exact : "",
+		strcmp(row->invariant, "-") != 0 ? row->invariant : "");
+	perf_csv_value(world->csv, "%.0f", (double)row->nccl_differ);
+	perf_csv_value(world->csv, "%.1f", row->kernel_gbps);
+	perf_csv_value(world->csv, "%.1f", 100 * row->vs_copy);
+	fputc('\n', world->csv);
+}
+
+static void perf_note_ratios(struct perf_world *world, const struct perf_row *row)
+{
+	int size_class;
+	if (row->bytes <= PERF_SMALL_MAX_BYTES)
+		size_class = 0;
+	else if (row->bytes >= PERF_LARGE_MIN_BYTES)
+		size_class = 1;
+	else
+		return;
+	for (int m = 0; m < PERF_MODE_COUNT; m++) {
+		double ratio = perf_ratio(row, m);
+		if (ratio <= 0)
+			continue;
+		struct perf_ratio_stats *stats = &world->ratios[m][size_class];
+		if (stats->rows == 0 || ratio < stats->min)
+			stats->min = ratio;
+		stats->log_sum += log(ratio);
+		stats->rows++;
+	}
+}
+
+static void perf_print_ratio_summary(const struct perf_world *world)
+{
+	/* DESIGN.md section 9 against classic NCCL: <= 0.8x its latency, >= 0.95x its busbw. */
+	static const char *const classes[2] = {"<= 64 KiB (target >= 1.25)",
+					       ">= 64 MiB (target >= 0.95)"};
+	for (int m = 0; m < PERF_MODE_COUNT; m++)
+		for (int c = 0; c < 2; c++) {
+			const struct perf_ratio_stats *stats = &world->ratios[m][c];
+			if (stats->rows == 0)
+				continue;
+			printf("# NCCL/nccl-det time, %s, %s: geometric mean %.2f, worst %.2f over %d "
+			       "rows\n",
+			       perf_mode_names[m], classes[c], exp(stats->log_sum / stats->rows),
+			       stats->min, stats->rows);
+		}
+}
+
+/* ---------------------------------------------------------------- running */
 
 static double perf_now(void)
 {
@@ -125,29 +774,9 @@ static void perf_fill(ndet_dtype_t dtype, void *buffer, size_t count, uint64_t s
 	}
 }
 
-/* Bytes one rank's kernel reads + writes for one call (see kernels/ndet_kernels.h). */
-static double perf_kernel_bytes(const struct ndet_plan *plan, double bytes, int n)
+static uint64_t perf_seed(int rank, size_t count)
 {
-	if (plan->path == NDET_PATH_ONESHOT)
-		return (n + 3) * bytes;
-	if (plan->path == NDET_PATH_TWOSHOT)
-		return 2 * bytes + (n - 1) * bytes / n + bytes + 2 * bytes / n +
-		       (n - 1) * bytes / n;
-	return 2 * bytes;
-}
-
-static const char *perf_path_name(ndet_path_t path)
-{
-	switch (path) {
-	case NDET_PATH_ONESHOT:
-		return "1shot";
-	case NDET_PATH_TWOSHOT:
-		return "2shot";
-	case NDET_PATH_COPY:
-		return "copy";
-	default:
-		return "none";
-	}
+	return (uint64_t)rank * 7777 + count;
 }
 
 /* A failed call would time as a fast no-op: stop with the reason instead. */
@@ -165,40 +794,71 @@ static void perf_check_engine(struct perf_rank *me)
 	}
 }
 
-/* Time `iters` calls (eager) or one graph of `iters` calls, between barriers. */
-static double perf_time(struct perf_rank *me, cudaStream_t stream, const void *send,
-			void *recv, size_t count, ndet_dtype_t dtype, ndet_op_t op, bool graph)
+static void perf_check_nccl(struct perf_rank *me, ncclResult_t result, const char *what)
+{
+	const struct perf_nccl *nccl = &me->world->nccl;
+	if (result == ncclSuccess &&
+	    nccl->comm_get_async_error(me->world->comms[me->rank], &result) == ncclSuccess &&
+	    result == ncclSuccess)
+		return;
+	fprintf(stderr, "nccl-det-perf: rank %d: NCCL %s failed: %s\n", me->rank, what,
+		nccl->get_error_string(result));
+	exit(1);
+}
+
+static void perf_launch(struct perf_rank *me, enum perf_impl impl, const void *send, void *recv,
+			const struct perf_row *row)
 {
 	struct perf_world *world = me->world;
-	struct ndet_engine *engine = world->engines[me->rank];
+	if (impl == PERF_NDET) {
+		/* Failures are read from the engine after the calls (perf_check_engine). */
+		(void)ndet_engine_allreduce(world->engines[me->rank], send, recv, row->count,
+					    row->dtype, row->op, me->stream);
+		return;
+	}
+	ncclResult_t result =
+		world->nccl.all_reduce(send, recv, row->count, perf_nccl_dtypes[row->dtype],
+				       perf_nccl_ops[row->op], world->comms[me->rank], me->stream);
+	if (result != ncclSuccess)
+		perf_check_nccl(me, result, "ncclAllReduce");
+}
+
+/* Time `iters` calls (eager) or one graph of `iters` calls, between barriers. */
+static double perf_time(struct perf_rank *me, enum perf_impl impl, enum perf_mode mode,
+			const struct perf_row *row)
+{
+	struct perf_world *world = me->world;
 	const int iters = world->options.iters;
 	cudaGraphExec_t exec = NULL;
-	if (graph) {
-		cudaGraph_t g;
-		PERF_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+	if (mode == PERF_GRAPH) {
+		cudaGraph_t graph;
+		PERF_CHECK(cudaStreamBeginCapture(me->stream, cudaStreamCaptureModeThreadLocal));
 		for (int i = 0; i < iters; i++)
-			ndet_engine_allreduce(engine, send, recv, count, dtype, op, stream);
-		PERF_CHECK(cudaStreamEndCapture(stream, &g));
-		PERF_CHECK(cudaGraphInstantiate(&exec, g, 0));
-		PERF_CHECK(cudaGraphDestroy(g));
-		PERF_CHECK(cudaGraphLaunch(exec, stream)); /* warm-up */
+			perf_launch(me, impl, me->send, me->recv, row);
+		PERF_CHECK(cudaStreamEndCapture(me->stream, &graph));
+		PERF_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+		PERF_CHECK(cudaGraphDestroy(graph));
+		PERF_CHECK(cudaGraphLaunch(exec, me->stream)); /* warm-up */
 	} else {
 		for (int i = 0; i < world->options.warmup; i++)
-			ndet_engine_allreduce(engine, send, recv, count, dtype, op, stream);
+			perf_launch(me, impl, me->send, me->recv, row);
 	}
-	PERF_CHECK(cudaStreamSynchronize(stream));
+	PERF_CHECK(cudaStreamSynchronize(me->stream));
 	pthread_barrier_wait(&world->barrier);
 	double start = perf_now();
-	if (graph) {
-		PERF_CHECK(cudaGraphLaunch(exec, stream));
+	if (mode == PERF_GRAPH) {
+		PERF_CHECK(cudaGraphLaunch(exec, me->stream));
 	} else {
 		for (int i = 0; i < iters; i++)
-			ndet_engine_allreduce(engine, send, recv, count, dtype, op, stream);
+			perf_launch(me, impl, me->send, me->recv, row);
 	}
-	PERF_CHECK(cudaStreamSynchronize(stream));
+	PERF_CHECK(cudaStreamSynchronize(me->stream));
 	pthread_barrier_wait(&world->barrier);
 	double elapsed = perf_now() - start;
-	perf_check_engine(me);
+	if (impl == PERF_NDET)
+		perf_check_engine(me);
+	else
+		perf_check_nccl(me, ncclSuccess, "all-reduce");
 	if (exec != NULL)
 		PERF_CHECK(cudaGraphExecDestroy(exec));
 	return elapsed / iters;
@@ -229,7 +889,7 @@ static void perf_measure_copy(struct perf_world *world)
 }
 
 /* Ranks 0 and 1 ping-pong a flag; the floor under any all-reduce's latency. */
-static void perf_measure_flag_rtt(struct perf_rank *me, cudaStream_t stream)
+static void perf_measure_flag_rtt(struct perf_rank *me)
 {
 	struct perf_world *world = me->world;
 	const int iters = 2000;
@@ -250,8 +910,8 @@ static void perf_measure_flag_rtt(struct perf_rank *me, cudaStream_t stream)
 		PERF_CHECK(cudaMalloc((void **)&result, sizeof(uint64_t)));
 		PERF_CHECK((cudaError_t)ndet_kernel_flag_pingpong(world->flag_pair[me->rank],
 								  world->flag_pair[peer], iters,
-								  me->rank == 0, result, stream));
-		PERF_CHECK(cudaStreamSynchronize(stream));
+								  me->rank == 0, result, me->stream));
+		PERF_CHECK(cudaStreamSynchronize(me->stream));
 		uint64_t ns = 0;
 		PERF_CHECK(cudaMemcpy(&ns, result, sizeof(ns), cudaMemcpyDeviceToHost));
 		if (me->rank == 0)
@@ -263,30 +923,149 @@ static void perf_measure_flag_rtt(struct perf_rank *me, cudaStream_t stream)
 		PERF_CHECK(cudaFree(world->flag_pair[me->rank]));
 }
 
+/* Elements whose bits differ between `got` and `want` (element size `size`). */
+static long long perf_count_differ(const char *got, const char *want, size_t count, size_t size)
+{
+	long long differ = 0;
+	for (size_t i = 0; i < count; i++)
+		differ += memcmp(got + i * size, want + i * size, size) != 0;
+	return differ;
+}
+
+/*
+ * Rank 0, after every rank's fresh result is in recv_host: bit-exact against the CPU
+ * reference, size invariance against the offset call in recv2, NCCL's elements off
+ * the tree.
+ */
+static void perf_judge(struct perf_rank *me, struct perf_row *row)
+{
+	struct perf_world *world = me->world;
+	const int n = world->options.nranks;
+	const size_t size = ndet_dtype_size(row->dtype), bytes = row->bytes;
+	void *inputs[NDET_MAX_RANKS];
+	const void *views[NDET_MAX_RANKS];
+	for (int r = 0; r < n; r++) {
+		inputs[r] = malloc(bytes);
+		perf_fill(row->dtype, inputs[r], row->count, perf_seed(r, row->count));
+		views[r] = inputs[r];
+	}
+	char *expected = malloc(bytes);
+	ndet_reference_allreduce(views, n, expected, row->count, row->dtype, row->op);
+	bool same = true;
+	for (int r = 0; r < n && same; r++)
+		same = memcmp(world->recv_host[r], expected, bytes) == 0;
+	row->exact = same ? "OK" : "FAIL";
+	for (int r = 0; r < n; r++)
+		free(inputs[r]);
+	if (row->count > 1) {
+		char *second = malloc(bytes);
+		PERF_CHECK(cudaMemcpy(second, me->recv2 + size + 8, bytes - size,
+				      cudaMemcpyDeviceToHost));
+		row->invariant =
+			memcmp(second, world->recv_host[0] + size, bytes - size) == 0 ? "OK"
+										      : "FAIL";
+		free(second);
+	}
+	if (world->nccl_on)
+		row->nccl_differ = perf_count_differ(world->nccl_host, expected, row->count, size);
+	free(expected);
+	if (!same || strcmp(row->invariant, "FAIL") == 0)
+		world->failures++;
+}
+
+/* One fresh call, the same elements [1, count) in a smaller call at another offset,
+ * and NCCL's result of the fresh call. */
+static void perf_check(struct perf_rank *me, struct perf_row *row)
+{
+	struct perf_world *world = me->world;
+	const size_t size = ndet_dtype_size(row->dtype), bytes = row->bytes;
+	PERF_CHECK(cudaMemsetAsync(me->recv, 0x5a, bytes, me->stream));
+	PERF_CHECK(cudaMemsetAsync(me->recv2, 0x5a, bytes + 16, me->stream));
+	perf_launch(me, PERF_NDET, me->send, me->recv, row);
+	if (row->count > 1) {
+		struct perf_row smaller = *row;
+		smaller.count--;
+		perf_launch(me, PERF_NDET, me->send + size, me->recv2 + size + 8, &smaller);
+	}
+	PERF_CHECK(cudaStreamSynchronize(me->stream));
+	perf_check_engine(me);
+	PERF_CHECK(cudaMemcpy(world->recv_host[me->rank], me->recv, bytes, cudaMemcpyDeviceToHost));
+	if (world->nccl_on) {
+		perf_launch(me, PERF_NCCL, me->send, me->recv, row);
+		PERF_CHECK(cudaStreamSynchronize(me->stream));
+		perf_check_nccl(me, ncclSuccess, "all-reduce");
+		if (me->rank == 0)
+			PERF_CHECK(cudaMemcpy(world->nccl_host, me->recv, bytes,
+					      cudaMemcpyDeviceToHost));
+	}
+	pthread_barrier_wait(&world->barrier);
+	if (me->rank == 0)
+		perf_judge(me, row);
+}
+
+/* perf_for_each_row's visitor of a rank thread: measure, check, rank 0 prints. */
+static void perf_rank_row(void *context, struct perf_row *row)
+{
+	struct perf_rank *me = context;
+	struct perf_world *world = me->world;
+	const struct perf_options *o = &world->options;
+	const int n = o->nranks;
+
+	perf_fill(row->dtype, me->host_in, row->count, perf_seed(me->rank, row->count));
+	/* Ordered on the stream the calls use: a pageable cudaMemcpy may return before its
+	 * DMA lands, and a non-blocking stream does not wait for the legacy stream. */
+	PERF_CHECK(cudaMemcpyAsync(me->send, me->host_in, row->bytes, cudaMemcpyHostToDevice,
+				   me->stream));
+	PERF_CHECK(cudaStreamSynchronize(me->stream));
+	/* Every rank's upload is done before any rank launches a call its peers wait in. */
+	pthread_barrier_wait(&world->barrier);
+	for (int mode = 0; mode < PERF_MODE_COUNT; mode++) {
+		if (o->graph != 2 && o->graph != mode)
+			continue;
+		for (int impl = 0; impl < PERF_IMPL_COUNT; impl++)
+			if (impl == PERF_NDET || world->nccl_on)
+				row->seconds[mode][impl] = perf_time(me, (enum perf_impl)impl,
+								     (enum perf_mode)mode, row);
+	}
+	if (o->check && row->bytes <= o->check_max_bytes)
+		perf_check(me, row);
+	pthread_barrier_wait(&world->barrier);
+	if (me->rank != 0)
+		return;
+
+	double best = -1;
+	for (int mode = 0; mode < PERF_MODE_COUNT; mode++) {
+		double s = row->seconds[mode][PERF_NDET];
+		if (s > 0 && (best < 0 || s < best))
+			best = s;
+	}
+	row->kernel_gbps = perf_kernel_bytes(row->path, (double)row->bytes, n) * n / best / 1e9;
+	if (world->ngpus == 1) {
+		row->vs_copy = row->kernel_gbps / world->copy_gbps;
+		if (row->bytes >= PERF_LARGE_MIN_BYTES) {
+			world->large_rows++;
+			world->ratio_sum_large += row->vs_copy;
+			if (row->vs_copy > world->best_ratio_large)
+				world->best_ratio_large = row->vs_copy;
+		}
+	}
+	perf_print_row(world, row);
+	perf_note_ratios(world, row);
+	const double eager = row->seconds[PERF_EAGER][PERF_NDET];
+	if (row->bytes <= 64 && n >= 2 && world->flag_rtt_us > 0 && eager > 0)
+		printf("#   %zu-byte call: %.2f us = %.1f bare flag round trips\n", row->bytes,
+		       eager * 1e6, eager * 1e6 / world->flag_rtt_us);
+}
+
 static void *perf_rank_main(void *argument)
 {
 	struct perf_rank *me = argument;
 	struct perf_world *world = me->world;
 	const struct perf_options *o = &world->options;
-	const int n = o->nranks;
-	const int device = me->rank % world->ngpus;
-	PERF_CHECK(cudaSetDevice(device));
-	cudaStream_t stream;
-	PERF_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+	struct ndet_engine_config config = perf_engine_config(world, me->rank);
+	PERF_CHECK(cudaSetDevice(config.cuda_device));
+	PERF_CHECK(cudaStreamCreateWithFlags(&me->stream, cudaStreamNonBlocking));
 
-	const struct ndet_settings *settings = ndet_settings_get();
-	struct ndet_engine_config config = {
-		.rank = me->rank,
-		.nranks = n,
-		.cuda_device = device,
-		.pool_size = settings->pool_size,
-		.max_blocks = settings->max_blocks,
-		.oneshot_max = settings->oneshot_max,
-		.timeout_ms = 20000,
-		.max_memory = settings->max_memory,
-		.settings_hash = ndet_settings_agreement_hash(settings),
-		.test_fail_rank = -1,
-	};
 	struct ndet_setup_verdict verdict;
 	ndet_status_t st =
 		ndet_engine_create(&config, perf_allgather, me, &world->engines[me->rank], &verdict);
@@ -298,218 +1077,82 @@ static void *perf_rank_main(void *argument)
 	}
 	if (me->rank == 0)
 		perf_measure_copy(world);
-	if (n >= 2)
-		perf_measure_flag_rtt(me, stream);
+	if (o->nranks >= 2)
+		perf_measure_flag_rtt(me);
 	if (me->rank == 0) {
 		printf("# device-to-device copy: %.1f GB/s (bytes read + written)", world->copy_gbps);
-		if (n >= 2)
+		if (o->nranks >= 2)
 			printf(", bare flag round trip: %.2f us", world->flag_rtt_us);
 		printf("\n#\n");
-		printf("# %12s %12s %5s %5s %6s | %10s %8s %8s | %10s %8s %8s | %6s %9s | %9s %7s\n",
-		       "size(B)", "count", "type", "redop", "path", "eager(us)", "algbw", "busbw",
-		       "graph(us)", "algbw", "busbw", "exact", "size-inv", "kern GB/s",
-		       "vs copy");
+		perf_print_header(world);
 	}
 
-	const size_t max_bytes = o->max_bytes;
-	char *send = NULL, *recv = NULL, *recv2 = NULL;
-	PERF_CHECK(cudaMalloc((void **)&send, max_bytes + 16));
-	PERF_CHECK(cudaMalloc((void **)&recv, max_bytes + 16));
-	PERF_CHECK(cudaMalloc((void **)&recv2, max_bytes + 16));
-	char *host_in = malloc(max_bytes + 16);
-	world->recv_host[me->rank] = malloc(max_bytes + 16);
-
-	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
-		if (!(o->dtypes & (1u << dtype)))
-			continue;
-		for (int op = 0; op < NDET_OP_COUNT; op++) {
-			if (!(o->ops & (1u << op)))
-				continue;
-			const size_t size = ndet_dtype_size((ndet_dtype_t)dtype);
-			for (double b = (double)o->min_bytes; b <= (double)max_bytes + 0.5;
-			     b = b * o->factor > b ? b * o->factor : b + 1) {
-				size_t count = (size_t)b / size;
-				if (count == 0)
-					count = 1;
-				const size_t bytes = count * size;
-				perf_fill((ndet_dtype_t)dtype, host_in, count,
-					  (uint64_t)me->rank * 7777 + count);
-				PERF_CHECK(cudaMemcpy(send, host_in, bytes, cudaMemcpyHostToDevice));
-				double eager = -1, graph = -1;
-				if (o->graph != 1)
-					eager = perf_time(me, stream, send, recv, count,
-							  (ndet_dtype_t)dtype, (ndet_op_t)op, false);
-				if (o->graph != 0)
-					graph = perf_time(me, stream, send, recv, count,
-							  (ndet_dtype_t)dtype, (ndet_op_t)op, true);
-
-				/* Checks: one fresh call, then the same elements [1, count) in a
-				 * smaller call at another offset. */
-				const char *exact = "-", *invariant = "-";
-				if (o->check && bytes <= o->check_max_bytes) {
-					PERF_CHECK(cudaMemset(recv, 0x5a, bytes));
-					PERF_CHECK(cudaMemset(recv2, 0x5a, bytes));
-					ndet_engine_allreduce(world->engines[me->rank], send, recv,
-							      count, (ndet_dtype_t)dtype,
-							      (ndet_op_t)op, stream);
-					if (count > 1)
-						ndet_engine_allreduce(world->engines[me->rank],
-								      send + size, recv2 + size + 8,
-								      count - 1, (ndet_dtype_t)dtype,
-								      (ndet_op_t)op, stream);
-					PERF_CHECK(cudaStreamSynchronize(stream));
-					PERF_CHECK(cudaMemcpy(world->recv_host[me->rank], recv, bytes,
-							      cudaMemcpyDeviceToHost));
-					pthread_barrier_wait(&world->barrier);
-					if (me->rank == 0) {
-						void *inputs[NDET_MAX_RANKS];
-						const void *views[NDET_MAX_RANKS];
-						for (int r = 0; r < n; r++) {
-							inputs[r] = malloc(bytes);
-							perf_fill((ndet_dtype_t)dtype, inputs[r], count,
-								  (uint64_t)r * 7777 + count);
-							views[r] = inputs[r];
-						}
-						char *expected = malloc(bytes);
-						ndet_reference_allreduce(views, n, expected, count,
-									 (ndet_dtype_t)dtype,
-									 (ndet_op_t)op);
-						bool same = true;
-						for (int r = 0; r < n && same; r++)
-							same = memcmp(world->recv_host[r], expected,
-								      bytes) == 0;
-						exact = same ? "OK" : "FAIL";
-						for (int r = 0; r < n; r++)
-							free(inputs[r]);
-						free(expected);
-						if (count > 1) {
-							char *second = malloc(bytes);
-							PERF_CHECK(cudaMemcpy(second, recv2 + size + 8,
-									      bytes - size,
-									      cudaMemcpyDeviceToHost));
-							invariant =
-								memcmp(second,
-								       world->recv_host[0] + size,
-								       bytes - size) == 0
-									? "OK"
-									: "FAIL";
-							free(second);
-						}
-						if (!same || strcmp(invariant, "FAIL") == 0)
-							world->failures++;
-					}
-				}
-				pthread_barrier_wait(&world->barrier);
-				if (me->rank == 0) {
-					struct ndet_plan plan;
-					ndet_engine_plan(world->engines[0], count, (ndet_dtype_t)dtype,
-							 (ndet_op_t)op, &plan);
-					double best = graph > 0 && (eager < 0 || graph < eager) ? graph
-												 : eager;
-					double algbw = (double)bytes / best / 1e9;
-					double kernel = perf_kernel_bytes(&plan, (double)bytes, n) * n /
-							best / 1e9;
-					double ratio = world->ngpus == 1 ? kernel / world->copy_gbps : 0;
-					double bus = 2.0 * (n - 1) / n;
-					printf("  %12zu %12zu %5s %5s %6s | %10.2f %8.2f %8.2f | %10.2f %8.2f "
-					       "%8.2f | %6s %9s | %9.1f %6.1f%%\n",
-					       bytes, count, ndet_dtype_name((ndet_dtype_t)dtype),
-					       ndet_op_name((ndet_op_t)op), perf_path_name(plan.path),
-					       eager * 1e6, eager > 0 ? bytes / eager / 1e9 : 0,
-					       eager > 0 ? bytes / eager / 1e9 * bus : 0, graph * 1e6,
-					       graph > 0 ? bytes / graph / 1e9 : 0,
-					       graph > 0 ? bytes / graph / 1e9 * bus : 0, exact,
-					       invariant, kernel, 100 * ratio);
-					(void)algbw;
-					if (bytes >= (64u << 20) && world->ngpus == 1) {
-						world->large_rows++;
-						world->ratio_sum_large += ratio;
-						if (ratio > world->best_ratio_large)
-							world->best_ratio_large = ratio;
-					}
-					if (bytes <= 64 && n >= 2 && world->flag_rtt_us > 0 && eager > 0)
-						printf("#   %zu-byte call: %.2f us = %.1f bare flag round "
-						       "trips\n",
-						       bytes, eager * 1e6, eager * 1e6 / world->flag_rtt_us);
-				}
-			}
-		}
+	PERF_CHECK(cudaMalloc((void **)&me->send, o->max_bytes + 16));
+	PERF_CHECK(cudaMalloc((void **)&me->recv, o->max_bytes + 16));
+	PERF_CHECK(cudaMalloc((void **)&me->recv2, o->max_bytes + 16));
+	me->host_in = malloc(o->max_bytes + 16);
+	world->recv_host[me->rank] = malloc(o->max_bytes + 16);
+	if (me->host_in == NULL || world->recv_host[me->rank] == NULL) {
+		fprintf(stderr, "nccl-det-perf: rank %d: out of host memory\n", me->rank);
+		exit(1);
 	}
-	PERF_CHECK(cudaFree(send));
-	PERF_CHECK(cudaFree(recv));
-	PERF_CHECK(cudaFree(recv2));
-	free(host_in);
+	perf_for_each_row(world, perf_rank_row, me);
+
+	PERF_CHECK(cudaFree(me->send));
+	PERF_CHECK(cudaFree(me->recv));
+	PERF_CHECK(cudaFree(me->recv2));
+	free(me->host_in);
 	pthread_barrier_wait(&world->barrier);
 	ndet_engine_destroy(world->engines[me->rank], true);
 	free(world->recv_host[me->rank]);
+	PERF_CHECK(cudaStreamDestroy(me->stream));
 	return NULL;
 }
 
-static unsigned perf_parse_list(const char *text, bool dtypes)
+/* perf_for_each_row's visitor of --dry-run: the row as the run would start it. */
+static void perf_dry_row(void *context, struct perf_row *row)
 {
-	unsigned mask = 0;
-	char buffer[256];
-	snprintf(buffer, sizeof(buffer), "%s", text);
-	char *save = NULL;
-	for (char *t = strtok_r(buffer, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
-		int count = dtypes ? NDET_DTYPE_COUNT : NDET_OP_COUNT;
-		bool found = false;
-		for (int i = 0; i < count; i++) {
-			const char *name = dtypes ? ndet_dtype_name((ndet_dtype_t)i)
-						  : ndet_op_name((ndet_op_t)i);
-			if (strcmp(t, name) == 0 || strcmp(t, "all") == 0) {
-				mask |= 1u << i;
-				found = true;
-			}
-		}
-		if (!found) {
-			fprintf(stderr, "nccl-det-perf: unknown %s '%s'\n", dtypes ? "type" : "op",
-				t);
+	perf_print_row(context, row);
+}
+
+/*
+ * Decide whether the NCCL columns run, and say so.  Exits 2 when --nccl asked for
+ * them and they cannot be had.
+ */
+static void perf_nccl_decide(struct perf_world *world)
+{
+	const struct perf_options *o = &world->options;
+	char why[4608];
+	world->nccl_on = false;
+	if (o->nccl == PERF_NCCL_OFF) {
+		printf("# NCCL: not run (--no-nccl)\n");
+		return;
+	}
+	const char *layout = perf_nccl_layout_problem(o->nranks, world->ngpus_visible);
+	if (layout != NULL)
+		snprintf(why, sizeof(why), "%s", layout);
+	else if (perf_nccl_load(&world->nccl, why, sizeof(why)))
+		world->nccl_on = true;
+	if (!world->nccl_on) {
+		printf("# NCCL: columns unavailable: %s\n", why);
+		if (o->nccl == PERF_NCCL_REQUIRED) {
+			fprintf(stderr, "nccl-det-perf: --nccl: NCCL cannot run here: %s\n", why);
 			exit(2);
 		}
+		return;
 	}
-	return mask;
-}
-
-static size_t perf_parse_size(const char *text)
-{
-	char *end = NULL;
-	double value = strtod(text, &end);
-	switch (*end) {
-	case 'K':
-	case 'k':
-		value *= 1024;
-		break;
-	case 'M':
-	case 'm':
-		value *= 1024 * 1024;
-		break;
-	case 'G':
-	case 'g':
-		value *= 1024.0 * 1024 * 1024;
-		break;
-	default:
-		break;
-	}
-	return (size_t)value;
-}
-
-static void perf_usage(FILE *out)
-{
-	fprintf(out,
-		"usage: nccl-det-perf [options]\n"
-		"  -n RANKS   ranks (default: one per GPU; 4 sharing GPU 0 on a one-GPU machine)\n"
-		"  -b BYTES   smallest size (default 8)\n"
-		"  -e BYTES   largest size (default 1G; K, M, G suffixes)\n"
-		"  -f FACTOR  size step factor (default 2)\n"
-		"  -d TYPES   comma list of f32,f16,bf16,f64 or all (default bf16,f32)\n"
-		"  -o OPS     comma list of sum,prod,min,max,avg or all (default sum)\n"
-		"  -w N       warm-up calls (default 5)\n"
-		"  -i N       timed calls (default 20)\n"
-		"  -G MODE    0 eager, 1 graph, 2 both (default 2)\n"
-		"  -c 0|1     bit-exact and size-invariance checks (default 1, sizes <= 256M)\n"
-		"  -h         this help\n"
-		"Settings come from NCCL_DET_* variables (see README).\n");
+	const int v = world->nccl.version;
+	printf("# NCCL: %s, version %d.%d.%d; one communicator of %d ranks (ncclCommInitAll over "
+	       "GPUs 0..%d)\n",
+	       world->nccl.path, v / 10000, v / 100 % 100, v % 100, o->nranks, o->nranks - 1);
+	static const char *const knobs[] = {"NCCL_ALGO",          "NCCL_PROTO",
+					    "NCCL_NVLS_ENABLE",   "NCCL_MIN_NCHANNELS",
+					    "NCCL_MAX_NCHANNELS", "NCCL_P2P_LEVEL"};
+	for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
+		if (getenv(knobs[i]) != NULL)
+			printf("#   %s=%s\n", knobs[i], getenv(knobs[i]));
+	printf("# ratio = NCCL time / nccl-det time (> 1: nccl-det is faster); nccl-diff = "
+	       "elements of NCCL's result whose bits differ from the tree\n");
 }
 
 int main(int argc, char **argv)
@@ -522,8 +1165,7 @@ int main(int argc, char **argv)
 	 * (before the first CUDA call).  Separate GPUs or processes need nothing.
 	 */
 	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-	struct perf_world world;
-	memset(&world, 0, sizeof(world));
+	static struct perf_world world;
 	struct perf_options *o = &world.options;
 	*o = (struct perf_options){.nranks = 0,
 				   .min_bytes = 8,
@@ -535,79 +1177,83 @@ int main(int argc, char **argv)
 				   .check = true,
 				   .check_max_bytes = 256u << 20,
 				   .dtypes = (1u << NDET_DTYPE_BF16) | (1u << NDET_DTYPE_F32),
-				   .ops = 1u << NDET_OP_SUM};
-	int c;
-	while ((c = getopt(argc, argv, "n:b:e:f:d:o:w:i:G:c:h")) != -1) {
-		switch (c) {
-		case 'n':
-			o->nranks = atoi(optarg);
-			break;
-		case 'b':
-			o->min_bytes = perf_parse_size(optarg);
-			break;
-		case 'e':
-			o->max_bytes = perf_parse_size(optarg);
-			break;
-		case 'f':
-			o->factor = atof(optarg);
-			break;
-		case 'd':
-			o->dtypes = perf_parse_list(optarg, true);
-			break;
-		case 'o':
-			o->ops = perf_parse_list(optarg, false);
-			break;
-		case 'w':
-			o->warmup = atoi(optarg);
-			break;
-		case 'i':
-			o->iters = atoi(optarg);
-			break;
-		case 'G':
-			o->graph = atoi(optarg);
-			break;
-		case 'c':
-			o->check = atoi(optarg) != 0;
-			break;
-		case 'h':
-			perf_usage(stdout);
-			return 0;
-		default:
-			perf_usage(stderr);
-			return 2;
-		}
+				   .ops = 1u << NDET_OP_SUM,
+				   .nccl = PERF_NCCL_AUTO,
+				   .assume_gpus = -1};
+	perf_parse_options(argc, argv, o);
+	if (o->help) {
+		perf_usage(stdout);
+		return 0;
 	}
-	if (o->factor <= 1.0 || o->iters < 1 || o->min_bytes < 1 || o->max_bytes < o->min_bytes) {
-		perf_usage(stderr);
-		return 2;
-	}
+
 	int ngpus = 0;
-	if (cudaGetDeviceCount(&ngpus) != cudaSuccess || ngpus == 0) {
+	if (o->assume_gpus >= 0)
+		ngpus = o->assume_gpus;
+	else if (cudaGetDeviceCount(&ngpus) != cudaSuccess)
+		ngpus = 0;
+	if (ngpus == 0 && !o->dry_run) {
 		printf("nccl-det-perf: no CUDA GPU is visible on this machine, so there is nothing "
 		       "to benchmark.\nRun it on a machine with NVIDIA GPUs (driver >= the CUDA "
 		       "runtime nccl-det was built with).\n");
 		return 0;
 	}
-	world.ngpus = ngpus;
+	if (ngpus == 0)
+		ngpus = 1;
 	if (o->nranks == 0)
 		o->nranks = ngpus > 1 ? ngpus : 4;
-	if (o->nranks < 1 || o->nranks > NDET_MAX_RANKS) {
-		fprintf(stderr, "nccl-det-perf: -n must be 1..%d\n", NDET_MAX_RANKS);
-		return 2;
+	world.ngpus_visible = ngpus;
+	world.ngpus = ngpus < o->nranks ? 1 : ngpus;
+
+	char device_name[256] = "dry run";
+	if (!o->dry_run) {
+		struct cudaDeviceProp properties;
+		PERF_CHECK(cudaGetDeviceProperties(&properties, 0));
+		snprintf(device_name, sizeof(device_name), "%s", properties.name);
 	}
-	struct cudaDeviceProp properties;
-	PERF_CHECK(cudaGetDeviceProperties(&properties, 0));
 	const struct ndet_settings *settings = ndet_settings_get();
 	printf("# nccl-det-perf %s: %d ranks on %d GPU(s) (%s), %s\n", NCCL_DET_VERSION_STRING,
-	       o->nranks, ngpus < o->nranks ? ngpus : o->nranks, properties.name,
+	       o->nranks, ngpus < o->nranks ? 1 : o->nranks, device_name,
 	       ngpus < o->nranks ? "ranks share GPU 0 as threads (one-GPU proxy)"
 				 : "one thread per GPU");
 	printf("# pool %llu B, max blocks %d, one-shot up to %llu B, %d warm-up, %d timed calls\n",
 	       (unsigned long long)settings->pool_size, settings->max_blocks,
 	       (unsigned long long)settings->oneshot_max, o->warmup, o->iters);
-	if (ngpus < o->nranks)
-		world.ngpus = 1;
+	perf_nccl_decide(&world);
+	if (o->csv_path != NULL) {
+		world.csv = fopen(o->csv_path, "w");
+		if (world.csv == NULL) {
+			fprintf(stderr, "nccl-det-perf: cannot write %s\n", o->csv_path);
+			return 2;
+		}
+	}
+	if (o->dry_run) {
+		perf_print_header(&world);
+		perf_for_each_row(&world, perf_dry_row, &world);
+		printf("# SUMMARY nccl-det-perf: dry run, nothing measured\n");
+		if (world.csv != NULL && fclose(world.csv) != 0)
+			return 1;
+		return 0;
+	}
 
+	if (world.nccl_on) {
+		int devices[NDET_MAX_RANKS];
+		for (int r = 0; r < o->nranks; r++)
+			devices[r] = r;
+		ncclResult_t result = world.nccl.comm_init_all(world.comms, o->nranks, devices);
+		if (result != ncclSuccess) {
+			fprintf(stderr, "nccl-det-perf: ncclCommInitAll failed: %s\n",
+				world.nccl.get_error_string(result));
+			return 1;
+		}
+		/* Only checked sizes come back to the host. */
+		world.nccl_host = malloc((o->max_bytes < o->check_max_bytes ? o->max_bytes
+									    : o->check_max_bytes) +
+					 16);
+		if (world.nccl_host == NULL) {
+			fprintf(stderr, "nccl-det-perf: out of host memory\n");
+			return 1;
+		}
+	}
 	pthread_barrier_init(&world.barrier, NULL, (unsigned)o->nranks);
 	pthread_t threads[NDET_MAX_RANKS];
 	struct perf_rank ranks[NDET_MAX_RANKS];
@@ -617,10 +1263,20 @@ int main(int argc, char **argv)
 	}
 	for (int r = 0; r < o->nranks; r++)
 		pthread_join(threads[r], NULL);
+	if (world.nccl_on) {
+		for (int r = 0; r < o->nranks; r++)
+			(void)world.nccl.comm_destroy(world.comms[r]);
+		free(world.nccl_host);
+	}
 	if (world.large_rows > 0)
 		printf("# large messages (>= 64 MiB): kernel bytes/s = %.1f%% of a device copy on "
 		       "average, %.1f%% best (target >= 85%%)\n",
 		       100 * world.ratio_sum_large / world.large_rows, 100 * world.best_ratio_large);
+	perf_print_ratio_summary(&world);
+	if (world.csv != NULL && fclose(world.csv) != 0) {
+		fprintf(stderr, "nccl-det-perf: writing %s failed\n", o->csv_path);
+		return 1;
+	}
 	printf("# SUMMARY nccl-det-perf: %s\n",
 	       world.failures == 0 ? "every checked result bit-exact and size-invariant"
 				   : "CHECK FAILURES (see FAIL above)");

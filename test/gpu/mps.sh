@@ -1,0 +1,16 @@
+# Sourced by GPU test scripts: start and stop an MPS daemon of their own (pipe and log
+# directories in mktemp), so that several processes' kernels run at once on one GPU.
+# Callers `trap mps_stop EXIT`, so that a failed run leaves no daemon behind.
+mps_start() {
+	export CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+	CUDA_MPS_PIPE_DIRECTORY=$(mktemp -d)
+	CUDA_MPS_LOG_DIRECTORY=$(mktemp -d)
+	nvidia-cuda-mps-control -d && sleep 1
+}
+mps_stop() {
+	if [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then
+		echo quit | nvidia-cuda-mps-control 2>/dev/null
+		sleep 1
+		unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+	fi
+}

@@ -1,0 +1,91 @@
+#!/bin/sh
+# nccl-det-perf without a GPU: --help lists every option of its table; bad options and
+# values exit 2; --dry-run prints the header, the NCCL decision and the rows (sizes,
+# counts, one-/two-shot path) and writes the same rows to --csv:
+# - the one-GPU proxy (more ranks than GPUs) says the NCCL columns are unavailable and
+#   why (NCCL refuses two ranks on one GPU in one process), and --nccl then exits 2;
+# - NCCL_DET_NCCL_LIBRARY names the library loaded (its version printed), a copy of
+#   nccl-det there is refused, a missing file is reported; --no-nccl loads nothing.
+# The measured run needs a GPU: test/gpu (see README "GPU tests").
+. "${NDET_TOP_SRCDIR:-.}/test/test_preload_lib.sh"
+
+perf="$top_builddir/tools/nccl-det-perf"
+[ -x "$perf" ] || fail "$perf was not built"
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+export ASAN_OPTIONS
+unset NCCL_DET_NCCL_LIBRARY NCCL_CONF_FILE
+HOME=$scratch
+export HOME
+
+# ---- options
+"$perf" --help >"$scratch/help" 2>&1 || fail "--help failed"
+grep -q '^Usage: nccl-det-perf' "$scratch/help" || fail "--help: $(cat "$scratch/help")"
+for option in '-n, --ranks RANKS' '-b, --minbytes BYTES' '-G, --cudagraph MODE' '--nccl ' \
+	'--no-nccl ' '--csv FILE' '--dry-run ' '--gpus N' '-h, --help'; do
+	grep -q -F -- "$option" "$scratch/help" || fail "--help does not list '$option'"
+done
+"$perf" -h | cmp -s - "$scratch/help" || fail "-h and --help differ"
+for bad in --bogus '-G 3' '-c 2' '-d f32,f99' '-o sum,xor' '-b 1Q' '-f 1' '-i 0' \
+	'-b 64 -e 8' '-n 17' 'stray'; do
+	# shellcheck disable=SC2086 # each case is a list of words
+	"$perf" --dry-run $bad >"$scratch/bad" 2>&1
+	rc=$?
+	[ $rc -eq 2 ] || fail "'$bad' exited $rc, not 2: $(cat "$scratch/bad")"
+done
+# --gpus only plans a dry run.
+"$perf" --gpus 2 >"$scratch/bad" 2>&1
+[ $? -eq 2 ] || fail "--gpus without --dry-run was accepted: $(cat "$scratch/bad")"
+"$perf" --dry-run -G 3 2>&1 | grep -q -- '--cudagraph 3: must be 0 (eager), 1 (graph) or 2 (both)' ||
+	fail "no reason for a bad -G"
+
+# ---- the one-GPU proxy: rows and CSV, NCCL unavailable and why
+"$perf" --dry-run --gpus 1 -n 4 -b 8 -e 64 -d f32,bf16 --csv "$scratch/proxy.csv" \
+	>"$scratch/proxy" 2>&1 || fail "dry run failed: $(cat "$scratch/proxy")"
+grep -q '4 ranks on 1 GPU(s) (dry run), ranks share GPU 0 as threads (one-GPU proxy)' \
+	"$scratch/proxy" || fail "proxy header: $(cat "$scratch/proxy")"
+grep -q '^# NCCL: columns unavailable: the ranks share GPU 0 .*Duplicate GPU detected' \
+	"$scratch/proxy" || fail "proxy: no reason for the missing NCCL columns: $(cat "$scratch/proxy")"
+rows=$(grep -c -E '^ +[0-9]+ +[0-9]+ +(f32|bf16) +sum +1shot \|' "$scratch/proxy")
+[ "$rows" -eq 8 ] || fail "proxy: $rows rows, not 8 (4 sizes x 2 types): $(cat "$scratch/proxy")"
+grep -q -E '^ +8 +4 +bf16 ' "$scratch/proxy" || fail "8 bytes of bf16 are not 4 elements"
+header='ranks,size_bytes,count,dtype,op,path,eager_ndet_us,eager_ndet_busbw_gbps,eager_nccl_us,eager_nccl_busbw_gbps,eager_ratio,graph_ndet_us,graph_ndet_busbw_gbps,graph_nccl_us,graph_nccl_busbw_gbps,graph_ratio,exact,size_invariant,nccl_differ_elements,kernel_gbps,vs_copy_percent'
+[ "$(head -1 "$scratch/proxy.csv")" = "$header" ] || fail "CSV header: $(head -1 "$scratch/proxy.csv")"
+[ "$(wc -l <"$scratch/proxy.csv")" -eq 9 ] || fail "CSV: not a header and 8 rows: $(cat "$scratch/proxy.csv")"
+grep -q -x '4,32,8,f32,sum,1shot,,,,,,,,,,,,,,,' "$scratch/proxy.csv" ||
+	fail "CSV row of 32 bytes of f32: $(cat "$scratch/proxy.csv")"
+fields=$(awk -F, '{ print NF }' "$scratch/proxy.csv" | sort -u)
+[ "$fields" = 21 ] || fail "CSV rows with other than 21 fields: $fields"
+"$perf" --dry-run --gpus 1 -n 2 -e 8 --nccl >"$scratch/required" 2>&1 && fail "--nccl on the proxy succeeded"
+grep -q -- '--nccl: NCCL cannot run here: the ranks share GPU 0' "$scratch/required" ||
+	fail "--nccl on the proxy: $(cat "$scratch/required")"
+
+# ---- one- and two-shot as the engine would plan them (NCCL_DET_ONESHOT_MAX)
+NCCL_DET_ONESHOT_MAX=256K "$perf" --dry-run --gpus 1 -n 2 -b 128K -e 512K -d bf16 --no-nccl \
+	>"$scratch/paths" 2>&1 || fail "dry run (paths) failed"
+for line in ' 131072 +65536 +bf16 +sum +1shot' ' 262144 +131072 +bf16 +sum +1shot' \
+	' 524288 +262144 +bf16 +sum +2shot' '^# NCCL: not run \(--no-nccl\)'; do
+	grep -q -E "$line" "$scratch/paths" || fail "paths: no line like '$line': $(cat "$scratch/paths")"
+done
+
+# ---- which NCCL: the fake (as NCCL_DET_NCCL_LIBRARY), a copy of nccl-det, nothing
+NCCL_DET_NCCL_LIBRARY="$fake_nccl" "$perf" --dry-run --gpus 8 -e 8 -d f32 --nccl \
+	>"$scratch/fake" 2>&1 || fail "dry run with the fake NCCL: $(cat "$scratch/fake")"
+fake_real=$(cd "$(dirname "$fake_nccl")" && pwd -P)/libnccl.so.2
+grep -q -F "# NCCL: $fake_real, version 2.28.9; one communicator of 8 ranks (ncclCommInitAll over GPUs 0..7)" \
+	"$scratch/fake" || fail "fake NCCL: $(cat "$scratch/fake")"
+grep -q -F '8 ranks on 8 GPU(s) (dry run), one thread per GPU' "$scratch/fake" || fail "fake: header"
+NCCL_DET_NCCL_LIBRARY="$fake_dropin" "$perf" --dry-run --gpus 2 -n 2 -e 8 >"$scratch/copy" 2>&1 ||
+	fail "dry run with nccl-det as NCCL failed"
+grep -q "^# NCCL: columns unavailable: $fake_dropin is nccl-det" "$scratch/copy" ||
+	fail "a copy of nccl-det was taken for NCCL: $(cat "$scratch/copy")"
+NCCL_DET_NCCL_LIBRARY="$scratch/none/libnccl.so.2" "$perf" --dry-run --gpus 2 -n 2 -e 8 --nccl \
+	>"$scratch/none" 2>&1 && fail "--nccl without a library succeeded"
+grep -q "NCCL cannot run here: cannot load $scratch/none/libnccl.so.2" "$scratch/none" ||
+	fail "missing library: $(cat "$scratch/none")"
+
+# Without --dry-run and without a GPU: says so, exit 0 (with a GPU: the GPU tests).
+if ! nvidia-smi -L >/dev/null 2>&1; then
+	"$perf" -e 8 >"$scratch/nogpu" 2>&1 || fail "no-GPU run failed: $(cat "$scratch/nogpu")"
+	grep -q 'no CUDA GPU is visible' "$scratch/nogpu" || fail "no-GPU run: $(cat "$scratch/nogpu")"
+fi
+echo "PASS: nccl-det-perf options, dry run, CSV, NCCL selection"
