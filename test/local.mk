@@ -87,12 +87,16 @@ EXTRA_DIST += test/libfuzzer.sh test/valgrind.sh
 # GPU test driver (loopback threads, one-launch sanitizer mode, multi-process over
 # real NCCL).  Built by `make`; run by test/gpu/suite.sh on a GPU machine and, when a
 # GPU is visible, by test/test_gpu_loopback.sh in `make check` (SKIP otherwise).
+# What every GPU test program shares: the helpers, the engine, CUDA and the real NCCL.
+GPU_TEST_COMMON = test/gpu/ndet_gpu_common.c test/gpu/ndet_gpu_common.h
+GPU_TEST_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/test
+GPU_TEST_LDADD = src/libndet_engine.la $(CUDA_STATIC_LIBS) $(NCCL_LDFLAGS) -lnccl -ldl -lm \
+	$(PTHREAD_LIBS)
+
 noinst_PROGRAMS += test/gpu/ndet_gpu_test
-test_gpu_ndet_gpu_test_SOURCES = test/gpu/ndet_gpu_test.c test/gpu/ndet_gpu_common.c \
-	test/gpu/ndet_gpu_common.h
-test_gpu_ndet_gpu_test_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/test
-test_gpu_ndet_gpu_test_LDADD = src/libndet_engine.la $(CUDA_STATIC_LIBS) $(NCCL_LDFLAGS) \
-	-lnccl -lm $(PTHREAD_LIBS)
+test_gpu_ndet_gpu_test_SOURCES = test/gpu/ndet_gpu_test.c $(GPU_TEST_COMMON)
+test_gpu_ndet_gpu_test_CFLAGS = $(GPU_TEST_CFLAGS)
+test_gpu_ndet_gpu_test_LDADD = $(GPU_TEST_LDADD)
 
 if HAVE_CMOCKA
 check_PROGRAMS += test/test_plan
@@ -262,11 +266,16 @@ endif
 
 # The nccl-tests calling pattern under LD_PRELOAD (run by test/gpu/suite.sh preload).
 noinst_PROGRAMS += test/gpu/ndet_preload_test
-test_gpu_ndet_preload_test_SOURCES = test/gpu/ndet_preload_test.c test/gpu/ndet_gpu_common.c \
-	test/gpu/ndet_gpu_common.h
-test_gpu_ndet_preload_test_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/test
-test_gpu_ndet_preload_test_LDADD = src/libndet_engine.la $(CUDA_STATIC_LIBS) $(NCCL_LDFLAGS) \
-	-lnccl -ldl -lm $(PTHREAD_LIBS)
+test_gpu_ndet_preload_test_SOURCES = test/gpu/ndet_preload_test.c $(GPU_TEST_COMMON)
+test_gpu_ndet_preload_test_CFLAGS = $(GPU_TEST_CFLAGS)
+test_gpu_ndet_preload_test_LDADD = $(GPU_TEST_LDADD)
+
+# Faults through the real NCCL API under LD_PRELOAD (run by test/gpu/faults.sh).
+noinst_PROGRAMS += test/gpu/ndet_fault_test
+test_gpu_ndet_fault_test_SOURCES = test/gpu/ndet_fault_test.c $(GPU_TEST_COMMON)
+test_gpu_ndet_fault_test_CFLAGS = $(GPU_TEST_CFLAGS)
+test_gpu_ndet_fault_test_LDADD = $(GPU_TEST_LDADD)
+EXTRA_DIST += test/gpu/faults.sh test/gpu/torch_watchdog.py test/gpu/gpu_lib.sh
 
 # ---- drop-in libnccl.so.2, plugins, tools --------------------------------------------
 # The trampoline caller, the plugin loader, an empty object for a fake Python package.

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include <cuda_runtime_api.h>
+#include <nccl.h>
 
 #include "ndet_engine.h"
 #include "ndet_types.h"
@@ -22,6 +23,17 @@
 		if (gpu_err_ != cudaSuccess) { \
 			fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
 				cudaGetErrorString(gpu_err_)); \
+			exit(2); \
+		} \
+	} while (0)
+
+/* For the programs that call NCCL: a failed call is a setup error (exit 2). */
+#define NCCL_OK(call) \
+	do { \
+		ncclResult_t nccl_res_ = (call); \
+		if (nccl_res_ != ncclSuccess) { \
+			fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
+				ncclGetErrorString(nccl_res_)); \
 			exit(2); \
 		} \
 	} while (0)

@@ -25,16 +25,6 @@
 #include "ndet_gpu_common.h"
 #include "ndet_reference.h"
 
-#define NCCL_OK(call) \
-	do { \
-		ncclResult_t nccl_res_ = (call); \
-		if (nccl_res_ != ncclSuccess) { \
-			fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
-				ncclGetErrorString(nccl_res_)); \
-			exit(2); \
-		} \
-	} while (0)
-
 static int env_int(const char *name, int fallback)
 {
 	const char *value = getenv(name);

@@ -22,11 +22,7 @@ LOG="$OUT/gpu-$tier.log"
 bin="$BIN_DIR/ndet_gpu_test"
 preload_bin="$BIN_DIR/ndet_preload_test"
 NDET_LIB=${NDET_LIB:-$here/../../src/.libs/libnccl-det.so}
-passed=0
-failed=0
-failures=""
-
-log() { echo "$*" | tee -a "$LOG"; }
+. "$here/gpu_lib.sh"
 
 # run NAME TIMEOUT CMD...: one step, its output to the log, pass/fail counted.
 run() {
@@ -35,28 +31,8 @@ run() {
 	local start=$SECONDS
 	timeout --kill-after=10 "$limit" "$@" >> "$LOG" 2>&1
 	local rc=$?
-	if [ $rc -eq 0 ]; then
-		passed=$((passed + 1))
-		log "PASS $name ($((SECONDS - start)) s)"
-	else
-		failed=$((failed + 1))
-		failures="$failures $name"
-		log "FAIL $name (rc=$rc, $((SECONDS - start)) s)"
-	fi
+	verdict "$name" $rc "$([ $rc -eq 0 ] || echo "rc=$rc, ")$((SECONDS - start)) s"
 }
-
-mps_start() {
-	export CUDA_MPS_PIPE_DIRECTORY=$(mktemp -d) CUDA_MPS_LOG_DIRECTORY=$(mktemp -d)
-	nvidia-cuda-mps-control -d && sleep 1
-}
-mps_stop() {
-	if [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then
-		echo quit | nvidia-cuda-mps-control 2>/dev/null
-		sleep 1
-		unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-	fi
-}
-trap mps_stop EXIT
 
 # mp_run NAME N MODE: N processes on GPU 0, each its own NCCL_HOSTID.
 mp_run() {
@@ -78,14 +54,7 @@ mp_run() {
 		rm -f "$LOG.$name.$r"
 	done
 	rm -rf "$dir"
-	if [ $rc -eq 0 ]; then
-		passed=$((passed + 1))
-		log "PASS $name"
-	else
-		failed=$((failed + 1))
-		failures="$failures $name"
-		log "FAIL $name"
-	fi
+	verdict "$name" $rc
 }
 
 # preload_run NAME N: ndet_preload_test on N processes with libnccl-det preloaded; NCCL's
@@ -110,14 +79,7 @@ preload_run() {
 	log "$name: NCCL COLL log lines naming AllReduce: $allreduces (expected $n: one int32 fallback per rank)"
 	[ "$allreduces" -le "$n" ] || rc=1
 	rm -rf "$dir"
-	if [ $rc -eq 0 ]; then
-		passed=$((passed + 1))
-		log "PASS $name"
-	else
-		failed=$((failed + 1))
-		failures="$failures $name"
-		log "FAIL $name"
-	fi
+	verdict "$name" $rc
 }
 
 sanitizer() {
