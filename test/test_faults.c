@@ -222,8 +222,9 @@ static void test_abort_releases_waiting_call(void **state)
 struct stopped_job {
 	ncclUniqueId id;
 	ncclComm_t comms[3], shrunk[2];
-	int released, survivors_done; /* flags */
+	int released, survivors_done, queried; /* flags */
 	ncclResult_t call[3], async[3], next[3], shrink[2], shrunk_call[2], abort[2];
+	ncclResult_t parent_async[2];
 	double until_error[2];
 	int shrunk_diverted[2];
 	float inputs[2][COUNT], outputs[2][COUNT];
@@ -268,6 +269,13 @@ static void stopped_rank(int rank, void *opaque)
 		job->shrunk_diverted[rank] = diverted(job->shrunk[rank]);
 		ncclCommDestroy(job->shrunk[rank]);
 	}
+	/*
+	 * NCCL's own ncclCommEnsureReady asks this before it shrinks, splits or finalizes.
+	 * Both ask before either aborts: the fake fails the peers of an aborted rank.
+	 */
+	job->parent_async[rank] = async_error(job->comms[rank]);
+	raise_flag(&job->queried);
+	wait_flag(&job->queried, 2);
 	job->abort[rank] = ncclCommAbort(job->comms[rank]);
 	if (__atomic_add_fetch(&job->survivors_done, 1, __ATOMIC_ACQ_REL) == 2)
 		raise_flag(&job->released);
@@ -290,6 +298,8 @@ static void test_stopped_peer(void **state)
 		assert_int_equal(job.shrink[r], ncclSuccess);
 		assert_int_equal(job.shrunk_call[r], ncclSuccess);
 		assert_int_equal(job.shrunk_diverted[r], 1);
+		/* The shrink aborted the failed work: NCCL's answer again, not our old error. */
+		assert_int_equal(job.parent_async[r], ncclSuccess);
 		assert_int_equal(job.abort[r], ncclSuccess);
 	}
 	/* The shrunk communicator computed the tree, bit for bit, on both ranks. */
