@@ -23,7 +23,11 @@ bin=$BIN_DIR/ndet_fault_test
 mkdir -p "$OUT"
 LOG=$OUT/gpu-faults.log
 : > "$LOG"
+# shellcheck source=test/gpu/gpu_lib.sh
 . "$here/gpu_lib.sh"
+# shellcheck source=test/gpu/mps.sh
+. "$here/mps.sh"
+trap mps_stop EXIT
 scratch=$(mktemp -d)
 
 # name          ranks limit passes  environment

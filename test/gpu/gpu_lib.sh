@@ -1,4 +1,4 @@
-# Sourced by the GPU test scripts: the log, PASS/FAIL counting, MPS start and stop.
+# Sourced by the GPU test scripts: the log and PASS/FAIL counting (MPS: mps.sh).
 # The sourcing script sets LOG (the log file) first.
 passed=0
 failed=0
@@ -18,19 +18,3 @@ verdict() {
 		log "FAIL $name$detail"
 	fi
 }
-
-# MPS for the commands that follow (GPU-TESTING.md); stopped again on exit.
-mps_start() {
-	CUDA_MPS_PIPE_DIRECTORY=$(mktemp -d)
-	CUDA_MPS_LOG_DIRECTORY=$(mktemp -d)
-	export CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-	nvidia-cuda-mps-control -d && sleep 1
-}
-mps_stop() {
-	if [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then
-		echo quit | nvidia-cuda-mps-control 2> /dev/null
-		sleep 1
-		unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-	fi
-}
-trap mps_stop EXIT

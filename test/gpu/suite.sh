@@ -22,7 +22,11 @@ LOG="$OUT/gpu-$tier.log"
 bin="$BIN_DIR/ndet_gpu_test"
 preload_bin="$BIN_DIR/ndet_preload_test"
 NDET_LIB=${NDET_LIB:-$here/../../src/.libs/libnccl-det.so}
+# shellcheck source=test/gpu/gpu_lib.sh
 . "$here/gpu_lib.sh"
+# shellcheck source=test/gpu/mps.sh
+. "$here/mps.sh"
+trap mps_stop EXIT
 
 # run NAME TIMEOUT CMD...: one step, its output to the log, pass/fail counted.
 run() {

@@ -26,11 +26,8 @@ PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
 LOG="$OUT/torch-extras.log"
 : >"$LOG"
-passed=0
-failed=0
-failures=""
-
-log() { echo "$*" | tee -a "$LOG"; }
+# shellcheck source=test/gpu/gpu_lib.sh
+. "$here/gpu_lib.sh"
 
 if [ ! -f "$NDET_LIB" ]; then
 	log "SUMMARY torch_extras: FAIL: NDET_LIB=$NDET_LIB does not exist"
@@ -59,9 +56,7 @@ job_env() {
 job() {
 	local tag=$1 name=$2 spec script port pids="" rc=0 start=$SECONDS
 	spec=$(job_env "$name") || {
-		log "FAIL $tag/$name: unknown case"
-		failed=$((failed + 1))
-		failures="$failures $tag/$name"
+		verdict "$tag/$name" 1 "unknown case"
 		return
 	}
 	# shellcheck disable=SC2086 # the spec is a case and assignments
@@ -81,14 +76,7 @@ job() {
 	log "$tag/$name: ranks exited $([ $rc -eq 0 ] && echo 0 || echo "non-zero (see $OUT/extras-$tag-$name-*.log)") in $((SECONDS - start)) s"
 	"$PYTHON" "$here/torch_extras.py" check "$script" "$OUT/extras-$tag-$name-"*.log 2>&1 | tee -a "$LOG"
 	[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
-	if [ $rc -eq 0 ]; then
-		passed=$((passed + 1))
-		log "PASS $tag/$name"
-	else
-		failed=$((failed + 1))
-		failures="$failures $tag/$name"
-		log "FAIL $tag/$name"
-	fi
+	verdict "$tag/$name" $rc
 }
 
 if ! nvidia-smi -L >>"$LOG" 2>&1; then
