@@ -412,6 +412,10 @@ static ndet_status_t ndet_engine_exchange(struct ndet_engine *const engines[], i
 			status = NDET_ERR_CUDA;
 			goto out;
 		}
+		/* The device buffer serves every round: nothing of the last one may remain. */
+		NDET_CUDA_CHECK_GOTO(cudaMemsetAsync(recvs[i], 0, bytes * (size_t)engine->config.nranks,
+						     engine->setup_stream),
+				     status, out);
 		NDET_CUDA_CHECK_GOTO(cudaMemcpyAsync(send, mine[i], bytes, cudaMemcpyHostToDevice,
 						     engine->setup_stream),
 				     status, out);

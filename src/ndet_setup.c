@@ -29,6 +29,23 @@ enum ndet_setup_round {
 /* Largest communicator a record may describe (ndet_setup_record.c agrees). */
 #define NDET_SETUP_NRANKS_LIMIT 4096
 
+/*
+ * The record of rounds 3 and 4 and of the destroy barrier: a status word tagged
+ * with the round it belongs to.  A slot that holds anything else (never written by
+ * the all-gather, or left over from another round) is refused: a bare status word
+ * would read 0, "fine", from a zeroed or stale slot.  Peers of other releases never
+ * get here (round 2 refuses another library version), so this layout may change.
+ */
+struct ndet_setup_word {
+	uint32_t tag; /* NDET_SETUP_WORD_TAG(round) */
+	int32_t value;
+};
+
+#define NDET_SETUP_WORD_TAG(round) (0x4e440000u | (uint32_t)(round)) /* "ND" and the round */
+
+/* Round number of the destroy barrier (ndet_setup_agree). */
+#define NDET_SETUP_ROUND_BARRIER 5
+
 static void ndet_setup_read_boot_id(char *buffer, size_t size)
 {
 	buffer[0] = '\0';
@@ -115,6 +132,8 @@ static void ndet_setup_exchange(struct ndet_setup_member *members, struct ndet_s
 	for (int i = 0; i < count; i++) {
 		if (!states[i].active)
 			continue;
+		/* Nothing of an earlier round may pass for this one's. */
+		memset(states[i].recv, 0, (size_t)members[i].nranks * NDET_SETUP_RECORD_MAX);
 		contexts[active] = members[i].context;
 		sends[active] = states[i].send;
 		recvs[active] = states[i].recv;
@@ -189,6 +208,25 @@ static void ndet_setup_check_payloads(struct ndet_setup_member *member,
 				 NDET_SETUP_ROUND_PAYLOADS);
 }
 
+static void ndet_setup_word_init(struct ndet_setup_word *word, int round, int32_t value)
+{
+	memset(word, 0, sizeof(*word));
+	word->tag = NDET_SETUP_WORD_TAG(round);
+	word->value = value;
+}
+
+/*
+ * Rank r's word of `round` from the gathered records: false when the slot holds no
+ * word of this round (the caller treats that rank as failed).
+ */
+static bool ndet_setup_word_read(const unsigned char *gathered, int r, int round, int32_t *value)
+{
+	struct ndet_setup_word word;
+	memcpy(&word, gathered + (size_t)r * sizeof(word), sizeof(word));
+	*value = word.value;
+	return word.tag == NDET_SETUP_WORD_TAG(round);
+}
+
 /* Rounds 3 and 4: the lowest rank that reported a failure fails everyone. */
 static void ndet_setup_check_agreement(struct ndet_setup_member *member,
 				       struct ndet_setup_state *state,
@@ -196,7 +234,11 @@ static void ndet_setup_check_agreement(struct ndet_setup_member *member,
 {
 	for (int r = 0; r < member->nranks; r++) {
 		int32_t value;
-		memcpy(&value, state->recv + (size_t)r * sizeof(value), sizeof(value));
+		if (!ndet_setup_word_read(state->recv, r, round, &value)) {
+			ndet_setup_set_verdict(member, NDET_VERDICT_BAD_RECORD, r, 0);
+			ndet_setup_leave(member, state, ops, NDET_ERR_UNSUPPORTED, round);
+			return;
+		}
 		if (value == 0)
 			continue;
 		ndet_setup_set_verdict(member, NDET_VERDICT_LOCAL_FAILURE, r, (uint32_t)value);
@@ -273,11 +315,13 @@ void ndet_setup_run(struct ndet_setup_member *members, int count,
 			continue;
 		bool ok = ops->map_and_probe_write(members[i].context, states[i].table,
 						   members[i].nranks);
-		int32_t word = ok ? 0 : (int32_t)NDET_LOCAL_MAP_FAILED;
+		struct ndet_setup_word word;
+		ndet_setup_word_init(&word, NDET_SETUP_ROUND_MAPPED,
+				     ok ? 0 : (int32_t)NDET_LOCAL_MAP_FAILED);
 		memcpy(states[i].send, &word, sizeof(word));
 	}
 	ndet_setup_exchange(members, states, count, ops, allgather, allgather_context,
-			    sizeof(int32_t), NDET_SETUP_ROUND_MAPPED);
+			    sizeof(struct ndet_setup_word), NDET_SETUP_ROUND_MAPPED);
 	for (int i = 0; i < count; i++)
 		if (states[i].active)
 			ndet_setup_check_agreement(&members[i], &states[i], ops,
@@ -287,13 +331,15 @@ void ndet_setup_run(struct ndet_setup_member *members, int count,
 	for (int i = 0; i < count; i++) {
 		if (!states[i].active)
 			continue;
-		int32_t word = ops->probe_verify(members[i].context)
-				       ? 0
-				       : (int32_t)NDET_LOCAL_PROBE_FAILED;
+		struct ndet_setup_word word;
+		ndet_setup_word_init(&word, NDET_SETUP_ROUND_VERIFIED,
+				     ops->probe_verify(members[i].context)
+					     ? 0
+					     : (int32_t)NDET_LOCAL_PROBE_FAILED);
 		memcpy(states[i].send, &word, sizeof(word));
 	}
 	ndet_setup_exchange(members, states, count, ops, allgather, allgather_context,
-			    sizeof(int32_t), NDET_SETUP_ROUND_VERIFIED);
+			    sizeof(struct ndet_setup_word), NDET_SETUP_ROUND_VERIFIED);
 	for (int i = 0; i < count; i++)
 		if (states[i].active)
 			ndet_setup_check_agreement(&members[i], &states[i], ops,
@@ -332,33 +378,42 @@ ndet_status_t ndet_setup_agree(int count, void *const members[], const int nrank
 {
 	ndet_status_t status = NDET_OK;
 	const size_t slots = (size_t)(count > 0 ? count : 1);
+	struct ndet_setup_word *mine = calloc(slots, sizeof(*mine));
 	const void **sends = calloc(slots, sizeof(*sends));
-	int32_t **gathered = calloc(slots, sizeof(*gathered));
+	unsigned char **gathered = calloc(slots, sizeof(*gathered));
 	if (count < 1)
 		goto out;
-	if (sends == NULL || gathered == NULL) {
+	if (mine == NULL || sends == NULL || gathered == NULL) {
 		status = NDET_ERR_SYSTEM;
 		goto out;
 	}
 	for (int i = 0; i < count; i++) {
-		sends[i] = &words[i];
-		gathered[i] = calloc((size_t)nranks[i], sizeof(int32_t));
+		ndet_setup_word_init(&mine[i], NDET_SETUP_ROUND_BARRIER, words[i]);
+		sends[i] = &mine[i];
+		/* Zeroed: a slot the all-gather never wrote is no word, hence not clean. */
+		gathered[i] = calloc((size_t)nranks[i], sizeof(struct ndet_setup_word));
 		if (gathered[i] == NULL) {
 			status = NDET_ERR_SYSTEM;
 			goto out;
 		}
 	}
 	status = allgather(allgather_context, count, members, sends, (void *const *)gathered,
-			   sizeof(int32_t));
+			   sizeof(struct ndet_setup_word));
 	for (int i = 0; i < count && status == NDET_OK; i++) {
 		clean[i] = true;
-		for (int r = 0; r < nranks[i]; r++)
-			clean[i] = clean[i] && gathered[i][r] == 0;
+		for (int r = 0; r < nranks[i]; r++) {
+			int32_t value;
+			clean[i] = clean[i] &&
+				   ndet_setup_word_read(gathered[i], r, NDET_SETUP_ROUND_BARRIER,
+							&value) &&
+				   value == 0;
+		}
 	}
 out:
 	for (int i = 0; gathered != NULL && i < count; i++)
 		free(gathered[i]);
 	free(gathered);
 	free(sends);
+	free(mine);
 	return status;
 }

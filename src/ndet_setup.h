@@ -10,6 +10,10 @@
  *   2. payloads, judged by ndet_setup_evaluate() into one verdict;
  *   3. "I mapped every peer and wrote my probe word into its pool";
  *   4. "I found every peer's probe word in my pool".
+ * Every receive buffer is zeroed before its round, and the status words of rounds
+ * 3 and 4 carry their round number: a slot the all-gather left unwritten, or one
+ * holding another round's record, is refused (NDET_VERDICT_BAD_RECORD naming that
+ * rank), never read as "fine".
  * A local failure never skips a round: it travels as a status (the payload's
  * local_status, the agreement words of rounds 3 and 4), so no peer is left waiting
  * in an exchange.  A member leaves the protocol only on a verdict its peers reach
@@ -110,8 +114,9 @@ void ndet_setup_run(struct ndet_setup_member *members, int count,
 /*
  * One agreement round outside the setup (the barrier before pools are freed):
  * member i (members[i], nranks[i] ranks) contributes words[i]; clean[i] becomes
- * true when every rank of its communicator contributed 0.  One all-gather call for
- * all members.  Returns that call's status; clean[] is set only on NDET_OK.
+ * true when every rank of its communicator contributed 0 (a slot without a word of
+ * this round, never written or stale, is not clean).  One all-gather call for all
+ * members.  Returns that call's status; clean[] is set only on NDET_OK.
  */
 ndet_status_t ndet_setup_agree(int count, void *const members[], const int nranks[],
 			       const int32_t words[], bool clean[],

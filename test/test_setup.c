@@ -46,6 +46,13 @@ static struct {
 	int fail_round; /* the exchange of this round fails (0: none) */
 	int tamper_round, tamper_comm, tamper_rank;
 	tamper_fn tamper;
+	/*
+	 * The all-gather leaves the slot of (drop_comm, drop_rank) unwritten in round
+	 * drop_round, or (replay) fills it with what that rank sent the round before.
+	 */
+	int drop_round, drop_comm, drop_rank;
+	bool replay;
+	unsigned char previous[MAX_MEMBERS][sizeof(struct ndet_setup_payload)];
 } world;
 
 static void mock_prepare(void *opaque, struct ndet_setup_payload *payload)
@@ -107,11 +114,21 @@ static ndet_status_t mock_allgather(void *context, int count, void *const member
 					 "rank %d: a real job would hang",
 					 world.round, me->rank, me->comm, r);
 			unsigned char *slot = (unsigned char *)recvs[i] + (size_t)r * bytes;
-			memcpy(slot, sends[found], bytes);
+			const struct mock_member *sender = members[found];
+			bool drop = world.round == world.drop_round &&
+				    sender->comm == world.drop_comm && r == world.drop_rank;
+			if (drop && world.replay)
+				memcpy(slot, world.previous[sender - world.members], bytes);
+			else if (!drop)
+				memcpy(slot, sends[found], bytes);
 			if (world.tamper != NULL && world.round == world.tamper_round &&
 			    me->comm == world.tamper_comm && r == world.tamper_rank)
 				world.tamper(world.round, slot, bytes);
 		}
+	}
+	for (int j = 0; j < count; j++) {
+		const struct mock_member *sender = members[j];
+		memcpy(world.previous[sender - world.members], sends[j], bytes);
 	}
 	return world.round == world.fail_round ? NDET_ERR_NCCL : NDET_OK;
 }
@@ -440,6 +457,32 @@ static void test_exchange_failure(void **state)
 	}
 }
 
+/*
+ * An all-gather that leaves one rank's slot unwritten, or hands over that rank's
+ * record of the round before: what the buffer held is never accepted.  Without the
+ * receive buffer cleared and the round in the record, round 4 read round 3's "0"
+ * (mapped fine) as "verified fine" and diverted with a peer that never said so.
+ */
+static void test_stale_round_refused(void **state)
+{
+	for (int replay = 0; replay < 2; replay++) {
+		for (int round = 2; round <= 4; round++) {
+			reset(state);
+			add_comm(1, 3);
+			add_comm(2, 2);
+			world.drop_round = round;
+			world.drop_comm = 1;
+			world.drop_rank = 1;
+			world.replay = replay != 0;
+			run();
+			print_message("%s rank 1's record of round %d\n",
+				      replay ? "replayed" : "dropped", round);
+			assert_comm(1, NDET_ERR_UNSUPPORTED, NDET_VERDICT_BAD_RECORD, 1, 0, round);
+			assert_comm(2, NDET_OK, NDET_VERDICT_OK, -1, 0, 4);
+		}
+	}
+}
+
 /* A caller bug (invalid rank) leaves that member out; the others go on. */
 static void test_invalid_member(void **state)
 {
@@ -482,6 +525,18 @@ static void test_agree(void **state)
 			 NDET_ERR_NCCL);
 	assert_int_equal(ndet_setup_agree(0, members, nranks, words, clean, mock_allgather, &world),
 			 NDET_OK);
+	/* A barrier word that never arrived is not "clean" (the buffer was zero). */
+	words[4] = 0;
+	world.fail_round = 0;
+	world.drop_round = world.round + 1;
+	world.drop_comm = 2;
+	world.drop_rank = 1;
+	assert_int_equal(ndet_setup_agree(5, members, nranks, words, clean, mock_allgather, &world),
+			 NDET_OK);
+	for (int i = 0; i < 3; i++)
+		assert_true(clean[i]);
+	for (int i = 3; i < 5; i++)
+		assert_false(clean[i]);
 }
 
 /* The identity every payload starts from. */
@@ -511,6 +566,7 @@ int main(void)
 		cmocka_unit_test_setup(test_map_failure, reset),
 		cmocka_unit_test_setup(test_probe_failure, reset),
 		cmocka_unit_test_setup(test_exchange_failure, reset),
+		cmocka_unit_test_setup(test_stale_round_refused, reset),
 		cmocka_unit_test_setup(test_invalid_member, reset),
 		cmocka_unit_test_setup(test_agree, reset),
 		cmocka_unit_test_setup(test_identity, reset),
