@@ -73,21 +73,7 @@ struct ndet_flags {
 	uint64_t pad[15];
 };
 
-/*
- * Host-mapped status of one engine (cudaHostAlloc mapped): the kernels report
- * errors here and the host reads it without any CUDA call (a cudaMemcpy would
- * queue behind a spinning kernel).
- */
-struct ndet_host_status {
-	volatile uint32_t error;  /* ndet_kernel_error_t, first writer wins */
-	volatile uint32_t abort;  /* set by the host to make kernels leave */
-	volatile uint32_t block;  /* where the error was seen */
-	volatile uint32_t peer;
-	volatile uint64_t step;
-	volatile uint64_t observed; /* the flag value last seen in the failed wait */
-	volatile uint32_t phase;    /* 1 done, 2 ready, 3 reduced: which wait failed */
-	volatile uint32_t rank;     /* the rank that recorded the error */
-};
+/* struct ndet_host_status, the engine's host-mapped status: ndet_types.h. */
 
 /* Everything one rank's launch needs; passed by value. */
 struct ndet_kernel_args {

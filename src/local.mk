@@ -21,6 +21,10 @@ src_libndet_logic_la_LIBADD = src/libndet_reference.la
 src_libndet_logic_la_SOURCES += src/ndet_setup_record.c src/ndet_setup_record.h \
 	src/ndet_setup.c src/ndet_setup.h
 
+# Teardown decisions (what may be freed when) and the count of what engines hold:
+# pure, so the CPU tests drive the same code through the host-only engine.
+src_libndet_logic_la_SOURCES += src/ndet_teardown.c src/ndet_teardown.h
+
 # The all-reduce decision: pure, so the CPU tests prove it uses rank-identical facts only.
 src_libndet_logic_la_SOURCES += src/ndet_eligibility.c src/ndet_eligibility.h
 

@@ -90,9 +90,14 @@ static void ndet_backend_cuda_abort(void *engine)
 	ndet_engine_abort(engine);
 }
 
-static ndet_status_t ndet_backend_cuda_destroy_group(void *const engines[], int count, bool barrier)
+static ndet_status_t ndet_backend_cuda_quiesce_group(void *const engines[], int count, bool barrier)
 {
-	return ndet_engine_destroy_group((struct ndet_engine *const *)engines, count, barrier);
+	return ndet_engine_quiesce_group((struct ndet_engine *const *)engines, count, barrier);
+}
+
+static void ndet_backend_cuda_release(void *engine)
+{
+	ndet_engine_release(engine);
 }
 
 static bool ndet_backend_cuda_shares_process(void *engine)
@@ -133,7 +138,8 @@ const struct ndet_backend ndet_backend_cuda = {
 	.allreduce_group = ndet_backend_cuda_allreduce_group,
 	.error = ndet_backend_cuda_error,
 	.abort = ndet_backend_cuda_abort,
-	.destroy_group = ndet_backend_cuda_destroy_group,
+	.quiesce_group = ndet_backend_cuda_quiesce_group,
+	.release = ndet_backend_cuda_release,
 	.shares_process = ndet_backend_cuda_shares_process,
 	.memory_bytes = ndet_engine_memory_bytes,
 	.pointer_valid = ndet_backend_cuda_pointer_valid,

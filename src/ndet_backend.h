@@ -63,8 +63,14 @@ struct ndet_backend {
 	ndet_status_t (*error)(void *engine, uint32_t *kernel_error);
 	/* Make running and future kernels leave; no CUDA call. */
 	void (*abort)(void *engine);
-	/* ndet_engine_destroy_group semantics. */
-	ndet_status_t (*destroy_group)(void *const engines[], int count, bool barrier);
+	/*
+	 * Teardown phase one (ndet_engine_quiesce_group semantics): wait for the
+	 * engines' kernels (bounded; abort() from another thread cuts it short), close
+	 * their mappings, with `barrier` meet every peer.  Engines stay valid.
+	 */
+	ndet_status_t (*quiesce_group)(void *const engines[], int count, bool barrier);
+	/* Phase two (ndet_engine_release semantics): the engine is gone afterwards. */
+	void (*release)(void *engine);
 	/* ndet_engine_ranks_share_process semantics. */
 	bool (*shares_process)(void *engine);
 	/* Device memory one engine takes. */

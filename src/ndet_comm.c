@@ -48,6 +48,13 @@ struct ndet_comm {
 	bool setup_running;
 	int rank, nranks, device; /* -1 until the setup asked NCCL */
 	void *engine;
+	/*
+	 * An engine in teardown (finalize, destroy): no longer used for calls, but an
+	 * abort from another thread must still reach it (its kernels poll the flag, and
+	 * the teardown waits for them).  Cleared before the engine is released.
+	 */
+	void *closing_engine;
+	bool stopped;     /* aborted or revoked: our exchanges must not call NCCL on it */
 	int engine_users; /* threads between engine_get and engine_put */
 	bool kernel_failed;
 	bool broken; /* a rank never joined the setup: the collective order is lost */
@@ -120,12 +127,14 @@ static unsigned ndet_comm_bucket(ncclComm_t nccl)
 static void ndet_comm_free(struct ndet_comm *comm)
 {
 	/*
-	 * The last reference: nobody can reach the engine any more.  An engine still
-	 * here was not finalized, so its pool is quarantined (no barrier, no free).
+	 * The last reference: nobody can reach the engine any more (an aborted
+	 * communicator's, mostly).  Not finalized: no barrier; what a peer may still
+	 * read is kept (ndet_teardown.h).
 	 */
 	if (comm->engine != NULL && ndet_comm_hooks_allowed()) {
 		void *engine = comm->engine;
-		(void)ndet_comm_backend->destroy_group(&engine, 1, false);
+		(void)ndet_comm_backend->quiesce_group(&engine, 1, false);
+		ndet_comm_backend->release(engine);
 	}
 	pthread_cond_destroy(&comm->changed);
 	pthread_mutex_destroy(&comm->lock);
@@ -372,6 +381,40 @@ static void ndet_comm_engine_put(struct ndet_comm *comm)
 	pthread_mutex_unlock(&comm->lock);
 }
 
+/* ncclCommAbort or ncclCommRevoke reached `comm`. */
+static bool ndet_comm_is_stopped(struct ndet_comm *comm)
+{
+	pthread_mutex_lock(&comm->lock);
+	bool stopped = comm->stopped;
+	pthread_mutex_unlock(&comm->lock);
+	return stopped;
+}
+
+/*
+ * Take `comm`'s engine for teardown: wait until no thread uses it, then keep it
+ * reachable for an abort only (closing_engine).  NULL when it has none.
+ */
+static void *ndet_comm_engine_close(struct ndet_comm *comm)
+{
+	pthread_mutex_lock(&comm->lock);
+	while (comm->engine != NULL && comm->engine_users > 0)
+		pthread_cond_wait(&comm->changed, &comm->lock);
+	void *engine = comm->engine;
+	comm->engine = NULL;
+	comm->closing_engine = engine;
+	pthread_mutex_unlock(&comm->lock);
+	return engine;
+}
+
+/* After phase one: no abort may touch the engine any more, and phase two frees it. */
+static void ndet_comm_engine_release(struct ndet_comm *comm, void *engine)
+{
+	pthread_mutex_lock(&comm->lock);
+	comm->closing_engine = NULL;
+	pthread_mutex_unlock(&comm->lock);
+	ndet_comm_backend->release(engine);
+}
+
 /* A launch reported the engine failed. */
 static void ndet_comm_poison(struct ndet_comm *comm)
 {
@@ -423,6 +466,15 @@ static ndet_status_t ndet_comm_exchange(void *const contexts[], int count,
 {
 	const struct ndet_nccl *nccl = ndet_resolve_nccl();
 	ncclResult_t first = ncclSuccess;
+	for (int i = 0; i < count; i++) {
+		/* Aborted: NCCL is tearing the communicator down (a teardown's barrier). */
+		if (ndet_comm_is_stopped(contexts[i])) {
+			NDET_INFO(NDET_SUBSYS_SETUP,
+				  "communicator %p was aborted: nccl-det's exchange is skipped",
+				  (void *)((const struct ndet_comm *)contexts[i])->nccl);
+			return NDET_ERR_REMOTE;
+		}
+	}
 	if (nccl->ncclGroupStart == NULL || nccl->ncclGroupEnd == NULL ||
 	    nccl->ncclAllGather == NULL) {
 		first = ndet_status_to_nccl(ndet_resolve_missing(
@@ -882,12 +934,19 @@ bool ndet_comm_async_error(ncclComm_t nccl, ncclResult_t *async_error)
 	return true;
 }
 
-/* Our kernels leave and nothing of ours runs on `comm` any more. */
+/*
+ * Our kernels leave and nothing of ours runs on `comm` any more.  A teardown in
+ * progress on another thread (finalize, destroy) is told too: it waits for those
+ * kernels.
+ */
 static void ndet_comm_stop(struct ndet_comm *comm)
 {
 	pthread_mutex_lock(&comm->lock);
 	if (comm->engine != NULL)
 		ndet_comm_backend->abort(comm->engine);
+	if (comm->closing_engine != NULL)
+		ndet_comm_backend->abort(comm->closing_engine);
+	comm->stopped = true;
 	comm->state = NDET_COMM_DEAD;
 	pthread_mutex_unlock(&comm->lock);
 }
@@ -1004,34 +1063,35 @@ ncclResult_t ndet_comm_finalize_group(struct ndet_comm *const comms[], int count
 		 * Every rank that holds an engine takes part, poisoned or not: a peer
 		 * that saw no error is already waiting in the barrier.
 		 */
-		if (comm->engine != NULL &&
-		    (comm->state == NDET_COMM_READY || comm->state == NDET_COMM_POISONED)) {
-			while (comm->engine_users > 0)
-				pthread_cond_wait(&comm->changed, &comm->lock);
-			engines[taken] = comm->engine;
-			owners[taken++] = comm;
-			comm->engine = NULL;
-		}
+		bool take = comm->engine != NULL &&
+			    (comm->state == NDET_COMM_READY || comm->state == NDET_COMM_POISONED);
 		if (comm->state != NDET_COMM_PENDING)
 			comm->state = NDET_COMM_DEAD;
 		pthread_mutex_unlock(&comm->lock);
+		void *engine = take ? ndet_comm_engine_close(comm) : NULL;
+		if (engine != NULL) {
+			engines[taken] = engine;
+			owners[taken++] = comm;
+		}
 	}
 	/*
 	 * Ranks of one process may all be driven by this thread, finalizing one after
 	 * another (NCCL's finalize waits for no peer): a barrier would wait for ranks
-	 * this thread has not reached yet.  Their pools stay quarantined.  The rule
-	 * comes from the agreed table, so every rank takes the same path.
+	 * this thread has not reached yet.  They release without one, and their pools
+	 * are freed together once the last of them is released (ndet_teardown.h).  The
+	 * rule comes from the agreed table, so every rank takes the same path.
 	 */
 	int meeting = 0;
 	for (int i = 0; i < taken; i++) {
 		if (ndet_comm_backend->shares_process(engines[i])) {
-			(void)ndet_comm_backend->destroy_group(&engines[i], 1, false);
+			(void)ndet_comm_backend->quiesce_group(&engines[i], 1, false);
+			ndet_comm_engine_release(owners[i], engines[i]);
 			continue;
 		}
 		engines[meeting] = engines[i];
 		owners[meeting++] = owners[i];
 	}
-	if (meeting > 0 && ndet_comm_backend->destroy_group(engines, meeting, true) != NDET_OK) {
+	if (meeting > 0 && ndet_comm_backend->quiesce_group(engines, meeting, true) != NDET_OK) {
 		for (int i = 0; i < meeting; i++) {
 			int exchange =
 				__atomic_load_n(&owners[i]->exchange_result, __ATOMIC_RELAXED);
@@ -1039,6 +1099,8 @@ ncclResult_t ndet_comm_finalize_group(struct ndet_comm *const comms[], int count
 				first = (ncclResult_t)exchange;
 		}
 	}
+	for (int i = 0; i < meeting; i++)
+		ndet_comm_engine_release(owners[i], engines[i]);
 out:
 	free(owners);
 	free(engines);
@@ -1051,6 +1113,18 @@ void ndet_comm_destroy(ncclComm_t nccl)
 	if (comm == NULL)
 		return;
 	ndet_comm_print_stats(comm);
+	pthread_mutex_lock(&comm->lock);
+	comm->state = NDET_COMM_DEAD;
+	pthread_mutex_unlock(&comm->lock);
+	/*
+	 * Still registered while we wait for our kernels: an ncclCommAbort from
+	 * another thread finds the engine and makes them leave.
+	 */
+	void *engine = ndet_comm_engine_close(comm);
+	if (engine != NULL) {
+		(void)ndet_comm_backend->quiesce_group(&engine, 1, false);
+		ndet_comm_engine_release(comm, engine);
+	}
 	ndet_comm_unregister(comm);
 	ndet_comm_unref(comm);
 }

@@ -22,15 +22,22 @@
  * thread is inside ncclAllReduce or ncclCommDestroy, so an entry (and its engine)
  * lives until the last of them lets go.
  *
- * Teardown: ncclCommFinalize is collective, so it is where the engine is released
- * with a barrier and its memory freed.  ncclCommDestroy without it, and
- * ncclCommAbort, quarantine the pool (left allocated until exit): a peer's kernel
- * may still read it, and cudaFree would synchronise the device behind a kernel that
- * may spin.  So do finalized communicators with several ranks in one process: one
- * thread may finalize them one after another, and a barrier would wait for ranks it
- * has not reached.  (Reclaiming quarantined pools later, by a handshake at the next
- * collective point, is possible but not done.)  After fork() (in the child) and once
- * the process exits, nothing of ours runs: every hook passes through.
+ * Teardown (src/ndet_teardown.h): phase one waits for our kernels (bounded),
+ * closes our mappings of peers' pools and, in ncclCommFinalize (collective), meets
+ * every peer in a barrier; phase two frees what nobody can read any more.  During
+ * phase one the engine stays reachable (closing_engine): an ncclCommAbort from
+ * another thread sets its abort flag, the kernels leave, and the teardown returns
+ * within NDET_TEARDOWN_GRACE_MS instead of waiting for NCCL_DET_TIMEOUT.  An aborted
+ * communicator is never handed to NCCL for our exchanges again.
+ * Without a completed barrier (ncclCommDestroy without finalize, ncclCommAbort, a
+ * dead peer) a pool is freed only when every rank that could read it lives in this
+ * process and has been released idle (threads as ranks: the last one frees them
+ * all; finalize takes that path too, since one thread may finalize its ranks one
+ * after another and a barrier would wait for ranks it has not reached).  Otherwise
+ * it is kept until exit on purpose (counted in ndet_resources, one INFO): a peer's
+ * kernel may still read it, and cudaFree would synchronise the device behind a
+ * kernel that may spin.  After fork() (in the child) and once the process exits,
+ * nothing of ours runs: every hook passes through.
  */
 #ifndef NDET_COMM_H_
 #define NDET_COMM_H_
@@ -142,8 +149,9 @@ ncclResult_t ndet_comm_failure(struct ndet_comm *comm);
 bool ndet_comm_async_error(ncclComm_t nccl, ncclResult_t *async_error);
 
 /*
- * ncclCommAbort: before forwarding, make our kernels leave and forget the
- * communicator; after, drop the returned reference (the pool is quarantined).
+ * ncclCommAbort: before forwarding, make our kernels leave (also those a finalize
+ * or destroy on another thread is waiting for) and forget the communicator; after,
+ * drop the returned reference (the engine is released without a barrier).
  */
 struct ndet_comm *ndet_comm_abort_begin(ncclComm_t nccl);
 void ndet_comm_abort_end(struct ndet_comm *comm);
@@ -157,7 +165,11 @@ void ndet_comm_revoke(ncclComm_t nccl);
  */
 ncclResult_t ndet_comm_finalize_group(struct ndet_comm *const comms[], int count);
 
-/* ncclCommDestroy: stats, then forget the communicator. */
+/*
+ * ncclCommDestroy: stats, release the engine without a barrier (its kernels are
+ * waited for while the communicator is still registered, so an abort reaches them),
+ * then forget the communicator.
+ */
 void ndet_comm_destroy(ncclComm_t nccl);
 
 /* ---------------------------------------------------------------- queries, tests */

@@ -28,6 +28,7 @@
 #include "ndet_log.h"
 #include "ndet_settings.h" /* ndet_fault_t */
 #include "ndet_setup.h"
+#include "ndet_teardown.h"
 
 #define NDET_ENGINE_LANE_ALIGN 256u
 #define NDET_ENGINE_PROBE_TAG 0x50524f4245000000ull /* "PROBE" */
@@ -57,11 +58,27 @@ struct ndet_engine {
 
 	/* Two ranks in one process (ndet_engine_ranks_share_process). */
 	bool ranks_share_process;
+	/* This communicator's ranks in this process, whose pools are freed together. */
+	struct ndet_teardown_share *share;
 
-	cudaStream_t last_stream;
+	/*
+	 * Issue order across streams (ndet_engine_order).  Each event is recorded on the
+	 * launch stream right after the launch: order_event for eager launches (it also
+	 * tells teardown when our last kernel finished), capture_event inside a capture.
+	 * last_stream is only compared with the next launch's stream, never handed to
+	 * CUDA: the application may have destroyed it since.
+	 */
 	cudaEvent_t order_event;
-	bool has_last_stream;
+	cudaEvent_t capture_event;
+	cudaStream_t last_stream;
+	unsigned long long last_capture; /* capture id of the last launch, 0 when eager */
+	bool has_last_launch;
+	bool launched_eager; /* order_event holds an eager launch */
 	int order_warned;
+
+	/* Teardown (ndet_engine_quiesce_group, ndet_engine_release). */
+	bool idle;       /* no kernel of ours can still run */
+	bool peers_done; /* no peer can read our pool any more */
 };
 
 /* ---------------------------------------------------------------- sizes */
@@ -117,6 +134,43 @@ static bool ndet_engine_use_device(const struct ndet_engine *engine)
 	return true;
 }
 
+/*
+ * Allocation and release of the engine's memory, counted in ndet_resources (tests
+ * check that every create/destroy order ends with nothing held).  A failed free is
+ * logged and counted as freed: nothing would retry it.
+ */
+static cudaError_t ndet_engine_malloc(void *pointer, size_t bytes)
+{
+	cudaError_t err = cudaMalloc((void **)pointer, bytes);
+	if (err == cudaSuccess)
+		ndet_resources_allocated(bytes);
+	return err;
+}
+
+/* Pinned, mapped into every device's address space. */
+static cudaError_t ndet_engine_host_alloc(void *pointer, size_t bytes)
+{
+	cudaError_t err =
+		cudaHostAlloc((void **)pointer, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
+	if (err == cudaSuccess)
+		ndet_resources_allocated(bytes);
+	return err;
+}
+
+/* cudaFree, or cudaFreeHost for `pinned` memory; *pointer becomes NULL. */
+static void ndet_engine_free_memory(void *pointer, size_t bytes, bool pinned)
+{
+	void **slot = pointer;
+	if (*slot == NULL)
+		return;
+	if (pinned)
+		NDET_CUDA_CHECK_WARN(cudaFreeHost(*slot));
+	else
+		NDET_CUDA_CHECK_WARN(cudaFree(*slot));
+	ndet_resources_freed(bytes);
+	*slot = NULL;
+}
+
 static ndet_local_status_t ndet_engine_alloc(struct ndet_engine *engine)
 {
 	const struct ndet_engine_config *config = &engine->config;
@@ -138,29 +192,31 @@ static ndet_local_status_t ndet_engine_alloc(struct ndet_engine *engine)
 	engine->pool_bytes = engine->data_offset + engine->lane_bytes * (uint64_t)config->max_blocks;
 
 	/* Plain cudaMalloc: exportable whatever the application's allocator does. */
-	NDET_CUDA_CHECK_GOTO(cudaMalloc((void **)&engine->pool, engine->pool_bytes), status,
+	NDET_CUDA_CHECK_GOTO(ndet_engine_malloc(&engine->pool, engine->pool_bytes), status,
 			     alloc_failed);
 	/* Zero the flags before any peer can see the pool: a stale flag is a wrong step. */
 	NDET_CUDA_CHECK_GOTO(cudaMemsetAsync(engine->pool, 0, engine->data_offset,
 					     engine->setup_stream),
 			     status, cuda_failed);
-	NDET_CUDA_CHECK_GOTO(cudaMalloc((void **)&engine->step_counters,
-					NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t)),
+	NDET_CUDA_CHECK_GOTO(ndet_engine_malloc(&engine->step_counters,
+						NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t)),
 			     status, alloc_failed);
 	NDET_CUDA_CHECK_GOTO(cudaMemsetAsync(engine->step_counters, 0,
 					     NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t),
 					     engine->setup_stream),
 			     status, cuda_failed);
-	NDET_CUDA_CHECK_GOTO(cudaHostAlloc((void **)&engine->host_status,
-					   sizeof(struct ndet_host_status),
-					   cudaHostAllocMapped | cudaHostAllocPortable),
-			     status, alloc_failed);
+	NDET_CUDA_CHECK_GOTO(
+		ndet_engine_host_alloc(&engine->host_status, sizeof(struct ndet_host_status)),
+		status, alloc_failed);
 	memset((void *)engine->host_status, 0, sizeof(struct ndet_host_status));
 	NDET_CUDA_CHECK_GOTO(cudaHostGetDevicePointer((void **)&engine->host_status_dev,
 						      engine->host_status, 0),
 			     status, cuda_failed);
 	NDET_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&engine->order_event, cudaEventDisableTiming),
 			     status, cuda_failed);
+	NDET_CUDA_CHECK_GOTO(
+		cudaEventCreateWithFlags(&engine->capture_event, cudaEventDisableTiming), status,
+		cuda_failed);
 	/* The private stream, not the device: another stream may be capturing. */
 	NDET_CUDA_CHECK_GOTO(cudaStreamSynchronize(engine->setup_stream), status, cuda_failed);
 	(void)status;
@@ -265,6 +321,7 @@ static bool ndet_engine_map_peers(struct ndet_engine *engine,
 				ok = false;
 				continue;
 			}
+			ndet_resources_imported(1);
 			engine->peer_ipc_base[q] = mapped;
 			base = mapped;
 		}
@@ -339,42 +396,88 @@ static bool ndet_engine_probe_verify(struct ndet_engine *engine)
 	return ok;
 }
 
-/*
- * Undo everything local; device memory is freed only when `free_pool`.  Otherwise
- * nothing here synchronises the device (cudaFree and cudaFreeHost would wait for a
- * kernel that may spin): destroying a stream or an event returns at once.
- */
-static void ndet_engine_release(struct ndet_engine *engine, bool free_pool)
+/* Close our mappings of peers' pools: only once no kernel of ours can use them. */
+static void ndet_engine_close_peers(struct ndet_engine *engine)
 {
 	for (int q = 0; q < NDET_MAX_RANKS; q++) {
-		if (engine->peer_ipc_base[q] != NULL && free_pool)
-			NDET_CUDA_CHECK_WARN(cudaIpcCloseMemHandle(engine->peer_ipc_base[q]));
+		if (engine->peer_ipc_base[q] == NULL)
+			continue;
+		NDET_CUDA_CHECK_WARN(cudaIpcCloseMemHandle(engine->peer_ipc_base[q]));
+		ndet_resources_imported(-1);
 		engine->peer_ipc_base[q] = NULL;
 	}
+}
+
+/* Device and pinned memory the engine holds. */
+static uint64_t ndet_engine_held_bytes(const struct ndet_engine *engine)
+{
+	uint64_t bytes = 0;
+	if (engine->exchange_buffer != NULL)
+		bytes += engine->exchange_bytes;
+	if (engine->pool != NULL)
+		bytes += engine->pool_bytes;
+	if (engine->step_counters != NULL)
+		bytes += NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t);
+	if (engine->host_status != NULL)
+		bytes += sizeof(struct ndet_host_status);
+	return bytes;
+}
+
+/*
+ * Everything that is not memory, then the engine itself.  Destroying a stream or an
+ * event returns at once, even with work pending (CUDA releases them when it ends).
+ */
+static void ndet_engine_discard(struct ndet_engine *engine)
+{
 	if (engine->order_event != NULL)
 		NDET_CUDA_CHECK_WARN(cudaEventDestroy(engine->order_event));
+	if (engine->capture_event != NULL)
+		NDET_CUDA_CHECK_WARN(cudaEventDestroy(engine->capture_event));
 	if (engine->setup_stream != NULL)
 		NDET_CUDA_CHECK_WARN(cudaStreamDestroy(engine->setup_stream));
-	if (free_pool) {
-		if (engine->exchange_buffer != NULL && engine->exchange_pinned)
-			NDET_CUDA_CHECK_WARN(cudaFreeHost(engine->exchange_buffer));
-		else if (engine->exchange_buffer != NULL)
-			NDET_CUDA_CHECK_WARN(cudaFree(engine->exchange_buffer));
-		if (engine->step_counters != NULL)
-			NDET_CUDA_CHECK_WARN(cudaFree(engine->step_counters));
-		if (engine->pool != NULL)
-			NDET_CUDA_CHECK_WARN(cudaFree(engine->pool));
-		if (engine->host_status != NULL)
-			NDET_CUDA_CHECK_WARN(cudaFreeHost((void *)engine->host_status));
-	} else if (engine->pool != NULL) {
-		NDET_INFO(NDET_SUBSYS_ALLOC,
-			  "rank %d: pool of %llu bytes quarantined until exit (a peer or kernel "
-			  "may still use it)",
-			  engine->config.rank, (unsigned long long)engine->pool_bytes);
-	}
 	free(engine->owned_context);
 	free(engine);
 }
+
+static const struct ndet_teardown_ops ndet_engine_teardown_ops;
+
+/* ndet_teardown_ops.free: no kernel and no peer can use the engine's memory. */
+static void ndet_engine_free_all(void *member)
+{
+	struct ndet_engine *engine = member;
+	if (!ndet_engine_use_device(engine)) {
+		/* No CUDA call would succeed: keep everything. */
+		ndet_teardown_leak(engine, &ndet_engine_teardown_ops,
+				   "its device cannot be selected");
+		return;
+	}
+	ndet_engine_close_peers(engine);
+	ndet_engine_free_memory(&engine->exchange_buffer, engine->exchange_bytes,
+				engine->exchange_pinned);
+	ndet_engine_free_memory(&engine->step_counters, NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t),
+				false);
+	ndet_engine_free_memory(&engine->pool, engine->pool_bytes, false);
+	ndet_engine_free_memory(&engine->host_status, sizeof(struct ndet_host_status), true);
+	ndet_engine_discard(engine);
+}
+
+/*
+ * ndet_teardown_ops.abandon: a peer or a kernel may still use the memory, and
+ * cudaFree/cudaFreeHost would synchronise behind a kernel that may spin: keep it
+ * (and any open mapping of a peer's pool), with no device-synchronising call.
+ */
+static uint64_t ndet_engine_abandon(void *member)
+{
+	struct ndet_engine *engine = member;
+	uint64_t kept = ndet_engine_held_bytes(engine);
+	ndet_engine_discard(engine);
+	return kept;
+}
+
+static const struct ndet_teardown_ops ndet_engine_teardown_ops = {
+	.free = ndet_engine_free_all,
+	.abandon = ndet_engine_abandon,
+};
 
 /* ---------------------------------------------------------------- exchange */
 
@@ -505,6 +608,8 @@ static bool ndet_engine_setup_map(void *member, const struct ndet_setup_payload 
 {
 	struct ndet_engine *engine = member;
 	engine->ranks_share_process = ndet_setup_table_shares_process(table, nranks);
+	/* Before any peer can hold a pointer into our pool: from here on it is shared. */
+	engine->share = ndet_teardown_join(table, nranks, engine->config.rank);
 	if (!ndet_engine_use_device(engine))
 		return false;
 	return ndet_engine_map_peers(engine, table) && ndet_engine_probe_write(engine);
@@ -519,14 +624,17 @@ static bool ndet_engine_setup_verify(void *member)
 /*
  * Peers may have mapped our pool before the refusal became known; they close their
  * mappings before returning, but not necessarily before we get here, so the pool is
- * freed only when no peer ever saw it.
+ * freed at once only when no peer ever saw it (else with its share, or never).  No
+ * kernel ever ran: our own mappings of peers' pools can go now.
  */
 static void ndet_engine_setup_release(void *member, bool peers_may_have_mapped)
 {
 	struct ndet_engine *engine = member;
-	if (!ndet_engine_use_device(engine))
-		peers_may_have_mapped = true; /* no CUDA call would succeed: keep everything */
-	ndet_engine_release(engine, !peers_may_have_mapped);
+	bool usable = ndet_engine_use_device(engine);
+	if (usable)
+		ndet_engine_close_peers(engine);
+	ndet_teardown_release(engine->share, engine, &ndet_engine_teardown_ops, usable,
+			      usable && !peers_may_have_mapped);
 }
 
 static const struct ndet_setup_member_ops ndet_engine_setup_ops = {
@@ -579,19 +687,19 @@ static ndet_status_t ndet_engine_start(const struct ndet_engine_member *member,
 			     status, fail);
 	engine->exchange_bytes =
 	    sizeof(struct ndet_setup_payload) * (size_t)(member->config.nranks + 1);
-	cudaError_t err = cudaMalloc(&engine->exchange_buffer, engine->exchange_bytes);
+	cudaError_t err = ndet_engine_malloc(&engine->exchange_buffer, engine->exchange_bytes);
 	if (err != cudaSuccess) {
 		(void)cudaGetLastError();
 		engine->exchange_buffer = NULL;
 		engine->exchange_pinned = true;
-		NDET_CUDA_CHECK_GOTO(cudaHostAlloc(&engine->exchange_buffer, engine->exchange_bytes,
-						   cudaHostAllocMapped | cudaHostAllocPortable),
-				     status, fail);
+		NDET_CUDA_CHECK_GOTO(
+			ndet_engine_host_alloc(&engine->exchange_buffer, engine->exchange_bytes),
+			status, fail);
 	}
 	*engine_out = engine;
 	return NDET_OK;
 fail:
-	ndet_engine_release(engine, true);
+	ndet_engine_free_all(engine);
 	return status;
 }
 
@@ -789,36 +897,47 @@ static cudaError_t ndet_engine_capture_id(cudaStream_t stream, unsigned long lon
 
 /*
  * Calls on one engine must run in issue order even when issued on different streams
- * (their kernels share step counters and lanes): make the new stream wait for the
- * previous one.  That works when both streams are eager, and when both are in the
- * same capture (the wait becomes an edge of the graph).  Between an eager call and a
+ * (their kernels share step counters and lanes): before a launch on a new stream,
+ * that stream waits for the event recorded right after the previous launch (on the
+ * previous stream, at its launch: that stream may be gone by now, and only the event
+ * is used).  That works when both calls are eager, and when both are in the same
+ * capture (the wait becomes an edge of the graph).  Between an eager call and a
  * captured one no edge can exist: the graph runs whenever it is launched, and the
  * application orders its launch (as it must with NCCL: torch.cuda.graph synchronises
  * before capturing, and replays on one stream).
  */
-static ndet_status_t ndet_engine_order(struct ndet_engine *engine, cudaStream_t stream)
+static ndet_status_t ndet_engine_order(struct ndet_engine *engine, cudaStream_t stream,
+				       unsigned long long capture)
 {
 	ndet_status_t status = NDET_OK;
-	unsigned long long capture = 0, last_capture = 0;
-	if (engine->has_last_stream && engine->last_stream != stream) {
-		NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(stream, &capture), status, out);
-		NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(engine->last_stream, &last_capture),
-				     status, out);
-		if (capture == last_capture) {
-			NDET_CUDA_CHECK_GOTO(cudaEventRecord(engine->order_event, engine->last_stream),
-					     status, out);
-			NDET_CUDA_CHECK_GOTO(cudaStreamWaitEvent(stream, engine->order_event, 0),
-					     status, out);
-		} else if (__atomic_exchange_n(&engine->order_warned, 1, __ATOMIC_RELAXED) == 0) {
-			NDET_INFO(NDET_SUBSYS_COLL,
-				  "rank %d: all-reduce on stream %p follows one on stream %p and "
-				  "only one of them is captured into a CUDA graph: their order is "
-				  "the application's (launch the graph after the eager work)",
-				  engine->config.rank, (void *)stream, (void *)engine->last_stream);
-		}
+	if (!engine->has_last_launch || engine->last_stream == stream)
+		return NDET_OK;
+	if (capture == engine->last_capture) {
+		cudaEvent_t previous = capture == 0 ? engine->order_event : engine->capture_event;
+		NDET_CUDA_CHECK_GOTO(cudaStreamWaitEvent(stream, previous, 0), status, out);
+	} else if (__atomic_exchange_n(&engine->order_warned, 1, __ATOMIC_RELAXED) == 0) {
+		NDET_INFO(NDET_SUBSYS_COLL,
+			  "rank %d: all-reduce on stream %p follows one on stream %p and only one "
+			  "of them is captured into a CUDA graph (or they are in different "
+			  "captures): their order is the application's (launch the graph after "
+			  "the eager work)",
+			  engine->config.rank, (void *)stream, (void *)engine->last_stream);
 	}
+out:
+	return status;
+}
+
+/* Right after a launch on `stream`: what the next launch and teardown wait for. */
+static ndet_status_t ndet_engine_launched(struct ndet_engine *engine, cudaStream_t stream,
+					  unsigned long long capture)
+{
+	ndet_status_t status = NDET_OK;
+	cudaEvent_t event = capture == 0 ? engine->order_event : engine->capture_event;
+	NDET_CUDA_CHECK_GOTO(cudaEventRecord(event, stream), status, out);
 	engine->last_stream = stream;
-	engine->has_last_stream = true;
+	engine->last_capture = capture;
+	engine->has_last_launch = true;
+	engine->launched_eager = engine->launched_eager || capture == 0;
 out:
 	return status;
 }
@@ -829,6 +948,7 @@ ndet_status_t ndet_engine_allreduce(struct ndet_engine *engine, const void *send
 {
 	ndet_status_t status = ndet_engine_error(engine, NULL);
 	int saved_device = -1;
+	unsigned long long capture = 0;
 	if (status != NDET_OK)
 		return status;
 	struct ndet_plan plan;
@@ -841,7 +961,8 @@ ndet_status_t ndet_engine_allreduce(struct ndet_engine *engine, const void *send
 	NDET_CUDA_CHECK_GOTO(cudaGetDevice(&saved_device), status, out);
 	if (saved_device != engine->config.cuda_device)
 		NDET_CUDA_CHECK_GOTO(cudaSetDevice(engine->config.cuda_device), status, out);
-	status = ndet_engine_order(engine, stream);
+	NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(stream, &capture), status, out);
+	status = ndet_engine_order(engine, stream, capture);
 	if (status != NDET_OK)
 		goto out;
 	if (plan.path == NDET_PATH_COPY) {
@@ -855,6 +976,7 @@ ndet_status_t ndet_engine_allreduce(struct ndet_engine *engine, const void *send
 		ndet_engine_fill_args(engine, &plan, sendbuff, recvbuff, count, dtype, op, &args);
 		NDET_CUDA_CHECK_GOTO((cudaError_t)ndet_kernel_allreduce(&args, stream), status, out);
 	}
+	status = ndet_engine_launched(engine, stream, capture);
 out:
 	if (saved_device >= 0 && saved_device != engine->config.cuda_device)
 		NDET_CUDA_CHECK_WARN(cudaSetDevice(saved_device));
@@ -868,6 +990,7 @@ ndet_status_t ndet_engine_allreduce_all_ranks(struct ndet_engine *const *engines
 {
 	ndet_status_t status = NDET_OK;
 	struct ndet_kernel_args *host_args = NULL, *device_args = NULL;
+	const size_t args_bytes = sizeof(*host_args) * (size_t)(nranks > 0 ? nranks : 1);
 	struct ndet_plan plan;
 	if (nranks < 1 || nranks > NDET_MAX_RANKS)
 		return NDET_ERR_INVALID_ARGUMENT;
@@ -882,17 +1005,14 @@ ndet_status_t ndet_engine_allreduce_all_ranks(struct ndet_engine *const *engines
 	for (int r = 0; r < nranks; r++)
 		ndet_engine_fill_args(engines[r], &plan, sendbuffs[r], recvbuffs[r], count, dtype, op,
 				      &host_args[r]);
-	NDET_CUDA_CHECK_GOTO(cudaMalloc((void **)&device_args, sizeof(*host_args) * (size_t)nranks),
-			     status, out);
-	NDET_CUDA_CHECK_GOTO(cudaMemcpy(device_args, host_args, sizeof(*host_args) * (size_t)nranks,
-					cudaMemcpyHostToDevice),
+	NDET_CUDA_CHECK_GOTO(ndet_engine_malloc(&device_args, args_bytes), status, out);
+	NDET_CUDA_CHECK_GOTO(cudaMemcpy(device_args, host_args, args_bytes, cudaMemcpyHostToDevice),
 			     status, out);
 	NDET_CUDA_CHECK_GOTO((cudaError_t)ndet_kernel_allreduce_all_ranks(device_args, (int)dtype, (int)op, nranks, plan.blocks, stream),
 			     status, out);
 	NDET_CUDA_CHECK_GOTO(cudaStreamSynchronize(stream), status, out);
 out:
-	if (device_args != NULL)
-		NDET_CUDA_CHECK_WARN(cudaFree(device_args));
+	ndet_engine_free_memory(&device_args, args_bytes, false);
 	free(host_args);
 	return status;
 }
@@ -907,11 +1027,18 @@ ndet_status_t ndet_engine_error(const struct ndet_engine *engine, uint32_t *kern
 	return error == NDET_KERNEL_OK ? NDET_OK : NDET_ERR_REMOTE;
 }
 
+/*
+ * The publication protocol of struct ndet_host_status (ndet_types.h): the details
+ * are complete once `error` is published by the writer that claimed the record.
+ * `error` without the matching claim comes from a writer that published first and
+ * wrote the details after: they may be half written, so none are reported.
+ */
 bool ndet_engine_error_details(const struct ndet_engine *engine, uint32_t *block, uint32_t *peer,
 			       uint64_t *step, uint64_t *observed, uint32_t *phase)
 {
 	const struct ndet_host_status *h = engine->host_status;
-	if (__atomic_load_n(&h->error, __ATOMIC_ACQUIRE) == 0)
+	uint32_t error = __atomic_load_n(&h->error, __ATOMIC_ACQUIRE);
+	if (error == NDET_KERNEL_OK || __atomic_load_n(&h->claim, __ATOMIC_ACQUIRE) != error)
 		return false;
 	*block = h->block;
 	*peer = h->peer;
@@ -926,43 +1053,62 @@ void ndet_engine_abort(struct ndet_engine *engine)
 	__atomic_store_n(&engine->host_status->abort, 1u, __ATOMIC_RELEASE);
 }
 
-/*
- * Wait until this engine's last call has finished, polling so that a kernel that
- * fails (timeout, abort) releases us.  Skipped while the last stream is being
- * captured: an event recorded there would join the graph.
- */
-static void ndet_engine_wait_idle(struct ndet_engine *engine)
-{
-	unsigned long long capture = 0;
-	if (!engine->has_last_stream ||
-	    ndet_engine_capture_id(engine->last_stream, &capture) != cudaSuccess || capture != 0) {
-		(void)cudaGetLastError();
-		return;
-	}
-	cudaError_t err = cudaEventRecord(engine->order_event, engine->last_stream);
-	if (err == cudaSuccess) {
-		while ((err = cudaEventQuery(engine->order_event)) == cudaErrorNotReady) {
-			if (ndet_engine_error(engine, NULL) != NDET_OK)
-				break;
-			usleep(100);
-		}
-	}
-	if (err != cudaSuccess && err != cudaErrorNotReady)
-		(void)cudaGetLastError();
-}
-
-static bool ndet_engine_poisoned(const struct ndet_engine *engine)
-{
-	return ndet_engine_error(engine, NULL) != NDET_OK ||
-	       __atomic_load_n(&engine->host_status->abort, __ATOMIC_ACQUIRE) != 0;
-}
-
 bool ndet_engine_ranks_share_process(const struct ndet_engine *engine)
 {
 	return engine->ranks_share_process;
 }
 
-ndet_status_t ndet_engine_destroy_group(struct ndet_engine *const engines[], int count,
+/*
+ * Our last eager launch has finished (or there was none).  A query that fails
+ * means the context is broken (a kernel faulted): nothing can be shown idle.
+ * Captured launches are not tracked: a graph runs whenever the application
+ * launches it.
+ */
+static bool ndet_engine_kernels_idle(void *member)
+{
+	const struct ndet_engine *engine = member;
+	if (!engine->launched_eager)
+		return true;
+	cudaError_t err = cudaEventQuery(engine->order_event);
+	if (err != cudaSuccess && err != cudaErrorNotReady)
+		(void)cudaGetLastError();
+	return err == cudaSuccess;
+}
+
+/* The kernels were told to leave: they poll both words. */
+static bool ndet_engine_kernels_stopping(void *member)
+{
+	const struct ndet_engine *engine = member;
+	return ndet_engine_error(engine, NULL) != NDET_OK ||
+	       __atomic_load_n(&engine->host_status->abort, __ATOMIC_ACQUIRE) != 0;
+}
+
+/*
+ * Steps 1 and 2 of ndet_teardown.h for one engine: wait (bounded) for our kernels,
+ * then, only if they finished, close our mappings of peers' pools.
+ */
+static void ndet_engine_quiesce(struct ndet_engine *engine)
+{
+	const struct ndet_teardown_kernels kernels = {
+		.idle = ndet_engine_kernels_idle,
+		.stopping = ndet_engine_kernels_stopping,
+		.engine = engine,
+		.timeout_ms = engine->config.timeout_ms,
+	};
+	engine->idle = ndet_engine_use_device(engine) && ndet_teardown_wait(&kernels);
+	if (engine->idle)
+		ndet_engine_close_peers(engine);
+	else
+		NDET_INFO(NDET_SUBSYS_ENGINE,
+			  "rank %d: a kernel of ours has not finished%s: its memory and mappings "
+			  "stay allocated",
+			  engine->config.rank,
+			  ndet_engine_kernels_stopping(engine) ? " after the abort" : "");
+	/* Without a peer, nobody else reads the pool. */
+	engine->peers_done = engine->config.nranks == 1;
+}
+
+ndet_status_t ndet_engine_quiesce_group(struct ndet_engine *const engines[], int count,
 					bool barrier)
 {
 	ndet_status_t status = NDET_OK;
@@ -975,6 +1121,8 @@ ndet_status_t ndet_engine_destroy_group(struct ndet_engine *const engines[], int
 	struct ndet_engine_caller caller;
 
 	ndet_engine_caller_save(&caller);
+	for (int i = 0; i < count; i++)
+		ndet_engine_quiesce(engines[i]);
 	if (meeting == NULL || nranks == NULL || words == NULL || clean == NULL) {
 		status = NDET_ERR_SYSTEM;
 		barrier = false;
@@ -983,33 +1131,41 @@ ndet_status_t ndet_engine_destroy_group(struct ndet_engine *const engines[], int
 		struct ndet_engine *engine = engines[i];
 		if (engine->config.nranks < 2)
 			continue;
-		bool poisoned = !ndet_engine_use_device(engine) || ndet_engine_poisoned(engine);
-		if (!poisoned) {
-			ndet_engine_wait_idle(engine);
-			poisoned = ndet_engine_poisoned(engine);
-		}
-		/* A poisoned rank still takes part: its peers are already in the exchange. */
-		words[meetings] = poisoned ? 1 : 0;
+		/* A rank that is not idle still takes part: its peers are in the exchange. */
+		words[meetings] = engine->idle ? 0 : 1;
 		nranks[meetings] = engine->config.nranks;
 		meeting[meetings++] = engine;
 	}
 	if (meetings > 0)
 		status = ndet_setup_agree(meetings, meeting, nranks, words, clean,
 					  ndet_engine_setup_allgather, NULL);
-	for (int i = 0; i < count; i++) {
-		struct ndet_engine *engine = engines[i];
-		/* One rank: no peer reads the pool, and no kernel of ours spins (copy path). */
-		bool free_pool = engine->config.nranks == 1 && ndet_engine_use_device(engine) &&
-				 !ndet_engine_poisoned(engine);
-		for (int k = 0; k < meetings && status == NDET_OK; k++)
-			free_pool = free_pool || (meeting[k] == engine && clean[k]);
-		ndet_engine_release(engine, free_pool);
-	}
+	for (int k = 0; k < meetings && status == NDET_OK; k++)
+		((struct ndet_engine *)meeting[k])->peers_done = clean[k];
 	ndet_engine_caller_restore(&caller);
 	free(clean);
 	free(words);
 	free(nranks);
 	free(meeting);
+	return status;
+}
+
+void ndet_engine_release(struct ndet_engine *engine)
+{
+	struct ndet_engine_caller caller;
+	if (engine == NULL)
+		return;
+	ndet_engine_caller_save(&caller);
+	ndet_teardown_release(engine->share, engine, &ndet_engine_teardown_ops, engine->idle,
+			      engine->peers_done);
+	ndet_engine_caller_restore(&caller);
+}
+
+ndet_status_t ndet_engine_destroy_group(struct ndet_engine *const engines[], int count,
+					bool barrier)
+{
+	ndet_status_t status = ndet_engine_quiesce_group(engines, count, barrier);
+	for (int i = 0; i < count; i++)
+		ndet_engine_release(engines[i]);
 	return status;
 }
 

@@ -10,7 +10,8 @@
  *
  * Memory per engine and rank: pool_size (staging lanes) + 64 KiB (flags) + a few
  * hundred bytes of step counters and host-mapped status, plus one mapping of each
- * peer's pool (virtual address space only).
+ * peer's pool (virtual address space only).  Every allocation and mapping is counted
+ * in ndet_resources (ndet_teardown.h); teardown follows ndet_teardown.h.
  */
 #ifndef NDET_ENGINE_H_
 #define NDET_ENGINE_H_
@@ -105,7 +106,10 @@ void ndet_engine_create_group(struct ndet_engine_member *members, int count,
 
 /*
  * Enqueue one all-reduce on `stream`.  Never blocks the host.  NDET_ERR_REMOTE at
- * once (no CUDA call) if the engine is poisoned.
+ * once (no CUDA call) if the engine is poisoned.  Calls on one engine run in issue
+ * order whatever their streams: an event recorded on `stream` right after the
+ * launch is what the next call's stream waits for (the engine never touches an
+ * earlier call's stream again: the application may destroy it).
  */
 ndet_status_t ndet_engine_allreduce(struct ndet_engine *engine, const void *sendbuff,
 				    void *recvbuff, size_t count, ndet_dtype_t dtype,
@@ -141,27 +145,41 @@ ndet_status_t ndet_engine_error(const struct ndet_engine *engine, uint32_t *kern
 /*
  * Where the first kernel error was seen, for diagnostics (no CUDA call): the block,
  * the peer waited for, the step, the flag value last read and the wait (1 done,
- * 2 ready, 3 reduced).  Returns false when there is no error.
+ * 2 ready, 3 reduced).  Returns false, outputs untouched, when there is no error or
+ * its details are not published complete (struct ndet_host_status, ndet_types.h).
  */
 bool ndet_engine_error_details(const struct ndet_engine *engine, uint32_t *block, uint32_t *peer,
 			       uint64_t *step, uint64_t *observed, uint32_t *phase);
 
-/* Ask running and future kernels to leave (ncclCommAbort/Revoke).  No CUDA call. */
+/*
+ * Ask running and future kernels to leave (ncclCommAbort/Revoke).  No CUDA call.
+ * Any thread, any time until ndet_engine_release(): a teardown waiting in
+ * ndet_engine_quiesce_group() then returns within NDET_TEARDOWN_GRACE_MS.
+ */
 void ndet_engine_abort(struct ndet_engine *engine);
 
 /*
- * Release the engine.  With `barrier`, waits for this rank's kernels and meets every
- * peer in one more exchange, so no peer can still read our pool when it is freed
- * (collective).  Without it, or when the engine is poisoned (a kernel may spin and
- * cudaFree would wait for it), the pool is quarantined: left allocated until exit,
- * with no device-synchronising call.
+ * Teardown, phase one (ndet_teardown.h), for `count` engines in lockstep (one
+ * thread may drive several ranks): wait for each engine's kernels, bounded (an
+ * abort from another thread cuts the wait short), close its mappings of peers' pools
+ * if they finished, and with `barrier` meet every peer in one more exchange
+ * (collective) to learn whether every rank is idle and closed.  The engines stay
+ * valid: ndet_engine_abort() may still be called.  Returns the exchange's status.
  */
-ndet_status_t ndet_engine_destroy(struct ndet_engine *engine, bool barrier);
+ndet_status_t ndet_engine_quiesce_group(struct ndet_engine *const engines[], int count,
+					bool barrier);
 
 /*
- * The same for several engines in lockstep (one exchange for all of them: one
- * thread may drive several ranks).  Every engine is released whatever happens.
+ * Phase two: free what no kernel and no peer can use any more, keep the rest (until
+ * this process's other ranks of the communicator are released, or until exit:
+ * counted in ndet_resources, logged once).  No device-synchronising call for memory
+ * that is kept.  The engine is gone afterwards.  Without a phase one before, the
+ * engine counts as busy: its memory is kept.
  */
+void ndet_engine_release(struct ndet_engine *engine);
+
+/* Both phases, for one engine or several in lockstep (every engine is released). */
+ndet_status_t ndet_engine_destroy(struct ndet_engine *engine, bool barrier);
 ndet_status_t ndet_engine_destroy_group(struct ndet_engine *const engines[], int count,
 					bool barrier);
 

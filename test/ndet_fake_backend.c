@@ -21,6 +21,7 @@
 #include "ndet_reference.h"
 #include "ndet_settings.h"
 #include "ndet_setup.h"
+#include "ndet_teardown.h"
 
 #define NDET_FAKE_PROBE_TAG   0x46414b4550000000ull /* "FAKEP" */
 #define NDET_FAKE_DATA_OFFSET 4096u
@@ -44,11 +45,20 @@ struct ndet_fake_engine {
 	ndet_engine_exchange_fn exchange;
 	void *exchange_context;
 	struct ndet_fake_pool *pool;
+	uint64_t pool_bytes; /* what the pool stands for (ndet_resources) */
 	struct ndet_fake_pool *peers[NDET_MAX_RANKS];
+	bool imported[NDET_MAX_RANKS]; /* peers[q] "opened" like an IPC peer's pool */
 	bool shares_process;
+	struct ndet_teardown_share *share;
 	uint32_t error; /* atomics: as the host-mapped words of the real engine */
 	uint32_t abort;
 	uint64_t step; /* calls that ran the protocol: the kernels' step counter */
+	/* A "kernel" still running in the background (ndet_fake_backend_spin_rank). */
+	int running; /* atomic */
+	pthread_t spinner;
+	bool spinner_joinable;
+	/* Teardown. */
+	bool idle, peers_done;
 };
 
 static pthread_mutex_t ndet_fake_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -56,6 +66,7 @@ static struct ndet_fake_pool *ndet_fake_quarantine;
 static struct ndet_fake_backend_counters ndet_fake_counts;
 static int ndet_fake_version_rank = -1; /* ndet_fake_backend_set_library_version */
 static uint32_t ndet_fake_version;
+static int ndet_fake_spin_rank = -1; /* ndet_fake_backend_spin_rank */
 
 /*
  * The CUDA runtime registers its exit handler at its first call, so a late exit
@@ -108,25 +119,58 @@ static uint64_t ndet_fake_probe_token(int writer, int owner)
 	return NDET_FAKE_PROBE_TAG | ((uint64_t)writer << 12) | (uint64_t)owner;
 }
 
-/* Freed, or kept until ndet_fake_backend_reset (a peer may still hold a pointer). */
-static void ndet_fake_release_pool(struct ndet_fake_pool *pool, bool free_pool)
+/* "Close" our mappings of peers' pools. */
+static void ndet_fake_close_peers(struct ndet_fake_engine *engine)
 {
-	if (pool == NULL)
-		return;
-	pthread_mutex_lock(&ndet_fake_lock);
-	if (free_pool) {
-		ndet_fake_counts.pools_freed++;
-	} else {
-		ndet_fake_counts.pools_quarantined++;
-		pool->next_quarantined = ndet_fake_quarantine;
-		ndet_fake_quarantine = pool;
-	}
-	pthread_mutex_unlock(&ndet_fake_lock);
-	if (free_pool) {
-		free(pool->staging);
-		free(pool);
+	for (int q = 0; q < NDET_MAX_RANKS; q++) {
+		if (!engine->imported[q])
+			continue;
+		engine->imported[q] = false;
+		ndet_resources_imported(-1);
 	}
 }
+
+/* ndet_teardown_ops.free: nobody can read the pool any more. */
+static void ndet_fake_free(void *member)
+{
+	struct ndet_fake_engine *engine = member;
+	ndet_fake_close_peers(engine);
+	if (engine->pool != NULL) {
+		ndet_fake_count(&ndet_fake_counts.pools_freed);
+		free(engine->pool->staging);
+		free(engine->pool);
+		ndet_resources_freed(engine->pool_bytes);
+	}
+	free(engine);
+}
+
+/*
+ * ndet_teardown_ops.abandon: kept until ndet_fake_backend_reset (a peer may still
+ * hold a pointer).  An engine whose "kernel" still runs is kept as well.
+ */
+static uint64_t ndet_fake_abandon(void *member)
+{
+	struct ndet_fake_engine *engine = member;
+	uint64_t kept = engine->pool != NULL ? engine->pool_bytes : 0;
+	pthread_mutex_lock(&ndet_fake_lock);
+	if (engine->pool != NULL) {
+		ndet_fake_counts.pools_quarantined++;
+		engine->pool->next_quarantined = ndet_fake_quarantine;
+		ndet_fake_quarantine = engine->pool;
+	}
+	pthread_mutex_unlock(&ndet_fake_lock);
+	if (__atomic_load_n(&engine->running, __ATOMIC_ACQUIRE) == 0) {
+		if (engine->spinner_joinable)
+			pthread_join(engine->spinner, NULL);
+		free(engine);
+	}
+	return kept;
+}
+
+static const struct ndet_teardown_ops ndet_fake_teardown_ops = {
+	.free = ndet_fake_free,
+	.abandon = ndet_fake_abandon,
+};
 
 /* ---------------------------------------------------------------- setup */
 
@@ -152,8 +196,12 @@ static void ndet_fake_prepare(void *member, struct ndet_setup_payload *payload)
 		local = NDET_LOCAL_ALLOC_FAILED;
 	} else {
 		engine->pool = calloc(1, sizeof(*engine->pool));
-		if (engine->pool == NULL)
+		if (engine->pool == NULL) {
 			local = NDET_LOCAL_ALLOC_FAILED;
+		} else {
+			engine->pool_bytes = bytes;
+			ndet_resources_allocated(bytes);
+		}
 	}
 	ndet_setup_payload_identity(payload);
 	if (ndet_fake_process_per_rank())
@@ -181,6 +229,7 @@ static bool ndet_fake_map_and_probe(void *member, const struct ndet_setup_payloa
 	const struct ndet_engine_config *config = &engine->config;
 	bool ok = true;
 	engine->shares_process = ndet_setup_table_shares_process(table, nranks);
+	engine->share = ndet_teardown_join(table, nranks, config->rank);
 	for (int q = 0; q < nranks; q++) {
 		ndet_peer_kind_t kind = ndet_setup_peer_kind(table, config->rank, q);
 		if (kind == NDET_PEER_IPC && ndet_fake_fault(config, NDET_FAULT_IPC_OPEN)) {
@@ -193,6 +242,10 @@ static bool ndet_fake_map_and_probe(void *member, const struct ndet_setup_payloa
 		}
 		/* One address space: an "IPC" peer's pool is its published address too. */
 		engine->peers[q] = (struct ndet_fake_pool *)(uintptr_t)table[q].pool_address;
+		if (kind == NDET_PEER_IPC) {
+			engine->imported[q] = true;
+			ndet_resources_imported(1);
+		}
 	}
 	for (int q = 0; q < nranks && ok; q++) {
 		if (q == config->rank)
@@ -223,11 +276,13 @@ static bool ndet_fake_verify(void *member)
 	return ok;
 }
 
+/* As the CUDA engine's: no kernel ran, our mappings go; the pool if no peer saw it. */
 static void ndet_fake_release(void *member, bool peers_may_have_mapped)
 {
 	struct ndet_fake_engine *engine = member;
-	ndet_fake_release_pool(engine->pool, !peers_may_have_mapped);
-	free(engine);
+	ndet_fake_close_peers(engine);
+	ndet_teardown_release(engine->share, engine, &ndet_fake_teardown_ops, true,
+			      !peers_may_have_mapped);
 }
 
 static const struct ndet_setup_member_ops ndet_fake_ops = {
@@ -523,6 +578,58 @@ static void ndet_fake_finish(struct ndet_fake_run *run)
 }
 
 /*
+ * A "kernel" that never meets its peers (queued work that will not finish on its
+ * own): it runs in the background until the engine's abort flag or its deadline,
+ * then records the error as a kernel would.  ndet_fake_backend_spin_rank().
+ */
+static void *ndet_fake_spin(void *opaque)
+{
+	struct ndet_fake_engine *engine = opaque;
+	const uint64_t deadline_ns =
+		engine->config.timeout_ms == 0
+			? 0
+			: ndet_fake_now_ns() + engine->config.timeout_ms * UINT64_C(1000000);
+	for (unsigned spins = 0;; spins++) {
+		if (__atomic_load_n(&engine->abort, __ATOMIC_ACQUIRE) != 0) {
+			ndet_fake_fail(engine, NDET_KERNEL_ERR_ABORTED);
+			break;
+		}
+		if (deadline_ns != 0 && ndet_fake_now_ns() > deadline_ns) {
+			ndet_fake_fail(engine, NDET_KERNEL_ERR_TIMEOUT);
+			break;
+		}
+		ndet_fake_pause(spins);
+	}
+	__atomic_store_n(&engine->running, 0, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static bool ndet_fake_spins(const struct ndet_fake_engine *engine)
+{
+	pthread_mutex_lock(&ndet_fake_lock);
+	bool spins = ndet_fake_spin_rank == engine->config.rank;
+	pthread_mutex_unlock(&ndet_fake_lock);
+	return spins;
+}
+
+/* The launch returns at once, as a real one does; the "kernel" runs on. */
+static ndet_status_t ndet_fake_start_spinner(struct ndet_fake_engine *engine)
+{
+	if (__atomic_load_n(&engine->running, __ATOMIC_ACQUIRE) != 0)
+		return NDET_ERR_INTERNAL; /* one at a time */
+	if (engine->spinner_joinable)
+		pthread_join(engine->spinner, NULL);
+	engine->spinner_joinable = false;
+	__atomic_store_n(&engine->running, 1, __ATOMIC_RELEASE);
+	if (pthread_create(&engine->spinner, NULL, ndet_fake_spin, engine) != 0) {
+		__atomic_store_n(&engine->running, 0, __ATOMIC_RELEASE);
+		return NDET_ERR_SYSTEM;
+	}
+	engine->spinner_joinable = true;
+	return NDET_OK;
+}
+
+/*
  * The kernels' protocol (ndet_kernels.h), run on the caller's thread: every call of
  * the batch posts before any waits, so a thread that drives several ranks of one
  * communicator never waits for itself.  Like a launch, a call whose "kernel" fails
@@ -545,6 +652,8 @@ static void ndet_fake_allreduce_group(struct ndet_backend_call *calls, int count
 		calls[i].status = NDET_OK;
 		if (ndet_fake_error(engine, NULL) != NDET_OK)
 			calls[i].status = NDET_ERR_REMOTE; /* poisoned: refused at launch */
+		else if (calls[i].count > 0 && ndet_fake_spins(engine))
+			calls[i].status = ndet_fake_start_spinner(engine);
 		else if (calls[i].count > 0)
 			(void)ndet_fake_post(&runs[i]);
 	}
@@ -564,15 +673,25 @@ static void ndet_fake_abort(void *opaque)
 	__atomic_store_n(&engine->abort, 1u, __ATOMIC_RELEASE);
 }
 
-static bool ndet_fake_poisoned(struct ndet_fake_engine *engine)
+/* ---------------------------------------------------------------- teardown */
+
+static bool ndet_fake_kernels_idle(void *opaque)
 {
+	struct ndet_fake_engine *engine = opaque;
+	return __atomic_load_n(&engine->running, __ATOMIC_ACQUIRE) == 0;
+}
+
+static bool ndet_fake_kernels_stopping(void *opaque)
+{
+	struct ndet_fake_engine *engine = opaque;
 	return ndet_fake_error(engine, NULL) != NDET_OK ||
 	       __atomic_load_n(&engine->abort, __ATOMIC_ACQUIRE) != 0;
 }
 
-static ndet_status_t ndet_fake_destroy_group(void *const opaque[], int count, bool barrier)
+/* As ndet_engine_quiesce_group (ndet_teardown.h, steps 1 to 3). */
+static ndet_status_t ndet_fake_quiesce_group(void *const opaque[], int count, bool barrier)
 {
-	ndet_fake_runtime_check("a destroy");
+	ndet_fake_runtime_check("a teardown");
 	ndet_status_t status = NDET_OK;
 	const size_t slots = (size_t)(count > 0 ? count : 1);
 	void **meeting = calloc(slots, sizeof(*meeting));
@@ -580,6 +699,23 @@ static ndet_status_t ndet_fake_destroy_group(void *const opaque[], int count, bo
 	int32_t *words = calloc(slots, sizeof(*words));
 	bool *clean = calloc(slots, sizeof(*clean));
 	int meetings = 0;
+	for (int i = 0; i < count; i++) {
+		struct ndet_fake_engine *engine = opaque[i];
+		const struct ndet_teardown_kernels kernels = {
+			.idle = ndet_fake_kernels_idle,
+			.stopping = ndet_fake_kernels_stopping,
+			.engine = engine,
+			.timeout_ms = engine->config.timeout_ms,
+		};
+		engine->idle = ndet_teardown_wait(&kernels);
+		if (engine->idle) {
+			if (engine->spinner_joinable)
+				pthread_join(engine->spinner, NULL);
+			engine->spinner_joinable = false;
+			ndet_fake_close_peers(engine);
+		}
+		engine->peers_done = engine->config.nranks == 1;
+	}
 	if (meeting == NULL || nranks == NULL || words == NULL || clean == NULL) {
 		status = NDET_ERR_SYSTEM;
 		barrier = false;
@@ -588,31 +724,32 @@ static ndet_status_t ndet_fake_destroy_group(void *const opaque[], int count, bo
 		struct ndet_fake_engine *engine = opaque[i];
 		if (engine->config.nranks < 2)
 			continue;
-		words[meetings] = ndet_fake_poisoned(engine) ? 1 : 0;
+		words[meetings] = engine->idle ? 0 : 1;
 		nranks[meetings] = engine->config.nranks;
 		meeting[meetings++] = engine;
 	}
 	if (meetings > 0)
 		status = ndet_setup_agree(meetings, meeting, nranks, words, clean,
 					  ndet_fake_setup_allgather, NULL);
-	for (int i = 0; i < count; i++) {
-		struct ndet_fake_engine *engine = opaque[i];
-		bool free_pool = engine->config.nranks == 1 && !ndet_fake_poisoned(engine);
-		for (int k = 0; k < meetings; k++) {
-			if (meeting[k] != engine || status != NDET_OK)
-				continue;
-			free_pool = free_pool || clean[k];
-			ndet_fake_count(&ndet_fake_counts.barriers);
-		}
-		ndet_fake_release_pool(engine->pool, free_pool);
-		ndet_fake_count(&ndet_fake_counts.engines_destroyed);
-		free(engine);
+	for (int k = 0; k < meetings && status == NDET_OK; k++) {
+		struct ndet_fake_engine *engine = meeting[k];
+		engine->peers_done = clean[k];
+		ndet_fake_count(&ndet_fake_counts.barriers);
 	}
 	free(clean);
 	free(words);
 	free(nranks);
 	free(meeting);
 	return status;
+}
+
+static void ndet_fake_release_engine(void *opaque)
+{
+	ndet_fake_runtime_check("a release");
+	struct ndet_fake_engine *engine = opaque;
+	ndet_fake_count(&ndet_fake_counts.engines_destroyed);
+	ndet_teardown_release(engine->share, engine, &ndet_fake_teardown_ops, engine->idle,
+			      engine->peers_done);
 }
 
 static bool ndet_fake_shares_process(void *opaque)
@@ -634,7 +771,8 @@ const struct ndet_backend ndet_fake_backend = {
 	.allreduce_group = ndet_fake_allreduce_group,
 	.error = ndet_fake_error,
 	.abort = ndet_fake_abort,
-	.destroy_group = ndet_fake_destroy_group,
+	.quiesce_group = ndet_fake_quiesce_group,
+	.release = ndet_fake_release_engine,
 	.shares_process = ndet_fake_shares_process,
 	.memory_bytes = ndet_engine_memory_bytes,
 	.pointer_valid = ndet_fake_pointer_valid,
@@ -654,7 +792,9 @@ void ndet_fake_backend_reset(void)
 	ndet_fake_quarantine = NULL;
 	memset(&ndet_fake_counts, 0, sizeof(ndet_fake_counts));
 	ndet_fake_version_rank = -1;
+	ndet_fake_spin_rank = -1;
 	pthread_mutex_unlock(&ndet_fake_lock);
+	ndet_resources_reset_for_testing();
 	while (pool != NULL) {
 		struct ndet_fake_pool *next = pool->next_quarantined;
 		free(pool->staging);
@@ -666,6 +806,13 @@ void ndet_fake_backend_reset(void)
 void ndet_fake_backend_set_error(void *engine, uint32_t kernel_error)
 {
 	ndet_fake_fail(engine, kernel_error);
+}
+
+void ndet_fake_backend_spin_rank(int rank)
+{
+	pthread_mutex_lock(&ndet_fake_lock);
+	ndet_fake_spin_rank = rank;
+	pthread_mutex_unlock(&ndet_fake_lock);
 }
 
 void ndet_fake_backend_set_library_version(int rank, uint32_t version)

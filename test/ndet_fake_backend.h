@@ -29,8 +29,15 @@
  *
  * FAKE_BACKEND_PROCESS_PER_RANK=1 makes every rank publish a pid of its own, as if
  * each rank were a process: peers are then "opened" like IPC peers (ipc_open faults
- * apply) and the destroy barrier runs.  By default all ranks share this process, as
- * threads of one process really do (no barrier: see ndet_engine_destroy_group).
+ * apply, and each counts in ndet_resources.ipc_imports until closed) and the
+ * finalize barrier runs.  By default all ranks share this process, as threads of one
+ * process really do (no barrier: see ndet_comm_finalize_group).
+ *
+ * Teardown is the CUDA engine's (src/ndet_teardown.h, the same code): wait for the
+ * engine's "kernels" (ndet_fake_backend_spin_rank leaves one running), close the
+ * mappings, barrier, then free or keep the pool.  A pool counts its
+ * ndet_engine_memory_bytes() in ndet_resources while allocated; kept pools stay
+ * allocated until ndet_fake_backend_reset.
  * ndet_fake_backend_set_library_version() makes a rank publish another library
  * version.
  *
@@ -55,10 +62,10 @@ extern const struct ndet_backend ndet_fake_backend;
 
 struct ndet_fake_backend_counters {
 	int engines_created;
-	int engines_destroyed;
+	int engines_destroyed; /* released */
 	int pools_freed;
-	int pools_quarantined;
-	int barriers; /* engines released through a barrier exchange */
+	int pools_quarantined; /* kept on purpose (ndet_teardown_leak): a peer may read */
+	int barriers;          /* engines that met their peers in a teardown barrier */
 	unsigned long long allreduces;
 	int kernel_errors[NDET_FAKE_ERROR_SLOTS]; /* first errors by ndet_kernel_error_t */
 	int faults;                               /* NDET_FAKE_KERNEL_FAULT */
@@ -67,13 +74,21 @@ struct ndet_fake_backend_counters {
 void ndet_fake_backend_counters(struct ndet_fake_backend_counters *counters);
 
 /*
- * Zero the counters, forget the version override and free the quarantined pools
- * (between tests only).
+ * Zero the counters (ndet_resources too), forget the version and spin overrides and
+ * free the quarantined pools (between tests only).
  */
 void ndet_fake_backend_reset(void);
 
 /* As if a kernel of `engine` had failed with `kernel_error` (ndet_kernel_error_t). */
 void ndet_fake_backend_set_error(void *engine, uint32_t kernel_error);
+
+/*
+ * From now on, the all-reduces of `rank` (of every communicator) launch a "kernel"
+ * that never meets its peers and runs in the background until the engine's abort
+ * flag is set (NDET_KERNEL_ERR_ABORTED) or NCCL_DET_TIMEOUT passes; the launch
+ * returns at once, as a real one does.  -1: none.  Reset by ndet_fake_backend_reset.
+ */
+void ndet_fake_backend_spin_rank(int rank);
 
 /*
  * Setups from now on: `rank` of every communicator publishes `version` as its

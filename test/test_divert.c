@@ -273,8 +273,12 @@ static void test_thread_per_rank_tree_results(void **state)
 	struct ndet_fake_backend_counters counters;
 	ndet_fake_backend_counters(&counters);
 	assert_int_equal(counters.engines_created, (3 + 4) * NDET_DTYPE_COUNT * NDET_OP_COUNT);
-	/* Threads of one process: no barrier at destroy, pools quarantined. */
-	assert_int_equal(counters.pools_quarantined, counters.engines_created);
+	/*
+	 * Threads of one process: no barrier at destroy; each pool waits for the other
+	 * ranks of its process, and goes with the last of them.
+	 */
+	assert_int_equal(counters.pools_freed, counters.engines_created);
+	assert_int_equal(counters.pools_quarantined, 0);
 	assert_int_equal(count_log("WARN", NULL), 0);
 }
 
@@ -652,17 +656,27 @@ static void test_teardown_paths(void **state)
 	assert_int_equal(counters.barriers, 3);
 	assert_int_equal(counters.pools_freed, 3);
 	assert_int_equal(counters.pools_quarantined, 0);
-	/* Ranks of one process: no barrier (one thread may drive them all), quarantine. */
+	/*
+	 * Ranks of one process: no barrier (one thread may drive them all); the pools
+	 * go together once the last rank of the process is released.
+	 */
 	counters = run_teardown(TEARDOWN_FINALIZE, false);
 	assert_int_equal(counters.barriers, 0);
-	assert_int_equal(counters.pools_quarantined, 3);
-	/* Destroy without finalize, abort, revoke: a peer may still read, quarantine. */
+	assert_int_equal(counters.pools_freed, 3);
+	assert_int_equal(counters.pools_quarantined, 0);
+	/*
+	 * Destroy without finalize, abort, revoke: between processes a peer may still
+	 * read, so the pools are kept until exit; within one process, freed with the
+	 * last rank.
+	 */
 	const enum teardown others[] = {TEARDOWN_DESTROY, TEARDOWN_ABORT, TEARDOWN_REVOKE};
 	for (size_t i = 0; i < 3; i++) {
-		counters = run_teardown(others[i], true);
-		assert_int_equal(counters.barriers, 0);
-		assert_int_equal(counters.pools_freed, 0);
-		assert_int_equal(counters.pools_quarantined, 3);
+		for (int processes = 1; processes >= 0; processes--) {
+			counters = run_teardown(others[i], processes != 0);
+			assert_int_equal(counters.barriers, 0);
+			assert_int_equal(counters.pools_freed, processes ? 0 : 3);
+			assert_int_equal(counters.pools_quarantined, processes ? 3 : 0);
+		}
 	}
 }
 
@@ -729,7 +743,9 @@ static void test_async_error_after_engine_error(void **state)
 	assert_int_equal(ncclCommDestroy(comm), ncclSuccess);
 	struct ndet_fake_backend_counters counters;
 	ndet_fake_backend_counters(&counters);
-	assert_int_equal(counters.pools_quarantined, 1); /* a failed kernel may still spin */
+	/* The failed kernel had finished (teardown waits to see that): nothing to keep. */
+	assert_int_equal(counters.pools_freed, 1);
+	assert_int_equal(counters.pools_quarantined, 0);
 }
 
 /* ------------------------------------------------------------------ setup failures */

@@ -41,6 +41,7 @@
 #include "ndet_log.h"
 #include "ndet_reference.h"
 #include "ndet_settings.h"
+#include "ndet_teardown.h"
 
 #define MAX_RANKS 8
 #define COUNT     97
@@ -52,7 +53,7 @@ static char log_path[4096];
 
 static const char *const knobs[] = {
 	"NCCL_DET_TIMEOUT", "NCCL_DET_TEST_FAIL", "FAKE_BACKEND_PROCESS_PER_RANK",
-	"FAKE_NCCL_FAIL",   "NCCL_COMM_BLOCKING",
+	"FAKE_NCCL_FAIL",   "NCCL_COMM_BLOCKING", "NCCL_DET_DEBUG_SUBSYS",
 };
 
 static void settings_changed(void)
@@ -119,6 +120,14 @@ static void raise_flag(int *flag)
 	__atomic_add_fetch(flag, 1, __ATOMIC_ACQ_REL);
 }
 
+/* A watchdog thread: once *flag is raised, wait `ms`, then abort *comm. */
+static ncclResult_t watchdog_abort(const int *flag, long ms, ncclComm_t *comm)
+{
+	wait_flag(flag, 1);
+	pause_ms(ms);
+	return ncclCommAbort(*comm);
+}
+
 /* ncclCommGetAsyncError through nccl-det; ncclInternalError if the call fails. */
 static ncclResult_t async_error(ncclComm_t comm)
 {
@@ -165,9 +174,7 @@ static void abort_rank(int rank, void *opaque)
 	float values[COUNT] = {0};
 	if (rank == 2) {
 		/* PyTorch's watchdog: aborts rank 0 while its all-reduce waits for rank 1. */
-		wait_flag(&job->inside, 1);
-		pause_ms(100);
-		job->abort0 = ncclCommAbort(job->comms[0]);
+		job->abort0 = watchdog_abort(&job->inside, 100, &job->comms[0]);
 		raise_flag(&job->aborted);
 		return;
 	}
@@ -215,6 +222,87 @@ static void test_abort_releases_waiting_call(void **state)
 	assert_int_equal(job.call1, ncclSuccess);
 	assert_int_equal(job.async1, ncclRemoteError);
 	assert_int_equal(job.next1, ncclRemoteError);
+}
+
+/* ------------------------------------------------------------------ abort during teardown */
+
+struct teardown_abort_job {
+	ncclUniqueId id;
+	ncclComm_t comms[2];
+	bool destroy; /* rank 0 destroys instead of finalizing */
+	int tearing;  /* flag */
+	ncclResult_t call0, abort0;
+	double seconds[2];
+};
+
+static void teardown_abort_rank(int rank, void *opaque)
+{
+	struct teardown_abort_job *job = opaque;
+	float values[COUNT] = {0};
+	if (rank == 2) {
+		/* PyTorch's watchdog: aborts rank 0 while its teardown waits for its kernel. */
+		job->abort0 = watchdog_abort(&job->tearing, 300, &job->comms[0]);
+		return;
+	}
+	if (ncclCommInitRank(&job->comms[rank], 2, job->id, rank) != ncclSuccess)
+		return;
+	ncclComm_t comm = job->comms[rank];
+	if (rank == 0) {
+		/* Its "kernel" never meets rank 1: it spins until the abort flag. */
+		job->call0 = reduce_floats(values, COUNT, comm);
+		raise_flag(&job->tearing);
+	}
+	double start = now_seconds();
+	if (rank == 0 && job->destroy) {
+		(void)ncclCommDestroy(comm);
+	} else {
+		/* Rank 1 waits in the barrier for rank 0, until the abort fails it. */
+		(void)ncclCommFinalize(comm);
+		if (rank == 1)
+			(void)ncclCommDestroy(comm);
+	}
+	job->seconds[rank] = now_seconds() - start;
+}
+
+/*
+ * ncclCommAbort from another thread reaches an engine whose finalize or destroy is
+ * waiting for its kernel: the kernel leaves, the teardown returns in well under
+ * NCCL_DET_TIMEOUT, and no pool is freed while a reader may remain.
+ */
+static void test_abort_during_teardown(void **state)
+{
+	for (int destroy = 0; destroy < 2; destroy++) {
+		for (int processes = 0; processes < 2; processes++) {
+			setup(state);
+			set_knob("NCCL_DET_TIMEOUT", "30");
+			if (processes)
+				set_knob("FAKE_BACKEND_PROCESS_PER_RANK", "1");
+			ndet_fake_backend_spin_rank(0);
+			struct teardown_abort_job job = {.destroy = destroy != 0};
+			assert_int_equal(pncclGetUniqueId(&job.id), ncclSuccess);
+			assert_int_equal(fake_nccl_run_ranks(3, teardown_abort_rank, &job), 0);
+			print_message("%s, %s: rank 0 %.2f s, rank 1 %.2f s\n",
+				      destroy ? "destroy" : "finalize",
+				      processes ? "processes" : "threads", job.seconds[0],
+				      job.seconds[1]);
+			assert_int_equal(job.call0, ncclSuccess);
+			assert_int_equal(job.abort0, ncclSuccess);
+			for (int r = 0; r < 2; r++)
+				if (job.seconds[r] > 5.0)
+					fail_msg("rank %d's teardown took %.1f s", r,
+						 job.seconds[r]);
+			struct ndet_fake_backend_counters now = counters();
+			assert_int_equal(now.kernel_errors[NDET_KERNEL_ERR_ABORTED], 1);
+			assert_int_equal(now.engines_destroyed, 2);
+			/*
+			 * Threads: both pools go with the last rank (every kernel left).
+			 * Processes: the barrier never completed, so both are kept.
+			 */
+			assert_int_equal(now.pools_freed, processes ? 0 : 2);
+			assert_int_equal(now.pools_quarantined, processes ? 2 : 0);
+			assert_int_equal(ndet_comm_registered_for_testing(), 0);
+		}
+	}
 }
 
 /* ------------------------------------------------------------------ a stopped peer */
@@ -421,6 +509,7 @@ struct teardown_job {
 	int nranks;
 	bool finalize;
 	int waiting, destroyed; /* flags */
+	int freed_at_first_destroy;
 	ncclResult_t first[MAX_RANKS], later[MAX_RANKS], async[MAX_RANKS], end[MAX_RANKS];
 };
 
@@ -437,6 +526,7 @@ static void destroy_early_rank(int rank, void *opaque)
 		wait_flag(&job->waiting, job->nranks - 1);
 		pause_ms(50);
 		job->end[rank] = ncclCommDestroy(comm);
+		job->freed_at_first_destroy = counters().pools_freed;
 		raise_flag(&job->destroyed);
 		return;
 	}
@@ -465,9 +555,11 @@ static void test_destroy_while_peers_run(void **state)
 	}
 	struct ndet_fake_backend_counters now = counters();
 	assert_int_equal(now.engines_destroyed, 3);
-	/* Nobody freed a pool a peer might still read. */
-	assert_int_equal(now.pools_freed, 0);
-	assert_int_equal(now.pools_quarantined, 3);
+	/* Nobody freed a pool while a peer might still read it: not at rank 0's destroy. */
+	assert_int_equal(job.freed_at_first_destroy, 0);
+	/* Threads of one process: the last destroy frees every pool. */
+	assert_int_equal(now.pools_freed, 3);
+	assert_int_equal(now.pools_quarantined, 0);
 	assert_int_equal(ndet_comm_registered_for_testing(), 0);
 }
 
@@ -516,7 +608,8 @@ static void test_destroy_any_order(void **state)
 		}
 		struct ndet_fake_backend_counters now = counters();
 		assert_int_equal(now.engines_destroyed, 4);
-		assert_int_equal(now.pools_freed, finalize ? 4 : 0);
+		/* Threads: freed with the last rank of the process; processes: the barrier. */
+		assert_int_equal(now.pools_freed, 4);
 		assert_int_equal(now.barriers, finalize ? 4 : 0);
 		assert_int_equal(ndet_comm_registered_for_testing(), 0);
 	}
@@ -531,9 +624,13 @@ static void test_destroy_any_order(void **state)
 	for (int r = 0; r < 4; r++)
 		assert_int_equal(reduce_floats(values[r], COUNT, comms[r]), ncclSuccess);
 	assert_int_equal(ncclGroupEnd(), ncclSuccess);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 4; i++) {
+		/* Not one pool goes while another rank of the process may read it. */
+		assert_int_equal(counters().pools_freed, 0);
 		assert_int_equal(ncclCommDestroy(comms[order[i]]), ncclSuccess);
+	}
 	assert_int_equal(counters().engines_destroyed, 4);
+	assert_int_equal(counters().pools_freed, 4);
 	assert_int_equal(ndet_comm_registered_for_testing(), 0);
 }
 
@@ -646,8 +743,13 @@ static int cycle_count(void)
 	return cycles > 0 ? cycles : 1000;
 }
 
-/* One cycle: two ranks of one thread, set up, one diverted call, (finalize,) destroy. */
-static void one_cycle(bool finalize)
+enum cycle_end { END_DESTROY, END_FINALIZE, END_ABORT };
+
+/*
+ * One cycle: two ranks of one thread, set up, one diverted call, then the end:
+ * destroy, finalize + destroy, or abort.
+ */
+static void one_cycle(enum cycle_end end)
 {
 	ncclComm_t comms[2] = {NULL, NULL};
 	float values[2][8];
@@ -659,45 +761,101 @@ static void one_cycle(bool finalize)
 		assert_int_equal(reduce_floats(values[r], 8, comms[r]), ncclSuccess);
 	assert_int_equal(ncclGroupEnd(), ncclSuccess);
 	assert_true(values[1][7] == 14.0f);
-	if (finalize) {
+	if (end == END_FINALIZE) {
 		assert_int_equal(ncclGroupStart(), ncclSuccess);
 		for (int r = 0; r < 2; r++)
 			assert_int_equal(ncclCommFinalize(comms[r]), ncclSuccess);
 		assert_int_equal(ncclGroupEnd(), ncclSuccess);
 	}
 	for (int r = 0; r < 2; r++)
-		assert_int_equal(ncclCommDestroy(comms[r]), ncclSuccess);
+		assert_int_equal(end == END_ABORT ? ncclCommAbort(comms[r])
+						  : ncclCommDestroy(comms[r]),
+				 ncclSuccess);
+}
+
+static struct ndet_resources resources(void)
+{
+	struct ndet_resources now;
+	ndet_resources_get(&now);
+	return now;
+}
+
+/* Nothing allocated, mapped, waiting or kept. */
+static void assert_nothing_held(int cycle)
+{
+	struct ndet_resources now = resources();
+	if (now.allocations != 0 || now.bytes != 0 || now.ipc_imports != 0 ||
+	    now.deferred_pools != 0 || now.leaked_pools != 0)
+		fail_msg("after cycle %d: %lld allocations (%lld bytes), %lld mappings, %lld "
+			 "pools waiting, %lld kept",
+			 cycle, (long long)now.allocations, (long long)now.bytes,
+			 (long long)now.ipc_imports, (long long)now.deferred_pools,
+			 (long long)now.leaked_pools);
+	assert_int_equal(ndet_comm_registered_for_testing(), 0);
+	assert_int_equal(ndet_teardown_shares_for_testing(), 0);
 }
 
 static void test_create_destroy_cycles(void **state)
 {
-	(void)state;
 	const int cycles = cycle_count();
+	static const char *const names[] = {"destroy", "finalize + destroy", "abort"};
+	/*
+	 * Ranks of one process (threads, ncclCommInitAll): whatever the end, the last
+	 * rank released frees both pools.  Nothing may be left after any cycle.
+	 */
+	for (int end = END_DESTROY; end <= END_ABORT; end++) {
+		setup(state);
+		print_message("%d cycles, one process, %s\n", cycles, names[end]);
+		for (int c = 0; c < cycles; c++) {
+			one_cycle((enum cycle_end)end);
+			assert_nothing_held(c);
+		}
+		struct ndet_fake_backend_counters now = counters();
+		assert_int_equal(now.engines_created, 2 * cycles);
+		assert_int_equal(now.engines_destroyed, 2 * cycles);
+		assert_int_equal(now.pools_freed, 2 * cycles);
+		assert_int_equal(now.pools_quarantined, 0);
+		assert_int_equal(now.barriers, 0);
+	}
+
 	/* Ranks "in other processes": finalize meets at a barrier and frees every pool. */
+	setup(state);
 	set_knob("FAKE_BACKEND_PROCESS_PER_RANK", "1");
 	for (int c = 0; c < cycles; c++) {
-		one_cycle(true);
-		assert_int_equal(ndet_comm_registered_for_testing(), 0);
+		one_cycle(END_FINALIZE);
+		assert_nothing_held(c);
 	}
 	struct ndet_fake_backend_counters now = counters();
-	assert_int_equal(now.engines_created, 2 * cycles);
-	assert_int_equal(now.engines_destroyed, 2 * cycles);
 	assert_int_equal(now.pools_freed, 2 * cycles);
-	assert_int_equal(now.pools_quarantined, 0);
 	assert_int_equal(now.barriers, 2 * cycles);
 
 	/*
-	 * Destroy without finalize: a peer may still read, so every pool is kept until
-	 * exit (the CUDA engine does the same with device memory: see ndet_comm.h).
-	 * Counted, not lost: the registry is empty and ndet_fake_backend_reset frees them.
+	 * Destroy without finalize, or abort, between processes: a peer may still read
+	 * our pool, so it is kept until exit, on purpose and counted (the driver frees
+	 * it then); the mappings of the peers' pools are closed all the same.
 	 */
-	setup(state);
-	for (int c = 0; c < 100; c++)
-		one_cycle(false);
-	now = counters();
-	assert_int_equal(now.engines_destroyed, 200);
-	assert_int_equal(now.pools_quarantined, 200);
-	assert_int_equal(ndet_comm_registered_for_testing(), 0);
+	for (int end = END_DESTROY; end <= END_ABORT; end += END_ABORT - END_DESTROY) {
+		setup(state);
+		set_knob("FAKE_BACKEND_PROCESS_PER_RANK", "1");
+		set_knob("NCCL_DET_DEBUG_SUBSYS", "ALLOC");
+		set_knob("NCCL_DET_DEBUG", "INFO");
+		for (int c = 0; c < 100; c++)
+			one_cycle((enum cycle_end)end);
+		now = counters();
+		assert_int_equal(now.engines_destroyed, 200);
+		assert_int_equal(now.pools_quarantined, 200);
+		struct ndet_resources held = resources();
+		assert_int_equal(held.leaked_pools, 200);
+		assert_int_equal(held.allocations, 200);
+		assert_int_equal(held.bytes, held.leaked_bytes);
+		assert_int_equal(held.ipc_imports, 0);
+		assert_int_equal(held.deferred_pools, 0);
+		assert_int_equal(ndet_teardown_shares_for_testing(), 0);
+		assert_int_equal(ndet_comm_registered_for_testing(), 0);
+		/* Logged once, not 200 times. */
+		assert_int_equal(fake_nccl_file_count(log_path, "kept until exit", NULL), 1);
+		set_knob("NCCL_DET_DEBUG", "WARN");
+	}
 }
 
 /* ------------------------------------------------------------------ ranks that disagree */
@@ -1011,6 +1169,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_abort_releases_waiting_call, setup),
+		cmocka_unit_test_setup(test_abort_during_teardown, setup),
 		cmocka_unit_test_setup(test_stopped_peer, setup),
 		cmocka_unit_test_setup(test_diverging_calls, setup),
 		cmocka_unit_test_setup(test_destroy_while_peers_run, setup),
