@@ -56,6 +56,17 @@ test_test_setup_CFLAGS = $(TEST_CFLAGS)
 test_test_setup_LDADD = src/libndet_logic.la $(TEST_LIBS)
 TESTS += test/test_setup
 
+# The CUDA engine (compiled in) on a fake CUDA runtime, no GPU: teardown order, what
+# stays allocated, launch order across streams, error publication.  getpid() is
+# wrapped so that ranks of this process can pose as processes of their own.
+check_PROGRAMS += test/test_engine
+test_test_engine_SOURCES = test/test_engine.c test/ndet_fake_cuda.c test/ndet_fake_cuda.h \
+	test/ndet_test_clock.h src/ndet_engine.c src/ndet_engine.h
+test_test_engine_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/test
+test_test_engine_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=getpid
+test_test_engine_LDADD = src/libndet_logic.la $(TEST_LIBS)
+TESTS += test/test_engine
+
 # The all-reduce decision tables.
 check_PROGRAMS += test/test_eligibility
 test_test_eligibility_SOURCES = test/test_eligibility.c
@@ -242,7 +253,7 @@ TESTS += test/test_divert
 
 # Faults: abort, stopped peers, divergence, teardown orders, split groups, cycles, fork.
 check_PROGRAMS += test/test_faults
-test_test_faults_SOURCES = test/test_faults.c $(SHIM_TEST_SOURCES)
+test_test_faults_SOURCES = test/test_faults.c test/ndet_test_clock.h $(SHIM_TEST_SOURCES)
 test_test_faults_CFLAGS = $(SHIM_TEST_CFLAGS)
 test_test_faults_LDFLAGS = $(AM_LDFLAGS) -no-install
 test_test_faults_LDADD = $(SHIM_TEST_LDADD)

@@ -39,6 +39,7 @@
 #include "ndet_fake_backend.h"
 #include "ndet_kernels.h"
 #include "ndet_log.h"
+#include "ndet_test_clock.h"
 #include "ndet_reference.h"
 #include "ndet_settings.h"
 #include "ndet_teardown.h"
@@ -94,19 +95,6 @@ static int teardown_group(void **state)
 }
 
 /* ------------------------------------------------------------------ helpers */
-
-static double now_seconds(void)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
-
-static void pause_ms(long ms)
-{
-	struct timespec pause = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-	nanosleep(&pause, NULL);
-}
 
 /* Spin (politely) until *flag holds at least `value`. */
 static void wait_flag(const int *flag, int value)

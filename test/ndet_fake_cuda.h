@@ -1,0 +1,95 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * A fake CUDA runtime for the CPU tests of the CUDA engine (src/ndet_engine.c
+ * compiled into the test, linked against this instead of cudart and the kernels):
+ * the runtime calls the engine makes, and ndet_kernel_allreduce(), on host memory.
+ *
+ * Model:
+ * - Devices 0..7, a current device per thread.  Device memory and pinned host
+ *   memory are calloc'ed blocks, counted while live.
+ * - "Processes": ranks publish getpid() in their setup record.  The test links with
+ *   -Wl,--wrap=getpid; fake_cuda_set_pid_per_device(true) makes getpid() depend on
+ *   the current device (every device its own process, so one thread can drive
+ *   ranks that reach each other through IPC), fake_cuda_set_thread_pid() sets it
+ *   for the calling thread.
+ * - IPC: a handle names the block and the process that exported it; opening it in
+ *   the same process fails, as CUDA's does.  Mappings are counted per block.
+ * - Streams run nothing by themselves: a launch queues a "kernel" whose behaviour
+ *   the test picked (fake_cuda_set_kernel), and whether it has finished is decided
+ *   when someone asks (cudaEventQuery): a spinning kernel finishes once its engine's
+ *   abort flag is set, a stuck one never.  Copies and memsets happen at once.
+ *   cudaEventRecord snapshots the stream's queue; cudaStreamWaitEvent queues a wait
+ *   for that snapshot.  Streams can be put into a capture (fake_cuda_set_capture):
+ *   launches there are not queued, and events recorded there cannot be queried.
+ * - Violations (counted, the last one described): any call naming a destroyed
+ *   stream; cudaFree of memory some process still maps; cudaFree, cudaFreeHost or a
+ *   stream synchronisation while a queued kernel has not finished (device-wide
+ *   synchronisation behind a kernel that may spin: it would hang); querying an event
+ *   recorded in a capture; freeing what was not allocated.
+ * - A log of the calls that matter for ordering ("launch s3", "record e2 s3",
+ *   "wait s4 e2", "close", "free", "exchange" from the test), one line each.
+ */
+#ifndef NDET_FAKE_CUDA_H_
+#define NDET_FAKE_CUDA_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <cuda_runtime_api.h>
+
+enum fake_cuda_kernel {
+	FAKE_CUDA_KERNEL_DONE = 0, /* finishes at once */
+	FAKE_CUDA_KERNEL_SPIN,     /* finishes once its engine's abort flag is set, as
+				    * NDET_KERNEL_ERR_ABORTED (published as the protocol says) */
+	FAKE_CUDA_KERNEL_STUCK,    /* never finishes, abort or not (queued behind a hung one) */
+	FAKE_CUDA_KERNEL_FAIL_UNORDERED, /* error word first, details never (old order) */
+	FAKE_CUDA_KERNEL_FAIL_CLAIMED,   /* claimed, details half written, error unpublished */
+};
+
+struct fake_cuda_counts {
+	int allocations; /* live cudaMalloc + cudaHostAlloc blocks */
+	uint64_t bytes;
+	int mappings; /* open cudaIpcOpenMemHandle mappings */
+	int launches; /* kernels queued (captured ones not counted) */
+	int violations;
+};
+
+/*
+ * Forget everything, and free what engines kept on purpose (as the driver does at
+ * exit): between tests only, with no engine left.
+ */
+void fake_cuda_reset(void);
+void fake_cuda_counts(struct fake_cuda_counts *counts);
+/* The last violation, "" when none. */
+const char *fake_cuda_last_violation(void);
+
+/* The behaviour of kernels this thread launches from now on (default DONE). */
+void fake_cuda_set_kernel(enum fake_cuda_kernel kind);
+/* Every kernel ever launched that has not finished (as asked now). */
+int fake_cuda_kernels_running(void);
+/* FAKE_CUDA_KERNEL_FAIL_CLAIMED: finish publishing (the rest of the details, then error). */
+void fake_cuda_publish_claimed(void);
+
+void fake_cuda_set_pid_per_device(bool on);
+void fake_cuda_set_thread_pid(pid_t pid);
+
+/* cudaIpcCloseMemHandle sleeps this long on the calling thread (a slow peer). */
+void fake_cuda_set_close_delay_ms(int ms);
+
+/* Put `stream` into capture `id` (0: end the capture). */
+void fake_cuda_set_capture(cudaStream_t stream, unsigned long long id);
+/* The short name of a stream or event in the log ("s3", "e2"). */
+const char *fake_cuda_name(const void *handle);
+
+/* Append a line of the test's own to the log (e.g. "exchange"). */
+void fake_cuda_log(const char *format, ...) __attribute__((format(printf, 1, 2)));
+/* Index of the first log line at or after `from` that starts with `prefix`, else -1. */
+int fake_cuda_log_find(const char *prefix, int from);
+/* Number of log lines so far. */
+int fake_cuda_log_length(void);
+/* Line i of the log (valid until the next reset). */
+const char *fake_cuda_log_line(int i);
+
+#endif /* NDET_FAKE_CUDA_H_ */
