@@ -33,6 +33,15 @@
 #define NDET_ENGINE_LANE_ALIGN 256u
 #define NDET_ENGINE_PROBE_TAG 0x50524f4245000000ull /* "PROBE" */
 
+/* Where one kind of launch (eager, or captured) last went. */
+struct ndet_engine_last {
+	cudaEvent_t event;          /* recorded on `stream` right after that launch */
+	cudaStream_t stream;        /* compared with the next launch's, never handed to CUDA:
+				     * the application may have destroyed it since */
+	unsigned long long capture; /* its capture id; 0 eager */
+	bool valid;
+};
+
 struct ndet_engine {
 	struct ndet_engine_config config;
 	ndet_engine_exchange_fn exchange;
@@ -62,18 +71,13 @@ struct ndet_engine {
 	struct ndet_teardown_share *share;
 
 	/*
-	 * Issue order across streams (ndet_engine_order).  Each event is recorded on the
-	 * launch stream right after the launch: order_event for eager launches (it also
-	 * tells teardown when our last kernel finished), capture_event inside a capture.
-	 * last_stream is only compared with the next launch's stream, never handed to
-	 * CUDA: the application may have destroyed it since.
+	 * Issue order across streams (ndet_engine_order): the last eager launch (its
+	 * event also tells teardown when our last kernel finished) and the last captured
+	 * one.  last_capture: capture id of the very last launch (0: eager).
 	 */
-	cudaEvent_t order_event;
-	cudaEvent_t capture_event;
-	cudaStream_t last_stream;
-	unsigned long long last_capture; /* capture id of the last launch, 0 when eager */
+	struct ndet_engine_last eager, captured;
+	unsigned long long last_capture;
 	bool has_last_launch;
-	bool launched_eager; /* order_event holds an eager launch */
 	int order_warned;
 
 	/* Teardown (ndet_engine_quiesce_group, ndet_engine_release). */
@@ -212,10 +216,10 @@ static ndet_local_status_t ndet_engine_alloc(struct ndet_engine *engine)
 	NDET_CUDA_CHECK_GOTO(cudaHostGetDevicePointer((void **)&engine->host_status_dev,
 						      engine->host_status, 0),
 			     status, cuda_failed);
-	NDET_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&engine->order_event, cudaEventDisableTiming),
+	NDET_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&engine->eager.event, cudaEventDisableTiming),
 			     status, cuda_failed);
 	NDET_CUDA_CHECK_GOTO(
-		cudaEventCreateWithFlags(&engine->capture_event, cudaEventDisableTiming), status,
+		cudaEventCreateWithFlags(&engine->captured.event, cudaEventDisableTiming), status,
 		cuda_failed);
 	/* The private stream, not the device: another stream may be capturing. */
 	NDET_CUDA_CHECK_GOTO(cudaStreamSynchronize(engine->setup_stream), status, cuda_failed);
@@ -429,10 +433,10 @@ static uint64_t ndet_engine_held_bytes(const struct ndet_engine *engine)
  */
 static void ndet_engine_discard(struct ndet_engine *engine)
 {
-	if (engine->order_event != NULL)
-		NDET_CUDA_CHECK_WARN(cudaEventDestroy(engine->order_event));
-	if (engine->capture_event != NULL)
-		NDET_CUDA_CHECK_WARN(cudaEventDestroy(engine->capture_event));
+	if (engine->eager.event != NULL)
+		NDET_CUDA_CHECK_WARN(cudaEventDestroy(engine->eager.event));
+	if (engine->captured.event != NULL)
+		NDET_CUDA_CHECK_WARN(cudaEventDestroy(engine->captured.event));
 	if (engine->setup_stream != NULL)
 		NDET_CUDA_CHECK_WARN(cudaStreamDestroy(engine->setup_stream));
 	free(engine->owned_context);
@@ -897,32 +901,30 @@ static cudaError_t ndet_engine_capture_id(cudaStream_t stream, unsigned long lon
 
 /*
  * Calls on one engine must run in issue order even when issued on different streams
- * (their kernels share step counters and lanes): before a launch on a new stream,
- * that stream waits for the event recorded right after the previous launch (on the
- * previous stream, at its launch: that stream may be gone by now, and only the event
- * is used).  That works when both calls are eager, and when both are in the same
- * capture (the wait becomes an edge of the graph).  Between an eager call and a
- * captured one no edge can exist: the graph runs whenever it is launched, and the
- * application orders its launch (as it must with NCCL: torch.cuda.graph synchronises
- * before capturing, and replays on one stream).
+ * (their kernels share step counters and lanes): before a launch on another stream
+ * than the previous one of its kind, that stream waits for the event recorded right
+ * after that launch (on its stream, at its launch: that stream may be gone by now,
+ * and only the event is used).  Eager calls wait for eager calls; calls in one
+ * capture wait for earlier calls of the same capture (the wait becomes an edge of
+ * the graph).  Between an eager call and a captured one no edge can exist: the graph
+ * runs whenever it is launched, and the application orders its launch (as it must
+ * with NCCL: torch.cuda.graph synchronises before capturing, and replays on one
+ * stream).
  */
 static ndet_status_t ndet_engine_order(struct ndet_engine *engine, cudaStream_t stream,
 				       unsigned long long capture)
 {
 	ndet_status_t status = NDET_OK;
-	if (!engine->has_last_launch || engine->last_stream == stream)
-		return NDET_OK;
-	if (capture == engine->last_capture) {
-		cudaEvent_t previous = capture == 0 ? engine->order_event : engine->capture_event;
-		NDET_CUDA_CHECK_GOTO(cudaStreamWaitEvent(stream, previous, 0), status, out);
-	} else if (__atomic_exchange_n(&engine->order_warned, 1, __ATOMIC_RELAXED) == 0) {
+	const struct ndet_engine_last *last = capture == 0 ? &engine->eager : &engine->captured;
+	if (last->valid && last->capture == capture && last->stream != stream)
+		NDET_CUDA_CHECK_GOTO(cudaStreamWaitEvent(stream, last->event, 0), status, out);
+	if (engine->has_last_launch && engine->last_capture != capture &&
+	    __atomic_exchange_n(&engine->order_warned, 1, __ATOMIC_RELAXED) == 0)
 		NDET_INFO(NDET_SUBSYS_COLL,
-			  "rank %d: all-reduce on stream %p follows one on stream %p and only one "
-			  "of them is captured into a CUDA graph (or they are in different "
-			  "captures): their order is the application's (launch the graph after "
-			  "the eager work)",
-			  engine->config.rank, (void *)stream, (void *)engine->last_stream);
-	}
+			  "rank %d: an all-reduce on stream %p follows one in another CUDA graph "
+			  "capture (or one eager and one captured): their order is the "
+			  "application's (launch the graph after the eager work)",
+			  engine->config.rank, (void *)stream);
 out:
 	return status;
 }
@@ -932,12 +934,13 @@ static ndet_status_t ndet_engine_launched(struct ndet_engine *engine, cudaStream
 					  unsigned long long capture)
 {
 	ndet_status_t status = NDET_OK;
-	cudaEvent_t event = capture == 0 ? engine->order_event : engine->capture_event;
-	NDET_CUDA_CHECK_GOTO(cudaEventRecord(event, stream), status, out);
-	engine->last_stream = stream;
+	struct ndet_engine_last *last = capture == 0 ? &engine->eager : &engine->captured;
+	NDET_CUDA_CHECK_GOTO(cudaEventRecord(last->event, stream), status, out);
+	last->stream = stream;
+	last->capture = capture;
+	last->valid = true;
 	engine->last_capture = capture;
 	engine->has_last_launch = true;
-	engine->launched_eager = engine->launched_eager || capture == 0;
 out:
 	return status;
 }
@@ -1067,9 +1070,9 @@ bool ndet_engine_ranks_share_process(const struct ndet_engine *engine)
 static bool ndet_engine_kernels_idle(void *member)
 {
 	const struct ndet_engine *engine = member;
-	if (!engine->launched_eager)
+	if (!engine->eager.valid)
 		return true;
-	cudaError_t err = cudaEventQuery(engine->order_event);
+	cudaError_t err = cudaEventQuery(engine->eager.event);
 	if (err != cudaSuccess && err != cudaErrorNotReady)
 		(void)cudaGetLastError();
 	return err == cudaSuccess;

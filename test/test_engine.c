@@ -665,6 +665,16 @@ static void test_launch_order_across_streams(void **state)
 	fake_cuda_set_capture(c, 0);
 	fake_cuda_set_capture(d, 0);
 
+	/* Eager again, on yet another stream: after the last eager call, whatever came between. */
+	cudaStream_t e = new_stream();
+	from = fake_cuda_log_length();
+	launch(group.engines[0], e);
+	snprintf(line, sizeof(line), "wait %s %s", fake_cuda_name(e), eager);
+	waited = fake_cuda_log_find(line, from);
+	snprintf(line, sizeof(line), "launch %s", fake_cuda_name(e));
+	launched = fake_cuda_log_find(line, from);
+	assert_true(waited >= 0 && waited < launched);
+
 	launch(group.engines[1], NULL);
 	assert_int_equal(ndet_engine_destroy_group(group.engines, 2, false), NDET_OK);
 	assert_nothing_held();
