@@ -58,8 +58,9 @@ struct ndet_setup_member_ops {
 	/*
 	 * The member leaves without an engine: undo what prepare and map did.  With
 	 * `peers_may_have_mapped`, peers may already hold mappings of this member's pool
-	 * (round 3 was reached), so it must not be freed (quarantine).  May come
-	 * without a prepare (out of memory before the first exchange).
+	 * (round 3 was reached), so it must not be freed now (ndet_teardown.h: with the
+	 * other ranks of its process, or at exit).  May come without a prepare (out of
+	 * memory before the first exchange).
 	 */
 	void (*release)(void *member, bool peers_may_have_mapped);
 };
