@@ -81,6 +81,7 @@ struct ndet_engine {
 	int order_warned;
 
 	/* Teardown (ndet_engine_quiesce_group, ndet_engine_release). */
+	bool query_failed; /* the context is broken: no kernel can be shown finished */
 	bool idle;       /* no kernel of ours can still run */
 	bool peers_done; /* no peer can read our pool any more */
 };
@@ -1069,20 +1070,25 @@ bool ndet_engine_ranks_share_process(const struct ndet_engine *engine)
  */
 static bool ndet_engine_kernels_idle(void *member)
 {
-	const struct ndet_engine *engine = member;
+	struct ndet_engine *engine = member;
 	if (!engine->eager.valid)
 		return true;
 	cudaError_t err = cudaEventQuery(engine->eager.event);
-	if (err != cudaSuccess && err != cudaErrorNotReady)
+	if (err != cudaSuccess && err != cudaErrorNotReady) {
 		(void)cudaGetLastError();
+		engine->query_failed = true;
+	}
 	return err == cudaSuccess;
 }
 
-/* The kernels were told to leave: they poll both words. */
+/*
+ * The kernels were told to leave (they poll both words), or the context broke (a
+ * faulted kernel): either way, waiting longer than the grace period is pointless.
+ */
 static bool ndet_engine_kernels_stopping(void *member)
 {
 	const struct ndet_engine *engine = member;
-	return ndet_engine_error(engine, NULL) != NDET_OK ||
+	return engine->query_failed || ndet_engine_error(engine, NULL) != NDET_OK ||
 	       __atomic_load_n(&engine->host_status->abort, __ATOMIC_ACQUIRE) != 0;
 }
 

@@ -223,6 +223,7 @@ static bool fake_item_done_locked(struct fake_item *item)
 		}
 		break;
 	case FAKE_CUDA_KERNEL_STUCK:
+	case FAKE_CUDA_KERNEL_FAULT:
 		break;
 	default:
 		item->finished = true;
@@ -247,6 +248,16 @@ static struct fake_stream *fake_stream_next(struct fake_stream *stream)
 	if (stream == &fake_default_stream)
 		return (struct fake_stream *)fake_streams;
 	return (struct fake_stream *)stream->named.next_all;
+}
+
+/* A faulted kernel up to `seq`: the context is broken for everything behind it. */
+static bool fake_stream_faulted_locked(const struct fake_stream *stream, uint64_t seq)
+{
+	for (const struct fake_item *item = stream->head; item != NULL && item->seq <= seq;
+	     item = item->next)
+		if (item->kind == FAKE_ITEM_KERNEL && item->behaviour == FAKE_CUDA_KERNEL_FAULT)
+			return true;
+	return false;
 }
 
 static int fake_running_locked(void)
@@ -733,6 +744,8 @@ cudaError_t cudaEventQuery(cudaEvent_t opaque)
 	if (event->captured) {
 		fake_violate("cudaEventQuery of %s, recorded in a capture", event->named.name);
 		err = cudaErrorStreamCaptureUnsupported;
+	} else if (event->stream != NULL && fake_stream_faulted_locked(event->stream, event->seq)) {
+		err = cudaErrorIllegalAddress;
 	} else if (event->stream != NULL && !fake_stream_done_locked(event->stream, event->seq)) {
 		err = cudaErrorNotReady;
 	}

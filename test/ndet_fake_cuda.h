@@ -44,6 +44,7 @@ enum fake_cuda_kernel {
 	FAKE_CUDA_KERNEL_SPIN,     /* finishes once its engine's abort flag is set, as
 				    * NDET_KERNEL_ERR_ABORTED (published as the protocol says) */
 	FAKE_CUDA_KERNEL_STUCK,    /* never finishes, abort or not (queued behind a hung one) */
+	FAKE_CUDA_KERNEL_FAULT,    /* dies with an illegal address: events behind it fail */
 	FAKE_CUDA_KERNEL_FAIL_UNORDERED, /* error word first, details never (old order) */
 	FAKE_CUDA_KERNEL_FAIL_CLAIMED,   /* claimed, details half written, error unpublished */
 };

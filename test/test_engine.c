@@ -450,6 +450,28 @@ static void test_kernel_not_finished_keeps_memory(void **state)
 	group_fini(&group);
 }
 
+/*
+ * A kernel that faulted (illegal address) breaks the context: no event can say it
+ * finished, and it will not set the error word.  The teardown gives up after the
+ * grace period instead of the kernels' deadline, and keeps the memory.
+ */
+static void test_faulted_kernel_ends_wait(void **state)
+{
+	(void)state;
+	struct group group;
+	group_create(&group, 2, false);
+	fake_cuda_set_kernel(FAKE_CUDA_KERNEL_FAULT);
+	launch(group.engines[0], NULL);
+	fake_cuda_set_kernel(FAKE_CUDA_KERNEL_DONE);
+	double start = now_seconds();
+	assert_int_equal(ndet_engine_destroy_group(group.engines, 2, false), NDET_OK);
+	double waited = now_seconds() - start;
+	if (waited > NDET_TEARDOWN_GRACE_MS / 1000.0 + 2.0)
+		fail_msg("waited %.1f s behind a faulted kernel", waited);
+	assert_all_kept(2);
+	group_fini(&group);
+}
+
 /* ------------------------------------------------------------------ cycles */
 
 enum cycle_end { END_BARRIER, END_DESTROY, END_ABORT };
@@ -772,6 +794,7 @@ int main(void)
 		cmocka_unit_test_setup(test_teardown_order_threads, reset),
 		cmocka_unit_test_setup(test_barrier_incomplete_keeps_memory, reset),
 		cmocka_unit_test_setup(test_kernel_not_finished_keeps_memory, reset),
+		cmocka_unit_test_setup(test_faulted_kernel_ends_wait, reset),
 		cmocka_unit_test_setup(test_create_destroy_cycles, reset),
 		cmocka_unit_test_setup(test_abort_bounds_teardown, reset),
 		cmocka_unit_test_setup(test_abort_during_barrier_teardown, reset),
