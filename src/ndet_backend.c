@@ -143,4 +143,5 @@ const struct ndet_backend ndet_backend_cuda = {
 	.shares_process = ndet_backend_cuda_shares_process,
 	.memory_bytes = ndet_engine_memory_bytes,
 	.pointer_valid = ndet_backend_cuda_pointer_valid,
+	.at_exit = ndet_engine_at_exit,
 };

@@ -81,6 +81,12 @@ struct ndet_backend {
 	 * Never stricter than NCCL's check: a pointer refused here is forwarded to NCCL.
 	 */
 	bool (*pointer_valid)(int cuda_device, const void *pointer);
+	/*
+	 * The process exits (the library's exit handler, before the runtime's own):
+	 * a last look at the pools waiting for peers of other processes
+	 * (ndet_teardown_at_exit).  Not in a fork child.
+	 */
+	void (*at_exit)(void);
 };
 
 /* The CUDA engine. */

@@ -101,7 +101,9 @@ static void ndet_comm_register_fork_handler(void)
  */
 static void ndet_comm_at_exit(void)
 {
-	__atomic_store_n(&ndet_comm_inert, 1, __ATOMIC_RELEASE);
+	/* A fork child inherits the handler, but not the parent's pools. */
+	if (__atomic_exchange_n(&ndet_comm_inert, 1, __ATOMIC_ACQ_REL) == 0)
+		ndet_comm_backend->at_exit();
 }
 
 static void ndet_comm_register_exit_handler(void)

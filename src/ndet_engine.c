@@ -33,6 +33,16 @@
 #define NDET_ENGINE_LANE_ALIGN 256u
 #define NDET_ENGINE_PROBE_TAG 0x50524f4245000000ull /* "PROBE" */
 
+/*
+ * The detach area of the teardown's detach protocol (ndet_teardown.h): one word per
+ * rank right after struct ndet_flags, inside the flags region, which the setup
+ * zeroes before any peer can import the pool.  No kernel touches it (the kernels
+ * address struct ndet_flags only), so the kernels need not know it exists; its
+ * offset follows the struct when that grows.
+ */
+#define NDET_ENGINE_DETACH_OFFSET ((sizeof(struct ndet_flags) + 63) / 64 * 64)
+#define NDET_ENGINE_DETACH_BYTES  (NDET_MAX_RANKS * sizeof(uint64_t))
+
 /* Where one kind of launch (eager, or captured) last went. */
 struct ndet_engine_last {
 	cudaEvent_t event;          /* recorded on `stream` right after that launch */
@@ -59,6 +69,11 @@ struct ndet_engine {
 	void *exchange_buffer;                    /* device (or pinned host) memory */
 	size_t exchange_bytes;
 	bool exchange_pinned; /* exchange_buffer came from cudaHostAlloc */
+
+	/* The detach protocol (ndet_teardown.h). */
+	uint64_t *detach_host; /* pinned: detach words on their way in and out */
+	uint64_t epoch;        /* of the setup: what our detach words carry */
+	int detach_warned;     /* atomic: a detach word failed to go out or in */
 
 	struct ndet_flags *peer_flags[NDET_MAX_RANKS];
 	char *peer_lanes[NDET_MAX_RANKS];
@@ -90,7 +105,7 @@ struct ndet_engine {
 
 static uint64_t ndet_engine_flags_bytes(void)
 {
-	return (sizeof(struct ndet_flags) + 4095) / 4096 * 4096;
+	return (NDET_ENGINE_DETACH_OFFSET + NDET_ENGINE_DETACH_BYTES + 4095) / 4096 * 4096;
 }
 
 static uint64_t ndet_engine_lane_bytes(const struct ndet_engine_config *config)
@@ -214,6 +229,8 @@ static ndet_local_status_t ndet_engine_alloc(struct ndet_engine *engine)
 		ndet_engine_host_alloc(&engine->host_status, sizeof(struct ndet_host_status)),
 		status, alloc_failed);
 	memset((void *)engine->host_status, 0, sizeof(struct ndet_host_status));
+	NDET_CUDA_CHECK_GOTO(ndet_engine_host_alloc(&engine->detach_host, NDET_ENGINE_DETACH_BYTES),
+			     status, alloc_failed);
 	NDET_CUDA_CHECK_GOTO(cudaHostGetDevicePointer((void **)&engine->host_status_dev,
 						      engine->host_status, 0),
 			     status, cuda_failed);
@@ -413,6 +430,45 @@ static void ndet_engine_close_peers(struct ndet_engine *engine)
 	}
 }
 
+/*
+ * Our last access to each peer pool we imported: "detached" into our slot of its
+ * detach area (ndet_teardown.h), so that its owner may free it without a barrier.
+ * Only once no kernel of ours can run (quiesce), right before the mappings close.
+ * Copies on the private stream, which alone is synchronised: never the device.
+ */
+static void ndet_engine_detach_peers(struct ndet_engine *engine)
+{
+	const struct ndet_engine_config *config = &engine->config;
+	bool any = false, ok = true;
+	if (engine->detach_host == NULL)
+		return;
+	for (int q = 0; q < NDET_MAX_RANKS && q < config->nranks; q++) {
+		if (engine->peer_ipc_base[q] == NULL)
+			continue;
+		engine->detach_host[q] = ndet_teardown_detach_word(engine->epoch, config->rank, q);
+		char *slot = (char *)engine->peer_flags[q] + NDET_ENGINE_DETACH_OFFSET +
+			     (size_t)config->rank * sizeof(uint64_t);
+		cudaError_t err = cudaMemcpyAsync(slot, &engine->detach_host[q], sizeof(uint64_t),
+						  cudaMemcpyDefault, engine->setup_stream);
+		if (err != cudaSuccess) {
+			NDET_WARN(
+				"rank %d: writing the detach word into rank %d's pool failed: %s; "
+				"rank %d keeps its pool until it exits",
+				config->rank, q, cudaGetErrorString(err), q);
+			(void)cudaGetLastError();
+			ok = false;
+			continue;
+		}
+		any = true;
+	}
+	if (any && cudaStreamSynchronize(engine->setup_stream) != cudaSuccess) {
+		(void)cudaGetLastError();
+		ok = false;
+	}
+	if (!ok)
+		engine->detach_warned = 1;
+}
+
 /* Device and pinned memory the engine holds. */
 static uint64_t ndet_engine_held_bytes(const struct ndet_engine *engine)
 {
@@ -425,6 +481,8 @@ static uint64_t ndet_engine_held_bytes(const struct ndet_engine *engine)
 		bytes += NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t);
 	if (engine->host_status != NULL)
 		bytes += sizeof(struct ndet_host_status);
+	if (engine->detach_host != NULL)
+		bytes += NDET_ENGINE_DETACH_BYTES;
 	return bytes;
 }
 
@@ -463,6 +521,7 @@ static void ndet_engine_free_all(void *member)
 				false);
 	ndet_engine_free_memory(&engine->pool, engine->pool_bytes, false);
 	ndet_engine_free_memory(&engine->host_status, sizeof(struct ndet_host_status), true);
+	ndet_engine_free_memory(&engine->detach_host, NDET_ENGINE_DETACH_BYTES, true);
 	ndet_engine_discard(engine);
 }
 
@@ -479,9 +538,40 @@ static uint64_t ndet_engine_abandon(void *member)
 	return kept;
 }
 
+/*
+ * ndet_teardown_ops.read_detach: our detach area through the pinned words, on the
+ * private stream (the application's streams and our kernels are not waited for).
+ */
+static ndet_teardown_read_t ndet_engine_read_detach(void *member, uint64_t *words)
+{
+	struct ndet_engine *engine = member;
+	cudaError_t err = cudaSetDevice(engine->config.cuda_device);
+	if (err == cudaSuccess)
+		err = cudaMemcpyAsync(engine->detach_host, engine->pool + NDET_ENGINE_DETACH_OFFSET,
+				      NDET_ENGINE_DETACH_BYTES, cudaMemcpyDeviceToHost,
+				      engine->setup_stream);
+	if (err == cudaSuccess)
+		err = cudaStreamSynchronize(engine->setup_stream);
+	if (err != cudaSuccess) {
+		(void)cudaGetLastError();
+		if (err == cudaErrorCudartUnloading)
+			return NDET_TEARDOWN_READ_DOWN;
+		if (__atomic_exchange_n(&engine->detach_warned, 1, __ATOMIC_RELAXED) == 0)
+			NDET_INFO(NDET_SUBSYS_ALLOC,
+				  "rank %d: reading the detach words of its pool failed: %s; "
+				  "it stays allocated until its peers' processes end",
+				  engine->config.rank, cudaGetErrorString(err));
+		return NDET_TEARDOWN_READ_FAILED;
+	}
+	memcpy(words, engine->detach_host, NDET_ENGINE_DETACH_BYTES);
+	return NDET_TEARDOWN_READ_OK;
+}
+
 static const struct ndet_teardown_ops ndet_engine_teardown_ops = {
 	.free = ndet_engine_free_all,
 	.abandon = ndet_engine_abandon,
+	.read_detach = ndet_engine_read_detach,
+	.process_gone = ndet_teardown_process_gone,
 };
 
 /* ---------------------------------------------------------------- exchange */
@@ -615,6 +705,7 @@ static bool ndet_engine_setup_map(void *member, const struct ndet_setup_payload 
 	engine->ranks_share_process = ndet_setup_table_shares_process(table, nranks);
 	/* Before any peer can hold a pointer into our pool: from here on it is shared. */
 	engine->share = ndet_teardown_join(table, nranks, engine->config.rank);
+	engine->epoch = ndet_teardown_epoch(table, nranks);
 	if (!ndet_engine_use_device(engine))
 		return false;
 	return ndet_engine_map_peers(engine, table) && ndet_engine_probe_write(engine);
@@ -636,10 +727,12 @@ static void ndet_engine_setup_release(void *member, bool peers_may_have_mapped)
 {
 	struct ndet_engine *engine = member;
 	bool usable = ndet_engine_use_device(engine);
-	if (usable)
+	if (usable) {
+		ndet_engine_detach_peers(engine);
 		ndet_engine_close_peers(engine);
-	ndet_teardown_release(engine->share, engine, &ndet_engine_teardown_ops, usable,
-			      usable && !peers_may_have_mapped);
+	}
+	ndet_teardown_release(engine->share, engine, &ndet_engine_teardown_ops, engine->config.rank,
+			      usable, usable && !peers_may_have_mapped);
 }
 
 static const struct ndet_setup_member_ops ndet_engine_setup_ops = {
@@ -731,6 +824,8 @@ void ndet_engine_create_group(struct ndet_engine_member *members, int count,
 		goto out;
 
 	ndet_engine_caller_save(&caller);
+	/* Pools of earlier communicators whose peers may have let go by now. */
+	ndet_teardown_pending_retry(false);
 	for (int i = 0; i < count; i++) {
 		if (members[i].status != NDET_OK)
 			continue;
@@ -749,6 +844,8 @@ void ndet_engine_create_group(struct ndet_engine_member *members, int count,
 	}
 	ndet_setup_run(setup, taking_part, &ndet_engine_setup_ops, ndet_engine_setup_allgather,
 		       NULL);
+	/* A setup refused after mapping left pools pending: its peers have let go by now. */
+	ndet_teardown_pending_retry(false);
 
 	for (int i = 0, k = 0; i < count; i++) {
 		if (started[i] == NULL)
@@ -1105,14 +1202,16 @@ static void ndet_engine_quiesce(struct ndet_engine *engine)
 		.timeout_ms = engine->config.timeout_ms,
 	};
 	engine->idle = ndet_engine_use_device(engine) && ndet_teardown_wait(&kernels);
-	if (engine->idle)
+	if (engine->idle) {
+		ndet_engine_detach_peers(engine);
 		ndet_engine_close_peers(engine);
-	else
+	} else {
 		NDET_INFO(NDET_SUBSYS_ENGINE,
 			  "rank %d: a kernel of ours has not finished%s: its memory and mappings "
-			  "stay allocated",
+			  "stay allocated, and it writes no detach word",
 			  engine->config.rank,
 			  ndet_engine_kernels_stopping(engine) ? " after the abort" : "");
+	}
 	/* Without a peer, nobody else reads the pool. */
 	engine->peers_done = engine->config.nranks == 1;
 }
@@ -1164,9 +1263,36 @@ void ndet_engine_release(struct ndet_engine *engine)
 	if (engine == NULL)
 		return;
 	ndet_engine_caller_save(&caller);
-	ndet_teardown_release(engine->share, engine, &ndet_engine_teardown_ops, engine->idle,
-			      engine->peers_done);
+	ndet_teardown_release(engine->share, engine, &ndet_engine_teardown_ops, engine->config.rank,
+			      engine->idle, engine->peers_done);
+	/* Peers in other processes are probably tearing down now too: give them a moment. */
+	ndet_teardown_pending_retry(true);
 	ndet_engine_caller_restore(&caller);
+}
+
+void ndet_engine_at_exit(void)
+{
+	struct ndet_engine_caller caller;
+	int device = -1;
+	/* After the runtime's own exit handler, not one call more. */
+	if (cudaGetDevice(&device) == cudaErrorCudartUnloading) {
+		(void)cudaGetLastError();
+		ndet_teardown_stop();
+		return;
+	}
+	ndet_engine_caller_save(&caller);
+	ndet_teardown_at_exit();
+	ndet_engine_caller_restore(&caller);
+}
+
+bool ndet_engine_detach_slot_for_testing(const struct ndet_engine *engine, int writer,
+					 uint64_t **slot, uint64_t *epoch)
+{
+	if (engine->pool == NULL || writer < 0 || writer >= NDET_MAX_RANKS)
+		return false;
+	*slot = (uint64_t *)(engine->pool + NDET_ENGINE_DETACH_OFFSET) + writer;
+	*epoch = engine->epoch;
+	return true;
 }
 
 ndet_status_t ndet_engine_destroy_group(struct ndet_engine *const engines[], int count,

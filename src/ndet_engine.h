@@ -171,12 +171,29 @@ ndet_status_t ndet_engine_quiesce_group(struct ndet_engine *const engines[], int
 
 /*
  * Phase two: free what no kernel and no peer can use any more, keep the rest (until
- * this process's other ranks of the communicator are released, or until exit:
- * counted in ndet_resources, logged once).  No device-synchronising call for memory
- * that is kept.  The engine is gone afterwards.  Without a phase one before, the
- * engine counts as busy: its memory is kept.
+ * this process's other ranks of the communicator are released, until every peer in
+ * another process has let go of the pool or ended (polled here for up to
+ * NDET_TEARDOWN_DETACH_WAIT_MS, then at later creates and destroys and at exit), or
+ * until exit when a kernel of ours did not leave: counted in ndet_resources, logged
+ * once).  No device-synchronising call for memory that is kept.  The engine is gone
+ * afterwards.  Without a phase one before, the engine counts as busy: its memory is
+ * kept.
  */
 void ndet_engine_release(struct ndet_engine *engine);
+
+/*
+ * The library's exit handler, before the CUDA runtime's own: one last look at the
+ * pools still waiting for peers in other processes (ndet_teardown_at_exit), with
+ * the caller's device restored; nothing once the runtime is unloading.
+ */
+void ndet_engine_at_exit(void);
+
+/*
+ * Tests: where rank `writer`'s detach word lies in the engine's own pool (device
+ * memory), and the epoch of its setup.  false before the pool exists.
+ */
+bool ndet_engine_detach_slot_for_testing(const struct ndet_engine *engine, int writer,
+					 uint64_t **slot, uint64_t *epoch);
 
 /* Both phases, for one engine or several in lockstep (every engine is released). */
 ndet_status_t ndet_engine_destroy(struct ndet_engine *engine, bool barrier);

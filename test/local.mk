@@ -58,12 +58,13 @@ TESTS += test/test_setup
 
 # The CUDA engine (compiled in) on a fake CUDA runtime, no GPU: teardown order, what
 # stays allocated, launch order across streams, error publication.  getpid() is
-# wrapped so that ranks of this process can pose as processes of their own.
+# wrapped so that ranks of this process can pose as processes of their own, and kill()
+# so that those "processes" can be alive or dead.
 check_PROGRAMS += test/test_engine
 test_test_engine_SOURCES = test/test_engine.c test/ndet_fake_cuda.c test/ndet_fake_cuda.h \
 	test/ndet_test_clock.h src/ndet_engine.c src/ndet_engine.h
 test_test_engine_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/test
-test_test_engine_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=getpid
+test_test_engine_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=getpid -Wl,--wrap=kill
 test_test_engine_LDADD = src/libndet_logic.la $(TEST_LIBS)
 TESTS += test/test_engine
 

@@ -34,10 +34,11 @@
 struct ndet_fake_pool {
 	struct ndet_fake_pool *next_quarantined;
 	uint64_t probe[NDET_MAX_RANKS];
-	uint64_t ready[NDET_MAX_RANKS]; /* peer q's step << 24 | call signature */
-	uint64_t done[NDET_MAX_RANKS];  /* peer q's step: it finished reading my staging */
-	uint64_t abort_word;            /* 1 + the rank that failed: leave at once */
-	void *staging;                  /* a copy of the owner's sendbuff for this call */
+	uint64_t ready[NDET_MAX_RANKS];  /* peer q's step << 24 | call signature */
+	uint64_t done[NDET_MAX_RANKS];   /* peer q's step: it finished reading my staging */
+	uint64_t abort_word;             /* 1 + the rank that failed: leave at once */
+	uint64_t detach[NDET_MAX_RANKS]; /* peer q let go of this pool (ndet_teardown.h) */
+	void *staging;                   /* a copy of the owner's sendbuff for this call */
 };
 
 struct ndet_fake_engine {
@@ -50,6 +51,7 @@ struct ndet_fake_engine {
 	bool imported[NDET_MAX_RANKS]; /* peers[q] "opened" like an IPC peer's pool */
 	bool shares_process;
 	struct ndet_teardown_share *share;
+	uint64_t epoch; /* of the setup: what our detach words carry */
 	uint32_t error; /* atomics: as the host-mapped words of the real engine */
 	uint32_t abort;
 	uint64_t step; /* calls that ran the protocol: the kernels' step counter */
@@ -67,6 +69,9 @@ static struct ndet_fake_backend_counters ndet_fake_counts;
 static int ndet_fake_version_rank = -1; /* ndet_fake_backend_set_library_version */
 static uint32_t ndet_fake_version;
 static int ndet_fake_spin_rank = -1; /* ndet_fake_backend_spin_rank */
+/* Per-rank "processes" that ended (ndet_fake_backend_end_process): their pids. */
+static uint64_t ndet_fake_ended[NDET_MAX_RANKS];
+static int ndet_fake_ended_count;
 
 /*
  * The CUDA runtime registers its exit handler at its first call, so a late exit
@@ -119,6 +124,30 @@ static uint64_t ndet_fake_probe_token(int writer, int owner)
 	return NDET_FAKE_PROBE_TAG | ((uint64_t)writer << 12) | (uint64_t)owner;
 }
 
+/* The pid a rank publishes when every rank poses as a process of its own. */
+static uint64_t ndet_fake_rank_pid(int rank)
+{
+	return (uint64_t)getpid() * 1000u + (uint64_t)rank + 1u;
+}
+
+static bool ndet_fake_process_gone(uint64_t pid);
+
+/*
+ * As the CUDA engine's detach: our last access to each pool we "imported".  A rank
+ * whose "process" ended writes nothing (the driver took its mappings).
+ */
+static void ndet_fake_detach_peers(struct ndet_fake_engine *engine)
+{
+	const int me = engine->config.rank;
+	if (ndet_fake_process_per_rank() && ndet_fake_process_gone(ndet_fake_rank_pid(me)))
+		return;
+	for (int q = 0; q < NDET_MAX_RANKS; q++)
+		if (engine->imported[q])
+			__atomic_store_n(&engine->peers[q]->detach[me],
+					 ndet_teardown_detach_word(engine->epoch, me, q),
+					 __ATOMIC_RELEASE);
+}
+
 /* "Close" our mappings of peers' pools. */
 static void ndet_fake_close_peers(struct ndet_fake_engine *engine)
 {
@@ -167,9 +196,32 @@ static uint64_t ndet_fake_abandon(void *member)
 	return kept;
 }
 
+static ndet_teardown_read_t ndet_fake_read_detach(void *member, uint64_t *words)
+{
+	struct ndet_fake_engine *engine = member;
+	if (__atomic_load_n(&ndet_fake_runtime_down, __ATOMIC_ACQUIRE))
+		return NDET_TEARDOWN_READ_DOWN;
+	for (int q = 0; q < NDET_MAX_RANKS; q++)
+		words[q] = __atomic_load_n(&engine->pool->detach[q], __ATOMIC_ACQUIRE);
+	return NDET_TEARDOWN_READ_OK;
+}
+
+/* The per-rank "processes" live until ndet_fake_backend_end_process; real ones as kill says. */
+static bool ndet_fake_process_gone(uint64_t pid)
+{
+	bool gone = false, fake = pid / 1000u == (uint64_t)getpid() && pid % 1000u != 0;
+	pthread_mutex_lock(&ndet_fake_lock);
+	for (int i = 0; i < ndet_fake_ended_count; i++)
+		gone = gone || ndet_fake_ended[i] == pid;
+	pthread_mutex_unlock(&ndet_fake_lock);
+	return gone || (!fake && ndet_teardown_process_gone(pid));
+}
+
 static const struct ndet_teardown_ops ndet_fake_teardown_ops = {
 	.free = ndet_fake_free,
 	.abandon = ndet_fake_abandon,
+	.read_detach = ndet_fake_read_detach,
+	.process_gone = ndet_fake_process_gone,
 };
 
 /* ---------------------------------------------------------------- setup */
@@ -205,7 +257,7 @@ static void ndet_fake_prepare(void *member, struct ndet_setup_payload *payload)
 	}
 	ndet_setup_payload_identity(payload);
 	if (ndet_fake_process_per_rank())
-		payload->pid = (uint64_t)getpid() * 1000u + (uint64_t)config->rank + 1u;
+		payload->pid = ndet_fake_rank_pid(config->rank);
 	payload->cuda_device = config->cuda_device;
 	payload->rank = config->rank;
 	payload->nranks = config->nranks;
@@ -230,6 +282,7 @@ static bool ndet_fake_map_and_probe(void *member, const struct ndet_setup_payloa
 	bool ok = true;
 	engine->shares_process = ndet_setup_table_shares_process(table, nranks);
 	engine->share = ndet_teardown_join(table, nranks, config->rank);
+	engine->epoch = ndet_teardown_epoch(table, nranks);
 	for (int q = 0; q < nranks; q++) {
 		ndet_peer_kind_t kind = ndet_setup_peer_kind(table, config->rank, q);
 		if (kind == NDET_PEER_IPC && ndet_fake_fault(config, NDET_FAULT_IPC_OPEN)) {
@@ -280,9 +333,10 @@ static bool ndet_fake_verify(void *member)
 static void ndet_fake_release(void *member, bool peers_may_have_mapped)
 {
 	struct ndet_fake_engine *engine = member;
+	ndet_fake_detach_peers(engine);
 	ndet_fake_close_peers(engine);
-	ndet_teardown_release(engine->share, engine, &ndet_fake_teardown_ops, true,
-			      !peers_may_have_mapped);
+	ndet_teardown_release(engine->share, engine, &ndet_fake_teardown_ops, engine->config.rank,
+			      true, !peers_may_have_mapped);
 }
 
 static const struct ndet_setup_member_ops ndet_fake_ops = {
@@ -348,6 +402,7 @@ static void ndet_fake_create_group(struct ndet_backend_member *members, int coun
 		return;
 	/* Members without an engine (invalid, out of memory) are left out: nranks 0. */
 	ndet_setup_run(setup, count, &ndet_fake_ops, ndet_fake_setup_allgather, NULL);
+	ndet_teardown_pending_retry(false);
 	for (int i = 0; i < count; i++) {
 		if (setup[i].context == NULL)
 			continue;
@@ -712,6 +767,7 @@ static ndet_status_t ndet_fake_quiesce_group(void *const opaque[], int count, bo
 			if (engine->spinner_joinable)
 				pthread_join(engine->spinner, NULL);
 			engine->spinner_joinable = false;
+			ndet_fake_detach_peers(engine);
 			ndet_fake_close_peers(engine);
 		}
 		engine->peers_done = engine->config.nranks == 1;
@@ -748,8 +804,14 @@ static void ndet_fake_release_engine(void *opaque)
 	ndet_fake_runtime_check("a release");
 	struct ndet_fake_engine *engine = opaque;
 	ndet_fake_count(&ndet_fake_counts.engines_destroyed);
-	ndet_teardown_release(engine->share, engine, &ndet_fake_teardown_ops, engine->idle,
-			      engine->peers_done);
+	ndet_teardown_release(engine->share, engine, &ndet_fake_teardown_ops, engine->config.rank,
+			      engine->idle, engine->peers_done);
+	ndet_teardown_pending_retry(true);
+}
+
+static void ndet_fake_at_exit(void)
+{
+	ndet_teardown_at_exit();
 }
 
 static bool ndet_fake_shares_process(void *opaque)
@@ -776,6 +838,7 @@ const struct ndet_backend ndet_fake_backend = {
 	.shares_process = ndet_fake_shares_process,
 	.memory_bytes = ndet_engine_memory_bytes,
 	.pointer_valid = ndet_fake_pointer_valid,
+	.at_exit = ndet_fake_at_exit,
 };
 
 void ndet_fake_backend_counters(struct ndet_fake_backend_counters *counters)
@@ -787,7 +850,11 @@ void ndet_fake_backend_counters(struct ndet_fake_backend_counters *counters)
 
 void ndet_fake_backend_reset(void)
 {
+	/* Pending pools go to the quarantine, freed below. */
+	ndet_teardown_abandon_pending_for_testing();
+	ndet_teardown_set_detach_wait_for_testing(NDET_TEARDOWN_DETACH_WAIT_MS);
 	pthread_mutex_lock(&ndet_fake_lock);
+	ndet_fake_ended_count = 0;
 	struct ndet_fake_pool *pool = ndet_fake_quarantine;
 	ndet_fake_quarantine = NULL;
 	memset(&ndet_fake_counts, 0, sizeof(ndet_fake_counts));
@@ -820,5 +887,13 @@ void ndet_fake_backend_set_library_version(int rank, uint32_t version)
 	pthread_mutex_lock(&ndet_fake_lock);
 	ndet_fake_version_rank = rank;
 	ndet_fake_version = version;
+	pthread_mutex_unlock(&ndet_fake_lock);
+}
+
+void ndet_fake_backend_end_process(int rank)
+{
+	pthread_mutex_lock(&ndet_fake_lock);
+	if (ndet_fake_ended_count < NDET_MAX_RANKS)
+		ndet_fake_ended[ndet_fake_ended_count++] = ndet_fake_rank_pid(rank);
 	pthread_mutex_unlock(&ndet_fake_lock);
 }

@@ -34,10 +34,12 @@
  * process really do (no barrier: see ndet_comm_finalize_group).
  *
  * Teardown is the CUDA engine's (src/ndet_teardown.h, the same code): wait for the
- * engine's "kernels" (ndet_fake_backend_spin_rank leaves one running), close the
- * mappings, barrier, then free or keep the pool.  A pool counts its
- * ndet_engine_memory_bytes() in ndet_resources while allocated; kept pools stay
- * allocated until ndet_fake_backend_reset.
+ * engine's "kernels" (ndet_fake_backend_spin_rank leaves one running), write the
+ * detach words into the pools it "imported" and close them, barrier, then free the
+ * pool, or leave it pending until every peer "process" detached or ended
+ * (ndet_fake_backend_end_process), or keep it.  A pool counts its
+ * ndet_engine_memory_bytes() in ndet_resources while allocated; kept and pending
+ * pools stay allocated until ndet_fake_backend_reset.
  * ndet_fake_backend_set_library_version() makes a rank publish another library
  * version.
  *
@@ -96,5 +98,12 @@ void ndet_fake_backend_spin_rank(int rank);
  * by ndet_fake_backend_reset.
  */
 void ndet_fake_backend_set_library_version(int rank, uint32_t version);
+
+/*
+ * With FAKE_BACKEND_PROCESS_PER_RANK=1: the "process" of `rank` (of every
+ * communicator) has ended, as if killed: pools waiting for its detach word no longer
+ * wait for it.  Reset by ndet_fake_backend_reset.
+ */
+void ndet_fake_backend_end_process(int rank);
 
 #endif /* NDET_FAKE_BACKEND_H_ */

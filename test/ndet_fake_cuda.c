@@ -7,6 +7,7 @@
 
 #include "ndet_fake_cuda.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,15 +18,21 @@
 
 #include "ndet_kernels.h"
 
-#define FAKE_DEVICES    8
-#define FAKE_IPC_MAGIC  0x46495043u /* "FIPC" */
-#define FAKE_LOG_LINE   64
-#define FAKE_PID_DEVICE 7000000 /* getpid() of device d's "process": FAKE_PID_DEVICE + d */
+#define FAKE_DEVICES   8
+#define FAKE_IPC_MAGIC 0x46495043u /* "FIPC" */
+#define FAKE_LOG_LINE  64
 
 /* Streams and events start with their log name, and are kept in one list each. */
 struct fake_named {
 	char name[8];
 	struct fake_named *next_all;
+};
+
+/* One process's mappings of a block: CUDA hands out one pointer per process, counted. */
+struct fake_mapping {
+	struct fake_mapping *next;
+	pid_t pid;
+	int count;
 };
 
 struct fake_block {
@@ -34,7 +41,14 @@ struct fake_block {
 	size_t size;
 	bool pinned;
 	pid_t owner;
-	int mappings;
+	int mappings; /* over every process */
+	struct fake_mapping *maps;
+	/*
+	 * Freed by its owner while still mapped: no longer an allocation, but the
+	 * memory lives on for the mappings until the last one closes (the driver keeps
+	 * it for an open import); any copy touching it is a violation.
+	 */
+	bool freed;
 };
 
 enum fake_item_kind { FAKE_ITEM_KERNEL, FAKE_ITEM_WAIT };
@@ -50,6 +64,7 @@ struct fake_item {
 	enum fake_cuda_kernel behaviour;
 	struct ndet_host_status *status;
 	int rank;
+	pid_t pid; /* the launching process: its end ends the kernel */
 	/* wait: until `wait_stream` finished everything up to `wait_seq` */
 	struct fake_stream *wait_stream;
 	uint64_t wait_seq;
@@ -86,6 +101,9 @@ static int fake_next_id = 1;
 static struct fake_cuda_counts fake_counts;
 static char fake_violation[256];
 static bool fake_pid_per_device;
+static pid_t fake_ended[64]; /* fake_cuda_end_process */
+static int fake_ended_count;
+static bool fake_unloading;
 static struct ndet_host_status *fake_claimed; /* FAKE_CUDA_KERNEL_FAIL_CLAIMED */
 static char (*fake_log_lines)[FAKE_LOG_LINE];
 static int fake_log_count, fake_log_capacity;
@@ -99,14 +117,39 @@ static _Thread_local enum cudaStreamCaptureMode fake_capture_mode = cudaStreamCa
 
 pid_t __real_getpid(void);
 pid_t __wrap_getpid(void);
+int __real_kill(pid_t pid, int signal);
+int __wrap_kill(pid_t pid, int signal);
 
 pid_t __wrap_getpid(void)
 {
 	if (fake_thread_pid != 0)
 		return fake_thread_pid;
 	if (__atomic_load_n(&fake_pid_per_device, __ATOMIC_RELAXED))
-		return FAKE_PID_DEVICE + fake_device;
+		return FAKE_CUDA_PID_DEVICE + fake_device;
 	return __real_getpid();
+}
+
+static bool fake_ended_locked(pid_t pid)
+{
+	for (int i = 0; i < fake_ended_count; i++)
+		if (fake_ended[i] == pid)
+			return true;
+	return false;
+}
+
+/* A fake process lives until fake_cuda_end_process; real pids are asked for real. */
+int __wrap_kill(pid_t pid, int signal)
+{
+	if (pid < FAKE_CUDA_PID_MIN || pid > FAKE_CUDA_PID_MAX)
+		return __real_kill(pid, signal);
+	pthread_mutex_lock(&fake_lock);
+	bool ended = fake_ended_locked(pid);
+	pthread_mutex_unlock(&fake_lock);
+	if (ended) {
+		errno = ESRCH;
+		return -1;
+	}
+	return 0;
 }
 
 /* ---------------------------------------------------------------- bookkeeping */
@@ -183,6 +226,49 @@ static struct fake_block *fake_block_find_locked(const void *base)
 	return NULL;
 }
 
+/* Does [pointer, pointer + bytes) touch memory its owner freed (still mapped)? */
+static bool fake_touches_freed_locked(const void *pointer, size_t bytes)
+{
+	const char *p = pointer;
+	for (const struct fake_block *block = fake_blocks; block != NULL; block = block->next)
+		if (block->freed && p < block->base + block->size && p + bytes > block->base)
+			return true;
+	return false;
+}
+
+static void fake_block_unlink_locked(struct fake_block *gone)
+{
+	struct fake_block **link = &fake_blocks;
+	while (*link != gone)
+		link = &(*link)->next;
+	*link = gone->next;
+	while (gone->maps != NULL) {
+		struct fake_mapping *next = gone->maps->next;
+		free(gone->maps);
+		gone->maps = next;
+	}
+	free(gone->base);
+	free(gone);
+}
+
+/* One mapping of `block` by `pid` closes (or all of them, `all`). */
+static void fake_unmap_locked(struct fake_block *block, struct fake_mapping *mapping, bool all)
+{
+	int closed = all ? mapping->count : 1;
+	mapping->count -= closed;
+	block->mappings -= closed;
+	fake_counts.mappings -= closed;
+	if (mapping->count == 0) {
+		struct fake_mapping **link = &block->maps;
+		while (*link != mapping)
+			link = &(*link)->next;
+		*link = mapping->next;
+		free(mapping);
+	}
+	if (block->freed && block->mappings == 0)
+		fake_block_unlink_locked(block);
+}
+
 /* ---------------------------------------------------------------- kernels */
 
 static void fake_publish(struct ndet_host_status *status, uint32_t code, int rank)
@@ -214,6 +300,10 @@ static bool fake_item_done_locked(struct fake_item *item)
 	if (item->kind == FAKE_ITEM_WAIT) {
 		item->finished = fake_stream_done_locked(item->wait_stream, item->wait_seq);
 		return item->finished;
+	}
+	if (fake_ended_locked(item->pid)) {
+		item->finished = true; /* its process ended, and the kernel with it */
+		return true;
 	}
 	switch (item->behaviour) {
 	case FAKE_CUDA_KERNEL_SPIN:
@@ -260,6 +350,21 @@ static bool fake_stream_faulted_locked(const struct fake_stream *stream, uint64_
 	return false;
 }
 
+/* Has process `pid` a kernel that may still run? */
+static bool fake_process_running_locked(pid_t pid)
+{
+	for (struct fake_stream *stream = &fake_default_stream; stream != NULL;
+	     stream = fake_stream_next(stream)) {
+		bool blocked = false;
+		for (struct fake_item *item = stream->head; item != NULL; item = item->next) {
+			blocked = blocked || !fake_item_done_locked(item);
+			if (blocked && item->kind == FAKE_ITEM_KERNEL && item->pid == pid)
+				return true;
+		}
+	}
+	return false;
+}
+
 static int fake_running_locked(void)
 {
 	int running = 0;
@@ -302,6 +407,7 @@ int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *opaque_stre
 			item->behaviour = fake_kernel;
 			item->status = args->host_status;
 			item->rank = args->rank;
+			item->pid = getpid();
 			fake_queue_locked(stream, item);
 			fake_counts.launches++;
 			fake_note("launch %s", stream->named.name);
@@ -336,12 +442,8 @@ void fake_cuda_reset(void)
 {
 	pthread_mutex_lock(&fake_lock);
 	/* What engines kept on purpose goes too, as the driver frees it at exit. */
-	while (fake_blocks != NULL) {
-		struct fake_block *next = fake_blocks->next;
-		free(fake_blocks->base);
-		free(fake_blocks);
-		fake_blocks = next;
-	}
+	while (fake_blocks != NULL)
+		fake_block_unlink_locked(fake_blocks);
 	for (struct fake_stream *stream = &fake_default_stream; stream != NULL;) {
 		struct fake_stream *next = fake_stream_next(stream);
 		while (stream->head != NULL) {
@@ -363,6 +465,8 @@ void fake_cuda_reset(void)
 	memset(&fake_counts, 0, sizeof(fake_counts));
 	fake_violation[0] = '\0';
 	fake_pid_per_device = false;
+	fake_ended_count = 0;
+	fake_unloading = false;
 	fake_claimed = NULL;
 	fake_log_count = 0;
 	fake_next_id = 1;
@@ -413,6 +517,34 @@ void fake_cuda_set_thread_pid(pid_t pid)
 	fake_thread_pid = pid;
 }
 
+void fake_cuda_end_process(pid_t pid)
+{
+	pthread_mutex_lock(&fake_lock);
+	if (!fake_ended_locked(pid) &&
+	    fake_ended_count < (int)(sizeof(fake_ended) / sizeof(fake_ended[0])))
+		fake_ended[fake_ended_count++] = pid;
+	/* The driver closes what it mapped; its kernels end with it (fake_item_done_locked). */
+	for (struct fake_block *block = fake_blocks, *next; block != NULL; block = next) {
+		next = block->next;
+		for (struct fake_mapping *mapping = block->maps; mapping != NULL;
+		     mapping = mapping->next) {
+			if (mapping->pid == pid) {
+				fake_note("end %d: close", (int)pid);
+				fake_unmap_locked(block, mapping, true);
+				break;
+			}
+		}
+	}
+	pthread_mutex_unlock(&fake_lock);
+}
+
+void fake_cuda_set_unloading(bool on)
+{
+	pthread_mutex_lock(&fake_lock);
+	fake_unloading = on;
+	pthread_mutex_unlock(&fake_lock);
+}
+
 void fake_cuda_set_close_delay_ms(int ms)
 {
 	fake_close_delay_ms = ms;
@@ -456,6 +588,25 @@ const char *fake_cuda_log_line(int i)
 
 /* ---------------------------------------------------------------- the runtime */
 
+/* Every call once the runtime is unloading: refused, and counted. */
+static bool fake_refused_unloading(void)
+{
+	pthread_mutex_lock(&fake_lock);
+	bool unloading = fake_unloading;
+	if (unloading)
+		fake_counts.calls_unloading++;
+	pthread_mutex_unlock(&fake_lock);
+	if (unloading)
+		fake_last_error = cudaErrorCudartUnloading;
+	return unloading;
+}
+
+#define FAKE_RUNTIME_CALL()                                                                        \
+	do {                                                                                       \
+		if (fake_refused_unloading())                                                      \
+			return cudaErrorCudartUnloading;                                           \
+	} while (0)
+
 cudaError_t cudaGetLastError(void)
 {
 	cudaError_t err = fake_last_error;
@@ -470,6 +621,7 @@ const char *cudaGetErrorString(cudaError_t error)
 
 cudaError_t cudaSetDevice(int device)
 {
+	FAKE_RUNTIME_CALL();
 	if (device < 0 || device >= FAKE_DEVICES)
 		return fake_result(cudaErrorInvalidDevice);
 	fake_device = device;
@@ -478,12 +630,14 @@ cudaError_t cudaSetDevice(int device)
 
 cudaError_t cudaGetDevice(int *device)
 {
+	FAKE_RUNTIME_CALL();
 	*device = fake_device;
 	return cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 {
+	FAKE_RUNTIME_CALL();
 	if (device < 0 || device >= FAKE_DEVICES)
 		return fake_result(cudaErrorInvalidDevice);
 	memset(prop, 0, sizeof(*prop));
@@ -494,12 +648,14 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 
 cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
 {
+	FAKE_RUNTIME_CALL();
 	(void)peerDevice, (void)flags;
 	return cudaSuccess;
 }
 
 cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
 {
+	FAKE_RUNTIME_CALL();
 	enum cudaStreamCaptureMode previous = fake_capture_mode;
 	fake_capture_mode = *mode;
 	*mode = previous;
@@ -535,28 +691,36 @@ static cudaError_t fake_free(void *pointer, bool pinned)
 	if (pointer == NULL)
 		return cudaSuccess;
 	pthread_mutex_lock(&fake_lock);
-	struct fake_block **link = &fake_blocks;
-	while (*link != NULL && (*link)->base != pointer)
-		link = &(*link)->next;
-	struct fake_block *block = *link;
-	if (block == NULL || block->pinned != pinned) {
+	struct fake_block *block = fake_block_find_locked(pointer);
+	if (block == NULL || block->freed || block->pinned != pinned) {
 		fake_violate("free of %p, which is no live %s allocation", pointer,
 			     pinned ? "pinned" : "device");
 		err = cudaErrorInvalidValue;
 	} else {
+		/* A reader in another process: its kernel would read freed memory. */
+		bool reader = false;
+		for (const struct fake_mapping *mapping = block->maps; mapping != NULL;
+		     mapping = mapping->next) {
+			if (fake_process_running_locked(mapping->pid)) {
+				fake_violate("cudaFree of memory process %d maps while a kernel of "
+					     "it may run",
+					     (int)mapping->pid);
+				reader = true;
+			}
+		}
 		int running = fake_running_locked();
-		if (running > 0)
+		if (running > 0 && !reader)
 			fake_violate("%s while %d kernel(s) may spin: it would wait for them",
 				     pinned ? "cudaFreeHost" : "cudaFree", running);
-		if (block->mappings > 0)
-			fake_violate("cudaFree of memory %d peer mapping(s) still hold",
-				     block->mappings);
-		*link = block->next;
 		fake_counts.allocations--;
 		fake_counts.bytes -= block->size;
 		fake_note("free %zu", block->size);
-		free(block->base);
-		free(block);
+		if (block->mappings > 0) {
+			fake_counts.freed_mapped++;
+			block->freed = true;
+		} else {
+			fake_block_unlink_locked(block);
+		}
 	}
 	pthread_mutex_unlock(&fake_lock);
 	return fake_result(err);
@@ -564,27 +728,32 @@ static cudaError_t fake_free(void *pointer, bool pinned)
 
 cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
+	FAKE_RUNTIME_CALL();
 	return fake_alloc(devPtr, size, false);
 }
 
 cudaError_t cudaFree(void *devPtr)
 {
+	FAKE_RUNTIME_CALL();
 	return fake_free(devPtr, false);
 }
 
 cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 {
+	FAKE_RUNTIME_CALL();
 	(void)flags;
 	return fake_alloc(pHost, size, true);
 }
 
 cudaError_t cudaFreeHost(void *ptr)
 {
+	FAKE_RUNTIME_CALL();
 	return fake_free(ptr, true);
 }
 
 cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigned int flags)
 {
+	FAKE_RUNTIME_CALL();
 	(void)flags;
 	*pDevice = pHost; /* one address space */
 	return cudaSuccess;
@@ -592,8 +761,11 @@ cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigned int f
 
 cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
 {
+	FAKE_RUNTIME_CALL();
 	pthread_mutex_lock(&fake_lock);
 	bool usable = fake_stream_usable_locked(fake_stream_of(stream), "cudaMemsetAsync");
+	if (fake_touches_freed_locked(devPtr, count))
+		fake_violate("cudaMemsetAsync into memory its owner freed");
 	pthread_mutex_unlock(&fake_lock);
 	if (!usable)
 		return fake_result(cudaErrorInvalidResourceHandle);
@@ -604,9 +776,12 @@ cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
 			    cudaStream_t stream)
 {
+	FAKE_RUNTIME_CALL();
 	(void)kind;
 	pthread_mutex_lock(&fake_lock);
 	bool usable = fake_stream_usable_locked(fake_stream_of(stream), "cudaMemcpyAsync");
+	if (fake_touches_freed_locked(dst, count) || fake_touches_freed_locked(src, count))
+		fake_violate("cudaMemcpyAsync through a mapping of memory its owner freed");
 	pthread_mutex_unlock(&fake_lock);
 	if (!usable)
 		return fake_result(cudaErrorInvalidResourceHandle);
@@ -616,7 +791,12 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
+	FAKE_RUNTIME_CALL();
 	(void)kind;
+	pthread_mutex_lock(&fake_lock);
+	if (fake_touches_freed_locked(dst, count) || fake_touches_freed_locked(src, count))
+		fake_violate("cudaMemcpy through a mapping of memory its owner freed");
+	pthread_mutex_unlock(&fake_lock);
 	memmove(dst, src, count);
 	return cudaSuccess;
 }
@@ -637,6 +817,7 @@ static void *fake_handle_new(size_t size, char prefix, struct fake_named **list)
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
 {
+	FAKE_RUNTIME_CALL();
 	(void)flags;
 	struct fake_stream *stream = fake_handle_new(sizeof(*stream), 's', &fake_streams);
 	if (stream == NULL)
@@ -647,6 +828,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
 
 cudaError_t cudaStreamDestroy(cudaStream_t opaque)
 {
+	FAKE_RUNTIME_CALL();
 	struct fake_stream *stream = fake_stream_of(opaque);
 	cudaError_t err = cudaSuccess;
 	pthread_mutex_lock(&fake_lock);
@@ -660,6 +842,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t opaque)
 
 cudaError_t cudaStreamSynchronize(cudaStream_t opaque)
 {
+	FAKE_RUNTIME_CALL();
 	struct fake_stream *stream = fake_stream_of(opaque);
 	cudaError_t err = cudaSuccess;
 	pthread_mutex_lock(&fake_lock);
@@ -681,6 +864,7 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t opaque,
 				     const cudaGraphEdgeData **edgeData_out,
 				     size_t *numDependencies_out)
 {
+	FAKE_RUNTIME_CALL();
 	(void)graph_out, (void)dependencies_out, (void)edgeData_out, (void)numDependencies_out;
 	struct fake_stream *stream = fake_stream_of(opaque);
 	cudaError_t err = cudaSuccess;
@@ -699,6 +883,7 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t opaque,
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 {
+	FAKE_RUNTIME_CALL();
 	(void)flags;
 	struct fake_event *created = fake_handle_new(sizeof(*created), 'e', &fake_events);
 	if (created == NULL)
@@ -709,6 +894,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 
 cudaError_t cudaEventDestroy(cudaEvent_t opaque)
 {
+	FAKE_RUNTIME_CALL();
 	struct fake_event *event = (struct fake_event *)opaque;
 	pthread_mutex_lock(&fake_lock);
 	if (event->destroyed)
@@ -720,6 +906,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t opaque)
 
 cudaError_t cudaEventRecord(cudaEvent_t opaque, cudaStream_t opaque_stream)
 {
+	FAKE_RUNTIME_CALL();
 	struct fake_event *event = (struct fake_event *)opaque;
 	struct fake_stream *stream = fake_stream_of(opaque_stream);
 	cudaError_t err = cudaSuccess;
@@ -738,6 +925,7 @@ cudaError_t cudaEventRecord(cudaEvent_t opaque, cudaStream_t opaque_stream)
 
 cudaError_t cudaEventQuery(cudaEvent_t opaque)
 {
+	FAKE_RUNTIME_CALL();
 	struct fake_event *event = (struct fake_event *)opaque;
 	cudaError_t err = cudaSuccess;
 	pthread_mutex_lock(&fake_lock);
@@ -755,6 +943,7 @@ cudaError_t cudaEventQuery(cudaEvent_t opaque)
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t opaque_stream, cudaEvent_t opaque, unsigned int flags)
 {
+	FAKE_RUNTIME_CALL();
 	(void)flags;
 	struct fake_event *event = (struct fake_event *)opaque;
 	struct fake_stream *stream = fake_stream_of(opaque_stream);
@@ -785,10 +974,11 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t opaque_stream, cudaEvent_t opaque, 
 
 cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
 {
+	FAKE_RUNTIME_CALL();
 	cudaError_t err = cudaSuccess;
 	pthread_mutex_lock(&fake_lock);
 	struct fake_block *block = fake_block_find_locked(devPtr);
-	if (block == NULL || block->pinned) {
+	if (block == NULL || block->pinned || block->freed) {
 		err = cudaErrorInvalidValue;
 	} else {
 		struct fake_ipc_handle mine = {.magic = FAKE_IPC_MAGIC,
@@ -804,17 +994,33 @@ cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
 
 cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsigned int flags)
 {
+	FAKE_RUNTIME_CALL();
 	(void)flags;
 	struct fake_ipc_handle theirs;
 	cudaError_t err = cudaSuccess;
 	memcpy(&theirs, handle.reserved, sizeof(theirs));
 	pthread_mutex_lock(&fake_lock);
 	struct fake_block *block = fake_block_find_locked((void *)(uintptr_t)theirs.base);
-	if (theirs.magic != FAKE_IPC_MAGIC || block == NULL) {
+	struct fake_mapping *mapping = NULL;
+	if (theirs.magic != FAKE_IPC_MAGIC || block == NULL || block->freed) {
 		err = cudaErrorInvalidValue;
 	} else if (theirs.owner == (int32_t)getpid()) {
 		err = cudaErrorInvalidValue; /* CUDA refuses its own process's handles */
 	} else {
+		/* Opened again by the same process: the same pointer, one reference more. */
+		for (mapping = block->maps; mapping != NULL && mapping->pid != getpid();
+		     mapping = mapping->next)
+			;
+		if (mapping == NULL && (mapping = calloc(1, sizeof(*mapping))) != NULL) {
+			mapping->pid = getpid();
+			mapping->next = block->maps;
+			block->maps = mapping;
+		}
+		if (mapping == NULL)
+			err = cudaErrorMemoryAllocation;
+	}
+	if (err == cudaSuccess) {
+		mapping->count++;
 		block->mappings++;
 		fake_counts.mappings++;
 		fake_note("open");
@@ -826,6 +1032,7 @@ cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsig
 
 cudaError_t cudaIpcCloseMemHandle(void *devPtr)
 {
+	FAKE_RUNTIME_CALL();
 	cudaError_t err = cudaSuccess;
 	if (fake_close_delay_ms > 0) {
 		struct timespec pause = {.tv_sec = fake_close_delay_ms / 1000,
@@ -834,13 +1041,16 @@ cudaError_t cudaIpcCloseMemHandle(void *devPtr)
 	}
 	pthread_mutex_lock(&fake_lock);
 	struct fake_block *block = fake_block_find_locked(devPtr);
-	if (block == NULL || block->mappings == 0) {
-		fake_violate("cudaIpcCloseMemHandle of %p, which is not mapped", devPtr);
+	struct fake_mapping *mapping = block != NULL ? block->maps : NULL;
+	while (mapping != NULL && mapping->pid != getpid())
+		mapping = mapping->next;
+	if (mapping == NULL) {
+		fake_violate("cudaIpcCloseMemHandle of %p, which process %d has not mapped", devPtr,
+			     (int)getpid());
 		err = cudaErrorInvalidValue;
 	} else {
-		block->mappings--;
-		fake_counts.mappings--;
 		fake_note("close");
+		fake_unmap_locked(block, mapping, false);
 	}
 	pthread_mutex_unlock(&fake_lock);
 	return fake_result(err);

@@ -14,7 +14,14 @@
  *   ranks that reach each other through IPC), fake_cuda_set_thread_pid() sets it
  *   for the calling thread.
  * - IPC: a handle names the block and the process that exported it; opening it in
- *   the same process fails, as CUDA's does.  Mappings are counted per block.
+ *   the same process fails, as CUDA's does.  Mappings are counted per block and
+ *   process: a process that opens a handle again gets the same pointer and one
+ *   reference more, each close drops one.  A block its owner frees while mapped is
+ *   no allocation any more, but its memory lives on for the mappings until the last
+ *   one closes (the driver keeps it for an open import).
+ * - Processes end (fake_cuda_end_process): their mappings close and their kernels
+ *   end.  The test links with -Wl,--wrap=kill: kill(pid, 0) finds a fake process
+ *   (pids FAKE_CUDA_PID_MIN..MAX) until it ended, real pids are asked for real.
  * - Streams run nothing by themselves: a launch queues a "kernel" whose behaviour
  *   the test picked (fake_cuda_set_kernel), and whether it has finished is decided
  *   when someone asks (cudaEventQuery): a spinning kernel finishes once its engine's
@@ -23,10 +30,16 @@
  *   for that snapshot.  Streams can be put into a capture (fake_cuda_set_capture):
  *   launches there are not queued, and events recorded there cannot be queried.
  * - Violations (counted, the last one described): any call naming a destroyed
- *   stream; cudaFree of memory some process still maps; cudaFree, cudaFreeHost or a
- *   stream synchronisation while a queued kernel has not finished (device-wide
+ *   stream; cudaFree of memory a process maps while a kernel of that process may
+ *   still run (it may read it); a copy or memset touching memory its owner freed
+ *   (through a mapping that outlived the free); cudaFree, cudaFreeHost or a stream
+ *   synchronisation while a queued kernel has not finished (device-wide
  *   synchronisation behind a kernel that may spin: it would hang); querying an event
- *   recorded in a capture; freeing what was not allocated.
+ *   recorded in a capture; freeing what was not allocated; closing a mapping the
+ *   calling process does not hold.
+ * - Runtime shutdown (fake_cuda_set_unloading): every runtime call fails with
+ *   cudaErrorCudartUnloading and is counted (a teardown at exit must stop at the
+ *   first).
  * - A log of the calls that matter for ordering ("launch s3", "record e2 s3",
  *   "wait s4 e2", "close", "free", "exchange" from the test), one line each.
  */
@@ -49,11 +62,19 @@ enum fake_cuda_kernel {
 	FAKE_CUDA_KERNEL_FAIL_CLAIMED,   /* claimed, details half written, error unpublished */
 };
 
+/* getpid() values the tests give their "processes" (fake_cuda_set_thread_pid, per device). */
+#define FAKE_CUDA_PID_MIN 6000000
+#define FAKE_CUDA_PID_MAX 7999999
+/* getpid() of device d's "process" under fake_cuda_set_pid_per_device: this + d. */
+#define FAKE_CUDA_PID_DEVICE 7000000
+
 struct fake_cuda_counts {
 	int allocations; /* live cudaMalloc + cudaHostAlloc blocks */
 	uint64_t bytes;
-	int mappings; /* open cudaIpcOpenMemHandle mappings */
-	int launches; /* kernels queued (captured ones not counted) */
+	int mappings;        /* open cudaIpcOpenMemHandle references */
+	int launches;        /* kernels queued (captured ones not counted) */
+	int freed_mapped;    /* blocks freed by their owner while a process still mapped them */
+	int calls_unloading; /* runtime calls refused since fake_cuda_set_unloading */
 	int violations;
 };
 
@@ -75,6 +96,12 @@ void fake_cuda_publish_claimed(void);
 
 void fake_cuda_set_pid_per_device(bool on);
 void fake_cuda_set_thread_pid(pid_t pid);
+
+/* Process `pid` ends (killed): its mappings close, its kernels end, kill() says ESRCH. */
+void fake_cuda_end_process(pid_t pid);
+
+/* From now on every runtime call fails with cudaErrorCudartUnloading (exit). */
+void fake_cuda_set_unloading(bool on);
 
 /* cudaIpcCloseMemHandle sleeps this long on the calling thread (a slow peer). */
 void fake_cuda_set_close_delay_ms(int ms);

@@ -4,8 +4,10 @@
  * The CUDA engine (src/ndet_engine.c, compiled in) on a fake CUDA runtime
  * (test/ndet_fake_cuda.h): setup, launch ordering, error reporting and teardown,
  * with the runtime counting what is allocated and mapped and flagging what a GPU
- * would punish (memory freed while a peer maps it, a device-wide synchronisation
- * behind a spinning kernel, a destroyed stream used again).  Ranks are set up by
+ * would punish (memory freed while a process that maps it may run a kernel, a copy
+ * into freed memory, a device-wide synchronisation behind a spinning kernel, a
+ * destroyed stream used again), and the detach protocol between processes (silent,
+ * dead and stuck peers, stale words, the exit handler).  Ranks are set up by
  * one thread in lockstep, or by a thread each; "processes" are devices (or threads)
  * with a getpid() of their own, so their peers are reached through IPC.
  */
@@ -20,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,6 +38,8 @@
 
 #define MAX_RANKS 4
 #define COUNT     1024
+
+pid_t __real_getpid(void); /* -Wl,--wrap=getpid: the test process's own */
 
 /* ------------------------------------------------------------------ the exchange */
 
@@ -239,12 +245,15 @@ static void assert_nothing_held(void)
 	assert_counts_agree();
 	struct ndet_resources now = held();
 	if (now.allocations != 0 || now.ipc_imports != 0 || now.deferred_pools != 0 ||
-	    now.leaked_pools != 0)
+	    now.pending_pools != 0 || now.leaked_pools != 0)
 		fail_msg("%lld allocations (%lld bytes), %lld mappings, %lld pools waiting, %lld "
-			 "kept",
+			 "pending, %lld kept",
 			 (long long)now.allocations, (long long)now.bytes,
 			 (long long)now.ipc_imports, (long long)now.deferred_pools,
-			 (long long)now.leaked_pools);
+			 (long long)now.pending_pools, (long long)now.leaked_pools);
+	/* The runtime holds nothing either: no block lives on for a forgotten mapping. */
+	assert_int_equal(runtime().allocations, 0);
+	assert_int_equal(runtime().mappings, 0);
 	assert_int_equal(ndet_teardown_shares_for_testing(), 0);
 }
 
@@ -257,6 +266,7 @@ static void assert_all_kept(int engines)
 	assert_int_equal(now.leaked_pools, engines);
 	assert_int_equal(now.leaked_bytes, now.bytes);
 	assert_int_equal(now.deferred_pools, 0);
+	assert_int_equal(now.pending_pools, 0);
 	assert_int_equal(ndet_teardown_shares_for_testing(), 0);
 }
 
@@ -272,8 +282,16 @@ static int log_count(const char *prefix, int from, int to)
 static int reset(void **state)
 {
 	(void)state;
+	/* Before the runtime's reset: pools an earlier test left pending are given up. */
+	ndet_teardown_abandon_pending_for_testing();
 	fake_cuda_reset();
 	ndet_resources_reset_for_testing();
+	/*
+	 * One thread drives every "process" in turn: a release cannot see its peers'
+	 * detach words before this thread has torn them down too, so it does not poll
+	 * (tests with a thread per process poll as a process does).
+	 */
+	ndet_teardown_set_detach_wait_for_testing(0);
 	fake_cuda_set_kernel(FAKE_CUDA_KERNEL_DONE);
 	/* A hang fails the test instead of `make check`. */
 	alarm(120);
@@ -287,12 +305,14 @@ struct rank_thread {
 	int rank;
 	enum fake_cuda_kernel kernel;
 	int close_delay_ms;
+	bool no_barrier; /* ncclCommDestroy alone: the detach protocol */
+	bool abort;      /* ncclCommAbort first */
 	pthread_t thread;
 	ndet_status_t created, destroyed;
 	double seconds; /* in the destroy */
 };
 
-/* A process: its own pid, sets up its rank, launches once, destroys with the barrier. */
+/* A process: its own pid, sets up its rank, launches once, destroys (with the barrier). */
 static void *rank_main(void *opaque)
 {
 	struct rank_thread *me = opaque;
@@ -310,7 +330,9 @@ static void *rank_main(void *opaque)
 			me->created = NDET_ERR_INTERNAL;
 		__atomic_add_fetch(&group->launched, 1, __ATOMIC_ACQ_REL);
 		double start = now_seconds();
-		me->destroyed = ndet_engine_destroy(member.engine, true);
+		if (me->abort)
+			ndet_engine_abort(member.engine);
+		me->destroyed = ndet_engine_destroy(member.engine, !me->no_barrier);
 		me->seconds = now_seconds() - start;
 	}
 	return NULL;
@@ -379,11 +401,12 @@ static void test_teardown_order_threads(void **state)
 }
 
 /*
- * A barrier that does not complete (a dead peer, NCCL failed it): nobody can know
- * that the peers stopped reading, so every pool is kept, counted and logged once;
- * our own mappings are closed all the same (our kernels finished).
+ * A barrier that does not complete (NCCL failed it): it proves nothing, but every
+ * rank's kernels finished and it wrote its detach words before the barrier, so the
+ * detach protocol frees every pool all the same, and nothing is "kept until exit".
+ * Before the detach protocol every pool was kept until exit.
  */
-static void test_barrier_incomplete_keeps_memory(void **state)
+static void test_barrier_incomplete_detach_frees(void **state)
 {
 	(void)state;
 	char log_path[] = "/tmp/ndet-test-engine-XXXXXX";
@@ -401,8 +424,8 @@ static void test_barrier_incomplete_keeps_memory(void **state)
 		launch(group.engines[r], NULL);
 	group.world.fail_round = group.world.rounds + 1;
 	assert_int_equal(ndet_engine_destroy_group(group.engines, 3, true), NDET_ERR_NCCL);
-	assert_all_kept(3);
-	assert_int_equal(runtime().mappings, 0);
+	assert_nothing_held();
+	assert_int_equal(held().peers_gone, 0);
 
 	unsetenv("NCCL_DET_DEBUG");
 	unsetenv("NCCL_DET_DEBUG_SUBSYS");
@@ -416,15 +439,18 @@ static void test_barrier_incomplete_keeps_memory(void **state)
 		logged += strstr(line, "kept until exit") != NULL;
 	fclose(file);
 	unlink(log_path);
-	assert_int_equal(logged, 1);
+	assert_int_equal(logged, 0);
 	group_fini(&group);
 }
 
 /*
  * A kernel that does not finish (and no abort): its rank waits until the kernels'
  * own deadline has passed with some grace, then keeps its memory and its mappings
- * and says so in the barrier; no peer frees its pool, and nothing synchronises the
- * device behind the kernel.
+ * and says so in the barrier.  It writes no detach word (its kernel may still read
+ * the peers' pools), so the peers' pools stay pending, never freed under it, and
+ * nothing synchronises the device behind the kernel.  Once its process ends (the
+ * driver closes its mappings and ends its kernel), the next look frees them.
+ * Before the detach protocol they were kept until exit.
  */
 static void test_kernel_not_finished_keeps_memory(void **state)
 {
@@ -443,10 +469,28 @@ static void test_kernel_not_finished_keeps_memory(void **state)
 	double waited = now_seconds() - start;
 	if (waited > 0.1 + NDET_TEARDOWN_GRACE_MS / 1000.0 + 2.0)
 		fail_msg("waited %.1f s for a kernel that does not finish", waited);
-	assert_all_kept(3);
+	assert_no_violation();
+	assert_counts_agree();
+	assert_int_equal(held().leaked_pools, 1);
+	assert_int_equal(held().pending_pools, 2);
 	/* Rank 0's kernel may still use its mappings: they stay open. */
 	assert_int_equal(runtime().mappings, 2);
 	assert_int_equal(fake_cuda_kernels_running(), 1);
+	/* Later looks (creates, destroys) change nothing while it lives. */
+	ndet_teardown_pending_retry(false);
+	assert_int_equal(held().pending_pools, 2);
+
+	fake_cuda_end_process((pid_t)(FAKE_CUDA_PID_DEVICE + 0));
+	assert_int_equal(fake_cuda_kernels_running(), 0);
+	assert_int_equal(runtime().mappings, 0);
+	ndet_teardown_pending_retry(false);
+	assert_no_violation();
+	assert_int_equal(held().pending_pools, 0);
+	assert_int_equal(held().peers_gone, 2);
+	/* Only rank 0's own memory remains, kept on purpose. */
+	assert_int_equal(held().leaked_pools, 1);
+	assert_int_equal(held().allocations, runtime().allocations);
+	assert_int_equal(held().bytes, held().leaked_bytes);
 	group_fini(&group);
 }
 
@@ -493,11 +537,12 @@ static void engine_cycle(bool processes, enum cycle_end end)
 	case END_DESTROY: {
 		struct fake_cuda_counts before = runtime();
 		assert_int_equal(ndet_engine_destroy(group.engines[1], false), NDET_OK);
-		/* Rank 0 may still read rank 1's pool: nothing of it is freed yet. */
-		if (!processes) {
-			assert_int_equal(runtime().allocations, before.allocations);
-			assert_int_equal(held().deferred_pools, 1);
-		}
+		/*
+		 * Rank 0 may still read rank 1's pool: only what no peer reads went
+		 * (between processes nothing: the pool waits for rank 0's detach word).
+		 */
+		assert_int_equal(runtime().allocations, before.allocations);
+		assert_int_equal(processes ? held().pending_pools : held().deferred_pools, 1);
 		assert_int_equal(ndet_engine_destroy(group.engines[0], false), NDET_OK);
 		break;
 	}
@@ -519,8 +564,10 @@ static int cycle_count(void)
 
 /*
  * Create/destroy cycles through the engine API in every order: nothing may be left
- * allocated or mapped after any cycle, except where a peer in another process may
- * still read (no barrier): there every pool is kept on purpose and counted.
+ * allocated or mapped after any cycle, between processes too, where destroy without
+ * a barrier and abort release through the detach protocol (before it, every pool of
+ * those cycles was kept until exit).  Rank 1 goes first: its pool is pending until
+ * rank 0's teardown detaches, which then frees both.
  */
 static void test_create_destroy_cycles(void **state)
 {
@@ -529,19 +576,13 @@ static void test_create_destroy_cycles(void **state)
 	for (int processes = 0; processes < 2; processes++) {
 		for (int end = END_BARRIER; end <= END_ABORT; end++) {
 			reset(state);
-			const bool kept = processes && end != END_BARRIER;
-			const int n = kept ? 100 : cycles;
-			print_message("%d cycles, %s, %s\n", n, processes ? "processes" : "threads",
-				      names[end]);
-			for (int c = 0; c < n; c++) {
+			print_message("%d cycles, %s, %s\n", cycles,
+				      processes ? "processes" : "threads", names[end]);
+			for (int c = 0; c < cycles; c++) {
 				engine_cycle(processes != 0, (enum cycle_end)end);
-				if (!kept)
-					assert_nothing_held();
+				assert_nothing_held();
 			}
-			if (kept) {
-				assert_all_kept(2 * n);
-				assert_int_equal(runtime().mappings, 0);
-			}
+			assert_int_equal(held().peers_gone, 0);
 		}
 	}
 }
@@ -592,9 +633,22 @@ static void test_abort_bounds_teardown(void **state)
 		assert_int_equal(pthread_join(job.thread, NULL), 0);
 		if (waited > 0.2 + NDET_TEARDOWN_GRACE_MS / 1000.0 + 2.0)
 			fail_msg("the teardown took %.1f s after the abort", waited - 0.2);
-		/* A kernel of ours did not leave: both pools are kept, and its mapping. */
-		assert_all_kept(2);
-		assert_int_equal(runtime().mappings, processes ? 1 : 0);
+		if (!processes) {
+			/* A kernel of ours did not leave: both pools are kept. */
+			assert_all_kept(2);
+			assert_int_equal(runtime().mappings, 0);
+			group_fini(&group);
+			continue;
+		}
+		/*
+		 * Processes: rank 0's memory is kept, and its mapping of rank 1's pool,
+		 * which waits for it (rank 0 wrote no detach word: its kernel may read).
+		 */
+		assert_no_violation();
+		assert_counts_agree();
+		assert_int_equal(held().leaked_pools, 1);
+		assert_int_equal(held().pending_pools, 1);
+		assert_int_equal(runtime().mappings, 1);
 		group_fini(&group);
 	}
 }
@@ -762,7 +816,7 @@ static void test_error_details_published_last(void **state)
  * An all-gather that leaves a rank's slot of round 4 unwritten: the device buffer
  * still holds round 3's records, which must not pass for round 4's.  Every rank
  * refuses alike, and the pools (mapped by peers in round 3) are freed with the last
- * rank of the process, or kept when the peers are other processes.
+ * rank of the process, or when the peers in other processes let go of them.
  */
 static void test_setup_stale_round(void **state)
 {
@@ -778,13 +832,317 @@ static void test_setup_stale_round(void **state)
 			assert_int_equal(group.results[r].verdict.reason, NDET_VERDICT_BAD_RECORD);
 			assert_int_equal(group.results[r].verdict.offending_rank, 1);
 		}
-		if (processes)
-			assert_all_kept(3);
-		else
-			assert_nothing_held();
-		assert_int_equal(runtime().mappings, 0);
+		/*
+		 * Between processes the ranks detach as they leave the setup, and the
+		 * look at its end frees every pool (before the detach protocol: kept).
+		 */
+		assert_nothing_held();
 		group_fini(&group);
 	}
+}
+
+/* ------------------------------------------------------------------ detach protocol */
+
+static pid_t device_pid(int device)
+{
+	return (pid_t)(FAKE_CUDA_PID_DEVICE + device);
+}
+
+/*
+ * ncclCommDestroy alone and ncclCommAbort between processes, a thread per process:
+ * every rank waits for its kernels, writes its detach word into each peer's pool,
+ * closes, and frees its own pool once its peers' words are there, polling as a
+ * process does.  Rank 2 is slow to close (its peers may free while it still maps
+ * their pools, never while its kernel may run: the fake runtime checks both).
+ * Before the detach protocol every pool was kept until exit.
+ */
+static void test_detach_threads(void **state)
+{
+	for (int abort = 0; abort < 2; abort++) {
+		reset(state);
+		ndet_teardown_set_detach_wait_for_testing(NDET_TEARDOWN_DETACH_WAIT_MS);
+		struct group group;
+		group_init(&group, 3, true);
+		struct rank_thread threads[3];
+		for (int r = 0; r < 3; r++)
+			threads[r] = (struct rank_thread){.group = &group,
+							  .rank = r,
+							  .close_delay_ms = r == 2 ? 200 : 0,
+							  .no_barrier = true,
+							  .abort = abort != 0};
+		run_rank_threads(threads, 3);
+		join_rank_threads(threads, 3);
+		for (int r = 0; r < 3; r++) {
+			assert_int_equal(threads[r].destroyed, NDET_OK);
+			if (threads[r].seconds > NDET_TEARDOWN_DETACH_WAIT_MS / 1000.0 + 1.0)
+				fail_msg("rank %d's destroy took %.1f s", r, threads[r].seconds);
+		}
+		print_message("%s: %d pool(s) freed while a peer still mapped them\n",
+			      abort ? "abort" : "destroy", runtime().freed_mapped);
+		assert_nothing_held();
+		assert_int_equal(held().peers_gone, 0);
+		group_fini(&group);
+	}
+}
+
+/*
+ * A peer that stays silent and alive (it keeps the communicator, or is stopped):
+ * our pool stays pending, after the bounded poll of our destroy, at later creates
+ * and at later looks however long we wait; it goes when that peer tears down.
+ */
+static void test_detach_silent_peer_pending(void **state)
+{
+	(void)state;
+	struct group group;
+	group_create(&group, 2, true);
+	for (int r = 0; r < 2; r++)
+		launch(group.engines[r], NULL);
+	const struct fake_cuda_counts before = runtime();
+	ndet_teardown_set_detach_wait_for_testing(300);
+	double start = now_seconds();
+	assert_int_equal(ndet_engine_destroy(group.engines[0], false), NDET_OK);
+	double waited = now_seconds() - start;
+	if (waited < 0.3 || waited > 1.5)
+		fail_msg("the destroy polled for %.2f s, not about 0.3 s", waited);
+	assert_no_violation();
+	assert_int_equal(held().pending_pools, 1);
+	/* Rank 0's pool is still allocated; only its mapping of rank 1's pool went. */
+	assert_int_equal(runtime().allocations, before.allocations);
+	assert_int_equal(runtime().mappings, 1);
+
+	/* Another communicator's setup and teardown look again: rank 1 is still silent. */
+	ndet_teardown_set_detach_wait_for_testing(0);
+	struct group other;
+	group_create(&other, 2, false);
+	assert_int_equal(held().pending_pools, 1);
+	assert_int_equal(ndet_engine_destroy_group(other.engines, 2, false), NDET_OK);
+	assert_int_equal(held().pending_pools, 1);
+	group_fini(&other);
+	pause_ms(200);
+	ndet_teardown_pending_retry(true);
+	assert_int_equal(held().pending_pools, 1);
+
+	/* Rank 1 tears down: its detach word frees rank 0's pool, rank 0's frees its own. */
+	fake_cuda_set_pid_per_device(true);
+	assert_int_equal(ndet_engine_destroy(group.engines[1], false), NDET_OK);
+	assert_nothing_held();
+	assert_int_equal(held().peers_gone, 0);
+	group_fini(&group);
+}
+
+/*
+ * A peer killed (SIGKILL): it never writes its word, but the driver took its
+ * mappings and its kernels with it, so the survivors' pools go at their teardown
+ * (kill(pid, 0) finds no such process), counted in peers_gone.
+ */
+static void test_detach_dead_peer(void **state)
+{
+	(void)state;
+	struct group group;
+	group_create(&group, 3, true);
+	fake_cuda_set_kernel(FAKE_CUDA_KERNEL_SPIN);
+	launch(group.engines[2], NULL);
+	fake_cuda_set_kernel(FAKE_CUDA_KERNEL_DONE);
+	for (int r = 0; r < 2; r++)
+		launch(group.engines[r], NULL);
+	fake_cuda_end_process(device_pid(2));
+	assert_int_equal(runtime().mappings, 4); /* ranks 0 and 1 still map each other and 2 */
+	assert_int_equal(ndet_engine_destroy_group(group.engines, 2, false), NDET_OK);
+	assert_no_violation();
+	assert_int_equal(held().pending_pools, 0);
+	assert_int_equal(held().peers_gone, 2);
+	assert_int_equal(runtime().mappings, 0);
+	/* The dead rank's own memory: its process is gone (test cleanup, no teardown). */
+	ndet_engine_release(group.engines[2]);
+	assert_no_violation();
+	assert_int_equal(held().leaked_pools, 1);
+	assert_int_equal(held().bytes, held().leaked_bytes);
+	group_fini(&group);
+}
+
+/*
+ * Only this setup's word counts: a word of another epoch (an earlier communicator
+ * on recycled memory), or one meant for another pool, leaves the pool pending (a
+ * free there would pull the pool from under rank 1, which the fake runtime would
+ * catch when rank 1 writes its real word); rank 1's real word frees it.
+ */
+static void test_detach_epoch_mismatch(void **state)
+{
+	(void)state;
+	struct group group;
+	group_create(&group, 3, true);
+	uint64_t *slot = NULL, epoch = 0;
+	assert_true(ndet_engine_detach_slot_for_testing(group.engines[0], 1, &slot, &epoch));
+	assert_int_equal(*slot, 0); /* zeroed before any peer could import the pool */
+	/* Ranks 0 and 2 tear down; rank 1 stays, its slot in rank 0's pool forged. */
+	*slot = ndet_teardown_detach_word(epoch + 1, 1, 0);
+	struct ndet_engine *leaving[2] = {group.engines[0], group.engines[2]};
+	assert_int_equal(ndet_engine_destroy_group(leaving, 2, false), NDET_OK);
+	assert_int_equal(held().pending_pools, 2);
+	*slot = ndet_teardown_detach_word(epoch, 1, 2); /* rank 1's word for rank 2's pool */
+	ndet_teardown_pending_retry(false);
+	assert_int_equal(held().pending_pools, 2);
+	*slot = ndet_teardown_detach_word(epoch, 2, 0); /* rank 2's, in rank 1's slot */
+	ndet_teardown_pending_retry(false);
+	assert_int_equal(held().pending_pools, 2);
+	assert_no_violation();
+	fake_cuda_set_pid_per_device(true);
+	assert_int_equal(ndet_engine_destroy(group.engines[1], false), NDET_OK);
+	assert_nothing_held();
+	group_fini(&group);
+}
+
+/*
+ * Exit: a pool whose last peer let go after every teardown of this process is
+ * freed by the exit handler.  While an engine of this process lives, the handler
+ * frees nothing (its kernel may spin: a free would wait behind it), and once the
+ * runtime is unloading it makes one call (which says so) and no other.
+ */
+enum exit_case { EXIT_FREES, EXIT_ENGINE_LIVE, EXIT_UNLOADING };
+
+static void test_exit_last_chance(void **state)
+{
+	for (int how = EXIT_FREES; how <= EXIT_UNLOADING; how++) {
+		reset(state);
+		struct group group;
+		group_create(&group, 2, true);
+		for (int r = 0; r < 2; r++)
+			launch(group.engines[r], NULL);
+		uint64_t *slot = NULL, epoch = 0;
+		assert_true(
+			ndet_engine_detach_slot_for_testing(group.engines[1], 0, &slot, &epoch));
+		/* Rank 1 leaves first: its pool waits for rank 0. */
+		assert_int_equal(ndet_engine_destroy(group.engines[1], false), NDET_OK);
+		assert_int_equal(held().pending_pools, 1);
+		/*
+		 * Rank 0 "lives in another process": it leaves this one without a word
+		 * (its memory kept), and its word comes late, after every teardown here.
+		 */
+		if (how != EXIT_ENGINE_LIVE) {
+			ndet_engine_release(group.engines[0]);
+			assert_int_equal(held().pending_pools, 1);
+		}
+		*slot = ndet_teardown_detach_word(epoch, 0, 1);
+		fake_cuda_set_unloading(how == EXIT_UNLOADING);
+		ndet_engine_at_exit();
+		assert_int_equal(held().pending_pools, how == EXIT_FREES ? 0 : 1);
+		assert_int_equal(runtime().calls_unloading, how == EXIT_UNLOADING ? 1 : 0);
+		fake_cuda_set_unloading(false);
+		/* After the exit handler, teardown looks at no pending pool any more. */
+		ndet_teardown_pending_retry(false);
+		assert_int_equal(held().pending_pools, how == EXIT_FREES ? 0 : 1);
+		if (how == EXIT_ENGINE_LIVE)
+			ndet_engine_release(group.engines[0]);
+		assert_no_violation();
+		assert_int_equal(held().leaked_pools, 1); /* rank 0's, kept on purpose */
+		group_fini(&group);
+	}
+}
+
+/*
+ * The fake runtime catches what a GPU would punish silently: memory freed while a
+ * process that maps it may still run a kernel, and a copy into memory its owner
+ * freed (through a mapping that outlived the free).  Frees that are fine pass.
+ */
+static void test_fake_catches_free_under_reader(void **state)
+{
+	(void)state;
+	void *pool = NULL, *mapped = NULL;
+	cudaIpcMemHandle_t handle;
+	uint64_t word = 1;
+	fake_cuda_set_pid_per_device(true);
+	assert_int_equal(cudaSetDevice(0), cudaSuccess);
+	assert_int_equal(cudaMalloc(&pool, 4096), cudaSuccess);
+	assert_int_equal(cudaIpcGetMemHandle(&handle, pool), cudaSuccess);
+	assert_int_equal(cudaSetDevice(1), cudaSuccess);
+	assert_int_equal(cudaIpcOpenMemHandle(&mapped, handle, 0), cudaSuccess);
+	void *again = NULL;
+	assert_int_equal(cudaIpcOpenMemHandle(&again, handle, 0), cudaSuccess);
+	assert_ptr_equal(again, mapped);
+	assert_int_equal(runtime().mappings, 2);
+	assert_int_equal(cudaIpcCloseMemHandle(again), cudaSuccess);
+	struct ndet_kernel_args args = {.rank = 1};
+	fake_cuda_set_kernel(FAKE_CUDA_KERNEL_STUCK);
+	assert_int_equal(ndet_kernel_allreduce(&args, NULL), cudaSuccess);
+	fake_cuda_set_kernel(FAKE_CUDA_KERNEL_DONE);
+	assert_int_equal(cudaSetDevice(0), cudaSuccess);
+	(void)cudaFree(pool);
+	assert_int_equal(runtime().violations, 1);
+	assert_non_null(strstr(fake_cuda_last_violation(), "process 7000001 maps while a kernel"));
+	assert_int_equal(runtime().allocations, 0);
+	const int seen = runtime().violations;
+	assert_int_equal(cudaSetDevice(1), cudaSuccess);
+	(void)cudaMemcpy(mapped, &word, sizeof(word), cudaMemcpyDefault);
+	assert_int_equal(runtime().violations, seen + 1);
+	assert_non_null(strstr(fake_cuda_last_violation(), "freed"));
+	/* The reader's process ends: its mapping goes, and the memory with it. */
+	fake_cuda_end_process(device_pid(1));
+	assert_int_equal(runtime().mappings, 0);
+	assert_int_equal(fake_cuda_kernels_running(), 0);
+	assert_int_equal(kill(device_pid(1), 0), -1);
+	assert_int_equal(kill(device_pid(0), 0), 0);
+}
+
+/* The words and epochs of the detach protocol: never 0, never each other's. */
+static void test_detach_words(void **state)
+{
+	(void)state;
+	struct ndet_setup_payload table[3];
+	memset(table, 0, sizeof(table));
+	for (int r = 0; r < 3; r++) {
+		table[r].pid = 100 + (uint64_t)r;
+		table[r].pool_address = 0x7f0000000000ull + (uint64_t)r * 0x100000;
+		table[r].ipc_handle[0] = (uint8_t)r;
+	}
+	const uint64_t epoch = ndet_teardown_epoch(table, 3);
+	assert_int_not_equal(epoch, 0);
+	/* A new allocation at the same address has a new IPC handle: a new epoch. */
+	table[1].ipc_handle[63] ^= 1;
+	assert_int_not_equal(ndet_teardown_epoch(table, 3), epoch);
+	table[1].ipc_handle[63] ^= 1;
+	assert_int_equal(ndet_teardown_epoch(table, 3), epoch);
+	/* Padding and fields outside the identity do not matter. */
+	table[2].cuda_device = 5;
+	assert_int_equal(ndet_teardown_epoch(table, 3), epoch);
+	uint64_t words[NDET_MAX_RANKS * NDET_MAX_RANKS];
+	int n = 0;
+	for (int writer = 0; writer < NDET_MAX_RANKS; writer++)
+		for (int owner = 0; owner < NDET_MAX_RANKS; owner++) {
+			uint64_t word = ndet_teardown_detach_word(epoch, writer, owner);
+			assert_int_not_equal(word, 0);
+			assert_int_not_equal(word,
+					     ndet_teardown_detach_word(epoch + 1, writer, owner));
+			for (int i = 0; i < n; i++)
+				assert_int_not_equal(words[i], word);
+			words[n++] = word;
+		}
+}
+
+/* A live process is not gone; an exited one is, zombie or reaped; pid 0 never. */
+static void test_process_gone(void **state)
+{
+	(void)state;
+	assert_false(ndet_teardown_process_gone(0));
+	assert_false(ndet_teardown_process_gone((uint64_t)__real_getpid()));
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0)
+		_exit(0);
+	/* Not reaped yet: a zombie, whose mappings died with it. */
+	bool gone = false;
+	for (int i = 0; i < 500 && !gone; i++) {
+		gone = ndet_teardown_process_gone((uint64_t)child);
+		if (!gone)
+			pause_ms(10);
+	}
+	assert_true(gone);
+	int status = 0;
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(ndet_teardown_process_gone((uint64_t)child));
+	/* Fake processes: alive until they end. */
+	assert_false(ndet_teardown_process_gone((uint64_t)device_pid(3)));
+	fake_cuda_end_process(device_pid(3));
+	assert_true(ndet_teardown_process_gone((uint64_t)device_pid(3)));
 }
 
 int main(void)
@@ -792,7 +1150,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_teardown_order_lockstep, reset),
 		cmocka_unit_test_setup(test_teardown_order_threads, reset),
-		cmocka_unit_test_setup(test_barrier_incomplete_keeps_memory, reset),
+		cmocka_unit_test_setup(test_barrier_incomplete_detach_frees, reset),
 		cmocka_unit_test_setup(test_kernel_not_finished_keeps_memory, reset),
 		cmocka_unit_test_setup(test_faulted_kernel_ends_wait, reset),
 		cmocka_unit_test_setup(test_create_destroy_cycles, reset),
@@ -801,6 +1159,14 @@ int main(void)
 		cmocka_unit_test_setup(test_launch_order_across_streams, reset),
 		cmocka_unit_test_setup(test_error_details_published_last, reset),
 		cmocka_unit_test_setup(test_setup_stale_round, reset),
+		cmocka_unit_test_setup(test_detach_threads, reset),
+		cmocka_unit_test_setup(test_detach_silent_peer_pending, reset),
+		cmocka_unit_test_setup(test_detach_dead_peer, reset),
+		cmocka_unit_test_setup(test_detach_epoch_mismatch, reset),
+		cmocka_unit_test_setup(test_exit_last_chance, reset),
+		cmocka_unit_test_setup(test_fake_catches_free_under_reader, reset),
+		cmocka_unit_test_setup(test_detach_words, reset),
+		cmocka_unit_test_setup(test_process_gone, reset),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

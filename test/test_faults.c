@@ -11,7 +11,8 @@
  * (SIGSTOP's stand-in: it never calls) and the survivors' timeout, async error,
  * abort and shrink; diverging calls (count, dtype, op, one rank at count 0, one rank
  * in NCCL); destroy while peers still run calls; destroy in any order; finalize
- * then destroy; tensor- and data-parallel communicators from ncclCommSplit used
+ * then destroy; pools between "processes" released without a barrier (detach
+ * protocol), and a killed peer's; tensor- and data-parallel communicators from ncclCommSplit used
  * concurrently by several threads; many create/destroy cycles with no growth; fork
  * after setup, quiet and busy.  ASan, LSan and TSan builds run the same tests.
  */
@@ -95,6 +96,14 @@ static int teardown_group(void **state)
 }
 
 /* ------------------------------------------------------------------ helpers */
+
+/* What the engines of this process hold (ndet_teardown.h). */
+static struct ndet_resources resources(void)
+{
+	struct ndet_resources now;
+	ndet_resources_get(&now);
+	return now;
+}
 
 /* Spin (politely) until *flag holds at least `value`. */
 static void wait_flag(const int *flag, int value)
@@ -284,10 +293,13 @@ static void test_abort_during_teardown(void **state)
 			assert_int_equal(now.engines_destroyed, 2);
 			/*
 			 * Threads: both pools go with the last rank (every kernel left).
-			 * Processes: the barrier never completed, so both are kept.
+			 * Processes: the barrier never completed, but both kernels left and
+			 * both ranks wrote their detach words: the detach protocol frees
+			 * both (before it, both were kept until exit).
 			 */
-			assert_int_equal(now.pools_freed, processes ? 0 : 2);
-			assert_int_equal(now.pools_quarantined, processes ? 2 : 0);
+			assert_int_equal(now.pools_freed, 2);
+			assert_int_equal(now.pools_quarantined, 0);
+			assert_int_equal(resources().pending_pools, 0);
 			assert_int_equal(ndet_comm_registered_for_testing(), 0);
 		}
 	}
@@ -578,12 +590,17 @@ static void any_order_rank(int rank, void *opaque)
 static void test_destroy_any_order(void **state)
 {
 	(void)state;
-	/* Threads, reverse order; then finalize + destroy between "processes". */
-	for (int finalize = 0; finalize < 2; finalize++) {
+	/*
+	 * Threads, reverse order; then between "processes" destroy alone (the detach
+	 * protocol: each pool goes once every peer let go of it, within the bounded poll
+	 * of its destroy, as the peers leave 20 ms apart) and finalize + destroy.
+	 */
+	for (int mode = 0; mode < 3; mode++) {
+		const bool finalize = mode == 2;
 		setup(state);
-		if (finalize)
+		if (mode > 0)
 			set_knob("FAKE_BACKEND_PROCESS_PER_RANK", "1");
-		struct teardown_job job = {.nranks = 4, .finalize = finalize != 0};
+		struct teardown_job job = {.nranks = 4, .finalize = finalize};
 		assert_int_equal(pncclGetUniqueId(&job.id), ncclSuccess);
 		assert_int_equal(fake_nccl_run_ranks(4, any_order_rank, &job), 0);
 		for (int r = 0; r < 4; r++) {
@@ -596,8 +613,13 @@ static void test_destroy_any_order(void **state)
 		}
 		struct ndet_fake_backend_counters now = counters();
 		assert_int_equal(now.engines_destroyed, 4);
-		/* Threads: freed with the last rank of the process; processes: the barrier. */
+		/*
+		 * Threads: freed with the last rank of the process; processes: by the
+		 * detach protocol, or after the barrier.
+		 */
 		assert_int_equal(now.pools_freed, 4);
+		assert_int_equal(now.pools_quarantined, 0);
+		assert_int_equal(resources().pending_pools, 0);
 		assert_int_equal(now.barriers, finalize ? 4 : 0);
 		assert_int_equal(ndet_comm_registered_for_testing(), 0);
 	}
@@ -620,6 +642,86 @@ static void test_destroy_any_order(void **state)
 	assert_int_equal(counters().engines_destroyed, 4);
 	assert_int_equal(counters().pools_freed, 4);
 	assert_int_equal(ndet_comm_registered_for_testing(), 0);
+}
+
+/* Nothing allocated, mapped, waiting or kept. */
+static void assert_nothing_held(int cycle)
+{
+	struct ndet_resources now = resources();
+	if (now.allocations != 0 || now.bytes != 0 || now.ipc_imports != 0 ||
+	    now.deferred_pools != 0 || now.pending_pools != 0 || now.leaked_pools != 0)
+		fail_msg("after cycle %d: %lld allocations (%lld bytes), %lld mappings, %lld "
+			 "pools waiting, %lld pending, %lld kept",
+			 cycle, (long long)now.allocations, (long long)now.bytes,
+			 (long long)now.ipc_imports, (long long)now.deferred_pools,
+			 (long long)now.pending_pools, (long long)now.leaked_pools);
+	assert_int_equal(ndet_comm_registered_for_testing(), 0);
+	assert_int_equal(ndet_teardown_shares_for_testing(), 0);
+}
+
+/* ------------------------------------------------------------------ a killed peer */
+
+struct killed_job {
+	ncclUniqueId id;
+	int left, ended; /* flags */
+	ncclResult_t call[3], end[3];
+	int64_t pending_while_alive, pending_after_end;
+	int freed_while_alive, freed_after_end;
+};
+
+/*
+ * Ranks 0 and 1 destroy after one call; rank 2 stays silent (stopped) until they
+ * did, then its "process" ends (killed): its mappings went with it, so the next look
+ * (any later create or destroy of the survivors' process) frees their pools.
+ */
+static void killed_rank(int rank, void *opaque)
+{
+	struct killed_job *job = opaque;
+	ncclComm_t comm = NULL;
+	float values[COUNT];
+	for (int i = 0; i < COUNT; i++)
+		values[i] = (float)rank;
+	if (ncclCommInitRank(&comm, 3, job->id, rank) != ncclSuccess)
+		return;
+	job->call[rank] = reduce_floats(values, COUNT, comm);
+	if (rank < 2) {
+		job->end[rank] = ncclCommDestroy(comm);
+		raise_flag(&job->left);
+		return;
+	}
+	wait_flag(&job->left, 2);
+	job->pending_while_alive = resources().pending_pools;
+	job->freed_while_alive = counters().pools_freed;
+	ndet_fake_backend_end_process(2);
+	ndet_teardown_pending_retry(false);
+	job->pending_after_end = resources().pending_pools;
+	job->freed_after_end = counters().pools_freed;
+	/* Test cleanup: the dead rank's communicator (it writes no detach word). */
+	job->end[rank] = ncclCommAbort(comm);
+}
+
+static void test_killed_peer_releases_pools(void **state)
+{
+	(void)state;
+	set_knob("FAKE_BACKEND_PROCESS_PER_RANK", "1");
+	ndet_teardown_set_detach_wait_for_testing(200);
+	struct killed_job job = {0};
+	assert_int_equal(pncclGetUniqueId(&job.id), ncclSuccess);
+	assert_int_equal(fake_nccl_run_ranks(3, killed_rank, &job), 0);
+	for (int r = 0; r < 3; r++) {
+		assert_int_equal(job.call[r], ncclSuccess);
+		assert_int_equal(job.end[r], ncclSuccess);
+	}
+	/* Alive and silent: nothing freed under it. */
+	assert_int_equal(job.pending_while_alive, 2);
+	assert_int_equal(job.freed_while_alive, 0);
+	/* Gone: both survivors' pools freed, each counting rank 2 as gone. */
+	assert_int_equal(job.pending_after_end, 0);
+	assert_int_equal(job.freed_after_end, 2);
+	assert_int_equal(resources().peers_gone, 2);
+	/* The dead rank's own pool went too (both survivors had detached). */
+	assert_int_equal(counters().pools_freed, 3);
+	assert_nothing_held(0);
 }
 
 /* ------------------------------------------------------------------ split groups */
@@ -761,28 +863,6 @@ static void one_cycle(enum cycle_end end)
 				 ncclSuccess);
 }
 
-static struct ndet_resources resources(void)
-{
-	struct ndet_resources now;
-	ndet_resources_get(&now);
-	return now;
-}
-
-/* Nothing allocated, mapped, waiting or kept. */
-static void assert_nothing_held(int cycle)
-{
-	struct ndet_resources now = resources();
-	if (now.allocations != 0 || now.bytes != 0 || now.ipc_imports != 0 ||
-	    now.deferred_pools != 0 || now.leaked_pools != 0)
-		fail_msg("after cycle %d: %lld allocations (%lld bytes), %lld mappings, %lld "
-			 "pools waiting, %lld kept",
-			 cycle, (long long)now.allocations, (long long)now.bytes,
-			 (long long)now.ipc_imports, (long long)now.deferred_pools,
-			 (long long)now.leaked_pools);
-	assert_int_equal(ndet_comm_registered_for_testing(), 0);
-	assert_int_equal(ndet_teardown_shares_for_testing(), 0);
-}
-
 static void test_create_destroy_cycles(void **state)
 {
 	const int cycles = cycle_count();
@@ -818,30 +898,31 @@ static void test_create_destroy_cycles(void **state)
 	assert_int_equal(now.barriers, 2 * cycles);
 
 	/*
-	 * Destroy without finalize, or abort, between processes: a peer may still read
-	 * our pool, so it is kept until exit, on purpose and counted (the driver frees
-	 * it then); the mappings of the peers' pools are closed all the same.
+	 * Destroy without finalize, or abort, between processes: no barrier, but each
+	 * rank writes its detach word into the other's pool once its kernels are idle,
+	 * and a pool goes once its peer did (before the detach protocol every pool was
+	 * kept until exit).  One thread tears both "processes" down in turn: rank 0's
+	 * pool is pending until rank 1's teardown, which frees both; no polling (the
+	 * thread would wait for itself).
 	 */
 	for (int end = END_DESTROY; end <= END_ABORT; end += END_ABORT - END_DESTROY) {
 		setup(state);
 		set_knob("FAKE_BACKEND_PROCESS_PER_RANK", "1");
 		set_knob("NCCL_DET_DEBUG_SUBSYS", "ALLOC");
 		set_knob("NCCL_DET_DEBUG", "INFO");
-		for (int c = 0; c < 100; c++)
+		ndet_teardown_set_detach_wait_for_testing(0);
+		print_message("%d cycles, processes, %s\n", cycles, names[end]);
+		for (int c = 0; c < cycles; c++) {
 			one_cycle((enum cycle_end)end);
+			assert_nothing_held(c);
+		}
 		now = counters();
-		assert_int_equal(now.engines_destroyed, 200);
-		assert_int_equal(now.pools_quarantined, 200);
-		struct ndet_resources held = resources();
-		assert_int_equal(held.leaked_pools, 200);
-		assert_int_equal(held.allocations, 200);
-		assert_int_equal(held.bytes, held.leaked_bytes);
-		assert_int_equal(held.ipc_imports, 0);
-		assert_int_equal(held.deferred_pools, 0);
-		assert_int_equal(ndet_teardown_shares_for_testing(), 0);
-		assert_int_equal(ndet_comm_registered_for_testing(), 0);
-		/* Logged once, not 200 times. */
-		assert_int_equal(fake_nccl_file_count(log_path, "kept until exit", NULL), 1);
+		assert_int_equal(now.engines_destroyed, 2 * cycles);
+		assert_int_equal(now.pools_freed, 2 * cycles);
+		assert_int_equal(now.pools_quarantined, 0);
+		assert_int_equal(now.barriers, 0);
+		assert_int_equal(resources().peers_gone, 0);
+		assert_int_equal(fake_nccl_file_count(log_path, "kept until exit", NULL), 0);
 		set_knob("NCCL_DET_DEBUG", "WARN");
 	}
 }
@@ -1162,6 +1243,7 @@ int main(void)
 		cmocka_unit_test_setup(test_diverging_calls, setup),
 		cmocka_unit_test_setup(test_destroy_while_peers_run, setup),
 		cmocka_unit_test_setup(test_destroy_any_order, setup),
+		cmocka_unit_test_setup(test_killed_peer_releases_pools, setup),
 		cmocka_unit_test_setup(test_split_groups_concurrently, setup),
 		cmocka_unit_test_setup(test_create_destroy_cycles, setup),
 		cmocka_unit_test_setup(test_ranks_disagree, setup),
