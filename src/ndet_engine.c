@@ -545,6 +545,8 @@ static uint64_t ndet_engine_abandon(void *member)
 static ndet_teardown_read_t ndet_engine_read_detach(void *member, uint64_t *words)
 {
 	struct ndet_engine *engine = member;
+	if (engine->detach_host == NULL || engine->pool == NULL)
+		return NDET_TEARDOWN_READ_FAILED;
 	cudaError_t err = cudaSetDevice(engine->config.cuda_device);
 	if (err == cudaSuccess)
 		err = cudaMemcpyAsync(engine->detach_host, engine->pool + NDET_ENGINE_DETACH_OFFSET,
@@ -1273,7 +1275,14 @@ void ndet_engine_release(struct ndet_engine *engine)
 void ndet_engine_at_exit(void)
 {
 	struct ndet_engine_caller caller;
+	struct ndet_resources held;
 	int device = -1;
+	/* Nothing waits: no CUDA call at all. */
+	ndet_resources_get(&held);
+	if (held.pending_pools == 0) {
+		ndet_teardown_stop();
+		return;
+	}
 	/* After the runtime's own exit handler, not one call more. */
 	if (cudaGetDevice(&device) == cudaErrorCudartUnloading) {
 		(void)cudaGetLastError();

@@ -184,7 +184,8 @@ void ndet_engine_release(struct ndet_engine *engine);
 /*
  * The library's exit handler, before the CUDA runtime's own: one last look at the
  * pools still waiting for peers in other processes (ndet_teardown_at_exit), with
- * the caller's device restored; nothing once the runtime is unloading.
+ * the caller's device restored; no CUDA call when none waits, nothing once the
+ * runtime is unloading.
  */
 void ndet_engine_at_exit(void);
 

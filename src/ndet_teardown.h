@@ -59,7 +59,12 @@
  * itself cannot be announced through the mapping it removes); (2) a reused
  * pid (the dead peer's pid given to a new process) only delays the release: that
  * process looks alive; (3) a peer that cannot tell (a failed detach write, a pool it
- * failed to open during setup) keeps the pool pending until it exits.
+ * failed to open during setup) keeps the pool pending until it exits; (4) a pending
+ * pool freed later (at another communicator's setup or teardown, or at exit) goes
+ * through cudaFree, which waits for the device: behind a kernel of another live
+ * engine until it leaves (NCCL_DET_TIMEOUT at worst), behind an application kernel
+ * that never ends forever (as NCCL's own teardown would).  The exit handler frees
+ * nothing while an engine of ours lives.
  */
 #ifndef NDET_TEARDOWN_H_
 #define NDET_TEARDOWN_H_

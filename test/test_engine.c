@@ -1002,6 +1002,11 @@ enum exit_case { EXIT_FREES, EXIT_ENGINE_LIVE, EXIT_UNLOADING };
 
 static void test_exit_last_chance(void **state)
 {
+	/* Nothing pending: not one CUDA call (the runtime may be gone already). */
+	fake_cuda_set_unloading(true);
+	ndet_engine_at_exit();
+	assert_int_equal(runtime().calls_unloading, 0);
+	fake_cuda_set_unloading(false);
 	for (int how = EXIT_FREES; how <= EXIT_UNLOADING; how++) {
 		reset(state);
 		struct group group;
