@@ -826,8 +826,6 @@ void ndet_engine_create_group(struct ndet_engine_member *members, int count,
 		goto out;
 
 	ndet_engine_caller_save(&caller);
-	/* Pools of earlier communicators whose peers may have let go by now. */
-	ndet_teardown_pending_retry(false);
 	for (int i = 0; i < count; i++) {
 		if (members[i].status != NDET_OK)
 			continue;
@@ -846,8 +844,6 @@ void ndet_engine_create_group(struct ndet_engine_member *members, int count,
 	}
 	ndet_setup_run(setup, taking_part, &ndet_engine_setup_ops, ndet_engine_setup_allgather,
 		       NULL);
-	/* A setup refused after mapping left pools pending: its peers have let go by now. */
-	ndet_teardown_pending_retry(false);
 
 	for (int i = 0, k = 0; i < count; i++) {
 		if (started[i] == NULL)

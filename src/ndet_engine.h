@@ -173,7 +173,7 @@ ndet_status_t ndet_engine_quiesce_group(struct ndet_engine *const engines[], int
  * Phase two: free what no kernel and no peer can use any more, keep the rest (until
  * this process's other ranks of the communicator are released, until every peer in
  * another process has let go of the pool or ended (polled here for up to
- * NDET_TEARDOWN_DETACH_WAIT_MS, then at later creates and destroys and at exit), or
+ * NDET_TEARDOWN_DETACH_WAIT_MS, then at later teardowns and at exit), or
  * until exit when a kernel of ours did not leave: counted in ndet_resources, logged
  * once).  No device-synchronising call for memory that is kept.  The engine is gone
  * afterwards.  Without a phase one before, the engine counts as busy: its memory is

@@ -423,7 +423,7 @@ static void ndet_teardown_log_pending(const struct ndet_teardown_pending *pendin
 	NDET_INFO(NDET_SUBSYS_ALLOC,
 		  "rank %d's pool stays allocated: rank %d (pid %llu) in another process has "
 		  "not let go of it yet; it is freed when that rank tears down or its process "
-		  "ends, checked at later communicator setups and teardowns and at exit "
+		  "ends, checked at later communicator teardowns and at exit "
 		  "(later ones are counted, not logged)",
 		  pending->rank, q, (unsigned long long)pending->pids[q]);
 }

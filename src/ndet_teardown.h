@@ -39,8 +39,10 @@
  * word is there or its process has ended.  That is checked right after the release,
  * polling for up to NDET_TEARDOWN_DETACH_WAIT_MS (peers usually tear down at the
  * same time); a pool still waited for stays allocated ("pending", counted) and is
- * checked again at every later engine create and destroy of this process and once
- * more in the exit handler (no CUDA call once the runtime is shutting down).
+ * checked again at every later engine teardown of this process and once more in the
+ * exit handler (no CUDA call once the runtime is shutting down).  Not at setups: a
+ * setup may run inside the application's CUDA graph capture, and cudaFree may
+ * synchronise the device, which would invalidate that capture.
  * Why a dead peer's silence may be trusted: the driver tears down a process's
  * mappings and kernels when it exits (before it is a zombie), so a process that
  * kill(pid, 0) no longer finds, or that is a zombie, cannot read the pool.  Its
@@ -60,7 +62,7 @@
  * pid (the dead peer's pid given to a new process) only delays the release: that
  * process looks alive; (3) a peer that cannot tell (a failed detach write, a pool it
  * failed to open during setup) keeps the pool pending until it exits; (4) a pending
- * pool freed later (at another communicator's setup or teardown, or at exit) goes
+ * pool freed later (at another communicator's teardown, or at exit) goes
  * through cudaFree, which waits for the device: behind a kernel of another live
  * engine until it leaves (NCCL_DET_TIMEOUT at worst), behind an application kernel
  * that never ends forever (as NCCL's own teardown would).  The exit handler frees
@@ -200,7 +202,7 @@ void ndet_teardown_release(struct ndet_teardown_share *share, void *engine,
  * Check every pending pool of the process: free those that no peer can read any
  * more.  With `wait`, keep polling while a pool released less than
  * NDET_TEARDOWN_DETACH_WAIT_MS ago is still waited for (a teardown: its peers are
- * probably tearing down too); without, look once (an engine create).  Pools that
+ * probably tearing down too); without, look once.  Pools that
  * another thread is checking are left to it.  Nothing after fork() or once the
  * runtime said it is shutting down.
  */

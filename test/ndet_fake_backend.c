@@ -402,7 +402,6 @@ static void ndet_fake_create_group(struct ndet_backend_member *members, int coun
 		return;
 	/* Members without an engine (invalid, out of memory) are left out: nranks 0. */
 	ndet_setup_run(setup, count, &ndet_fake_ops, ndet_fake_setup_allgather, NULL);
-	ndet_teardown_pending_retry(false);
 	for (int i = 0; i < count; i++) {
 		if (setup[i].context == NULL)
 			continue;
