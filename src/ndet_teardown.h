@@ -66,7 +66,10 @@
  * through cudaFree, which waits for the device: behind a kernel of another live
  * engine until it leaves (NCCL_DET_TIMEOUT at worst), behind an application kernel
  * that never ends forever (as NCCL's own teardown would).  The exit handler frees
- * nothing while an engine of ours lives.
+ * nothing while an engine of ours lives; (5) under MPS the server ends a dead
+ * client's kernels shortly after the client process is gone, not before it: a
+ * kernel of a peer killed mid-call may still run a moment after its pid is gone,
+ * while its import still holds the memory (see 1).
  */
 #ifndef NDET_TEARDOWN_H_
 #define NDET_TEARDOWN_H_
