@@ -444,7 +444,8 @@ static bool perf_nccl_load(struct perf_nccl *nccl, char *why, size_t size)
 	return true;
 
 close_library:
-	dlclose(nccl->handle);
+	/* Left loaded: a copy of nccl-det (or an NCCL) carries a static CUDA runtime whose
+	 * exit handlers not every runtime drops on dlclose (ThreadSanitizer's do not). */
 	nccl->handle = NULL;
 	return false;
 }
