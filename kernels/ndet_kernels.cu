@@ -64,6 +64,15 @@ __device__ __forceinline__ void ndet_store_relaxed(uint64_t *p, uint64_t v)
 	asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+/*
+ * The error word of the host-mapped status: a release store, so that a host thread
+ * that reads the word with acquire also sees the details written before it.
+ */
+__device__ __forceinline__ void ndet_store_release_u32(volatile uint32_t *p, uint32_t v)
+{
+	asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
 /* ---- element types: storage type T, accumulation type Acc ---- */
 
 template <int DT> struct ndet_dtype;
@@ -375,24 +384,44 @@ __device__ void ndet_debug_delay(const ndet_kernel_args &a, uint64_t step, unsig
 	__syncthreads();
 }
 
+/* Per thread: only threads that wait for a peer use t0. */
 struct ndet_block_state {
-	uint64_t t0;           /* kernel start, for the deadline */
+	/*
+	 * Start of the deadline: kernel start, then the end of this thread's last
+	 * successful wait.  A call that keeps making progress never expires, however
+	 * long it runs; a wait that sees no progress fails NCCL_DET_TIMEOUT after the
+	 * previous one succeeded.
+	 */
+	uint64_t t0;
 	struct ndet_flags *me; /* own flags */
 };
 
-/* Record the first error of this engine and tell every peer to leave too. */
+/*
+ * Record the first error of this engine (first claimer wins).  The details go into
+ * the status before the error word, which is published last with release
+ * semantics: the host reads the word with acquire (ndet_engine_error_details), so
+ * whoever sees an error also sees where it happened, never half-written details.
+ */
+__device__ void ndet_record_error(const ndet_kernel_args &a, uint32_t code, uint32_t peer,
+				  uint64_t step, uint64_t observed, uint32_t phase)
+{
+	struct ndet_host_status *h = a.host_status;
+	if (atomicCAS((unsigned *)&h->claim, 0u, 1u) != 0u)
+		return;
+	h->block = blockIdx.x;
+	h->peer = peer;
+	h->step = step;
+	h->observed = observed;
+	h->phase = phase;
+	h->rank = (uint32_t)a.rank;
+	ndet_store_release_u32(&h->error, code);
+}
+
+/* Record the error and tell every peer to leave too. */
 __device__ void ndet_fail(const ndet_kernel_args &a, uint32_t code, uint32_t peer, uint64_t step,
 			  uint64_t observed, uint32_t phase)
 {
-	if (atomicCAS((unsigned *)&a.host_status->error, 0u, code) == 0u) {
-		a.host_status->block = blockIdx.x;
-		a.host_status->peer = peer;
-		a.host_status->step = step;
-		a.host_status->observed = observed;
-		a.host_status->phase = phase;
-		a.host_status->rank = (uint32_t)a.rank;
-		__threadfence_system();
-	}
+	ndet_record_error(a, code, peer, step, observed, phase);
 	for (int r = 0; r < a.nranks; r++)
 		ndet_store_relaxed(&a.flags[r]->abort_word, 1ull + (uint64_t)a.rank);
 }
@@ -400,11 +429,12 @@ __device__ void ndet_fail(const ndet_kernel_args &a, uint32_t code, uint32_t pee
 /*
  * Wait until `flag` holds step `step` (and, with `check`, signature `signature`).
  * Returns 0 or an ndet_kernel_error_t.  Polls the abort word every 64 spins and the
- * host abort flag and deadline every 1024 spins (host-mapped reads cross PCIe).
+ * host abort flag and deadline every 1024 spins (host-mapped reads cross PCIe).  The
+ * deadline is NCCL_DET_TIMEOUT after st.t0 (see ndet_block_state), taken from
+ * %globaltimer on the device, never baked in by the host: a graph replays late.
  */
-__device__ uint32_t ndet_wait(const ndet_kernel_args &a, const ndet_block_state &st,
-			      const uint64_t *flag, uint64_t step, bool check,
-			      uint64_t *observed)
+__device__ uint32_t ndet_wait(const ndet_kernel_args &a, ndet_block_state &st, const uint64_t *flag,
+			      uint64_t step, bool check, uint64_t *observed)
 {
 	for (uint64_t spins = 1;; spins++) {
 		uint64_t v = ndet_load_acquire(flag);
@@ -412,6 +442,7 @@ __device__ uint32_t ndet_wait(const ndet_kernel_args &a, const ndet_block_state 
 		if (((v >> NDET_FLAG_SIGNATURE_BITS) & kStepMask) == (step & kStepMask)) {
 			if (check && (uint32_t)(v & NDET_FLAG_SIGNATURE_MASK) != a.signature)
 				return NDET_KERNEL_ERR_SIGNATURE;
+			st.t0 = ndet_globaltimer(); /* progress: the deadline starts again */
 			return NDET_KERNEL_OK;
 		}
 		if ((spins & 63) == 0) {
@@ -431,7 +462,7 @@ __device__ uint32_t ndet_wait(const ndet_kernel_args &a, const ndet_block_state 
  * Threads 0..n-1 each wait for one peer's flag in `which` (self skipped); the block
  * then agrees on the outcome.  Returns 0 or the error this block saw.
  */
-__device__ uint32_t ndet_wait_all(const ndet_kernel_args &a, const ndet_block_state &st,
+__device__ uint32_t ndet_wait_all(const ndet_kernel_args &a, ndet_block_state &st,
 				  uint64_t (*which)[NDET_MAX_RANKS], uint64_t step, bool check,
 				  uint32_t phase)
 {
@@ -478,19 +509,24 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 	if (threadIdx.x == 0) {
 		first_step = a.step_counters[b];
 		/*
-		 * A poisoned engine fails fast: later calls touch nothing.  A peer may have
-		 * poisoned us before this kernel ever waited: record that here, or this
-		 * rank's host would never learn that the call failed.
+		 * Before any flag or lane of a peer is touched: a poisoned engine fails
+		 * fast (later calls touch nothing), and so does an aborted one (a call
+		 * enqueued before ncclCommAbort/Revoke that starts after it).  A peer may
+		 * have poisoned us before this kernel ever waited: record that here, or
+		 * this rank's host would never learn that the call failed.  An abort is
+		 * recorded as such and passed to the peers, which would otherwise wait
+		 * for this rank until their deadline.
 		 */
 		const uint64_t abort_word = ndet_load_relaxed(&st.me->abort_word);
-		poisoned = abort_word != 0 || a.host_status->error != 0;
-		if (abort_word != 0 && a.host_status->error == 0 &&
-		    atomicCAS((unsigned *)&a.host_status->error, 0u, NDET_KERNEL_ERR_PEER) == 0u) {
-			a.host_status->block = b;
-			a.host_status->peer = (uint32_t)(abort_word - 1);
-			a.host_status->step = first_step + 1;
-			__threadfence_system();
-		}
+		const bool failed = a.host_status->error != 0;
+		const bool aborted = a.host_status->abort != 0;
+		poisoned = abort_word != 0 || failed || aborted;
+		if (!failed && aborted)
+			ndet_fail(a, NDET_KERNEL_ERR_ABORTED, (uint32_t)a.rank, first_step + 1, 0,
+				  0);
+		else if (!failed && abort_word != 0)
+			ndet_record_error(a, NDET_KERNEL_ERR_PEER, (uint32_t)(abort_word - 1),
+					  first_step + 1, 0, 0);
 	}
 	__syncthreads();
 	if (poisoned)

@@ -87,6 +87,12 @@ struct ndet_host_status {
 	volatile uint64_t observed; /* the flag value last seen in the failed wait */
 	volatile uint32_t phase;    /* 1 done, 2 ready, 3 reduced: which wait failed */
 	volatile uint32_t rank;     /* the rank that recorded the error */
+	/*
+	 * Taken (0 -> 1) by the one kernel thread that records the error: it writes
+	 * block..rank, then publishes `error` with a release store, so a host that
+	 * reads `error` with acquire sees consistent details.  Host code never writes it.
+	 */
+	volatile uint32_t claim;
 };
 
 /* Everything one rank's launch needs; passed by value. */

@@ -392,21 +392,25 @@ static void ndet_fake_pause(unsigned spins)
  * polling the abort word, the host abort flag and the deadline.  NDET_KERNEL_OK or
  * the error to record.
  */
-static uint32_t ndet_fake_wait(struct ndet_fake_engine *engine, const uint64_t *flag,
-			       uint64_t step, bool check, uint64_t signature, uint64_t deadline_ns)
+static uint32_t ndet_fake_wait(struct ndet_fake_engine *engine, const uint64_t *flag, uint64_t step,
+			       bool check, uint64_t signature, uint64_t *deadline_ns)
 {
 	for (unsigned spins = 0;; spins++) {
 		uint64_t value = __atomic_load_n(flag, __ATOMIC_ACQUIRE);
 		if (value >> NDET_FAKE_SIGNATURE_BITS == step) {
 			if (check && (value & NDET_FAKE_SIGNATURE_MASK) != signature)
 				return NDET_KERNEL_ERR_SIGNATURE;
+			/* Progress: the deadline starts again, as in the kernels. */
+			if (*deadline_ns != 0)
+				*deadline_ns = ndet_fake_now_ns() +
+					       engine->config.timeout_ms * UINT64_C(1000000);
 			return NDET_KERNEL_OK;
 		}
 		if (__atomic_load_n(&engine->pool->abort_word, __ATOMIC_RELAXED) != 0)
 			return NDET_KERNEL_ERR_PEER;
 		if (__atomic_load_n(&engine->abort, __ATOMIC_ACQUIRE) != 0)
 			return NDET_KERNEL_ERR_ABORTED;
-		if (deadline_ns != 0 && ndet_fake_now_ns() > deadline_ns)
+		if (*deadline_ns != 0 && ndet_fake_now_ns() > *deadline_ns)
 			return NDET_KERNEL_ERR_TIMEOUT;
 		ndet_fake_pause(spins);
 	}
@@ -418,7 +422,7 @@ struct ndet_fake_run {
 	struct ndet_fake_engine *engine;
 	uint64_t step;
 	uint64_t signature;
-	uint64_t deadline_ns; /* 0: never */
+	uint64_t deadline_ns; /* 0: never; moves on after every successful wait */
 	bool posted;          /* ready published: peers may read our staging */
 	bool reduced;         /* done published */
 };
@@ -478,7 +482,7 @@ static void ndet_fake_reduce(struct ndet_fake_run *run)
 		if (q == me)
 			continue;
 		uint32_t error = ndet_fake_wait(engine, &engine->pool->ready[q], run->step, true,
-						run->signature, run->deadline_ns);
+						run->signature, &run->deadline_ns);
 		if (error != NDET_KERNEL_OK) {
 			ndet_fake_fail_all(engine, error);
 			return;
@@ -512,7 +516,7 @@ static void ndet_fake_finish(struct ndet_fake_run *run)
 		if (q == me)
 			continue;
 		uint32_t error = ndet_fake_wait(engine, &engine->pool->done[q], run->step, false, 0,
-						run->deadline_ns);
+						&run->deadline_ns);
 		if (error != NDET_KERNEL_OK) {
 			ndet_fake_fail_all(engine, error);
 			return;

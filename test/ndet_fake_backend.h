@@ -15,7 +15,8 @@
  * (ndet_reference.h, so a test can tell a diverted result from NCCL's rank order),
  * publish done, wait until every peer has read our input.  Every wait polls the
  * pool's abort word, the engine's abort flag (ncclCommAbort, revoke) and a deadline
- * of NCCL_DET_TIMEOUT from the start of the call, as the kernels do.  A batch posts
+ * of NCCL_DET_TIMEOUT from the start of the call or the last successful wait, as
+ * the kernels do.  A batch posts
  * every call before it waits for any, so one thread may drive several ranks.
  *
  * Errors, as the kernels report them: the first one goes into the engine's error

@@ -440,3 +440,85 @@ void gpu_run_divergence(struct gpu_rank *rank, int silent_rank, int diverging_ra
 	rank->barrier(rank->barrier_context);
 	GPU_CHECK(cudaFree(buffer));
 }
+
+void gpu_run_slow_progress(struct gpu_rank *rank, uint64_t timeout_ms)
+{
+	struct gpu_case c = {.dtype = NDET_DTYPE_F32, .op = NDET_OP_SUM, .count = 4u << 20};
+	const size_t bytes = c.count * gpu_size(c.dtype);
+	char *send = NULL, *recv = NULL;
+	GPU_CHECK(cudaMalloc((void **)&send, bytes));
+	GPU_CHECK(cudaMalloc((void **)&recv, bytes));
+	gpu_case_prepare(&c, rank->nranks, 300, false, 0);
+	gpu_upload(send, c.inputs[rank->rank], bytes, rank->stream);
+	rank->barrier(rank->barrier_context);
+	double start = gpu_now();
+	ndet_status_t st = ndet_engine_allreduce(rank->engine, send, recv, c.count, c.dtype, c.op,
+						 rank->stream);
+	/* Every rank launched before any blocks (ranks may share this process). */
+	rank->barrier(rank->barrier_context);
+	GPU_CHECK(cudaStreamSynchronize(rank->stream));
+	double elapsed = gpu_now() - start;
+	rank->checks++;
+	if (st != NDET_OK) {
+		rank->failures++;
+		fprintf(stderr, "FAIL rank %d: slow call returned %s\n", rank->rank,
+			ndet_status_name(st));
+	}
+	gpu_check_engine(rank, "slow progress");
+	GPU_CHECK(cudaMemcpy(c.got, recv, bytes, cudaMemcpyDeviceToHost));
+	size_t first = 0;
+	gpu_report(rank, &c, "slow progress",
+		   gpu_compare(c.dtype, c.got, c.expected, c.count, &first), first);
+	rank->checks++;
+	if (elapsed * 1000.0 <= (double)timeout_ms) {
+		rank->failures++;
+		fprintf(stderr,
+			"FAIL rank %d: the slow call took %.2f s, not longer than the %.2f s "
+			"timeout: raise NDET_TEST_DELAY_NS for this phase\n",
+			rank->rank, elapsed, (double)timeout_ms / 1000.0);
+	} else if (rank->rank == 0) {
+		printf("slow progress: one call of %.2f s under a %.2f s timeout\n", elapsed,
+		       (double)timeout_ms / 1000.0);
+	}
+	gpu_case_free(&c, rank->nranks);
+	GPU_CHECK(cudaFree(send));
+	GPU_CHECK(cudaFree(recv));
+}
+
+void gpu_run_abort_at_start(struct gpu_rank *rank)
+{
+	const size_t count = 4099;
+	float *buffer = NULL;
+	GPU_CHECK(cudaMalloc((void **)&buffer, count * sizeof(float)));
+	GPU_CHECK(cudaMemset(buffer, 0, count * sizeof(float)));
+	rank->barrier(rank->barrier_context);
+	if (rank->rank == 0) {
+		ndet_engine_abort(rank->engine);
+		ndet_engine_allreduce(rank->engine, buffer, buffer, count, NDET_DTYPE_F32,
+				      NDET_OP_SUM, rank->stream);
+		/* The kernel must leave on its own: no peer ever joins this call. */
+		GPU_CHECK(cudaStreamSynchronize(rank->stream));
+	}
+	rank->barrier(rank->barrier_context);
+	if (rank->rank != 0) {
+		ndet_engine_allreduce(rank->engine, buffer, buffer, count, NDET_DTYPE_F32,
+				      NDET_OP_SUM, rank->stream);
+		GPU_CHECK(cudaStreamSynchronize(rank->stream));
+	}
+	uint32_t kernel_error = 0, block = 0, peer = 0, phase = 99;
+	uint64_t step = 0, observed = 0;
+	(void)ndet_engine_error(rank->engine, &kernel_error);
+	(void)ndet_engine_error_details(rank->engine, &block, &peer, &step, &observed, &phase);
+	const uint32_t want = rank->rank == 0 ? NDET_KERNEL_ERR_ABORTED : NDET_KERNEL_ERR_PEER;
+	const uint32_t want_peer = 0; /* rank 0 names itself; the others name rank 0 */
+	rank->checks++;
+	if (kernel_error != want || phase != 0 || peer != want_peer) {
+		rank->failures++;
+		fprintf(stderr,
+			"FAIL rank %d: abort at start: error %u (want %u), wait %u (want 0: "
+			"kernel start), peer %u (want %u)\n",
+			rank->rank, kernel_error, want, phase, peer, want_peer);
+	}
+	rank->barrier(rank->barrier_context);
+	GPU_CHECK(cudaFree(buffer));
+}

@@ -212,10 +212,25 @@ static void *loopback_thread(void *argument)
 		run_delay_phase(&gpu, (int)env_u64("NDET_TEST_DELAY_CALLS", world->quick ? 1000 : 10000));
 		ndet_engine_destroy(gpu.engine, true);
 
+		/*
+		 * A call that takes longer than the timeout but keeps progressing (random
+		 * pauses of up to 3 x NDET_TEST_SLOW_DELAY_NS per step, 16 steps).
+		 */
+		config.timeout_ms = 1500;
+		config.debug_delay_ns = (unsigned)env_u64("NDET_TEST_SLOW_DELAY_NS", 100000000);
+		if (!recreate(&gpu, &config, me, &verdict))
+			goto done;
+		gpu_run_slow_progress(&gpu, config.timeout_ms);
+		ndet_engine_destroy(gpu.engine, true);
+
 		/* Error paths on fresh engines with a short timeout. */
 		config.debug_delay_ns = 0;
 		config.timeout_ms = 2000;
 		if (world->nranks >= 2) {
+			if (!recreate(&gpu, &config, me, &verdict))
+				goto done;
+			gpu_run_abort_at_start(&gpu);
+			ndet_engine_destroy(gpu.engine, false);
 			if (!recreate(&gpu, &config, me, &verdict))
 				goto done;
 			gpu_run_divergence(&gpu, -1, 1);
