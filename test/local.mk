@@ -230,6 +230,14 @@ test_test_divert_LDFLAGS = $(AM_LDFLAGS) -no-install
 test_test_divert_LDADD = $(SHIM_TEST_LDADD)
 TESTS += test/test_divert
 
+# ncclReduceScatter, ncclReduce and PreMulSum ops through the divert layer.
+check_PROGRAMS += test/test_collectives
+test_test_collectives_SOURCES = test/test_collectives.c $(SHIM_TEST_SOURCES)
+test_test_collectives_CFLAGS = $(SHIM_TEST_CFLAGS)
+test_test_collectives_LDFLAGS = $(AM_LDFLAGS) -no-install
+test_test_collectives_LDADD = $(SHIM_TEST_LDADD)
+TESTS += test/test_collectives
+
 # Faults: abort, stopped peers, divergence, teardown orders, split groups, cycles, fork.
 check_PROGRAMS += test/test_faults
 test_test_faults_SOURCES = test/test_faults.c $(SHIM_TEST_SOURCES)
