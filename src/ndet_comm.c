@@ -716,18 +716,19 @@ void ndet_comm_decide(struct ndet_call *call)
 	facts.nranks = comm->nranks;
 	/* The agreed value only: ranks may differ, and a split decision is a hang. */
 	facts.strict = comm->strict;
-	/* The scalar as it is now: a later ncclRedOpDestroy cannot change this call. */
+	/* The scalar as it is at the first decision: a later ncclRedOpDestroy cannot change it. */
 	const struct ndet_comm_premul *premul =
-		(int)call->op >= (int)ncclNumOps ? ndet_comm_premul_find_locked(comm, call->op)
-						 : NULL;
-	facts.premul_known = premul != NULL;
-	call->premul = NDET_PREMUL_NONE;
+		(int)call->op >= (int)ncclNumOps && call->premul == NDET_PREMUL_NONE
+			? ndet_comm_premul_find_locked(comm, call->op)
+			: NULL;
 	if (premul != NULL) {
-		facts.premul_datatype = premul->datatype;
 		call->premul = premul->residence;
+		call->premul_datatype = premul->datatype;
 		call->scalar_bits = premul->bits;
 		call->scalar = premul->scalar;
 	}
+	facts.premul_known = call->premul != NDET_PREMUL_NONE;
+	facts.premul_datatype = call->premul_datatype;
 	pthread_mutex_unlock(&comm->lock);
 	/* Only fp8 depends on the NCCL release; do not ask NCCL otherwise. */
 	facts.nccl_version = (int)call->datatype >= 10 ? ndet_resolve_nccl_version() : 0;

@@ -65,8 +65,14 @@ struct ndet_call {
 	struct ndet_eligibility decision;
 	ndet_coll_t coll;
 	int root; /* ncclReduce */
-	/* A PreMulSum op's scalar, as its communicator knew it at the decision. */
+	/*
+	 * A PreMulSum op's scalar, as its communicator knew it at the call's first
+	 * decision (as NCCL resolves the op when the call is made): a call recorded in a
+	 * group keeps it when the op is destroyed before ncclGroupEnd (PyTorch destroys
+	 * its op right after the call).
+	 */
 	ndet_premul_t premul;
+	ncclDataType_t premul_datatype;
 	uint64_t scalar_bits;
 	const void *scalar;
 };

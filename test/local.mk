@@ -106,6 +106,7 @@ endif
 TESTS += test/test_gpu_loopback.sh
 EXTRA_DIST += test/test_gpu_loopback.sh test/gpu/suite.sh test/gpu/torch_preload.py \
 	test/gpu/torch_preload.sh test/gpu/torch_divert.py test/gpu/torch_divert.sh test/gpu/dist_build.sh \
+	test/gpu/torch_rs.py test/gpu/torch_rs.sh \
 	test/gpu/RESULTS test/gpu/loading.sh test/gpu/jax_psum.py test/gpu/pynccl_ctypes.py
 
 # ---- fake NCCL, symbol resolution, forwarding and preload tests --------------------

@@ -76,6 +76,14 @@ static uint64_t collective_calls(void)
 	return counters.allreduces;
 }
 
+/* `n` ranks driven by this thread, NCCL's calls traced, inside ncclGroupStart. */
+static void start_traced_group(ncclComm_t *comms, int n)
+{
+	assert_int_equal(ncclCommInitAll(comms, n, NULL), ncclSuccess);
+	ndet_divert_trace_on();
+	assert_int_equal(ncclGroupStart(), ncclSuccess);
+}
+
 /* ------------------------------------------------------------------ reduce-scatter */
 
 /* Every rank's inputs (nranks blocks of RECV), its results and NCCL's own. */
@@ -471,6 +479,54 @@ static void test_premulsum_ops_per_communicator(void **state)
 	}
 }
 
+/*
+ * PyTorch's pattern: inside a group, make the op, call with it, destroy it (NCCL
+ * resolves the op when the call is made).  At ncclGroupEnd the recorded calls still
+ * use the scalars they were made with, diverted.
+ */
+static void test_premulsum_op_destroyed_inside_group(void **state)
+{
+	(void)state;
+	enum { N = 3 };
+	static float input[N][N * RECV], output[N][RECV], want[N * RECV];
+	static float device_scalars[N];
+	const float scalars[N] = {0.5f, -3.0f, 1.25f};
+	const void *views[N];
+	for (int r = 0; r < N; r++) {
+		ndet_test_fill_rank(NDET_DTYPE_F32, input[r], 0, N * RECV, 4321, r, N,
+				    NDET_TEST_DATA_CANCEL);
+		views[r] = input[r];
+		device_scalars[r] = scalars[r];
+	}
+	assert_int_equal(
+		ndet_reference_premulsum(views, scalars, N, want, N * RECV, NDET_DTYPE_F32),
+		NDET_OK);
+	ncclComm_t comms[N] = {NULL};
+	start_traced_group(comms, N);
+	for (int r = 0; r < N; r++) {
+		ncclRedOp_t op;
+		float host = scalars[r];
+		const bool device = r == 1;
+		assert_int_equal(ncclRedOpCreatePreMulSum(
+					 &op, device ? &device_scalars[r] : &host, ncclFloat32,
+					 device ? ncclScalarDevice : ncclScalarHostImmediate,
+					 comms[r]),
+				 ncclSuccess);
+		assert_int_equal(ncclReduceScatter(input[r], output[r], RECV, ncclFloat32, op,
+						   comms[r], NULL),
+				 ncclSuccess);
+		assert_int_equal(ncclRedOpDestroy(op, comms[r]), ncclSuccess);
+	}
+	assert_int_equal(ncclGroupEnd(), ncclSuccess);
+	ndet_divert_trace_off();
+	assert_int_equal(ndet_divert_traced("ncclReduceScatter"), 0);
+	for (int r = 0; r < N; r++) {
+		expect_same(NDET_DTYPE_F32, output[r], want + (size_t)r * RECV, RECV,
+			    "PreMulSum op destroyed in the group", r);
+		assert_int_equal(ncclCommDestroy(comms[r]), ncclSuccess);
+	}
+}
+
 /* ------------------------------------------------------------------ groups */
 
 /*
@@ -506,9 +562,7 @@ static void test_group_mixes_collectives_in_order(void **state)
 		NDET_OK);
 
 	ncclComm_t comms[N] = {NULL};
-	assert_int_equal(ncclCommInitAll(comms, N, NULL), ncclSuccess);
-	ndet_divert_trace_on();
-	assert_int_equal(ncclGroupStart(), ncclSuccess);
+	start_traced_group(comms, N);
 	for (int r = 0; r < N; r++) {
 		assert_int_equal(ncclAllReduce(input[r], all[r], N * RECV, ncclFloat32, ncclSum,
 					       comms[r], NULL),
@@ -683,6 +737,7 @@ int main(void)
 		cmocka_unit_test_setup(test_reduce_root_and_count_zero, setup),
 		cmocka_unit_test_setup(test_premulsum_host_and_device_scalars, setup),
 		cmocka_unit_test_setup(test_premulsum_ops_per_communicator, setup),
+		cmocka_unit_test_setup(test_premulsum_op_destroyed_inside_group, setup),
 		cmocka_unit_test_setup(test_group_mixes_collectives_in_order, setup),
 		cmocka_unit_test_setup(test_different_collectives_fail, setup),
 		cmocka_unit_test_setup(test_strict_names_the_collective, setup),

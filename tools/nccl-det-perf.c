@@ -1,10 +1,10 @@
 /*
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
- * nccl-det-perf: all-reduce benchmark of the deterministic engine, in the style of
- * nccl-tests.  Ranks are threads of this process: one per GPU when there are several,
- * else n ranks sharing GPU 0 (their kernels run concurrently, like processes under
- * MPS).  For every size it reports eager and CUDA-graph time, algbw and busbw, a
+ * nccl-det-perf: all-reduce (or, with --coll reducescatter, reduce-scatter) benchmark
+ * of the deterministic engine, in the style of nccl-tests.  Ranks are threads of this process: one
+ * per GPU when there are several, else n ranks sharing GPU 0 (their kernels run concurrently, like
+ * processes under MPS).  For every size it reports eager and CUDA-graph time, algbw and busbw, a
  * bit-exact check against the CPU reference, and a size-invariance check (the same
  * elements reduced in a smaller, offset call give the same bits).  On one GPU, where
  * NVLink numbers cannot exist, it reports the kernels' bytes read + written per second
@@ -51,6 +51,7 @@ struct perf_options {
 	size_t check_max_bytes;
 	unsigned dtypes; /* bit per ndet_dtype_t */
 	unsigned ops;    /* bit per ndet_op_t */
+	ndet_coll_t coll; /* --coll: NDET_COLL_ALLREDUCE or NDET_COLL_REDUCE_SCATTER */
 };
 
 struct perf_world {
@@ -125,9 +126,28 @@ static void perf_fill(ndet_dtype_t dtype, void *buffer, size_t count, uint64_t s
 	}
 }
 
+/*
+ * One call of the benchmarked collective; count is the all-reduce's count, or the
+ * reduce-scatter's recvcount (nccl-tests' convention: sizes are whole send buffers).
+ */
+static void perf_call(struct ndet_engine *engine, ndet_coll_t coll, const void *send, void *recv,
+		      size_t count, ndet_dtype_t dtype, ndet_op_t op, cudaStream_t stream)
+{
+	const struct ndet_engine_call call = {.coll = coll,
+					      .sendbuff = send,
+					      .recvbuff = recv,
+					      .count = count,
+					      .dtype = dtype,
+					      .op = op};
+	(void)ndet_engine_collective(engine, &call, stream);
+}
+
 /* Bytes one rank's kernel reads + writes for one call (see kernels/ndet_kernels.h). */
 static double perf_kernel_bytes(const struct ndet_plan *plan, double bytes, int n)
 {
+	/* Reduce-scatter of `bytes` sent: copy-in (read, write), n segments read, 1/n written. */
+	if (plan->path == NDET_PATH_SCATTER)
+		return 3 * bytes + bytes / n;
 	if (plan->path == NDET_PATH_ONESHOT)
 		return (n + 3) * bytes;
 	if (plan->path == NDET_PATH_TWOSHOT)
@@ -145,6 +165,8 @@ static const char *perf_path_name(ndet_path_t path)
 		return "2shot";
 	case NDET_PATH_COPY:
 		return "copy";
+	case NDET_PATH_SCATTER:
+		return "scattr";
 	default:
 		return "none";
 	}
@@ -172,19 +194,20 @@ static double perf_time(struct perf_rank *me, cudaStream_t stream, const void *s
 	struct perf_world *world = me->world;
 	struct ndet_engine *engine = world->engines[me->rank];
 	const int iters = world->options.iters;
+	const ndet_coll_t coll = world->options.coll;
 	cudaGraphExec_t exec = NULL;
 	if (graph) {
 		cudaGraph_t g;
 		PERF_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
 		for (int i = 0; i < iters; i++)
-			ndet_engine_allreduce(engine, send, recv, count, dtype, op, stream);
+			perf_call(engine, coll, send, recv, count, dtype, op, stream);
 		PERF_CHECK(cudaStreamEndCapture(stream, &g));
 		PERF_CHECK(cudaGraphInstantiate(&exec, g, 0));
 		PERF_CHECK(cudaGraphDestroy(g));
 		PERF_CHECK(cudaGraphLaunch(exec, stream)); /* warm-up */
 	} else {
 		for (int i = 0; i < world->options.warmup; i++)
-			ndet_engine_allreduce(engine, send, recv, count, dtype, op, stream);
+			perf_call(engine, coll, send, recv, count, dtype, op, stream);
 	}
 	PERF_CHECK(cudaStreamSynchronize(stream));
 	pthread_barrier_wait(&world->barrier);
@@ -193,7 +216,7 @@ static double perf_time(struct perf_rank *me, cudaStream_t stream, const void *s
 		PERF_CHECK(cudaGraphLaunch(exec, stream));
 	} else {
 		for (int i = 0; i < iters; i++)
-			ndet_engine_allreduce(engine, send, recv, count, dtype, op, stream);
+			perf_call(engine, coll, send, recv, count, dtype, op, stream);
 	}
 	PERF_CHECK(cudaStreamSynchronize(stream));
 	pthread_barrier_wait(&world->barrier);
@@ -319,6 +342,7 @@ static void *perf_rank_main(void *argument)
 	char *host_in = malloc(max_bytes + 16);
 	world->recv_host[me->rank] = malloc(max_bytes + 16);
 
+	const bool scatter = o->coll == NDET_COLL_REDUCE_SCATTER;
 	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
 		if (!(o->dtypes & (1u << dtype)))
 			continue;
@@ -329,10 +353,16 @@ static void *perf_rank_main(void *argument)
 			for (double b = (double)o->min_bytes; b <= (double)max_bytes + 0.5;
 			     b = b * o->factor > b ? b * o->factor : b + 1) {
 				size_t count = (size_t)b / size;
+				/* Reduce-scatter: count is the recvcount of n blocks of b bytes. */
+				if (scatter)
+					count /= (size_t)n;
 				if (count == 0)
 					count = 1;
-				const size_t bytes = count * size;
-				perf_fill((ndet_dtype_t)dtype, host_in, count,
+				const size_t elements = scatter ? count * (size_t)n : count;
+				const size_t bytes = elements * size;
+				if (bytes > max_bytes)
+					break;
+				perf_fill((ndet_dtype_t)dtype, host_in, elements,
 					  (uint64_t)me->rank * 7777 + count);
 				PERF_CHECK(cudaMemcpy(send, host_in, bytes, cudaMemcpyHostToDevice));
 				double eager = -1, graph = -1;
@@ -349,16 +379,18 @@ static void *perf_rank_main(void *argument)
 				if (o->check && bytes <= o->check_max_bytes) {
 					PERF_CHECK(cudaMemset(recv, 0x5a, bytes));
 					PERF_CHECK(cudaMemset(recv2, 0x5a, bytes));
-					ndet_engine_allreduce(world->engines[me->rank], send, recv,
-							      count, (ndet_dtype_t)dtype,
-							      (ndet_op_t)op, stream);
-					if (count > 1)
+					perf_call(world->engines[me->rank], o->coll, send, recv,
+						  count, (ndet_dtype_t)dtype, (ndet_op_t)op,
+						  stream);
+					/* Reduce-scatter: a smaller call has other rank blocks. */
+					if (count > 1 && !scatter)
 						ndet_engine_allreduce(world->engines[me->rank],
 								      send + size, recv2 + size + 8,
 								      count - 1, (ndet_dtype_t)dtype,
 								      (ndet_op_t)op, stream);
 					PERF_CHECK(cudaStreamSynchronize(stream));
-					PERF_CHECK(cudaMemcpy(world->recv_host[me->rank], recv, bytes,
+					PERF_CHECK(cudaMemcpy(world->recv_host[me->rank], recv,
+							      count * size,
 							      cudaMemcpyDeviceToHost));
 					pthread_barrier_wait(&world->barrier);
 					if (me->rank == 0) {
@@ -366,23 +398,31 @@ static void *perf_rank_main(void *argument)
 						const void *views[NDET_MAX_RANKS];
 						for (int r = 0; r < n; r++) {
 							inputs[r] = malloc(bytes);
-							perf_fill((ndet_dtype_t)dtype, inputs[r], count,
+							perf_fill((ndet_dtype_t)dtype, inputs[r],
+								  elements,
 								  (uint64_t)r * 7777 + count);
 							views[r] = inputs[r];
 						}
+						/* The all-reduce; a reduce-scatter's block r is its
+						 * slice r. */
 						char *expected = malloc(bytes);
-						ndet_reference_allreduce(views, n, expected, count,
-									 (ndet_dtype_t)dtype,
-									 (ndet_op_t)op);
+						ndet_reference_allreduce(
+							views, n, expected, elements,
+							(ndet_dtype_t)dtype, (ndet_op_t)op);
 						bool same = true;
 						for (int r = 0; r < n && same; r++)
-							same = memcmp(world->recv_host[r], expected,
-								      bytes) == 0;
+							same = memcmp(world->recv_host[r],
+								      expected +
+									      (scatter ? (size_t)r *
+												 count *
+												 size
+										       : 0),
+								      count * size) == 0;
 						exact = same ? "OK" : "FAIL";
 						for (int r = 0; r < n; r++)
 							free(inputs[r]);
 						free(expected);
-						if (count > 1) {
+						if (count > 1 && !scatter) {
 							char *second = malloc(bytes);
 							PERF_CHECK(cudaMemcpy(second, recv2 + size + 8,
 									      bytes - size,
@@ -402,15 +442,20 @@ static void *perf_rank_main(void *argument)
 				pthread_barrier_wait(&world->barrier);
 				if (me->rank == 0) {
 					struct ndet_plan plan;
-					ndet_engine_plan(world->engines[0], count, (ndet_dtype_t)dtype,
-							 (ndet_op_t)op, &plan);
+					const struct ndet_engine_call planned = {
+						.coll = o->coll,
+						.count = count,
+						.dtype = (ndet_dtype_t)dtype,
+						.op = (ndet_op_t)op};
+					ndet_engine_plan_call(world->engines[0], &planned, &plan);
 					double best = graph > 0 && (eager < 0 || graph < eager) ? graph
 												 : eager;
 					double algbw = (double)bytes / best / 1e9;
 					double kernel = perf_kernel_bytes(&plan, (double)bytes, n) * n /
 							best / 1e9;
 					double ratio = world->ngpus == 1 ? kernel / world->copy_gbps : 0;
-					double bus = 2.0 * (n - 1) / n;
+					/* nccl-tests' bus factors. */
+					double bus = (scatter ? 1.0 : 2.0) * (n - 1) / n;
 					printf("  %12zu %12zu %5s %5s %6s | %10.2f %8.2f %8.2f | %10.2f %8.2f "
 					       "%8.2f | %6s %9s | %9.1f %6.1f%%\n",
 					       bytes, count, ndet_dtype_name((ndet_dtype_t)dtype),
@@ -508,6 +553,8 @@ static void perf_usage(FILE *out)
 		"  -i N       timed calls (default 20)\n"
 		"  -G MODE    0 eager, 1 graph, 2 both (default 2)\n"
 		"  -c 0|1     bit-exact and size-invariance checks (default 1, sizes <= 256M)\n"
+		"  --coll C   allreduce (default) or reducescatter (sizes: whole send buffers,\n"
+		"             n blocks of recvcount, as in nccl-tests)\n"
 		"  -h         this help\n"
 		"Settings come from NCCL_DET_* variables (see README).\n");
 }
@@ -537,8 +584,21 @@ int main(int argc, char **argv)
 				   .dtypes = (1u << NDET_DTYPE_BF16) | (1u << NDET_DTYPE_F32),
 				   .ops = 1u << NDET_OP_SUM};
 	int c;
-	while ((c = getopt(argc, argv, "n:b:e:f:d:o:w:i:G:c:h")) != -1) {
+	static const struct option long_options[] = {{"coll", required_argument, NULL, 'C'},
+						     {NULL, 0, NULL, 0}};
+	while ((c = getopt_long(argc, argv, "n:b:e:f:d:o:w:i:G:c:h", long_options, NULL)) != -1) {
 		switch (c) {
+		case 'C':
+			if (strcmp(optarg, "allreduce") == 0) {
+				o->coll = NDET_COLL_ALLREDUCE;
+			} else if (strcmp(optarg, "reducescatter") == 0) {
+				o->coll = NDET_COLL_REDUCE_SCATTER;
+			} else {
+				fprintf(stderr,
+					"nccl-det-perf: --coll takes allreduce or reducescatter\n");
+				return 2;
+			}
+			break;
 		case 'n':
 			o->nranks = atoi(optarg);
 			break;
@@ -602,6 +662,9 @@ int main(int argc, char **argv)
 	       o->nranks, ngpus < o->nranks ? ngpus : o->nranks, properties.name,
 	       ngpus < o->nranks ? "ranks share GPU 0 as threads (one-GPU proxy)"
 				 : "one thread per GPU");
+	printf("# collective: %s\n", o->coll == NDET_COLL_REDUCE_SCATTER
+					     ? "reduce-scatter (size: the whole send buffer)"
+					     : "all-reduce");
 	printf("# pool %llu B, max blocks %d, one-shot up to %llu B, %d warm-up, %d timed calls\n",
 	       (unsigned long long)settings->pool_size, settings->max_blocks,
 	       (unsigned long long)settings->oneshot_max, o->warmup, o->iters);

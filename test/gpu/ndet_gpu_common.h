@@ -66,6 +66,22 @@ void gpu_run_streams(struct gpu_rank *rank, int calls);
 void gpu_run_divergence(struct gpu_rank *rank, int silent_rank, int diverging_rank);
 
 /*
+ * ncclReduceScatter, ncclReduce and PreMulSum through the engine: every dtype, op and
+ * PreMulSum (host scalars on even ranks, device scalars on odd ones), odd sizes,
+ * aligned / reduce-scatter in place with offsets / misaligned; each rank's block is
+ * the reference's and, bit for bit, the slice of an all-reduce of the same data run
+ * on the GPU; the reduce's root gets the result and no other rank's recvbuff is
+ * touched.
+ */
+void gpu_run_collectives(struct gpu_rank *rank, bool quick);
+
+/*
+ * The three collectives with PreMulSum in one CUDA graph, replayed with new inputs
+ * and new device scalars (read at replay) while host scalars stay as captured.
+ */
+void gpu_run_collectives_graph(struct gpu_rank *rank, int replays);
+
+/*
  * A call that progresses slowly (engine created with a debug delay) for longer than
  * the engine's timeout: the deadline counts from the last successful wait, so it
  * must succeed, bit-exact.  Fails the check when the call did not outlast the
