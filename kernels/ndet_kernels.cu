@@ -626,6 +626,9 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 	char *recv = static_cast<char *>(a.recvbuff);
 	/* ncclReduce: only the root has a recvbuff (the others' may be anything). */
 	const bool writes = a.root < 0 || a.root == a.rank;
+	/* Reduce-scatter: a lane holds one segment per destination rank. */
+	const bool scatter = a.path == NDET_PATH_SCATTER;
+	const int segments = scatter ? a.nranks : 1;
 	uint64_t step = first_step;
 
 	for (uint64_t k = 0; k < a.steps; k++) {
@@ -644,14 +647,10 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 		 * block d, for every destination rank d.
 		 */
 		ndet_debug_delay(a, step, 1);
-		if (a.path == NDET_PATH_SCATTER) {
-			for (int d = 0; d < a.nranks; d++)
-				ndet_copy_bytes(own_lane + (uint64_t)d * a.chunk_elems * sizeof(T),
-						send + ((uint64_t)d * a.count + start) * sizeof(T),
-						len * sizeof(T));
-		} else {
-			ndet_copy_bytes(own_lane, send + start * sizeof(T), len * sizeof(T));
-		}
+		for (int d = 0; d < segments; d++)
+			ndet_copy_bytes(own_lane + (uint64_t)d * a.chunk_elems * sizeof(T),
+					send + ((uint64_t)d * a.count + start) * sizeof(T),
+					len * sizeof(T));
 		if (OP == kOpPremulSum && threadIdx.x == 0)
 			ndet_store_relaxed(&st.me->scalar[b],
 					   ndet_acc_bits(ndet_premul_scalar<DT>(a)));
@@ -674,15 +673,12 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 			__syncthreads();
 		}
 
-		if (a.path == NDET_PATH_SCATTER) {
-			ndet_reduce_range<DT, OP, NR>(a, lane_base,
-						      (uint64_t)a.rank * a.chunk_elems, len,
-						      recv + start * sizeof(T), false, scales);
-		} else if (a.path == NDET_PATH_ONESHOT) {
+		if (a.path != NDET_PATH_TWOSHOT) {
+			/* One-shot: the whole chunk; reduce-scatter: segment `rank` of it. */
+			const uint64_t lane_off = scatter ? (uint64_t)a.rank * a.chunk_elems : 0;
 			if (writes)
-				ndet_reduce_range<DT, OP, NR>(a, lane_base, 0, len,
-							      recv + start * sizeof(T), false,
-							      scales);
+				ndet_reduce_range<DT, OP, NR>(a, lane_base, lane_off, len,
+							      recv + start * sizeof(T), false, scales);
 		} else {
 			/* Segments are whole 16-byte packs so lanes stay aligned. */
 			uint64_t seg = (len + a.nranks - 1) / a.nranks;
