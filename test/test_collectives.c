@@ -93,10 +93,11 @@ struct scatter_job {
 	int nranks;
 	bool in_place; /* recvbuff = sendbuff + rank * RECV elements */
 	ncclUniqueId id;
-	unsigned char input[MAX_RANKS][TOTAL * 8];
-	unsigned char work[MAX_RANKS][TOTAL * 8]; /* in place: a copy of input */
-	unsigned char output[MAX_RANKS][RECV * 8];
-	unsigned char nccl[MAX_RANKS][RECV * 8];
+	/* Element arrays of any dtype: aligned for the widest. */
+	_Alignas(16) unsigned char input[MAX_RANKS][TOTAL * 8];
+	_Alignas(16) unsigned char work[MAX_RANKS][TOTAL * 8]; /* in place: a copy of input */
+	_Alignas(16) unsigned char output[MAX_RANKS][RECV * 8];
+	_Alignas(16) unsigned char nccl[MAX_RANKS][RECV * 8];
 	ncclResult_t results[MAX_RANKS];
 	uint64_t diverted_rs[MAX_RANKS];
 };
@@ -144,7 +145,7 @@ static void test_reduce_scatter_tree_results(void **state)
 {
 	(void)state;
 	static struct scatter_job job;
-	static unsigned char all[TOTAL * 8], block[RECV * 8];
+	static _Alignas(16) unsigned char all[TOTAL * 8], block[RECV * 8];
 	int discriminating = 0;
 	for (int nranks = 3; nranks <= 4; nranks++) {
 		for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
@@ -324,14 +325,15 @@ static void test_premulsum_host_and_device_scalars(void **state)
 {
 	(void)state;
 	enum { N = 4 };
-	static unsigned char input[N][N * RECV * 8], all[N][N * RECV * 8], scatter[N][RECV * 8],
+	static _Alignas(16) unsigned char input[N][N * RECV * 8], all[N][N * RECV * 8],
+		scatter[N][RECV * 8],
 		root[N * RECV * 8], want[N * RECV * 8], nccl[N][N * RECV * 8];
 	static const double values[N] = {0.75, -1.5, 3.0, 1.25};
 	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
 		const ndet_dtype_t dt = (ndet_dtype_t)dtype;
 		const ncclDataType_t type = ndet_divert_nccl_type(dt);
 		const size_t size = ndet_dtype_size(dt), total = (size_t)N * RECV;
-		unsigned char host_scalar[N][8], device_scalar[N][8], scalars[N * 8];
+		_Alignas(8) unsigned char host_scalar[N][8], device_scalar[N][8], scalars[N * 8];
 		const void *views[N];
 		ncclComm_t comms[N] = {NULL};
 		ncclRedOp_t ops[N];
