@@ -1,7 +1,8 @@
 /*
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
- * The deterministic all-reduce kernels.  See ndet_kernels.h for the flag protocol
+ * The deterministic all-reduce, reduce and reduce-scatter kernels (plain ops and
+ * PreMulSum).  See ndet_kernels.h for the flag protocol
  * and src/ndet_reference.h for the contract these kernels meet bit for bit.
  *
  * Numerics: every tree node uses an explicitly rounded intrinsic (__fadd_rn,
@@ -64,33 +65,99 @@ __device__ __forceinline__ void ndet_store_relaxed(uint64_t *p, uint64_t v)
 	asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+/*
+ * The error word of the host-mapped status: a release store, so that a host thread
+ * that reads the word with acquire also sees the details written before it.
+ */
+__device__ __forceinline__ void ndet_store_release_u32(volatile uint32_t *p, uint32_t v)
+{
+	asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
 /* ---- element types: storage type T, accumulation type Acc ---- */
 
 template <int DT> struct ndet_dtype;
+/* from_bits: an element from the low bits of a word (a PreMulSum scalar's bits). */
 template <> struct ndet_dtype<NDET_DTYPE_F32> {
 	typedef float T;
 	typedef float Acc;
 	static __device__ __forceinline__ Acc widen(T x) { return x; }
 	static __device__ __forceinline__ T narrow(Acc x) { return x; }
+	static __device__ __forceinline__ T from_bits(uint64_t b)
+	{
+		return __uint_as_float((unsigned)b);
+	}
 };
 template <> struct ndet_dtype<NDET_DTYPE_F16> {
 	typedef __half T;
 	typedef float Acc;
 	static __device__ __forceinline__ Acc widen(T x) { return __half2float(x); }
 	static __device__ __forceinline__ T narrow(Acc x) { return __float2half_rn(x); }
+	static __device__ __forceinline__ T from_bits(uint64_t b)
+	{
+		return __ushort_as_half((unsigned short)b);
+	}
 };
 template <> struct ndet_dtype<NDET_DTYPE_BF16> {
 	typedef __nv_bfloat16 T;
 	typedef float Acc;
 	static __device__ __forceinline__ Acc widen(T x) { return __bfloat162float(x); }
 	static __device__ __forceinline__ T narrow(Acc x) { return __float2bfloat16_rn(x); }
+	static __device__ __forceinline__ T from_bits(uint64_t b)
+	{
+		return __ushort_as_bfloat16((unsigned short)b);
+	}
 };
 template <> struct ndet_dtype<NDET_DTYPE_F64> {
 	typedef double T;
 	typedef double Acc;
 	static __device__ __forceinline__ Acc widen(T x) { return x; }
 	static __device__ __forceinline__ T narrow(Acc x) { return x; }
+	static __device__ __forceinline__ T from_bits(uint64_t b)
+	{
+		return __longlong_as_double((long long)b);
+	}
 };
+
+/* Accumulation values through a 64-bit flag word (PreMulSum scalars, ndet_flags). */
+__device__ __forceinline__ uint64_t ndet_acc_bits(float x)
+{
+	return __float_as_uint(x);
+}
+__device__ __forceinline__ uint64_t ndet_acc_bits(double x)
+{
+	return (uint64_t)__double_as_longlong(x);
+}
+__device__ __forceinline__ void ndet_acc_from_bits(uint64_t b, float *x)
+{
+	*x = __uint_as_float((unsigned)b);
+}
+__device__ __forceinline__ void ndet_acc_from_bits(uint64_t b, double *x)
+{
+	*x = __longlong_as_double((long long)b);
+}
+
+/*
+ * This rank's PreMulSum scalar, widened (exactly) to the accumulation type: the
+ * bits captured at op creation, or one element of device memory read now, so a
+ * CUDA-graph replay sees the value the scalar has when it runs (NCCL's semantics).
+ */
+template <int DT>
+__device__ __forceinline__ typename ndet_dtype<DT>::Acc
+ndet_premul_scalar(const ndet_kernel_args &a)
+{
+	typedef ndet_dtype<DT> D;
+	uint64_t bits = a.scalar_bits;
+	if (a.premul == NDET_PREMUL_DEVICE) {
+		if (sizeof(typename D::T) == 8)
+			bits = *static_cast<const unsigned long long *>(a.scalar);
+		else if (sizeof(typename D::T) == 4)
+			bits = *static_cast<const unsigned *>(a.scalar);
+		else
+			bits = *static_cast<const unsigned short *>(a.scalar);
+	}
+	return D::widen(D::from_bits(bits));
+}
 
 /* ---- tree-node operators ---- */
 
@@ -128,6 +195,13 @@ template <typename Acc> __device__ __forceinline__ Acc ndet_max(Acc a, Acc b)
 	return signbit(a) ? b : a;
 }
 
+/*
+ * The kernel-table op of PreMulSum: a sum whose leaves are x_q * s_q, the product
+ * rounded once in the accumulation type (exact for f16 and bf16: 11 x 11 and 8 x 8
+ * significand bits fit in f32's 24), then the tree of sums, then the one rounding.
+ */
+constexpr int kOpPremulSum = NDET_KERNEL_OP_PREMULSUM;
+
 template <int OP, typename Acc> __device__ __forceinline__ Acc ndet_apply(Acc a, Acc b)
 {
 	if (OP == NDET_OP_PROD)
@@ -136,7 +210,16 @@ template <int OP, typename Acc> __device__ __forceinline__ Acc ndet_apply(Acc a,
 		return ndet_min(a, b);
 	if (OP == NDET_OP_MAX)
 		return ndet_max(a, b);
-	return ndet_add(a, b); /* SUM and AVG */
+	return ndet_add(a, b); /* SUM, AVG and PreMulSum */
+}
+
+/* One leaf of the tree: rank r's element, widened, pre-multiplied for PreMulSum. */
+template <int DT, int OP>
+__device__ __forceinline__ typename ndet_dtype<DT>::Acc
+ndet_leaf(typename ndet_dtype<DT>::T x, typename ndet_dtype<DT>::Acc scale)
+{
+	typename ndet_dtype<DT>::Acc v = ndet_dtype<DT>::widen(x);
+	return OP == kOpPremulSum ? ndet_mul(v, scale) : v;
 }
 
 /*
@@ -275,12 +358,14 @@ __device__ void ndet_copy_bytes(char *dst, const char *src, uint64_t bytes)
 
 /*
  * Reduce `len` elements found at element offset `lane_off` of lane `lane_base` in
- * every rank's pool; write them to `out` (user memory, any alignment) and, when
- * `writeback` is set, also back into this rank's own lane at the same offset.
+ * every rank's pool; write them to `out` (user memory, any alignment; NULL: not at
+ * all) and, when `writeback` is set, also back into this rank's own lane at the same
+ * offset.  `scales` (PreMulSum only) holds every rank's scalar.
  */
 template <int DT, int OP, int NR>
-__device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base,
-				  uint64_t lane_off, uint64_t len, char *out, bool writeback)
+__device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base, uint64_t lane_off,
+				  uint64_t len, char *out, bool writeback,
+				  const typename ndet_dtype<DT>::Acc *scales)
 {
 	typedef ndet_dtype<DT> D;
 	typedef typename D::T T;
@@ -289,8 +374,13 @@ __device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base,
 	const int n = a.nranks;
 	const unsigned tid = threadIdx.x, nth = blockDim.x;
 	const uint64_t packs = len / E;
+	const bool to_out = out != nullptr;
 	const bool out_aligned = ((uintptr_t)out & 15) == 0;
 	char *own = a.lanes[a.rank] + lane_base + lane_off * sizeof(T);
+	Acc scale[NDET_MAX_RANKS];
+#pragma unroll
+	for (int r = 0; r < NR; r++)
+		scale[r] = OP == kOpPremulSum && r < n ? scales[r] : Acc(1);
 
 	/* Up to 8 ranks, two packs per thread per iteration: 2 x n loads in flight. */
 	constexpr int U = NR <= 8 ? 2 : 1;
@@ -323,12 +413,14 @@ __device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base,
 #pragma unroll
 				for (int r = 0; r < NR; r++) {
 					if (r < n)
-						v[r] = D::widen(
-							reinterpret_cast<const T *>(&raw[u][r])[e]);
+						v[r] = ndet_leaf<DT, OP>(
+							reinterpret_cast<const T *>(&raw[u][r])[e],
+							scale[r]);
 				}
 				result.e[e] = ndet_finish<DT, OP>(ndet_tree<OP, Acc, NR>(v, n), n);
 			}
-			if (out_aligned) {
+			if (!to_out) {
+			} else if (out_aligned) {
 				reinterpret_cast<uint4 *>(out)[p] = result.v;
 			} else {
 #pragma unroll
@@ -346,11 +438,13 @@ __device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base,
 #pragma unroll
 		for (int r = 0; r < NR; r++) {
 			if (r < n)
-				v[r] = D::widen(ndet_load_lane(
-					reinterpret_cast<const T *>(a.lanes[r] + byte_off)));
+				v[r] = ndet_leaf<DT, OP>(ndet_load_lane(reinterpret_cast<const T *>(
+								 a.lanes[r] + byte_off)),
+							 scale[r]);
 		}
 		T value = ndet_finish<DT, OP>(ndet_tree<OP, Acc, NR>(v, n), n);
-		ndet_store_elem<T>(out + i * sizeof(T), value);
+		if (to_out)
+			ndet_store_elem<T>(out + i * sizeof(T), value);
 		if (writeback)
 			reinterpret_cast<T *>(own)[i] = value;
 	}
@@ -375,24 +469,45 @@ __device__ void ndet_debug_delay(const ndet_kernel_args &a, uint64_t step, unsig
 	__syncthreads();
 }
 
+/* Per thread: only threads that wait for a peer use t0. */
 struct ndet_block_state {
-	uint64_t t0;           /* kernel start, for the deadline */
+	/*
+	 * Start of the deadline: kernel start, then the end of this thread's last
+	 * successful wait.  A call that keeps making progress never expires, however
+	 * long it runs; a wait that sees no progress fails NCCL_DET_TIMEOUT after the
+	 * previous one succeeded.
+	 */
+	uint64_t t0;
 	struct ndet_flags *me; /* own flags */
 };
 
-/* Record the first error of this engine and tell every peer to leave too. */
+/*
+ * Record the first error of this engine (first claimer wins: `claim` takes its code,
+ * ndet_types.h).  The details go into
+ * the status before the error word, which is published last with release
+ * semantics: the host reads the word with acquire (ndet_engine_error_details), so
+ * whoever sees an error also sees where it happened, never half-written details.
+ */
+__device__ void ndet_record_error(const ndet_kernel_args &a, uint32_t code, uint32_t peer,
+				  uint64_t step, uint64_t observed, uint32_t phase)
+{
+	struct ndet_host_status *h = a.host_status;
+	if (atomicCAS((unsigned *)&h->claim, 0u, code) != 0u)
+		return;
+	h->block = blockIdx.x;
+	h->peer = peer;
+	h->step = step;
+	h->observed = observed;
+	h->phase = phase;
+	h->rank = (uint32_t)a.rank;
+	ndet_store_release_u32(&h->error, code);
+}
+
+/* Record the error and tell every peer to leave too. */
 __device__ void ndet_fail(const ndet_kernel_args &a, uint32_t code, uint32_t peer, uint64_t step,
 			  uint64_t observed, uint32_t phase)
 {
-	if (atomicCAS((unsigned *)&a.host_status->error, 0u, code) == 0u) {
-		a.host_status->block = blockIdx.x;
-		a.host_status->peer = peer;
-		a.host_status->step = step;
-		a.host_status->observed = observed;
-		a.host_status->phase = phase;
-		a.host_status->rank = (uint32_t)a.rank;
-		__threadfence_system();
-	}
+	ndet_record_error(a, code, peer, step, observed, phase);
 	for (int r = 0; r < a.nranks; r++)
 		ndet_store_relaxed(&a.flags[r]->abort_word, 1ull + (uint64_t)a.rank);
 }
@@ -400,11 +515,12 @@ __device__ void ndet_fail(const ndet_kernel_args &a, uint32_t code, uint32_t pee
 /*
  * Wait until `flag` holds step `step` (and, with `check`, signature `signature`).
  * Returns 0 or an ndet_kernel_error_t.  Polls the abort word every 64 spins and the
- * host abort flag and deadline every 1024 spins (host-mapped reads cross PCIe).
+ * host abort flag and deadline every 1024 spins (host-mapped reads cross PCIe).  The
+ * deadline is NCCL_DET_TIMEOUT after st.t0 (see ndet_block_state), taken from
+ * %globaltimer on the device, never baked in by the host: a graph replays late.
  */
-__device__ uint32_t ndet_wait(const ndet_kernel_args &a, const ndet_block_state &st,
-			      const uint64_t *flag, uint64_t step, bool check,
-			      uint64_t *observed)
+__device__ uint32_t ndet_wait(const ndet_kernel_args &a, ndet_block_state &st, const uint64_t *flag,
+			      uint64_t step, bool check, uint64_t *observed)
 {
 	for (uint64_t spins = 1;; spins++) {
 		uint64_t v = ndet_load_acquire(flag);
@@ -412,6 +528,7 @@ __device__ uint32_t ndet_wait(const ndet_kernel_args &a, const ndet_block_state 
 		if (((v >> NDET_FLAG_SIGNATURE_BITS) & kStepMask) == (step & kStepMask)) {
 			if (check && (uint32_t)(v & NDET_FLAG_SIGNATURE_MASK) != a.signature)
 				return NDET_KERNEL_ERR_SIGNATURE;
+			st.t0 = ndet_globaltimer(); /* progress: the deadline starts again */
 			return NDET_KERNEL_OK;
 		}
 		if ((spins & 63) == 0) {
@@ -431,7 +548,7 @@ __device__ uint32_t ndet_wait(const ndet_kernel_args &a, const ndet_block_state 
  * Threads 0..n-1 each wait for one peer's flag in `which` (self skipped); the block
  * then agrees on the outcome.  Returns 0 or the error this block saw.
  */
-__device__ uint32_t ndet_wait_all(const ndet_kernel_args &a, const ndet_block_state &st,
+__device__ uint32_t ndet_wait_all(const ndet_kernel_args &a, ndet_block_state &st,
 				  uint64_t (*which)[NDET_MAX_RANKS], uint64_t step, bool check,
 				  uint32_t phase)
 {
@@ -466,10 +583,13 @@ __device__ void ndet_signal_all(const ndet_kernel_args &a, size_t which_offset, 
 
 template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
 {
-	typedef typename ndet_dtype<DT>::T T;
+	typedef ndet_dtype<DT> D;
+	typedef typename D::T T;
+	typedef typename D::Acc Acc;
 	constexpr int E = 16 / sizeof(T);
 	__shared__ uint64_t first_step;
 	__shared__ int poisoned;
+	__shared__ Acc scales[NDET_MAX_RANKS]; /* PreMulSum: every rank's scalar, this step */
 	ndet_block_state st;
 	st.t0 = ndet_globaltimer();
 	st.me = a.flags[a.rank];
@@ -478,19 +598,24 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 	if (threadIdx.x == 0) {
 		first_step = a.step_counters[b];
 		/*
-		 * A poisoned engine fails fast: later calls touch nothing.  A peer may have
-		 * poisoned us before this kernel ever waited: record that here, or this
-		 * rank's host would never learn that the call failed.
+		 * Before any flag or lane of a peer is touched: a poisoned engine fails
+		 * fast (later calls touch nothing), and so does an aborted one (a call
+		 * enqueued before ncclCommAbort/Revoke that starts after it).  A peer may
+		 * have poisoned us before this kernel ever waited: record that here, or
+		 * this rank's host would never learn that the call failed.  An abort is
+		 * recorded as such and passed to the peers, which would otherwise wait
+		 * for this rank until their deadline.
 		 */
 		const uint64_t abort_word = ndet_load_relaxed(&st.me->abort_word);
-		poisoned = abort_word != 0 || a.host_status->error != 0;
-		if (abort_word != 0 && a.host_status->error == 0 &&
-		    atomicCAS((unsigned *)&a.host_status->error, 0u, NDET_KERNEL_ERR_PEER) == 0u) {
-			a.host_status->block = b;
-			a.host_status->peer = (uint32_t)(abort_word - 1);
-			a.host_status->step = first_step + 1;
-			__threadfence_system();
-		}
+		const bool failed = a.host_status->claim != 0 || a.host_status->error != 0;
+		const bool aborted = a.host_status->abort != 0;
+		poisoned = abort_word != 0 || failed || aborted;
+		if (!failed && aborted)
+			ndet_fail(a, NDET_KERNEL_ERR_ABORTED, (uint32_t)a.rank, first_step + 1, 0,
+				  0);
+		else if (!failed && abort_word != 0)
+			ndet_record_error(a, NDET_KERNEL_ERR_PEER, (uint32_t)(abort_word - 1),
+					  first_step + 1, 0, 0);
 	}
 	__syncthreads();
 	if (poisoned)
@@ -500,6 +625,11 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 	char *own_lane = a.lanes[a.rank] + lane_base;
 	const char *send = static_cast<const char *>(a.sendbuff);
 	char *recv = static_cast<char *>(a.recvbuff);
+	/* ncclReduce: only the root has a recvbuff (the others' may be anything). */
+	const bool writes = a.root < 0 || a.root == a.rank;
+	/* Reduce-scatter: a lane holds one segment per destination rank. */
+	const bool scatter = a.path == NDET_PATH_SCATTER;
+	const int segments = scatter ? a.nranks : 1;
 	uint64_t step = first_step;
 
 	for (uint64_t k = 0; k < a.steps; k++) {
@@ -513,9 +643,18 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 		if (ndet_wait_all(a, st, st.me->done, step - 1, false, 1) != 0)
 			return;
 
-		/* 2. Copy-in. */
+		/*
+		 * 2. Copy-in.  Reduce-scatter: segment d of the lane gets this chunk of
+		 * block d, for every destination rank d.
+		 */
 		ndet_debug_delay(a, step, 1);
-		ndet_copy_bytes(own_lane, send + start * sizeof(T), len * sizeof(T));
+		for (int d = 0; d < segments; d++)
+			ndet_copy_bytes(own_lane + (uint64_t)d * a.chunk_elems * sizeof(T),
+					send + ((uint64_t)d * a.count + start) * sizeof(T),
+					len * sizeof(T));
+		if (OP == kOpPremulSum && threadIdx.x == 0)
+			ndet_store_relaxed(&st.me->scalar[b],
+					   ndet_acc_bits(ndet_premul_scalar<DT>(a)));
 		__syncthreads();
 
 		/* 3. Publish. */
@@ -526,10 +665,21 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 		ndet_debug_delay(a, step, 3);
 		if (ndet_wait_all(a, st, st.me->ready, step, true, 2) != 0)
 			return;
+		if (OP == kOpPremulSum) {
+			/* Thread q acquired q's ready: q's scalar for this step is visible. */
+			if (threadIdx.x < (unsigned)a.nranks)
+				ndet_acc_from_bits(
+					ndet_load_relaxed(&a.flags[threadIdx.x]->scalar[b]),
+					&scales[threadIdx.x]);
+			__syncthreads();
+		}
 
-		if (a.path == NDET_PATH_ONESHOT) {
-			ndet_reduce_range<DT, OP, NR>(a, lane_base, 0, len, recv + start * sizeof(T),
-						      false);
+		if (a.path != NDET_PATH_TWOSHOT) {
+			/* One-shot: the whole chunk; reduce-scatter: segment `rank` of it. */
+			const uint64_t lane_off = scatter ? (uint64_t)a.rank * a.chunk_elems : 0;
+			if (writes)
+				ndet_reduce_range<DT, OP, NR>(a, lane_base, lane_off, len,
+							      recv + start * sizeof(T), false, scales);
 		} else {
 			/* Segments are whole 16-byte packs so lanes stay aligned. */
 			uint64_t seg = (len + a.nranks - 1) / a.nranks;
@@ -537,13 +687,15 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 			const uint64_t my_begin = min(len, (uint64_t)a.rank * seg);
 			const uint64_t my_end = min(len, my_begin + seg);
 			ndet_reduce_range<DT, OP, NR>(a, lane_base, my_begin, my_end - my_begin,
-						      recv + (start + my_begin) * sizeof(T), true);
+						      writes ? recv + (start + my_begin) * sizeof(T)
+							     : nullptr,
+						      true, scales);
 			__syncthreads();
 			ndet_signal_all(a, offsetof(ndet_flags, reduced),
 					ndet_flag_pack(step, a.signature));
 			if (ndet_wait_all(a, st, st.me->reduced, step, true, 3) != 0)
 				return;
-			for (int j = 1; j < a.nranks; j++) {
+			for (int j = 1; j < a.nranks && writes; j++) {
 				/* Rotate the source so ranks do not all read rank 0 first. */
 				const int q = (a.rank + j) % a.nranks;
 				const uint64_t q_begin = min(len, (uint64_t)q * seg);
@@ -584,19 +736,21 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NR <= 8 ? 2 : 1)
 typedef void (*ndet_kernel_fn)(const ndet_kernel_args);
 typedef void (*ndet_all_ranks_fn)(const ndet_kernel_args *);
 
-#define NDET_OPS_OF(DT, K, NR) \
-	{K<DT, NDET_OP_SUM, NR>, K<DT, NDET_OP_PROD, NR>, K<DT, NDET_OP_MIN, NR>, \
-	 K<DT, NDET_OP_MAX, NR>, K<DT, NDET_OP_AVG, NR>}
+#define NDET_OPS_OF(DT, K, NR)                                                                     \
+	{                                                                                          \
+		K<DT, NDET_OP_SUM, NR>, K<DT, NDET_OP_PROD, NR>, K<DT, NDET_OP_MIN, NR>,           \
+			K<DT, NDET_OP_MAX, NR>, K<DT, NDET_OP_AVG, NR>, K<DT, kOpPremulSum, NR>    \
+	}
 #define NDET_TYPES_OF(K, NR) \
 	{NDET_OPS_OF(NDET_DTYPE_F32, K, NR), NDET_OPS_OF(NDET_DTYPE_F16, K, NR), \
 	 NDET_OPS_OF(NDET_DTYPE_BF16, K, NR), NDET_OPS_OF(NDET_DTYPE_F64, K, NR)}
 
-const ndet_kernel_fn ndet_kernels[2][NDET_DTYPE_COUNT][NDET_OP_COUNT] = {
+const ndet_kernel_fn ndet_kernels[2][NDET_DTYPE_COUNT][NDET_OP_COUNT + 1] = {
 	NDET_TYPES_OF(ndet_allreduce_kernel, 8),
 	NDET_TYPES_OF(ndet_allreduce_kernel, NDET_MAX_RANKS),
 };
 
-const ndet_all_ranks_fn ndet_all_ranks_kernels[2][NDET_DTYPE_COUNT][NDET_OP_COUNT] = {
+const ndet_all_ranks_fn ndet_all_ranks_kernels[2][NDET_DTYPE_COUNT][NDET_OP_COUNT + 1] = {
 	NDET_TYPES_OF(ndet_allreduce_all_ranks_kernel, 8),
 	NDET_TYPES_OF(ndet_allreduce_all_ranks_kernel, NDET_MAX_RANKS),
 };
@@ -631,17 +785,20 @@ __global__ void ndet_fill_u32_kernel(unsigned *dst, size_t count, unsigned value
 
 } /* namespace */
 
+/* A kernel-table op index (NDET_KERNEL_OP_PREMULSUM included). */
 static bool ndet_kernel_valid(int dtype, int op)
 {
-	return dtype >= 0 && dtype < NDET_DTYPE_COUNT && op >= 0 && op < NDET_OP_COUNT;
+	return dtype >= 0 && dtype < NDET_DTYPE_COUNT && op >= 0 && op <= NDET_KERNEL_OP_PREMULSUM;
 }
 
 extern "C" int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *stream)
 {
-	if (!ndet_kernel_valid(args->dtype, args->op))
+	const int op = args->premul != NDET_PREMUL_NONE ? NDET_KERNEL_OP_PREMULSUM : args->op;
+	if (!ndet_kernel_valid(args->dtype, args->op) || args->op >= NDET_OP_COUNT ||
+	    (args->premul != NDET_PREMUL_NONE && args->op != NDET_OP_SUM))
 		return (int)cudaErrorInvalidValue;
-	ndet_kernels[args->nranks > 8][args->dtype][args->op]<<<args->blocks, NDET_KERNEL_THREADS, 0,
-					     (cudaStream_t)stream>>>(*args);
+	ndet_kernels[args->nranks > 8][args->dtype]
+		    [op]<<<args->blocks, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(*args);
 	return (int)cudaGetLastError();
 }
 

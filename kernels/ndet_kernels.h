@@ -17,6 +17,13 @@
  *      own lane, release reduced[b][me] to every peer, acquire every peer's
  *      reduced[b][q], copy their reduced segments into recvbuff
  *   6. release-store done[b][me] = s into every peer q's flags
+ *   5c reduce-scatter: the lane holds n segments of chunk_elems each, segment d the
+ *      chunk of block d of sendbuff; rank r reduces segment r of every lane into
+ *      recvbuff (no second exchange).  Reduce (root >= 0): as 5a/5b, but only the
+ *      root writes recvbuff.
+ *   PreMulSum: at 2 each rank also stores its scalar, widened to the accumulation
+ *   type, into scalar[b] of its own flags; at 5 the reducer multiplies rank q's
+ *   elements by q's scalar (read after the acquire of ready[b][q]).
  * Flags hold exact step values (compared for equality modulo 2^40), so a peer can be
  * at most one step apart and counter wrap-around is harmless.  Step counters live in
  * device memory (one per block, this rank only) so CUDA-graph replays continue the
@@ -49,7 +56,14 @@ typedef enum {
 	NDET_PATH_COPY,     /* one rank: recvbuff = sendbuff */
 	NDET_PATH_ONESHOT,
 	NDET_PATH_TWOSHOT,
+	NDET_PATH_SCATTER, /* reduce-scatter: count elements per rank block */
 } ndet_path_t;
+
+/*
+ * Kernel-table index of PreMulSum: op NDET_OP_SUM with args.premul set (for
+ * ndet_kernel_allreduce_all_ranks, which takes the index).
+ */
+#define NDET_KERNEL_OP_PREMULSUM NDET_OP_COUNT
 
 /* Error words a kernel writes into host-mapped memory (first writer wins). */
 typedef enum {
@@ -71,6 +85,12 @@ struct ndet_flags {
 	uint64_t abort_word;            /* nonzero: some rank failed; leave at once */
 	uint64_t probe[NDET_MAX_RANKS]; /* setup write-and-verify probe, slot per writer */
 	uint64_t pad[15];
+	/*
+	 * PreMulSum: this rank's scalar for block b's current step, widened to the
+	 * accumulation type (float bits in the low half, or double bits).  Written by
+	 * its owner before ready, read by peers after it, like the lane.
+	 */
+	uint64_t scalar[NDET_KERNEL_MAX_BLOCKS];
 };
 
 /* struct ndet_host_status, the engine's host-mapped status: ndet_types.h. */
@@ -79,7 +99,7 @@ struct ndet_flags {
 struct ndet_kernel_args {
 	const void *sendbuff;
 	void *recvbuff;
-	uint64_t count;
+	uint64_t count;       /* reduce-scatter: recvcount (sendbuff holds nranks blocks) */
 	uint64_t chunk_elems; /* elements per block per step */
 	uint64_t steps;
 	uint64_t lane_bytes;
@@ -92,19 +112,27 @@ struct ndet_kernel_args {
 	uint32_t blocks;
 	uint32_t signature;   /* NDET_FLAG_SIGNATURE_BITS bits */
 	uint32_t debug_delay_ns;
+	int32_t root;         /* ncclReduce: the rank that writes recvbuff; -1 every rank */
+	int32_t premul;       /* ndet_premul_t; op is NDET_OP_SUM when set */
+	uint64_t scalar_bits; /* NDET_PREMUL_HOST: the scalar's bits, one element of dtype */
+	const void *scalar;   /* NDET_PREMUL_DEVICE: device address of one element */
 	uint64_t *step_counters;                  /* this rank's, one per block */
 	struct ndet_host_status *host_status;     /* device pointer of host-mapped memory */
 	struct ndet_flags *flags[NDET_MAX_RANKS]; /* every rank's flags, as mapped here */
 	char *lanes[NDET_MAX_RANKS];              /* every rank's lane 0, as mapped here */
 };
 
-/* One rank's all-reduce, on `stream` (a cudaStream_t). */
+/*
+ * One rank's collective, on `stream` (a cudaStream_t): all-reduce, reduce (root) or
+ * reduce-scatter (path), with a plain op or PreMulSum.
+ */
 int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *stream);
 
 /*
  * Every rank in one launch (grid.y = nranks), for compute-sanitizer, which
  * serialises separate launches.  `device_args` points to nranks argument blocks in
- * device memory.
+ * device memory; `op` is the kernel-table index (NDET_KERNEL_OP_PREMULSUM for
+ * PreMulSum).
  */
 int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *device_args, int dtype,
 				    int op, int nranks, uint32_t blocks, void *stream);

@@ -32,6 +32,24 @@ typedef enum {
 	NDET_OP_COUNT
 } ndet_op_t;
 
+/* The collectives nccl-det computes, all with the one tree of ndet_reference.h. */
+typedef enum {
+	NDET_COLL_ALLREDUCE = 0,  /* ncclAllReduce: every rank gets the whole result */
+	NDET_COLL_REDUCE_SCATTER, /* ncclReduceScatter: rank r gets block r of it */
+	NDET_COLL_REDUCE,         /* ncclReduce: the root gets the whole result */
+	NDET_COLL_COUNT
+} ndet_coll_t;
+
+/*
+ * PreMulSum (ncclRedOpCreatePreMulSum): op sum, every rank's input multiplied by
+ * that rank's scalar first.  Where the scalar comes from:
+ */
+typedef enum {
+	NDET_PREMUL_NONE = 0, /* a plain op */
+	NDET_PREMUL_HOST,     /* ncclScalarHostImmediate: value read when the op was made */
+	NDET_PREMUL_DEVICE,   /* ncclScalarDevice: read from device memory by each call */
+} ndet_premul_t;
+
 /* Largest communicator size one kernel handles; larger ones fall back. */
 #define NDET_MAX_RANKS 16
 

@@ -74,9 +74,19 @@ static void ndet_backend_cuda_allreduce_group(struct ndet_backend_call *calls, i
 {
 	for (int i = 0; i < count; i++) {
 		struct ndet_backend_call *call = &calls[i];
-		call->status =
-			ndet_engine_allreduce(call->engine, call->sendbuff, call->recvbuff,
-					      call->count, call->dtype, call->op, call->stream);
+		const struct ndet_engine_call engine_call = {
+			.coll = call->coll,
+			.sendbuff = call->sendbuff,
+			.recvbuff = call->recvbuff,
+			.count = call->count,
+			.dtype = call->dtype,
+			.op = call->op,
+			.root = call->root,
+			.premul = call->premul,
+			.scalar_bits = call->scalar_bits,
+			.scalar = call->scalar,
+		};
+		call->status = ndet_engine_collective(call->engine, &engine_call, call->stream);
 	}
 }
 

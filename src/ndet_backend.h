@@ -34,16 +34,25 @@ struct ndet_backend_member {
 	uint32_t agreed_flags;
 };
 
-/* One all-reduce of a launch batch (every call of a batch on another engine). */
+/*
+ * One collective of a launch batch (every call of a batch on another engine), as
+ * struct ndet_engine_call describes it; zero-initialised fields after `status` make
+ * it an all-reduce with a plain op.
+ */
 struct ndet_backend_call {
 	void *engine;
 	const void *sendbuff;
 	void *recvbuff;
-	size_t count;
+	size_t count; /* reduce-scatter: recvcount */
 	ndet_dtype_t dtype;
 	ndet_op_t op;
 	cudaStream_t stream;
 	ndet_status_t status; /* out */
+	ndet_coll_t coll;
+	int root; /* NDET_COLL_REDUCE */
+	ndet_premul_t premul;
+	uint64_t scalar_bits; /* NDET_PREMUL_HOST */
+	const void *scalar;   /* NDET_PREMUL_DEVICE */
 };
 
 struct ndet_backend {

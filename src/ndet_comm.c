@@ -62,11 +62,24 @@ struct ndet_comm {
 	ndet_status_t setup_status;
 	struct ndet_setup_verdict verdict;
 
+	/* comm->lock: the PreMulSum ops NCCL made on this communicator */
+	struct ndet_comm_premul *premul_ops;
+	int premul_count, premul_capacity;
+
 	/* atomics */
 	int exchange_result; /* ncclResult_t of our last failed exchange */
 	struct ndet_comm_stats stats;
 	int warned[NDET_FALLBACK_COUNT];
 	int refused_warned[NDET_FALLBACK_COUNT];
+};
+
+/* One ncclRedOpCreatePreMulSum op of a communicator. */
+struct ndet_comm_premul {
+	ncclRedOp_t op;
+	ncclDataType_t datatype;
+	ndet_premul_t residence;
+	uint64_t bits;      /* NDET_PREMUL_HOST: the scalar's bytes, read at creation */
+	const void *scalar; /* NDET_PREMUL_DEVICE */
 };
 
 static pthread_mutex_t ndet_comm_registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -140,6 +153,7 @@ static void ndet_comm_free(struct ndet_comm *comm)
 	}
 	pthread_cond_destroy(&comm->changed);
 	pthread_mutex_destroy(&comm->lock);
+	free(comm->premul_ops);
 	free(comm);
 }
 
@@ -713,28 +727,62 @@ static bool ndet_comm_pointers_valid(const struct ndet_call *call)
 {
 	const struct ndet_nccl *nccl = ndet_resolve_nccl();
 	pthread_mutex_lock(&call->comm->lock);
-	int device = call->comm->device;
+	int device = call->comm->device, rank = call->comm->rank;
 	pthread_mutex_unlock(&call->comm->lock);
 	if (device < 0 && (nccl->ncclCommCuDevice == NULL ||
 			   nccl->ncclCommCuDevice(call->comm->nccl, &device) != ncclSuccess))
 		device = -1;
+	/* NCCL checks an ncclReduce's recvbuff on the root only. */
+	bool check_recv = call->coll != NDET_COLL_REDUCE;
+	if (!check_recv) {
+		if (rank < 0 && (nccl->ncclCommUserRank == NULL ||
+				 nccl->ncclCommUserRank(call->comm->nccl, &rank) != ncclSuccess))
+			rank = -1;
+		check_recv = rank < 0 || rank == call->root;
+	}
 	return ndet_comm_backend->pointer_valid(device, call->sendbuff) &&
-	       ndet_comm_backend->pointer_valid(device, call->recvbuff);
+	       (!check_recv || ndet_comm_backend->pointer_valid(device, call->recvbuff));
+}
+
+/* The PreMulSum op `op` of `comm`, or NULL.  comm->lock held. */
+static const struct ndet_comm_premul *ndet_comm_premul_find_locked(const struct ndet_comm *comm,
+								   ncclRedOp_t op)
+{
+	for (int i = 0; i < comm->premul_count; i++)
+		if (comm->premul_ops[i].op == op)
+			return &comm->premul_ops[i];
+	return NULL;
 }
 
 void ndet_comm_decide(struct ndet_call *call)
 {
 	struct ndet_comm *comm = call->comm;
 	struct ndet_eligibility_facts facts = {
+		.coll = call->coll,
 		.datatype = call->datatype,
 		.op = call->op,
 		.count = call->count,
+		.root = call->root,
 	};
 	pthread_mutex_lock(&comm->lock);
 	ndet_comm_refresh_locked(comm);
 	facts.state = comm->state;
+	facts.nranks = comm->nranks;
 	/* The agreed value only: ranks may differ, and a split decision is a hang. */
 	facts.strict = comm->strict;
+	/* The scalar as it is at the first decision: a later ncclRedOpDestroy cannot change it. */
+	const struct ndet_comm_premul *premul =
+		(int)call->op >= (int)ncclNumOps && call->premul == NDET_PREMUL_NONE
+			? ndet_comm_premul_find_locked(comm, call->op)
+			: NULL;
+	if (premul != NULL) {
+		call->premul = premul->residence;
+		call->premul_datatype = premul->datatype;
+		call->scalar_bits = premul->bits;
+		call->scalar = premul->scalar;
+	}
+	facts.premul_known = call->premul != NDET_PREMUL_NONE;
+	facts.premul_datatype = call->premul_datatype;
 	pthread_mutex_unlock(&comm->lock);
 	/* Only fp8 depends on the NCCL release; do not ask NCCL otherwise. */
 	facts.nccl_version = (int)call->datatype >= 10 ? ndet_resolve_nccl_version() : 0;
@@ -782,6 +830,14 @@ static int ndet_comm_rank(struct ndet_comm *comm)
 	return rank;
 }
 
+static int ndet_comm_size(struct ndet_comm *comm)
+{
+	pthread_mutex_lock(&comm->lock);
+	int nranks = comm->nranks;
+	pthread_mutex_unlock(&comm->lock);
+	return nranks;
+}
+
 static void ndet_comm_describe_reason(struct ndet_comm *comm, const struct ndet_call *call,
 				      char *text, size_t size)
 {
@@ -794,8 +850,8 @@ static void ndet_comm_describe_reason(struct ndet_comm *comm, const struct ndet_
 		return;
 	case NDET_FALLBACK_OP:
 		snprintf(text, size,
-			 "op %d is a PreMulSum op; nccl-det supports sum, prod, min, max and "
-			 "avg. Fix: scale the data and use ncclSum, or use ncclAvg",
+			 "op %d is not one nccl-det computes (sum, prod, min, max, avg, "
+			 "PreMulSum). Fix: use one of those",
 			 (int)call->op);
 		return;
 	case NDET_FALLBACK_COMMUNICATOR:
@@ -824,18 +880,21 @@ void ndet_comm_note_decision(const struct ndet_call *call)
 		if (__atomic_exchange_n(&comm->warned[reason], 1, __ATOMIC_RELAXED) != 0)
 			return;
 		ndet_comm_describe_reason(comm, call, cause, sizeof(cause));
-		NDET_WARN("communicator %p rank %d: floating-point all-reduces run in NCCL and are "
-			  "not deterministic: %s; NCCL_DET_STRICT=1 makes them fail instead",
-			  (void *)comm->nccl, ndet_comm_rank(comm), cause);
+		NDET_WARN("communicator %p rank %d: floating-point reductions (%s and any "
+			  "other with this cause) run in NCCL and are not deterministic: %s; "
+			  "NCCL_DET_STRICT=1 makes them fail instead",
+			  (void *)comm->nccl, ndet_comm_rank(comm), ndet_comm_coll_name(call->coll),
+			  cause);
 		return;
 	case NDET_ACTION_REFUSE:
 		__atomic_add_fetch(&comm->stats.refused_calls, 1, __ATOMIC_RELAXED);
 		if (__atomic_exchange_n(&comm->refused_warned[reason], 1, __ATOMIC_RELAXED) != 0)
 			return;
 		ndet_comm_describe_reason(comm, call, cause, sizeof(cause));
-		NDET_WARN("communicator %p rank %d: NCCL_DET_STRICT=1: ncclAllReduce fails with "
+		NDET_WARN("communicator %p rank %d: NCCL_DET_STRICT=1: %s fails with "
 			  "ncclInvalidUsage because it would not be deterministic: %s",
-			  (void *)comm->nccl, ndet_comm_rank(comm), cause);
+			  (void *)comm->nccl, ndet_comm_rank(comm), ndet_comm_coll_name(call->coll),
+			  cause);
 		return;
 	case NDET_ACTION_FAIL:
 		__atomic_add_fetch(&comm->stats.failed_calls, 1, __ATOMIC_RELAXED);
@@ -883,6 +942,11 @@ ncclResult_t ndet_comm_launch_group(struct ndet_call *calls, int count)
 			.dtype = call->decision.dtype,
 			.op = call->decision.op,
 			.stream = call->stream,
+			.coll = call->coll,
+			.root = call->root,
+			.premul = call->decision.premul ? call->premul : NDET_PREMUL_NONE,
+			.scalar_bits = call->scalar_bits,
+			.scalar = call->scalar,
 		};
 		index[launching++] = i;
 	}
@@ -893,9 +957,18 @@ ncclResult_t ndet_comm_launch_group(struct ndet_call *calls, int count)
 		ndet_status_t status = launches[k].status;
 		ndet_comm_engine_put(call->comm);
 		if (status == NDET_OK) {
-			__atomic_add_fetch(&call->comm->stats.diverted_calls, 1, __ATOMIC_RELAXED);
-			__atomic_add_fetch(&call->comm->stats.diverted_bytes,
-					   (uint64_t)call->count *
+			struct ndet_comm_stats *stats = &call->comm->stats;
+			/* A reduce-scatter's sendbuff holds every rank's block. */
+			const uint64_t blocks = call->coll == NDET_COLL_REDUCE_SCATTER
+							? (uint64_t)ndet_comm_size(call->comm)
+							: 1;
+			__atomic_add_fetch(&stats->diverted_calls, 1, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&stats->diverted_by_coll[call->coll], 1,
+					   __ATOMIC_RELAXED);
+			if (call->decision.premul)
+				__atomic_add_fetch(&stats->diverted_premul, 1, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&stats->diverted_bytes,
+					   (uint64_t)call->count * blocks *
 						   ndet_plan_dtype_size(call->decision.dtype),
 					   __ATOMIC_RELAXED);
 			continue;
@@ -999,14 +1072,23 @@ static void ndet_comm_print_stats(struct ndet_comm *comm)
 	int rank = comm->rank, nranks = comm->nranks;
 	ndet_comm_state_t state = comm->state;
 	pthread_mutex_unlock(&comm->lock);
-	ndet_log_report("communicator %p rank %d/%d (%s): diverted %" PRIu64 " calls, %" PRIu64
-			" bytes; fallbacks: %s; refused (strict) %" PRIu64 "; failed %" PRIu64,
-			(void *)comm->nccl, rank, nranks, ndet_comm_state_name(state),
-			__atomic_load_n(&comm->stats.diverted_calls, __ATOMIC_RELAXED),
-			__atomic_load_n(&comm->stats.diverted_bytes, __ATOMIC_RELAXED),
-			used > 0 ? fallbacks : "none",
-			__atomic_load_n(&comm->stats.refused_calls, __ATOMIC_RELAXED),
-			__atomic_load_n(&comm->stats.failed_calls, __ATOMIC_RELAXED));
+	ndet_log_report(
+		"communicator %p rank %d/%d (%s): diverted %" PRIu64 " calls, %" PRIu64
+		" bytes (all-reduce %" PRIu64 ", reduce-scatter %" PRIu64 ", reduce %" PRIu64
+		"; PreMulSum %" PRIu64 "); fallbacks: %s; refused (strict) %" PRIu64
+		"; failed %" PRIu64,
+		(void *)comm->nccl, rank, nranks, ndet_comm_state_name(state),
+		__atomic_load_n(&comm->stats.diverted_calls, __ATOMIC_RELAXED),
+		__atomic_load_n(&comm->stats.diverted_bytes, __ATOMIC_RELAXED),
+		__atomic_load_n(&comm->stats.diverted_by_coll[NDET_COLL_ALLREDUCE],
+				__ATOMIC_RELAXED),
+		__atomic_load_n(&comm->stats.diverted_by_coll[NDET_COLL_REDUCE_SCATTER],
+				__ATOMIC_RELAXED),
+		__atomic_load_n(&comm->stats.diverted_by_coll[NDET_COLL_REDUCE], __ATOMIC_RELAXED),
+		__atomic_load_n(&comm->stats.diverted_premul, __ATOMIC_RELAXED),
+		used > 0 ? fallbacks : "none",
+		__atomic_load_n(&comm->stats.refused_calls, __ATOMIC_RELAXED),
+		__atomic_load_n(&comm->stats.failed_calls, __ATOMIC_RELAXED));
 }
 
 struct ndet_comm *ndet_comm_abort_begin(ncclComm_t nccl)
@@ -1131,6 +1213,96 @@ void ndet_comm_destroy(ncclComm_t nccl)
 	ndet_comm_unref(comm);
 }
 
+/* ---------------------------------------------------------------- PreMulSum ops */
+
+/* Bytes of one scalar of a datatype nccl-det reduces; 0 for the others (never diverted). */
+static size_t ndet_comm_scalar_size(ncclDataType_t datatype)
+{
+	switch (datatype) {
+	case ncclFloat16:
+	case ncclBfloat16:
+		return 2;
+	case ncclFloat32:
+		return 4;
+	case ncclFloat64:
+		return 8;
+	default:
+		return 0;
+	}
+}
+
+void ndet_comm_premul_created(ncclComm_t nccl, ncclRedOp_t op, const void *scalar,
+			      ncclDataType_t datatype, ncclScalarResidence_t residence)
+{
+	struct ndet_comm *comm = ndet_comm_lookup(nccl);
+	if (comm == NULL)
+		return;
+	struct ndet_comm_premul premul = {
+		.op = op,
+		.datatype = datatype,
+		.residence = residence == ncclScalarDevice ? NDET_PREMUL_DEVICE : NDET_PREMUL_HOST,
+	};
+	if (premul.residence == NDET_PREMUL_DEVICE)
+		premul.scalar = scalar;
+	else /* little-endian: the element's bits in the low bytes, as the kernels read them */
+		memcpy(&premul.bits, scalar, ndet_comm_scalar_size(datatype));
+	pthread_mutex_lock(&comm->lock);
+	/* NCCL hands out a destroyed op's value again: the new op replaces it. */
+	int slot = 0;
+	while (slot < comm->premul_count && comm->premul_ops[slot].op != op)
+		slot++;
+	if (slot == comm->premul_count && slot == comm->premul_capacity) {
+		int grown = comm->premul_capacity == 0 ? 4 : 2 * comm->premul_capacity;
+		struct ndet_comm_premul *larger =
+			realloc(comm->premul_ops, (size_t)grown * sizeof(*larger));
+		if (larger == NULL) {
+			pthread_mutex_unlock(&comm->lock);
+			/* Unknown to us: calls with it go to NCCL on every rank that ran out. */
+			NDET_WARN("out of memory recording PreMulSum op %d of communicator %p: its "
+				  "calls run in NCCL on this rank, which hangs if other ranks "
+				  "divert them",
+				  (int)op, (void *)nccl);
+			ndet_comm_unref(comm);
+			return;
+		}
+		comm->premul_ops = larger;
+		comm->premul_capacity = grown;
+	}
+	comm->premul_ops[slot] = premul;
+	if (slot == comm->premul_count)
+		comm->premul_count++;
+	pthread_mutex_unlock(&comm->lock);
+	ndet_comm_unref(comm);
+}
+
+void ndet_comm_premul_destroyed(ncclComm_t nccl, ncclRedOp_t op)
+{
+	struct ndet_comm *comm = ndet_comm_lookup(nccl);
+	if (comm == NULL)
+		return;
+	pthread_mutex_lock(&comm->lock);
+	for (int i = 0; i < comm->premul_count; i++) {
+		if (comm->premul_ops[i].op == op) {
+			comm->premul_ops[i] = comm->premul_ops[--comm->premul_count];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&comm->lock);
+	ndet_comm_unref(comm);
+}
+
+const char *ndet_comm_coll_name(ndet_coll_t coll)
+{
+	static const char *const names[NDET_COLL_COUNT] = {
+		[NDET_COLL_ALLREDUCE] = "ncclAllReduce",
+		[NDET_COLL_REDUCE_SCATTER] = "ncclReduceScatter",
+		[NDET_COLL_REDUCE] = "ncclReduce",
+	};
+	if ((unsigned)coll >= NDET_COLL_COUNT)
+		return "unknown collective";
+	return names[coll];
+}
+
 /* ---------------------------------------------------------------- queries, tests */
 
 ncclResult_t ndet_comm_query(ncclComm_t nccl, int *diverted, const char **reason)
@@ -1146,10 +1318,11 @@ ncclResult_t ndet_comm_query(ncclComm_t nccl, int *diverted, const char **reason
 		switch (comm->state) {
 		case NDET_COMM_READY:
 			is_diverted = 1;
-			why = "diverted: eligible all-reduces run in nccl-det's engine";
+			why = "diverted: eligible all-reduces, reduce-scatters and reduces (sum, "
+			      "prod, min, max, avg, PreMulSum) run in nccl-det's engine";
 			break;
 		case NDET_COMM_PENDING:
-			why = "setup pending: runs at the first eligible all-reduce (non-blocking "
+			why = "setup pending: runs at the first eligible reduction (non-blocking "
 			      "communicator) or at the outermost ncclGroupEnd";
 			break;
 		case NDET_COMM_FALLBACK:
@@ -1184,6 +1357,10 @@ bool ndet_comm_stats(ncclComm_t nccl, struct ndet_comm_stats *stats)
 		return false;
 	stats->diverted_calls = __atomic_load_n(&comm->stats.diverted_calls, __ATOMIC_RELAXED);
 	stats->diverted_bytes = __atomic_load_n(&comm->stats.diverted_bytes, __ATOMIC_RELAXED);
+	for (int i = 0; i < NDET_COLL_COUNT; i++)
+		stats->diverted_by_coll[i] =
+			__atomic_load_n(&comm->stats.diverted_by_coll[i], __ATOMIC_RELAXED);
+	stats->diverted_premul = __atomic_load_n(&comm->stats.diverted_premul, __ATOMIC_RELAXED);
 	for (int i = 0; i < NDET_FALLBACK_COUNT; i++)
 		stats->fallback_calls[i] =
 			__atomic_load_n(&comm->stats.fallback_calls[i], __ATOMIC_RELAXED);

@@ -57,7 +57,10 @@ extern "C" {
 
 struct ndet_comm;
 
-/* One ncclAllReduce, run now or recorded in a group. */
+/*
+ * One ncclAllReduce, ncclReduceScatter (count = recvcount) or ncclReduce, run now or
+ * recorded in a group.
+ */
 struct ndet_call {
 	struct ndet_comm *comm; /* a reference */
 	const void *sendbuff;
@@ -67,12 +70,29 @@ struct ndet_call {
 	ncclRedOp_t op;
 	cudaStream_t stream;
 	struct ndet_eligibility decision;
+	ndet_coll_t coll;
+	int root; /* ncclReduce */
+	/*
+	 * A PreMulSum op's scalar, as its communicator knew it at the call's first
+	 * decision (as NCCL resolves the op when the call is made): a call recorded in a
+	 * group keeps it when the op is destroyed before ncclGroupEnd (PyTorch destroys
+	 * its op right after the call).
+	 */
+	ndet_premul_t premul;
+	ncclDataType_t premul_datatype;
+	uint64_t scalar_bits;
+	const void *scalar;
 };
+
+/* "ncclAllReduce", "ncclReduceScatter", "ncclReduce". */
+const char *ndet_comm_coll_name(ndet_coll_t coll);
 
 /* Counters of one communicator (NCCL_DET_STATS=1 prints them at destroy). */
 struct ndet_comm_stats {
-	uint64_t diverted_calls;
-	uint64_t diverted_bytes;
+	uint64_t diverted_calls; /* every collective */
+	uint64_t diverted_bytes; /* what each rank contributed (sendbuff bytes) */
+	uint64_t diverted_by_coll[NDET_COLL_COUNT];
+	uint64_t diverted_premul; /* of them, with a PreMulSum op */
 	uint64_t fallback_calls[NDET_FALLBACK_COUNT];
 	uint64_t refused_calls; /* NCCL_DET_STRICT=1 */
 	uint64_t failed_calls;  /* poisoned communicator */
@@ -171,6 +191,20 @@ ncclResult_t ndet_comm_finalize_group(struct ndet_comm *const comms[], int count
  * then forget the communicator.
  */
 void ndet_comm_destroy(ncclComm_t nccl);
+
+/* ---------------------------------------------------------------- PreMulSum ops */
+
+/*
+ * NCCL made PreMulSum op `op` on `nccl` (ncclRedOpCreatePreMulSum succeeded): keep
+ * what the kernels need, as NCCL does: the scalar's value now (host immediate:
+ * NCCL reads it before returning) or its device address (read by every call).  Op
+ * values are NCCL's own, so they are per communicator as NCCL's are.
+ */
+void ndet_comm_premul_created(ncclComm_t nccl, ncclRedOp_t op, const void *scalar,
+			      ncclDataType_t datatype, ncclScalarResidence_t residence);
+
+/* NCCL destroyed `op` on `nccl` (ncclRedOpDestroy succeeded). */
+void ndet_comm_premul_destroyed(ncclComm_t nccl, ncclRedOp_t op);
 
 /* ---------------------------------------------------------------- queries, tests */
 

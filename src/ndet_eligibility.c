@@ -1,8 +1,8 @@
 /*
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
- * The all-reduce decision (see ndet_eligibility.h).  Pure: no logging, no NCCL or
- * CUDA call, no clock, no pointer.
+ * The decision for one reduction (see ndet_eligibility.h).  Pure: no logging, no
+ * NCCL or CUDA call, no clock, no pointer.
  */
 #include "config.h"
 
@@ -53,9 +53,11 @@ static ndet_fallback_reason_t ndet_eligibility_datatype(int datatype, ndet_dtype
 	}
 }
 
-static ndet_fallback_reason_t ndet_eligibility_op(int op, ndet_op_t *out)
+static ndet_fallback_reason_t ndet_eligibility_op(const struct ndet_eligibility_facts *facts,
+						  struct ndet_eligibility *decision)
 {
-	switch (op) {
+	ndet_op_t *out = &decision->op;
+	switch ((int)facts->op) {
 	case ncclSum:
 		*out = NDET_OP_SUM;
 		return NDET_FALLBACK_NONE;
@@ -72,8 +74,16 @@ static ndet_fallback_reason_t ndet_eligibility_op(int op, ndet_op_t *out)
 		*out = NDET_OP_AVG;
 		return NDET_FALLBACK_NONE;
 	default:
-		/* Values from ncclNumOps up are ncclRedOpCreatePreMulSum's. */
-		return NDET_FALLBACK_OP;
+		/*
+		 * Values from ncclNumOps up are ncclRedOpCreatePreMulSum's, typed and per
+		 * communicator: one NCCL does not know (never made, destroyed) or made
+		 * for another datatype is NCCL's error to return.
+		 */
+		if (!facts->premul_known || facts->premul_datatype != facts->datatype)
+			return NDET_FALLBACK_INVALID;
+		*out = NDET_OP_SUM;
+		decision->premul = true;
+		return NDET_FALLBACK_NONE;
 	}
 }
 
@@ -93,8 +103,14 @@ void ndet_eligibility_decide(const struct ndet_eligibility_facts *facts,
 	decision->floating = false;
 	decision->dtype = NDET_DTYPE_F32;
 	decision->op = NDET_OP_SUM;
+	decision->premul = false;
+	/* A root NCCL refuses; its size is known once the communicator is set up. */
+	const bool bad_root =
+		facts->coll == NDET_COLL_REDUCE &&
+		(facts->root < 0 || (facts->nranks >= 1 && facts->root >= facts->nranks));
 	if (datatype < 0 || datatype >= ndet_eligibility_type_count(facts->nccl_version) ||
-	    op < 0 || facts->invalid_pointers) {
+	    op < 0 || facts->invalid_pointers || bad_root ||
+	    (unsigned)facts->coll >= NDET_COLL_COUNT) {
 		ndet_eligibility_set(decision, NDET_ACTION_FORWARD, NDET_FALLBACK_INVALID);
 		return;
 	}
@@ -105,7 +121,12 @@ void ndet_eligibility_decide(const struct ndet_eligibility_facts *facts,
 	ndet_fallback_reason_t reason =
 		ndet_eligibility_datatype(datatype, &decision->dtype, &decision->floating);
 	if (reason == NDET_FALLBACK_NONE)
-		reason = ndet_eligibility_op(op, &decision->op);
+		reason = ndet_eligibility_op(facts, decision);
+	if (reason == NDET_FALLBACK_INVALID) {
+		/* NCCL's error to return, on every rank and whatever strict mode says. */
+		ndet_eligibility_set(decision, NDET_ACTION_FORWARD, reason);
+		return;
+	}
 	if (reason != NDET_FALLBACK_NONE) {
 		/*
 		 * Strict mode may refuse it, and only the agreed value may say so: set

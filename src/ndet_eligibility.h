@@ -1,20 +1,24 @@
 /*
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
- * Is one ncclAllReduce diverted?  A pure function of facts that are equal on every
- * rank of the communicator (DESIGN.md section 3): datatype, op, the communicator's
- * agreed state and agreed settings.  Never pointers, alignment, stream, capture
- * state or a local allocation result: ranks that decide differently hang (some wait
- * in our kernels, the others in NCCL).
+ * Is one ncclAllReduce, ncclReduceScatter or ncclReduce diverted?  The same rules
+ * for all three.  A pure function of facts that are equal on every rank of the
+ * communicator (DESIGN.md section 3): collective, datatype, op, root, the
+ * communicator's agreed state and agreed settings.  Never pointers, alignment,
+ * stream, capture state or a local allocation result: ranks that decide differently
+ * hang (some wait in our kernels, the others in NCCL).
  *
  * Supported: ncclFloat32, ncclFloat16, ncclBfloat16, ncclFloat64 with ncclSum,
- * ncclProd, ncclMin, ncclMax, ncclAvg, any count (0 is a consistent no-op).
- * Integer types go to NCCL silently (integer reductions are exact in any order).
- * fp8 types (NCCL >= 2.24) and PreMulSum ops (op >= ncclNumOps) go to NCCL with a
- * WARN: the user asked for determinism and does not get it.  Arguments NCCL would
- * reject (datatype or op outside their enums; in NCCL's pointer-check mode, buffers
- * its check refuses) go to NCCL unchanged so that it returns its own error code.
- * NCCL_DET_STRICT=1 turns every floating-point fallback into ncclInvalidUsage.
+ * ncclProd, ncclMin, ncclMax, ncclAvg, and PreMulSum ops (ncclRedOpCreatePreMulSum,
+ * op >= ncclNumOps) that this communicator made through nccl-det for the call's
+ * datatype; any count (0 is a consistent no-op).  Integer types go to NCCL silently
+ * (integer reductions are exact in any order).  fp8 types (NCCL >= 2.24) go to NCCL
+ * with a WARN: the user asked for determinism and does not get it.  Arguments NCCL
+ * would reject (datatype or op outside their enums, a PreMulSum op it does not know
+ * or made for another datatype, a root outside the communicator; in NCCL's
+ * pointer-check mode, buffers its check refuses) go to NCCL unchanged so that it
+ * returns its own error code.  NCCL_DET_STRICT=1 turns every floating-point fallback
+ * into ncclInvalidUsage.
  *
  * Strict mode is a fact only once agreed (the setup ANDs every rank's flag): a
  * floating-point call that strict mode might refuse, on a communicator not set up
@@ -50,7 +54,7 @@ typedef enum {
 	NDET_FALLBACK_NONE = 0,
 	NDET_FALLBACK_INTEGER,      /* integer datatype: exact anyway, silent */
 	NDET_FALLBACK_DATATYPE,     /* floating-point datatype nccl-det lacks (fp8) */
-	NDET_FALLBACK_OP,           /* PreMulSum op */
+	NDET_FALLBACK_OP,           /* an op nccl-det lacks (none since PreMulSum is diverted) */
 	NDET_FALLBACK_COMMUNICATOR, /* the communicator's setup verdict */
 	NDET_FALLBACK_INVALID,      /* arguments NCCL rejects: forwarded for its code */
 	NDET_FALLBACK_INACTIVE,     /* communicator aborted, revoked or finalized */
@@ -66,9 +70,18 @@ typedef enum {
 } ndet_action_t;
 
 struct ndet_eligibility_facts {
+	ndet_coll_t coll; /* 0: ncclAllReduce */
 	ncclDataType_t datatype;
 	ncclRedOp_t op;
 	size_t count;
+	int root;   /* ncclReduce */
+	int nranks; /* the communicator's size; < 1 while unknown (PENDING) */
+	/*
+	 * op >= ncclNumOps: is it a live PreMulSum op of this communicator (made through
+	 * nccl-det, as NCCL made it on every rank), and for which datatype?
+	 */
+	bool premul_known;
+	ncclDataType_t premul_datatype;
 	ndet_comm_state_t state;
 	bool strict;      /* agreed NCCL_DET_STRICT; not consulted while PENDING */
 	int nccl_version; /* runtime pncclGetVersion: which enum values exist */
@@ -85,7 +98,8 @@ struct ndet_eligibility {
 	ndet_fallback_reason_t reason; /* FORWARD and REFUSE; NONE otherwise */
 	bool floating;                 /* a floating-point reduction */
 	ndet_dtype_t dtype;            /* DIVERT and SETUP */
-	ndet_op_t op;
+	ndet_op_t op;                  /* NDET_OP_SUM for PreMulSum */
+	bool premul;                   /* a PreMulSum op (DIVERT and SETUP) */
 };
 
 /* The decision for one call. */

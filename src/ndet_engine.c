@@ -928,13 +928,30 @@ ndet_status_t ndet_engine_create(const struct ndet_engine_config *config,
 ndet_status_t ndet_engine_plan_for_config(const struct ndet_engine_config *config, size_t count,
 					  ndet_dtype_t dtype, ndet_op_t op, struct ndet_plan *plan)
 {
+	const struct ndet_engine_call call = {.count = count, .dtype = dtype, .op = op};
+	return ndet_engine_plan_call_for_config(config, &call, plan);
+}
+
+ndet_status_t ndet_engine_plan_call(const struct ndet_engine *engine,
+				    const struct ndet_engine_call *call, struct ndet_plan *plan)
+{
+	return ndet_engine_plan_call_for_config(&engine->config, call, plan);
+}
+
+ndet_status_t ndet_engine_plan_call_for_config(const struct ndet_engine_config *config,
+					       const struct ndet_engine_call *call,
+					       struct ndet_plan *plan)
+{
 	if (config->max_blocks < 1)
 		return NDET_ERR_INVALID_ARGUMENT;
 	struct ndet_plan_params params = {
-		.count = count,
-		.dtype = dtype,
-		.op = op,
+		.count = call->count,
+		.dtype = call->dtype,
+		.op = call->op,
 		.nranks = config->nranks,
+		.coll = call->coll,
+		.root = call->root,
+		.premul = call->premul != NDET_PREMUL_NONE,
 		.oneshot_max = config->oneshot_max,
 		.max_blocks = config->max_blocks,
 		.lane_bytes = ndet_engine_lane_bytes(config),
@@ -949,25 +966,29 @@ ndet_status_t ndet_engine_plan(const struct ndet_engine *engine, size_t count,
 }
 
 static void ndet_engine_fill_args(const struct ndet_engine *engine, const struct ndet_plan *plan,
-				  const void *sendbuff, void *recvbuff, size_t count,
-				  ndet_dtype_t dtype, ndet_op_t op, struct ndet_kernel_args *args)
+				  const struct ndet_engine_call *call,
+				  struct ndet_kernel_args *args)
 {
 	memset(args, 0, sizeof(*args));
-	args->sendbuff = sendbuff;
-	args->recvbuff = recvbuff;
-	args->count = count;
+	args->sendbuff = call->sendbuff;
+	args->recvbuff = call->recvbuff;
+	args->count = call->count;
 	args->chunk_elems = plan->chunk_elems;
 	args->steps = plan->steps;
 	args->lane_bytes = engine->lane_bytes;
 	args->timeout_ns = engine->config.timeout_ms * 1000000ull;
-	args->dtype = (int32_t)dtype;
-	args->op = (int32_t)op;
+	args->dtype = (int32_t)call->dtype;
+	args->op = (int32_t)call->op;
 	args->path = (int32_t)plan->path;
 	args->nranks = engine->config.nranks;
 	args->rank = engine->config.rank;
 	args->blocks = plan->blocks;
 	args->signature = plan->signature;
 	args->debug_delay_ns = engine->config.debug_delay_ns;
+	args->root = call->coll == NDET_COLL_REDUCE ? call->root : -1;
+	args->premul = (int32_t)call->premul;
+	args->scalar_bits = call->scalar_bits;
+	args->scalar = call->scalar;
 	args->step_counters = engine->step_counters;
 	args->host_status = engine->host_status_dev;
 	for (int r = 0; r < engine->config.nranks; r++) {
@@ -1045,13 +1066,41 @@ ndet_status_t ndet_engine_allreduce(struct ndet_engine *engine, const void *send
 				    void *recvbuff, size_t count, ndet_dtype_t dtype,
 				    ndet_op_t op, cudaStream_t stream)
 {
+	const struct ndet_engine_call call = {.sendbuff = sendbuff,
+					      .recvbuff = recvbuff,
+					      .count = count,
+					      .dtype = dtype,
+					      .op = op};
+	return ndet_engine_collective(engine, &call, stream);
+}
+
+/*
+ * One rank: recvbuff = its block of sendbuff (block 0: the whole buffer of an
+ * all-reduce or a reduce, the one block of a reduce-scatter).
+ */
+static ndet_status_t ndet_engine_copy(const struct ndet_engine_call *call, cudaStream_t stream)
+{
+	ndet_status_t status = NDET_OK;
+	if (call->sendbuff != call->recvbuff)
+		NDET_CUDA_CHECK_GOTO(
+			cudaMemcpyAsync(call->recvbuff, call->sendbuff,
+					call->count * ndet_plan_dtype_size(call->dtype),
+					cudaMemcpyDeviceToDevice, stream),
+			status, out);
+out:
+	return status;
+}
+
+ndet_status_t ndet_engine_collective(struct ndet_engine *engine,
+				     const struct ndet_engine_call *call, cudaStream_t stream)
+{
 	ndet_status_t status = ndet_engine_error(engine, NULL);
 	int saved_device = -1;
 	unsigned long long capture = 0;
 	if (status != NDET_OK)
 		return status;
 	struct ndet_plan plan;
-	status = ndet_engine_plan(engine, count, dtype, op, &plan);
+	status = ndet_engine_plan_call(engine, call, &plan);
 	if (status != NDET_OK)
 		return status;
 	if (plan.path == NDET_PATH_NONE)
@@ -1065,14 +1114,10 @@ ndet_status_t ndet_engine_allreduce(struct ndet_engine *engine, const void *send
 	if (status != NDET_OK)
 		goto out;
 	if (plan.path == NDET_PATH_COPY) {
-		if (sendbuff != recvbuff)
-			NDET_CUDA_CHECK_GOTO(cudaMemcpyAsync(recvbuff, sendbuff,
-							     count * ndet_plan_dtype_size(dtype),
-							     cudaMemcpyDeviceToDevice, stream),
-					     status, out);
+		status = ndet_engine_copy(call, stream);
 	} else {
 		struct ndet_kernel_args args;
-		ndet_engine_fill_args(engine, &plan, sendbuff, recvbuff, count, dtype, op, &args);
+		ndet_engine_fill_args(engine, &plan, call, &args);
 		NDET_CUDA_CHECK_GOTO((cudaError_t)ndet_kernel_allreduce(&args, stream), status, out);
 	}
 	status = ndet_engine_launched(engine, stream, capture);
@@ -1087,28 +1132,48 @@ ndet_status_t ndet_engine_allreduce_all_ranks(struct ndet_engine *const *engines
 					      size_t count, ndet_dtype_t dtype, ndet_op_t op,
 					      cudaStream_t stream)
 {
+	struct ndet_engine_call calls[NDET_MAX_RANKS];
+	if (nranks < 1 || nranks > NDET_MAX_RANKS)
+		return NDET_ERR_INVALID_ARGUMENT;
+	for (int r = 0; r < nranks; r++)
+		calls[r] = (struct ndet_engine_call){.sendbuff = sendbuffs[r],
+						     .recvbuff = recvbuffs[r],
+						     .count = count,
+						     .dtype = dtype,
+						     .op = op};
+	return ndet_engine_collective_all_ranks(engines, nranks, calls, stream);
+}
+
+ndet_status_t ndet_engine_collective_all_ranks(struct ndet_engine *const *engines, int nranks,
+					       const struct ndet_engine_call *calls,
+					       cudaStream_t stream)
+{
 	ndet_status_t status = NDET_OK;
 	struct ndet_kernel_args *host_args = NULL, *device_args = NULL;
 	const size_t args_bytes = sizeof(*host_args) * (size_t)(nranks > 0 ? nranks : 1);
 	struct ndet_plan plan;
 	if (nranks < 1 || nranks > NDET_MAX_RANKS)
 		return NDET_ERR_INVALID_ARGUMENT;
-	status = ndet_engine_plan(engines[0], count, dtype, op, &plan);
+	status = ndet_engine_plan_call(engines[0], &calls[0], &plan);
 	if (status != NDET_OK)
 		return status;
-	if (plan.path != NDET_PATH_ONESHOT && plan.path != NDET_PATH_TWOSHOT)
+	if (plan.path != NDET_PATH_ONESHOT && plan.path != NDET_PATH_TWOSHOT &&
+	    plan.path != NDET_PATH_SCATTER)
 		return NDET_ERR_INVALID_ARGUMENT;
 	host_args = calloc((size_t)nranks, sizeof(*host_args));
 	if (host_args == NULL)
 		return NDET_ERR_SYSTEM;
 	for (int r = 0; r < nranks; r++)
-		ndet_engine_fill_args(engines[r], &plan, sendbuffs[r], recvbuffs[r], count, dtype, op,
-				      &host_args[r]);
+		ndet_engine_fill_args(engines[r], &plan, &calls[r], &host_args[r]);
+	const int op =
+		calls[0].premul != NDET_PREMUL_NONE ? NDET_KERNEL_OP_PREMULSUM : (int)calls[0].op;
 	NDET_CUDA_CHECK_GOTO(ndet_engine_malloc(&device_args, args_bytes), status, out);
 	NDET_CUDA_CHECK_GOTO(cudaMemcpy(device_args, host_args, args_bytes, cudaMemcpyHostToDevice),
 			     status, out);
-	NDET_CUDA_CHECK_GOTO((cudaError_t)ndet_kernel_allreduce_all_ranks(device_args, (int)dtype, (int)op, nranks, plan.blocks, stream),
-			     status, out);
+	NDET_CUDA_CHECK_GOTO(
+		(cudaError_t)ndet_kernel_allreduce_all_ranks(device_args, (int)calls[0].dtype, op,
+							     nranks, plan.blocks, stream),
+		status, out);
 	NDET_CUDA_CHECK_GOTO(cudaStreamSynchronize(stream), status, out);
 out:
 	ndet_engine_free_memory(&device_args, args_bytes, false);

@@ -116,6 +116,47 @@ ndet_status_t ndet_engine_allreduce(struct ndet_engine *engine, const void *send
 				    ndet_op_t op, cudaStream_t stream);
 
 /*
+ * One collective of any kind (zero-initialised: an all-reduce with a plain op).
+ *   NDET_COLL_ALLREDUCE       count elements in sendbuff and recvbuff on every rank
+ *   NDET_COLL_REDUCE_SCATTER  count = recvcount: sendbuff holds nranks blocks of it,
+ *                             rank r gets block r of the all-reduce; in place when
+ *                             recvbuff == sendbuff + r * count elements (NCCL's rule)
+ *   NDET_COLL_REDUCE          only `root` gets the result; other ranks' recvbuff is
+ *                             never touched (NCCL lets it be anything)
+ * PreMulSum: op NDET_OP_SUM and premul set; the scalar is one element of dtype, its
+ * bits in scalar_bits (host) or at device address `scalar` (read when the kernel
+ * runs: CUDA-graph replays see its value then).
+ */
+struct ndet_engine_call {
+	ndet_coll_t coll;
+	const void *sendbuff;
+	void *recvbuff;
+	size_t count;
+	ndet_dtype_t dtype;
+	ndet_op_t op;
+	int root;
+	ndet_premul_t premul;
+	uint64_t scalar_bits;
+	const void *scalar;
+};
+
+/* ndet_engine_allreduce for any collective. */
+ndet_status_t ndet_engine_collective(struct ndet_engine *engine,
+				     const struct ndet_engine_call *call, cudaStream_t stream);
+
+/* The plan this engine would use for `call` (for tools and tests). */
+ndet_status_t ndet_engine_plan_call(const struct ndet_engine *engine,
+				    const struct ndet_engine_call *call, struct ndet_plan *plan);
+
+/*
+ * ndet_engine_allreduce_all_ranks for any collective: calls[r] is rank r's (the
+ * same collective, count, dtype and op everywhere).
+ */
+ndet_status_t ndet_engine_collective_all_ranks(struct ndet_engine *const *engines, int nranks,
+					       const struct ndet_engine_call *calls,
+					       cudaStream_t stream);
+
+/*
  * All ranks of this process in one launch (grid.y = rank), for compute-sanitizer.
  * Every engine must live in this process on the same device.
  */
@@ -127,6 +168,11 @@ ndet_status_t ndet_engine_allreduce_all_ranks(struct ndet_engine *const *engines
 /* The plan this engine would use (for tools and tests). */
 ndet_status_t ndet_engine_plan(const struct ndet_engine *engine, size_t count,
 			       ndet_dtype_t dtype, ndet_op_t op, struct ndet_plan *plan);
+
+/* ndet_engine_plan_call from a configuration alone (no engine: nccl-det-perf --dry-run). */
+ndet_status_t ndet_engine_plan_call_for_config(const struct ndet_engine_config *config,
+					       const struct ndet_engine_call *call,
+					       struct ndet_plan *plan);
 
 /*
  * The plan an engine created with `config` would use, without creating one (no CUDA

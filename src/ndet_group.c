@@ -1,7 +1,7 @@
 /*
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
- * Per-thread group state and the ncclAllReduce front door (see ndet_group.h).
+ * Per-thread group state and the front door of the reductions (see ndet_group.h).
  */
 #include "config.h"
 
@@ -158,23 +158,47 @@ static ncclResult_t ndet_group_queue_settle(struct ndet_group_queue *queue, stru
 	return result;
 }
 
+/* One recorded call through the real NCCL function of its kind. */
+static ncclResult_t ndet_group_forward(const struct ndet_nccl *nccl, const struct ndet_call *call)
+{
+	ncclComm_t comm = ndet_comm_nccl(call->comm);
+	switch (call->coll) {
+	case NDET_COLL_REDUCE_SCATTER:
+		if (nccl->ncclReduceScatter == NULL)
+			break;
+		return nccl->ncclReduceScatter(call->sendbuff, call->recvbuff, call->count,
+					       call->datatype, call->op, comm, call->stream);
+	case NDET_COLL_REDUCE:
+		if (nccl->ncclReduce == NULL)
+			break;
+		return nccl->ncclReduce(call->sendbuff, call->recvbuff, call->count, call->datatype,
+					call->op, call->root, comm, call->stream);
+	case NDET_COLL_ALLREDUCE:
+	default:
+		if (nccl->ncclAllReduce == NULL)
+			break;
+		return nccl->ncclAllReduce(call->sendbuff, call->recvbuff, call->count,
+					   call->datatype, call->op, comm, call->stream);
+	}
+	static const enum ndet_nccl_function functions[NDET_COLL_COUNT] = {
+		[NDET_COLL_ALLREDUCE] = NDET_NCCL_FN_ncclAllReduce,
+		[NDET_COLL_REDUCE_SCATTER] = NDET_NCCL_FN_ncclReduceScatter,
+		[NDET_COLL_REDUCE] = NDET_NCCL_FN_ncclReduce,
+	};
+	return ndet_status_to_nccl(ndet_resolve_missing(functions[call->coll]));
+}
+
 /* Replays calls through the real NCCL inside one real group. */
 static ncclResult_t ndet_group_replay(struct ndet_call *const *calls, int count)
 {
 	const struct ndet_nccl *nccl = ndet_resolve_nccl();
-	if (nccl->ncclGroupStart == NULL || nccl->ncclGroupEnd == NULL ||
-	    nccl->ncclAllReduce == NULL)
-		return ndet_status_to_nccl(ndet_resolve_missing(NDET_NCCL_FN_ncclAllReduce));
+	if (nccl->ncclGroupStart == NULL || nccl->ncclGroupEnd == NULL)
+		return ndet_status_to_nccl(ndet_resolve_missing(NDET_NCCL_FN_ncclGroupStart));
 	ncclResult_t result = nccl->ncclGroupStart();
 	if (result != ncclSuccess)
 		return result;
-	for (int i = 0; i < count; i++) {
-		const struct ndet_call *call = calls[i];
-		result = ndet_group_combine(
-			result, nccl->ncclAllReduce(call->sendbuff, call->recvbuff, call->count,
-						    call->datatype, call->op,
-						    ndet_comm_nccl(call->comm), call->stream));
-	}
+	for (int i = 0; i < count; i++)
+		result = ndet_group_combine(result, ndet_group_forward(nccl, calls[i]));
 	return ndet_group_combine(result, nccl->ncclGroupEnd());
 }
 
@@ -400,6 +424,14 @@ bool ndet_group_allreduce(const void *sendbuff, void *recvbuff, size_t count,
 			  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t nccl,
 			  cudaStream_t stream, ncclResult_t *result)
 {
+	return ndet_group_reduction(NDET_COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op,
+				    -1, nccl, stream, result);
+}
+
+bool ndet_group_reduction(ndet_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
+			  ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t nccl,
+			  cudaStream_t stream, ncclResult_t *result)
+{
 	struct ndet_comm *comm = ndet_comm_lookup(nccl);
 	if (comm == NULL)
 		return false;
@@ -411,6 +443,8 @@ bool ndet_group_allreduce(const void *sendbuff, void *recvbuff, size_t count,
 		.datatype = datatype,
 		.op = op,
 		.stream = stream,
+		.coll = coll,
+		.root = root,
 	};
 	ndet_comm_decide(&call);
 	if (ndet_group_current.depth > 0) {

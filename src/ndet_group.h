@@ -4,7 +4,9 @@
  * NCCL groups, as nccl-det sees them: per thread and nesting, like NCCL's own.
  *
  * ncclGroupStart is forwarded (calls that go to NCCL join NCCL's group) and counted.
- * Inside a group, an eligible ncclAllReduce is recorded, not launched; so is a
+ * Inside a group, an eligible reduction (ncclAllReduce, ncclReduceScatter,
+ * ncclReduce: "all-reduce" below stands for any of them) is recorded, not launched;
+ * so is a
  * communicator created there (its setup must wait: its init runs at ncclGroupEnd)
  * and an ncclCommFinalize (its barrier needs the communicator NCCL would finalize).
  * At the outermost ncclGroupEnd: NCCL's group end is forwarded first, then the
@@ -14,9 +16,11 @@
  * may drive several ranks: never one by one), then the held finalizes.
  * ncclGroupSimulateEnd drops what was recorded.
  *
- * Known reordering: an NCCL collective other than ncclAllReduce on a communicator
- * (ncclBroadcast, ...) issued in the same group as a diverted all-reduce runs in
- * NCCL's group end, before the diverted all-reduce, whatever the issue order.
+ * Known reordering: an NCCL collective nccl-det never diverts (ncclBroadcast,
+ * ncclAllGather, send/receive, ...) issued in the same group as a diverted reduction
+ * on a communicator runs in NCCL's group end, before the diverted one, whatever the
+ * issue order.  The reductions themselves (diverted or replayed) keep their issue
+ * order per communicator, mixed kinds included.
  */
 #ifndef NDET_GROUP_H_
 #define NDET_GROUP_H_
@@ -25,6 +29,8 @@
 #include <stddef.h>
 
 #include <nccl.h>
+
+#include "ndet_types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,6 +60,14 @@ ncclResult_t ndet_group_comms_created(ncclComm_t *comms, int count, bool blockin
 /* ncclAllReduce: true when nccl-det handled the call and *result is the answer. */
 bool ndet_group_allreduce(const void *sendbuff, void *recvbuff, size_t count,
 			  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+			  cudaStream_t stream, ncclResult_t *result);
+
+/*
+ * Any reduction nccl-det may divert: ncclAllReduce, ncclReduceScatter (count =
+ * recvcount) or ncclReduce (root; ignored by the others).  As ndet_group_allreduce.
+ */
+bool ndet_group_reduction(ndet_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
+			  ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
 			  cudaStream_t stream, ncclResult_t *result);
 
 /*

@@ -24,10 +24,17 @@ static uint64_t ndet_plan_div_up(uint64_t a, uint64_t b)
 static uint32_t ndet_plan_signature(const struct ndet_plan_params *params,
 				    const struct ndet_plan *plan)
 {
-	const uint64_t words[] = {params->count,	(uint64_t)params->dtype,
-				  (uint64_t)params->op, (uint64_t)params->nranks,
-				  (uint64_t)plan->path, plan->blocks,
-				  plan->chunk_elems,	plan->steps};
+	/*
+	 * The collective, its root and PreMulSum too: a rank in a reduce-scatter must not
+	 * meet one in an all-reduce of the same count (garbage), it must fail.
+	 */
+	const uint64_t root = params->coll == NDET_COLL_REDUCE ? (uint64_t)params->root : 0;
+	const uint64_t words[] = {params->count,           (uint64_t)params->dtype,
+				  (uint64_t)params->op,    (uint64_t)params->nranks,
+				  (uint64_t)plan->path,    plan->blocks,
+				  plan->chunk_elems,       plan->steps,
+				  (uint64_t)params->coll,  root,
+				  (uint64_t)params->premul};
 	uint64_t hash = 0xcbf29ce484222325ull;
 	const unsigned char *bytes = (const unsigned char *)words;
 	for (size_t i = 0; i < sizeof(words); i++) {
@@ -42,25 +49,48 @@ static uint32_t ndet_plan_signature(const struct ndet_plan_params *params,
 ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_plan *plan)
 {
 	const unsigned size = ndet_plan_dtype_size(params->dtype);
+	const bool scatter = params->coll == NDET_COLL_REDUCE_SCATTER;
 	if (size == 0 || (unsigned)params->op >= NDET_OP_COUNT || params->nranks < 1 ||
 	    params->nranks > NDET_MAX_RANKS || params->max_blocks < 1 ||
-	    params->max_blocks > NDET_KERNEL_MAX_BLOCKS || params->lane_bytes < 16)
+	    params->max_blocks > NDET_KERNEL_MAX_BLOCKS || params->lane_bytes < 16 ||
+	    (unsigned)params->coll >= NDET_COLL_COUNT ||
+	    (params->premul && params->op != NDET_OP_SUM) ||
+	    (params->coll == NDET_COLL_REDUCE &&
+	     (params->root < 0 || params->root >= params->nranks)))
 		return NDET_ERR_INVALID_ARGUMENT;
 
 	struct ndet_plan result;
 	memset(&result, 0, sizeof(result));
 	const uint64_t pack = 16 / size;
-	const uint64_t lane_elems = params->lane_bytes / size / pack * pack;
+	/* Reduce-scatter: a lane holds one segment per rank. */
+	const uint64_t lane_elems =
+		params->lane_bytes / size / (scatter ? (uint64_t)params->nranks : 1) / pack * pack;
+	if (lane_elems == 0)
+		return NDET_ERR_INVALID_ARGUMENT;
 	if (params->count == 0) {
 		result.path = NDET_PATH_NONE;
-	} else if (params->nranks == 1) {
+	} else if (params->nranks == 1 && !params->premul) {
 		result.path = NDET_PATH_COPY;
 	} else {
-		/* Overflow-safe: count * size only compared, never stored past 2^64. */
-		const uint64_t bytes = params->count > UINT64_MAX / size ? UINT64_MAX
-									 : params->count * size;
-		result.path = bytes <= params->oneshot_max ? NDET_PATH_ONESHOT : NDET_PATH_TWOSHOT;
-		const uint64_t per_block = result.path == NDET_PATH_ONESHOT
+		/*
+		 * Bytes each rank contributes (all nranks blocks of a reduce-scatter).
+		 * Overflow-safe: only compared, never stored past 2^64.
+		 */
+		const uint64_t elems_per_rank = scatter ? (uint64_t)params->nranks : 1;
+		const uint64_t bytes = params->count > UINT64_MAX / size / elems_per_rank
+					       ? UINT64_MAX
+					       : params->count * size * elems_per_rank;
+		if (scatter)
+			result.path = NDET_PATH_SCATTER;
+		else
+			result.path = bytes <= params->oneshot_max ? NDET_PATH_ONESHOT
+								   : NDET_PATH_TWOSHOT;
+		/*
+		 * Reduce-scatter moves what the first half of a two-shot all-reduce of the
+		 * same bytes moves; it takes the one-shot share per block below the
+		 * one-shot threshold (latency: few flags), the two-shot share above it.
+		 */
+		const uint64_t per_block = bytes <= params->oneshot_max
 						   ? NDET_PLAN_ONESHOT_BYTES_PER_BLOCK
 						   : NDET_PLAN_TWOSHOT_BYTES_PER_BLOCK;
 		uint64_t blocks = ndet_plan_div_up(bytes, per_block);

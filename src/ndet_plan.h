@@ -1,8 +1,9 @@
 /*
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
- * The launch plan of one all-reduce: path, grid, chunking and the call signature.
- * A pure function of (count, dtype, op, nranks, agreed settings): nothing local
+ * The launch plan of one collective (all-reduce, reduce, reduce-scatter): path, grid,
+ * chunking and the call signature.  A pure function of (collective, count, dtype,
+ * op, nranks, agreed settings): nothing local
  * (pointer alignment, in-place-ness, stream, capture state, SM count) may enter it,
  * because every rank must compute the same plan or the ranks' blocks would wait for
  * partners that never come.  Alignment only chooses vector widths inside the kernel.
@@ -10,11 +11,16 @@
  * Element mapping: step k, block b handles elements
  *     [ (k*blocks + b) * chunk_elems , + chunk_elems ) clipped to count
  * and every element is reduced with the same tree whatever the path, so one-shot,
- * two-shot and any chunking give the same bits.
+ * two-shot and any chunking give the same bits.  Reduce-scatter (NDET_PATH_SCATTER)
+ * maps the elements of one rank block (count = recvcount) that way, every block at
+ * once: a lane holds nranks segments of chunk_elems, so chunk_elems is at most a
+ * lane / nranks.  Its bits are the all-reduce's for the same element (same tree):
+ * an all-reduce equals the concatenation of the reduce-scatter blocks.
  */
 #ifndef NDET_PLAN_H_
 #define NDET_PLAN_H_
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ndet_kernels.h"
@@ -36,10 +42,13 @@ extern "C" {
 #define NDET_PLAN_TWOSHOT_BYTES_PER_BLOCK (32u * 1024u)
 
 struct ndet_plan_params {
-	uint64_t count;
+	uint64_t count; /* reduce-scatter: recvcount */
 	ndet_dtype_t dtype;
 	ndet_op_t op;
 	int nranks;
+	ndet_coll_t coll;     /* 0: all-reduce */
+	int root;             /* NDET_COLL_REDUCE only */
+	bool premul;          /* PreMulSum (op NDET_OP_SUM): never a plain copy, even on 1 rank */
 	uint64_t oneshot_max; /* bytes; agreed setting NCCL_DET_ONESHOT_MAX */
 	int max_blocks;       /* agreed setting NCCL_DET_MAX_BLOCKS */
 	uint64_t lane_bytes;  /* agreed: pool data bytes / max_blocks, multiple of 256 */
@@ -54,9 +63,10 @@ struct ndet_plan {
 };
 
 /*
- * Plan one call.  NDET_ERR_INVALID_ARGUMENT for an invalid dtype/op, nranks outside
+ * Plan one call.  NDET_ERR_INVALID_ARGUMENT for an invalid dtype/op/collective,
+ * PreMulSum with an op other than sum, a root outside [0, nranks), nranks outside
  * [1, NDET_MAX_RANKS], max_blocks outside [1, NDET_KERNEL_MAX_BLOCKS] or a lane too
- * small for one 16-byte pack.
+ * small for one 16-byte pack (per rank, for reduce-scatter).
  */
 ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_plan *plan);
 

@@ -72,7 +72,10 @@ ndet_status_t ndet_reference_reduce_scatter(const void *const *inputs, int nrank
 /*
  * PreMulSum (ncclRedOpCreatePreMulSum): rank r's elements are multiplied by its scalar
  * scalars[r] (an array of nranks values of `dtype`) in the accumulation type with one
- * IEEE rounding there, then summed with the tree, then rounded once to `dtype`.
+ * IEEE rounding there, then summed with the tree, then rounded once to `dtype`.  For
+ * f16 and bf16 the product of two widened values is exact in f32, so the adds and the
+ * final rounding are the only roundings; for f32 (f64) each product is rounded to f32
+ * (f64) before it is added, never fused with the add.
  */
 ndet_status_t ndet_reference_premulsum(const void *const *inputs, const void *scalars,
 				       int nranks, void *output, size_t count, ndet_dtype_t dtype);

@@ -5,7 +5,9 @@
  *
  * Each one forwards to the real NCCL (ndet_resolve.h) with identical arguments and
  * returns its code, except where nccl-det takes a call over: an eligible
- * ncclAllReduce (ndet_group.h), the async error of a communicator whose engine
+ * ncclAllReduce, ncclReduceScatter or ncclReduce (ndet_group.h, PreMulSum ops
+ * included: their scalars are kept per communicator when NCCL makes them), the
+ * async error of a communicator whose engine
  * failed, an ncclCommFinalize held in a group.  Around the calls sit the hooks that
  * keep nccl-det's state per communicator (ndet_comm.h) and per thread
  * (ndet_group.h).  With NCCL_DET_ENABLE=0 no hook runs: the library is a pure
@@ -101,6 +103,31 @@ NDET_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, siz
 	    ndet_group_allreduce(sendbuff, recvbuff, count, datatype, op, comm, stream, &result))
 		return result;
 	return real(sendbuff, recvbuff, count, datatype, op, comm, stream);
+}
+
+NDET_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+					   ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+					   cudaStream_t stream)
+{
+	NDET_SHIM_REAL(ncclReduceScatter, real);
+	ncclResult_t result;
+	if (ndet_shim_enabled() &&
+	    ndet_group_reduction(NDET_COLL_REDUCE_SCATTER, sendbuff, recvbuff, recvcount, datatype,
+				 op, -1, comm, stream, &result))
+		return result;
+	return real(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+}
+
+NDET_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
+				    ncclDataType_t datatype, ncclRedOp_t op, int root,
+				    ncclComm_t comm, cudaStream_t stream)
+{
+	NDET_SHIM_REAL(ncclReduce, real);
+	ncclResult_t result;
+	if (ndet_shim_enabled() && ndet_group_reduction(NDET_COLL_REDUCE, sendbuff, recvbuff, count,
+							datatype, op, root, comm, stream, &result))
+		return result;
+	return real(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
 
 NDET_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId,
@@ -251,13 +278,21 @@ NDET_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar,
 						  ncclScalarResidence_t residence, ncclComm_t comm)
 {
 	NDET_SHIM_REAL(ncclRedOpCreatePreMulSum, real);
-	return real(op, scalar, datatype, residence, comm);
+	/* NCCL makes the op (its value, its checks); we keep its scalar for our kernels. */
+	ncclResult_t result = real(op, scalar, datatype, residence, comm);
+	if (result == ncclSuccess && ndet_shim_enabled())
+		ndet_comm_premul_created(comm, *op, scalar, datatype, residence);
+	return result;
 }
 
 NDET_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
 {
 	NDET_SHIM_REAL(ncclRedOpDestroy, real);
-	return real(op, comm);
+	/* An op NCCL does not know gets NCCL's error, and ours stays as it was. */
+	ncclResult_t result = real(op, comm);
+	if (result == ncclSuccess && ndet_shim_enabled())
+		ndet_comm_premul_destroyed(comm, op);
+	return result;
 }
 
 /* ------------------------------------------------------------------ profiling aliases */
@@ -271,6 +306,8 @@ NDET_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
 #define NDET_SHIM_PROFILING_ALIAS(name)                                                            \
 	extern __typeof__(name) p##name __attribute__((alias(#name), visibility("default")));
 NDET_SHIM_PROFILING_ALIAS(ncclAllReduce)
+NDET_SHIM_PROFILING_ALIAS(ncclReduceScatter)
+NDET_SHIM_PROFILING_ALIAS(ncclReduce)
 NDET_SHIM_PROFILING_ALIAS(ncclCommInitRank)
 NDET_SHIM_PROFILING_ALIAS(ncclCommInitRankConfig)
 NDET_SHIM_PROFILING_ALIAS(ncclCommInitRankScalable)

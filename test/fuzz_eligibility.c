@@ -1,14 +1,15 @@
 /*
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
- * Fuzz target: the all-reduce decision (src/ndet_eligibility.c).  Each input is a
- * set of facts (raw datatype and op values, count, state, strict, NCCL version,
- * pointer verdict).  The decision must be total and pure (the same facts, the same
- * decision, whatever the output held before), never depend on the count, and keep
- * the rules every rank relies on: divert only a supported float reduction on a
- * READY communicator; what NCCL rejects goes to NCCL; strict mode refuses only a
- * floating-point fallback on a communicator that agreed on it; a pending
- * communicator is set up before anything strict mode might refuse.
+ * Fuzz target: the reduction decision (src/ndet_eligibility.c).  Each input is a
+ * set of facts (collective, raw datatype and op values, count, root, size, state,
+ * strict, NCCL version, pointer verdict, PreMulSum registry).  The decision must be
+ * total and pure (the same facts, the same decision, whatever the output held
+ * before), never depend on the count, be the all-reduce's for a reduce-scatter and a
+ * reduce with a valid root, and keep the rules every rank relies on: divert only a
+ * supported float reduction on a READY communicator; what NCCL rejects goes to NCCL;
+ * strict mode refuses only a floating-point fallback on a communicator that agreed
+ * on it; a pending communicator is set up before anything strict mode might refuse.
  *
  * `make check` runs the plain driver (fuzz_driver.c); test/libfuzzer.sh runs libFuzzer.
  */
@@ -23,7 +24,7 @@
 
 const char fuzz_name[] = "fuzz_eligibility";
 
-#define FUZZ_FACT_BYTES 18
+#define FUZZ_FACT_BYTES 21
 
 /* NCCL releases the decision distinguishes (fp8 from 2.24), and garbage. */
 static const int fuzz_versions[] = {0, 22105, 22300, 22400, 22809, 22903, -1, 99999};
@@ -47,6 +48,13 @@ static void fuzz_facts(const uint8_t *bytes, struct ndet_eligibility_facts *fact
 	facts->invalid_pointers = (bytes[14] & 2) != 0;
 	facts->nccl_version =
 		fuzz_versions[bytes[15] % (sizeof(fuzz_versions) / sizeof(fuzz_versions[0]))];
+	/* Collective (out of range sometimes), root (negative sometimes), size, registry. */
+	facts->coll = (ndet_coll_t)(bytes[18] % (NDET_COLL_COUNT + 1));
+	facts->root = (int)(int8_t)bytes[19];
+	facts->nranks = (int)(bytes[20] % 18) - 1;
+	facts->premul_known = (bytes[17] & 1) != 0;
+	facts->premul_datatype =
+		(bytes[17] & 2) != 0 ? facts->datatype : (ncclDataType_t)(bytes[17] >> 2);
 }
 
 static struct ndet_eligibility fuzz_decide(const struct ndet_eligibility_facts *facts,
@@ -64,16 +72,28 @@ static bool fuzz_same(const struct ndet_eligibility *a, const struct ndet_eligib
 		return false;
 	/* dtype and op mean something only for DIVERT and SETUP. */
 	if (a->action == NDET_ACTION_DIVERT || a->action == NDET_ACTION_SETUP)
-		return a->dtype == b->dtype && a->op == b->op;
+		return a->dtype == b->dtype && a->op == b->op && a->premul == b->premul;
 	return true;
 }
 
+/* A built-in op, or a PreMulSum op the communicator made for this datatype. */
 static bool fuzz_supported_float(const struct ndet_eligibility_facts *facts)
 {
 	const int datatype = (int)facts->datatype, op = (int)facts->op;
+	const bool premul = op >= (int)ncclNumOps && facts->premul_known &&
+			    facts->premul_datatype == facts->datatype;
 	return (datatype == ncclFloat32 || datatype == ncclFloat16 || datatype == ncclBfloat16 ||
 		datatype == ncclFloat64) &&
-	       op >= ncclSum && op <= ncclAvg;
+	       ((op >= ncclSum && op <= ncclAvg) || premul);
+}
+
+/* A valid call of its collective (what NCCL's own checks pass). */
+static bool fuzz_valid_collective(const struct ndet_eligibility_facts *facts)
+{
+	if ((unsigned)facts->coll >= NDET_COLL_COUNT)
+		return false;
+	return facts->coll != NDET_COLL_REDUCE ||
+	       (facts->root >= 0 && (facts->nranks < 1 || facts->root < facts->nranks));
 }
 
 static void fuzz_check(const struct ndet_eligibility_facts *facts)
@@ -96,11 +116,26 @@ static void fuzz_check(const struct ndet_eligibility_facts *facts)
 			fuzz_fail("count", "changed the decision");
 	}
 
+	/* The same table for every collective: a valid reduce-scatter or reduce is decided
+	 * as the all-reduce of the same facts; an invalid one goes to NCCL. */
+	other = *facts;
+	other.coll = NDET_COLL_ALLREDUCE;
+	struct ndet_eligibility as_allreduce = fuzz_decide(&other, 0x33);
+	if (fuzz_valid_collective(facts) && !fuzz_same(&decision, &as_allreduce))
+		fuzz_fail("collective", "decided unlike the all-reduce");
+	if (!fuzz_valid_collective(facts) &&
+	    (decision.action != NDET_ACTION_FORWARD || decision.reason != NDET_FALLBACK_INVALID))
+		fuzz_fail("collective", "an invalid root or collective not forwarded");
+
 	const bool supported = fuzz_supported_float(facts);
 	switch (decision.action) {
 	case NDET_ACTION_DIVERT:
-		if (facts->state != NDET_COMM_READY || !supported || facts->invalid_pointers)
+		if (facts->state != NDET_COMM_READY || !supported || facts->invalid_pointers ||
+		    !fuzz_valid_collective(facts))
 			fuzz_fail("DIVERT", "without a supported call on a READY communicator");
+		if (decision.premul != ((int)facts->op >= (int)ncclNumOps) ||
+		    (decision.premul && decision.op != NDET_OP_SUM))
+			fuzz_fail("DIVERT", "PreMulSum not diverted as a pre-multiplied sum");
 		if ((unsigned)decision.dtype >= NDET_DTYPE_COUNT ||
 		    (unsigned)decision.op >= NDET_OP_COUNT || !decision.floating)
 			fuzz_fail("DIVERT", "dtype or op out of range");
@@ -158,7 +193,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	return 0;
 }
 
-/* datatype(4) op(4) count(4) shift state flags version mode(2) */
+/* datatype(4) op(4) count(4) shift state flags version mode premul coll root nranks */
 const struct fuzz_seed fuzz_seeds[] = {
 	FUZZ_SEED("\x07\0\0\0\0\0\0\0\x61\0\0\0\0\x01\0\x04\0\0"),         /* f32 sum READY */
 	FUZZ_SEED("\x09\0\0\0\x04\0\0\0\x61\0\0\0\0\x00\x01\x04\0\0"),     /* bf16 avg PENDING */
@@ -169,6 +204,9 @@ const struct fuzz_seed fuzz_seeds[] = {
 	FUZZ_SEED("\x07\0\0\0\x00\0\0\x80\x61\0\0\0\0\x01\0\x04\x02\0"),   /* op INT_MIN */
 	FUZZ_SEED("\x06\0\0\0\0\0\0\0\xff\xff\xff\xff\x27\x04\x02\x04\0\0"), /* f16 DEAD */
 	FUZZ_SEED("\x08\0\0\0\x03\0\0\0\x61\0\0\0\0\x02\x03\x04\0\0"),       /* f64 max FALLBACK */
+	FUZZ_SEED("\x07\0\0\0\x05\0\0\0\x61\0\0\0\0\x01\0\x04\0\x03\x01\0\x05"), /* PreMulSum RS */
+	FUZZ_SEED("\x09\0\0\0\x01\0\0\0\x61\0\0\0\0\x01\0\x04\0\0\x02\x03\x05"), /* reduce root 3 */
+	FUZZ_SEED("\x09\0\0\0\x01\0\0\0\x61\0\0\0\0\x01\0\x04\0\0\x02\x09\x05"), /* root too big */
 };
 const size_t fuzz_seed_count = sizeof(fuzz_seeds) / sizeof(fuzz_seeds[0]);
 const unsigned fuzz_generated_inputs = 50000;

@@ -127,6 +127,7 @@ TESTS += test/test_gpu_loopback.sh
 EXTRA_DIST += test/test_gpu_loopback.sh test/gpu/suite.sh test/gpu/torch_preload.py \
 	test/gpu/torch_preload.sh test/gpu/torch_divert.py test/gpu/torch_divert.sh test/gpu/dist_build.sh \
 	test/gpu/torch_extras.py test/gpu/torch_extras.sh test/gpu/mps.sh \
+	test/gpu/torch_rs.py test/gpu/torch_rs.sh \
 	test/gpu/RESULTS test/gpu/loading.sh test/gpu/jax_psum.py test/gpu/pynccl_ctypes.py \
 	test/gpu/ndet_maps.py test/gpu/pack_devbin.sh
 
@@ -251,6 +252,14 @@ test_test_divert_CFLAGS = $(SHIM_TEST_CFLAGS)
 test_test_divert_LDFLAGS = $(AM_LDFLAGS) -no-install
 test_test_divert_LDADD = $(SHIM_TEST_LDADD)
 TESTS += test/test_divert
+
+# ncclReduceScatter, ncclReduce and PreMulSum ops through the divert layer.
+check_PROGRAMS += test/test_collectives
+test_test_collectives_SOURCES = test/test_collectives.c $(SHIM_TEST_SOURCES)
+test_test_collectives_CFLAGS = $(SHIM_TEST_CFLAGS)
+test_test_collectives_LDFLAGS = $(AM_LDFLAGS) -no-install
+test_test_collectives_LDADD = $(SHIM_TEST_LDADD)
+TESTS += test/test_collectives
 
 # Faults: abort, stopped peers, divergence, teardown orders, split groups, cycles, fork.
 check_PROGRAMS += test/test_faults

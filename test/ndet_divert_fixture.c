@@ -59,3 +59,64 @@ void ndet_divert_fixture_stop(const char *log_path, const char *trace_path)
 	if (trace_path != NULL)
 		unlink(trace_path);
 }
+
+ncclDataType_t ndet_divert_nccl_type(ndet_dtype_t dtype)
+{
+	static const ncclDataType_t types[NDET_DTYPE_COUNT] = {ncclFloat32, ncclFloat16,
+							       ncclBfloat16, ncclFloat64};
+	return types[dtype];
+}
+
+ncclRedOp_t ndet_divert_nccl_op(ndet_op_t op)
+{
+	static const ncclRedOp_t ops[NDET_OP_COUNT] = {ncclSum, ncclProd, ncclMin, ncclMax,
+						       ncclAvg};
+	return ops[op];
+}
+
+char ndet_divert_log[4096];
+char ndet_divert_trace[4096];
+
+int ndet_divert_group_setup(void **state)
+{
+	(void)state;
+	return ndet_divert_fixture_start(ndet_divert_log, sizeof(ndet_divert_log),
+					 ndet_divert_trace, sizeof(ndet_divert_trace));
+}
+
+int ndet_divert_group_teardown(void **state)
+{
+	(void)state;
+	ndet_divert_fixture_stop(ndet_divert_log, ndet_divert_trace);
+	return 0;
+}
+
+void ndet_divert_settings_changed(void)
+{
+	ndet_settings_reset_for_testing();
+	ndet_log_reset_for_testing();
+}
+
+void ndet_divert_trace_on(void)
+{
+	if (ndet_divert_fixture_empty(ndet_divert_trace) != 0 ||
+	    setenv("FAKE_NCCL_TRACE", ndet_divert_trace, 1) != 0) {
+		fprintf(stderr, "cannot trace into %s\n", ndet_divert_trace);
+		abort();
+	}
+}
+
+void ndet_divert_trace_off(void)
+{
+	unsetenv("FAKE_NCCL_TRACE");
+}
+
+int ndet_divert_traced(const char *function)
+{
+	return fake_nccl_trace_count(ndet_divert_trace, function);
+}
+
+int ndet_divert_count_log(const char *needle1, const char *needle2)
+{
+	return fake_nccl_file_count(ndet_divert_log, needle1, needle2);
+}

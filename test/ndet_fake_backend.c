@@ -39,6 +39,7 @@ struct ndet_fake_pool {
 	uint64_t abort_word;             /* 1 + the rank that failed: leave at once */
 	uint64_t detach[NDET_MAX_RANKS]; /* peer q let go of this pool (ndet_teardown.h) */
 	void *staging;                   /* a copy of the owner's sendbuff for this call */
+	uint64_t scalar;                 /* PreMulSum: the owner's scalar (dtype bits) */
 };
 
 struct ndet_fake_engine {
@@ -465,8 +466,13 @@ static ndet_status_t ndet_fake_error(void *opaque, uint32_t *kernel_error)
 /* The kernels' signature: calls that differ in any of these must not meet. */
 static uint64_t ndet_fake_signature(const struct ndet_backend_call *call, int nranks)
 {
-	const uint64_t words[] = {call->count, (uint64_t)call->dtype, (uint64_t)call->op,
-				  (uint64_t)nranks};
+	const uint64_t words[] = {call->count,
+				  (uint64_t)call->dtype,
+				  (uint64_t)call->op,
+				  (uint64_t)nranks,
+				  (uint64_t)call->coll,
+				  call->coll == NDET_COLL_REDUCE ? (uint64_t)call->root : 0,
+				  call->premul != NDET_PREMUL_NONE};
 	uint64_t hash = UINT64_C(0xcbf29ce484222325);
 	const unsigned char *bytes = (const unsigned char *)words;
 	for (size_t i = 0; i < sizeof(words); i++) {
@@ -501,21 +507,25 @@ static void ndet_fake_pause(unsigned spins)
  * polling the abort word, the host abort flag and the deadline.  NDET_KERNEL_OK or
  * the error to record.
  */
-static uint32_t ndet_fake_wait(struct ndet_fake_engine *engine, const uint64_t *flag,
-			       uint64_t step, bool check, uint64_t signature, uint64_t deadline_ns)
+static uint32_t ndet_fake_wait(struct ndet_fake_engine *engine, const uint64_t *flag, uint64_t step,
+			       bool check, uint64_t signature, uint64_t *deadline_ns)
 {
 	for (unsigned spins = 0;; spins++) {
 		uint64_t value = __atomic_load_n(flag, __ATOMIC_ACQUIRE);
 		if (value >> NDET_FAKE_SIGNATURE_BITS == step) {
 			if (check && (value & NDET_FAKE_SIGNATURE_MASK) != signature)
 				return NDET_KERNEL_ERR_SIGNATURE;
+			/* Progress: the deadline starts again, as in the kernels. */
+			if (*deadline_ns != 0)
+				*deadline_ns = ndet_fake_now_ns() +
+					       engine->config.timeout_ms * UINT64_C(1000000);
 			return NDET_KERNEL_OK;
 		}
 		if (__atomic_load_n(&engine->pool->abort_word, __ATOMIC_RELAXED) != 0)
 			return NDET_KERNEL_ERR_PEER;
 		if (__atomic_load_n(&engine->abort, __ATOMIC_ACQUIRE) != 0)
 			return NDET_KERNEL_ERR_ABORTED;
-		if (deadline_ns != 0 && ndet_fake_now_ns() > deadline_ns)
+		if (*deadline_ns != 0 && ndet_fake_now_ns() > *deadline_ns)
 			return NDET_KERNEL_ERR_TIMEOUT;
 		ndet_fake_pause(spins);
 	}
@@ -527,7 +537,7 @@ struct ndet_fake_run {
 	struct ndet_fake_engine *engine;
 	uint64_t step;
 	uint64_t signature;
-	uint64_t deadline_ns; /* 0: never */
+	uint64_t deadline_ns; /* 0: never; moves on after every successful wait */
 	bool posted;          /* ready published: peers may read our staging */
 	bool reduced;         /* done published */
 };
@@ -551,11 +561,16 @@ static bool ndet_fake_post(struct ndet_fake_run *run)
 		ndet_fake_fail_all(engine, NDET_KERNEL_ERR_ABORTED);
 		return false;
 	}
-	if (call->sendbuff == NULL || call->recvbuff == NULL) {
+	/* An ncclReduce's non-root ranks never touch recvbuff (it may be NULL). */
+	const bool writes = call->coll != NDET_COLL_REDUCE || call->root == me;
+	if (call->sendbuff == NULL || (writes && call->recvbuff == NULL)) {
 		ndet_fake_fail_all(engine, NDET_FAKE_KERNEL_FAULT);
 		return false;
 	}
-	size_t bytes = call->count * ndet_dtype_size(call->dtype);
+	/* A reduce-scatter's sendbuff holds one block per rank. */
+	const size_t blocks =
+		call->coll == NDET_COLL_REDUCE_SCATTER ? (size_t)engine->config.nranks : 1;
+	size_t bytes = call->count * ndet_dtype_size(call->dtype) * blocks;
 	void *staging = malloc(bytes);
 	if (staging == NULL) {
 		/* A launch that cannot start: the peers must not wait for it. */
@@ -564,6 +579,10 @@ static bool ndet_fake_post(struct ndet_fake_run *run)
 	}
 	memcpy(staging, call->sendbuff, bytes);
 	engine->pool->staging = staging;
+	/* The kernels read a device scalar when they run; so does this one. */
+	engine->pool->scalar = call->scalar_bits;
+	if (call->premul == NDET_PREMUL_DEVICE)
+		memcpy(&engine->pool->scalar, call->scalar, ndet_dtype_size(call->dtype));
 	run->step = ++engine->step;
 	run->signature = ndet_fake_signature(call, engine->config.nranks);
 	run->deadline_ns = engine->config.timeout_ms == 0
@@ -587,17 +606,31 @@ static void ndet_fake_reduce(struct ndet_fake_run *run)
 		if (q == me)
 			continue;
 		uint32_t error = ndet_fake_wait(engine, &engine->pool->ready[q], run->step, true,
-						run->signature, run->deadline_ns);
+						run->signature, &run->deadline_ns);
 		if (error != NDET_KERNEL_OK) {
 			ndet_fake_fail_all(engine, error);
 			return;
 		}
 	}
-	for (int q = 0; q < nranks; q++)
-		inputs[q] = engine->peers[q]->staging;
-	ndet_status_t status = ndet_reference_allreduce(inputs, nranks, run->call->recvbuff,
-							run->call->count, run->call->dtype,
-							run->call->op);
+	const struct ndet_backend_call *call = run->call;
+	const size_t size = ndet_dtype_size(call->dtype);
+	/* Reduce-scatter: block `me` of every rank's input, the all-reduce's elements. */
+	const size_t offset =
+		call->coll == NDET_COLL_REDUCE_SCATTER ? (size_t)me * call->count * size : 0;
+	unsigned char scalars[NDET_MAX_RANKS * sizeof(uint64_t)];
+	for (int q = 0; q < nranks; q++) {
+		inputs[q] = (const char *)engine->peers[q]->staging + offset;
+		memcpy(scalars + (size_t)q * size, &engine->peers[q]->scalar, size);
+	}
+	ndet_status_t status = NDET_OK;
+	if (call->coll == NDET_COLL_REDUCE && call->root != me)
+		status = NDET_OK; /* only the root receives */
+	else if (call->premul != NDET_PREMUL_NONE)
+		status = ndet_reference_premulsum(inputs, scalars, nranks, call->recvbuff,
+						  call->count, call->dtype);
+	else
+		status = ndet_reference_allreduce(inputs, nranks, call->recvbuff, call->count,
+						  call->dtype, call->op);
 	if (status != NDET_OK) {
 		/* The launch itself is what fails: a kernel with bad arguments never starts. */
 		run->call->status = status;
@@ -621,7 +654,7 @@ static void ndet_fake_finish(struct ndet_fake_run *run)
 		if (q == me)
 			continue;
 		uint32_t error = ndet_fake_wait(engine, &engine->pool->done[q], run->step, false, 0,
-						run->deadline_ns);
+						&run->deadline_ns);
 		if (error != NDET_KERNEL_OK) {
 			ndet_fake_fail_all(engine, error);
 			return;

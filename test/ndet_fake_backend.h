@@ -8,14 +8,18 @@
  * NCCL_DET_TEST_FAIL (alloc, ipc_open, probe, @rank) and NCCL_DET_MAX_MEMORY as the
  * CUDA engine does.
  *
- * Its all-reduce runs the kernels' flag protocol (ndet_kernels.h) on the calling
- * thread, through the pools and never through NCCL: copy-in, publish ready =
+ * Its collectives (all-reduce, reduce-scatter, reduce; plain ops and PreMulSum) run
+ * the kernels' flag protocol (ndet_kernels.h) on the calling thread, through the
+ * pools and never through NCCL: copy-in (and the PreMulSum scalar: a device scalar
+ * is read now, as a kernel reads it when it runs), publish ready =
  * step << 24 | signature into every peer's pool, wait for every peer's ready (exact
- * step, signature of count/dtype/op/nranks), reduce with the CPU reference tree
- * (ndet_reference.h, so a test can tell a diverted result from NCCL's rank order),
+ * step, signature of count/dtype/op/nranks/collective/root/PreMulSum), reduce with
+ * the CPU reference tree (ndet_reference.h, so a test can tell a diverted result
+ * from NCCL's rank order; only the root of a reduce writes),
  * publish done, wait until every peer has read our input.  Every wait polls the
  * pool's abort word, the engine's abort flag (ncclCommAbort, revoke) and a deadline
- * of NCCL_DET_TIMEOUT from the start of the call, as the kernels do.  A batch posts
+ * of NCCL_DET_TIMEOUT from the start of the call or the last successful wait, as
+ * the kernels do.  A batch posts
  * every call before it waits for any, so one thread may drive several ranks.
  *
  * Errors, as the kernels report them: the first one goes into the engine's error
@@ -68,7 +72,7 @@ struct ndet_fake_backend_counters {
 	int pools_freed;
 	int pools_quarantined; /* kept on purpose (ndet_teardown_leak): a peer may read */
 	int barriers;          /* engines that met their peers in a teardown barrier */
-	unsigned long long allreduces;
+	unsigned long long allreduces; /* collectives of any kind that reduced */
 	int kernel_errors[NDET_FAKE_ERROR_SLOTS]; /* first errors by ndet_kernel_error_t */
 	int faults;                               /* NDET_FAKE_KERNEL_FAULT */
 };

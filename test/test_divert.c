@@ -13,8 +13,9 @@
  * nested groups, ncclGroupSimulateEnd, mixed eligible and fallback calls in one group,
  * non-blocking communicators, split and shrink, finalize/destroy/abort/revoke,
  * ncclCommGetAsyncError after an engine error, injected setup failures on one rank,
- * the memory cap, strict mode, forwarded invalid arguments, count 0, PreMulSum ops,
- * stats, ncclDetCommQuery, fork, and the watchdog races (run under ThreadSanitizer by
+ * the memory cap, strict mode, forwarded invalid arguments, count 0, PreMulSum ops
+ * (diverted; destroyed ones forwarded), stats, ncclDetCommQuery, fork, and the
+ * watchdog races (run under ThreadSanitizer by
  * the --enable-tsan build).
  */
 #include "config.h"
@@ -49,9 +50,6 @@
 #define MAX_RANKS 8
 #define COUNT     97 /* odd, several chunks of nothing in particular */
 
-static char log_path[4096];
-static char trace_path[4096];
-
 /* ------------------------------------------------------------------ fixtures */
 
 static const char *const knobs[] = {
@@ -67,52 +65,11 @@ static const char *const knobs[] = {
 	"FAKE_NCCL_FAIL",
 };
 
-/* Settings are read once per process: re-read them after changing the environment. */
-static void settings_changed(void)
-{
-	ndet_settings_reset_for_testing();
-	ndet_log_reset_for_testing();
-}
-
 static int setup(void **state)
 {
 	(void)state;
-	return ndet_divert_fixture_reset(knobs, sizeof(knobs) / sizeof(knobs[0]), log_path,
-					 trace_path);
-}
-
-static int setup_group(void **state)
-{
-	(void)state;
-	return ndet_divert_fixture_start(log_path, sizeof(log_path), trace_path,
-					 sizeof(trace_path));
-}
-
-static int teardown_group(void **state)
-{
-	(void)state;
-	ndet_divert_fixture_stop(log_path, trace_path);
-	return 0;
-}
-
-static int count_log(const char *needle1, const char *needle2)
-{
-	return fake_nccl_file_count(log_path, needle1, needle2);
-}
-
-static void trace_on(void)
-{
-	assert_int_equal(setenv("FAKE_NCCL_TRACE", trace_path, 1), 0);
-}
-
-static void trace_off(void)
-{
-	unsetenv("FAKE_NCCL_TRACE");
-}
-
-static int traced(const char *function)
-{
-	return fake_nccl_trace_count(trace_path, function);
+	return ndet_divert_fixture_reset(knobs, sizeof(knobs) / sizeof(knobs[0]), ndet_divert_log,
+					 ndet_divert_trace);
 }
 
 static void expect_diverted(ncclComm_t comm, int expected)
@@ -127,18 +84,6 @@ static void expect_diverted(ncclComm_t comm, int expected)
 }
 
 /* ------------------------------------------------------------------ data */
-
-static ncclDataType_t nccl_type(ndet_dtype_t dtype)
-{
-	static const ncclDataType_t types[] = {ncclFloat32, ncclFloat16, ncclBfloat16, ncclFloat64};
-	return types[dtype];
-}
-
-static ncclRedOp_t nccl_op(ndet_op_t op)
-{
-	static const ncclRedOp_t ops[] = {ncclSum, ncclProd, ncclMin, ncclMax, ncclAvg};
-	return ops[op];
-}
 
 /* Inputs of every rank, the tree result and what the fake NCCL itself computes. */
 struct dataset {
@@ -204,10 +149,12 @@ static void ranks_reduce(int rank, void *opaque)
 	ncclResult_t result = ncclCommInitRank(&comm, data->nranks, job->id, rank);
 	if (result == ncclSuccess)
 		result = ncclAllReduce(data->input[rank], data->output[rank], data->count,
-				       nccl_type(data->dtype), nccl_op(data->op), comm, NULL);
+				       ndet_divert_nccl_type(data->dtype),
+				       ndet_divert_nccl_op(data->op), comm, NULL);
 	if (result == ncclSuccess && job->reduce_in_nccl)
 		result = pncclAllReduce(data->input[rank], data->nccl[rank], data->count,
-					nccl_type(data->dtype), nccl_op(data->op), comm, NULL);
+					ndet_divert_nccl_type(data->dtype),
+					ndet_divert_nccl_op(data->op), comm, NULL);
 	const char *reason = NULL;
 	if (comm != NULL && ncclDetCommQuery(comm, &job->diverted[rank], &reason) != ncclSuccess)
 		job->diverted[rank] = -1;
@@ -279,7 +226,7 @@ static void test_thread_per_rank_tree_results(void **state)
 	 */
 	assert_int_equal(counters.pools_freed, counters.engines_created);
 	assert_int_equal(counters.pools_quarantined, 0);
-	assert_int_equal(count_log("WARN", NULL), 0);
+	assert_int_equal(ndet_divert_count_log("WARN", NULL), 0);
 }
 
 /* ------------------------------------------------------------------ one thread, every rank */
@@ -364,7 +311,7 @@ static void test_group_order_nesting_simulate(void **state)
 			integers[r][i] = (int32_t)(r * 1000 + i);
 	ncclComm_t comms[3] = {NULL};
 	assert_int_equal(ncclCommInitAll(comms, 3, NULL), ncclSuccess);
-	trace_on();
+	ndet_divert_trace_on();
 
 	assert_int_equal(ncclGroupStart(), ncclSuccess);
 	assert_int_equal(ncclGroupStart(), ncclSuccess);
@@ -384,7 +331,7 @@ static void test_group_order_nesting_simulate(void **state)
 	for (int r = 0; r < 3; r++)
 		assert_true(second[r][0] == 0.0f && integer_sums[r][0] == 0);
 	assert_int_equal(ncclGroupEnd(), ncclSuccess);
-	trace_off();
+	ndet_divert_trace_off();
 	dataset_check_tree(&data);
 	for (int r = 0; r < 3; r++) {
 		/* The max ran after the sum it reads: every rank holds the same sum. */
@@ -393,7 +340,7 @@ static void test_group_order_nesting_simulate(void **state)
 			assert_int_equal(integer_sums[r][i], 3 * i + 3000);
 	}
 	/* The integer calls were replayed through NCCL; the float ones never reached it. */
-	assert_int_equal(traced("ncclAllReduce"), 3);
+	assert_int_equal(ndet_divert_traced("ncclAllReduce"), 3);
 
 	/* Simulated: recorded, then dropped. */
 	struct ndet_fake_backend_counters before, after;
@@ -468,7 +415,8 @@ static void nonblocking_rank(int rank, void *opaque)
 		job->pending_before[rank] = -1;
 	/* The first eligible call sets the communicator up, polling our own exchange. */
 	job->reduce[rank] = ncclAllReduce(data->input[rank], data->output[rank], data->count,
-					  nccl_type(data->dtype), nccl_op(data->op), comm, NULL);
+					  ndet_divert_nccl_type(data->dtype),
+					  ndet_divert_nccl_op(data->op), comm, NULL);
 	if (ncclDetCommQuery(comm, &job->diverted_after[rank], &reason) != ncclSuccess)
 		job->diverted_after[rank] = -1;
 	/* A split with a NULL config inherits non-blocking: pending until its first call. */
@@ -719,19 +667,19 @@ static void test_async_error_after_engine_error(void **state)
 	void *engine = ndet_comm_engine_for_testing(comm);
 	assert_non_null(engine);
 	ndet_fake_backend_set_error(engine, NDET_KERNEL_ERR_TIMEOUT);
-	trace_on();
+	ndet_divert_trace_on();
 	async = ncclSuccess;
 	assert_int_equal(ncclCommGetAsyncError(comm, &async), ncclSuccess);
 	assert_int_equal(async, ncclRemoteError);
 	/* Answered from our state alone: NCCL was not asked. */
-	assert_int_equal(traced("ncclCommGetAsyncError"), 0);
+	assert_int_equal(ndet_divert_traced("ncclCommGetAsyncError"), 0);
 	/* Later eligible calls fail fast; others still go to NCCL. */
 	assert_int_equal(ncclAllReduce(value, value, 4, ncclFloat32, ncclSum, comm, NULL),
 			 ncclRemoteError);
 	static int32_t integers[4];
 	assert_int_equal(ncclAllReduce(integers, integers, 4, ncclInt32, ncclSum, comm, NULL),
 			 ncclSuccess);
-	trace_off();
+	ndet_divert_trace_off();
 	int diverted = -1;
 	const char *reason = NULL;
 	assert_int_equal(ncclDetCommQuery(comm, &diverted, &reason), ncclSuccess);
@@ -773,7 +721,7 @@ static void test_injected_failures(void **state)
 		assert_int_equal(setenv("NCCL_DET_TEST_FAIL", cases[c].fault, 1), 0);
 		if (cases[c].processes)
 			assert_int_equal(setenv("FAKE_BACKEND_PROCESS_PER_RANK", "1", 1), 0);
-		settings_changed();
+		ndet_divert_settings_changed();
 		dataset_fill(&data, NDET_DTYPE_F32, NDET_OP_SUM, 3, 51 + c);
 		struct ranks_job job = {.data = &data, .reduce_in_nccl = true};
 		ranks_run(&job);
@@ -787,13 +735,13 @@ static void test_injected_failures(void **state)
 		char needle[128];
 		snprintf(needle, sizeof(needle), "local failure on rank %d (%s)",
 			 cases[c].offending, ndet_local_status_name(cases[c].local));
-		assert_int_equal(count_log("not deterministic", needle), 3);
-		assert_int_equal(count_log("not deterministic", NULL), 3);
+		assert_int_equal(ndet_divert_count_log("not deterministic", needle), 3);
+		assert_int_equal(ndet_divert_count_log("not deterministic", NULL), 3);
 		/* probe@0: rank 0 writes bad tokens, its peers 1 and 2 notice (lowest: 1). */
 		if (cases[c].local == NDET_LOCAL_PROBE_FAILED)
-			assert_int_equal(count_log("probe word of rank 0", NULL), 2);
+			assert_int_equal(ndet_divert_count_log("probe word of rank 0", NULL), 2);
 		else
-			assert_int_equal(count_log("NCCL_DET_TEST_FAIL", NULL),
+			assert_int_equal(ndet_divert_count_log("NCCL_DET_TEST_FAIL", NULL),
 					 cases[c].fault_warnings);
 		/* No setup got so far that peers mapped a pool and then freed it. */
 		struct ndet_fake_backend_counters counters;
@@ -809,14 +757,14 @@ static void test_memory_cap(void **state)
 	static struct dataset data;
 	assert_int_equal(setenv("NCCL_DET_POOL_SIZE", "1M", 1), 0);
 	assert_int_equal(setenv("NCCL_DET_MAX_MEMORY", "1M", 1), 0);
-	settings_changed();
+	ndet_divert_settings_changed();
 	dataset_fill(&data, NDET_DTYPE_F32, NDET_OP_SUM, 2, 61);
 	struct ranks_job job = {.data = &data};
 	ranks_run(&job);
 	for (int r = 0; r < 2; r++)
 		assert_int_equal(job.diverted[r], 0);
-	assert_int_equal(count_log("WARN", "exceeds NCCL_DET_MAX_MEMORY"), 2);
-	assert_int_equal(count_log("not deterministic", "pool allocation failed"), 2);
+	assert_int_equal(ndet_divert_count_log("WARN", "exceeds NCCL_DET_MAX_MEMORY"), 2);
+	assert_int_equal(ndet_divert_count_log("not deterministic", "pool allocation failed"), 2);
 }
 
 /* NCCL_DET_STRICT=1: floating-point fallbacks fail, integer ones do not. */
@@ -825,7 +773,7 @@ static void test_strict(void **state)
 	(void)state;
 	assert_int_equal(setenv("NCCL_DET_STRICT", "1", 1), 0);
 	assert_int_equal(setenv("NCCL_DET_TEST_FAIL", "alloc@2", 1), 0);
-	settings_changed();
+	ndet_divert_settings_changed();
 	ncclComm_t comms[3] = {NULL};
 	static float values[3][4];
 	static int32_t integers[3][4];
@@ -840,24 +788,27 @@ static void test_strict(void **state)
 					       comms[r], NULL),
 				 ncclSuccess);
 	assert_int_equal(ncclGroupEnd(), ncclSuccess);
-	assert_int_equal(count_log("NCCL_DET_STRICT=1: ncclAllReduce fails", "rank 2"), 3);
+	assert_int_equal(ndet_divert_count_log("NCCL_DET_STRICT=1: ncclAllReduce fails", "rank 2"),
+			 3);
 	for (int r = 0; r < 3; r++)
 		assert_int_equal(ncclCommDestroy(comms[r]), ncclSuccess);
 
-	/* On a diverted communicator, a PreMulSum op is refused the same way. */
+	/* On a diverted communicator a PreMulSum op is diverted: nothing to refuse. */
 	unsetenv("NCCL_DET_TEST_FAIL");
-	settings_changed();
+	ndet_divert_settings_changed();
 	ncclUniqueId id;
 	ncclComm_t comm = NULL;
 	assert_int_equal(pncclGetUniqueId(&id), ncclSuccess);
 	assert_int_equal(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
 	ncclRedOp_t premul;
 	float scalar = 2.0f;
+	static float scaled[4] = {1.5f, -2.0f, 3.0f, 0.25f};
 	assert_int_equal(ncclRedOpCreatePreMulSum(&premul, &scalar, ncclFloat32,
 						  ncclScalarHostImmediate, comm),
 			 ncclSuccess);
-	assert_int_equal(ncclAllReduce(values[0], values[0], 4, ncclFloat32, premul, comm, NULL),
-			 ncclInvalidUsage);
+	assert_int_equal(ncclAllReduce(scaled, scaled, 4, ncclFloat32, premul, comm, NULL),
+			 ncclSuccess);
+	assert_true(scaled[0] == 3.0f && scaled[1] == -4.0f && scaled[3] == 0.5f);
 	assert_int_equal(ncclRedOpDestroy(premul, comm), ncclSuccess);
 	assert_int_equal(ncclCommDestroy(comm), ncclSuccess);
 }
@@ -873,7 +824,7 @@ static void test_forwarded_and_no_op_calls(void **state)
 	static int32_t integers[4] = {1, 2, 3, 4};
 	assert_int_equal(pncclGetUniqueId(&id), ncclSuccess);
 	assert_int_equal(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
-	trace_on();
+	ndet_divert_trace_on();
 	/* What NCCL rejects, NCCL answers: its own code, its own trace line. */
 	assert_int_equal(ncclAllReduce(values, values, 4, (ncclDataType_t)42, ncclSum, comm, NULL),
 			 ncclInvalidArgument);
@@ -881,17 +832,17 @@ static void test_forwarded_and_no_op_calls(void **state)
 			 ncclInvalidArgument);
 	assert_int_equal(ncclAllReduce(values, values, 4, ncclFloat32, ncclSum, NULL, NULL),
 			 ncclInvalidArgument);
-	assert_int_equal(traced("ncclAllReduce"), 3);
+	assert_int_equal(ndet_divert_traced("ncclAllReduce"), 3);
 	/* count 0: a consistent no-op, nothing reaches NCCL. */
 	assert_int_equal(ncclAllReduce(NULL, NULL, 0, ncclFloat32, ncclSum, comm, NULL),
 			 ncclSuccess);
-	assert_int_equal(traced("ncclAllReduce"), 3);
-	assert_int_equal(traced("ncclAllGather"), 0);
+	assert_int_equal(ndet_divert_traced("ncclAllReduce"), 3);
+	assert_int_equal(ndet_divert_traced("ncclAllGather"), 0);
 	/* Integers: NCCL, silently. */
 	assert_int_equal(ncclAllReduce(integers, integers, 4, ncclInt32, ncclSum, comm, NULL),
 			 ncclSuccess);
-	assert_int_equal(traced("ncclAllReduce"), 4);
-	/* PreMulSum: NCCL, with one WARN for any number of calls. */
+	assert_int_equal(ndet_divert_traced("ncclAllReduce"), 4);
+	/* PreMulSum: diverted (x 0.5 three times, exact), no WARN. */
 	ncclRedOp_t premul;
 	float scalar = 0.5f;
 	assert_int_equal(ncclRedOpCreatePreMulSum(&premul, &scalar, ncclFloat32,
@@ -900,18 +851,25 @@ static void test_forwarded_and_no_op_calls(void **state)
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(ncclAllReduce(values, values, 4, ncclFloat32, premul, comm, NULL),
 				 ncclSuccess);
-	assert_int_equal(traced("ncclAllReduce"), 7);
+	assert_true(values[0] == 0.125f && values[3] == 0.5f);
+	assert_int_equal(ndet_divert_traced("ncclAllReduce"), 4);
+	/* Destroyed: NCCL no longer knows the op, and it is NCCL's error to return. */
 	assert_int_equal(ncclRedOpDestroy(premul, comm), ncclSuccess);
-	trace_off();
-	assert_int_equal(count_log("WARN", "PreMulSum"), 1);
-	assert_int_equal(count_log("WARN", NULL), 1);
+	assert_int_equal(ncclAllReduce(values, values, 4, ncclFloat32, premul, comm, NULL),
+			 ncclInvalidArgument);
+	assert_int_equal(ndet_divert_traced("ncclAllReduce"), 5);
+	assert_int_equal(ncclRedOpDestroy(premul, comm), ncclInvalidArgument);
+	ndet_divert_trace_off();
+	assert_int_equal(ndet_divert_count_log("WARN", NULL), 0);
 	struct ndet_comm_stats stats;
 	assert_true(ndet_comm_stats(comm, &stats));
-	assert_int_equal(stats.diverted_calls, 1);
-	assert_int_equal(stats.diverted_bytes, 0);
-	assert_int_equal(stats.fallback_calls[NDET_FALLBACK_INVALID], 2);
+	assert_int_equal(stats.diverted_calls, 4);
+	assert_int_equal(stats.diverted_premul, 3);
+	assert_int_equal(stats.diverted_by_coll[NDET_COLL_ALLREDUCE], 4);
+	assert_int_equal(stats.diverted_bytes, 3 * 4 * sizeof(float));
+	assert_int_equal(stats.fallback_calls[NDET_FALLBACK_INVALID], 3);
 	assert_int_equal(stats.fallback_calls[NDET_FALLBACK_INTEGER], 1);
-	assert_int_equal(stats.fallback_calls[NDET_FALLBACK_OP], 3);
+	assert_int_equal(stats.fallback_calls[NDET_FALLBACK_OP], 0);
 	assert_int_equal(ncclCommDestroy(comm), ncclSuccess);
 }
 
@@ -920,12 +878,12 @@ static void test_stats_report(void **state)
 {
 	(void)state;
 	assert_int_equal(setenv("NCCL_DET_STATS", "1", 1), 0);
-	settings_changed();
+	ndet_divert_settings_changed();
 	static struct dataset data;
 	dataset_fill(&data, NDET_DTYPE_F32, NDET_OP_SUM, 2, 71);
 	struct ranks_job job = {.data = &data};
 	ranks_run(&job);
-	assert_int_equal(count_log("NCCL-DET STATS", "diverted 1 calls, 388 bytes"), 2);
+	assert_int_equal(ndet_divert_count_log("NCCL-DET STATS", "diverted 1 calls, 388 bytes"), 2);
 }
 
 /* ncclDetCommQuery's arguments and answers. */
@@ -962,7 +920,7 @@ static void test_fork_child_passes_through(void **state)
 	static float values[4] = {1, 2, 3, 4};
 	assert_int_equal(pncclGetUniqueId(&id), ncclSuccess);
 	assert_int_equal(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
-	trace_on();
+	ndet_divert_trace_on();
 	pid_t child = fork();
 	assert_true(child >= 0);
 	if (child == 0) {
@@ -974,11 +932,11 @@ static void test_fork_child_passes_through(void **state)
 	assert_int_equal(waitpid(child, &status, 0), child);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	/* The child's call reached NCCL; the parent's still diverts. */
-	assert_int_equal(traced("ncclAllReduce"), 1);
+	assert_int_equal(ndet_divert_traced("ncclAllReduce"), 1);
 	assert_int_equal(ncclAllReduce(values, values, 4, ncclFloat32, ncclSum, comm, NULL),
 			 ncclSuccess);
-	assert_int_equal(traced("ncclAllReduce"), 1);
-	trace_off();
+	assert_int_equal(ndet_divert_traced("ncclAllReduce"), 1);
+	ndet_divert_trace_off();
 	assert_int_equal(ncclCommDestroy(comm), ncclSuccess);
 }
 
@@ -1050,7 +1008,7 @@ static void test_watchdog_races(void **state)
 		 */
 		if (abort) {
 			assert_int_equal(setenv("NCCL_DET_TIMEOUT", "1", 1), 0);
-			settings_changed();
+			ndet_divert_settings_changed();
 		}
 		assert_int_equal(pncclGetUniqueId(&race.id), ncclSuccess);
 		assert_int_equal(pthread_create(&watchdog, NULL, race_watchdog, &race), 0);
@@ -1090,5 +1048,5 @@ int main(void)
 		cmocka_unit_test_setup(test_fork_child_passes_through, setup),
 		cmocka_unit_test_setup(test_watchdog_races, setup),
 	};
-	return cmocka_run_group_tests(tests, setup_group, teardown_group);
+	return cmocka_run_group_tests(tests, ndet_divert_group_setup, ndet_divert_group_teardown);
 }

@@ -1,9 +1,11 @@
 /*
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
- * The all-reduce decision (src/ndet_eligibility.c): every datatype x op x
- * communicator state, integer types, PreMulSum ops, invalid enums, count 0, strict,
- * and that nothing but the rank-identical facts enters it.
+ * The decision for ncclAllReduce, ncclReduceScatter and ncclReduce
+ * (src/ndet_eligibility.c): every datatype x op x communicator state, integer types,
+ * PreMulSum ops (known, unknown, made for another datatype), invalid enums and roots,
+ * count 0, strict, the same table for all three collectives, and that nothing but the
+ * rank-identical facts enters it.
  */
 #include "config.h"
 
@@ -32,6 +34,15 @@ static const ndet_op_t builtin_ndet_ops[] = {NDET_OP_SUM, NDET_OP_PROD, NDET_OP_
 
 #define COUNT_OF(array) (sizeof(array) / sizeof((array)[0]))
 
+/* The decision, into an output full of garbage (it must set every field). */
+static struct ndet_eligibility decide_full(const struct ndet_eligibility_facts *facts)
+{
+	struct ndet_eligibility decision;
+	memset(&decision, 0x5a, sizeof(decision));
+	ndet_eligibility_decide(facts, &decision);
+	return decision;
+}
+
 static struct ndet_eligibility decide(ncclDataType_t datatype, ncclRedOp_t op, size_t count,
 				      ndet_comm_state_t state, bool strict, int version)
 {
@@ -43,10 +54,7 @@ static struct ndet_eligibility decide(ncclDataType_t datatype, ncclRedOp_t op, s
 		.strict = strict,
 		.nccl_version = version,
 	};
-	struct ndet_eligibility decision;
-	memset(&decision, 0x5a, sizeof(decision));
-	ndet_eligibility_decide(&facts, &decision);
-	return decision;
+	return decide_full(&facts);
 }
 
 /* Every supported dtype x op in every state, with and without strict. */
@@ -108,29 +116,76 @@ static void test_integer_types_fall_back_silently(void **state)
 	}
 }
 
-/* PreMulSum ops (>= ncclNumOps) on floats: NCCL with a reason, refused in strict mode. */
+/* A PreMulSum op this communicator made for `made_for`. */
+static struct ndet_eligibility decide_premul(ncclDataType_t datatype, ncclRedOp_t op,
+					     ncclDataType_t made_for, bool known,
+					     ndet_comm_state_t state, bool strict)
+{
+	struct ndet_eligibility_facts facts = {.datatype = datatype, .op = op, .count = 64};
+	facts.state = state;
+	facts.strict = strict;
+	facts.nccl_version = NCCL_2_28;
+	facts.premul_known = known;
+	facts.premul_datatype = made_for;
+	return decide_full(&facts);
+}
+
+/*
+ * PreMulSum ops (>= ncclNumOps) on floats: diverted like sum when the communicator
+ * made the op for this datatype; an op it does not know (never made, destroyed) or
+ * made for another datatype is NCCL's error to return, in every state, strict or not.
+ */
 static void test_premulsum_ops(void **state)
 {
 	(void)state;
 	for (size_t t = 0; t < COUNT_OF(floating_types); t++) {
 		for (int index = 0; index < 3; index++) {
 			ncclRedOp_t op = (ncclRedOp_t)((int)ncclNumOps + index * 17);
-			for (int s = 0; s < NDET_COMM_DEAD; s++) {
-				if (s == NDET_COMM_PENDING)
-					continue; /* test_strict_is_agreed_first */
+			for (int strict = 0; strict < 2; strict++) {
 				struct ndet_eligibility d =
-					decide(floating_types[t], op, 64, (ndet_comm_state_t)s,
-					       false, NCCL_2_28);
-				assert_int_equal(d.action, NDET_ACTION_FORWARD);
-				assert_int_equal(d.reason, NDET_FALLBACK_OP);
-				assert_true(d.floating);
-				d = decide(floating_types[t], op, 64, (ndet_comm_state_t)s, true,
-					   NCCL_2_28);
-				assert_int_equal(d.action, NDET_ACTION_REFUSE);
-				assert_int_equal(d.reason, NDET_FALLBACK_OP);
+					decide_premul(floating_types[t], op, floating_types[t],
+						      true, NDET_COMM_READY, strict);
+				assert_int_equal(d.action, NDET_ACTION_DIVERT);
+				assert_int_equal(d.reason, NDET_FALLBACK_NONE);
+				assert_true(d.premul);
+				assert_int_equal(d.op, NDET_OP_SUM);
+				assert_int_equal(d.dtype, floating_dtypes[t]);
+				d = decide_premul(floating_types[t], op, floating_types[t], true,
+						  NDET_COMM_PENDING, strict);
+				assert_int_equal(d.action, NDET_ACTION_SETUP);
+				d = decide_premul(floating_types[t], op, floating_types[t], true,
+						  NDET_COMM_POISONED, strict);
+				assert_int_equal(d.action, NDET_ACTION_FAIL);
+				d = decide_premul(floating_types[t], op, floating_types[t], true,
+						  NDET_COMM_FALLBACK, strict);
+				assert_int_equal(d.action,
+						 strict ? NDET_ACTION_REFUSE : NDET_ACTION_FORWARD);
+				assert_int_equal(d.reason, NDET_FALLBACK_COMMUNICATOR);
+				for (int s = 0; s < NDET_COMM_STATE_COUNT; s++) {
+					d = decide_premul(floating_types[t], op, floating_types[t],
+							  false, (ndet_comm_state_t)s, strict);
+					assert_int_equal(d.action, NDET_ACTION_FORWARD);
+					assert_int_equal(d.reason, s == NDET_COMM_DEAD
+									   ? NDET_FALLBACK_INACTIVE
+									   : NDET_FALLBACK_INVALID);
+					d = decide_premul(
+						floating_types[t], op,
+						floating_types[(t + 1) % COUNT_OF(floating_types)],
+						true, (ndet_comm_state_t)s, strict);
+					assert_int_equal(d.action, NDET_ACTION_FORWARD);
+					assert_true(d.reason == NDET_FALLBACK_INVALID ||
+						    (s == NDET_COMM_DEAD &&
+						     d.reason == NDET_FALLBACK_INACTIVE));
+					assert_false(d.premul);
+				}
 			}
 		}
 	}
+	/* A built-in op is never a PreMulSum one, whatever the registry says. */
+	struct ndet_eligibility d =
+		decide_premul(ncclFloat32, ncclSum, ncclFloat32, true, NDET_COMM_READY, false);
+	assert_int_equal(d.action, NDET_ACTION_DIVERT);
+	assert_false(d.premul);
 }
 
 /*
@@ -142,7 +197,7 @@ static void test_strict_is_agreed_first(void **state)
 {
 	(void)state;
 	const ncclDataType_t types[] = {ncclFloat32, ncclBfloat16, (ncclDataType_t)10};
-	const ncclRedOp_t ops[] = {(ncclRedOp_t)ncclNumOps, ncclSum};
+	const ncclRedOp_t ops[] = {ncclProd, ncclSum};
 	for (size_t t = 0; t < COUNT_OF(types); t++) {
 		for (size_t o = 0; o < COUNT_OF(ops); o++) {
 			for (int strict = 0; strict < 2; strict++) {
@@ -151,6 +206,10 @@ static void test_strict_is_agreed_first(void **state)
 				assert_int_equal(d.action, NDET_ACTION_SETUP);
 			}
 		}
+		/* fp8 with a PreMulSum op made for it: a fallback strict mode may refuse. */
+		struct ndet_eligibility d = decide_premul(types[t], (ncclRedOp_t)ncclNumOps,
+							  types[t], true, NDET_COMM_PENDING, true);
+		assert_int_equal(d.action, NDET_ACTION_SETUP);
 	}
 	struct ndet_eligibility d =
 		decide(ncclInt64, (ncclRedOp_t)ncclNumOps, 64, NDET_COMM_PENDING, true, NCCL_2_28);
@@ -265,6 +324,127 @@ static void test_pure(void **state)
 	assert_int_equal(first.floating, second.floating);
 }
 
+static bool same_decision(const struct ndet_eligibility *a, const struct ndet_eligibility *b)
+{
+	if (a->action != b->action || a->reason != b->reason || a->floating != b->floating)
+		return false;
+	if (a->action != NDET_ACTION_DIVERT && a->action != NDET_ACTION_SETUP)
+		return true;
+	return a->dtype == b->dtype && a->op == b->op && a->premul == b->premul;
+}
+
+/*
+ * ncclReduceScatter and ncclReduce (with a valid root) get exactly the all-reduce's
+ * decision, for every datatype (float, integer, fp8, invalid), op (built-in,
+ * PreMulSum known, unknown and mistyped, invalid), state, strict and pointer verdict.
+ */
+static void test_collectives_share_the_table(void **state)
+{
+	(void)state;
+	const int datatypes[] = {ncclFloat32, ncclFloat16, ncclBfloat16, ncclFloat64, ncclInt8,
+				 ncclUint32,  ncclInt64,   10,           11,          12,
+				 -1};
+	const int ops[] = {ncclSum, ncclProd,   ncclMin,        ncclMax,
+			   ncclAvg, ncclNumOps, ncclNumOps + 9, -1};
+	int decisions = 0, diverted = 0;
+	for (size_t t = 0; t < COUNT_OF(datatypes); t++) {
+		for (size_t o = 0; o < COUNT_OF(ops); o++) {
+			for (int premul = 0; premul < 3; premul++) {
+				for (int s = 0; s < NDET_COMM_STATE_COUNT; s++) {
+					for (int flags = 0; flags < 4; flags++) {
+						struct ndet_eligibility_facts facts = {
+							.coll = NDET_COLL_ALLREDUCE,
+							.datatype = (ncclDataType_t)datatypes[t],
+							.op = (ncclRedOp_t)ops[o],
+							.count = 77,
+							.state = (ndet_comm_state_t)s,
+							.strict = (flags & 1) != 0,
+							.invalid_pointers = (flags & 2) != 0,
+							.nccl_version = NCCL_2_28,
+							.nranks = s == NDET_COMM_PENDING ? -1 : 4,
+							/* 0: unknown, 1: made for this type, 2:
+							   another */
+							.premul_known = premul != 0,
+							.premul_datatype =
+								premul == 1 ? (ncclDataType_t)
+										      datatypes[t]
+									    : ncclFloat64,
+						};
+						struct ndet_eligibility all = decide_full(&facts);
+						facts.coll = NDET_COLL_REDUCE_SCATTER;
+						struct ndet_eligibility scatter =
+							decide_full(&facts);
+						facts.coll = NDET_COLL_REDUCE;
+						facts.root = 3;
+						struct ndet_eligibility reduce =
+							decide_full(&facts);
+						assert_true(same_decision(&all, &scatter));
+						assert_true(same_decision(&all, &reduce));
+						decisions++;
+						diverted += all.action == NDET_ACTION_DIVERT;
+					}
+				}
+			}
+		}
+	}
+	/* The table holds diverted calls of both kinds: 4 types x (5 ops + known PreMulSum x
+	 * 2 values) x 2 strict, and for f64 also the PreMulSum ops "made for another" f64. */
+	assert_int_equal(diverted, 4 * (5 * 3 + 2) * 2 + 2 * 2);
+	assert_true(decisions > 1000);
+}
+
+/* ncclReduce's root: outside [0, nranks) is NCCL's error; unknown size: set up first. */
+static void test_reduce_root(void **state)
+{
+	(void)state;
+	const struct {
+		int root, nranks;
+		ndet_comm_state_t comm;
+		ndet_action_t action;
+		ndet_fallback_reason_t reason;
+	} cases[] = {
+		{0, 4, NDET_COMM_READY, NDET_ACTION_DIVERT, NDET_FALLBACK_NONE},
+		{3, 4, NDET_COMM_READY, NDET_ACTION_DIVERT, NDET_FALLBACK_NONE},
+		{4, 4, NDET_COMM_READY, NDET_ACTION_FORWARD, NDET_FALLBACK_INVALID},
+		{-1, 4, NDET_COMM_READY, NDET_ACTION_FORWARD, NDET_FALLBACK_INVALID},
+		{-1, -1, NDET_COMM_PENDING, NDET_ACTION_FORWARD, NDET_FALLBACK_INVALID},
+		{7, -1, NDET_COMM_PENDING, NDET_ACTION_SETUP, NDET_FALLBACK_NONE},
+		{7, 4, NDET_COMM_FALLBACK, NDET_ACTION_FORWARD, NDET_FALLBACK_INVALID},
+		{2, 4, NDET_COMM_POISONED, NDET_ACTION_FAIL, NDET_FALLBACK_NONE},
+		{9, 4, NDET_COMM_DEAD, NDET_ACTION_FORWARD, NDET_FALLBACK_INVALID},
+	};
+	for (size_t c = 0; c < COUNT_OF(cases); c++) {
+		for (int strict = 0; strict < 2; strict++) {
+			struct ndet_eligibility_facts facts = {
+				.coll = NDET_COLL_REDUCE,
+				.datatype = ncclBfloat16,
+				.op = ncclMax,
+				.count = 5,
+				.root = cases[c].root,
+				.nranks = cases[c].nranks,
+				.state = cases[c].comm,
+				.strict = strict != 0,
+				.nccl_version = NCCL_2_28,
+			};
+			struct ndet_eligibility d = decide_full(&facts);
+			assert_int_equal(d.action, cases[c].action);
+			assert_int_equal(d.reason, cases[c].reason);
+			/* The other collectives have no root. */
+			facts.coll = NDET_COLL_REDUCE_SCATTER;
+			d = decide_full(&facts);
+			assert_int_not_equal(d.reason, NDET_FALLBACK_INVALID);
+		}
+	}
+	/* A collective nccl-det does not know is not diverted. */
+	struct ndet_eligibility_facts facts = {.coll = NDET_COLL_COUNT,
+					       .datatype = ncclFloat32,
+					       .op = ncclSum,
+					       .state = NDET_COMM_READY};
+	struct ndet_eligibility d = decide_full(&facts);
+	assert_int_equal(d.action, NDET_ACTION_FORWARD);
+	assert_int_equal(d.reason, NDET_FALLBACK_INVALID);
+}
+
 static void test_names(void **state)
 {
 	(void)state;
@@ -289,6 +469,8 @@ int main(void)
 		cmocka_unit_test(test_invalid_pointers_forwarded),
 		cmocka_unit_test(test_count_is_not_a_reason),
 		cmocka_unit_test(test_pure),
+		cmocka_unit_test(test_collectives_share_the_table),
+		cmocka_unit_test(test_reduce_root),
 		cmocka_unit_test(test_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,10 +12,10 @@
 # differs exactly by what nccl-det does on purpose, checked call by call:
 #   - setup: per communicator and rank, ncclCommUserRank/Count/CuDevice, then four
 #     ncclAllGather rounds, each in an ncclGroupStart/End of its own;
-#   - diverted calls: float all-reduces with built-in ops on live communicators leave
-#     the trace (the host-only backend, like the CUDA engine, moves their data through
-#     its own pools, not through NCCL); the PreMulSum ones and the invalid one still
-#     reach NCCL;
+#   - diverted calls: float all-reduces, reduce-scatters and reduces with built-in
+#     and PreMulSum ops on live communicators leave the trace (the host-only backend,
+#     like the CUDA engine, moves their data through its own pools, not through NCCL);
+#     the invalid one still reaches NCCL;
 #   - everything else is the same calls in the same order.
 . "${NDET_TOP_SRCDIR:-.}/test/test_preload_lib.sh"
 
@@ -37,11 +37,13 @@ run() {
 # Calls nccl-det makes itself, or takes over (diverted all-reduces): removed from
 # a trace, what is left must match the plain run line for line.
 ours='^(ncclGetVersion|ncclCommUserRank|ncclCommCount|ncclCommCuDevice|ncclAllGather|ncclGroupStart|ncclGroupEnd)\('
+# Float reductions nccl-det takes over (op<N>: a PreMulSum op).
+diverted='^nccl(AllReduce|ReduceScatter|Reduce)\(.*datatype=ncclFloat32, op=(ncclSum|ncclMin|ncclMax|ncclAvg|op[0-9]+), (root=[0-9]+, )?comm=comm[0-9]'
 # The fake names pointers p<N> by first appearance, and our calls appear too: the
 # names are given again, by first appearance in what is left.
 without_ours() {
 	grep -v -E "$ours" "$1" |
-		grep -v -E "^ncclAllReduce\(.*datatype=ncclFloat32, op=(ncclSum|ncclMax|ncclAvg), comm=comm[0-9]" |
+		grep -v -E "$diverted" |
 		awk '{
 			line = ""
 			rest = $0
@@ -93,14 +95,20 @@ without_ours "$scratch/plain.trace" >"$scratch/plain.user"
 without_ours "$scratch/enabled.trace" >"$scratch/enabled.user"
 same_file "$scratch/plain.user" "$scratch/enabled.user" \
 	"enabled run: the application's own calls differ"
-# Every float all-reduce with a built-in op on a live communicator was diverted.
-if grep -E "^ncclAllReduce\(.*datatype=ncclFloat32, op=(ncclSum|ncclMax|ncclAvg), comm=comm" \
-	"$scratch/enabled.trace" >"$scratch/leaked"; then
-	fail "enabled run: eligible all-reduces reached NCCL: $(cat "$scratch/leaked")"
+# Every float reduction on a live communicator was diverted: the script's
+# all-reduces, its reduce-scatter and reduce (2 ranks each) and its 2 PreMulSum calls.
+if grep -E "$diverted" "$scratch/enabled.trace" >"$scratch/leaked"; then
+	fail "enabled run: eligible reductions reached NCCL: $(cat "$scratch/leaked")"
 fi
-# ... and the others were not: 2 PreMulSum calls and the NULL-communicator one.
-[ "$(grep -c -E '^ncclAllReduce\(.*op=op[0-9]' "$scratch/enabled.trace")" -eq 2 ] ||
-	fail "enabled run: the PreMulSum all-reduces did not reach NCCL"
+for function in ncclReduceScatter ncclReduce; do
+	[ "$(grep -c "^$function(" "$scratch/plain.trace")" -eq 2 ] ||
+		fail "plain run: expected 2 calls of $function"
+	[ "$(grep -c "^$function(" "$scratch/enabled.trace")" -eq 0 ] ||
+		fail "enabled run: $function reached NCCL"
+done
+[ "$(grep -c -E '^ncclAllReduce\(.*op=op[0-9]' "$scratch/plain.trace")" -eq 2 ] ||
+	fail "plain run: expected 2 PreMulSum all-reduces"
+# ... and the invalid one was not.
 grep -q -E '^ncclAllReduce\(.*comm=NULL.* = ncclInvalidArgument$' "$scratch/enabled.trace" ||
 	fail "enabled run: the invalid all-reduce did not reach NCCL for its error code"
 # Setup: 2 + 2 (split) + 3 (ncclCommInitAll) + 2 (shrink) + 1 (scalable) = 10 ranks,

@@ -1,8 +1,8 @@
 /*
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
- * The launch plan: a pure function of (count, dtype, op, nranks, agreed settings)
- * whose element mapping covers every element exactly once.
+ * The launch plan: a pure function of (collective, count, dtype, op, nranks, agreed
+ * settings) whose element mapping covers every element exactly once.
  */
 #include "config.h"
 
@@ -125,9 +125,12 @@ static void check_coverage(const struct ndet_plan_params *p, const struct ndet_p
 	free(seen);
 }
 
-static void test_plan_covers_every_element_once(void **state)
+/*
+ * Coverage of every count x dtype x n x lane size of collective `coll`; a
+ * reduce-scatter's n segments of a chunk fit one lane, and it takes its own path.
+ */
+static void check_coverage_matrix(ndet_coll_t coll)
 {
-	(void)state;
 	const uint64_t counts[] = {1, 2, 3, 7, 8, 9, 100, 1023, 4097, 65537, 300001, 1048579};
 	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
 		for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
@@ -135,6 +138,7 @@ static void test_plan_covers_every_element_once(void **state)
 				for (int small_lanes = 0; small_lanes < 2; small_lanes++) {
 					struct ndet_plan_params p =
 						params_of(counts[c], (ndet_dtype_t)dtype, n);
+					p.coll = coll;
 					if (small_lanes) {
 						p.max_blocks = 3;
 						p.lane_bytes = 4096;
@@ -143,10 +147,22 @@ static void test_plan_covers_every_element_once(void **state)
 					struct ndet_plan plan;
 					assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 					check_coverage(&p, &plan);
+					if (coll != NDET_COLL_REDUCE_SCATTER)
+						continue;
+					assert_int_equal(plan.path, NDET_PATH_SCATTER);
+					assert_true(plan.chunk_elems * (uint64_t)n *
+							    ndet_plan_dtype_size(p.dtype) <=
+						    p.lane_bytes);
 				}
 			}
 		}
 	}
+}
+
+static void test_plan_covers_every_element_once(void **state)
+{
+	(void)state;
+	check_coverage_matrix(NDET_COLL_ALLREDUCE);
 }
 
 static void test_plan_chunks_large_messages(void **state)
@@ -203,6 +219,109 @@ static void test_plan_is_a_function_of_its_inputs(void **state)
 	assert_int_not_equal(a.signature, b.signature);
 }
 
+/*
+ * Reduce-scatter: every element of a rank block once (the kernel reduces the same
+ * mapping in every block at once), n segments of a chunk fit one lane, the scatter
+ * path whatever the size, a copy on one rank.
+ */
+static void test_plan_reduce_scatter(void **state)
+{
+	(void)state;
+	check_coverage_matrix(NDET_COLL_REDUCE_SCATTER);
+	struct ndet_plan_params p = params_of(1000, NDET_DTYPE_F32, 1);
+	p.coll = NDET_COLL_REDUCE_SCATTER;
+	struct ndet_plan plan;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_COPY);
+	/* 16 ranks need 16 packs per lane. */
+	p = params_of(1000, NDET_DTYPE_F32, 16);
+	p.coll = NDET_COLL_REDUCE_SCATTER;
+	p.lane_bytes = 16 * 16;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.chunk_elems, 4);
+	p.lane_bytes = 16 * 15;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_ERR_INVALID_ARGUMENT);
+	/* The size thresholds count every rank's block: 4 x 16 KiB is not one-shot sized. */
+	p = params_of(4096, NDET_DTYPE_F32, 4);
+	p.coll = NDET_COLL_REDUCE_SCATTER;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.blocks, 4 * 4096 * 4 / NDET_PLAN_ONESHOT_BYTES_PER_BLOCK);
+}
+
+/* Reduce plans like the all-reduce; its root must be a rank.  PreMulSum never copies. */
+static void test_plan_reduce_and_premulsum(void **state)
+{
+	(void)state;
+	struct ndet_plan_params p = params_of(300001, NDET_DTYPE_BF16, 5);
+	struct ndet_plan all, reduce;
+	assert_int_equal(ndet_plan_make(&p, &all), NDET_OK);
+	p.coll = NDET_COLL_REDUCE;
+	p.root = 4;
+	assert_int_equal(ndet_plan_make(&p, &reduce), NDET_OK);
+	assert_int_equal(reduce.path, all.path);
+	assert_int_equal(reduce.blocks, all.blocks);
+	assert_int_equal(reduce.chunk_elems, all.chunk_elems);
+	assert_int_equal(reduce.steps, all.steps);
+	p.root = 5;
+	assert_int_equal(ndet_plan_make(&p, &reduce), NDET_ERR_INVALID_ARGUMENT);
+	p.root = -1;
+	assert_int_equal(ndet_plan_make(&p, &reduce), NDET_ERR_INVALID_ARGUMENT);
+	p = params_of(1000, NDET_DTYPE_F32, 4);
+	p.coll = NDET_COLL_COUNT;
+	assert_int_equal(ndet_plan_make(&p, &reduce), NDET_ERR_INVALID_ARGUMENT);
+
+	/* One rank: a copy, except for PreMulSum, whose scalar must still be applied. */
+	p = params_of(1000, NDET_DTYPE_F16, 1);
+	p.premul = true;
+	struct ndet_plan plan;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_ONESHOT);
+	check_coverage(&p, &plan);
+	p.coll = NDET_COLL_REDUCE_SCATTER;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_SCATTER);
+	/* PreMulSum is a sum. */
+	p = params_of(1000, NDET_DTYPE_F32, 4);
+	p.premul = true;
+	p.op = NDET_OP_MAX;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_ERR_INVALID_ARGUMENT);
+}
+
+/*
+ * Calls that must not meet have different signatures: the collective, the root of a
+ * reduce and PreMulSum enter it, so a rank in a reduce-scatter that meets a rank in
+ * an all-reduce of the same count fails instead of reducing the wrong elements.
+ */
+static uint32_t signature_of(struct ndet_plan_params params)
+{
+	struct ndet_plan plan;
+	assert_int_equal(ndet_plan_make(&params, &plan), NDET_OK);
+	return plan.signature;
+}
+
+static void test_plan_signature_names_the_collective(void **state)
+{
+	(void)state;
+	const uint64_t counts[] = {1, 1000, 123457, 5000000};
+	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+		struct ndet_plan_params p = params_of(counts[c], NDET_DTYPE_F32, 4);
+		struct ndet_plan_params scatter = p, reduce0 = p, reduce1 = p, premul = p,
+					rooted = p;
+		scatter.coll = NDET_COLL_REDUCE_SCATTER;
+		reduce0.coll = reduce1.coll = NDET_COLL_REDUCE;
+		reduce1.root = 1;
+		premul.premul = true;
+		rooted.root = 3;
+		const uint32_t all = signature_of(p);
+		assert_int_not_equal(signature_of(scatter), all);
+		assert_int_not_equal(signature_of(reduce0), all);
+		assert_int_not_equal(signature_of(reduce1), signature_of(reduce0));
+		assert_int_not_equal(signature_of(premul), all);
+		/* An all-reduce's root is no part of it (it has none). */
+		assert_int_equal(signature_of(rooted), all);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -211,6 +330,9 @@ int main(void)
 		cmocka_unit_test(test_plan_covers_every_element_once),
 		cmocka_unit_test(test_plan_chunks_large_messages),
 		cmocka_unit_test(test_plan_is_a_function_of_its_inputs),
+		cmocka_unit_test(test_plan_reduce_scatter),
+		cmocka_unit_test(test_plan_reduce_and_premulsum),
+		cmocka_unit_test(test_plan_signature_names_the_collective),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

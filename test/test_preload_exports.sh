@@ -7,7 +7,7 @@
 expected="ncclAllReduce ncclCommAbort ncclCommDestroy ncclCommFinalize ncclCommGetAsyncError
 ncclCommInitAll ncclCommInitRank ncclCommInitRankConfig ncclCommInitRankScalable
 ncclCommRevoke ncclCommShrink ncclCommSplit ncclGroupEnd ncclGroupSimulateEnd
-ncclGroupStart ncclRedOpCreatePreMulSum ncclRedOpDestroy"
+ncclGroupStart ncclRedOpCreatePreMulSum ncclRedOpDestroy ncclReduce ncclReduceScatter"
 printf '%s\n' $expected | sort >"$scratch/expected"
 
 # Defined dynamic symbols: "Num: Value Size Type Bind Vis Ndx Name".

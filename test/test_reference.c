@@ -1360,36 +1360,127 @@ static void test_premulsum(void **state)
 			 NDET_ERR_INVALID_ARGUMENT);
 }
 
+/*
+ * Where the rounding of the products matters, by hand.  f32: each product is rounded
+ * to f32 before the tree adds it, so a fused multiply-add (which keeps the product
+ * exact) gives other bits.  f16: the product is formed in f32 from the widened
+ * input, where it is exact; rounding it to f16 first (as a half-precision multiply
+ * would) gives other bits.
+ */
+static void test_premulsum_product_rounding_by_hand(void **state)
+{
+	(void)state;
+	/* (1 + 2^-23)^2 = 1 + 2^-22 + 2^-46: rounds to 1 + 2^-22 in f32. */
+	const float a = 1.0f + 0x1p-23f, b = -(1.0f + 0x1p-22f);
+	const float x0[1] = {a}, x1[1] = {b};
+	const void *views[2] = {x0, x1};
+	const float scalars[2] = {a, 1.0f};
+	float out = -1;
+	assert_int_equal(ndet_reference_premulsum(views, scalars, 2, &out, 1, NDET_DTYPE_F32),
+			 NDET_OK);
+	/* Rounded product: exactly 0.  Fused (fma(a, a, b)) it would be 2^-46. */
+	assert_true(out == 0.0f && !signbit(out));
+	assert_true(fmaf(a, a, b) == 0x1p-46f);
+
+	/* f16: x0 = s0 = 1 + 2^-10 (one f16 ulp above 1), x1 = -(1 + 2^-9), s1 = 1. */
+	const uint16_t h0[1] = {0x3c01}, h1[1] = {0xbc02};
+	const uint16_t hscalars[2] = {0x3c01, 0x3c00};
+	const void *hviews[2] = {h0, h1};
+	uint16_t hout = 0xffff;
+	assert_int_equal(ndet_reference_premulsum(hviews, hscalars, 2, &hout, 1, NDET_DTYPE_F16),
+			 NDET_OK);
+	/* In f32: (1 + 2^-9 + 2^-20) - (1 + 2^-9) = 2^-20, an f16 subnormal: 16 x 2^-24.
+	 * A product rounded to f16 first (1 + 2^-9 + 2^-20 -> 1 + 2^-9) would give 0. */
+	assert_int_equal(hout, 0x0010);
+	assert_true(ndet_half_to_float(hout) == 0x1p-20f);
+
+	/* bf16, n = 3, tree (0+1)+2: s = 3, x = 1 + 2^-7 (bf16 ulp at 1): the product
+	 * 3 + 3 x 2^-7 is exact in f32 but needs 9 significand bits, one more than bf16. */
+	const uint16_t b0[1] = {0x3f81}, b1[1] = {0xc040}, b2[1] = {0x3c00};
+	const uint16_t bscalars[3] = {0x4040, 0x3f80, 0x3f80};
+	const void *bviews[3] = {b0, b1, b2};
+	uint16_t bout = 0;
+	assert_int_equal(ndet_reference_premulsum(bviews, bscalars, 3, &bout, 1, NDET_DTYPE_BF16),
+			 NDET_OK);
+	/* ((3 + 3/128) - 3) + 2^-7 = 3/128 + 1/128 = 2^-5 exactly; a bf16 product
+	 * (3 + 3/128 is a tie between 3 + 2/128 and 3 + 4/128: even is 3 + 4/128) would
+	 * give 5/128. */
+	assert_true(ndet_bfloat16_to_float(bout) == 0x1p-5f);
+}
+
+/* PreMulSum and reduce-scatter compose: block r of the pre-multiplied all-reduce. */
+static void test_premulsum_reduce_scatter_blocks(void **state)
+{
+	(void)state;
+	const int n = 4;
+	const size_t recvcount = 29, total = recvcount * 4;
+	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+		const size_t size = ndet_dtype_size((ndet_dtype_t)dtype);
+		void *in[4];
+		const void *views[4], *shifted[4];
+		unsigned char scalars[4 * 8];
+		ndet_test_fill_random((ndet_dtype_t)dtype, scalars, 4, 991 + (uint64_t)dtype, 0);
+		char *all = malloc(total * size), *block = malloc(recvcount * size);
+		for (int r = 0; r < n; r++) {
+			in[r] = malloc(total * size);
+			ndet_test_fill_random((ndet_dtype_t)dtype, in[r], total,
+					      (uint64_t)(r * 17 + dtype), 0);
+			views[r] = in[r];
+		}
+		assert_int_equal(ndet_reference_premulsum(views, scalars, n, all, total,
+							  (ndet_dtype_t)dtype),
+				 NDET_OK);
+		for (int rank = 0; rank < n; rank++) {
+			for (int r = 0; r < n; r++)
+				shifted[r] = (const char *)in[r] + (size_t)rank * recvcount * size;
+			assert_int_equal(ndet_reference_premulsum(shifted, scalars, n, block,
+								  recvcount, (ndet_dtype_t)dtype),
+					 NDET_OK);
+			assert_int_equal(
+				ndet_test_count_differences((ndet_dtype_t)dtype, block,
+							    all + (size_t)rank * recvcount * size,
+							    recvcount, NULL),
+				0);
+		}
+		for (int r = 0; r < n; r++)
+			free(in[r]);
+		free(all);
+		free(block);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_dtype_sizes_and_names),
-	    cmocka_unit_test(test_tree_string_hand_written),
-	    cmocka_unit_test(test_tree_string_truncates_like_snprintf),
-	    cmocka_unit_test(test_tree_string_structure_for_every_n),
-	    cmocka_unit_test(test_tree_evaluation_matches_tree_string),
-	    cmocka_unit_test(test_f32_sum_hand_values_order_matters),
-	    cmocka_unit_test(test_f32_prod_min_max_avg_hand_values),
-	    cmocka_unit_test(test_f16_bf16_accumulate_in_f32_round_once),
-	    cmocka_unit_test(test_f16_bf16_match_tree_expression),
-	    cmocka_unit_test(test_f64_hand_values),
-	    cmocka_unit_test(test_specials_inf_nan),
-	    cmocka_unit_test(test_specials_signed_zero),
-	    cmocka_unit_test(test_specials_subnormals_survive),
-	    cmocka_unit_test(test_half_round_trip_every_pattern),
-	    cmocka_unit_test(test_bfloat16_round_trip_every_pattern),
-	    cmocka_unit_test(test_float_to_half_matches_gcc_and_slow_reference),
-	    cmocka_unit_test(test_float_to_bfloat16_matches_slow_reference),
-	    cmocka_unit_test(test_random_data_discriminates_orders),
-	    cmocka_unit_test(test_independent_random_data_discriminates_f32_f64),
-	    cmocka_unit_test(test_min_max_order_independent),
-	    cmocka_unit_test(test_avg_is_tree_sum_divided_by_n),
-	    cmocka_unit_test(test_output_may_alias_an_input),
-	    cmocka_unit_test(test_invalid_arguments),
-	    cmocka_unit_test(test_test_data_is_position_stable),
-	    cmocka_unit_test(test_large_reduction_is_fast_enough),
-	    cmocka_unit_test(test_reduce_scatter_blocks_equal_allreduce),
-	    cmocka_unit_test(test_premulsum),
+		cmocka_unit_test(test_dtype_sizes_and_names),
+		cmocka_unit_test(test_tree_string_hand_written),
+		cmocka_unit_test(test_tree_string_truncates_like_snprintf),
+		cmocka_unit_test(test_tree_string_structure_for_every_n),
+		cmocka_unit_test(test_tree_evaluation_matches_tree_string),
+		cmocka_unit_test(test_f32_sum_hand_values_order_matters),
+		cmocka_unit_test(test_f32_prod_min_max_avg_hand_values),
+		cmocka_unit_test(test_f16_bf16_accumulate_in_f32_round_once),
+		cmocka_unit_test(test_f16_bf16_match_tree_expression),
+		cmocka_unit_test(test_f64_hand_values),
+		cmocka_unit_test(test_specials_inf_nan),
+		cmocka_unit_test(test_specials_signed_zero),
+		cmocka_unit_test(test_specials_subnormals_survive),
+		cmocka_unit_test(test_half_round_trip_every_pattern),
+		cmocka_unit_test(test_bfloat16_round_trip_every_pattern),
+		cmocka_unit_test(test_float_to_half_matches_gcc_and_slow_reference),
+		cmocka_unit_test(test_float_to_bfloat16_matches_slow_reference),
+		cmocka_unit_test(test_random_data_discriminates_orders),
+		cmocka_unit_test(test_independent_random_data_discriminates_f32_f64),
+		cmocka_unit_test(test_min_max_order_independent),
+		cmocka_unit_test(test_avg_is_tree_sum_divided_by_n),
+		cmocka_unit_test(test_output_may_alias_an_input),
+		cmocka_unit_test(test_invalid_arguments),
+		cmocka_unit_test(test_test_data_is_position_stable),
+		cmocka_unit_test(test_large_reduction_is_fast_enough),
+		cmocka_unit_test(test_reduce_scatter_blocks_equal_allreduce),
+		cmocka_unit_test(test_premulsum),
+		cmocka_unit_test(test_premulsum_product_rounding_by_hand),
+		cmocka_unit_test(test_premulsum_reduce_scatter_blocks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

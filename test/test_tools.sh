@@ -163,4 +163,12 @@ env NCCL_DET_EXPECT="$PACKAGE_VERSION:0" NCCL_DET_ENABLE=1 NCCL_DET_DEBUG_FILE="
 	fail "mismatch run failed"
 grep -q 'WARN.*NCCL_DET_ENABLE is 1 in this process but was 0' "$scratch/mismatch.log" ||
 	fail "no WARN for a changed NCCL_DET_ENABLE: $(cat "$scratch/mismatch.log")"
-echo "PASS: nccl-det-info and nccl-det-run"
+# ---- nccl-det-perf --coll (the benchmark itself needs a GPU)
+perf="$top_builddir/tools/nccl-det-perf"
+"$perf" --coll bogus >/dev/null 2>&1
+[ $? -eq 2 ] || fail "nccl-det-perf accepted --coll bogus"
+"$perf" -h | grep -q -- '--coll C *allreduce (default) or reducescatter' || fail "nccl-det-perf -h lacks --coll"
+if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -eq 0 ]; then
+	"$perf" --coll reducescatter -e 1M >"$scratch/perf" 2>&1 || fail "nccl-det-perf --coll reducescatter: $(cat "$scratch/perf")"
+fi
+echo "PASS: nccl-det-info, nccl-det-run and nccl-det-perf's options"

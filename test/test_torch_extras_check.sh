@@ -76,12 +76,15 @@ expect 0 "NCCL_DET_ENABLE=0" basic "$scratch/off.0"
 { coll 9; result basic 0 8 2 0 0 "" "" ""; } >"$scratch/offshort.0"
 expect 1 "NCCL_DET_ENABLE=0 with a call NCCL did not run" basic "$scratch/offshort.0"
 
-# Strict: one refused call, its WARN, a reason other than the refusal is an error.
-strict_warn='h:1:1 NCCL-DET WARN x communicator 0x5 rank 0: NCCL_DET_STRICT=1: ncclAllReduce fails with ncclInvalidUsage because it would not be deterministic: op 6 is a PreMulSum op'
-{ coll 2; echo "$strict_warn"; stats 8 "integer datatype 2" 1; result ineligible 0 8 2 1 1 "" 1 ""; } >"$scratch/strict.0"
-expect 0 "a strict refusal" ineligible "$scratch/strict.0"
-{ coll 2; stats 8 "integer datatype 2" 0; result ineligible 0 8 2 1 1 "" 1 ""; } >"$scratch/strictnone.0"
-expect 1 "strict without a refusal" ineligible "$scratch/strictnone.0"
+# Strict: nothing PyTorch issues is refused any more (PreMulSum is diverted); a refusal
+# (STATS count or WARN) the rank did not expect is an error.
+{ coll 2; stats 9 "integer datatype 2" 0; result ineligible 0 9 2 0 1 "" 1 ""; } >"$scratch/strict.0"
+expect 0 "strict, nothing refused" ineligible "$scratch/strict.0"
+strict_warn='h:1:1 NCCL-DET WARN x communicator 0x5 rank 0: NCCL_DET_STRICT=1: ncclAllReduce fails with ncclInvalidUsage because it would not be deterministic: datatype 10'
+{ coll 2; echo "$strict_warn"; stats 9 "integer datatype 2" 1; result ineligible 0 9 2 0 1 "" 1 ""; } >"$scratch/strictrefused.0"
+expect 1 "strict with an unexpected refusal" ineligible "$scratch/strictrefused.0"
+{ coll 2; echo "$strict_warn"; stats 9 "integer datatype 2" 0; result ineligible 0 9 2 0 1 "" 1 ""; } >"$scratch/strictwarn.0"
+expect 1 "strict with a refusal WARN but no refusal" ineligible "$scratch/strictwarn.0"
 
 # DDP: the bucket sizes must not matter under nccl-det, are only reported under NCCL.
 ddp() { # FILE RANK ENABLE DIFFER DIGEST

@@ -1,7 +1,8 @@
 /*
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
- * nccl-det-perf: all-reduce benchmark of the deterministic engine, in the style of
+ * nccl-det-perf: all-reduce (or, with --coll reducescatter, reduce-scatter) benchmark
+ * of the deterministic engine, in the style of
  * nccl-tests, side by side with the real NCCL in the same run.  Ranks are threads of
  * this process: one per GPU when there are several, else n ranks sharing GPU 0 (their
  * kernels run concurrently, like processes under MPS).  For every size it reports
@@ -73,6 +74,7 @@ struct perf_options {
 	const char *csv_path;
 	int dry_run;
 	int assume_gpus; /* --gpus, dry run only; -1 = the visible count */
+	int coll;        /* --coll: NDET_COLL_ALLREDUCE or NDET_COLL_REDUCE_SCATTER */
 	int help;
 };
 
@@ -199,6 +201,17 @@ static const char *perf_parse_ops(const char *text, void *field)
 	return perf_parse_names(text, field, false);
 }
 
+static const char *perf_parse_coll(const char *text, void *field)
+{
+	if (strcmp(text, "allreduce") == 0)
+		*(int *)field = NDET_COLL_ALLREDUCE;
+	else if (strcmp(text, "reducescatter") == 0)
+		*(int *)field = NDET_COLL_REDUCE_SCATTER;
+	else
+		return "allreduce or reducescatter";
+	return NULL;
+}
+
 static const char *perf_parse_string(const char *text, void *field)
 {
 	if (text[0] == '\0')
@@ -244,6 +257,9 @@ static const struct perf_option perf_option_table[] = {
      "without running anything on a GPU"},
     {"gpus", 0, "N", PERF_FIELD(assume_gpus), perf_parse_int, 0,
      "with --dry-run: plan as if N GPUs were visible (default: those visible)"},
+    {"coll", 'C', "C", PERF_FIELD(coll), perf_parse_coll, 0,
+     "allreduce (default) or reducescatter (sizes: whole send buffers,\n"
+     "each rank receives size/ranks)"},
     {"help", 'h', NULL, PERF_FIELD(help), NULL, 1, "this help"},
 };
 
@@ -358,6 +374,9 @@ struct perf_nccl {
 	ncclResult_t (*all_reduce)(const void *sendbuff, void *recvbuff, size_t count,
 				   ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
 				   cudaStream_t stream);
+	ncclResult_t (*reduce_scatter)(const void *sendbuff, void *recvbuff, size_t recvcount,
+				       ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+				       cudaStream_t stream);
 	ncclResult_t (*comm_get_async_error)(ncclComm_t comm, ncclResult_t *error);
 	ncclResult_t (*comm_destroy)(ncclComm_t comm);
 	const char *(*get_error_string)(ncclResult_t result);
@@ -370,6 +389,7 @@ static const struct {
     {"ncclGetVersion", offsetof(struct perf_nccl, get_version)},
     {"ncclCommInitAll", offsetof(struct perf_nccl, comm_init_all)},
     {"ncclAllReduce", offsetof(struct perf_nccl, all_reduce)},
+    {"ncclReduceScatter", offsetof(struct perf_nccl, reduce_scatter)},
     {"ncclCommGetAsyncError", offsetof(struct perf_nccl, comm_get_async_error)},
     {"ncclCommDestroy", offsetof(struct perf_nccl, comm_destroy)},
     {"ncclGetErrorString", offsetof(struct perf_nccl, get_error_string)},
@@ -444,7 +464,8 @@ static bool perf_nccl_load(struct perf_nccl *nccl, char *why, size_t size)
 	return true;
 
 close_library:
-	dlclose(nccl->handle);
+	/* Left loaded: a copy of nccl-det (or an NCCL) carries a static CUDA runtime whose
+	 * exit handlers not every runtime drops on dlclose (ThreadSanitizer's do not). */
 	nccl->handle = NULL;
 	return false;
 }
@@ -571,14 +592,23 @@ static void perf_for_each_row(const struct perf_world *world,
 					.kernel_gbps = -1,
 					.vs_copy = -1,
 				};
+				const size_t n = (size_t)o->nranks;
+				if (o->coll == NDET_COLL_REDUCE_SCATTER)
+					row.count = row.count < n ? n : row.count / n * n;
 				row.bytes = row.count * size;
 				for (int m = 0; m < PERF_MODE_COUNT; m++)
 					for (int i = 0; i < PERF_IMPL_COUNT; i++)
 						row.seconds[m][i] = -1;
 				struct ndet_engine_config config = perf_engine_config(world, 0);
+				const struct ndet_engine_call call = {
+					.coll = (ndet_coll_t)o->coll,
+					.count = o->coll == NDET_COLL_REDUCE_SCATTER ? row.count / n
+										     : row.count,
+					.dtype = row.dtype,
+					.op = row.op,
+					.root = -1};
 				struct ndet_plan plan;
-				if (ndet_engine_plan_for_config(&config, row.count, row.dtype,
-								row.op, &plan) == NDET_OK)
+				if (ndet_engine_plan_call_for_config(&config, &call, &plan) == NDET_OK)
 					row.path = plan.path;
 				visit(context, &row);
 			}
@@ -601,7 +631,8 @@ static double perf_busbw(const struct perf_world *world, const struct perf_row *
 	const int n = world->options.nranks;
 	if (seconds <= 0)
 		return -1;
-	return (double)row->bytes / seconds / 1e9 * (2.0 * (n - 1) / n);
+	const double factor = world->options.coll == NDET_COLL_REDUCE_SCATTER ? 1.0 : 2.0;
+	return (double)row->bytes / seconds / 1e9 * (factor * (n - 1) / n);
 }
 
 static double perf_ratio(const struct perf_row *row, int mode)
@@ -810,17 +841,27 @@ static void perf_launch(struct perf_rank *me, enum perf_impl impl, const void *s
 			const struct perf_row *row)
 {
 	struct perf_world *world = me->world;
+	const bool scatter = world->options.coll == NDET_COLL_REDUCE_SCATTER;
+	/* Reduce-scatter: row->count is the whole send buffer, a multiple of the ranks. */
+	const size_t count = scatter ? row->count / (size_t)world->options.nranks : row->count;
 	if (impl == PERF_NDET) {
+		const struct ndet_engine_call call = {.coll = (ndet_coll_t)world->options.coll,
+						      .sendbuff = send,
+						      .recvbuff = recv,
+						      .count = count,
+						      .dtype = row->dtype,
+						      .op = row->op,
+						      .root = -1};
 		/* Failures are read from the engine after the calls (perf_check_engine). */
-		(void)ndet_engine_allreduce(world->engines[me->rank], send, recv, row->count,
-					    row->dtype, row->op, me->stream);
+		(void)ndet_engine_collective(world->engines[me->rank], &call, me->stream);
 		return;
 	}
 	ncclResult_t result =
-		world->nccl.all_reduce(send, recv, row->count, perf_nccl_dtypes[row->dtype],
-				       perf_nccl_ops[row->op], world->comms[me->rank], me->stream);
+		(scatter ? world->nccl.reduce_scatter : world->nccl.all_reduce)(
+			send, recv, count, perf_nccl_dtypes[row->dtype], perf_nccl_ops[row->op],
+			world->comms[me->rank], me->stream);
 	if (result != ncclSuccess)
-		perf_check_nccl(me, result, "ncclAllReduce");
+		perf_check_nccl(me, result, scatter ? "ncclReduceScatter" : "ncclAllReduce");
 }
 
 /* Time `iters` calls (eager) or one graph of `iters` calls, between barriers. */
@@ -951,13 +992,17 @@ static void perf_judge(struct perf_rank *me, struct perf_row *row)
 	}
 	char *expected = malloc(bytes);
 	ndet_reference_allreduce(views, n, expected, row->count, row->dtype, row->op);
+	/* Reduce-scatter: rank r's block is block r of the all-reduce, bit for bit. */
+	const bool scatter = world->options.coll == NDET_COLL_REDUCE_SCATTER;
+	const size_t block = scatter ? bytes / (size_t)n : bytes;
 	bool same = true;
 	for (int r = 0; r < n && same; r++)
-		same = memcmp(world->recv_host[r], expected, bytes) == 0;
+		same = memcmp(world->recv_host[r], expected + (scatter ? (size_t)r * block : 0),
+			      block) == 0;
 	row->exact = same ? "OK" : "FAIL";
 	for (int r = 0; r < n; r++)
 		free(inputs[r]);
-	if (row->count > 1) {
+	if (row->count > 1 && !scatter) {
 		char *second = malloc(bytes);
 		PERF_CHECK(cudaMemcpy(second, me->recv2 + size + 8, bytes - size,
 				      cudaMemcpyDeviceToHost));
@@ -967,7 +1012,7 @@ static void perf_judge(struct perf_rank *me, struct perf_row *row)
 		free(second);
 	}
 	if (world->nccl_on)
-		row->nccl_differ = perf_count_differ(world->nccl_host, expected, row->count, size);
+		row->nccl_differ = perf_count_differ(world->nccl_host, expected, block / size, size);
 	free(expected);
 	if (!same || strcmp(row->invariant, "FAIL") == 0)
 		world->failures++;
@@ -982,7 +1027,8 @@ static void perf_check(struct perf_rank *me, struct perf_row *row)
 	PERF_CHECK(cudaMemsetAsync(me->recv, 0x5a, bytes, me->stream));
 	PERF_CHECK(cudaMemsetAsync(me->recv2, 0x5a, bytes + 16, me->stream));
 	perf_launch(me, PERF_NDET, me->send, me->recv, row);
-	if (row->count > 1) {
+	/* The size-invariance call: all-reduce only (a smaller reduce-scatter moves blocks). */
+	if (row->count > 1 && world->options.coll == NDET_COLL_ALLREDUCE) {
 		struct perf_row smaller = *row;
 		smaller.count--;
 		perf_launch(me, PERF_NDET, me->send + size, me->recv2 + size + 8, &smaller);
@@ -1218,6 +1264,11 @@ int main(int argc, char **argv)
 	printf("# pool %llu B, max blocks %d, one-shot up to %llu B, %d warm-up, %d timed calls\n",
 	       (unsigned long long)settings->pool_size, settings->max_blocks,
 	       (unsigned long long)settings->oneshot_max, o->warmup, o->iters);
+	printf("# collective: %s\n",
+	       o->coll == NDET_COLL_REDUCE_SCATTER
+		       ? "reduce-scatter (size: the whole send buffer; each rank receives size/ranks; "
+			 "exact = every rank's block equals its slice of the all-reduce tree)"
+		       : "all-reduce");
 	perf_nccl_decide(&world);
 	if (o->csv_path != NULL) {
 		world.csv = fopen(o->csv_path, "w");

@@ -440,3 +440,417 @@ void gpu_run_divergence(struct gpu_rank *rank, int silent_rank, int diverging_ra
 	rank->barrier(rank->barrier_context);
 	GPU_CHECK(cudaFree(buffer));
 }
+
+void gpu_run_slow_progress(struct gpu_rank *rank, uint64_t timeout_ms)
+{
+	struct gpu_case c = {.dtype = NDET_DTYPE_F32, .op = NDET_OP_SUM, .count = 4u << 20};
+	const size_t bytes = c.count * gpu_size(c.dtype);
+	char *send = NULL, *recv = NULL;
+	GPU_CHECK(cudaMalloc((void **)&send, bytes));
+	GPU_CHECK(cudaMalloc((void **)&recv, bytes));
+	gpu_case_prepare(&c, rank->nranks, 300, false, 0);
+	gpu_upload(send, c.inputs[rank->rank], bytes, rank->stream);
+	rank->barrier(rank->barrier_context);
+	double start = gpu_now();
+	ndet_status_t st = ndet_engine_allreduce(rank->engine, send, recv, c.count, c.dtype, c.op,
+						 rank->stream);
+	/* Every rank launched before any blocks (ranks may share this process). */
+	rank->barrier(rank->barrier_context);
+	GPU_CHECK(cudaStreamSynchronize(rank->stream));
+	double elapsed = gpu_now() - start;
+	rank->checks++;
+	if (st != NDET_OK) {
+		rank->failures++;
+		fprintf(stderr, "FAIL rank %d: slow call returned %s\n", rank->rank,
+			ndet_status_name(st));
+	}
+	gpu_check_engine(rank, "slow progress");
+	GPU_CHECK(cudaMemcpy(c.got, recv, bytes, cudaMemcpyDeviceToHost));
+	size_t first = 0;
+	gpu_report(rank, &c, "slow progress",
+		   gpu_compare(c.dtype, c.got, c.expected, c.count, &first), first);
+	rank->checks++;
+	if (elapsed * 1000.0 <= (double)timeout_ms) {
+		rank->failures++;
+		fprintf(stderr,
+			"FAIL rank %d: the slow call took %.2f s, not longer than the %.2f s "
+			"timeout: raise NDET_TEST_DELAY_NS for this phase\n",
+			rank->rank, elapsed, (double)timeout_ms / 1000.0);
+	} else if (rank->rank == 0) {
+		printf("slow progress: one call of %.2f s under a %.2f s timeout\n", elapsed,
+		       (double)timeout_ms / 1000.0);
+	}
+	gpu_case_free(&c, rank->nranks);
+	GPU_CHECK(cudaFree(send));
+	GPU_CHECK(cudaFree(recv));
+}
+
+void gpu_run_abort_at_start(struct gpu_rank *rank)
+{
+	const size_t count = 4099;
+	float *buffer = NULL;
+	GPU_CHECK(cudaMalloc((void **)&buffer, count * sizeof(float)));
+	GPU_CHECK(cudaMemset(buffer, 0, count * sizeof(float)));
+	rank->barrier(rank->barrier_context);
+	if (rank->rank == 0) {
+		ndet_engine_abort(rank->engine);
+		ndet_engine_allreduce(rank->engine, buffer, buffer, count, NDET_DTYPE_F32,
+				      NDET_OP_SUM, rank->stream);
+		/* The kernel must leave on its own: no peer ever joins this call. */
+		GPU_CHECK(cudaStreamSynchronize(rank->stream));
+	}
+	rank->barrier(rank->barrier_context);
+	if (rank->rank != 0) {
+		ndet_engine_allreduce(rank->engine, buffer, buffer, count, NDET_DTYPE_F32,
+				      NDET_OP_SUM, rank->stream);
+		GPU_CHECK(cudaStreamSynchronize(rank->stream));
+	}
+	uint32_t kernel_error = 0, block = 0, peer = 0, phase = 99;
+	uint64_t step = 0, observed = 0;
+	(void)ndet_engine_error(rank->engine, &kernel_error);
+	(void)ndet_engine_error_details(rank->engine, &block, &peer, &step, &observed, &phase);
+	const uint32_t want = rank->rank == 0 ? NDET_KERNEL_ERR_ABORTED : NDET_KERNEL_ERR_PEER;
+	const uint32_t want_peer = 0; /* rank 0 names itself; the others name rank 0 */
+	rank->checks++;
+	if (kernel_error != want || phase != 0 || peer != want_peer) {
+		rank->failures++;
+		fprintf(stderr,
+			"FAIL rank %d: abort at start: error %u (want %u), wait %u (want 0: "
+			"kernel start), peer %u (want %u)\n",
+			rank->rank, kernel_error, want, phase, peer, want_peer);
+	}
+	rank->barrier(rank->barrier_context);
+	GPU_CHECK(cudaFree(buffer));
+}
+
+/* ------------------------------------------------------------ reduce-scatter, reduce, PreMulSum */
+
+/* Rank r's PreMulSum scalar: exact in every dtype, signs mixed, never 1. */
+static double gpu_scalar_value(int rank)
+{
+	static const double values[] = {0.75, -1.5, 3.0, 1.25, -0.5, 2.0, 0.375, -2.5};
+	return values[rank % 8] * (rank >= 8 ? 0.5 : 1.0);
+}
+
+/* The bits of `value` as one element of `dtype` (what ncclRedOpCreatePreMulSum takes). */
+static uint64_t gpu_scalar_bits(ndet_dtype_t dtype, double value)
+{
+	uint64_t bits = 0;
+	if (dtype == NDET_DTYPE_F64) {
+		memcpy(&bits, &value, sizeof(value));
+	} else if (dtype == NDET_DTYPE_F32) {
+		float f = (float)value;
+		memcpy(&bits, &f, sizeof(f));
+	} else {
+		bits = dtype == NDET_DTYPE_F16 ? ndet_float_to_half((float)value)
+					       : ndet_float_to_bfloat16((float)value);
+	}
+	return bits;
+}
+
+/* Device buffers of one rank for the collective matrix (allocated once, before any launch). */
+struct gpu_coll_buffers {
+	char *send_rs; /* reduce-scatter input; block `rank` is its output in place */
+	char *send;    /* all-reduce and reduce input */
+	char *out_rs, *out_ar, *out_reduce;
+	void *scalar; /* this rank's device scalar */
+	size_t bytes; /* of each buffer */
+};
+
+/* One case: every rank's inputs (nranks blocks of count) and the expected all-reduce. */
+struct gpu_coll_case {
+	ndet_dtype_t dtype;
+	ndet_op_t op;
+	bool premul;
+	size_t count; /* elements per rank block (recvcount) */
+	int nranks;
+	void *inputs[NDET_MAX_RANKS];
+	unsigned char scalars[NDET_MAX_RANKS * 8];
+	void *expected; /* all-reduce of nranks * count elements */
+	void *block;    /* this rank's reduce-scatter reference */
+	void *got, *got_ar;
+};
+
+/* device_scale: odd ranks' (device) scalars are their values times this. */
+static void gpu_coll_prepare(struct gpu_coll_case *c, int rank, uint64_t seed, double device_scale)
+{
+	const size_t size = gpu_size(c->dtype), total = c->count * (size_t)c->nranks;
+	const void *views[NDET_MAX_RANKS];
+	for (int r = 0; r < c->nranks; r++) {
+		c->inputs[r] = malloc(total * size + 16);
+		gpu_fill(c->dtype, c->inputs[r], total, seed ^ ((uint64_t)r * 7919u), r % 2 == 1);
+		views[r] = c->inputs[r];
+		const uint64_t bits = gpu_scalar_bits(
+			c->dtype, gpu_scalar_value(r) * (r % 2 == 1 ? device_scale : 1.0));
+		memcpy(c->scalars + (size_t)r * size, &bits, size);
+	}
+	c->expected = malloc(total * size + 16);
+	c->block = malloc(c->count * size + 16);
+	c->got = malloc(total * size + 16);
+	c->got_ar = malloc(total * size + 16);
+	ndet_status_t st = c->premul ? ndet_reference_premulsum(views, c->scalars, c->nranks,
+								c->expected, total, c->dtype)
+				     : ndet_reference_allreduce(views, c->nranks, c->expected,
+								total, c->dtype, c->op);
+	/* The reduce-scatter reference, from its own function (PreMulSum: the slice). */
+	if (st == NDET_OK && !c->premul)
+		st = ndet_reference_reduce_scatter(views, c->nranks, rank, c->block, c->count,
+						   c->dtype, c->op);
+	else if (st == NDET_OK)
+		memcpy(c->block, (char *)c->expected + (size_t)rank * c->count * size,
+		       c->count * size);
+	if (st != NDET_OK) {
+		fprintf(stderr, "reference failed: %s\n", ndet_status_name(st));
+		exit(2);
+	}
+}
+
+static void gpu_coll_free(struct gpu_coll_case *c)
+{
+	for (int r = 0; r < c->nranks; r++)
+		free(c->inputs[r]);
+	free(c->expected);
+	free(c->block);
+	free(c->got);
+	free(c->got_ar);
+}
+
+static void gpu_coll_report(struct gpu_rank *rank, const struct gpu_coll_case *c, const char *what,
+			    int variant, size_t mismatches, size_t first, size_t compared)
+{
+	rank->checks++;
+	if (mismatches == 0)
+		return;
+	rank->failures++;
+	fprintf(stderr,
+		"FAIL rank %d: %s %s/%s%s recvcount %zu variant %d: %zu of %zu elements differ "
+		"(first at %zu)\n",
+		rank->rank, what, ndet_dtype_name(c->dtype), c->premul ? "premulsum" : "",
+		c->premul ? "" : ndet_op_name(c->op), c->count, variant, mismatches, compared,
+		first);
+}
+
+static void gpu_coll_buffers_alloc(struct gpu_coll_buffers *b, size_t bytes)
+{
+	b->bytes = bytes;
+	GPU_CHECK(cudaMalloc((void **)&b->send_rs, bytes));
+	GPU_CHECK(cudaMalloc((void **)&b->send, bytes));
+	GPU_CHECK(cudaMalloc((void **)&b->out_rs, bytes));
+	GPU_CHECK(cudaMalloc((void **)&b->out_ar, bytes));
+	GPU_CHECK(cudaMalloc((void **)&b->out_reduce, bytes));
+	GPU_CHECK(cudaMalloc(&b->scalar, 16));
+}
+
+static void gpu_coll_buffers_free(struct gpu_coll_buffers *b)
+{
+	GPU_CHECK(cudaFree(b->send_rs));
+	GPU_CHECK(cudaFree(b->send));
+	GPU_CHECK(cudaFree(b->out_rs));
+	GPU_CHECK(cudaFree(b->out_ar));
+	GPU_CHECK(cudaFree(b->out_reduce));
+	GPU_CHECK(cudaFree(b->scalar));
+}
+
+/* Element offset of variant 1, byte offset of variant 2 (misaligned) of a send buffer. */
+static size_t gpu_coll_send_offset(int rank, int variant, size_t size)
+{
+	if (variant == 1)
+		return (size_t)((rank * 3 + 1) % 5) * size;
+	return variant == 2 ? 1 + (size_t)rank % 3 : 0;
+}
+
+/*
+ * Inputs, this rank's device scalar and poisoned outputs, all finished on return: no
+ * copy may block any rank once one has launched (ranks may share this process).
+ */
+static void gpu_coll_upload(struct gpu_rank *rank, const struct gpu_coll_case *c,
+			    const struct gpu_coll_buffers *b, int variant)
+{
+	const size_t size = gpu_size(c->dtype), bytes = c->count * (size_t)c->nranks * size;
+	const size_t send_off = gpu_coll_send_offset(rank->rank, variant, size);
+	GPU_CHECK(cudaMemsetAsync(b->out_rs, 0x5a, b->bytes, rank->stream));
+	GPU_CHECK(cudaMemsetAsync(b->out_ar, 0x5a, b->bytes, rank->stream));
+	GPU_CHECK(cudaMemsetAsync(b->out_reduce, 0x5a, b->bytes, rank->stream));
+	gpu_upload(b->send_rs + send_off, c->inputs[rank->rank], bytes, rank->stream);
+	gpu_upload(b->send + send_off, c->inputs[rank->rank], bytes, rank->stream);
+	gpu_upload(b->scalar, c->scalars + (size_t)rank->rank * size, size, rank->stream);
+}
+
+/* The calls of one rank: reduce-scatter, all-reduce, reduce to `root`, one engine. */
+static void gpu_coll_launch(struct gpu_rank *rank, const struct gpu_coll_case *c,
+			    const struct gpu_coll_buffers *b, int variant, int root, char **rs_out,
+			    char **ar_out)
+{
+	const size_t size = gpu_size(c->dtype);
+	/* variant 0: aligned; 1: reduce-scatter in place, element offsets; 2: odd bytes. */
+	const size_t send_off = gpu_coll_send_offset(rank->rank, variant, size);
+	const size_t recv_off = variant == 2 ? 3 : 0;
+	struct ndet_engine_call call = {
+		.dtype = c->dtype,
+		.op = c->premul ? NDET_OP_SUM : c->op,
+		.premul = !c->premul            ? NDET_PREMUL_NONE
+			  : rank->rank % 2 == 0 ? NDET_PREMUL_HOST
+						: NDET_PREMUL_DEVICE,
+		.scalar = b->scalar,
+	};
+	memcpy(&call.scalar_bits, c->scalars + (size_t)rank->rank * size, size);
+	call.coll = NDET_COLL_REDUCE_SCATTER;
+	call.count = c->count;
+	call.sendbuff = b->send_rs + send_off;
+	call.recvbuff = variant == 1 ? b->send_rs + send_off + (size_t)rank->rank * c->count * size
+				     : b->out_rs + recv_off;
+	*rs_out = call.recvbuff;
+	ndet_status_t st = ndet_engine_collective(rank->engine, &call, rank->stream);
+	call.coll = NDET_COLL_ALLREDUCE;
+	call.count = c->count * (size_t)c->nranks;
+	call.sendbuff = b->send + send_off;
+	call.recvbuff = *ar_out = b->out_ar + recv_off;
+	if (st == NDET_OK)
+		st = ndet_engine_collective(rank->engine, &call, rank->stream);
+	call.coll = NDET_COLL_REDUCE;
+	call.root = root;
+	call.recvbuff = b->out_reduce + recv_off;
+	if (st == NDET_OK)
+		st = ndet_engine_collective(rank->engine, &call, rank->stream);
+	if (st != NDET_OK) {
+		fprintf(stderr, "FAIL rank %d: collective launch returned %s\n", rank->rank,
+			ndet_status_name(st));
+		rank->failures++;
+	}
+}
+
+/* Bytes of `buffer` that are not the 0x5a poison. */
+static size_t gpu_touched(const void *buffer, size_t bytes)
+{
+	size_t touched = 0;
+	for (size_t i = 0; i < bytes; i++)
+		touched += ((const unsigned char *)buffer)[i] != 0x5a;
+	return touched;
+}
+
+static void gpu_coll_check(struct gpu_rank *rank, struct gpu_coll_case *c,
+			   const struct gpu_coll_buffers *b, int variant, int root,
+			   const char *rs_out, const char *ar_out)
+{
+	const size_t size = gpu_size(c->dtype), total = c->count * (size_t)c->nranks;
+	size_t first = 0;
+	GPU_CHECK(cudaMemcpy(c->got, rs_out, c->count * size, cudaMemcpyDeviceToHost));
+	GPU_CHECK(cudaMemcpy(c->got_ar, ar_out, total * size, cudaMemcpyDeviceToHost));
+	gpu_coll_report(rank, c, "reduce-scatter vs reference", variant,
+			gpu_compare(c->dtype, c->got, c->block, c->count, &first), first, c->count);
+	/* Two launches on the GPU, one tree: the block is the all-reduce's slice. */
+	gpu_coll_report(rank, c, "reduce-scatter vs all-reduce slice", variant,
+			gpu_compare(c->dtype, c->got,
+				    (char *)c->got_ar + (size_t)rank->rank * c->count * size,
+				    c->count, &first),
+			first, c->count);
+	gpu_coll_report(rank, c, "all-reduce", variant,
+			gpu_compare(c->dtype, c->got_ar, c->expected, total, &first), first, total);
+	const size_t recv_off = variant == 2 ? 3 : 0;
+	GPU_CHECK(
+		cudaMemcpy(c->got, b->out_reduce, total * size + recv_off, cudaMemcpyDeviceToHost));
+	if (rank->rank == root) {
+		gpu_coll_report(rank, c, "reduce (root)", variant,
+				gpu_compare(c->dtype, (char *)c->got + recv_off, c->expected, total,
+					    &first),
+				first, total);
+	} else {
+		gpu_coll_report(rank, c, "reduce (non-root recvbuff written)", variant,
+				gpu_touched(c->got, total * size + recv_off), 0, total * size);
+	}
+}
+
+void gpu_run_collectives(struct gpu_rank *rank, bool quick)
+{
+	static const size_t quick_sizes[] = {1, 5, 37, 1027, 70001};
+	static const size_t full_sizes[] = {1, 3, 5, 37, 1027, 4099, 70001, 300007};
+	const size_t *sizes = quick ? quick_sizes : full_sizes;
+	const int nsizes = quick ? (int)(sizeof(quick_sizes) / sizeof(quick_sizes[0]))
+				 : (int)(sizeof(full_sizes) / sizeof(full_sizes[0]));
+	const int n = rank->nranks;
+	struct gpu_coll_buffers b;
+	gpu_coll_buffers_alloc(&b, sizes[nsizes - 1] * (size_t)n * 8 + 256);
+
+	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+		/* Every op, then PreMulSum (host scalars on even ranks, device on odd). */
+		for (int op = 0; op <= NDET_OP_COUNT; op++) {
+			for (int s = 0; s < nsizes; s++) {
+				for (int variant = 0; variant < 3; variant++) {
+					if (quick && variant != 0 && (s + op) % 2 == 1)
+						continue;
+					struct gpu_coll_case c = {.dtype = (ndet_dtype_t)dtype,
+								  .op = op == NDET_OP_COUNT
+										? NDET_OP_SUM
+										: (ndet_op_t)op,
+								  .premul = op == NDET_OP_COUNT,
+								  .count = sizes[s],
+								  .nranks = n};
+					gpu_coll_prepare(&c, rank->rank,
+							 gpu_seed(0, dtype, op, sizes[s], variant),
+							 1.0);
+					const int root = (int)((sizes[s] + (size_t)op) % (size_t)n);
+					gpu_coll_upload(rank, &c, &b, variant);
+					rank->barrier(rank->barrier_context);
+					char *rs_out = NULL, *ar_out = NULL;
+					gpu_coll_launch(rank, &c, &b, variant, root, &rs_out,
+							&ar_out);
+					rank->barrier(rank->barrier_context);
+					GPU_CHECK(cudaStreamSynchronize(rank->stream));
+					gpu_check_engine(rank, "collectives");
+					gpu_coll_check(rank, &c, &b, variant, root, rs_out, ar_out);
+					gpu_coll_free(&c);
+				}
+			}
+		}
+	}
+	gpu_coll_buffers_free(&b);
+}
+
+void gpu_run_collectives_graph(struct gpu_rank *rank, int replays)
+{
+	const int n = rank->nranks;
+	const size_t count = 30011; /* per rank block */
+	struct gpu_coll_buffers b;
+	gpu_coll_buffers_alloc(&b, count * (size_t)n * 8 + 256);
+	/*
+	 * One graph: a bf16 PreMulSum reduce-scatter, all-reduce and reduce.  Odd ranks
+	 * read their scalar from device memory, which changes between replays: a replay
+	 * must use the value the scalar has when it runs.  Even ranks' host scalars are
+	 * the values captured.
+	 */
+	struct gpu_coll_case c = {.dtype = NDET_DTYPE_BF16,
+				  .op = NDET_OP_SUM,
+				  .premul = true,
+				  .count = count,
+				  .nranks = n};
+	gpu_coll_prepare(&c, rank->rank, 4242, 1.0);
+	const int root = n - 1;
+	cudaGraph_t graph;
+	cudaGraphExec_t exec;
+	char *rs_out = NULL, *ar_out = NULL;
+	rank->barrier(rank->barrier_context);
+	GPU_CHECK(cudaStreamBeginCapture(rank->stream, cudaStreamCaptureModeThreadLocal));
+	gpu_coll_launch(rank, &c, &b, 0, root, &rs_out, &ar_out);
+	GPU_CHECK(cudaStreamEndCapture(rank->stream, &graph));
+	GPU_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+	gpu_coll_free(&c);
+	for (int i = 0; i < replays; i++) {
+		c = (struct gpu_coll_case){.dtype = NDET_DTYPE_BF16,
+					   .op = NDET_OP_SUM,
+					   .premul = true,
+					   .count = count,
+					   .nranks = n};
+		gpu_coll_prepare(&c, rank->rank, 5000 + (uint64_t)i, (double)(i % 4 + 1));
+		gpu_coll_upload(rank, &c, &b, 0);
+		rank->barrier(rank->barrier_context);
+		GPU_CHECK(cudaGraphLaunch(exec, rank->stream));
+		rank->barrier(rank->barrier_context);
+		GPU_CHECK(cudaStreamSynchronize(rank->stream));
+		gpu_check_engine(rank, "collectives graph");
+		gpu_coll_check(rank, &c, &b, 0, root, rs_out, ar_out);
+		gpu_coll_free(&c);
+	}
+	GPU_CHECK(cudaGraphExecDestroy(exec));
+	GPU_CHECK(cudaGraphDestroy(graph));
+	gpu_coll_buffers_free(&b);
+}

@@ -77,4 +77,35 @@ void gpu_run_streams(struct gpu_rank *rank, int calls);
 /* Error paths: diverging count and a silent rank.  Poisons the engine. */
 void gpu_run_divergence(struct gpu_rank *rank, int silent_rank, int diverging_rank);
 
+/*
+ * ncclReduceScatter, ncclReduce and PreMulSum through the engine: every dtype, op and
+ * PreMulSum (host scalars on even ranks, device scalars on odd ones), odd sizes,
+ * aligned / reduce-scatter in place with offsets / misaligned; each rank's block is
+ * the reference's and, bit for bit, the slice of an all-reduce of the same data run
+ * on the GPU; the reduce's root gets the result and no other rank's recvbuff is
+ * touched.
+ */
+void gpu_run_collectives(struct gpu_rank *rank, bool quick);
+
+/*
+ * The three collectives with PreMulSum in one CUDA graph, replayed with new inputs
+ * and new device scalars (read at replay) while host scalars stay as captured.
+ */
+void gpu_run_collectives_graph(struct gpu_rank *rank, int replays);
+
+/*
+ * A call that progresses slowly (engine created with a debug delay) for longer than
+ * the engine's timeout: the deadline counts from the last successful wait, so it
+ * must succeed, bit-exact.  Fails the check when the call did not outlast the
+ * timeout (the case would prove nothing).
+ */
+void gpu_run_slow_progress(struct gpu_rank *rank, uint64_t timeout_ms);
+
+/*
+ * Rank 0 aborts its engine, then calls: its kernel must leave at start (error
+ * ABORTED recorded at wait 0, before touching a peer), and the peers' next calls
+ * must fail at their start with PEER.  Poisons every engine.
+ */
+void gpu_run_abort_at_start(struct gpu_rank *rank);
+
 #endif /* NDET_GPU_COMMON_H_ */

@@ -203,6 +203,8 @@ static void *loopback_thread(void *argument)
 		gpu_run_matrix(&gpu, world->quick);
 		gpu_run_graph(&gpu, world->quick ? 20 : 100);
 		gpu_run_streams(&gpu, world->quick ? 200 : 1000);
+		gpu_run_collectives(&gpu, world->quick);
+		gpu_run_collectives_graph(&gpu, world->quick ? 8 : 40);
 		ndet_engine_destroy(gpu.engine, true);
 
 		/* Fresh engine with the delay knob. */
@@ -212,10 +214,25 @@ static void *loopback_thread(void *argument)
 		run_delay_phase(&gpu, (int)env_u64("NDET_TEST_DELAY_CALLS", world->quick ? 1000 : 10000));
 		ndet_engine_destroy(gpu.engine, true);
 
+		/*
+		 * A call that takes longer than the timeout but keeps progressing (random
+		 * pauses of up to 3 x NDET_TEST_SLOW_DELAY_NS per step, 16 steps).
+		 */
+		config.timeout_ms = 1500;
+		config.debug_delay_ns = (unsigned)env_u64("NDET_TEST_SLOW_DELAY_NS", 100000000);
+		if (!recreate(&gpu, &config, me, &verdict))
+			goto done;
+		gpu_run_slow_progress(&gpu, config.timeout_ms);
+		ndet_engine_destroy(gpu.engine, true);
+
 		/* Error paths on fresh engines with a short timeout. */
 		config.debug_delay_ns = 0;
 		config.timeout_ms = 2000;
 		if (world->nranks >= 2) {
+			if (!recreate(&gpu, &config, me, &verdict))
+				goto done;
+			gpu_run_abort_at_start(&gpu);
+			ndet_engine_destroy(gpu.engine, false);
 			if (!recreate(&gpu, &config, me, &verdict))
 				goto done;
 			gpu_run_divergence(&gpu, -1, 1);
@@ -233,6 +250,94 @@ done:
 	pthread_mutex_unlock(&world->lock);
 	pthread_barrier_wait(&world->barrier);
 	return NULL;
+}
+
+/*
+ * The reduce-scatter path and PreMulSum in one launch (compute-sanitizer sees every
+ * rank's kernel at once): every dtype, a reduce-scatter with a PreMulSum op whose
+ * scalars are on the host for even ranks and in device memory for odd ones.
+ */
+static void sanitize_collectives(struct loopback_world *world, cudaStream_t stream)
+{
+	const int n = world->nranks;
+	const size_t recvcount = 7001;
+	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+		const ndet_dtype_t dt = (ndet_dtype_t)dtype;
+		const size_t size = ndet_dtype_size(dt), total = recvcount * (size_t)n;
+		void *host_in[NDET_MAX_RANKS], *device_scalars[NDET_MAX_RANKS];
+		const void *views[NDET_MAX_RANKS];
+		unsigned char scalars[NDET_MAX_RANKS * 8];
+		struct ndet_engine_call calls[NDET_MAX_RANKS];
+		void *expected = malloc(total * size), *got = malloc(recvcount * size);
+		for (int r = 0; r < n; r++) {
+			host_in[r] = malloc(total * size);
+			gpu_fill(dt, host_in[r], total, (uint64_t)(r * 131 + dtype), true);
+			views[r] = host_in[r];
+			/* A different scalar per rank, rounded to the dtype (the bits are the
+			 * scalar). */
+			const float value = (1.0f + (float)r / 8.0f) / (float)(2 << r);
+			uint64_t bits = 0;
+			if (dt == NDET_DTYPE_F64) {
+				double d = value;
+				memcpy(&bits, &d, sizeof(d));
+			} else if (dt == NDET_DTYPE_F32) {
+				memcpy(&bits, &value, sizeof(value));
+			} else {
+				bits = dt == NDET_DTYPE_F16 ? ndet_float_to_half(value)
+							    : ndet_float_to_bfloat16(value);
+			}
+			memcpy(scalars + (size_t)r * size, &bits, size);
+			void *send, *recv;
+			GPU_CHECK(cudaMalloc(&send, total * size));
+			GPU_CHECK(cudaMalloc(&recv, recvcount * size));
+			GPU_CHECK(cudaMalloc(&device_scalars[r], 8));
+			gpu_upload(send, host_in[r], total * size, stream);
+			gpu_upload(device_scalars[r], &bits, size, stream);
+			calls[r] = (struct ndet_engine_call){
+				.coll = NDET_COLL_REDUCE_SCATTER,
+				.sendbuff = send,
+				.recvbuff = recv,
+				.count = recvcount,
+				.dtype = dt,
+				.op = NDET_OP_SUM,
+				.premul = r % 2 == 0 ? NDET_PREMUL_HOST : NDET_PREMUL_DEVICE,
+				.scalar_bits = bits,
+				.scalar = device_scalars[r],
+			};
+		}
+		ndet_reference_premulsum(views, scalars, n, expected, total, dt);
+		ndet_status_t st =
+			ndet_engine_collective_all_ranks(world->engines, n, calls, stream);
+		world->checks++;
+		if (st != NDET_OK) {
+			world->failures++;
+			fprintf(stderr, "FAIL sanitize reduce-scatter launch: %s\n",
+				ndet_status_name(st));
+		}
+		for (int r = 0; r < n; r++) {
+			GPU_CHECK(cudaMemcpy(got, calls[r].recvbuff, recvcount * size,
+					     cudaMemcpyDeviceToHost));
+			size_t first = 0,
+			       bad = gpu_compare(dt, got,
+						 (char *)expected + (size_t)r * recvcount * size,
+						 recvcount, &first);
+			world->checks++;
+			if (bad != 0) {
+				world->failures++;
+				fprintf(stderr,
+					"FAIL sanitize reduce-scatter PreMulSum rank %d %s: %zu "
+					"differ "
+					"(first %zu)\n",
+					r, ndet_dtype_name(dt), bad, first);
+			}
+			GPU_CHECK(cudaFree((void *)calls[r].sendbuff));
+			GPU_CHECK(cudaFree(calls[r].recvbuff));
+			GPU_CHECK(cudaFree(device_scalars[r]));
+			free(host_in[r]);
+		}
+		free(expected);
+		free(got);
+	}
 }
 
 /* All ranks in one launch: engines set up by the threads, calls made from here. */
@@ -294,6 +399,7 @@ static void sanitize_run(struct loopback_world *world)
 			}
 		}
 	}
+	sanitize_collectives(world, stream);
 	GPU_CHECK(cudaStreamDestroy(stream));
 }
 
@@ -403,6 +509,8 @@ static int run_mp(bool quick)
 	gpu_run_matrix(&gpu, quick);
 	gpu_run_graph(&gpu, quick ? 10 : 100);
 	gpu_run_streams(&gpu, quick ? 100 : 1000);
+	gpu_run_collectives(&gpu, quick);
+	gpu_run_collectives_graph(&gpu, quick ? 4 : 40);
 	ndet_engine_destroy(gpu.engine, true);
 	config.timeout_ms = 3000;
 	if (ndet_engine_create(&config, mp_allgather, &mp, &gpu.engine, &verdict) == NDET_OK) {

@@ -8,6 +8,10 @@
  * pointers, in place and out of place.  Checks every result bit for bit against the
  * CPU tree, that float calls were diverted (ncclDetCommQuery, looked up at run time so
  * the program also runs without nccl-det) and that integer calls fell back correctly.
+ * Then ncclReduceScatter (in place and not; each block equals the slice of an
+ * ncclAllReduce of the same data, bit for bit), ncclReduce (the root only) and
+ * PreMulSum ops (ncclRedOpCreatePreMulSum: host scalar on even ranks, device scalar
+ * on odd ones) for all-reduce, reduce-scatter and reduce, then ncclRedOpDestroy.
  *
  *   RANK=r WORLD=n NDET_TEST_ID_FILE=path ndet_preload_test     (one process per rank)
  * GPU = rank % visible GPUs; ranks sharing a GPU need NCCL_HOSTID per process.
@@ -17,6 +21,7 @@
 
 #include <dlfcn.h>
 #include <nccl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +51,145 @@ static ncclDataType_t nccl_type(ndet_dtype_t dtype)
 }
 
 static const ncclRedOp_t nccl_ops[NDET_OP_COUNT] = {ncclSum, ncclProd, ncclMin, ncclMax, ncclAvg};
+
+struct preload_run {
+	ncclComm_t comm;
+	cudaStream_t stream;
+	int rank, nranks;
+	bool diverted;
+	char *send, *recv, *extra; /* ncclMemAlloc'ed, max_count elements of 8 bytes */
+	unsigned long long checks, failures;
+};
+
+static void preload_expect(struct preload_run *run, ndet_dtype_t dtype, const void *got,
+			   const void *want, size_t count, const char *what, size_t n)
+{
+	size_t first = 0, bad = gpu_compare(dtype, got, want, count, &first);
+	run->checks++;
+	if (bad != 0 && run->diverted) {
+		run->failures++;
+		fprintf(stderr, "FAIL rank %d %s %s count %zu: %zu differ (first %zu)\n", run->rank,
+			what, ndet_dtype_name(dtype), n, bad, first);
+	}
+}
+
+/* Rank r's PreMulSum scalar as one element of dtype: exact, signs mixed. */
+static void preload_scalar(ndet_dtype_t dtype, int r, unsigned char *out)
+{
+	const double value = (r % 2 == 0 ? 0.75 : -1.5) * (double)(1 + r / 2);
+	if (dtype == NDET_DTYPE_F64) {
+		memcpy(out, &value, 8);
+	} else if (dtype == NDET_DTYPE_F32) {
+		float f = (float)value;
+		memcpy(out, &f, 4);
+	} else {
+		uint16_t h = dtype == NDET_DTYPE_F16 ? ndet_float_to_half((float)value)
+						     : ndet_float_to_bfloat16((float)value);
+		memcpy(out, &h, 2);
+	}
+}
+
+/*
+ * One data set of nranks blocks of `count`: reduce-scatter, the all-reduce of the
+ * same data, and a reduce to `root`, with `op` (a built-in, or a PreMulSum op made
+ * from `scalars` when premul).
+ */
+static void preload_collectives_case(struct preload_run *run, ndet_dtype_t dtype, ncclRedOp_t op,
+				     ndet_op_t ndet_op, bool premul, const unsigned char *scalars,
+				     size_t count, bool in_place)
+{
+	const size_t size = ndet_dtype_size(dtype), total = count * (size_t)run->nranks;
+	const int root = (int)(count % (size_t)run->nranks);
+	void *host[NDET_MAX_RANKS];
+	const void *views[NDET_MAX_RANKS];
+	for (int r = 0; r < run->nranks; r++) {
+		host[r] = malloc(total * size);
+		gpu_fill(dtype, host[r], total, (uint64_t)(r + 3) * 104729u + count, r == 1);
+		views[r] = host[r];
+	}
+	void *want = malloc(total * size), *got = malloc(total * size),
+	     *got_all = malloc(total * size);
+	if (premul)
+		ndet_reference_premulsum(views, scalars, run->nranks, want, total, dtype);
+	else
+		ndet_reference_allreduce(views, run->nranks, want, total, dtype, ndet_op);
+	GPU_CHECK(cudaMemcpyAsync(run->send, host[run->rank], total * size, cudaMemcpyHostToDevice,
+				  run->stream));
+	GPU_CHECK(cudaMemcpyAsync(run->extra, host[run->rank], total * size, cudaMemcpyHostToDevice,
+				  run->stream));
+	GPU_CHECK(cudaMemsetAsync(run->recv, 0x5a, total * size, run->stream));
+	GPU_CHECK(cudaStreamSynchronize(run->stream));
+	const ncclDataType_t type = nccl_type(dtype);
+	/* In place: NCCL's rule, recvbuff = sendbuff + rank * recvcount. */
+	char *rs_out = in_place ? run->extra + (size_t)run->rank * count * size : run->recv;
+	NCCL_OK(ncclGroupStart());
+	NCCL_OK(ncclReduceScatter(run->extra, rs_out, count, type, op, run->comm, run->stream));
+	NCCL_OK(ncclGroupEnd());
+	GPU_CHECK(cudaStreamSynchronize(run->stream));
+	GPU_CHECK(cudaMemcpy(got, rs_out, count * size, cudaMemcpyDeviceToHost));
+	/* The all-reduce of the same data, then the reduce (recv poisoned again). */
+	NCCL_OK(ncclAllReduce(run->send, run->recv, total, type, op, run->comm, run->stream));
+	GPU_CHECK(cudaStreamSynchronize(run->stream));
+	GPU_CHECK(cudaMemcpy(got_all, run->recv, total * size, cudaMemcpyDeviceToHost));
+	preload_expect(run, dtype, got_all, want, total,
+		       premul ? "premulsum all-reduce" : "all-reduce", total);
+	preload_expect(run, dtype, got, (char *)want + (size_t)run->rank * count * size, count,
+		       in_place ? "reduce-scatter (in place)" : "reduce-scatter", count);
+	preload_expect(run, dtype, got, (char *)got_all + (size_t)run->rank * count * size, count,
+		       "reduce-scatter vs all-reduce slice", count);
+	GPU_CHECK(cudaMemsetAsync(run->recv, 0x5a, total * size, run->stream));
+	NCCL_OK(ncclReduce(run->send, run->recv, total, type, op, root, run->comm, run->stream));
+	GPU_CHECK(cudaStreamSynchronize(run->stream));
+	GPU_CHECK(cudaMemcpy(got, run->recv, total * size, cudaMemcpyDeviceToHost));
+	if (run->rank == root) {
+		preload_expect(run, dtype, got, want, total, "reduce (root)", total);
+	} else {
+		size_t touched = 0;
+		for (size_t i = 0; i < total * size; i++)
+			touched += ((unsigned char *)got)[i] != 0x5a;
+		run->checks++;
+		if (touched != 0 && run->diverted) {
+			run->failures++;
+			fprintf(stderr, "FAIL rank %d: reduce to root %d wrote %zu bytes here\n",
+				run->rank, root, touched);
+		}
+	}
+	for (int r = 0; r < run->nranks; r++)
+		free(host[r]);
+	free(want);
+	free(got);
+	free(got_all);
+}
+
+static void preload_collectives(struct preload_run *run)
+{
+	static const size_t counts[] = {1, 1001, 65537};
+	unsigned char *device_scalar = NULL;
+	GPU_CHECK(cudaMalloc((void **)&device_scalar, 8));
+	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+		const ndet_dtype_t dt = (ndet_dtype_t)dtype;
+		const size_t size = ndet_dtype_size(dt);
+		unsigned char scalars[NDET_MAX_RANKS * 8], mine[8];
+		for (int r = 0; r < run->nranks; r++)
+			preload_scalar(dt, r, scalars + (size_t)r * size);
+		memcpy(mine, scalars + (size_t)run->rank * size, size);
+		GPU_CHECK(cudaMemcpy(device_scalar, mine, size, cudaMemcpyHostToDevice));
+		ncclRedOp_t premul;
+		const bool device = run->rank % 2 == 1;
+		NCCL_OK(ncclRedOpCreatePreMulSum(
+			&premul, device ? (void *)device_scalar : mine, nccl_type(dt),
+			device ? ncclScalarDevice : ncclScalarHostImmediate, run->comm));
+		for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+			const int op = (int)(c + (size_t)dtype) % NDET_OP_COUNT;
+			preload_collectives_case(run, dt, nccl_ops[op], (ndet_op_t)op, false, NULL,
+						 counts[c], c % 2 == 0);
+			preload_collectives_case(run, dt, premul, NDET_OP_SUM, true, scalars,
+						 counts[c], c % 2 == 1);
+		}
+		NCCL_OK(ncclRedOpDestroy(premul, run->comm));
+	}
+	GPU_CHECK(cudaFree(device_scalar));
+}
 
 int main(void)
 {
@@ -172,6 +316,18 @@ int main(void)
 		}
 		free(host);
 	}
+	struct preload_run run = {.comm = comm,
+				  .stream = stream,
+				  .rank = rank,
+				  .nranks = nranks,
+				  .diverted = diverted == 1,
+				  .send = send,
+				  .recv = recv};
+	NCCL_OK(ncclMemAlloc((void **)&run.extra, max_count * 8));
+	preload_collectives(&run);
+	NCCL_OK(ncclMemFree(run.extra));
+	checks += run.checks;
+	failures += run.failures;
 	checks++;
 	if (query != NULL && diverted != 1) {
 		failures++;

@@ -4,7 +4,8 @@
 #   test/gpu/suite.sh smoke            < 3 min: loopback n=3, 3 processes under MPS,
 #                                      one-launch mode under compute-sanitizer memcheck
 #   test/gpu/suite.sh loopback         loopback n=2..8, full matrix
-#   test/gpu/suite.sh mp               3 and 4 processes on one GPU, with and without MPS
+#   test/gpu/suite.sh mp               3 and 4 processes on one GPU, with and without MPS,
+#                                      and 3 under MPS with 25/50/100 % of the SMs each
 #   test/gpu/suite.sh sanitize         memcheck, racecheck, synccheck, initcheck
 #   test/gpu/suite.sh preload          nccl-tests calling pattern under LD_PRELOAD, 3 and 4
 #                                      processes (MPS), NCCL's COLL log checked
@@ -38,15 +39,19 @@ run() {
 	verdict "$name" $rc "$([ $rc -eq 0 ] || echo "rc=$rc, ")$((SECONDS - start)) s"
 }
 
-# mp_run NAME N MODE: N processes on GPU 0, each its own NCCL_HOSTID.
+# mp_run NAME N MODE LIMIT [PCT...]: N processes on GPU 0, each its own NCCL_HOSTID;
+# under MPS, rank r may get CUDA_MPS_ACTIVE_THREAD_PERCENTAGE PCT[r] (a share of the SMs).
 mp_run() {
 	local name=$1 n=$2 mode=$3 limit=$4
+	shift 4
+	local pct=("$@")
 	local dir
 	dir=$(mktemp -d)
 	local pids="" rc=0
 	for ((r = 0; r < n; r++)); do
 		RANK=$r WORLD=$n NDET_TEST_ID_FILE=$dir/id NCCL_HOSTID=ndet-h$r \
-			NCCL_SOCKET_IFNAME=lo timeout --kill-after=10 "$limit" \
+			NCCL_SOCKET_IFNAME=lo env ${pct[r]:+CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=${pct[r]}} \
+			timeout --kill-after=10 "$limit" \
 			"$bin" mp "$mode" >> "$LOG.$name.$r" 2>&1 &
 		pids="$pids $!"
 	done
@@ -77,11 +82,13 @@ preload_run() {
 	for p in $pids; do
 		wait "$p" || rc=1
 	done
-	local allreduces
+	local allreduces others
 	allreduces=$(cat "$dir"/out.* | grep -c "AllReduce:" || true)
+	# Every float ReduceScatter/Reduce (PreMulSum too) of the test is diverted.
+	others=$(cat "$dir"/out.* | grep -c "ReduceScatter:\| Reduce:" || true)
 	cat "$dir"/out.* | grep -v "NCCL INFO" >> "$LOG"
-	log "$name: NCCL COLL log lines naming AllReduce: $allreduces (expected $n: one int32 fallback per rank)"
-	[ "$allreduces" -le "$n" ] || rc=1
+	log "$name: NCCL COLL log lines naming AllReduce: $allreduces (expected $n: one int32 fallback per rank), ReduceScatter or Reduce: $others (expected 0)"
+	[ "$allreduces" -le "$n" ] && [ "$others" -eq 0 ] || rc=1
 	rm -rf "$dir"
 	verdict "$name" $rc
 }
@@ -121,6 +128,8 @@ mp)
 	mps_start
 	mp_run mp-n3-mps 3 full 300
 	mp_run mp-n4-mps 4 full 300
+	# Ranks with different shares of the GPU: the slowest sets the pace, nobody hangs.
+	mp_run mp-n3-mps-pct 3 quick 200 25 50 100
 	mps_stop
 	;;
 sanitize)

@@ -8,7 +8,7 @@
 #   ddp, ddp-nccl              DDP, bucket_cap_mb 1 vs 25, under nccl-det and plain NCCL
 #   disabled                   NCCL_DET_ENABLE=0 on every rank: nothing diverted
 #   ipcfail                    NCCL_DET_TEST_FAIL=ipc_open@1: every rank falls back, one WARN
-#   ineligible, strict         int64 and PreMulSum forwarded; NCCL_DET_STRICT=1 refuses
+#   ineligible, strict         int64 forwarded, PreMulSum diverted (bit-exact); strict refuses nothing of these
 # Each job's ranks log to $OUT/extras-<mps>-<case>-<rank>.log; torch_extras.py check
 # judges them.  The last line is the SUMMARY.
 #
