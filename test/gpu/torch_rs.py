@@ -39,7 +39,24 @@ from torch_divert import bits, inputs  # noqa: E402
 from torch_divert import tree as tree_op  # noqa: E402
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
-SCALARS = (0.75, -1.5, 2.25, 3.0, -0.5, 1.25, 6.0, -0.375)
+# Not powers of two: the products round, so a wrong multiply order shows.
+SCALARS = (0.7, -1.3, 1.0 / 3.0, 2.9, -0.1, 1.1, 5.9, -0.37)
+
+
+def nccl_scalar(value, dtype):
+    """The scalar NCCL, and nccl-det like it, reads for a PyTorch PREMUL_SUM: the
+    ncclTypeSize(datatype) bytes at the pointer ProcessGroupNCCL passes.  For bfloat16,
+    PyTorch passes a float32 (unpackPreMulSum<float, ncclBfloat16>; a device factor
+    must be a float32 tensor), so both read the low half of the float's bits."""
+    if dtype == torch.bfloat16:
+        return torch.tensor([value], dtype=torch.float32).view(torch.bfloat16)[0]
+    return torch.tensor(value, dtype=dtype)
+
+
+def device_factor(value, dtype):
+    """The one-element CUDA tensor PyTorch accepts as a device PreMulSum factor."""
+    return torch.tensor([value], dtype=torch.float32 if dtype == torch.bfloat16 else dtype,
+                        device="cuda")
 
 
 def tree(values):
@@ -56,8 +73,8 @@ def reference(world, dtype, count, seed, op):
     acc = acc_type(dtype)
     vals = [inputs(r, dtype, count, seed).to(acc) for r in range(world)]
     if op == "premul":
-        # The scalar as the dtype holds it, widened; each product rounded once in acc.
-        vals = [v * torch.tensor(SCALARS[r % len(SCALARS)], dtype=dtype).to(acc)
+        # The scalar NCCL reads, widened; each product rounded once in acc.
+        vals = [v * nccl_scalar(SCALARS[r % len(SCALARS)], dtype).to(acc)
                 for r, v in enumerate(vals)]
         out = tree(vals)
     else:
@@ -82,8 +99,7 @@ def run_collectives(rank, world):
         scalar = SCALARS[rank % len(SCALARS)]
         variants = list(ops.items()) + [
             ("premul", lambda: dist._make_nccl_premul_sum(scalar)),
-            ("premul-device", lambda: dist._make_nccl_premul_sum(
-                torch.tensor([scalar], dtype=dtype, device="cuda")))]
+            ("premul-device", lambda: dist._make_nccl_premul_sum(device_factor(scalar, dtype)))]
         for opname, op in variants:
             for count in (1, 37, 65537):
                 seed += 1
