@@ -144,6 +144,16 @@ test_fake_nccl_libnccl_la_LDFLAGS = $(AM_LDFLAGS) -rpath /nowhere -version-numbe
 test_fake_nccl_libnccl_la_LIBADD = $(PTHREAD_LIBS) -lm
 EXTRA_test_fake_nccl_libnccl_la_DEPENDENCIES = test/fake_nccl/libnccl.map
 
+# The same fake as an NCCL older than 2.27: no ncclCommWindow(De)Register exported
+# (nccl-det-perf --nccl-symmetric then says why its columns are unavailable).
+check_LTLIBRARIES += test/fake_nccl_2_26/libnccl.la
+test_fake_nccl_2_26_libnccl_la_SOURCES = $(test_fake_nccl_libnccl_la_SOURCES)
+test_fake_nccl_2_26_libnccl_la_CFLAGS = $(AM_CFLAGS)
+test_fake_nccl_2_26_libnccl_la_LDFLAGS = $(AM_LDFLAGS) -rpath /nowhere -version-number 2:0:0 \
+	-no-undefined -Wl,--version-script=$(srcdir)/test/fake_nccl/libnccl-2.26.map
+test_fake_nccl_2_26_libnccl_la_LIBADD = $(test_fake_nccl_libnccl_la_LIBADD)
+EXTRA_test_fake_nccl_2_26_libnccl_la_DEPENDENCIES = test/fake_nccl/libnccl-2.26.map
+
 # Helpers for tests that drive the fake (fake_nccl.h); not part of the fake itself.
 check_LTLIBRARIES += test/fake_nccl/libfake_nccl_helpers.la
 test_fake_nccl_libfake_nccl_helpers_la_SOURCES = test/fake_nccl/fake_nccl_helpers.c \
@@ -189,7 +199,8 @@ test_test_exit_live_LDADD = $(FAKE_PROGRAM_LDADD)
 TESTS += test/fake_nccl/test_fake_exports.sh test/test_forward.sh test/test_bad_input.sh \
 	test/test_exit_live.sh \
 	test/test_preload_silent.sh test/test_preload_exports.sh test/test_dtneeded.sh
-EXTRA_DIST += test/fake_nccl/libnccl.map test/fake_nccl/test_fake_exports.sh \
+EXTRA_DIST += test/fake_nccl/libnccl.map test/fake_nccl/libnccl-2.26.map \
+	test/fake_nccl/test_fake_exports.sh \
 	test/test_preload_lib.sh test/test_forward.sh test/test_bad_input.sh test/test_exit_live.sh \
 	test/test_preload_silent.sh test/test_preload_local.sh test/test_preload_exports.sh \
 	test/test_dtneeded.sh

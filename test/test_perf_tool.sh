@@ -5,7 +5,11 @@
 # - the one-GPU proxy (more ranks than GPUs) says the NCCL columns are unavailable and
 #   why (NCCL refuses two ranks on one GPU in one process), and --nccl then exits 2;
 # - NCCL_DET_NCCL_LIBRARY names the library loaded (its version printed), a copy of
-#   nccl-det there is refused, a missing file is reported; --no-nccl loads nothing.
+#   nccl-det there is refused, a missing file is reported; --no-nccl loads nothing;
+# - --nccl-symmetric adds the symmetric-window columns when the NCCL exports
+#   ncclCommWindowRegister (the fake does), and says why not (exit 0) when it does not
+#   (the fake built like NCCL 2.26), when NCCL cannot run or is not run; --nccl's exit 2
+#   is unchanged by it.
 # The measured run needs a GPU: test/gpu (see README "GPU tests").
 . "${NDET_TOP_SRCDIR:-.}/test/test_preload_lib.sh"
 
@@ -21,7 +25,7 @@ export HOME
 "$perf" --help >"$scratch/help" 2>&1 || fail "--help failed"
 grep -q '^Usage: nccl-det-perf' "$scratch/help" || fail "--help: $(cat "$scratch/help")"
 for option in '-n, --ranks RANKS' '-b, --minbytes BYTES' '-G, --cudagraph MODE' '--nccl ' \
-	'--no-nccl ' '--csv FILE' '--dry-run ' '--gpus N' '-h, --help'; do
+	'--no-nccl ' '--nccl-symmetric ' '--csv FILE' '--dry-run ' '--gpus N' '-h, --help'; do
 	grep -q -F -- "$option" "$scratch/help" || fail "--help does not list '$option'"
 done
 "$perf" -h | cmp -s - "$scratch/help" || fail "-h and --help differ"
@@ -48,13 +52,17 @@ grep -q '^# NCCL: columns unavailable: the ranks share GPU 0 .*Duplicate GPU det
 rows=$(grep -c -E '^ +[0-9]+ +[0-9]+ +(f32|bf16) +sum +1shot \|' "$scratch/proxy")
 [ "$rows" -eq 8 ] || fail "proxy: $rows rows, not 8 (4 sizes x 2 types): $(cat "$scratch/proxy")"
 grep -q -E '^ +8 +4 +bf16 ' "$scratch/proxy" || fail "8 bytes of bf16 are not 4 elements"
-header='ranks,size_bytes,count,dtype,op,path,eager_ndet_us,eager_ndet_busbw_gbps,eager_nccl_us,eager_nccl_busbw_gbps,eager_ratio,graph_ndet_us,graph_ndet_busbw_gbps,graph_nccl_us,graph_nccl_busbw_gbps,graph_ratio,exact,size_invariant,nccl_differ_elements,kernel_gbps,vs_copy_percent'
+header='ranks,size_bytes,count,dtype,op,path,eager_ndet_us,eager_ndet_busbw_gbps,eager_nccl_us,eager_nccl_busbw_gbps,eager_ratio,eager_nccl_symm_us,eager_nccl_symm_busbw_gbps,eager_symm_ratio,graph_ndet_us,graph_ndet_busbw_gbps,graph_nccl_us,graph_nccl_busbw_gbps,graph_ratio,graph_nccl_symm_us,graph_nccl_symm_busbw_gbps,graph_symm_ratio,exact,size_invariant,nccl_differ_elements,kernel_gbps,vs_copy_percent'
 [ "$(head -1 "$scratch/proxy.csv")" = "$header" ] || fail "CSV header: $(head -1 "$scratch/proxy.csv")"
 [ "$(wc -l <"$scratch/proxy.csv")" -eq 9 ] || fail "CSV: not a header and 8 rows: $(cat "$scratch/proxy.csv")"
-grep -q -x '4,32,8,f32,sum,1shot,,,,,,,,,,,,,,,' "$scratch/proxy.csv" ||
+grep -q -x '4,32,8,f32,sum,1shot,,,,,,,,,,,,,,,,,,,,,' "$scratch/proxy.csv" ||
 	fail "CSV row of 32 bytes of f32: $(cat "$scratch/proxy.csv")"
 fields=$(awk -F, '{ print NF }' "$scratch/proxy.csv" | sort -u)
-[ "$fields" = 21 ] || fail "CSV rows with other than 21 fields: $fields"
+[ "$fields" = 27 ] || fail "CSV rows with other than 27 fields: $fields"
+# Without --nccl-symmetric the table has no symmetric columns (five cells per mode).
+grep -q 'symm' "$scratch/proxy" && fail "symmetric columns without --nccl-symmetric: $(cat "$scratch/proxy")"
+grep -q -E '^ +32 +8 +f32 +sum +1shot \|( +-){5} \|( +-){5} \|' "$scratch/proxy" ||
+	fail "proxy: not five cells per mode: $(cat "$scratch/proxy")"
 "$perf" --dry-run --gpus 1 -n 2 -e 8 --nccl >"$scratch/required" 2>&1 && fail "--nccl on the proxy succeeded"
 grep -q -- '--nccl: NCCL cannot run here: the ranks share GPU 0' "$scratch/required" ||
 	fail "--nccl on the proxy: $(cat "$scratch/required")"
@@ -83,9 +91,50 @@ NCCL_DET_NCCL_LIBRARY="$scratch/none/libnccl.so.2" "$perf" --dry-run --gpus 2 -n
 grep -q "NCCL cannot run here: cannot load $scratch/none/libnccl.so.2" "$scratch/none" ||
 	fail "missing library: $(cat "$scratch/none")"
 
+# ---- --nccl-symmetric: available with the fake (it has the windows) ...
+NCCL_DET_NCCL_LIBRARY="$fake_nccl" "$perf" --dry-run --gpus 2 -n 2 -b 8 -e 5000 -f 625 -d f32 \
+	--nccl --nccl-symmetric --csv "$scratch/symm.csv" >"$scratch/symm" 2>&1 ||
+	fail "dry run --nccl-symmetric with the fake NCCL: $(cat "$scratch/symm")"
+# Windows are whole pages: 5000 + 16 bytes round up to 8192.
+grep -q -F '# NCCL symmetric: the same calls on ncclMemAlloc send/recv buffers of 8192 B per rank, registered with ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC)' \
+	"$scratch/symm" || fail "--nccl-symmetric with the fake: $(cat "$scratch/symm")"
+grep -q -E '^# +size\(B\).* ratio +symm\(us\) +busbw +s-ratio \|.* ratio +symm\(us\) +busbw +s-ratio \|' \
+	"$scratch/symm" || fail "--nccl-symmetric: no symmetric columns in the header: $(cat "$scratch/symm")"
+grep -q -E '^ +5000 +1250 +f32 +sum +1shot \|( +-){8} \|( +-){8} \|' "$scratch/symm" ||
+	fail "--nccl-symmetric: not eight cells per mode: $(cat "$scratch/symm")"
+[ "$(head -1 "$scratch/symm.csv")" = "$header" ] || fail "--nccl-symmetric changed the CSV header"
+grep -q -x '2,5000,1250,f32,sum,1shot,,,,,,,,,,,,,,,,,,,,,' "$scratch/symm.csv" ||
+	fail "--nccl-symmetric CSV: $(cat "$scratch/symm.csv")"
+# ... unavailable, and why, with an NCCL that has no windows (exit 0, NCCL still on) ...
+old_nccl="$top_builddir/test/fake_nccl_2_26/.libs/libnccl.so.2"
+old_real=$(cd "$(dirname "$old_nccl")" && pwd -P)/libnccl.so.2
+for required in '' --nccl; do
+	# shellcheck disable=SC2086 # $required is no word or one
+	NCCL_DET_NCCL_LIBRARY="$old_nccl" FAKE_NCCL_VERSION=22603 "$perf" --dry-run --gpus 2 -n 2 \
+		-e 8 $required --nccl-symmetric >"$scratch/old" 2>&1 ||
+		fail "--nccl-symmetric $required with NCCL 2.26 did not exit 0: $(cat "$scratch/old")"
+	grep -q -F "# NCCL: $old_real, version 2.26.3;" "$scratch/old" ||
+		fail "NCCL 2.26: the NCCL columns are off: $(cat "$scratch/old")"
+	grep -q -F "# NCCL symmetric: columns unavailable: $old_real has no ncclCommWindowRegister (symmetric windows need NCCL >= 2.27)" \
+		"$scratch/old" || fail "NCCL 2.26: no reason for the symmetric columns: $(cat "$scratch/old")"
+done
+# ... and when NCCL cannot run (--nccl still exits 2) or is not run.
+NCCL_DET_NCCL_LIBRARY="$fake_nccl" "$perf" --dry-run --gpus 1 -n 2 -e 8 --nccl-symmetric \
+	>"$scratch/proxy-symm" 2>&1 || fail "--nccl-symmetric on the proxy: $(cat "$scratch/proxy-symm")"
+grep -q -x '# NCCL symmetric: columns unavailable: NCCL cannot run here (see above)' \
+	"$scratch/proxy-symm" || fail "--nccl-symmetric on the proxy: $(cat "$scratch/proxy-symm")"
+NCCL_DET_NCCL_LIBRARY="$fake_nccl" "$perf" --dry-run --gpus 1 -n 2 -e 8 --nccl --nccl-symmetric \
+	>"$scratch/required" 2>&1 && fail "--nccl --nccl-symmetric on the proxy succeeded"
+grep -q -- '--nccl: NCCL cannot run here: the ranks share GPU 0' "$scratch/required" ||
+	fail "--nccl --nccl-symmetric on the proxy: $(cat "$scratch/required")"
+NCCL_DET_NCCL_LIBRARY="$fake_nccl" "$perf" --dry-run --gpus 2 -n 2 -e 8 --no-nccl --nccl-symmetric \
+	>"$scratch/off" 2>&1 || fail "--no-nccl --nccl-symmetric: $(cat "$scratch/off")"
+grep -q -x '# NCCL symmetric: columns unavailable: NCCL is not run (--no-nccl)' "$scratch/off" ||
+	fail "--no-nccl --nccl-symmetric: $(cat "$scratch/off")"
+
 # Without --dry-run and without a GPU: says so, exit 0 (with a GPU: the GPU tests).
 if ! nvidia-smi -L >/dev/null 2>&1; then
 	"$perf" -e 8 >"$scratch/nogpu" 2>&1 || fail "no-GPU run failed: $(cat "$scratch/nogpu")"
 	grep -q 'no CUDA GPU is visible' "$scratch/nogpu" || fail "no-GPU run: $(cat "$scratch/nogpu")"
 fi
-echo "PASS: nccl-det-perf options, dry run, CSV, NCCL selection"
+echo "PASS: nccl-det-perf options, dry run, CSV, NCCL and symmetric-window selection"

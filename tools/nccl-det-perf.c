@@ -68,9 +68,10 @@ struct perf_options {
 	int graph; /* 0 eager, 1 graph, 2 both */
 	bool check;
 	size_t check_max_bytes;
-	unsigned dtypes; /* bit per ndet_dtype_t */
-	unsigned ops;    /* bit per ndet_op_t */
-	int nccl;        /* enum perf_nccl_choice */
+	unsigned dtypes;    /* bit per ndet_dtype_t */
+	unsigned ops;       /* bit per ndet_op_t */
+	int nccl;           /* enum perf_nccl_choice */
+	int nccl_symmetric; /* --nccl-symmetric: also NCCL on symmetric windows */
 	const char *csv_path;
 	int dry_run;
 	int assume_gpus; /* --gpus, dry run only; -1 = the visible count */
@@ -250,6 +251,9 @@ static const struct perf_option perf_option_table[] = {
      "require the side-by-side NCCL columns: exit 2 when NCCL cannot run here\n"
      "(default: run NCCL whenever it can, else say why not)"},
     {"no-nccl", 0, NULL, PERF_FIELD(nccl), NULL, PERF_NCCL_OFF, "nccl-det only"},
+    {"nccl-symmetric", 0, NULL, PERF_FIELD(nccl_symmetric), NULL, 1,
+     "also time NCCL on ncclMemAlloc buffers registered as symmetric windows\n"
+     "(NCCL >= 2.27; else say why not)"},
     {"csv", 0, "FILE", PERF_FIELD(csv_path), perf_parse_string, 0,
      "also write every row to FILE as CSV (one header line)"},
     {"dry-run", 0, NULL, PERF_FIELD(dry_run), NULL, 1,
@@ -293,7 +297,8 @@ static void perf_usage(FILE *out)
 	}
 	fprintf(out, "Settings come from NCCL_DET_* variables (see README); NCCL is the library\n"
 		     "NCCL_DET_NCCL_LIBRARY names, else libnccl.so.2.  ratio = NCCL time /\n"
-		     "nccl-det time: above 1, nccl-det is faster.\n");
+		     "nccl-det time: above 1, nccl-det is faster; s-ratio (--nccl-symmetric) is\n"
+		     "the same for NCCL on symmetric windows.\n");
 }
 
 /* Parse argv into `o`; exits 2 with a message on a bad option or value. */
@@ -380,12 +385,20 @@ struct perf_nccl {
 	ncclResult_t (*comm_get_async_error)(ncclComm_t comm, ncclResult_t *error);
 	ncclResult_t (*comm_destroy)(ncclComm_t comm);
 	const char *(*get_error_string)(ncclResult_t result);
+	/* Symmetric windows (NCCL >= 2.27): NULL when the library lacks them. */
+	ncclResult_t (*mem_alloc)(void **ptr, size_t size);
+	ncclResult_t (*mem_free)(void *ptr);
+	ncclResult_t (*window_register)(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
+					int flags);
+	ncclResult_t (*window_deregister)(ncclComm_t comm, ncclWindow_t win);
 };
 
-static const struct {
+struct perf_nccl_symbol {
 	const char *name;
 	size_t offset;
-} perf_nccl_symbols[] = {
+};
+
+static const struct perf_nccl_symbol perf_nccl_symbols[] = {
     {"ncclGetVersion", offsetof(struct perf_nccl, get_version)},
     {"ncclCommInitAll", offsetof(struct perf_nccl, comm_init_all)},
     {"ncclAllReduce", offsetof(struct perf_nccl, all_reduce)},
@@ -394,6 +407,30 @@ static const struct {
     {"ncclCommDestroy", offsetof(struct perf_nccl, comm_destroy)},
     {"ncclGetErrorString", offsetof(struct perf_nccl, get_error_string)},
 };
+
+/* Looked up only for --nccl-symmetric; an older NCCL runs without them. */
+static const struct perf_nccl_symbol perf_nccl_symmetric_symbols[] = {
+    {"ncclMemAlloc", offsetof(struct perf_nccl, mem_alloc)},
+    {"ncclMemFree", offsetof(struct perf_nccl, mem_free)},
+    {"ncclCommWindowRegister", offsetof(struct perf_nccl, window_register)},
+    {"ncclCommWindowDeregister", offsetof(struct perf_nccl, window_deregister)},
+};
+
+#define PERF_COUNT_OF(array) (sizeof(array) / sizeof((array)[0]))
+
+/* Fill `nccl`'s pointers named in `table`; NULL, or the first name the library lacks. */
+static const char *perf_nccl_resolve(struct perf_nccl *nccl, const struct perf_nccl_symbol *table,
+				     size_t count)
+{
+	for (size_t i = 0; i < count; i++) {
+		void *symbol = dlsym(nccl->handle, table[i].name);
+		if (symbol == NULL)
+			return table[i].name;
+		/* POSIX: a data pointer from dlsym holds a function's address. */
+		memcpy((char *)nccl + table[i].offset, &symbol, sizeof(symbol));
+	}
+	return NULL;
+}
 
 static const ncclDataType_t perf_nccl_dtypes[NDET_DTYPE_COUNT] = {
     [NDET_DTYPE_F32] = ncclFloat32,
@@ -442,14 +479,11 @@ static bool perf_nccl_load(struct perf_nccl *nccl, char *why, size_t size)
 			 name);
 		goto close_library;
 	}
-	for (size_t i = 0; i < sizeof(perf_nccl_symbols) / sizeof(perf_nccl_symbols[0]); i++) {
-		void *symbol = dlsym(nccl->handle, perf_nccl_symbols[i].name);
-		if (symbol == NULL) {
-			snprintf(why, size, "%s has no %s", name, perf_nccl_symbols[i].name);
-			goto close_library;
-		}
-		/* POSIX: a data pointer from dlsym holds a function's address. */
-		memcpy((char *)nccl + perf_nccl_symbols[i].offset, &symbol, sizeof(symbol));
+	const char *missing =
+		perf_nccl_resolve(nccl, perf_nccl_symbols, PERF_COUNT_OF(perf_nccl_symbols));
+	if (missing != NULL) {
+		snprintf(why, size, "%s has no %s", name, missing);
+		goto close_library;
 	}
 	Dl_info info;
 	snprintf(nccl->path, sizeof(nccl->path), "%s",
@@ -472,7 +506,8 @@ close_library:
 
 /* ---------------------------------------------------------------- rows */
 
-enum perf_impl { PERF_NDET = 0, PERF_NCCL, PERF_IMPL_COUNT };
+/* PERF_NCCL_SYMMETRIC: NCCL on buffers registered as symmetric windows. */
+enum perf_impl { PERF_NDET = 0, PERF_NCCL, PERF_NCCL_SYMMETRIC, PERF_IMPL_COUNT };
 enum perf_mode { PERF_EAGER = 0, PERF_GRAPH, PERF_MODE_COUNT };
 
 static const char *const perf_mode_names[PERF_MODE_COUNT] = {"eager", "graph"};
@@ -500,6 +535,7 @@ struct perf_world {
 	int ngpus;         /* GPUs the ranks use: 1 for the one-GPU proxy */
 	int ngpus_visible; /* GPUs this process sees (--gpus in a dry run) */
 	bool nccl_on;
+	bool symmetric_on; /* --nccl-symmetric and the library has the windows */
 	struct perf_nccl nccl;
 	ncclComm_t comms[NDET_MAX_RANKS];
 	FILE *csv;
@@ -514,7 +550,8 @@ struct perf_world {
 	int large_rows;
 	double ratio_sum_large;
 	int failures;
-	struct perf_ratio_stats ratios[PERF_MODE_COUNT][2]; /* [mode][small, large] */
+	/* [impl][mode][small, large]; the PERF_NDET row stays empty. */
+	struct perf_ratio_stats ratios[PERF_IMPL_COUNT][PERF_MODE_COUNT][2];
 	uint64_t *flag_pair[2];
 };
 
@@ -523,6 +560,9 @@ struct perf_rank {
 	int rank;
 	cudaStream_t stream;
 	char *send, *recv, *recv2, *host_in;
+	/* --nccl-symmetric: from ncclMemAlloc, registered as windows. */
+	char *symmetric_send, *symmetric_recv;
+	ncclWindow_t symmetric_windows[2];
 };
 
 static struct ndet_engine_config perf_engine_config(const struct perf_world *world, int rank)
@@ -635,22 +675,29 @@ static double perf_busbw(const struct perf_world *world, const struct perf_row *
 	return (double)row->bytes / seconds / 1e9 * (factor * (n - 1) / n);
 }
 
-static double perf_ratio(const struct perf_row *row, int mode)
+/* `impl`'s time over nccl-det's in one mode; < 0 when either was not measured. */
+static double perf_ratio(const struct perf_row *row, int mode, enum perf_impl impl)
 {
-	const double ndet = row->seconds[mode][PERF_NDET], nccl = row->seconds[mode][PERF_NCCL];
-	return ndet > 0 && nccl > 0 ? nccl / ndet : -1;
+	const double ndet = row->seconds[mode][PERF_NDET], other = row->seconds[mode][impl];
+	return ndet > 0 && other > 0 ? other / ndet : -1;
 }
 
 static void perf_print_header(struct perf_world *world)
 {
+	const bool symmetric = world->options.nccl_symmetric;
 	printf("# %12s %12s %5s %5s %6s |", "", "", "", "", "");
 	for (int m = 0; m < PERF_MODE_COUNT; m++)
-		printf(" %s: %-38s|", perf_mode_names[m], "nccl-det, NCCL, NCCL/nccl-det");
+		printf(" %s: %-*s|", perf_mode_names[m], symmetric ? 66 : 38,
+		       symmetric ? "nccl-det, NCCL, NCCL/nccl-det, NCCL-symm, symm/nccl-det"
+				 : "nccl-det, NCCL, NCCL/nccl-det");
 	printf("\n");
 	printf("# %12s %12s %5s %5s %6s |", "size(B)", "count", "type", "redop", "path");
-	for (int m = 0; m < PERF_MODE_COUNT; m++)
-		printf(" %9s %8s %9s %8s %6s |", "ndet(us)", "busbw", "nccl(us)", "busbw",
-		       "ratio");
+	for (int m = 0; m < PERF_MODE_COUNT; m++) {
+		printf(" %9s %8s %9s %8s %6s", "ndet(us)", "busbw", "nccl(us)", "busbw", "ratio");
+		if (symmetric)
+			printf(" %9s %8s %8s", "symm(us)", "busbw", "s-ratio");
+		printf(" |");
+	}
 	printf(" %5s %8s %9s | %9s %7s\n", "exact", "size-inv", "nccl-diff", "kern GB/s",
 	       "vs copy");
 	if (world->csv != NULL) {
@@ -658,7 +705,8 @@ static void perf_print_header(struct perf_world *world)
 		for (int m = 0; m < PERF_MODE_COUNT; m++)
 			fprintf(world->csv,
 				",%1$s_ndet_us,%1$s_ndet_busbw_gbps,%1$s_nccl_us,"
-				"%1$s_nccl_busbw_gbps,%1$s_ratio",
+				"%1$s_nccl_busbw_gbps,%1$s_ratio,%1$s_nccl_symm_us,"
+				"%1$s_nccl_symm_busbw_gbps,%1$s_symm_ratio",
 				perf_mode_names[m]);
 		fprintf(world->csv, ",exact,size_invariant,nccl_differ_elements,kernel_gbps,"
 				    "vs_copy_percent\n");
@@ -675,19 +723,29 @@ static void perf_csv_value(FILE *csv, const char *format, double value)
 
 static void perf_print_row(struct perf_world *world, const struct perf_row *row)
 {
-	char cells[5][32];
+	char cells[8][32];
 	printf("  %12zu %12zu %5s %5s %6s |", row->bytes, row->count, ndet_dtype_name(row->dtype),
 	       ndet_op_name(row->op), perf_path_name(row->path));
 	for (int m = 0; m < PERF_MODE_COUNT; m++) {
 		const double *s = row->seconds[m];
-		printf(" %9s %8s %9s %8s %6s |",
+		printf(" %9s %8s %9s %8s %6s",
 		       perf_cell(cells[0], sizeof(cells[0]), "%.2f", s[PERF_NDET] * 1e6),
 		       perf_cell(cells[1], sizeof(cells[1]), "%.2f",
 				 perf_busbw(world, row, s[PERF_NDET])),
 		       perf_cell(cells[2], sizeof(cells[2]), "%.2f", s[PERF_NCCL] * 1e6),
 		       perf_cell(cells[3], sizeof(cells[3]), "%.2f",
 				 perf_busbw(world, row, s[PERF_NCCL])),
-		       perf_cell(cells[4], sizeof(cells[4]), "%.2f", perf_ratio(row, m)));
+		       perf_cell(cells[4], sizeof(cells[4]), "%.2f",
+				 perf_ratio(row, m, PERF_NCCL)));
+		if (world->options.nccl_symmetric)
+			printf(" %9s %8s %8s",
+			       perf_cell(cells[5], sizeof(cells[5]), "%.2f",
+					 s[PERF_NCCL_SYMMETRIC] * 1e6),
+			       perf_cell(cells[6], sizeof(cells[6]), "%.2f",
+					 perf_busbw(world, row, s[PERF_NCCL_SYMMETRIC])),
+			       perf_cell(cells[7], sizeof(cells[7]), "%.2f",
+					 perf_ratio(row, m, PERF_NCCL_SYMMETRIC)));
+		printf(" |");
 	}
 	printf(" %5s %8s %9s | %9s %7s\n", row->exact, row->invariant,
 	       perf_cell(cells[0], sizeof(cells[0]), "%.0f", (double)row->nccl_differ),
@@ -703,7 +761,10 @@ static void perf_print_row(struct perf_world *world, const struct perf_row *row)
 		perf_csv_value(world->csv, "%.3f", perf_busbw(world, row, s[PERF_NDET]));
 		perf_csv_value(world->csv, "%.3f", s[PERF_NCCL] * 1e6);
 		perf_csv_value(world->csv, "%.3f", perf_busbw(world, row, s[PERF_NCCL]));
-		perf_csv_value(world->csv, "%.4f", perf_ratio(row, m));
+		perf_csv_value(world->csv, "%.4f", perf_ratio(row, m, PERF_NCCL));
+		perf_csv_value(world->csv, "%.3f", s[PERF_NCCL_SYMMETRIC] * 1e6);
+		perf_csv_value(world->csv, "%.3f", perf_busbw(world, row, s[PERF_NCCL_SYMMETRIC]));
+		perf_csv_value(world->csv, "%.4f", perf_ratio(row, m, PERF_NCCL_SYMMETRIC));
 	}
 	/* "-" (not checked) is an empty field, like every value not measured. */
 	fprintf(world->csv, ",%s,%s", strcmp(row->exact, "-") != 0 ? row->exact : "",
@@ -723,33 +784,41 @@ static void perf_note_ratios(struct perf_world *world, const struct perf_row *ro
 		size_class = 1;
 	else
 		return;
-	for (int m = 0; m < PERF_MODE_COUNT; m++) {
-		double ratio = perf_ratio(row, m);
-		if (ratio <= 0)
-			continue;
-		struct perf_ratio_stats *stats = &world->ratios[m][size_class];
-		if (stats->rows == 0 || ratio < stats->min)
-			stats->min = ratio;
-		stats->log_sum += log(ratio);
-		stats->rows++;
-	}
+	for (int impl = PERF_NCCL; impl < PERF_IMPL_COUNT; impl++)
+		for (int m = 0; m < PERF_MODE_COUNT; m++) {
+			double ratio = perf_ratio(row, m, (enum perf_impl)impl);
+			if (ratio <= 0)
+				continue;
+			struct perf_ratio_stats *stats = &world->ratios[impl][m][size_class];
+			if (stats->rows == 0 || ratio < stats->min)
+				stats->min = ratio;
+			stats->log_sum += log(ratio);
+			stats->rows++;
+		}
 }
 
 static void perf_print_ratio_summary(const struct perf_world *world)
 {
-	/* DESIGN.md section 9 against classic NCCL: <= 0.8x its latency, >= 0.95x its busbw. */
-	static const char *const classes[2] = {"<= 64 KiB (target >= 1.25)",
-					       ">= 64 MiB (target >= 0.95)"};
-	for (int m = 0; m < PERF_MODE_COUNT; m++)
-		for (int c = 0; c < 2; c++) {
-			const struct perf_ratio_stats *stats = &world->ratios[m][c];
-			if (stats->rows == 0)
-				continue;
-			printf("# NCCL/nccl-det time, %s, %s: geometric mean %.2f, worst %.2f over %d "
-			       "rows\n",
-			       perf_mode_names[m], classes[c], exp(stats->log_sum / stats->rows),
-			       stats->min, stats->rows);
-		}
+	/*
+	 * DESIGN.md section 9: against classic NCCL <= 0.8x its latency and >= 0.95x its
+	 * busbw; against NCCL on symmetric windows <= 1.0x its latency (no busbw target).
+	 */
+	static const char *const names[PERF_IMPL_COUNT] = {
+	    [PERF_NCCL] = "NCCL", [PERF_NCCL_SYMMETRIC] = "NCCL-symm"};
+	static const char *const classes[PERF_IMPL_COUNT][2] = {
+	    [PERF_NCCL] = {"<= 64 KiB (target >= 1.25)", ">= 64 MiB (target >= 0.95)"},
+	    [PERF_NCCL_SYMMETRIC] = {"<= 64 KiB (target >= 1.0)", ">= 64 MiB (no target)"}};
+	for (int impl = PERF_NCCL; impl < PERF_IMPL_COUNT; impl++)
+		for (int m = 0; m < PERF_MODE_COUNT; m++)
+			for (int c = 0; c < 2; c++) {
+				const struct perf_ratio_stats *stats = &world->ratios[impl][m][c];
+				if (stats->rows == 0)
+					continue;
+				printf("# %s/nccl-det time, %s, %s: geometric mean %.2f, worst "
+				       "%.2f over %d rows\n",
+				       names[impl], perf_mode_names[m], classes[impl][c],
+				       exp(stats->log_sum / stats->rows), stats->min, stats->rows);
+			}
 }
 
 /* ---------------------------------------------------------------- running */
@@ -870,19 +939,22 @@ static double perf_time(struct perf_rank *me, enum perf_impl impl, enum perf_mod
 {
 	struct perf_world *world = me->world;
 	const int iters = world->options.iters;
+	const bool symmetric = impl == PERF_NCCL_SYMMETRIC;
+	const char *send = symmetric ? me->symmetric_send : me->send;
+	char *recv = symmetric ? me->symmetric_recv : me->recv;
 	cudaGraphExec_t exec = NULL;
 	if (mode == PERF_GRAPH) {
 		cudaGraph_t graph;
 		PERF_CHECK(cudaStreamBeginCapture(me->stream, cudaStreamCaptureModeThreadLocal));
 		for (int i = 0; i < iters; i++)
-			perf_launch(me, impl, me->send, me->recv, row);
+			perf_launch(me, impl, send, recv, row);
 		PERF_CHECK(cudaStreamEndCapture(me->stream, &graph));
 		PERF_CHECK(cudaGraphInstantiate(&exec, graph, 0));
 		PERF_CHECK(cudaGraphDestroy(graph));
 		PERF_CHECK(cudaGraphLaunch(exec, me->stream)); /* warm-up */
 	} else {
 		for (int i = 0; i < world->options.warmup; i++)
-			perf_launch(me, impl, me->send, me->recv, row);
+			perf_launch(me, impl, send, recv, row);
 	}
 	PERF_CHECK(cudaStreamSynchronize(me->stream));
 	pthread_barrier_wait(&world->barrier);
@@ -891,7 +963,7 @@ static double perf_time(struct perf_rank *me, enum perf_impl impl, enum perf_mod
 		PERF_CHECK(cudaGraphLaunch(exec, me->stream));
 	} else {
 		for (int i = 0; i < iters; i++)
-			perf_launch(me, impl, me->send, me->recv, row);
+			perf_launch(me, impl, send, recv, row);
 	}
 	PERF_CHECK(cudaStreamSynchronize(me->stream));
 	pthread_barrier_wait(&world->barrier);
@@ -1062,6 +1134,9 @@ static void perf_rank_row(void *context, struct perf_row *row)
 	 * DMA lands, and a non-blocking stream does not wait for the legacy stream. */
 	PERF_CHECK(cudaMemcpyAsync(me->send, me->host_in, row->bytes, cudaMemcpyHostToDevice,
 				   me->stream));
+	if (world->symmetric_on)
+		PERF_CHECK(cudaMemcpyAsync(me->symmetric_send, me->host_in, row->bytes,
+					   cudaMemcpyHostToDevice, me->stream));
 	PERF_CHECK(cudaStreamSynchronize(me->stream));
 	/* Every rank's upload is done before any rank launches a call its peers wait in. */
 	pthread_barrier_wait(&world->barrier);
@@ -1069,7 +1144,8 @@ static void perf_rank_row(void *context, struct perf_row *row)
 		if (o->graph != 2 && o->graph != mode)
 			continue;
 		for (int impl = 0; impl < PERF_IMPL_COUNT; impl++)
-			if (impl == PERF_NDET || world->nccl_on)
+			if (impl == PERF_NDET || (impl == PERF_NCCL && world->nccl_on) ||
+			    (impl == PERF_NCCL_SYMMETRIC && world->symmetric_on))
 				row->seconds[mode][impl] = perf_time(me, (enum perf_impl)impl,
 								     (enum perf_mode)mode, row);
 	}
@@ -1101,6 +1177,48 @@ static void perf_rank_row(void *context, struct perf_row *row)
 	if (row->bytes <= 64 && n >= 2 && world->flag_rtt_us > 0 && eager > 0)
 		printf("#   %zu-byte call: %.2f us = %.1f bare flag round trips\n", row->bytes,
 		       eager * 1e6, eager * 1e6 / world->flag_rtt_us);
+}
+
+/* Window sizes: whole pages, as ncclCommWindowRegister wants them. */
+static size_t perf_symmetric_bytes(const struct perf_options *o)
+{
+	const size_t page = NCCL_WIN_REQUIRED_ALIGNMENT;
+	return (o->max_bytes + 16 + page - 1) / page * page;
+}
+
+/*
+ * This rank's send and receive buffers from ncclMemAlloc, each registered as a
+ * symmetric window.  Registration is collective: every rank thread calls it, in the
+ * same order, on its own communicator.
+ */
+static void perf_symmetric_setup(struct perf_rank *me)
+{
+	struct perf_world *world = me->world;
+	const struct perf_nccl *nccl = &world->nccl;
+	const size_t bytes = perf_symmetric_bytes(&world->options);
+	char **buffers[2] = {&me->symmetric_send, &me->symmetric_recv};
+	for (int i = 0; i < 2; i++)
+		perf_check_nccl(me, nccl->mem_alloc((void **)buffers[i], bytes), "ncclMemAlloc");
+	for (int i = 0; i < 2; i++)
+		perf_check_nccl(me,
+				nccl->window_register(world->comms[me->rank], *buffers[i], bytes,
+						      &me->symmetric_windows[i],
+						      NCCL_WIN_COLL_SYMMETRIC),
+				"ncclCommWindowRegister");
+}
+
+/* Undoes perf_symmetric_setup, in reverse order; collective like it. */
+static void perf_symmetric_teardown(struct perf_rank *me)
+{
+	struct perf_world *world = me->world;
+	const struct perf_nccl *nccl = &world->nccl;
+	for (int i = 1; i >= 0; i--)
+		perf_check_nccl(
+			me,
+			nccl->window_deregister(world->comms[me->rank], me->symmetric_windows[i]),
+			"ncclCommWindowDeregister");
+	perf_check_nccl(me, nccl->mem_free(me->symmetric_recv), "ncclMemFree");
+	perf_check_nccl(me, nccl->mem_free(me->symmetric_send), "ncclMemFree");
 }
 
 static void *perf_rank_main(void *argument)
@@ -1142,7 +1260,11 @@ static void *perf_rank_main(void *argument)
 		fprintf(stderr, "nccl-det-perf: rank %d: out of host memory\n", me->rank);
 		exit(1);
 	}
+	if (world->symmetric_on)
+		perf_symmetric_setup(me);
 	perf_for_each_row(world, perf_rank_row, me);
+	if (world->symmetric_on)
+		perf_symmetric_teardown(me);
 
 	PERF_CHECK(cudaFree(me->send));
 	PERF_CHECK(cudaFree(me->recv));
@@ -1201,6 +1323,34 @@ static void perf_nccl_decide(struct perf_world *world)
 	       "elements of NCCL's result whose bits differ from the tree\n");
 }
 
+/* Decide whether the --nccl-symmetric columns run, and say so; never exits. */
+static void perf_symmetric_decide(struct perf_world *world)
+{
+	const struct perf_options *o = &world->options;
+	world->symmetric_on = false;
+	if (!o->nccl_symmetric)
+		return;
+	if (!world->nccl_on) {
+		printf("# NCCL symmetric: columns unavailable: %s\n",
+		       o->nccl == PERF_NCCL_OFF ? "NCCL is not run (--no-nccl)"
+						: "NCCL cannot run here (see above)");
+		return;
+	}
+	const char *missing = perf_nccl_resolve(&world->nccl, perf_nccl_symmetric_symbols,
+						PERF_COUNT_OF(perf_nccl_symmetric_symbols));
+	if (missing != NULL) {
+		printf("# NCCL symmetric: columns unavailable: %s has no %s (symmetric windows "
+		       "need NCCL >= 2.27)\n",
+		       world->nccl.path, missing);
+		return;
+	}
+	world->symmetric_on = true;
+	printf("# NCCL symmetric: the same calls on ncclMemAlloc send/recv buffers of %zu B per "
+	       "rank, registered with ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC); s-ratio "
+	       "= NCCL-symm time / nccl-det time\n",
+	       perf_symmetric_bytes(o));
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1225,6 +1375,7 @@ int main(int argc, char **argv)
 				   .dtypes = (1u << NDET_DTYPE_BF16) | (1u << NDET_DTYPE_F32),
 				   .ops = 1u << NDET_OP_SUM,
 				   .nccl = PERF_NCCL_AUTO,
+				   .nccl_symmetric = 0,
 				   .assume_gpus = -1};
 	perf_parse_options(argc, argv, o);
 	if (o->help) {
@@ -1270,6 +1421,7 @@ int main(int argc, char **argv)
 			 "exact = every rank's block equals its slice of the all-reduce tree)"
 		       : "all-reduce");
 	perf_nccl_decide(&world);
+	perf_symmetric_decide(&world);
 	if (o->csv_path != NULL) {
 		world.csv = fopen(o->csv_path, "w");
 		if (world.csv == NULL) {
