@@ -14,7 +14,7 @@ import json
 import os
 
 import numpy as np
-from ndet_maps import mapped, nccl_det_libraries
+from ndet_maps import mapped, nccl_det_libraries, tree
 
 
 def inputs(rank, count):
@@ -22,17 +22,6 @@ def inputs(rank, count):
     mantissa = rng.standard_normal(count).astype(np.float32)
     exponent = rng.integers(-20, 20, count).astype(np.float32)
     return (mantissa * np.exp2(exponent)).astype(np.float32)
-
-
-def tree(values, lo, m):
-    if m == 1:
-        return values[lo]
-    p = 1
-    while p * 2 < m:
-        p *= 2
-    return (tree(values, lo, p) + tree(values, lo + p, m - p)).astype(np.float32)
-
-
 
 
 def main():

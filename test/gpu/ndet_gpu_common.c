@@ -106,6 +106,30 @@ static bool gpu_is_nan(ndet_dtype_t dtype, const char *p)
 	}
 }
 
+bool gpu_share_unique_id(int rank, const char *id_file, ncclUniqueId *id)
+{
+	if (rank == 0) {
+		if (ncclGetUniqueId(id) != ncclSuccess)
+			return false;
+		char tmp[4096];
+		snprintf(tmp, sizeof(tmp), "%s.tmp", id_file);
+		FILE *file = fopen(tmp, "wb");
+		if (file == NULL)
+			return false;
+		const bool written = fwrite(id, sizeof(*id), 1, file) == 1;
+		return fclose(file) == 0 && written && rename(tmp, id_file) == 0;
+	}
+	FILE *file = NULL;
+	for (int i = 0; i < 6000 && file == NULL; i++)
+		if ((file = fopen(id_file, "rb")) == NULL)
+			usleep(10000);
+	if (file == NULL)
+		return false;
+	const bool read = fread(id, sizeof(*id), 1, file) == 1;
+	fclose(file);
+	return read;
+}
+
 void gpu_upload(void *dst, const void *src, size_t bytes, cudaStream_t stream)
 {
 	GPU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));

@@ -42,6 +42,10 @@
 void gpu_fill(ndet_dtype_t dtype, void *buffer, size_t count, uint64_t seed, bool specials);
 
 /* Elements whose bits differ (two NaNs count as equal).  First mismatch reported. */
+/* Rank 0 makes the NCCL unique id and writes it to ID_FILE (atomically, through a
+ * rename); the others wait up to 60 s for the file.  False on any failure. */
+bool gpu_share_unique_id(int rank, const char *id_file, ncclUniqueId *id);
+
 /* Host-to-device copy ordered on STREAM and finished on return.  A plain cudaMemcpy from
  * pageable memory may return before its DMA lands, and a non-blocking stream does not
  * wait for the legacy stream: a kernel launched next could read the old bytes. */

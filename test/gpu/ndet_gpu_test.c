@@ -462,27 +462,8 @@ static int run_mp(bool quick)
 	}
 	GPU_CHECK(cudaSetDevice(0));
 	ncclUniqueId id;
-	if (rank == 0) {
-		if (ncclGetUniqueId(&id) != ncclSuccess)
-			return 2;
-		char tmp[4096];
-		snprintf(tmp, sizeof(tmp), "%s.tmp", id_file);
-		FILE *file = fopen(tmp, "wb");
-		if (file == NULL || fwrite(&id, sizeof(id), 1, file) != 1)
-			return 2;
-		fclose(file);
-		rename(tmp, id_file);
-	} else {
-		FILE *file = NULL;
-		for (int i = 0; i < 6000 && file == NULL; i++) {
-			file = fopen(id_file, "rb");
-			if (file == NULL)
-				usleep(10000);
-		}
-		if (file == NULL || fread(&id, sizeof(id), 1, file) != 1)
-			return 2;
-		fclose(file);
-	}
+	if (!gpu_share_unique_id(rank, id_file, &id))
+		return 2;
 	struct mp_context mp;
 	GPU_CHECK(cudaStreamCreateWithFlags(&mp.stream, cudaStreamNonBlocking));
 	if (ncclCommInitRank(&mp.comm, nranks, id, rank) != ncclSuccess) {

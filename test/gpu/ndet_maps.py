@@ -1,6 +1,8 @@
 # Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
-"""What the GPU test scripts ask of this process's memory map."""
+"""What the GPU test scripts ask of this process's memory map, and the f32 tree."""
 import ctypes
+
+import numpy as np
 
 
 def mapped(pattern):
@@ -21,3 +23,14 @@ def nccl_det_libraries():
         if hasattr(library, "ncclDetGetVersion"):
             found.append(path)
     return found
+
+
+def tree(values, lo, m):
+    """nccl-det's tree over values[lo:lo+m] in f32 (left subtree: the largest power of
+    two below m), for the numpy-based scripts."""
+    if m == 1:
+        return values[lo]
+    p = 1
+    while p * 2 < m:
+        p *= 2
+    return (tree(values, lo, p) + tree(values, lo + p, m - p)).astype(np.float32)

@@ -205,24 +205,8 @@ int main(void)
 		return 2;
 	GPU_CHECK(cudaSetDevice(rank % devices));
 	ncclUniqueId id;
-	if (rank == 0) {
-		NCCL_OK(ncclGetUniqueId(&id));
-		char tmp[4096];
-		snprintf(tmp, sizeof(tmp), "%s.tmp", id_file);
-		FILE *file = fopen(tmp, "wb");
-		if (file == NULL || fwrite(&id, sizeof(id), 1, file) != 1)
-			return 2;
-		fclose(file);
-		rename(tmp, id_file);
-	} else {
-		FILE *file = NULL;
-		for (int i = 0; i < 6000 && file == NULL; i++)
-			if ((file = fopen(id_file, "rb")) == NULL)
-				usleep(10000);
-		if (file == NULL || fread(&id, sizeof(id), 1, file) != 1)
-			return 2;
-		fclose(file);
-	}
+	if (!gpu_share_unique_id(rank, id_file, &id))
+		return 2;
 	ncclComm_t comm;
 	/* nccl-tests initialises inside a group: our setup runs at the outermost GroupEnd. */
 	NCCL_OK(ncclGroupStart());

@@ -12,7 +12,7 @@ import json
 import os
 
 import numpy as np
-from ndet_maps import mapped
+from ndet_maps import mapped, tree
 import torch
 import torch.distributed as dist
 
@@ -24,17 +24,6 @@ class UniqueId(ctypes.Structure):
 def inputs(rank, count):
     rng = np.random.default_rng(4321 + rank)
     return (rng.standard_normal(count) * np.exp2(rng.integers(-20, 20, count))).astype(np.float32)
-
-
-def tree(values, lo, m):
-    if m == 1:
-        return values[lo]
-    p = 1
-    while p * 2 < m:
-        p *= 2
-    return (tree(values, lo, p) + tree(values, lo + p, m - p)).astype(np.float32)
-
-
 
 
 def main():
