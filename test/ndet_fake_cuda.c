@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -773,6 +774,26 @@ cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t 
 	return cudaSuccess;
 }
 
+/*
+ * A copy the way the device does it: another "process" (thread) may read or write the
+ * same device words at the same time (a peer writing its detach word while the owner
+ * polls it), which real device memory serves word by word.  Aligned 8-byte words are
+ * copied with relaxed atomics so ThreadSanitizer sees what the hardware guarantees;
+ * anything else is a plain copy.
+ */
+static void fake_device_copy(void *dst, const void *src, size_t count)
+{
+	if (((uintptr_t)dst | (uintptr_t)src | count) % sizeof(uint64_t) != 0) {
+		memmove(dst, src, count);
+		return;
+	}
+	uint64_t *to = dst;
+	const uint64_t *from = src;
+	for (size_t i = 0; i < count / sizeof(uint64_t); i++)
+		__atomic_store_n(&to[i], __atomic_load_n(&from[i], __ATOMIC_RELAXED),
+				 __ATOMIC_RELAXED);
+}
+
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
 			    cudaStream_t stream)
 {
@@ -785,7 +806,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 	pthread_mutex_unlock(&fake_lock);
 	if (!usable)
 		return fake_result(cudaErrorInvalidResourceHandle);
-	memmove(dst, src, count);
+	fake_device_copy(dst, src, count);
 	return cudaSuccess;
 }
 
@@ -797,7 +818,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpy
 	if (fake_touches_freed_locked(dst, count) || fake_touches_freed_locked(src, count))
 		fake_violate("cudaMemcpy through a mapping of memory its owner freed");
 	pthread_mutex_unlock(&fake_lock);
-	memmove(dst, src, count);
+	fake_device_copy(dst, src, count);
 	return cudaSuccess;
 }
 
