@@ -357,19 +357,14 @@ __device__ void ndet_copy_bytes(char *dst, const char *src, uint64_t bytes)
 }
 
 /*
- * Reduce `len` elements: leaf r (r < n) at `src + r * slot` (16-byte aligned slots of
- * this rank's own pool).  The result goes to `out` (user memory, any alignment; NULL:
- * not at all) and, when `fwd` is not NDET_NO_FORWARD, to byte offset `fwd` of every
- * peer's lane 0 (a.lanes[d], d != rank: the two-shot all-gather push, 16-byte
- * aligned).  Addresses are formed from the kernel parameters on the fly, not kept in
- * arrays: registers are what limits the loads in flight.  `scales` (PreMulSum only)
- * holds every rank's scalar.
+ * Reduce `len` elements found at element offset `lane_off` of lane `lane_base` in
+ * every rank's pool; write them to `out` (user memory, any alignment; NULL: not at
+ * all) and, when `writeback` is set, also back into this rank's own lane at the same
+ * offset.  `scales` (PreMulSum only) holds every rank's scalar.
  */
-constexpr uint64_t NDET_NO_FORWARD = ~0ull;
-
 template <int DT, int OP, int NR>
-__device__ void ndet_reduce_range(const ndet_kernel_args &a, const char *src, uint64_t slot,
-				  uint64_t len, char *out, uint64_t fwd,
+__device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base, uint64_t lane_off,
+				  uint64_t len, char *out, bool writeback,
 				  const typename ndet_dtype<DT>::Acc *scales)
 {
 	typedef ndet_dtype<DT> D;
@@ -381,7 +376,11 @@ __device__ void ndet_reduce_range(const ndet_kernel_args &a, const char *src, ui
 	const uint64_t packs = len / E;
 	const bool to_out = out != nullptr;
 	const bool out_aligned = ((uintptr_t)out & 15) == 0;
-	const bool forward = fwd != NDET_NO_FORWARD;
+	char *own = a.lanes[a.rank] + lane_base + lane_off * sizeof(T);
+	Acc scale[NDET_MAX_RANKS];
+#pragma unroll
+	for (int r = 0; r < NR; r++)
+		scale[r] = OP == kOpPremulSum && r < n ? scales[r] : Acc(1);
 
 	/*
 	 * Packs per thread per iteration, so that U x n loads are in flight: what the
@@ -390,15 +389,16 @@ __device__ void ndet_reduce_range(const ndet_kernel_args &a, const char *src, ui
 	constexpr int U = NR <= 2 ? 4 : NR <= 8 ? 2 : 1;
 	for (uint64_t base = tid; base < packs; base += (uint64_t)U * nth) {
 		uint4 raw[U][NR];
-		/* All loads first, so every slot's line is in flight at once. */
+		/* All loads first, so every peer's line is in flight at once. */
 #pragma unroll
 		for (int u = 0; u < U; u++) {
 			const uint64_t p = base + (uint64_t)u * nth;
+			const uint64_t byte_off = lane_base + (lane_off + p * E) * sizeof(T);
 #pragma unroll
 			for (int r = 0; r < NR; r++) {
 				if (r < n && p < packs)
 					raw[u][r] = ndet_load_lane(reinterpret_cast<const uint4 *>(
-						src + (uint64_t)r * slot) + p);
+						a.lanes[r] + byte_off));
 			}
 		}
 #pragma unroll
@@ -418,7 +418,7 @@ __device__ void ndet_reduce_range(const ndet_kernel_args &a, const char *src, ui
 					if (r < n)
 						v[r] = ndet_leaf<DT, OP>(
 							reinterpret_cast<const T *>(&raw[u][r])[e],
-							OP == kOpPremulSum ? scales[r] : Acc(1));
+							scale[r]);
 				}
 				result.e[e] = ndet_finish<DT, OP>(ndet_tree<OP, Acc, NR>(v, n), n);
 			}
@@ -431,75 +431,25 @@ __device__ void ndet_reduce_range(const ndet_kernel_args &a, const char *src, ui
 					ndet_store_elem<T>(out + (p * E + e) * sizeof(T),
 							   result.e[e]);
 			}
-			if (forward) {
-				for (int d = 0; d < n; d++)
-					if (d != a.rank)
-						reinterpret_cast<uint4 *>(a.lanes[d] + fwd)[p] =
-							result.v;
-			}
+			if (writeback)
+				reinterpret_cast<uint4 *>(own)[p] = result.v;
 		}
 	}
 	for (uint64_t i = packs * E + tid; i < len; i += nth) {
+		const uint64_t byte_off = lane_base + (lane_off + i) * sizeof(T);
 		Acc v[NDET_MAX_RANKS];
 #pragma unroll
 		for (int r = 0; r < NR; r++) {
 			if (r < n)
-				v[r] = ndet_leaf<DT, OP>(
-					ndet_load_lane(reinterpret_cast<const T *>(src + (uint64_t)r * slot) +
-						       i),
-					OP == kOpPremulSum ? scales[r] : Acc(1));
+				v[r] = ndet_leaf<DT, OP>(ndet_load_lane(reinterpret_cast<const T *>(
+								 a.lanes[r] + byte_off)),
+							 scale[r]);
 		}
 		T value = ndet_finish<DT, OP>(ndet_tree<OP, Acc, NR>(v, n), n);
 		if (to_out)
 			ndet_store_elem<T>(out + i * sizeof(T), value);
-		if (forward) {
-			for (int d = 0; d < n; d++)
-				if (d != a.rank)
-					reinterpret_cast<T *>(a.lanes[d] + fwd)[i] = value;
-		}
-	}
-}
-
-/*
- * Push `bytes` from `src` (user memory, any alignment) to byte offset `dst` of every
- * rank's lane 0 (a.lanes[d], 16-byte aligned there; its own included): each source
- * line is loaded once and stored to every rank.
- */
-__device__ void ndet_push_bytes(const ndet_kernel_args &a, uint64_t dst, const char *src,
-				uint64_t bytes)
-{
-	const unsigned tid = threadIdx.x, nth = blockDim.x;
-	const int n = a.nranks;
-	if (((uintptr_t)src & 15) != 0) {
-		for (int j = 1; j <= n; j++)
-			ndet_copy_bytes(a.lanes[(a.rank + j) % n] + dst, src, bytes);
-		return;
-	}
-	constexpr int U = 4;
-	const uint64_t packs = bytes / 16;
-	const uint4 *s = reinterpret_cast<const uint4 *>(src);
-	uint64_t i = tid;
-	for (; i + (U - 1) * nth < packs; i += U * nth) {
-		uint4 v[U];
-#pragma unroll
-		for (int u = 0; u < U; u++)
-			v[u] = s[i + u * nth];
-		for (int d = 0; d < n; d++) {
-			uint4 *to = reinterpret_cast<uint4 *>(a.lanes[d] + dst);
-#pragma unroll
-			for (int u = 0; u < U; u++)
-				to[i + u * nth] = v[u];
-		}
-	}
-	for (; i < packs; i += nth) {
-		const uint4 v = s[i];
-		for (int d = 0; d < n; d++)
-			reinterpret_cast<uint4 *>(a.lanes[d] + dst)[i] = v;
-	}
-	for (uint64_t j = packs * 16 + tid; j < bytes; j += nth) {
-		const char c = src[j];
-		for (int d = 0; d < n; d++)
-			a.lanes[d][dst + j] = c;
+		if (writeback)
+			reinterpret_cast<T *>(own)[i] = value;
 	}
 }
 
@@ -634,10 +584,6 @@ __device__ void ndet_signal_all(const ndet_kernel_args &a, size_t which_offset, 
 	}
 }
 
-/* Byte offset of parity p's array `which` (ready or reduced) inside struct ndet_flags. */
-#define NDET_FLAGS_ARRAY(which, p)                                                           \
-	(offsetof(ndet_flags, which) + (size_t)(p) * sizeof(((ndet_flags *)nullptr)->which[0]))
-
 template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
 {
 	typedef ndet_dtype<DT> D;
@@ -678,22 +624,15 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 	if (poisoned)
 		return;
 
-	const int n = a.nranks, me = a.rank;
 	const uint64_t lane_base = (uint64_t)b * a.lane_bytes;
-	/* Each half of a lane serves the steps of one parity (ndet_kernels.h). */
-	const uint64_t half = a.lane_bytes / 2 / 16 * 16;
+	char *own_lane = a.lanes[a.rank] + lane_base;
 	const char *send = static_cast<const char *>(a.sendbuff);
 	char *recv = static_cast<char *>(a.recvbuff);
 	/* ncclReduce: only the root has a recvbuff (the others' may be anything). */
-	const bool writes = a.root < 0 || a.root == me;
-	const bool twoshot = a.path == NDET_PATH_TWOSHOT;
-	/*
-	 * Slot stride in bytes: one-shot and reduce-scatter, a whole chunk per source;
-	 * two-shot, one segment (whole 16-byte packs) per source, the reduce-scatter
-	 * slots first, the all-gather slots after them.
-	 */
-	const uint64_t segstride = ((a.chunk_elems + n - 1) / n + E - 1) / E * E;
-	const uint64_t slot = (twoshot ? segstride : a.chunk_elems) * sizeof(T);
+	const bool writes = a.root < 0 || a.root == a.rank;
+	/* Reduce-scatter: a lane holds one segment per destination rank. */
+	const bool scatter = a.path == NDET_PATH_SCATTER;
+	const int segments = scatter ? a.nranks : 1;
 	uint64_t step = first_step;
 
 	for (uint64_t k = 0; k < a.steps; k++) {
@@ -702,83 +641,78 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 			break; /* later steps only get further: the same on every rank */
 		const uint64_t len = min(a.chunk_elems, a.count - start);
 		step++;
-		const unsigned p = (unsigned)(step & 1);
-		const uint64_t area = lane_base + p * half; /* this step's half, any rank */
-		char *own = a.lanes[me] + area;
-		/* Two-shot: segment q of this chunk is [q * seg, q * seg + seg) & [0, len). */
-		uint64_t seg = (len + n - 1) / n;
-		seg = (seg + E - 1) / E * E;
 
-		/* 1. Push my contribution into slot `me` of every rank's half p. */
+		/* 1. Peers finished reading my lane in my previous step. */
+		if (ndet_wait_all(a, st, st.me->done, step - 1, false, 1) != 0)
+			return;
+
+		/*
+		 * 2. Copy-in.  Reduce-scatter: segment d of the lane gets this chunk of
+		 * block d, for every destination rank d.
+		 */
 		ndet_debug_delay(a, step, 1);
-		if (a.path == NDET_PATH_ONESHOT) {
-			ndet_push_bytes(a, area + (uint64_t)me * slot, send + start * sizeof(T),
+		for (int d = 0; d < segments; d++)
+			ndet_copy_bytes(own_lane + (uint64_t)d * a.chunk_elems * sizeof(T),
+					send + ((uint64_t)d * a.count + start) * sizeof(T),
 					len * sizeof(T));
-		} else {
-			/* Rotate the destinations so ranks do not all start with rank 0. */
-			for (int j = 1; j <= n; j++) {
-				const int d = (me + j) % n;
-				uint64_t from = (uint64_t)d * a.count + start, bytes = len;
-				if (twoshot) {
-					const uint64_t d_begin = min(len, (uint64_t)d * seg);
-					from = start + d_begin;
-					bytes = min(len, d_begin + seg) - d_begin;
-				}
-				if (bytes != 0)
-					ndet_copy_bytes(a.lanes[d] + area + (uint64_t)me * slot,
-							send + from * sizeof(T), bytes * sizeof(T));
-			}
-		}
-		if (OP == kOpPremulSum && threadIdx.x < (unsigned)n)
-			ndet_store_relaxed(&a.flags[threadIdx.x]->scalar[p][b][me],
+		if (OP == kOpPremulSum && threadIdx.x == 0)
+			ndet_store_relaxed(&st.me->scalar[b],
 					   ndet_acc_bits(ndet_premul_scalar<DT>(a)));
 		__syncthreads();
 
-		/* 2. Publish. */
+		/* 3. Publish. */
 		ndet_debug_delay(a, step, 2);
-		ndet_signal_all(a, NDET_FLAGS_ARRAY(ready, p), ndet_flag_pack(step, a.signature));
+		ndet_signal_all(a, offsetof(ndet_flags, ready), ndet_flag_pack(step, a.signature));
 
-		/* 3. Every peer's contribution is in my half, and it is the same call. */
+		/* 4. Every peer's chunk is in its lane, and it is the same call as ours. */
 		ndet_debug_delay(a, step, 3);
-		if (ndet_wait_all(a, st, st.me->ready[p], step, true, 2) != 0)
+		if (ndet_wait_all(a, st, st.me->ready, step, true, 2) != 0)
 			return;
 		if (OP == kOpPremulSum) {
 			/* Thread q acquired q's ready: q's scalar for this step is visible. */
-			if (threadIdx.x < (unsigned)n)
+			if (threadIdx.x < (unsigned)a.nranks)
 				ndet_acc_from_bits(
-					ndet_load_relaxed(&st.me->scalar[p][b][threadIdx.x]),
+					ndet_load_relaxed(&a.flags[threadIdx.x]->scalar[b]),
 					&scales[threadIdx.x]);
 			__syncthreads();
 		}
 
-		/* 4. Reduce the n slots of my own half, in tree order. */
-		if (!twoshot) {
+		if (a.path != NDET_PATH_TWOSHOT) {
+			/* One-shot: the whole chunk; reduce-scatter: segment `rank` of it. */
+			const uint64_t lane_off = scatter ? (uint64_t)a.rank * a.chunk_elems : 0;
 			if (writes)
-				ndet_reduce_range<DT, OP, NR>(a, own, slot, len,
-							      recv + start * sizeof(T),
-							      NDET_NO_FORWARD, scales);
-			continue;
+				ndet_reduce_range<DT, OP, NR>(a, lane_base, lane_off, len,
+							      recv + start * sizeof(T), false, scales);
+		} else {
+			/* Segments are whole 16-byte packs so lanes stay aligned. */
+			uint64_t seg = (len + a.nranks - 1) / a.nranks;
+			seg = (seg + E - 1) / E * E;
+			const uint64_t my_begin = min(len, (uint64_t)a.rank * seg);
+			const uint64_t my_end = min(len, my_begin + seg);
+			ndet_reduce_range<DT, OP, NR>(a, lane_base, my_begin, my_end - my_begin,
+						      writes ? recv + (start + my_begin) * sizeof(T)
+							     : nullptr,
+						      true, scales);
+			__syncthreads();
+			ndet_signal_all(a, offsetof(ndet_flags, reduced),
+					ndet_flag_pack(step, a.signature));
+			if (ndet_wait_all(a, st, st.me->reduced, step, true, 3) != 0)
+				return;
+			for (int j = 1; j < a.nranks && writes; j++) {
+				/* Rotate the source so ranks do not all read rank 0 first. */
+				const int q = (a.rank + j) % a.nranks;
+				const uint64_t q_begin = min(len, (uint64_t)q * seg);
+				const uint64_t q_end = min(len, q_begin + seg);
+				if (q_end > q_begin)
+					ndet_copy_bytes<true>(recv + (start + q_begin) * sizeof(T),
+							a.lanes[q] + lane_base + q_begin * sizeof(T),
+							(q_end - q_begin) * sizeof(T));
+			}
 		}
-		/* Two-shot: my segment, into recvbuff and slot `me` of every peer's half. */
-		const uint64_t my_begin = min(len, (uint64_t)me * seg);
-		const uint64_t my_end = min(len, my_begin + seg);
-		ndet_reduce_range<DT, OP, NR>(
-			a, own, slot, my_end - my_begin,
-			writes ? recv + (start + my_begin) * sizeof(T) : nullptr,
-			area + (uint64_t)(n + me) * slot, scales);
+
+		/* 6. My reads of every peer's lane are complete. */
 		__syncthreads();
-		ndet_signal_all(a, NDET_FLAGS_ARRAY(reduced, p), ndet_flag_pack(step, a.signature));
-		if (ndet_wait_all(a, st, st.me->reduced[p], step, true, 3) != 0)
-			return;
-		for (int j = 1; j < n && writes; j++) {
-			const int q = (me + j) % n;
-			const uint64_t q_begin = min(len, (uint64_t)q * seg);
-			const uint64_t q_end = min(len, q_begin + seg);
-			if (q_end > q_begin)
-				ndet_copy_bytes<true>(recv + (start + q_begin) * sizeof(T),
-						      own + (uint64_t)(n + q) * slot,
-						      (q_end - q_begin) * sizeof(T));
-		}
+		ndet_signal_all(a, offsetof(ndet_flags, done), ndet_flag_pack(step, 0));
 	}
 	if (threadIdx.x == 0)
 		a.step_counters[b] = step;

@@ -6,35 +6,28 @@
  * cudaGetLastError() after the launch and return the CUDA error code as an int
  * (0 = cudaSuccess), so C callers need no CUDA C++ headers.
  *
- * PROTOCOL (per block b, per step s; one step moves one chunk through lane b).
- * Data moves by PUSH: a rank stores into its peers' pools (stores over NVLink are
- * fire-and-forget) and reads only its own pool, so no load ever waits for a remote
- * round trip.  Each lane is split into two halves by the parity p = s & 1 of the
- * step, and every flag exists once per parity, so no "done" round is needed:
- *   1. push: store my contribution into slot `me` of half p of lane b of every rank
- *      (one-shot: the whole chunk; reduce-scatter: the chunk of destination block d
- *      to rank d; two-shot: segment d of the chunk to rank d)
- *   2. release-store ready[p][b][me] = PACK(s, signature) into every peer's flags
- *   3. acquire-wait ready[p][b][q] in my flags == PACK(s, ...) for every peer q and
+ * PROTOCOL (per block b, per step s; one step moves one chunk through lane b):
+ *   1. wait  done[b][q]  == s-1 for every peer q   (q finished reading my lane b)
+ *   2. copy my chunk of sendbuff into my lane b
+ *   3. release-store ready[b][me] = PACK(s, signature) into every peer q's flags
+ *   4. acquire-wait  ready[b][q] in my flags == PACK(s, ...) for every peer q and
  *      check q's signature equals mine (diverging calls -> error, not garbage)
- *   4. reduce the n slots of my own half p in tree order (all loads local)
- *      one-shot / reduce-scatter: into recvbuff; done
- *      two-shot: my segment into recvbuff and into slot `me` of the second area of
- *      half p of every peer; release reduced[p][b][me]; acquire every peer's
- *      reduced[p][b][q]; copy their segments from my own pool into recvbuff
- *   Reduce (root >= 0): as all-reduce, but only the root writes recvbuff.
- *   PreMulSum: at 1 each rank also stores its scalar, widened to the accumulation
- *   type, into scalar[p][b][me] of every rank; the reducer multiplies slot q's
- *   elements by scalar[p][b][q] of its own flags (read after the acquire of ready).
- * Why half p may be rewritten at step s + 2 without a "done" round: a rank r starts
- * step s + 2 only after step s + 1 received data from every peer q, and q sends its
- * step s + 1 data only after it finished every read of step s.  The same chain
- * makes the flag of parity p change only after its owner consumed the value of
- * step s, so flags compare for equality (modulo 2^40) and counter wrap-around is
- * harmless.  Step counters live in device memory (one per block, this rank only)
- * so CUDA-graph replays continue the sequence.  Only same-index blocks of
- * different ranks ever wait on each other; every rank runs the same plan, so the
- * blocks that take part in a call, and their step sequence, agree on every rank.
+ *   5a one-shot: read lane b of every rank, reduce in tree order, write recvbuff
+ *   5b two-shot: reduce my segment from every lane into recvbuff and back into my
+ *      own lane, release reduced[b][me] to every peer, acquire every peer's
+ *      reduced[b][q], copy their reduced segments into recvbuff
+ *   6. release-store done[b][me] = s into every peer q's flags
+ *   5c reduce-scatter: the lane holds n segments of chunk_elems each, segment d the
+ *      chunk of block d of sendbuff; rank r reduces segment r of every lane into
+ *      recvbuff (no second exchange).  Reduce (root >= 0): as 5a/5b, but only the
+ *      root writes recvbuff.
+ *   PreMulSum: at 2 each rank also stores its scalar, widened to the accumulation
+ *   type, into scalar[b] of its own flags; at 5 the reducer multiplies rank q's
+ *   elements by q's scalar (read after the acquire of ready[b][q]).
+ * Flags hold exact step values (compared for equality modulo 2^40), so a peer can be
+ * at most one step apart and counter wrap-around is harmless.  Step counters live in
+ * device memory (one per block, this rank only) so CUDA-graph replays continue the
+ * sequence.  Only same-index blocks of different ranks ever wait on each other.
  */
 #ifndef NDET_KERNELS_H_
 #define NDET_KERNELS_H_
@@ -83,21 +76,21 @@ typedef enum {
 
 /*
  * Flags region at the start of each rank's pool.  Peers write into it (remote
- * stores), its owner polls it (local loads).  One 64-bit word per (parity, block,
- * source).
+ * stores), its owner polls it (local loads).  One 64-bit word per (block, source).
  */
 struct ndet_flags {
-	uint64_t ready[2][NDET_KERNEL_MAX_BLOCKS][NDET_MAX_RANKS];
-	uint64_t reduced[2][NDET_KERNEL_MAX_BLOCKS][NDET_MAX_RANKS];
+	uint64_t ready[NDET_KERNEL_MAX_BLOCKS][NDET_MAX_RANKS];
+	uint64_t reduced[NDET_KERNEL_MAX_BLOCKS][NDET_MAX_RANKS];
+	uint64_t done[NDET_KERNEL_MAX_BLOCKS][NDET_MAX_RANKS];
 	uint64_t abort_word;            /* nonzero: some rank failed; leave at once */
 	uint64_t probe[NDET_MAX_RANKS]; /* setup write-and-verify probe, slot per writer */
 	uint64_t pad[15];
 	/*
-	 * PreMulSum: rank q's scalar for block b's step of parity p, widened to the
+	 * PreMulSum: this rank's scalar for block b's current step, widened to the
 	 * accumulation type (float bits in the low half, or double bits).  Written by
-	 * q before its ready, read by the owner after it, like the slot's data.
+	 * its owner before ready, read by peers after it, like the lane.
 	 */
-	uint64_t scalar[2][NDET_KERNEL_MAX_BLOCKS][NDET_MAX_RANKS];
+	uint64_t scalar[NDET_KERNEL_MAX_BLOCKS];
 };
 
 /* struct ndet_host_status, the engine's host-mapped status: ndet_types.h. */

@@ -190,7 +190,7 @@ ndet_status_t ndet_engine_error(const struct ndet_engine *engine, uint32_t *kern
 
 /*
  * Where the first kernel error was seen, for diagnostics (no CUDA call): the block,
- * the peer waited for, the step, the flag value last read and the wait (0 kernel start,
+ * the peer waited for, the step, the flag value last read and the wait (1 done,
  * 2 ready, 3 reduced).  Returns false, outputs untouched, when there is no error or
  * its details are not published complete (struct ndet_host_status, ndet_types.h).
  */

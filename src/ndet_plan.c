@@ -62,17 +62,10 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 	struct ndet_plan result;
 	memset(&result, 0, sizeof(result));
 	const uint64_t pack = 16 / size;
-	const uint64_t n = (uint64_t)params->nranks;
-	/*
-	 * The kernel's lane layout (ndet_kernels.h): a lane is split into two halves,
-	 * one per step parity; a half holds one slot per source rank, a whole chunk
-	 * each (one-shot, reduce-scatter), or two segments of ceil(chunk / n) rounded
-	 * to whole packs each (two-shot: its reduce-scatter and all-gather slots).
-	 */
-	const uint64_t half_elems = params->lane_bytes / 2 / 16 * 16 / size;
-	const uint64_t oneshot_lane_elems = half_elems / n / pack * pack;
-	const uint64_t twoshot_lane_elems = half_elems / (2 * n) / pack * pack * n;
-	if (oneshot_lane_elems == 0 || twoshot_lane_elems == 0)
+	/* Reduce-scatter: a lane holds one segment per rank. */
+	const uint64_t lane_elems =
+		params->lane_bytes / size / (scatter ? (uint64_t)params->nranks : 1) / pack * pack;
+	if (lane_elems == 0)
 		return NDET_ERR_INVALID_ARGUMENT;
 	if (params->count == 0) {
 		result.path = NDET_PATH_NONE;
@@ -103,8 +96,6 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 		uint64_t blocks = ndet_plan_div_up(bytes, per_block);
 		if (blocks > (uint64_t)params->max_blocks)
 			blocks = (uint64_t)params->max_blocks;
-		const uint64_t lane_elems = result.path == NDET_PATH_TWOSHOT ? twoshot_lane_elems
-									      : oneshot_lane_elems;
 		uint64_t chunk = ndet_plan_div_up(params->count, blocks);
 		chunk = ndet_plan_div_up(chunk, pack) * pack;
 		if (chunk > lane_elems)

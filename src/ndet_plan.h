@@ -13,9 +13,8 @@
  * and every element is reduced with the same tree whatever the path, so one-shot,
  * two-shot and any chunking give the same bits.  Reduce-scatter (NDET_PATH_SCATTER)
  * maps the elements of one rank block (count = recvcount) that way, every block at
- * once.  A chunk must fit the kernel's lane layout (ndet_kernels.h): half a lane
- * holds nranks slots of a chunk (one-shot, reduce-scatter) or 2 x nranks slots of
- * ceil(chunk / nranks) rounded up to whole 16-byte packs (two-shot).  Its bits are the all-reduce's for the same element (same tree):
+ * once: a lane holds nranks segments of chunk_elems, so chunk_elems is at most a
+ * lane / nranks.  Its bits are the all-reduce's for the same element (same tree):
  * an all-reduce equals the concatenation of the reduce-scatter blocks.
  */
 #ifndef NDET_PLAN_H_
@@ -35,7 +34,7 @@ extern "C" {
 /*
  * Smallest share of a message one block takes.  Small messages use few blocks (fewer
  * flags to exchange, the cost that dominates latency); large ones use every block.
- * NVLink model (8 GPUs, unverified there): one-shot pushes (n-1) x S per GPU, so
+ * NVLink model (8 GPUs, unverified on one GPU): one-shot pulls (n-1) x S per GPU, so
  * a block per 8 KiB keeps 24 blocks busy from 192 KiB; two-shot segments of
  * 32 KiB / n keep per-step sync cost below 10 % of a lane's transfer time.
  */
@@ -67,7 +66,7 @@ struct ndet_plan {
  * Plan one call.  NDET_ERR_INVALID_ARGUMENT for an invalid dtype/op/collective,
  * PreMulSum with an op other than sum, a root outside [0, nranks), nranks outside
  * [1, NDET_MAX_RANKS], max_blocks outside [1, NDET_KERNEL_MAX_BLOCKS] or a lane too
- * small for the layout above with one 16-byte pack per slot.
+ * small for one 16-byte pack (per rank, for reduce-scatter).
  */
 ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_plan *plan);
 

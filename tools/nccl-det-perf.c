@@ -837,10 +837,18 @@ static ndet_status_t perf_allgather(void *context, const void *send, void *recv,
 	world->sends[me->rank] = send;
 	pthread_barrier_wait(&world->barrier);
 	for (int r = 0; r < world->options.nranks; r++) {
-		if (cudaMemcpy((char *)recv + (size_t)r * bytes, world->sends[r], bytes,
-			       cudaMemcpyDefault) != cudaSuccess)
+		if (cudaMemcpyAsync((char *)recv + (size_t)r * bytes, world->sends[r], bytes,
+				    cudaMemcpyDefault, 0) != cudaSuccess)
 			return NDET_ERR_CUDA;
 	}
+	/*
+	 * The contract is "complete when it returns": a device-to-device cudaMemcpy may
+	 * return before its copy lands, and the peers reuse their send buffers once past
+	 * the barrier below.  The legacy stream: no stream of our own (several ranks
+	 * share one GPU's hardware queues in one process).
+	 */
+	if (cudaStreamSynchronize(0) != cudaSuccess)
+		return NDET_ERR_CUDA;
 	pthread_barrier_wait(&world->barrier);
 	return NDET_OK;
 }

@@ -81,10 +81,18 @@ static ndet_status_t loopback_allgather(void *context, const void *send, void *r
 	world->sends[me->rank] = send;
 	pthread_barrier_wait(&world->barrier);
 	for (int r = 0; r < world->nranks; r++) {
-		if (cudaMemcpy((char *)recv + (size_t)r * bytes, world->sends[r], bytes,
-			       cudaMemcpyDeviceToDevice) != cudaSuccess)
+		if (cudaMemcpyAsync((char *)recv + (size_t)r * bytes, world->sends[r], bytes,
+				    cudaMemcpyDeviceToDevice, 0) != cudaSuccess)
 			return NDET_ERR_CUDA;
 	}
+	/*
+	 * The contract is "complete when it returns": a device-to-device cudaMemcpy may
+	 * return before its copy lands, and the peers reuse their send buffers once past
+	 * the barrier below.  The legacy stream: no stream of our own (several ranks
+	 * share one GPU's hardware queues in one process).
+	 */
+	if (cudaStreamSynchronize(0) != cudaSuccess)
+		return NDET_ERR_CUDA;
 	pthread_barrier_wait(&world->barrier);
 	return NDET_OK;
 }
