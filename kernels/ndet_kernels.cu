@@ -598,28 +598,32 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 	st.me = a.flags[a.rank];
 	const uint32_t b = blockIdx.x;
 
+	__shared__ uint32_t host_aborted;
 	if (threadIdx.x == 0) {
 		first_step = a.step_counters[b];
 		/*
 		 * Before any flag or lane of a peer is touched: a poisoned engine fails
-		 * fast (later calls touch nothing), and so does an aborted one (a call
-		 * enqueued before ncclCommAbort/Revoke that starts after it).  A peer may
-		 * have poisoned us before this kernel ever waited: record that here, or
-		 * this rank's host would never learn that the call failed.  An abort is
-		 * recorded as such and passed to the peers, which would otherwise wait
-		 * for this rank until their deadline.
+		 * fast (later calls touch nothing).  Every failure a kernel records also
+		 * sets its own abort word (ndet_fail), so that local word says "poisoned";
+		 * a peer may have set it before this kernel ever waited: record that
+		 * here, or this rank's host would never learn that the call failed.
 		 */
 		const uint64_t abort_word = ndet_load_relaxed(&st.me->abort_word);
-		const bool failed = a.host_status->claim != 0 || a.host_status->error != 0;
-		const bool aborted = a.host_status->abort != 0;
-		poisoned = abort_word != 0 || failed || aborted;
-		if (!failed && aborted)
-			ndet_fail(a, NDET_KERNEL_ERR_ABORTED, (uint32_t)a.rank, first_step + 1, 0,
-				  0);
-		else if (!failed && abort_word != 0)
+		poisoned = abort_word != 0;
+		if (poisoned)
 			ndet_record_error(a, NDET_KERNEL_ERR_PEER, (uint32_t)(abort_word - 1),
 					  first_step + 1, 0, 0);
 	}
+	/*
+	 * The host's abort flag (a call enqueued before ncclCommAbort/Revoke that starts
+	 * after it) lives in host memory: a read crosses PCIe, about a microsecond.  It
+	 * is issued here by another warp and consumed only after the first copy-in,
+	 * which touches only this rank's own lane; an aborted call then fails, tells
+	 * its peers and leaves before it publishes anything.
+	 */
+	uint32_t host_abort = 0;
+	if (threadIdx.x == 32)
+		host_abort = a.host_status->abort;
 	__syncthreads();
 	if (poisoned)
 		return;
@@ -658,7 +662,14 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 		if (OP == kOpPremulSum && threadIdx.x == 0)
 			ndet_store_relaxed(&st.me->scalar[b],
 					   ndet_acc_bits(ndet_premul_scalar<DT>(a)));
+		if (k == 0 && (threadIdx.x == 32))
+			host_aborted = host_abort;
 		__syncthreads();
+		if (k == 0 && host_aborted != 0) {
+			if (threadIdx.x == 0)
+				ndet_fail(a, NDET_KERNEL_ERR_ABORTED, (uint32_t)a.rank, step, 0, 0);
+			return;
+		}
 
 		/* 3. Publish. */
 		ndet_debug_delay(a, step, 2);

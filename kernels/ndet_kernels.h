@@ -41,7 +41,7 @@
 extern "C" {
 #endif
 
-/* Threads per block of the all-reduce kernel. */
+/* Threads per block of the all-reduce kernel (at least 64: warp 1 reads the host flag). */
 #define NDET_KERNEL_THREADS 256
 
 /* Upper bound of NCCL_DET_MAX_BLOCKS (flag arrays are sized for it). */

@@ -79,7 +79,7 @@ struct ndet_host_status {
 	volatile uint32_t peer;
 	volatile uint64_t step;
 	volatile uint64_t observed; /* the flag value last seen in the failed wait */
-	volatile uint32_t phase;    /* 1 done, 2 ready, 3 reduced: which wait failed */
+	volatile uint32_t phase;    /* 0 kernel start, 1 done, 2 ready, 3 reduced: which wait */
 	volatile uint32_t rank;     /* the rank that recorded the error */
 	volatile uint32_t claim;    /* the code of the first failure: who writes the details */
 	uint32_t reserved;
