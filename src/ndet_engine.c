@@ -705,6 +705,7 @@ static bool ndet_engine_setup_map(void *member, const struct ndet_setup_payload 
 {
 	struct ndet_engine *engine = member;
 	engine->ranks_share_process = ndet_setup_table_shares_process(table, nranks);
+	engine->config.ranks_per_device = ndet_setup_table_ranks_per_device(table, nranks);
 	/* Before any peer can hold a pointer into our pool: from here on it is shared. */
 	engine->share = ndet_teardown_join(table, nranks, engine->config.rank);
 	engine->epoch = ndet_teardown_epoch(table, nranks);
@@ -954,6 +955,7 @@ ndet_status_t ndet_engine_plan_call_for_config(const struct ndet_engine_config *
 		.premul = call->premul != NDET_PREMUL_NONE,
 		.oneshot_max = config->oneshot_max,
 		.max_blocks = config->max_blocks,
+		.ranks_per_device = config->ranks_per_device,
 		.lane_bytes = ndet_engine_lane_bytes(config),
 	};
 	return ndet_plan_make(&params, plan);

@@ -39,6 +39,11 @@ struct ndet_engine_config {
 	int cuda_device;
 	uint64_t pool_size;     /* staging bytes (NCCL_DET_POOL_SIZE) */
 	int max_blocks;         /* NCCL_DET_MAX_BLOCKS */
+	/*
+	 * Set by the setup from the agreed table (an input of 0 is overwritten): the
+	 * most ranks on one GPU, which caps the grid (ndet_plan_grid_cap).
+	 */
+	int ranks_per_device;
 	uint64_t oneshot_max;   /* NCCL_DET_ONESHOT_MAX */
 	uint64_t timeout_ms;    /* NCCL_DET_TIMEOUT; 0 = never (tests only) */
 	uint64_t max_memory;    /* NCCL_DET_MAX_MEMORY */

@@ -46,6 +46,15 @@ static uint32_t ndet_plan_signature(const struct ndet_plan_params *params,
 	return folded == 0 ? 1u : folded;
 }
 
+uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params)
+{
+	const uint64_t sharing = params->ranks_per_device > 1 ? (uint64_t)params->ranks_per_device : 1;
+	uint64_t cap = NDET_PLAN_GRID_CAPACITY / sharing;
+	if (cap > (uint64_t)params->max_blocks)
+		cap = (uint64_t)params->max_blocks;
+	return cap < 1 ? 1 : cap;
+}
+
 ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_plan *plan)
 {
 	const unsigned size = ndet_plan_dtype_size(params->dtype);
@@ -90,12 +99,16 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 		 * same bytes moves; it takes the one-shot share per block below the
 		 * one-shot threshold (latency: few flags), the two-shot share above it.
 		 */
-		const uint64_t per_block = bytes <= params->oneshot_max
-						   ? NDET_PLAN_ONESHOT_BYTES_PER_BLOCK
-						   : NDET_PLAN_TWOSHOT_BYTES_PER_BLOCK;
+		const bool small = bytes <= params->oneshot_max;
+		const uint64_t per_block = small ? NDET_PLAN_ONESHOT_BYTES_PER_BLOCK
+						 : NDET_PLAN_TWOSHOT_BYTES_PER_BLOCK;
 		uint64_t blocks = ndet_plan_div_up(bytes, per_block);
-		if (blocks > (uint64_t)params->max_blocks)
-			blocks = (uint64_t)params->max_blocks;
+		if (blocks > NDET_PLAN_MID_BLOCKS)
+			blocks = NDET_PLAN_MID_BLOCKS;
+		if (!small && bytes / NDET_PLAN_LARGE_BYTES_PER_BLOCK > blocks)
+			blocks = bytes / NDET_PLAN_LARGE_BYTES_PER_BLOCK;
+		if (blocks > ndet_plan_grid_cap(params))
+			blocks = ndet_plan_grid_cap(params);
 		uint64_t chunk = ndet_plan_div_up(params->count, blocks);
 		chunk = ndet_plan_div_up(chunk, pack) * pack;
 		if (chunk > lane_elems)

@@ -41,6 +41,23 @@ extern "C" {
 #define NDET_PLAN_ONESHOT_BYTES_PER_BLOCK (8u * 1024u)
 #define NDET_PLAN_TWOSHOT_BYTES_PER_BLOCK (32u * 1024u)
 
+/*
+ * The grid in three tiers (measured on 2x H200, benchmark-results/): up to
+ * NDET_PLAN_MID_BLOCKS blocks at the quotas above; beyond that a two-shot message
+ * grows one block per NDET_PLAN_LARGE_BYTES_PER_BLOCK, up to the cap.  More blocks
+ * keep more loads in flight (large messages: 0.4x NCCL at 24 blocks, 0.77x at 96) but
+ * cost flags and steps that mid sizes feel (2 MiB: 54 us at 24 blocks, 88 us at 96).
+ */
+#define NDET_PLAN_MID_BLOCKS 24u
+#define NDET_PLAN_LARGE_BYTES_PER_BLOCK (1024u * 1024u)
+
+/*
+ * Blocks of all ranks on one GPU that must be resident at once: a block spins until
+ * its peers' same-index blocks run, so ranks sharing a GPU (tests, MPS) split this
+ * between them.  Two blocks per SM (the kernels' launch bounds) on a 96-SM GPU.
+ */
+#define NDET_PLAN_GRID_CAPACITY 192u
+
 struct ndet_plan_params {
 	uint64_t count; /* reduce-scatter: recvcount */
 	ndet_dtype_t dtype;
@@ -51,6 +68,7 @@ struct ndet_plan_params {
 	bool premul;          /* PreMulSum (op NDET_OP_SUM): never a plain copy, even on 1 rank */
 	uint64_t oneshot_max; /* bytes; agreed setting NCCL_DET_ONESHOT_MAX */
 	int max_blocks;       /* agreed setting NCCL_DET_MAX_BLOCKS */
+	int ranks_per_device; /* agreed (setup table): most ranks on one GPU; 0 = 1 */
 	uint64_t lane_bytes;  /* agreed: pool data bytes / max_blocks, multiple of 256 */
 };
 
@@ -69,6 +87,12 @@ struct ndet_plan {
  * small for one 16-byte pack (per rank, for reduce-scatter).
  */
 ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_plan *plan);
+
+/*
+ * The largest grid a call may get: NCCL_DET_MAX_BLOCKS, and no more than
+ * NDET_PLAN_GRID_CAPACITY / ranks_per_device (at least 1).
+ */
+uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params);
 
 /* Bytes per element of a dtype the engine supports, else 0. */
 unsigned ndet_plan_dtype_size(ndet_dtype_t dtype);

@@ -112,10 +112,11 @@ static const struct ndet_setting ndet_settings_table[] = {
      "device memory nccl-det may use per communicator, bytes; above it the communicator "
      "falls back to NCCL"},
     /*
-     * Enough blocks to saturate NVLink with copy-bound work, few enough to leave SMs
-     * to the compute the all-reduce overlaps (model in the notes).
+     * The cap of the grid; only messages of 24 MiB and more get past 24 blocks
+     * (ndet_plan.h: pulls need many loads in flight to fill NVLink), and ranks that
+     * share a GPU split 192 blocks between them.
      */
-    {"NCCL_DET_MAX_BLOCKS", NDET_SETTING_INT, "24", 1, 128, NDET_FIELD(max_blocks),
+    {"NCCL_DET_MAX_BLOCKS", NDET_SETTING_INT, "96", 1, 128, NDET_FIELD(max_blocks),
      "largest grid of one all-reduce kernel; equal on all ranks"},
     /* Shakes out missing synchronisation; 10 ms keeps test runs bounded. */
     {"NCCL_DET_DEBUG_DELAY", NDET_SETTING_NANOSECONDS, "0", 0, 10000000, NDET_FIELD(debug_delay_ns),

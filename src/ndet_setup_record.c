@@ -291,6 +291,20 @@ bool ndet_setup_table_shares_process(const struct ndet_setup_payload *table, int
 	return false;
 }
 
+int ndet_setup_table_ranks_per_device(const struct ndet_setup_payload *table, int nranks)
+{
+	int most = nranks > 0 ? 1 : 0;
+	for (int r = 0; r < nranks; r++) {
+		int same = 0;
+		for (int q = 0; q < nranks; q++)
+			same += memcmp(table[r].device_uuid, table[q].device_uuid,
+				       sizeof(table[r].device_uuid)) == 0;
+		if (same > most)
+			most = same;
+	}
+	return most;
+}
+
 const char *ndet_verdict_reason_name(ndet_verdict_reason_t reason)
 {
 	static const char *const names[NDET_VERDICT_COUNT] = {

@@ -180,6 +180,9 @@ ndet_peer_kind_t ndet_setup_peer_kind(const struct ndet_setup_payload *table, in
  */
 bool ndet_setup_table_shares_process(const struct ndet_setup_payload *table, int nranks);
 
+/* The most ranks of the table on one GPU (same device UUID); 0 for an empty table. */
+int ndet_setup_table_ranks_per_device(const struct ndet_setup_payload *table, int nranks);
+
 /* Text for logs: the cause and the fix. */
 const char *ndet_verdict_reason_name(ndet_verdict_reason_t reason);
 const char *ndet_verdict_reason_fix(ndet_verdict_reason_t reason);

@@ -224,6 +224,58 @@ static void test_plan_is_a_function_of_its_inputs(void **state)
  * mapping in every block at once), n segments of a chunk fit one lane, the scatter
  * path whatever the size, a copy on one rank.
  */
+/*
+ * The grid tiers: up to 24 blocks by the per-block quotas, then one block per MiB of a
+ * two-shot message, never more than NCCL_DET_MAX_BLOCKS or the GPU's share
+ * (NDET_PLAN_GRID_CAPACITY / ranks on one GPU).
+ */
+static void test_plan_grid_tiers(void **state)
+{
+	(void)state;
+	struct ndet_plan plan;
+	struct ndet_plan_params p = params_of(1, NDET_DTYPE_BF16, 2);
+	p.max_blocks = 96;
+	p.lane_bytes = (32u << 20) / 96 / 256 * 256;
+	static const struct {
+		uint64_t bytes;
+		int ranks_per_device;
+		uint32_t blocks;
+	} cases[] = {
+		{8, 1, 1},
+		{32 << 10, 1, 4},
+		{256 << 10, 1, 24},       /* one-shot: 32 by quota, held at 24 */
+		{2 << 20, 1, 24},         /* two-shot, 64 by quota, held at 24 */
+		{16 << 20, 1, 24},
+		{48 << 20, 1, 48},        /* one block per MiB */
+		{1ull << 30, 1, 96},      /* the setting */
+		{1ull << 30, 3, 64},      /* 192 / 3 */
+		{1ull << 30, 8, 24},      /* 192 / 8 */
+		{256 << 10, 16, 12},      /* 192 / 16 */
+		{1ull << 30, 300, 1},     /* never below one block */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		p.count = cases[i].bytes / 2;
+		p.ranks_per_device = cases[i].ranks_per_device;
+		assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+		assert_int_equal(plan.blocks, cases[i].blocks);
+		check_coverage(&p, &plan);
+	}
+	/* A smaller setting caps every tier. */
+	p.max_blocks = 16;
+	p.count = (1ull << 30) / 2;
+	p.ranks_per_device = 1;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.blocks, 16);
+	/* The signature tells grids apart: ranks must agree on ranks_per_device. */
+	struct ndet_plan other;
+	p.max_blocks = 96;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	p.ranks_per_device = 4;
+	assert_int_equal(ndet_plan_make(&p, &other), NDET_OK);
+	assert_int_not_equal(plan.blocks, other.blocks);
+	assert_int_not_equal(plan.signature, other.signature);
+}
+
 static void test_plan_reduce_scatter(void **state)
 {
 	(void)state;
@@ -330,6 +382,7 @@ int main(void)
 		cmocka_unit_test(test_plan_covers_every_element_once),
 		cmocka_unit_test(test_plan_chunks_large_messages),
 		cmocka_unit_test(test_plan_is_a_function_of_its_inputs),
+		cmocka_unit_test(test_plan_grid_tiers),
 		cmocka_unit_test(test_plan_reduce_scatter),
 		cmocka_unit_test(test_plan_reduce_and_premulsum),
 		cmocka_unit_test(test_plan_signature_names_the_collective),

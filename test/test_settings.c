@@ -178,7 +178,7 @@ static void test_settings_defaults(void **state)
 	assert_int_equal(settings->oneshot_max, 256 * 1024);
 	assert_int_equal(settings->timeout_ms, 1800 * 1000);
 	assert_int_equal(settings->max_memory, GIB);
-	assert_int_equal(settings->max_blocks, 24);
+	assert_int_equal(settings->max_blocks, 96);
 	assert_int_equal(settings->debug_delay_ns, 0);
 	assert_string_equal(settings->nccl_library, "");
 	assert_int_equal(settings->test_fail, NDET_FAULT_NONE);
@@ -395,11 +395,11 @@ static const struct test_bad_value test_bad_values[] = {
      "using default 1800"},
     {"NCCL_DET_MAX_MEMORY", "1023K", "\"1023K\"", "[1MiB, 1TiB]", "using default 1GiB"},
     {"NCCL_DET_MAX_MEMORY", "2T", "\"2T\"", "[1MiB, 1TiB]", "using default 1GiB"},
-    {"NCCL_DET_MAX_BLOCKS", "0", "\"0\"", "[1, 128]", "using default 24"},
-    {"NCCL_DET_MAX_BLOCKS", "129", "\"129\"", "[1, 128]", "using default 24"},
-    {"NCCL_DET_MAX_BLOCKS", "24abc", "\"24abc\"", "[1, 128]", "using default 24"},
-    {"NCCL_DET_MAX_BLOCKS", "4294967320", "\"4294967320\"", "[1, 128]", "using default 24"},
-    {"NCCL_DET_MAX_BLOCKS", "24K", "\"24K\"", "[1, 128]", "using default 24"},
+    {"NCCL_DET_MAX_BLOCKS", "0", "\"0\"", "[1, 128]", "using default 96"},
+    {"NCCL_DET_MAX_BLOCKS", "129", "\"129\"", "[1, 128]", "using default 96"},
+    {"NCCL_DET_MAX_BLOCKS", "24abc", "\"24abc\"", "[1, 128]", "using default 96"},
+    {"NCCL_DET_MAX_BLOCKS", "4294967320", "\"4294967320\"", "[1, 128]", "using default 96"},
+    {"NCCL_DET_MAX_BLOCKS", "24K", "\"24K\"", "[1, 128]", "using default 96"},
     {"NCCL_DET_DEBUG_DELAY", "10000001", "\"10000001\"", "[0, 10000000]", "using default 0"},
     {"NCCL_DET_TEST_FAIL", "bogus", "\"bogus\"", "alloc, ipc_open, probe", "using default none"},
     {"NCCL_DET_TEST_FAIL", "alloc@", "\"alloc@\"", "@RANK", "using default none"},
@@ -502,7 +502,7 @@ static void test_settings_control_bytes_cannot_forge_log_lines(void **state)
 {
 	test_setenv("NCCL_DET_MAX_BLOCKS", "7\nhost:1:1 NCCL-DET WARN forged");
 	const struct ndet_settings *settings = test_reparse();
-	assert_int_equal(settings->max_blocks, 24);
+	assert_int_equal(settings->max_blocks, 96);
 	char *log = test_read_log();
 	assert_int_equal(test_count_lines(log, "NCCL-DET WARN"), 1);
 	assert_non_null(strstr(log, "NCCL_DET_MAX_BLOCKS=\"7\\x0ahost:1:1"));
@@ -631,7 +631,7 @@ static void test_settings_info_dump(void **state)
 	snprintf(expected, sizeof(expected), "NCCL-DET INFO NCCL_DET_STRICT=1 (%s)",
 		 test_system_conf);
 	assert_int_equal(test_count_lines(log, expected), 1);
-	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_MAX_BLOCKS=24 (default)"),
+	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_MAX_BLOCKS=96 (default)"),
 			 1);
 	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_DEBUG=INFO (environment)"),
 			 1);
@@ -692,8 +692,11 @@ static void test_settings_agreement_hash_fields(void **state)
 {
 	const struct ndet_settings *defaults = test_reparse();
 	uint64_t base = ndet_settings_agreement_hash(defaults);
-	/* Pinned: every release must serialize the same settings to the same bytes. */
-	assert_int_equal(base, UINT64_C(0xb2cef55ee4dac656));
+	/*
+	 * Pinned: every release must serialize the same settings to the same bytes (the
+	 * value changes only with a default: NCCL_DET_MAX_BLOCKS 24 -> 96 in 0.1.0).
+	 */
+	assert_int_equal(base, UINT64_C(0x5903607aa71c41ae));
 
 	struct ndet_settings changed;
 	memcpy(&changed, defaults, sizeof(changed));

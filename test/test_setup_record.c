@@ -623,6 +623,24 @@ static void test_evaluate_unknown_namespaces(void **state)
 	assert_int_equal(ndet_setup_peer_kind(table, 1, 1), NDET_PEER_SELF);
 }
 
+/* The grid cap's input: the most ranks that share one GPU, from the device UUIDs. */
+static void test_ranks_per_device(void **state)
+{
+	(void)state;
+	struct ndet_setup_payload table[6];
+	make_table(table, 6);
+	assert_int_equal(ndet_setup_table_ranks_per_device(table, 6), 1);
+	assert_int_equal(ndet_setup_table_ranks_per_device(table, 0), 0);
+	/* Ranks 1, 4 and 5 on one GPU, ranks 0 and 2 on another: 3. */
+	memcpy(table[4].device_uuid, table[1].device_uuid, sizeof(table[1].device_uuid));
+	memcpy(table[5].device_uuid, table[1].device_uuid, sizeof(table[1].device_uuid));
+	memcpy(table[2].device_uuid, table[0].device_uuid, sizeof(table[0].device_uuid));
+	assert_int_equal(ndet_setup_table_ranks_per_device(table, 6), 3);
+	/* One differing byte is another GPU. */
+	table[5].device_uuid[15] ^= 1;
+	assert_int_equal(ndet_setup_table_ranks_per_device(table, 6), 2);
+}
+
 static void test_peer_kind_needs_same_pid_and_namespace(void **state)
 {
 	(void)state;
@@ -717,6 +735,7 @@ int main(void)
 		cmocka_unit_test(test_evaluate_check_order),
 		cmocka_unit_test(test_evaluate_unknown_namespaces),
 		cmocka_unit_test(test_peer_kind_needs_same_pid_and_namespace),
+		cmocka_unit_test(test_ranks_per_device),
 		cmocka_unit_test(test_evaluate_bad_arguments),
 		cmocka_unit_test(test_reason_texts),
 	};

@@ -574,6 +574,8 @@ static struct ndet_engine_config perf_engine_config(const struct perf_world *wor
 		.cuda_device = rank % world->ngpus,
 		.pool_size = settings->pool_size,
 		.max_blocks = settings->max_blocks,
+		/* What the setup will agree (rank r on GPU r % ngpus), for planned rows. */
+		.ranks_per_device = (world->options.nranks + world->ngpus - 1) / world->ngpus,
 		.oneshot_max = settings->oneshot_max,
 		.timeout_ms = 20000,
 		.max_memory = settings->max_memory,
