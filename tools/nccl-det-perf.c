@@ -40,13 +40,24 @@
 #include "ndet_reference.h"
 #include "ndet_settings.h"
 
+/*
+ * A fatal error, possibly on one rank's thread while the others are inside CUDA or
+ * NCCL calls: exit() would run exit handlers under their feet (a segfault was seen
+ * after an NCCL failure inside a capture); leave at once with the output flushed.
+ */
+static _Noreturn void perf_die(void)
+{
+	fflush(NULL);
+	_exit(1);
+}
+
 #define PERF_CHECK(call) \
 	do { \
 		cudaError_t perf_err_ = (call); \
 		if (perf_err_ != cudaSuccess) { \
 			fprintf(stderr, "nccl-det-perf: %s failed: %s\n", #call, \
 				cudaGetErrorString(perf_err_)); \
-			exit(1); \
+			perf_die(); \
 		} \
 	} while (0)
 
@@ -900,7 +911,7 @@ static void perf_check_engine(struct perf_rank *me)
 			"every rank's blocks must be resident at once: lower NCCL_DET_MAX_BLOCKS so "
 			"that ranks x blocks fits the GPU.\n",
 			me->rank, kernel_error);
-		exit(1);
+		perf_die();
 	}
 }
 
@@ -913,7 +924,7 @@ static void perf_check_nccl(struct perf_rank *me, ncclResult_t result, const cha
 		return;
 	fprintf(stderr, "nccl-det-perf: rank %d: NCCL %s failed: %s\n", me->rank, what,
 		nccl->get_error_string(result));
-	exit(1);
+	perf_die();
 }
 
 static void perf_launch(struct perf_rank *me, enum perf_impl impl, const void *send, void *recv,
@@ -953,6 +964,15 @@ static double perf_time(struct perf_rank *me, enum perf_impl impl, enum perf_mod
 	const char *send = symmetric ? me->symmetric_send : me->send;
 	char *recv = symmetric ? me->symmetric_recv : me->recv;
 	cudaGraphExec_t exec = NULL;
+	/*
+	 * Eager warm-up first in both modes: NCCL connects lazily at a communicator's
+	 * first call of a kind, which fails inside a capture ("internal error", NCCL
+	 * 2.28 with -G 1).
+	 */
+	for (int i = 0; i < world->options.warmup; i++)
+		perf_launch(me, impl, send, recv, row);
+	PERF_CHECK(cudaStreamSynchronize(me->stream));
+	pthread_barrier_wait(&world->barrier);
 	if (mode == PERF_GRAPH) {
 		cudaGraph_t graph;
 		PERF_CHECK(cudaStreamBeginCapture(me->stream, cudaStreamCaptureModeThreadLocal));
@@ -961,10 +981,7 @@ static double perf_time(struct perf_rank *me, enum perf_impl impl, enum perf_mod
 		PERF_CHECK(cudaStreamEndCapture(me->stream, &graph));
 		PERF_CHECK(cudaGraphInstantiate(&exec, graph, 0));
 		PERF_CHECK(cudaGraphDestroy(graph));
-		PERF_CHECK(cudaGraphLaunch(exec, me->stream)); /* warm-up */
-	} else {
-		for (int i = 0; i < world->options.warmup; i++)
-			perf_launch(me, impl, send, recv, row);
+		PERF_CHECK(cudaGraphLaunch(exec, me->stream)); /* the graph's own warm-up */
 	}
 	PERF_CHECK(cudaStreamSynchronize(me->stream));
 	pthread_barrier_wait(&world->barrier);
@@ -1247,7 +1264,7 @@ static void *perf_rank_main(void *argument)
 		fprintf(stderr, "nccl-det-perf: rank %d: engine setup failed: %s (%s, rank %d)\n",
 			me->rank, ndet_status_name(st), ndet_verdict_reason_name(verdict.reason),
 			verdict.offending_rank);
-		exit(1);
+		perf_die();
 	}
 	if (me->rank == 0)
 		perf_measure_copy(world);
@@ -1268,7 +1285,7 @@ static void *perf_rank_main(void *argument)
 	world->recv_host[me->rank] = malloc(o->max_bytes + 16);
 	if (me->host_in == NULL || world->recv_host[me->rank] == NULL) {
 		fprintf(stderr, "nccl-det-perf: rank %d: out of host memory\n", me->rank);
-		exit(1);
+		perf_die();
 	}
 	if (world->symmetric_on)
 		perf_symmetric_setup(me);

@@ -224,8 +224,11 @@ static void *loopback_thread(void *argument)
 
 		/*
 		 * A call that takes longer than the timeout but keeps progressing (random
-		 * pauses of up to 3 x NDET_TEST_SLOW_DELAY_NS per step, 16 steps).
+		 * pauses of up to 3 x NDET_TEST_SLOW_DELAY_NS per step, 16 steps: the
+		 * small pool and grid below, whatever NDET_TEST_POOL and _BLOCKS say).
 		 */
+		config.pool_size = 1u << 20;
+		config.max_blocks = 4;
 		config.timeout_ms = 1500;
 		config.debug_delay_ns = (unsigned)env_u64("NDET_TEST_SLOW_DELAY_NS", 100000000);
 		if (!recreate(&gpu, &config, me, &verdict))
