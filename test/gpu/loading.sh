@@ -33,7 +33,11 @@ job() {
 	shift 2
 	local port=$((20000 + RANDOM % 20000)) pids="" r rc=0
 	for ((r = 0; r < n; r++)); do
-		RANK=$r WORLD=$n PORT=$port NCCL_HOSTID=ndet-h$r timeout 150 "$@" \
+		# GPU 0 only: JAX would give each process every visible GPU (its mesh then
+		# has N x GPUs devices, which the scripts' one-device-per-process shapes
+		# do not divide: seen on a 2-GPU machine).
+		CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} \
+			RANK=$r WORLD=$n PORT=$port NCCL_HOSTID=ndet-h$r timeout 150 "$@" \
 			>"$OUT/loading-$tag-$r.out" 2>"$OUT/loading-$tag-$r.err" &
 		pids="$pids $!"
 		[ $r -eq 0 ] && sleep 3
