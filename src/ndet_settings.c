@@ -98,9 +98,11 @@ static const struct ndet_setting ndet_settings_table[] = {
      "staging pool per rank and communicator, bytes (K/M/G/T suffixes); equal on all ranks"},
     /*
      * One-shot reads every peer's whole buffer: lowest latency while messages are
-     * small, n-fold traffic when they are not (crossover model in the notes).
+     * small, n-fold traffic when they are not.  Measured on 2x H200 (the crossover
+     * only moves down with more ranks): two-shot wins from 128 KiB (19 vs 25 us),
+     * 256 KiB (23 vs 34 us); benchmark-results/2026-11-30-h200x2-vs-nccl.txt.
      */
-    {"NCCL_DET_ONESHOT_MAX", NDET_SETTING_SIZE, "256KiB", 0, NDET_GIB, NDET_FIELD(oneshot_max),
+    {"NCCL_DET_ONESHOT_MAX", NDET_SETTING_SIZE, "64KiB", 0, NDET_GIB, NDET_FIELD(oneshot_max),
      "largest message reduced one-shot, bytes; larger ones go two-shot; equal on all ranks"},
     /*
      * Longer than PyTorch's 10-minute watchdog so that its diagnostics come first.

@@ -175,7 +175,7 @@ static void test_settings_defaults(void **state)
 	assert_false(settings->strict);
 	assert_false(settings->stats);
 	assert_int_equal(settings->pool_size, 32 * MIB);
-	assert_int_equal(settings->oneshot_max, 256 * 1024);
+	assert_int_equal(settings->oneshot_max, 64 * 1024);
 	assert_int_equal(settings->timeout_ms, 1800 * 1000);
 	assert_int_equal(settings->max_memory, GIB);
 	assert_int_equal(settings->max_blocks, 96);
@@ -385,8 +385,8 @@ static const struct test_bad_value test_bad_values[] = {
     {"NCCL_DET_POOL_SIZE", " 32M", "\" 32M\"", "[1MiB, 16GiB]", "using default 32MiB"},
     {"NCCL_DET_POOL_SIZE", "0x2000000", "\"0x2000000\"", "[1MiB, 16GiB]", "using default 32MiB"},
     {"NCCL_DET_POOL_SIZE", "M", "\"M\"", "[1MiB, 16GiB]", "using default 32MiB"},
-    {"NCCL_DET_ONESHOT_MAX", "1025M", "\"1025M\"", "[0, 1GiB]", "using default 256KiB"},
-    {"NCCL_DET_ONESHOT_MAX", "1P", "\"1P\"", "[0, 1GiB]", "using default 256KiB"},
+    {"NCCL_DET_ONESHOT_MAX", "1025M", "\"1025M\"", "[0, 1GiB]", "using default 64KiB"},
+    {"NCCL_DET_ONESHOT_MAX", "1P", "\"1P\"", "[0, 1GiB]", "using default 64KiB"},
     {"NCCL_DET_TIMEOUT", "0", "\"0\"", "[1, 604800]", "using default 1800"},
     {"NCCL_DET_TIMEOUT", "604801", "\"604801\"", "[1, 604800]", "using default 1800"},
     {"NCCL_DET_TIMEOUT", "10s", "\"10s\"", "[1, 604800]", "using default 1800"},
@@ -582,7 +582,7 @@ static void test_settings_conf_file_precedence(void **state)
 	test_setenv("NCCL_CONF_FILE", other_conf);
 	settings = test_reparse();
 	assert_int_equal(settings->pool_size, 8 * MIB);
-	assert_int_equal(settings->oneshot_max, 256 * 1024);
+	assert_int_equal(settings->oneshot_max, 64 * 1024);
 	assert_int_equal(settings->max_blocks, 7);
 	assert_true(settings->stats);
 	assert_int_equal(test_count_log_lines("WARN"), 0);
@@ -694,9 +694,10 @@ static void test_settings_agreement_hash_fields(void **state)
 	uint64_t base = ndet_settings_agreement_hash(defaults);
 	/*
 	 * Pinned: every release must serialize the same settings to the same bytes (the
-	 * value changes only with a default: NCCL_DET_MAX_BLOCKS 24 -> 96 in 0.1.0).
+	 * value changes only with a default: NCCL_DET_MAX_BLOCKS 24 -> 96 and
+	 * NCCL_DET_ONESHOT_MAX 256 KiB -> 64 KiB in 0.1.0).
 	 */
-	assert_int_equal(base, UINT64_C(0x5903607aa71c41ae));
+	assert_int_equal(base, UINT64_C(0x18999742e99a92e3));
 
 	struct ndet_settings changed;
 	memcpy(&changed, defaults, sizeof(changed));

@@ -604,6 +604,8 @@ static const char *perf_path_name(ndet_path_t path)
 		return "2shot";
 	case NDET_PATH_COPY:
 		return "copy";
+	case NDET_PATH_SCATTER:
+		return "rs";
 	default:
 		return "none";
 	}
