@@ -12,6 +12,9 @@
 #   test/gpu/loading.sh tuner    NCCL_TUNER_PLUGIN only: the job runs, NCCL's log shows
 #                                nccl-det's tuner and tree/simple all-reduces
 #   test/gpu/loading.sh conf     the cluster recipe: NCCL_DET_ENABLE from NCCL_CONF_FILE
+#   test/gpu/loading.sh torchrun the README's torchrun recipe on every visible GPU (needs
+#                                two or more): `nccl-det-run torchrun ...` and a hand-written
+#                                LD_PRELOAD give the same bits, diverted, one rank per GPU
 #   test/gpu/loading.sh all
 #
 # BUILD is the build tree (default: ../.. of this script); logs under $OUT.
@@ -98,6 +101,39 @@ if [ "$tier" = torch ] || [ "$tier" = all ]; then
 		b=$(grep '^{' "$OUT/loading-torch-run-$r.out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["digest"])')
 		check "torch rank $r: nccl-det-run bits == LD_PRELOAD bits" test -n "$a" -a "$a" = "$b"
 	done
+fi
+
+if [ "$tier" = torchrun ] || [ "$tier" = all ]; then
+	gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+	if [ "$gpus" -lt 2 ]; then
+		echo "SKIP torchrun: $gpus GPU(s) visible, the recipe needs two or more"
+	else
+		trun() { # TAG CMD-PREFIX...: torchrun on every GPU, stdout to $OUT/loading-TAG.out
+			local tag=$1
+			shift
+			timeout 200 "$@" torchrun --standalone --nproc-per-node="$gpus" \
+				"$here/torch_preload.py" >"$OUT/loading-$tag.out" 2>"$OUT/loading-$tag.err"
+		}
+		check "torchrun preloaded by hand" trun torchrun-preload env LD_PRELOAD="$preload_lib" \
+			NCCL_DET_STATS=1
+		check "torchrun via nccl-det-run" trun torchrun-run env NDET_RUN_PRELOAD_LIB="$preload_lib" \
+			NDET_RUN_DROPIN_DIR="$dropin_dir" NCCL_DET_STATS=1 "$run_tool"
+		for tag in torchrun-preload torchrun-run; do
+			check "$tag: every rank mapped nccl-det" python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+sys.exit(0 if len(rows) == int(sys.argv[2]) and all(r["nccl_det_mapped"] for r in rows) else 1)' \
+				"$OUT/loading-$tag.out" "$gpus"
+			# The float all-reduces went through nccl-det (its per-communicator stats).
+			check "$tag: calls diverted" grep -q "NCCL-DET STATS.*diverted [1-9]" "$OUT/loading-$tag.err" "$OUT/loading-$tag.out"
+		done
+		digests() { grep '^{' "$OUT/loading-$1.out" | python3 -c '
+import json, sys
+print(" ".join(d["digest"] for d in sorted((json.loads(l) for l in sys.stdin), key=lambda d: d["rank"])))'; }
+		a=$(digests torchrun-preload)
+		b=$(digests torchrun-run)
+		check "torchrun: nccl-det-run bits == LD_PRELOAD bits" test -n "$a" -a "$a" = "$b"
+	fi
 fi
 
 if [ "$tier" = tuner ] || [ "$tier" = all ]; then

@@ -5,7 +5,9 @@ Prints, as one JSON line: a hash of the all-reduce results, the libnccl path map
 this process, the runtime NCCL version (ncclGetVersion of that library), and whether
 libnccl-det.so is mapped.  test/gpu/torch_preload.sh runs it with and without
 LD_PRELOAD and compares.
-Environment: RANK, WORLD, PORT.
+Environment: RANK, WORLD, PORT (every rank on GPU 0, NCCL_HOSTID per process); or,
+under torchrun, its RANK, WORLD_SIZE, LOCAL_RANK and rendezvous (rank r on GPU
+LOCAL_RANK).
 """
 import ctypes
 import hashlib
@@ -20,10 +22,15 @@ from ndet_maps import mapped, nccl_det_libraries
 
 
 def main():
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD"])
-    torch.cuda.set_device(0)
-    dist.init_process_group("nccl", rank=rank, world_size=world,
-                            init_method="tcp://127.0.0.1:%s" % os.environ["PORT"])
+    if "LOCAL_RANK" in os.environ:  # torchrun
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
+        dist.init_process_group("nccl")
+    else:
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD"])
+        torch.cuda.set_device(0)
+        dist.init_process_group("nccl", rank=rank, world_size=world,
+                                init_method="tcp://127.0.0.1:%s" % os.environ["PORT"])
     digest = hashlib.sha256()
     generator = torch.Generator().manual_seed(1234 + rank)
     for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int32):
