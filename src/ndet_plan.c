@@ -103,8 +103,10 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 		const uint64_t per_block = small ? NDET_PLAN_ONESHOT_BYTES_PER_BLOCK
 						 : NDET_PLAN_TWOSHOT_BYTES_PER_BLOCK;
 		uint64_t blocks = ndet_plan_div_up(bytes, per_block);
-		if (blocks > NDET_PLAN_MID_BLOCKS)
-			blocks = NDET_PLAN_MID_BLOCKS;
+		const uint64_t tier = bytes < NDET_PLAN_MID_BYTES ? NDET_PLAN_SMALL_BLOCKS
+								  : NDET_PLAN_MID_BLOCKS;
+		if (blocks > tier)
+			blocks = tier;
 		if (!small && bytes / NDET_PLAN_LARGE_BYTES_PER_BLOCK > blocks)
 			blocks = bytes / NDET_PLAN_LARGE_BYTES_PER_BLOCK;
 		if (blocks > ndet_plan_grid_cap(params))

@@ -42,12 +42,16 @@ extern "C" {
 #define NDET_PLAN_TWOSHOT_BYTES_PER_BLOCK (32u * 1024u)
 
 /*
- * The grid in three tiers (measured on 2x H200, benchmark-results/): up to
- * NDET_PLAN_MID_BLOCKS blocks at the quotas above; beyond that a two-shot message
- * grows one block per NDET_PLAN_LARGE_BYTES_PER_BLOCK, up to the cap.  More blocks
- * keep more loads in flight (large messages: 0.4x NCCL at 24 blocks, 0.77x at 96) but
- * cost flags and steps that mid sizes feel (2 MiB: 54 us at 24 blocks, 88 us at 96).
+ * The grid in tiers (measured on 2x H200, benchmark-results/): blocks at the quotas
+ * above, at most NDET_PLAN_SMALL_BLOCKS below NDET_PLAN_MID_BYTES and
+ * NDET_PLAN_MID_BLOCKS from there; a two-shot message then grows one block per
+ * NDET_PLAN_LARGE_BYTES_PER_BLOCK, up to the cap.  More blocks keep more loads in
+ * flight (large messages: 0.4x NCCL at 24 blocks, 0.8x at 96) but cost flags that
+ * mid sizes feel: 1 MiB took 35.0 / 32.8 / 45.8 us with 12 / 16 / 24 blocks, 4 MiB
+ * 61.4 / 53.6 / 60.2 us, 16 MiB 175 / 140 / 124 us.
  */
+#define NDET_PLAN_SMALL_BLOCKS 16u
+#define NDET_PLAN_MID_BYTES (8u * 1024u * 1024u)
 #define NDET_PLAN_MID_BLOCKS 24u
 #define NDET_PLAN_LARGE_BYTES_PER_BLOCK (1024u * 1024u)
 

@@ -235,6 +235,7 @@ static void test_plan_grid_tiers(void **state)
 	struct ndet_plan plan;
 	struct ndet_plan_params p = params_of(1, NDET_DTYPE_BF16, 2);
 	p.max_blocks = 96;
+	p.oneshot_max = 64 << 10; /* the default */
 	p.lane_bytes = (32u << 20) / 96 / 256 * 256;
 	static const struct {
 		uint64_t bytes;
@@ -243,14 +244,16 @@ static void test_plan_grid_tiers(void **state)
 	} cases[] = {
 		{8, 1, 1},
 		{32 << 10, 1, 4},
-		{256 << 10, 1, 24},       /* one-shot: 32 by quota, held at 24 */
-		{2 << 20, 1, 24},         /* two-shot, 64 by quota, held at 24 */
+		{256 << 10, 1, 8},        /* two-shot quota */
+		{2 << 20, 1, 16},         /* 64 by quota, held at 16 below 8 MiB */
+		{(8 << 20) - 16, 1, 16},
+		{8 << 20, 1, 24},         /* 24 from 8 MiB */
 		{16 << 20, 1, 24},
 		{48 << 20, 1, 48},        /* one block per MiB */
 		{1ull << 30, 1, 96},      /* the setting */
 		{1ull << 30, 3, 64},      /* 192 / 3 */
 		{1ull << 30, 8, 24},      /* 192 / 8 */
-		{256 << 10, 16, 12},      /* 192 / 16 */
+		{8 << 20, 16, 12},        /* 192 / 16 */
 		{1ull << 30, 300, 1},     /* never below one block */
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
