@@ -10,7 +10,8 @@ Cases (test/gpu/torch_extras.sh runs each with N processes on one GPU):
               the same calls made eagerly give the same bits.  With
               TORCH_NCCL_USE_COMM_NONBLOCKING=1 nccl-det's setup itself runs inside
               the capture (non-blocking communicators are set up at their first
-              eligible call).
+              eligible call; one eager int32 all-reduce first makes PyTorch create
+              the communicator, which NCCL cannot do inside a capture).
   expandable  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (buffers are cuMem/VMM
               memory, which CUDA IPC cannot export): all-reduces at interior offsets of
               such buffers, bit-exact.
@@ -154,6 +155,15 @@ def case_graph(me):
              (torch.float16, "max", 7), (torch.float64, "avg", 4099),
              (torch.float32, "prod", (1 << 20) + 3), (torch.bfloat16, "min", 1)]
     buffers = [torch.zeros(count, dtype=dtype, device=me.device) for dtype, _, count in calls]
+    if os.environ.get("TORCH_NCCL_USE_COMM_NONBLOCKING") == "1":
+        # PyTorch creates the communicator at its first collective, and NCCL cannot
+        # initialise a non-blocking one inside a global-mode capture: its init thread's
+        # CUDA calls are refused ("operation not permitted when stream is capturing",
+        # NCCL 2.28.9, before nccl-det is involved at all).  One eager int32
+        # all-reduce (forwarded) creates it; nccl-det's setup still waits for the
+        # first eligible call, which is inside the capture below.
+        warm = torch.ones(5, dtype=torch.int32, device=me.device)
+        me.all_reduce(warm, kind="forwarded")
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -311,7 +321,8 @@ CASES = {"graph": case_graph, "expandable": case_expandable, "streams": case_str
 # ---------------------------------------------------------------- check mode
 
 STATS = re.compile(r"NCCL-DET STATS communicator \S+ rank \d+/\d+ \(([^)]*)\): diverted (\d+) "
-                   r"calls, \d+ bytes; fallbacks: (.*); refused \(strict\) (\d+); failed (\d+)")
+                   r"calls, \d+ bytes(?: \([^)]*\))?; fallbacks: (.*); refused \(strict\) (\d+); "
+                   r"failed (\d+)")
 
 
 def parse_log(path):
