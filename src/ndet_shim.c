@@ -42,6 +42,7 @@
 #include "ndet_resolve.h"
 #include "ndet_settings.h"
 #include "ndet_status.h"
+#include "ndet_teardown.h"
 
 #define NDET_EXPORT __attribute__((visibility("default")))
 
@@ -352,6 +353,28 @@ NDET_EXPORT ncclResult_t ncclDetCommQuery(ncclComm_t comm, int *diverted, const 
 		return ncclSuccess;
 	}
 	return ndet_comm_query(comm, diverted, reason);
+}
+
+NDET_EXPORT ncclResult_t ncclDetGetResources(ncclDetResources_t *resources)
+{
+	if (resources == NULL)
+		return ncclInvalidArgument;
+	/* The copy that diverts holds the engines (a drop-in and a preload in one process). */
+	ncclResult_t (*other)(ncclDetResources_t *) =
+	    (ncclResult_t(*)(ncclDetResources_t *))ndet_resolve_other_copy_symbol(
+		"ncclDetGetResources");
+	if (other != NULL)
+		return other(resources);
+	struct ndet_resources now;
+	ndet_resources_get(&now);
+	*resources = (ncclDetResources_t){.allocations = now.allocations,
+					  .bytes = now.bytes,
+					  .ipcImports = now.ipc_imports,
+					  .deferredPools = now.deferred_pools,
+					  .pendingPools = now.pending_pools,
+					  .leakedPools = now.leaked_pools,
+					  .leakedBytes = now.leaked_bytes};
+	return ncclSuccess;
 }
 
 NDET_EXPORT ncclResult_t ncclDetGetVersion(int *version)

@@ -644,10 +644,20 @@ static void test_destroy_any_order(void **state)
 	assert_int_equal(ndet_comm_registered_for_testing(), 0);
 }
 
-/* Nothing allocated, mapped, waiting or kept. */
+/* Nothing allocated, mapped, waiting or kept (and the public API says the same). */
 static void assert_nothing_held(int cycle)
 {
 	struct ndet_resources now = resources();
+	ncclDetResources_t api;
+	memset(&api, 0x5a, sizeof(api));
+	assert_int_equal(ncclDetGetResources(&api), ncclSuccess);
+	assert_int_equal(api.allocations, now.allocations);
+	assert_int_equal(api.bytes, now.bytes);
+	assert_int_equal(api.ipcImports, now.ipc_imports);
+	assert_int_equal(api.deferredPools, now.deferred_pools);
+	assert_int_equal(api.pendingPools, now.pending_pools);
+	assert_int_equal(api.leakedPools, now.leaked_pools);
+	assert_int_equal(api.leakedBytes, now.leaked_bytes);
 	if (now.allocations != 0 || now.bytes != 0 || now.ipc_imports != 0 ||
 	    now.deferred_pools != 0 || now.pending_pools != 0 || now.leaked_pools != 0)
 		fail_msg("after cycle %d: %lld allocations (%lld bytes), %lld mappings, %lld "
@@ -851,6 +861,11 @@ static void one_cycle(enum cycle_end end)
 		assert_int_equal(reduce_floats(values[r], 8, comms[r]), ncclSuccess);
 	assert_int_equal(ncclGroupEnd(), ncclSuccess);
 	assert_true(values[1][7] == 14.0f);
+	/* While the communicators live, the public counters show their pools. */
+	ncclDetResources_t held;
+	assert_int_equal(ncclDetGetResources(&held), ncclSuccess);
+	assert_true(held.allocations > 0 && held.bytes > 0);
+	assert_int_equal(ncclDetGetResources(NULL), ncclInvalidArgument);
 	if (end == END_FINALIZE) {
 		assert_int_equal(ncclGroupStart(), ncclSuccess);
 		for (int r = 0; r < 2; r++)

@@ -51,6 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nccl_det.h"
 #include "ndet_gpu_common.h"
 #include "ndet_reference.h"
 
@@ -707,6 +708,27 @@ static void case_leak(int variant)
 	       after.fds);
 	fault_check(delta == 0, "%d cycles ending in %s left %lld bytes of device memory in use",
 		    cycles, teardown[variant], delta);
+	/*
+	 * nccl-det's own account: no mapping of a peer's pool left open, nothing kept
+	 * until exit, and memory only for pools whose peer has not detached yet.
+	 */
+	typedef ncclResult_t (*resources_fn)(ncclDetResources_t *);
+	const resources_fn get = (resources_fn)dlsym(RTLD_DEFAULT, "ncclDetGetResources");
+	ncclDetResources_t held;
+	if (fault.enabled && fault_check(get != NULL && get(&held) == ncclSuccess,
+					 "ncclDetGetResources is not available")) {
+		printf("rank %d: nccl-det holds %lld allocations (%lld bytes), %lld peer mappings, "
+		       "%lld pools pending, %lld kept\n",
+		       fault.rank, (long long)held.allocations, (long long)held.bytes,
+		       (long long)held.ipcImports, (long long)held.pendingPools,
+		       (long long)held.leakedPools);
+		fault_check(held.ipcImports == 0, "%lld mappings of peers' pools still open",
+			    (long long)held.ipcImports);
+		fault_check(held.leakedPools == 0, "%lld pools kept until exit",
+			    (long long)held.leakedPools);
+		fault_check(held.allocations == 0 || held.pendingPools > 0,
+			    "%lld allocations held with no pool pending", (long long)held.allocations);
+	}
 	fault_buffers_free(&buffers);
 }
 
