@@ -21,6 +21,9 @@ namespace {
 
 constexpr uint64_t kStepMask = (1ull << (64 - NDET_FLAG_SIGNATURE_BITS)) - 1;
 
+/* Thread 32 reads the host abort flag at kernel start (ndet_allreduce_block). */
+static_assert(NDET_KERNEL_THREADS > 32, "the kernel needs a second warp");
+
 __device__ __forceinline__ uint64_t ndet_flag_pack(uint64_t step, uint32_t signature)
 {
 	return (step << NDET_FLAG_SIGNATURE_BITS) | (signature & NDET_FLAG_SIGNATURE_MASK);

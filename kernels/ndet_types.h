@@ -66,8 +66,9 @@ typedef enum {
  *   3. __threadfence_system(), then store error = code with release semantics
  *      (st.release.sys, or a volatile store after the fence): `error` is written
  *      last, by the claimer only.
- * A kernel that asks "did this engine fail?" (to fail fast at start) tests claim != 0
- * or error != 0.  The host reads `error` with acquire; the details are complete when
+ * Every failure a kernel records also sets the rank's own abort word in device
+ * memory (ndet_fail), so a kernel that asks "did this engine fail?" at start reads
+ * that word, not this host-mapped struct.  The host reads `error` with acquire; the details are complete when
  * error != 0 and claim == error (ndet_engine_error_details).  A writer that sets
  * `error` itself without the claim (kernels before this protocol) yields the error
  * without details.  `abort` is the host's, read by the kernels.

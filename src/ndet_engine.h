@@ -40,8 +40,9 @@ struct ndet_engine_config {
 	uint64_t pool_size;     /* staging bytes (NCCL_DET_POOL_SIZE) */
 	int max_blocks;         /* NCCL_DET_MAX_BLOCKS */
 	/*
-	 * Set by the setup from the agreed table (an input of 0 is overwritten): the
-	 * most ranks on one GPU, which caps the grid (ndet_plan_grid_cap).
+	 * Set by the setup from the agreed table (whatever the input; before setup 0
+	 * counts as 1): the most ranks on one GPU, which caps the grid
+	 * (ndet_plan_grid_cap).
 	 */
 	int ranks_per_device;
 	uint64_t oneshot_max;   /* NCCL_DET_ONESHOT_MAX */

@@ -49,7 +49,9 @@ static uint32_t ndet_plan_signature(const struct ndet_plan_params *params,
 uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params)
 {
 	const uint64_t sharing = params->ranks_per_device > 1 ? (uint64_t)params->ranks_per_device : 1;
-	uint64_t cap = NDET_PLAN_GRID_CAPACITY / sharing;
+	const uint64_t capacity =
+		params->nranks > 8 ? NDET_PLAN_GRID_CAPACITY_WIDE : NDET_PLAN_GRID_CAPACITY;
+	uint64_t cap = capacity / sharing;
 	if (cap > (uint64_t)params->max_blocks)
 		cap = (uint64_t)params->max_blocks;
 	return cap < 1 ? 1 : cap;

@@ -34,9 +34,8 @@ extern "C" {
 /*
  * Smallest share of a message one block takes.  Small messages use few blocks (fewer
  * flags to exchange, the cost that dominates latency); large ones use every block.
- * NVLink model (8 GPUs, unverified on one GPU): one-shot pulls (n-1) x S per GPU, so
- * a block per 8 KiB keeps 24 blocks busy from 192 KiB; two-shot segments of
- * 32 KiB / n keep per-step sync cost below 10 % of a lane's transfer time.
+ * One-shot (up to NCCL_DET_ONESHOT_MAX, 64 KiB by default) takes a block per 8 KiB;
+ * two-shot and reduce-scatter a block per 32 KiB, within the tiers below.
  */
 #define NDET_PLAN_ONESHOT_BYTES_PER_BLOCK (8u * 1024u)
 #define NDET_PLAN_TWOSHOT_BYTES_PER_BLOCK (32u * 1024u)
@@ -44,8 +43,12 @@ extern "C" {
 /*
  * The grid in tiers (measured on 2x H200, benchmark-results/): blocks at the quotas
  * above, at most NDET_PLAN_SMALL_BLOCKS below NDET_PLAN_MID_BYTES and
- * NDET_PLAN_MID_BLOCKS from there; a two-shot message then grows one block per
- * NDET_PLAN_LARGE_BYTES_PER_BLOCK, up to the cap.  More blocks keep more loads in
+ * NDET_PLAN_MID_BLOCKS from there; a message above the one-shot size (two-shot or
+ * reduce-scatter) then grows one block per NDET_PLAN_LARGE_BYTES_PER_BLOCK (from
+ * 25 MiB on), up to the cap.  The tier sweep ran with NCCL_DET_MAX_BLOCKS 12-24, that
+ * is with lanes of 1.3-2.7 MiB; the default 96 makes lanes of 341 KiB (a 32 MiB pool),
+ * so 8-24 MiB messages take 2-4 steps: measured with the defaults, but a larger pool
+ * has not been tried.  More blocks keep more loads in
  * flight (large messages: 0.4x NCCL at 24 blocks, 0.8x at 96) but cost flags that
  * mid sizes feel: 1 MiB took 35.0 / 32.8 / 45.8 us with 12 / 16 / 24 blocks, 4 MiB
  * 61.4 / 53.6 / 60.2 us, 16 MiB 175 / 140 / 124 us.
@@ -58,9 +61,13 @@ extern "C" {
 /*
  * Blocks of all ranks on one GPU that must be resident at once: a block spins until
  * its peers' same-index blocks run, so ranks sharing a GPU (tests, MPS) split this
- * between them.  Two blocks per SM (the kernels' launch bounds) on a 96-SM GPU.
+ * between them.  A 96-SM GPU: two blocks per SM for the kernels of up to 8 ranks
+ * (their launch bounds), one for more ranks (their register use).  The GPU's real SM
+ * count is not in the setup table, so smaller GPUs shared by several ranks are not
+ * covered.
  */
 #define NDET_PLAN_GRID_CAPACITY 192u
+#define NDET_PLAN_GRID_CAPACITY_WIDE 96u /* nranks > 8 */
 
 struct ndet_plan_params {
 	uint64_t count; /* reduce-scatter: recvcount */
@@ -94,7 +101,8 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 
 /*
  * The largest grid a call may get: NCCL_DET_MAX_BLOCKS, and no more than
- * NDET_PLAN_GRID_CAPACITY / ranks_per_device (at least 1).
+ * NDET_PLAN_GRID_CAPACITY (NDET_PLAN_GRID_CAPACITY_WIDE above 8 ranks) /
+ * ranks_per_device (at least 1).
  */
 uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params);
 

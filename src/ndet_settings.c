@@ -114,9 +114,9 @@ static const struct ndet_setting ndet_settings_table[] = {
      "device memory nccl-det may use per communicator, bytes; above it the communicator "
      "falls back to NCCL"},
     /*
-     * The cap of the grid; only messages of 24 MiB and more get past 24 blocks
+     * The cap of the grid; only messages of 25 MiB and more get past 24 blocks
      * (ndet_plan.h: pulls need many loads in flight to fill NVLink), and ranks that
-     * share a GPU split 192 blocks between them.
+     * share a GPU split 192 blocks (96 above 8 ranks) between them.
      */
     {"NCCL_DET_MAX_BLOCKS", NDET_SETTING_INT, "96", 1, 128, NDET_FIELD(max_blocks),
      "largest grid of one all-reduce kernel; equal on all ranks"},

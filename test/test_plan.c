@@ -225,9 +225,10 @@ static void test_plan_is_a_function_of_its_inputs(void **state)
  * path whatever the size, a copy on one rank.
  */
 /*
- * The grid tiers: up to 24 blocks by the per-block quotas, then one block per MiB of a
- * two-shot message, never more than NCCL_DET_MAX_BLOCKS or the GPU's share
- * (NDET_PLAN_GRID_CAPACITY / ranks on one GPU).
+ * The grid tiers: blocks by the per-block quotas, at most 16 below 8 MiB and 24 from
+ * there, then one block per MiB of a two-shot message, never more than
+ * NCCL_DET_MAX_BLOCKS or the GPU's share (192, or 96 above 8 ranks, / ranks on one
+ * GPU).
  */
 static void test_plan_grid_tiers(void **state)
 {
@@ -255,6 +256,8 @@ static void test_plan_grid_tiers(void **state)
 		{1ull << 30, 8, 24},      /* 192 / 8 */
 		{8 << 20, 16, 12},        /* 192 / 16 */
 		{1ull << 30, 300, 1},     /* never below one block */
+		{(24 << 20), 1, 24},      /* 24 MiB: still 24 */
+		{(25 << 20), 1, 25},      /* one per MiB from 25 MiB */
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		p.count = cases[i].bytes / 2;
@@ -263,6 +266,16 @@ static void test_plan_grid_tiers(void **state)
 		assert_int_equal(plan.blocks, cases[i].blocks);
 		check_coverage(&p, &plan);
 	}
+	/* Above 8 ranks (one block per SM): 96 / ranks on one GPU. */
+	p.nranks = 16;
+	p.count = (1ull << 30) / 2;
+	p.ranks_per_device = 16;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.blocks, 6);
+	p.ranks_per_device = 1;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.blocks, 96);
+	p.nranks = 2;
 	/* A smaller setting caps every tier. */
 	p.max_blocks = 16;
 	p.count = (1ull << 30) / 2;
