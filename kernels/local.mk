@@ -7,11 +7,17 @@ NVCC_FLAGS = -std=c++17 -O3 --fmad=false --threads 0 -Xcompiler -fvisibility=hid
 	-Xcompiler -Wall $(NVCC_GENCODE) -I$(top_srcdir)/kernels -I$(top_builddir)
 
 noinst_LTLIBRARIES += kernels/libndet_kernels.la
-kernels_libndet_kernels_la_SOURCES = kernels/ndet_kernels.cu kernels/ndet_kernels.h
+# One translation unit per element type, so make -j builds them in parallel.
+kernels_libndet_kernels_la_SOURCES = kernels/ndet_kernels.cu kernels/ndet_kernels_f32.cu \
+	kernels/ndet_kernels_f16.cu kernels/ndet_kernels_bf16.cu kernels/ndet_kernels_f64.cu \
+	kernels/ndet_kernels.h kernels/ndet_kernels_impl.cuh
 kernels_libndet_kernels_la_LIBTOOLFLAGS = --tag=CC
 
 .cu.lo:
 	$(AM_V_GEN)$(SHELL) $(top_srcdir)/build-aux/nvcc-lt.sh $@ $(NVCC) $(NVCC_FLAGS) $<
 
 # nvcc-lt.sh writes no dependency files: name the headers the kernels include.
-kernels/ndet_kernels.lo: $(srcdir)/kernels/ndet_kernels.h $(srcdir)/kernels/ndet_types.h
+ndet_kernel_deps = $(srcdir)/kernels/ndet_kernels.h $(srcdir)/kernels/ndet_types.h \
+	$(srcdir)/kernels/ndet_kernels_impl.cuh
+kernels/ndet_kernels.lo kernels/ndet_kernels_f32.lo kernels/ndet_kernels_f16.lo \
+	kernels/ndet_kernels_bf16.lo kernels/ndet_kernels_f64.lo: $(ndet_kernel_deps)

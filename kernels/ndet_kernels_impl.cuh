@@ -1,0 +1,797 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The deterministic all-reduce, reduce and reduce-scatter kernels (plain ops and
+ * PreMulSum), as templates.  Each ndet_kernels_<dtype>.cu instantiates them for one
+ * element type (NDET_KERNEL_TABLES), so the kernels build in parallel; the launchers
+ * are in ndet_kernels.cu.  See ndet_kernels.h for the flag protocol and
+ * src/ndet_reference.h for the contract these kernels meet bit for bit.
+ *
+ * Numerics: every tree node uses an explicitly rounded intrinsic (__fadd_rn,
+ * __fmul_rn, __dadd_rn, __dmul_rn, __fdiv_rn, __ddiv_rn), which the compiler may not
+ * contract into FMAs or reassociate; the files are also built with --fmad=false and
+ * without fast-math, so subnormals survive.
+ */
+#ifndef NDET_KERNELS_IMPL_CUH_
+#define NDET_KERNELS_IMPL_CUH_
+
+#include "ndet_kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace {
+
+constexpr uint64_t kStepMask = (1ull << (64 - NDET_FLAG_SIGNATURE_BITS)) - 1;
+
+/* Thread 32 reads the host abort flag at kernel start (ndet_allreduce_block). */
+static_assert(NDET_KERNEL_THREADS > 32, "the kernel needs a second warp");
+
+__device__ __forceinline__ uint64_t ndet_flag_pack(uint64_t step, uint32_t signature)
+{
+	return (step << NDET_FLAG_SIGNATURE_BITS) | (signature & NDET_FLAG_SIGNATURE_MASK);
+}
+
+__device__ __forceinline__ uint64_t ndet_globaltimer()
+{
+	uint64_t t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+/*
+ * Memory ordering.  A writer publishes with a system-scope release store into the
+ * peer's memory; the peer polls its own memory with system-scope acquire loads.
+ * System scope because the peer is another GPU (NVLink/PCIe) or another process.
+ * Release after __syncthreads() is cumulative over the block's earlier writes, and
+ * acquire before __syncthreads() makes the peer's data visible to the whole block.
+ */
+__device__ __forceinline__ uint64_t ndet_load_acquire(const uint64_t *p)
+{
+	uint64_t v;
+	asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+	return v;
+}
+
+__device__ __forceinline__ void ndet_store_release(uint64_t *p, uint64_t v)
+{
+	asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+/* The abort word needs no ordering with data: whoever sees it leaves. */
+__device__ __forceinline__ uint64_t ndet_load_relaxed(const uint64_t *p)
+{
+	uint64_t v;
+	asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+	return v;
+}
+
+__device__ __forceinline__ void ndet_store_relaxed(uint64_t *p, uint64_t v)
+{
+	asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+/*
+ * The error word of the host-mapped status: a release store, so that a host thread
+ * that reads the word with acquire also sees the details written before it.
+ */
+__device__ __forceinline__ void ndet_store_release_u32(volatile uint32_t *p, uint32_t v)
+{
+	asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+/* ---- element types: storage type T, accumulation type Acc ---- */
+
+template <int DT> struct ndet_dtype;
+/* from_bits: an element from the low bits of a word (a PreMulSum scalar's bits). */
+template <> struct ndet_dtype<NDET_DTYPE_F32> {
+	typedef float T;
+	typedef float Acc;
+	static __device__ __forceinline__ Acc widen(T x) { return x; }
+	static __device__ __forceinline__ T narrow(Acc x) { return x; }
+	static __device__ __forceinline__ T from_bits(uint64_t b)
+	{
+		return __uint_as_float((unsigned)b);
+	}
+};
+template <> struct ndet_dtype<NDET_DTYPE_F16> {
+	typedef __half T;
+	typedef float Acc;
+	static __device__ __forceinline__ Acc widen(T x) { return __half2float(x); }
+	static __device__ __forceinline__ T narrow(Acc x) { return __float2half_rn(x); }
+	static __device__ __forceinline__ T from_bits(uint64_t b)
+	{
+		return __ushort_as_half((unsigned short)b);
+	}
+};
+template <> struct ndet_dtype<NDET_DTYPE_BF16> {
+	typedef __nv_bfloat16 T;
+	typedef float Acc;
+	static __device__ __forceinline__ Acc widen(T x) { return __bfloat162float(x); }
+	static __device__ __forceinline__ T narrow(Acc x) { return __float2bfloat16_rn(x); }
+	static __device__ __forceinline__ T from_bits(uint64_t b)
+	{
+		return __ushort_as_bfloat16((unsigned short)b);
+	}
+};
+template <> struct ndet_dtype<NDET_DTYPE_F64> {
+	typedef double T;
+	typedef double Acc;
+	static __device__ __forceinline__ Acc widen(T x) { return x; }
+	static __device__ __forceinline__ T narrow(Acc x) { return x; }
+	static __device__ __forceinline__ T from_bits(uint64_t b)
+	{
+		return __longlong_as_double((long long)b);
+	}
+};
+
+/* Accumulation values through a 64-bit flag word (PreMulSum scalars, ndet_flags). */
+__device__ __forceinline__ uint64_t ndet_acc_bits(float x)
+{
+	return __float_as_uint(x);
+}
+__device__ __forceinline__ uint64_t ndet_acc_bits(double x)
+{
+	return (uint64_t)__double_as_longlong(x);
+}
+__device__ __forceinline__ void ndet_acc_from_bits(uint64_t b, float *x)
+{
+	*x = __uint_as_float((unsigned)b);
+}
+__device__ __forceinline__ void ndet_acc_from_bits(uint64_t b, double *x)
+{
+	*x = __longlong_as_double((long long)b);
+}
+
+/*
+ * This rank's PreMulSum scalar, widened (exactly) to the accumulation type: the
+ * bits captured at op creation, or one element of device memory read now, so a
+ * CUDA-graph replay sees the value the scalar has when it runs (NCCL's semantics).
+ */
+template <int DT>
+__device__ __forceinline__ typename ndet_dtype<DT>::Acc
+ndet_premul_scalar(const ndet_kernel_args &a)
+{
+	typedef ndet_dtype<DT> D;
+	uint64_t bits = a.scalar_bits;
+	if (a.premul == NDET_PREMUL_DEVICE) {
+		if (sizeof(typename D::T) == 8)
+			bits = *static_cast<const unsigned long long *>(a.scalar);
+		else if (sizeof(typename D::T) == 4)
+			bits = *static_cast<const unsigned *>(a.scalar);
+		else
+			bits = *static_cast<const unsigned short *>(a.scalar);
+	}
+	return D::widen(D::from_bits(bits));
+}
+
+/* ---- tree-node operators ---- */
+
+__device__ __forceinline__ float ndet_add(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double ndet_add(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ float ndet_mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double ndet_mul(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float ndet_div(float a, float b) { return __fdiv_rn(a, b); }
+__device__ __forceinline__ double ndet_div(double a, double b) { return __ddiv_rn(a, b); }
+
+/* NaN-suppressing like NCCL's fminf/__hmin; -0 below +0 so bits never depend on order. */
+template <typename Acc> __device__ __forceinline__ Acc ndet_min(Acc a, Acc b)
+{
+	if (isnan(a))
+		return b;
+	if (isnan(b))
+		return a;
+	if (a < b)
+		return a;
+	if (b < a)
+		return b;
+	return signbit(a) ? a : b;
+}
+
+template <typename Acc> __device__ __forceinline__ Acc ndet_max(Acc a, Acc b)
+{
+	if (isnan(a))
+		return b;
+	if (isnan(b))
+		return a;
+	if (a > b)
+		return a;
+	if (b > a)
+		return b;
+	return signbit(a) ? b : a;
+}
+
+/*
+ * The kernel-table op of PreMulSum: a sum whose leaves are x_q * s_q, the product
+ * rounded once in the accumulation type (exact for f16 and bf16: 11 x 11 and 8 x 8
+ * significand bits fit in f32's 24), then the tree of sums, then the one rounding.
+ */
+constexpr int kOpPremulSum = NDET_KERNEL_OP_PREMULSUM;
+
+template <int OP, typename Acc> __device__ __forceinline__ Acc ndet_apply(Acc a, Acc b)
+{
+	if (OP == NDET_OP_PROD)
+		return ndet_mul(a, b);
+	if (OP == NDET_OP_MIN)
+		return ndet_min(a, b);
+	if (OP == NDET_OP_MAX)
+		return ndet_max(a, b);
+	return ndet_add(a, b); /* SUM, AVG and PreMulSum */
+}
+
+/* One leaf of the tree: rank r's element, widened, pre-multiplied for PreMulSum. */
+template <int DT, int OP>
+__device__ __forceinline__ typename ndet_dtype<DT>::Acc
+ndet_leaf(typename ndet_dtype<DT>::T x, typename ndet_dtype<DT>::Acc scale)
+{
+	typename ndet_dtype<DT>::Acc v = ndet_dtype<DT>::widen(x);
+	return OP == kOpPremulSum ? ndet_mul(v, scale) : v;
+}
+
+/*
+ * The tree, bottom-up: pair neighbours at distance 1, 2, 4, ...  With n ranks this
+ * is exactly the recursive "left subtree = largest power of two below m" tree of
+ * ndet_reference.h.  Loops unroll fully, so v[] stays in registers.
+ */
+template <int OP, typename Acc, int NR>
+__device__ __forceinline__ Acc ndet_tree(Acc (&v)[NDET_MAX_RANKS], int n)
+{
+#pragma unroll
+	for (int s = 1; s < NR; s <<= 1) {
+#pragma unroll
+		for (int i = 0; i + s < NR; i += 2 * s) {
+			if (i + s < n)
+				v[i] = ndet_apply<OP>(v[i], v[i + s]);
+		}
+	}
+	return v[0];
+}
+
+template <int DT, int OP>
+__device__ __forceinline__ typename ndet_dtype<DT>::T
+ndet_finish(typename ndet_dtype<DT>::Acc acc, int n)
+{
+	typedef ndet_dtype<DT> D;
+	if (OP == NDET_OP_AVG)
+		acc = ndet_div(acc, (typename D::Acc)n);
+	return D::narrow(acc);
+}
+
+/*
+ * Loads from the lanes (peers' and our own) bypass L1 (ld.global.cg): lanes are
+ * rewritten by other SMs, other GPUs and other processes between steps, and L1 is not
+ * coherent, so a line cached by an earlier step or by another rank's block on this SM
+ * must never be served.  The acquire that precedes these loads orders them; .cg makes
+ * sure they reach L2 (or the peer).  The data is read once, so L1 would not help.
+ */
+__device__ __forceinline__ uint4 ndet_load_lane(const uint4 *p)
+{
+	return __ldcg(p);
+}
+__device__ __forceinline__ float ndet_load_lane(const float *p)
+{
+	return __ldcg(p);
+}
+__device__ __forceinline__ double ndet_load_lane(const double *p)
+{
+	return __ldcg(p);
+}
+__device__ __forceinline__ __half ndet_load_lane(const __half *p)
+{
+	return __ushort_as_half(__ldcg(reinterpret_cast<const unsigned short *>(p)));
+}
+__device__ __forceinline__ __nv_bfloat16 ndet_load_lane(const __nv_bfloat16 *p)
+{
+	return __ushort_as_bfloat16(__ldcg(reinterpret_cast<const unsigned short *>(p)));
+}
+
+/* Store one element to an address that may not be aligned to its size. */
+template <typename T> __device__ __forceinline__ void ndet_store_elem(char *dst, T value)
+{
+	if (((uintptr_t)dst & (sizeof(T) - 1)) == 0) {
+		*reinterpret_cast<T *>(dst) = value;
+	} else {
+		const char *src = reinterpret_cast<const char *>(&value);
+#pragma unroll
+		for (int i = 0; i < (int)sizeof(T); i++)
+			dst[i] = src[i];
+	}
+}
+
+/*
+ * Block-wide copy with the widest access both addresses allow.  With kFromLane the
+ * source is a lane and every load bypasses L1 (see ndet_load_lane).
+ */
+template <bool kFromLane = false>
+__device__ __forceinline__ uint4 ndet_copy_load(const uint4 *p)
+{
+	return kFromLane ? __ldcg(p) : *p;
+}
+
+template <bool kFromLane = false>
+__device__ void ndet_copy_bytes(char *dst, const char *src, uint64_t bytes)
+{
+	const unsigned tid = threadIdx.x, nth = blockDim.x;
+	uintptr_t mis = (uintptr_t)dst | (uintptr_t)src;
+	uint64_t done = 0;
+	if ((mis & 15) == 0) {
+		/* Eight loads in flight per thread before any store: one block per SM must
+		 * keep enough bytes in flight to cover memory (or NVLink) latency. */
+		constexpr int U = 8;
+		const uint64_t n = bytes / 16;
+		const uint4 *s = reinterpret_cast<const uint4 *>(src);
+		uint4 *d = reinterpret_cast<uint4 *>(dst);
+		uint64_t i = tid;
+		for (; i + (U - 1) * nth < n; i += U * nth) {
+			uint4 v[U];
+#pragma unroll
+			for (int u = 0; u < U; u++)
+				v[u] = ndet_copy_load<kFromLane>(&s[i + u * nth]);
+#pragma unroll
+			for (int u = 0; u < U; u++)
+				d[i + u * nth] = v[u];
+		}
+		for (; i < n; i += nth)
+			d[i] = ndet_copy_load<kFromLane>(&s[i]);
+		done = n * 16;
+	} else if ((mis & 7) == 0) {
+		uint64_t n = bytes / 8;
+		for (uint64_t i = tid; i < n; i += nth) {
+			const uint2 *p = reinterpret_cast<const uint2 *>(src) + i;
+			reinterpret_cast<uint2 *>(dst)[i] = kFromLane ? __ldcg(p) : *p;
+		}
+		done = n * 8;
+	} else if ((mis & 3) == 0) {
+		uint64_t n = bytes / 4;
+		for (uint64_t i = tid; i < n; i += nth) {
+			const unsigned *p = reinterpret_cast<const unsigned *>(src) + i;
+			reinterpret_cast<unsigned *>(dst)[i] = kFromLane ? __ldcg(p) : *p;
+		}
+		done = n * 4;
+	} else if ((mis & 1) == 0) {
+		uint64_t n = bytes / 2;
+		for (uint64_t i = tid; i < n; i += nth) {
+			const unsigned short *p = reinterpret_cast<const unsigned short *>(src) + i;
+			reinterpret_cast<unsigned short *>(dst)[i] = kFromLane ? __ldcg(p) : *p;
+		}
+		done = n * 2;
+	}
+	for (uint64_t i = done + tid; i < bytes; i += nth) {
+		const unsigned char *p = reinterpret_cast<const unsigned char *>(src) + i;
+		dst[i] = (char)(kFromLane ? __ldcg(p) : *p);
+	}
+}
+
+/*
+ * Reduce `len` elements found at element offset `lane_off` of lane `lane_base` in
+ * every rank's pool; write them to `out` (user memory, any alignment; NULL: not at
+ * all) and, when `writeback` is set, also back into this rank's own lane at the same
+ * offset.  `scales` (PreMulSum only) holds every rank's scalar.
+ */
+template <int DT, int OP, int NR>
+__device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base, uint64_t lane_off,
+				  uint64_t len, char *out, bool writeback,
+				  const typename ndet_dtype<DT>::Acc *scales)
+{
+	typedef ndet_dtype<DT> D;
+	typedef typename D::T T;
+	typedef typename D::Acc Acc;
+	constexpr int E = 16 / sizeof(T);
+	const int n = a.nranks;
+	const unsigned tid = threadIdx.x, nth = blockDim.x;
+	const uint64_t packs = len / E;
+	const bool to_out = out != nullptr;
+	const bool out_aligned = ((uintptr_t)out & 15) == 0;
+	char *own = a.lanes[a.rank] + lane_base + lane_off * sizeof(T);
+	Acc scale[NDET_MAX_RANKS];
+#pragma unroll
+	for (int r = 0; r < NR; r++)
+		scale[r] = OP == kOpPremulSum && r < n ? scales[r] : Acc(1);
+
+	/*
+	 * Packs per thread per iteration, so that U x n loads are in flight: what the
+	 * registers of the rank bucket allow (NR = 2: 4 x 2, NR = 4 and 8: 2 x n).
+	 */
+	constexpr int U = NR <= 2 ? 4 : NR <= 8 ? 2 : 1;
+	for (uint64_t base = tid; base < packs; base += (uint64_t)U * nth) {
+		uint4 raw[U][NR];
+		/* All loads first, so every peer's line is in flight at once. */
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			const uint64_t p = base + (uint64_t)u * nth;
+			const uint64_t byte_off = lane_base + (lane_off + p * E) * sizeof(T);
+#pragma unroll
+			for (int r = 0; r < NR; r++) {
+				if (r < n && p < packs)
+					raw[u][r] = ndet_load_lane(reinterpret_cast<const uint4 *>(
+						a.lanes[r] + byte_off));
+			}
+		}
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			const uint64_t p = base + (uint64_t)u * nth;
+			if (p >= packs)
+				break;
+			union {
+				uint4 v;
+				T e[E];
+			} result;
+#pragma unroll
+			for (int e = 0; e < E; e++) {
+				Acc v[NDET_MAX_RANKS];
+#pragma unroll
+				for (int r = 0; r < NR; r++) {
+					if (r < n)
+						v[r] = ndet_leaf<DT, OP>(
+							reinterpret_cast<const T *>(&raw[u][r])[e],
+							scale[r]);
+				}
+				result.e[e] = ndet_finish<DT, OP>(ndet_tree<OP, Acc, NR>(v, n), n);
+			}
+			if (!to_out) {
+			} else if (out_aligned) {
+				reinterpret_cast<uint4 *>(out)[p] = result.v;
+			} else {
+#pragma unroll
+				for (int e = 0; e < E; e++)
+					ndet_store_elem<T>(out + (p * E + e) * sizeof(T),
+							   result.e[e]);
+			}
+			if (writeback)
+				reinterpret_cast<uint4 *>(own)[p] = result.v;
+		}
+	}
+	for (uint64_t i = packs * E + tid; i < len; i += nth) {
+		const uint64_t byte_off = lane_base + (lane_off + i) * sizeof(T);
+		Acc v[NDET_MAX_RANKS];
+#pragma unroll
+		for (int r = 0; r < NR; r++) {
+			if (r < n)
+				v[r] = ndet_leaf<DT, OP>(ndet_load_lane(reinterpret_cast<const T *>(
+								 a.lanes[r] + byte_off)),
+							 scale[r]);
+		}
+		T value = ndet_finish<DT, OP>(ndet_tree<OP, Acc, NR>(v, n), n);
+		if (to_out)
+			ndet_store_elem<T>(out + i * sizeof(T), value);
+		if (writeback)
+			reinterpret_cast<T *>(own)[i] = value;
+	}
+}
+
+/* Debug knob: a pseudo-random pause, so ordering bugs show up in tests. */
+__device__ void ndet_debug_delay(const ndet_kernel_args &a, uint64_t step, unsigned phase)
+{
+	if (a.debug_delay_ns == 0)
+		return;
+	if (threadIdx.x == 0) {
+		uint64_t h = step * 0x9E3779B97F4A7C15ull ^ ((uint64_t)blockIdx.x << 32) ^
+			     ((uint64_t)a.rank << 16) ^ phase;
+		h ^= h >> 29;
+		h *= 0xBF58476D1CE4E5B9ull;
+		h ^= h >> 32;
+		uint64_t pause = h % a.debug_delay_ns;
+		uint64_t t0 = ndet_globaltimer();
+		while (ndet_globaltimer() - t0 < pause) {
+		}
+	}
+	__syncthreads();
+}
+
+/* Per thread: only threads that wait for a peer use t0. */
+struct ndet_block_state {
+	/*
+	 * Start of the deadline: kernel start, then the end of this thread's last
+	 * successful wait.  A call that keeps making progress never expires, however
+	 * long it runs; a wait that sees no progress fails NCCL_DET_TIMEOUT after the
+	 * previous one succeeded.
+	 */
+	uint64_t t0;
+	struct ndet_flags *me; /* own flags */
+};
+
+/*
+ * Record the first error of this engine (first claimer wins: `claim` takes its code,
+ * ndet_types.h).  The details go into
+ * the status before the error word, which is published last with release
+ * semantics: the host reads the word with acquire (ndet_engine_error_details), so
+ * whoever sees an error also sees where it happened, never half-written details.
+ */
+__device__ void ndet_record_error(const ndet_kernel_args &a, uint32_t code, uint32_t peer,
+				  uint64_t step, uint64_t observed, uint32_t phase)
+{
+	struct ndet_host_status *h = a.host_status;
+	if (atomicCAS((unsigned *)&h->claim, 0u, code) != 0u)
+		return;
+	h->block = blockIdx.x;
+	h->peer = peer;
+	h->step = step;
+	h->observed = observed;
+	h->phase = phase;
+	h->rank = (uint32_t)a.rank;
+	ndet_store_release_u32(&h->error, code);
+}
+
+/* Record the error and tell every peer to leave too. */
+__device__ void ndet_fail(const ndet_kernel_args &a, uint32_t code, uint32_t peer, uint64_t step,
+			  uint64_t observed, uint32_t phase)
+{
+	ndet_record_error(a, code, peer, step, observed, phase);
+	for (int r = 0; r < a.nranks; r++)
+		ndet_store_relaxed(&a.flags[r]->abort_word, 1ull + (uint64_t)a.rank);
+}
+
+/*
+ * Wait until `flag` holds step `step` (and, with `check`, signature `signature`).
+ * Returns 0 or an ndet_kernel_error_t.  Polls the abort word every 64 spins and the
+ * host abort flag and deadline every 1024 spins (host-mapped reads cross PCIe).  The
+ * deadline is NCCL_DET_TIMEOUT after st.t0 (see ndet_block_state), taken from
+ * %globaltimer on the device, never baked in by the host: a graph replays late.
+ */
+__device__ uint32_t ndet_wait(const ndet_kernel_args &a, ndet_block_state &st, const uint64_t *flag,
+			      uint64_t step, bool check, uint64_t *observed)
+{
+	for (uint64_t spins = 1;; spins++) {
+		uint64_t v = ndet_load_acquire(flag);
+		*observed = v;
+		if (((v >> NDET_FLAG_SIGNATURE_BITS) & kStepMask) == (step & kStepMask)) {
+			if (check && (uint32_t)(v & NDET_FLAG_SIGNATURE_MASK) != a.signature)
+				return NDET_KERNEL_ERR_SIGNATURE;
+			st.t0 = ndet_globaltimer(); /* progress: the deadline starts again */
+			return NDET_KERNEL_OK;
+		}
+		if ((spins & 63) == 0) {
+			if (ndet_load_relaxed(&st.me->abort_word) != 0)
+				return NDET_KERNEL_ERR_PEER;
+			if ((spins & 1023) == 0) {
+				if (a.host_status->abort != 0)
+					return NDET_KERNEL_ERR_ABORTED;
+				if (a.timeout_ns != 0 && ndet_globaltimer() - st.t0 > a.timeout_ns)
+					return NDET_KERNEL_ERR_TIMEOUT;
+			}
+		}
+	}
+}
+
+/*
+ * Threads 0..n-1 each wait for one peer's flag in `which` (self skipped); the block
+ * then agrees on the outcome.  Returns 0 or the error this block saw.
+ */
+__device__ uint32_t ndet_wait_all(const ndet_kernel_args &a, ndet_block_state &st,
+				  uint64_t (*which)[NDET_MAX_RANKS], uint64_t step, bool check,
+				  uint32_t phase)
+{
+	__shared__ uint32_t error_code;
+	if (threadIdx.x == 0)
+		error_code = 0;
+	__syncthreads();
+	const int q = threadIdx.x;
+	if (q < a.nranks && q != a.rank) {
+		uint64_t observed = 0;
+		uint32_t code = ndet_wait(a, st, &which[blockIdx.x][q], step, check, &observed);
+		if (code != NDET_KERNEL_OK) {
+			atomicCAS(&error_code, 0u, code);
+			/* Also for ERR_PEER: this rank's host must learn the call failed. */
+			ndet_fail(a, code, (uint32_t)q, step, observed, phase);
+		}
+	}
+	__syncthreads();
+	return error_code;
+}
+
+/* Threads 0..n-1 each publish `value` into one peer's `which` slot for this block. */
+__device__ void ndet_signal_all(const ndet_kernel_args &a, size_t which_offset, uint64_t value)
+{
+	const int q = threadIdx.x;
+	if (q < a.nranks && q != a.rank) {
+		uint64_t(*slots)[NDET_MAX_RANKS] = reinterpret_cast<uint64_t(*)[NDET_MAX_RANKS]>(
+			reinterpret_cast<char *>(a.flags[q]) + which_offset);
+		ndet_store_release(&slots[blockIdx.x][a.rank], value);
+	}
+}
+
+template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
+{
+	typedef ndet_dtype<DT> D;
+	typedef typename D::T T;
+	typedef typename D::Acc Acc;
+	constexpr int E = 16 / sizeof(T);
+	__shared__ uint64_t first_step;
+	__shared__ int poisoned;
+	__shared__ Acc scales[NDET_MAX_RANKS]; /* PreMulSum: every rank's scalar, this step */
+	ndet_block_state st;
+	st.t0 = ndet_globaltimer();
+	st.me = a.flags[a.rank];
+	const uint32_t b = blockIdx.x;
+
+	__shared__ uint32_t host_aborted;
+	if (threadIdx.x == 0) {
+		first_step = a.step_counters[b];
+		/*
+		 * Before any flag or lane of a peer is touched: a poisoned engine fails
+		 * fast (later calls touch nothing).  Every failure a kernel records also
+		 * sets its own abort word (ndet_fail), so that local word says "poisoned";
+		 * a peer may have set it before this kernel ever waited: record that
+		 * here, or this rank's host would never learn that the call failed.
+		 */
+		const uint64_t abort_word = ndet_load_relaxed(&st.me->abort_word);
+		poisoned = abort_word != 0;
+		if (poisoned)
+			ndet_record_error(a, NDET_KERNEL_ERR_PEER, (uint32_t)(abort_word - 1),
+					  first_step + 1, 0, 0);
+	}
+	/*
+	 * The host's abort flag (a call enqueued before ncclCommAbort/Revoke that starts
+	 * after it) lives in host memory: a read crosses PCIe, about a microsecond.  It
+	 * is issued here by another warp and consumed only after the first copy-in,
+	 * which touches only this rank's own lane; an aborted call then fails, tells
+	 * its peers and leaves before it publishes anything.
+	 */
+	uint32_t host_abort = 0;
+	if (threadIdx.x == 32)
+		host_abort = a.host_status->abort;
+	__syncthreads();
+	if (poisoned)
+		return;
+
+	const uint64_t lane_base = (uint64_t)b * a.lane_bytes;
+	char *own_lane = a.lanes[a.rank] + lane_base;
+	const char *send = static_cast<const char *>(a.sendbuff);
+	char *recv = static_cast<char *>(a.recvbuff);
+	/* ncclReduce: only the root has a recvbuff (the others' may be anything). */
+	const bool writes = a.root < 0 || a.root == a.rank;
+	/* Reduce-scatter: a lane holds one segment per destination rank. */
+	const bool scatter = a.path == NDET_PATH_SCATTER;
+	const int segments = scatter ? a.nranks : 1;
+	uint64_t step = first_step;
+
+	for (uint64_t k = 0; k < a.steps; k++) {
+		const uint64_t start = (k * a.blocks + b) * a.chunk_elems;
+		if (start >= a.count)
+			break; /* later steps only get further: the same on every rank */
+		const uint64_t len = min(a.chunk_elems, a.count - start);
+		step++;
+
+		/* 1. Peers finished reading my lane in my previous step. */
+		if (ndet_wait_all(a, st, st.me->done, step - 1, false, 1) != 0)
+			return;
+
+		/*
+		 * 2. Copy-in.  Reduce-scatter: segment d of the lane gets this chunk of
+		 * block d, for every destination rank d.
+		 */
+		ndet_debug_delay(a, step, 1);
+		for (int d = 0; d < segments; d++)
+			ndet_copy_bytes(own_lane + (uint64_t)d * a.chunk_elems * sizeof(T),
+					send + ((uint64_t)d * a.count + start) * sizeof(T),
+					len * sizeof(T));
+		if (OP == kOpPremulSum && threadIdx.x == 0)
+			ndet_store_relaxed(&st.me->scalar[b],
+					   ndet_acc_bits(ndet_premul_scalar<DT>(a)));
+		if (k == 0 && (threadIdx.x == 32))
+			host_aborted = host_abort;
+		__syncthreads();
+		if (k == 0 && host_aborted != 0) {
+			if (threadIdx.x == 0)
+				ndet_fail(a, NDET_KERNEL_ERR_ABORTED, (uint32_t)a.rank, step, 0, 0);
+			return;
+		}
+
+		/* 3. Publish. */
+		ndet_debug_delay(a, step, 2);
+		ndet_signal_all(a, offsetof(ndet_flags, ready), ndet_flag_pack(step, a.signature));
+
+		/* 4. Every peer's chunk is in its lane, and it is the same call as ours. */
+		ndet_debug_delay(a, step, 3);
+		if (ndet_wait_all(a, st, st.me->ready, step, true, 2) != 0)
+			return;
+		if (OP == kOpPremulSum) {
+			/* Thread q acquired q's ready: q's scalar for this step is visible. */
+			if (threadIdx.x < (unsigned)a.nranks)
+				ndet_acc_from_bits(
+					ndet_load_relaxed(&a.flags[threadIdx.x]->scalar[b]),
+					&scales[threadIdx.x]);
+			__syncthreads();
+		}
+
+		if (a.path != NDET_PATH_TWOSHOT) {
+			/* One-shot: the whole chunk; reduce-scatter: segment `rank` of it. */
+			const uint64_t lane_off = scatter ? (uint64_t)a.rank * a.chunk_elems : 0;
+			if (writes)
+				ndet_reduce_range<DT, OP, NR>(a, lane_base, lane_off, len,
+							      recv + start * sizeof(T), false, scales);
+		} else {
+			/* Segments are whole 16-byte packs so lanes stay aligned. */
+			uint64_t seg = (len + a.nranks - 1) / a.nranks;
+			seg = (seg + E - 1) / E * E;
+			const uint64_t my_begin = min(len, (uint64_t)a.rank * seg);
+			const uint64_t my_end = min(len, my_begin + seg);
+			ndet_reduce_range<DT, OP, NR>(a, lane_base, my_begin, my_end - my_begin,
+						      writes ? recv + (start + my_begin) * sizeof(T)
+							     : nullptr,
+						      true, scales);
+			__syncthreads();
+			ndet_signal_all(a, offsetof(ndet_flags, reduced),
+					ndet_flag_pack(step, a.signature));
+			if (ndet_wait_all(a, st, st.me->reduced, step, true, 3) != 0)
+				return;
+			for (int j = 1; j < a.nranks && writes; j++) {
+				/* Rotate the source so ranks do not all read rank 0 first. */
+				const int q = (a.rank + j) % a.nranks;
+				const uint64_t q_begin = min(len, (uint64_t)q * seg);
+				const uint64_t q_end = min(len, q_begin + seg);
+				if (q_end > q_begin)
+					ndet_copy_bytes<true>(recv + (start + q_begin) * sizeof(T),
+							a.lanes[q] + lane_base + q_begin * sizeof(T),
+							(q_end - q_begin) * sizeof(T));
+			}
+		}
+
+		/* 6. My reads of every peer's lane are complete. */
+		__syncthreads();
+		ndet_signal_all(a, offsetof(ndet_flags, done), ndet_flag_pack(step, 0));
+	}
+	if (threadIdx.x == 0)
+		a.step_counters[b] = step;
+}
+
+/*
+ * One kernel per (dtype, op, rank bucket), so each gets its own register allocation
+ * and unrolling: NR = 2, 4 and 8 serve up to that many ranks with two blocks per SM
+ * (several processes on one GPU must fit their blocks at once), NR = 16 the rest.
+ * The all-ranks-in-one-launch kernels (compute-sanitizer) come in the 8 and 16
+ * buckets only: the same template code, fewer kernels to build.
+ */
+template <int DT, int OP, int NR>
+__global__ void __launch_bounds__(NDET_KERNEL_THREADS, NR <= 8 ? 2 : 1)
+	ndet_allreduce_kernel(const ndet_kernel_args args)
+{
+	ndet_allreduce_block<DT, OP, NR>(args);
+}
+
+template <int DT, int OP, int NR>
+__global__ void __launch_bounds__(NDET_KERNEL_THREADS, NR <= 8 ? 2 : 1)
+	ndet_allreduce_all_ranks_kernel(const ndet_kernel_args *args)
+{
+	ndet_allreduce_block<DT, OP, NR>(args[blockIdx.y]);
+}
+
+} /* namespace */
+
+typedef void (*ndet_kernel_fn)(const ndet_kernel_args);
+typedef void (*ndet_all_ranks_fn)(const ndet_kernel_args *);
+
+/*
+ * One element type's kernels: [rank bucket 2/4/8/16][op] and, for compute-sanitizer,
+ * the all-ranks kernels [bucket 8/16][op] (op NDET_KERNEL_OP_PREMULSUM included).
+ */
+#define NDET_KERNEL_TABLE_DECLARE(SUFFIX)                                                        \
+	extern const ndet_kernel_fn ndet_kernels_##SUFFIX[4][NDET_OP_COUNT + 1];                 \
+	extern const ndet_all_ranks_fn ndet_all_ranks_kernels_##SUFFIX[2][NDET_OP_COUNT + 1]
+
+NDET_KERNEL_TABLE_DECLARE(f32);
+NDET_KERNEL_TABLE_DECLARE(f16);
+NDET_KERNEL_TABLE_DECLARE(bf16);
+NDET_KERNEL_TABLE_DECLARE(f64);
+
+#define NDET_OPS_OF(DT, K, NR)                                                                     \
+	{                                                                                          \
+		K<DT, NDET_OP_SUM, NR>, K<DT, NDET_OP_PROD, NR>, K<DT, NDET_OP_MIN, NR>,           \
+			K<DT, NDET_OP_MAX, NR>, K<DT, NDET_OP_AVG, NR>, K<DT, kOpPremulSum, NR>    \
+	}
+
+#define NDET_KERNEL_TABLES(DT, SUFFIX)                                                           \
+	const ndet_kernel_fn ndet_kernels_##SUFFIX[4][NDET_OP_COUNT + 1] = {                     \
+		NDET_OPS_OF(DT, ndet_allreduce_kernel, 2),                                       \
+		NDET_OPS_OF(DT, ndet_allreduce_kernel, 4),                                       \
+		NDET_OPS_OF(DT, ndet_allreduce_kernel, 8),                                       \
+		NDET_OPS_OF(DT, ndet_allreduce_kernel, NDET_MAX_RANKS),                          \
+	};                                                                                       \
+	const ndet_all_ranks_fn ndet_all_ranks_kernels_##SUFFIX[2][NDET_OP_COUNT + 1] = {        \
+		NDET_OPS_OF(DT, ndet_allreduce_all_ranks_kernel, 8),                             \
+		NDET_OPS_OF(DT, ndet_allreduce_all_ranks_kernel, NDET_MAX_RANKS),                \
+	}
+
+#endif /* NDET_KERNELS_IMPL_CUH_ */
