@@ -529,6 +529,8 @@ struct perf_row {
 	ndet_dtype_t dtype;
 	ndet_op_t op;
 	ndet_path_t path;
+	uint32_t blocks; /* the plan's grid and steps (0: no kernel) */
+	uint64_t steps;
 	double seconds[PERF_MODE_COUNT][PERF_IMPL_COUNT]; /* per call; < 0 = not run */
 	const char *exact, *invariant;                    /* "OK", "FAIL", "-" */
 	long long nccl_differ;                            /* elements; < 0 = not checked */
@@ -663,8 +665,11 @@ static void perf_for_each_row(const struct perf_world *world,
 					.op = row.op,
 					.root = -1};
 				struct ndet_plan plan;
-				if (ndet_engine_plan_call_for_config(&config, &call, &plan) == NDET_OK)
+				if (ndet_engine_plan_call_for_config(&config, &call, &plan) == NDET_OK) {
 					row.path = plan.path;
+					row.blocks = plan.blocks;
+					row.steps = plan.steps;
+				}
 				visit(context, &row);
 			}
 		}
@@ -700,13 +705,14 @@ static double perf_ratio(const struct perf_row *row, int mode, enum perf_impl im
 static void perf_print_header(struct perf_world *world)
 {
 	const bool symmetric = world->options.nccl_symmetric;
-	printf("# %12s %12s %5s %5s %6s |", "", "", "", "", "");
+	printf("# %12s %12s %5s %5s %6s %8s |", "", "", "", "", "", "");
 	for (int m = 0; m < PERF_MODE_COUNT; m++)
 		printf(" %s: %-*s|", perf_mode_names[m], symmetric ? 66 : 38,
 		       symmetric ? "nccl-det, NCCL, NCCL/nccl-det, NCCL-symm, symm/nccl-det"
 				 : "nccl-det, NCCL, NCCL/nccl-det");
 	printf("\n");
-	printf("# %12s %12s %5s %5s %6s |", "size(B)", "count", "type", "redop", "path");
+	printf("# %12s %12s %5s %5s %6s %8s |", "size(B)", "count", "type", "redop", "path",
+	       "grid");
 	for (int m = 0; m < PERF_MODE_COUNT; m++) {
 		printf(" %9s %8s %9s %8s %6s", "ndet(us)", "busbw", "nccl(us)", "busbw", "ratio");
 		if (symmetric)
@@ -716,7 +722,7 @@ static void perf_print_header(struct perf_world *world)
 	printf(" %5s %8s %9s | %9s %7s\n", "exact", "size-inv", "nccl-diff", "kern GB/s",
 	       "vs copy");
 	if (world->csv != NULL) {
-		fprintf(world->csv, "ranks,size_bytes,count,dtype,op,path");
+		fprintf(world->csv, "ranks,size_bytes,count,dtype,op,path,blocks,steps");
 		for (int m = 0; m < PERF_MODE_COUNT; m++)
 			fprintf(world->csv,
 				",%1$s_ndet_us,%1$s_ndet_busbw_gbps,%1$s_nccl_us,"
@@ -739,8 +745,12 @@ static void perf_csv_value(FILE *csv, const char *format, double value)
 static void perf_print_row(struct perf_world *world, const struct perf_row *row)
 {
 	char cells[8][32];
-	printf("  %12zu %12zu %5s %5s %6s |", row->bytes, row->count, ndet_dtype_name(row->dtype),
-	       ndet_op_name(row->op), perf_path_name(row->path));
+	/* blocks x steps of the plan: how the engine cuts the message. */
+	char grid[32] = "-";
+	if (row->blocks > 0)
+		snprintf(grid, sizeof(grid), "%ux%llu", row->blocks, (unsigned long long)row->steps);
+	printf("  %12zu %12zu %5s %5s %6s %8s |", row->bytes, row->count,
+	       ndet_dtype_name(row->dtype), ndet_op_name(row->op), perf_path_name(row->path), grid);
 	for (int m = 0; m < PERF_MODE_COUNT; m++) {
 		const double *s = row->seconds[m];
 		printf(" %9s %8s %9s %8s %6s",
@@ -770,6 +780,10 @@ static void perf_print_row(struct perf_world *world, const struct perf_row *row)
 		return;
 	fprintf(world->csv, "%d,%zu,%zu,%s,%s,%s", world->options.nranks, row->bytes, row->count,
 		ndet_dtype_name(row->dtype), ndet_op_name(row->op), perf_path_name(row->path));
+	if (row->blocks > 0)
+		fprintf(world->csv, ",%u,%llu", row->blocks, (unsigned long long)row->steps);
+	else
+		fputs(",,", world->csv);
 	for (int m = 0; m < PERF_MODE_COUNT; m++) {
 		const double *s = row->seconds[m];
 		perf_csv_value(world->csv, "%.3f", s[PERF_NDET] * 1e6);
