@@ -17,8 +17,8 @@ result() {
 	printf '{"case": "%s", "rank": %d, "world": 2, "errors": [], "eligible": %s, "forwarded": %s, "refused": %d, "env": {"NCCL_DET_ENABLE": "%s", "NCCL_DET_TEST_FAIL": "%s", "NCCL_DET_STRICT": "%s"}%s}\n' \
 		"$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8" "$9"
 }
-stats() { # DIVERTED FALLBACKS REFUSED
-	echo "h:1:1 NCCL-DET STATS communicator 0x5 rank 0/2 (diverted): diverted $1 calls, 64 bytes; fallbacks: $2; refused (strict) $3; failed 0"
+stats() { # DIVERTED FALLBACKS REFUSED: the line as src/ndet_comm.c writes it
+	echo "h:1:1 NCCL-DET STATS communicator 0x5 rank 0/2 (diverted): diverted $1 calls, 64 bytes (all-reduce $1, reduce-scatter 0, reduce 0; PreMulSum 0); fallbacks: $2; refused (strict) $3; failed 0"
 }
 coll() { # COUNT: NCCL's COLL lines
 	i=0

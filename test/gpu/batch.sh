@@ -1,0 +1,102 @@
+#!/bin/bash
+# Several GPU steps in one device call, within one time budget, with every log in one
+# tarball: a lent machine returns only a handful of files per call, and each call
+# costs a machine start.
+#
+#   test/gpu/batch.sh STEP...         e.g. test/gpu/batch.sh smoke leak graph-nb perf2
+#   test/gpu/batch.sh list            the steps and what each runs
+#
+# Environment: BIN_DIR / NDET_LIB / BUILD as for the other scripts (default: the
+# .devbin tree that test/gpu/pack_devbin.sh makes, else the build tree), OUT (the
+# tarball $OUT/batch-logs.tgz and $OUT/batch.log go there), BATCH_BUDGET (seconds for
+# all steps, default 540: a device call may last 600 s).  A step that would start with
+# less than its minimum left is not run and counts as failed ("no time").  The last
+# line is `SUMMARY batch: N passed, M failed (...)`.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+if [ -d "$top/.devbin" ]; then
+	BIN_DIR=${BIN_DIR:-$top/.devbin/test/gpu}
+	NDET_LIB=${NDET_LIB:-$top/.devbin/src/.libs/libnccl-det.so}
+	BUILD=${BUILD:-$top/.devbin}
+fi
+export BIN_DIR=${BIN_DIR:-$here} NDET_LIB=${NDET_LIB:-$top/src/.libs/libnccl-det.so}
+export BUILD=${BUILD:-$top}
+export NDET_COMMIT=${NDET_COMMIT:-$(cat "$BUILD/COMMIT" 2>/dev/null || git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)}
+OUT=${OUT:-/tmp/ndet-gpu-out}
+budget=${BATCH_BUDGET:-540}
+work=$(mktemp -d)
+mkdir -p "$OUT"
+LOG=$OUT/batch.log
+: >"$LOG"
+# shellcheck source=test/gpu/gpu_lib.sh
+. "$here/gpu_lib.sh"
+PERF=$BUILD/tools/nccl-det-perf
+[ -x "$PERF" ] || PERF=$top/tools/nccl-det-perf
+export PERF
+# PyTorch and JAX steps need the machine's Python environment.
+if [ -z "${VIRTUAL_ENV:-}" ] && [ -f /opt/torch/.venv/bin/activate ]; then
+	# shellcheck disable=SC1091
+	. /opt/torch/.venv/bin/activate
+fi
+
+# The steps: name, minimum seconds it needs, what it runs (bash -c in the repository
+# root, with OUT=<the step's own directory>, NDET_LIB, BIN_DIR, BUILD and PERF set).
+steps_table() {
+	cat <<'EOF'
+smoke        150 test/gpu/suite.sh smoke
+loopback     480 test/gpu/suite.sh loopback
+mp           480 test/gpu/suite.sh mp
+sanitize     420 test/gpu/suite.sh sanitize
+preload      300 test/gpu/suite.sh preload
+leak         300 env NDET_FAULT_CYCLES=100 FAULTS_MPS=on FAULTS_BUDGET=280 test/gpu/faults.sh leak-destroy leak-abort
+faults       450 test/gpu/faults.sh
+graph-nb     120 env CASES=graph-nonblocking MPS=on LIMIT=90 test/gpu/torch_extras.sh 3
+extras-nomps 400 env MPS=off LIMIT=90 test/gpu/torch_extras.sh 4
+torch-rs     200 test/gpu/torch_rs.sh $NDET_LIB 4
+jax          150 test/gpu/loading.sh jax
+torchrun     200 test/gpu/loading.sh torchrun
+perf2        150 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 8 -e 1G -f 8 -d bf16 --nccl --nccl-symmetric --csv $OUT/perf2.csv
+perf-rs      100 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 64K -e 1G -f 16 -d bf16 -G 0 --nccl --coll reducescatter
+EOF
+}
+
+if [ "${1:-}" = list ] || [ $# -eq 0 ]; then
+	steps_table
+	[ $# -eq 0 ] && echo "usage: $0 STEP... (or list)" >&2 && exit 2
+	exit 0
+fi
+
+if ! nvidia-smi -L >>"$LOG" 2>&1; then
+	log "SUMMARY batch: no GPU visible, skipped"
+	exit 77
+fi
+log "nccl-det GPU batch, $(date -u +%FT%TZ), commit $NDET_COMMIT, budget ${budget} s: $*"
+start=$SECONDS
+for name in "$@"; do
+	line=$(steps_table | awk -v n="$name" '$1 == n')
+	if [ -z "$line" ]; then
+		verdict "$name" 1 "unknown step"
+		continue
+	fi
+	need=$(echo "$line" | awk '{print $2}')
+	cmd=$(echo "$line" | cut -d' ' -f2- | sed -E 's/^ *[0-9]+ +//')
+	left=$((budget - (SECONDS - start)))
+	if [ "$left" -lt "$need" ]; then
+		verdict "$name" 1 "no time: ${left} s left, needs ${need} s"
+		continue
+	fi
+	mkdir -p "$work/$name"
+	t0=$SECONDS
+	# The step's own OUT, so its logs land in the tarball.
+	(cd "$top" && OUT=$work/$name timeout --kill-after=10 "$left" bash -c "$cmd") \
+		>"$work/$name/stdout.txt" 2>&1
+	rc=$?
+	tail -3 "$work/$name/stdout.txt" | sed "s/^/  [$name] /" | tee -a "$LOG"
+	verdict "$name" "$rc" "$((SECONDS - t0)) s"
+done
+log "SUMMARY batch: $passed passed, $failed failed${failures:+ (failed:$failures)}"
+cp "$LOG" "$work/"
+tar czf "$OUT/batch-logs.tgz" -C "$work" . 2>/dev/null
+rm -rf "$work"
+[ "$failed" -eq 0 ]
