@@ -111,8 +111,9 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 			blocks = tier;
 		if (!small && bytes / NDET_PLAN_LARGE_BYTES_PER_BLOCK > blocks)
 			blocks = bytes / NDET_PLAN_LARGE_BYTES_PER_BLOCK;
-		if (blocks > ndet_plan_grid_cap(params))
-			blocks = ndet_plan_grid_cap(params);
+		const uint64_t cap = ndet_plan_grid_cap(params);
+		if (blocks > cap)
+			blocks = cap;
 		uint64_t chunk = ndet_plan_div_up(params->count, blocks);
 		chunk = ndet_plan_div_up(chunk, pack) * pack;
 		if (chunk > lane_elems)

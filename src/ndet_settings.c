@@ -100,7 +100,7 @@ static const struct ndet_setting ndet_settings_table[] = {
      * One-shot reads every peer's whole buffer: lowest latency while messages are
      * small, n-fold traffic when they are not.  Measured on 2x H200 (the crossover
      * only moves down with more ranks): two-shot wins from 128 KiB (19 vs 25 us),
-     * 256 KiB (23 vs 34 us); benchmark-results/2026-11-30-h200x2-vs-nccl.txt.
+     * 256 KiB (23 vs 34 us); benchmark-results/2026-11-30-h200x2-session3.txt.
      */
     {"NCCL_DET_ONESHOT_MAX", NDET_SETTING_SIZE, "64KiB", 0, NDET_GIB, NDET_FIELD(oneshot_max),
      "largest message reduced one-shot, bytes; larger ones go two-shot; equal on all ranks"},

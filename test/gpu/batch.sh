@@ -6,8 +6,8 @@
 #   test/gpu/batch.sh STEP...         e.g. test/gpu/batch.sh smoke leak graph-nb perf2
 #   test/gpu/batch.sh list            the steps and what each runs
 #
-# Environment: BIN_DIR / NDET_LIB / BUILD as for the other scripts (default: the
-# .devbin tree that test/gpu/pack_devbin.sh makes, else the build tree), OUT (the
+# Environment: BIN_DIR / NDET_LIB / BUILD as for the other scripts (default: the build
+# tree, else the .devbin tree that test/gpu/pack_devbin.sh makes), OUT (the
 # tarball $OUT/batch-logs.tgz and $OUT/batch.log go there), BATCH_BUDGET (seconds for
 # all steps, default 540: a device call may last 600 s).  A step that would start with
 # less than its minimum left is not run and counts as failed ("no time").  The last
@@ -15,7 +15,9 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
-if [ -d "$top/.devbin" ]; then
+# The carried binaries on a GPU machine (it has no build tree); the build tree where
+# there is one, so a stale .devbin never stands in for a fresh build.
+if [ ! -e "$top/src/.libs/libnccl-det.so" ] && [ -d "$top/.devbin" ]; then
 	BIN_DIR=${BIN_DIR:-$top/.devbin/test/gpu}
 	NDET_LIB=${NDET_LIB:-$top/.devbin/src/.libs/libnccl-det.so}
 	BUILD=${BUILD:-$top/.devbin}
