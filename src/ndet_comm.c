@@ -443,7 +443,14 @@ static void ndet_comm_poison(struct ndet_comm *comm)
 
 /* ---------------------------------------------------------------- exchange */
 
-/* Poll a non-blocking communicator until NCCL no longer reports ncclInProgress. */
+/*
+ * Poll a non-blocking communicator until NCCL no longer reports ncclInProgress.
+ * Only an ncclCommAbort or ncclCommRevoke (another thread) ends the wait early, and
+ * then the answer is ncclInProgress: NCCL may still launch work that uses our
+ * buffers.  Finalize and destroy do not end it: our teardown barrier runs after
+ * they marked the communicator inactive, and its all-gather must be waited for
+ * before the exchange buffer is freed.
+ */
 static ncclResult_t ndet_comm_wait_ready(struct ndet_comm *comm)
 {
 	const struct ndet_nccl *nccl = ndet_resolve_nccl();
@@ -461,8 +468,8 @@ static ncclResult_t ndet_comm_wait_ready(struct ndet_comm *comm)
 		if (state != ncclInProgress)
 			return state;
 		/* Aborted from another thread: NCCL will not finish. */
-		if (ndet_comm_state(comm) == NDET_COMM_DEAD)
-			return ncclInvalidUsage;
+		if (ndet_comm_is_stopped(comm))
+			return ncclInProgress;
 		struct timespec pause = {.tv_sec = 0, .tv_nsec = (long)pause_us * 1000};
 		nanosleep(&pause, NULL);
 		if (pause_us < NDET_COMM_POLL_MAX_US)
@@ -521,6 +528,18 @@ static ndet_status_t ndet_comm_exchange(void *const contexts[], int count,
 out:
 	if (first == ncclSuccess)
 		return NDET_OK;
+	if (first == ncclInProgress) {
+		for (int i = 0; i < count; i++) {
+			struct ndet_comm *comm = contexts[i];
+			__atomic_store_n(&comm->exchange_result, (int)ncclInvalidUsage,
+					 __ATOMIC_RELAXED);
+		}
+		/* The caller must not free or reuse the buffers (ndet_engine_exchange). */
+		NDET_WARN("nccl-det's exchange of %zu bytes on %d communicator(s) was abandoned: "
+			  "the communicator was aborted while NCCL still ran the all-gather",
+			  bytes, count);
+		return NDET_IN_PROGRESS;
+	}
 	for (int i = 0; i < count; i++) {
 		struct ndet_comm *comm = contexts[i];
 		__atomic_store_n(&comm->exchange_result, (int)first, __ATOMIC_RELAXED);
@@ -561,6 +580,8 @@ static ncclResult_t ndet_comm_describe(struct ndet_comm *comm)
 	const struct ndet_nccl *nccl = ndet_resolve_nccl();
 	int rank = -1, nranks = -1, device = -1;
 	ncclResult_t result = ndet_comm_wait_ready(comm);
+	if (result == ncclInProgress) /* aborted before it was ready: nothing of ours ran */
+		return ncclInvalidUsage;
 	if (result != ncclSuccess)
 		return result;
 	/* An NCCL that lacks one of these never diverts, on any rank: nothing to exchange. */

@@ -69,6 +69,8 @@ struct ndet_engine {
 	void *exchange_buffer;                    /* device (or pinned host) memory */
 	size_t exchange_bytes;
 	bool exchange_pinned; /* exchange_buffer came from cudaHostAlloc */
+	/* An exchange was abandoned while NCCL may still write into the buffer: kept. */
+	bool exchange_abandoned;
 
 	/* The detach protocol (ndet_teardown.h). */
 	uint64_t *detach_host; /* pinned: detach words on their way in and out */
@@ -515,8 +517,14 @@ static void ndet_engine_free_all(void *member)
 		return;
 	}
 	ndet_engine_close_peers(engine);
-	ndet_engine_free_memory(&engine->exchange_buffer, engine->exchange_bytes,
-				engine->exchange_pinned);
+	if (engine->exchange_abandoned)
+		NDET_INFO(NDET_SUBSYS_ALLOC,
+			  "rank %d: the %zu-byte exchange buffer stays allocated: an aborted "
+			  "exchange may still write into it",
+			  engine->config.rank, engine->exchange_bytes);
+	else
+		ndet_engine_free_memory(&engine->exchange_buffer, engine->exchange_bytes,
+					engine->exchange_pinned);
 	ndet_engine_free_memory(&engine->step_counters, NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t),
 				false);
 	ndet_engine_free_memory(&engine->pool, engine->pool_bytes, false);
@@ -623,6 +631,12 @@ static ndet_status_t ndet_engine_exchange(struct ndet_engine *const engines[], i
 		NDET_CUDA_CHECK_GOTO(cudaStreamSynchronize(engine->setup_stream), status, out);
 	}
 	status = engines[0]->exchange(contexts, count, sends, recvs, bytes, streams);
+	if (status == NDET_IN_PROGRESS) {
+		/* NCCL may still run the all-gather: its buffers outlive the engine. */
+		for (int i = 0; i < count; i++)
+			engines[i]->exchange_abandoned = true;
+		status = NDET_ERR_REMOTE;
+	}
 	if (status != NDET_OK) {
 		NDET_WARN("exchange of %zu bytes for %d communicator(s) failed: %s", bytes, count,
 			  ndet_status_name(status));

@@ -280,10 +280,20 @@ static void rank_main(int rank, void *opaque)
 		return;
 	}
 	run->result[rank] = run->bad->run(rank, s);
+	/*
+	 * On a non-blocking communicator ncclInProgress and ncclSuccess both say the
+	 * call was taken (NCCL's group end leaves the launch to its async thread;
+	 * nccl-det's diverted call is launched when it returns): how it went shows in
+	 * ncclCommGetAsyncError, printed too.
+	 */
+	if (run->bad->nonblocking && run->result[rank] == ncclInProgress)
+		run->result[rank] = ncclSuccess;
 	if (s->destroyed)
 		return;
-	ncclResult_t async = ncclSuccess;
-	if (ncclCommGetAsyncError(s->comm, &async) == ncclSuccess)
+	ncclResult_t async = ncclInProgress, asked = ncclSuccess;
+	for (int poll = 0; poll < 100000 && asked == ncclSuccess && async == ncclInProgress; poll++)
+		asked = ncclCommGetAsyncError(s->comm, &async);
+	if (asked == ncclSuccess)
 		run->async_error[rank] = async != ncclSuccess;
 	/* Only nccl-det (when preloaded) answers this. */
 	ncclDetCommQuery_fn query = (ncclDetCommQuery_fn)dlsym(RTLD_DEFAULT, "ncclDetCommQuery");

@@ -534,6 +534,7 @@ enum teardown { TEARDOWN_FINALIZE, TEARDOWN_DESTROY, TEARDOWN_ABORT, TEARDOWN_RE
 struct teardown_job {
 	ncclUniqueId id;
 	enum teardown how;
+	bool nonblocking; /* config.blocking = 0: every NCCL call may answer ncclInProgress */
 	ncclResult_t result[MAX_RANKS];
 	ncclResult_t after[MAX_RANKS]; /* an all-reduce after revoke */
 	float value[MAX_RANKS][8];
@@ -543,7 +544,11 @@ static void teardown_rank(int rank, void *opaque)
 {
 	struct teardown_job *job = opaque;
 	ncclComm_t comm = NULL;
-	ncclResult_t result = ncclCommInitRank(&comm, 3, job->id, rank);
+	ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+	config.blocking = job->nonblocking ? 0 : 1;
+	ncclResult_t result = ncclCommInitRankConfig(&comm, 3, job->id, rank, &config);
+	if (result == ncclInProgress)
+		result = poll_ready(comm);
 	if (result == ncclSuccess)
 		result = ncclAllReduce(job->value[rank], job->value[rank], 8, ncclFloat32, ncclSum,
 				       comm, NULL);
@@ -551,6 +556,8 @@ static void teardown_rank(int rank, void *opaque)
 	case TEARDOWN_FINALIZE:
 		if (result == ncclSuccess)
 			result = ncclCommFinalize(comm);
+		if (result == ncclInProgress)
+			result = poll_ready(comm);
 		if (result == ncclSuccess)
 			result = ncclCommDestroy(comm);
 		break;
@@ -575,12 +582,13 @@ static void teardown_rank(int rank, void *opaque)
 	job->result[rank] = result;
 }
 
-static struct ndet_fake_backend_counters run_teardown(enum teardown how, bool processes)
+static struct ndet_fake_backend_counters run_teardown_mode(enum teardown how, bool processes,
+							   bool nonblocking)
 {
 	if (processes)
 		assert_int_equal(setenv("FAKE_BACKEND_PROCESS_PER_RANK", "1", 1), 0);
 	ndet_fake_backend_reset();
-	struct teardown_job job = {.how = how};
+	struct teardown_job job = {.how = how, .nonblocking = nonblocking};
 	assert_int_equal(pncclGetUniqueId(&job.id), ncclSuccess);
 	assert_int_equal(fake_nccl_run_ranks(3, teardown_rank, &job), 0);
 	for (int r = 0; r < 3; r++) {
@@ -594,6 +602,11 @@ static struct ndet_fake_backend_counters run_teardown(enum teardown how, bool pr
 	assert_int_equal(counters.engines_created, 3);
 	assert_int_equal(counters.engines_destroyed, 3);
 	return counters;
+}
+
+static struct ndet_fake_backend_counters run_teardown(enum teardown how, bool processes)
+{
+	return run_teardown_mode(how, processes, false);
 }
 
 static void test_teardown_paths(void **state)
@@ -610,6 +623,17 @@ static void test_teardown_paths(void **state)
 	 */
 	counters = run_teardown(TEARDOWN_FINALIZE, false);
 	assert_int_equal(counters.barriers, 0);
+	assert_int_equal(counters.pools_freed, 3);
+	assert_int_equal(counters.pools_quarantined, 0);
+	/*
+	 * Non-blocking communicators: the barrier's all-gather answers ncclInProgress
+	 * until NCCL's async thread launched it, and finalize has already marked the
+	 * communicator inactive.  The barrier still waits for it: giving up there freed
+	 * the exchange buffer under NCCL's pending kernel (an illegal address in
+	 * PyTorch with TORCH_NCCL_USE_COMM_NONBLOCKING=1).
+	 */
+	counters = run_teardown_mode(TEARDOWN_FINALIZE, true, true);
+	assert_int_equal(counters.barriers, 3);
 	assert_int_equal(counters.pools_freed, 3);
 	assert_int_equal(counters.pools_quarantined, 0);
 	/*

@@ -55,6 +55,7 @@ struct world {
 	int rounds;                /* exchanges completed */
 	int fail_round;            /* this exchange fails on every rank (0: none) */
 	int drop_round, drop_rank; /* this exchange leaves drop_rank's slot unwritten */
+	int abandon_round;         /* this exchange is abandoned in flight (an abort) */
 	ndet_status_t result;      /* of the last exchange */
 };
 
@@ -72,7 +73,9 @@ static uint64_t world_post(struct world *world, int rank, const void *send, void
 	uint64_t generation = world->generation;
 	if (++world->posted == world->nranks) {
 		world->rounds++;
-		world->result = world->rounds == world->fail_round ? NDET_ERR_NCCL : NDET_OK;
+		world->result = world->rounds == world->fail_round      ? NDET_ERR_NCCL
+				: world->rounds == world->abandon_round ? NDET_IN_PROGRESS
+									: NDET_OK;
 		for (int r = 0; r < world->nranks && world->result == NDET_OK; r++)
 			for (int q = 0; q < world->nranks; q++)
 				if (world->rounds != world->drop_round || q != world->drop_rank)
@@ -440,6 +443,33 @@ static void test_barrier_incomplete_detach_frees(void **state)
 	fclose(file);
 	unlink(log_path);
 	assert_int_equal(logged, 0);
+	group_fini(&group);
+}
+
+/*
+ * The teardown barrier's exchange is abandoned while NCCL may still run it (a
+ * non-blocking communicator aborted from another thread): the barrier fails, the
+ * pools go by the detach protocol, and each rank's exchange buffer, which NCCL's
+ * all-gather may still write, stays allocated (and counted), never freed under it.
+ */
+static void test_abandoned_exchange_keeps_buffer(void **state)
+{
+	(void)state;
+	struct group group;
+	group_create(&group, 3, true);
+	for (int r = 0; r < 3; r++)
+		launch(group.engines[r], NULL);
+	group.world.abandon_round = group.world.rounds + 1;
+	assert_int_equal(ndet_engine_destroy_group(group.engines, 3, true), NDET_ERR_REMOTE);
+	assert_no_violation();
+	assert_counts_agree();
+	struct ndet_resources now = held();
+	assert_int_equal(now.allocations, 3);
+	assert_int_equal(now.ipc_imports, 0);
+	assert_int_equal(now.pending_pools, 0);
+	assert_int_equal(now.deferred_pools, 0);
+	/* Nothing but the three exchange buffers: each far smaller than a pool. */
+	assert_true(now.bytes > 0 && now.bytes < 3 * (64u << 10));
 	group_fini(&group);
 }
 
@@ -1165,6 +1195,7 @@ int main(void)
 		cmocka_unit_test_setup(test_teardown_order_lockstep, reset),
 		cmocka_unit_test_setup(test_teardown_order_threads, reset),
 		cmocka_unit_test_setup(test_barrier_incomplete_detach_frees, reset),
+		cmocka_unit_test_setup(test_abandoned_exchange_keeps_buffer, reset),
 		cmocka_unit_test_setup(test_kernel_not_finished_keeps_memory, reset),
 		cmocka_unit_test_setup(test_faulted_kernel_ends_wait, reset),
 		cmocka_unit_test_setup(test_create_destroy_cycles, reset),

@@ -134,6 +134,21 @@ static ncclResult_t async_error(ncclComm_t comm)
 	return async;
 }
 
+/*
+ * A call on a non-blocking communicator may answer ncclInProgress (NCCL's group end
+ * leaves the launch to its async thread): poll until it is done, as NCCL asks of a
+ * caller before the next call.  nccl-det's diverted calls answer ncclSuccess.
+ */
+static ncclResult_t settle(ncclComm_t comm, ncclResult_t result)
+{
+	ncclResult_t state = result;
+	while (state == ncclInProgress) {
+		if (ncclCommGetAsyncError(comm, &state) != ncclSuccess)
+			return ncclInternalError;
+	}
+	return state;
+}
+
 static int diverted(ncclComm_t comm)
 {
 	int answer = -1;
@@ -1015,13 +1030,14 @@ static void odd_rank(int rank, void *opaque)
 		job->premul[rank] = ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32,
 							     ncclScalarHostImmediate, comm);
 		if (job->premul[rank] == ncclSuccess) {
-			job->premul[rank] = ncclAllReduce(values, job->output[rank], COUNT,
-							  ncclFloat32, op, comm, NULL);
+			job->premul[rank] = settle(comm, ncclAllReduce(values, job->output[rank],
+								       COUNT, ncclFloat32, op,
+								       comm, NULL));
 			ncclRedOpDestroy(op, comm);
 		}
 	}
-	job->call[rank] =
-		ncclAllReduce(values, job->output[rank], COUNT, ncclFloat32, ncclSum, comm, NULL);
+	job->call[rank] = settle(comm, ncclAllReduce(values, job->output[rank], COUNT,
+						     ncclFloat32, ncclSum, comm, NULL));
 	job->async[rank] = async_error(comm);
 	job->diverted[rank] = diverted(comm);
 	ncclCommDestroy(comm);

@@ -1703,7 +1703,12 @@ static ncclResult_t fake_group_flush(bool simulate)
 			continue;
 		post->result = fake_wait_post_locked(post);
 		struct ncclComm *target = post->child != NULL ? post->child : post->comm;
-		if (!target->blocking && (post->kind == FAKE_SPLIT || post->kind == FAKE_SHRINK)) {
+		/*
+		 * Non-blocking: NCCL's group end returns before its async thread has
+		 * launched the work, and ncclCommGetAsyncError says ncclInProgress until
+		 * it has (collectives too, not only inits and splits).
+		 */
+		if (!target->blocking && post->result == ncclSuccess) {
 			fake_note_nonblocking_locked(target);
 			in_progress = true;
 		}
@@ -1752,6 +1757,11 @@ static ncclResult_t fake_submit(struct fake_post *post, bool detach)
 	ncclResult_t result = fake_post_locked(post);
 	if (result == ncclSuccess)
 		result = fake_wait_post_locked(post);
+	/* Non-blocking: in progress until polled, as in fake_group_flush. */
+	if (result == ncclSuccess && !post->comm->blocking) {
+		fake_note_nonblocking_locked(post->comm);
+		result = ncclInProgress;
+	}
 	pthread_mutex_unlock(&fake_lock);
 	return result;
 }

@@ -17,6 +17,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 # The carried binaries on a GPU machine (it has no build tree); the build tree where
 # there is one, so a stale .devbin never stands in for a fresh build.
+if [ ! -e "$top/src/.libs/libnccl-det.so" ] && [ ! -d "$top/.devbin" ] && [ -f "$top/.devbin.tgz" ]; then
+	tar -C "$top" -xzf "$top/.devbin.tgz"
+fi
 if [ ! -e "$top/src/.libs/libnccl-det.so" ] && [ -d "$top/.devbin" ]; then
 	BIN_DIR=${BIN_DIR:-$top/.devbin/test/gpu}
 	NDET_LIB=${NDET_LIB:-$top/.devbin/src/.libs/libnccl-det.so}
@@ -53,11 +56,12 @@ sanitize     420 test/gpu/suite.sh sanitize
 preload      300 test/gpu/suite.sh preload
 leak         300 env NDET_FAULT_CYCLES=100 FAULTS_MPS=on FAULTS_BUDGET=280 test/gpu/faults.sh leak-destroy leak-abort
 faults       450 test/gpu/faults.sh
-graph-nb     120 env CASES=graph-nonblocking MPS=on LIMIT=90 test/gpu/torch_extras.sh 3
+graph-nb     150 env "CASES=graph-nonblocking graph-nonblocking-nccl" "MPS=on off" LIMIT=60 test/gpu/torch_extras.sh 3
 extras-nomps 400 env MPS=off LIMIT=90 test/gpu/torch_extras.sh 4
 torch-rs     200 test/gpu/torch_rs.sh $NDET_LIB 4
 jax          150 test/gpu/loading.sh jax
 torchrun     200 test/gpu/loading.sh torchrun
+nccl-tests   240 test/gpu/nccl_tests.sh
 perf2        150 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 8 -e 1G -f 8 -d bf16 --nccl --nccl-symmetric --csv $OUT/perf2.csv
 perf-rs      100 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 64K -e 1G -f 16 -d bf16 -G 0 --nccl --coll reducescatter
 EOF

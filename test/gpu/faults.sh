@@ -45,9 +45,9 @@ fork-exit       3     40    on,off  NCCL_DET_TIMEOUT=30
 exit-live       3     40    on,off  NCCL_DET_TIMEOUT=30
 torch-teardown  3     60    off     NCCL_DET_TIMEOUT=5 TORCH_NCCL_ASYNC_ERROR_HANDLING=1
 torch-skip      3     60    off     NCCL_DET_TIMEOUT=5 TORCH_NCCL_ASYNC_ERROR_HANDLING=3
-leak-finalize   3     150   off     NCCL_DET_TIMEOUT=30
-leak-destroy    3     150   off     NCCL_DET_TIMEOUT=30
-leak-abort      3     150   off     NCCL_DET_TIMEOUT=30
+leak-finalize   3     150   on,off    NCCL_DET_TIMEOUT=30
+leak-destroy    3     150   on,off    NCCL_DET_TIMEOUT=30
+leak-abort      3     150   on,off    NCCL_DET_TIMEOUT=30
 "
 # Seconds PyTorch's watchdog may take beyond NCCL_DET_TIMEOUT to report the error, and to
 # end the process (it sleeps 4 x TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC first, set to 1 s).
@@ -234,5 +234,9 @@ for pass in ${FAULTS_MPS:-on off}; do
 done
 
 rm -rf "$scratch"
+if [ $((passed + failed)) -eq 0 ]; then
+	failed=1
+	failures=" (no case matched: '$*' with FAULTS_MPS='${FAULTS_MPS:-on off}')"
+fi
 log "SUMMARY faults: $passed passed, $failed failed${failures:+ (failed:$failures)}"
 [ $failed -eq 0 ]

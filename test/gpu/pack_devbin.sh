@@ -3,6 +3,9 @@
 # like the build tree, so it can be carried to a GPU machine that has no libtool:
 #   BUILD=DEST test/gpu/loading.sh, BIN_DIR=DEST/test/gpu test/gpu/suite.sh, ...
 # usage: test/gpu/pack_devbin.sh [BUILD-DIR] [DEST]
+# It also writes DEST.tgz: every binary links the kernel library in (about 12 MB each,
+# 70 MB in all), more than a device call carries (64 MiB), and the tarball is a quarter
+# of that.  Carry DEST.tgz; test/gpu/batch.sh unpacks it where DEST is missing.
 set -eu
 build=$(cd "${1:-.}" && pwd)
 dest=${2:-$build/.devbin}
@@ -17,4 +20,5 @@ for t in "$build"/test/gpu/ndet_*_test; do
 	[ -x "$t" ] && cp -a "$t" "$dest/test/gpu/"
 done
 (cd "$dest" && git -C "$build" rev-parse --short HEAD > COMMIT 2>/dev/null || true)
-du -sh "$dest"
+tar -C "$(dirname "$dest")" -czf "$dest.tgz" "$(basename "$dest")"
+du -sh "$dest" "$dest.tgz"

@@ -132,6 +132,16 @@ class Rank:
         return self.dist.all_reduce(tensor, op=self.ops[op] if isinstance(op, str) else op,
                                     **kwargs)
 
+    def phase(self, name):
+        """Wait for the device and say how far the rank got: a fault reported late (a
+        sticky CUDA error, under MPS in every client) is placed between two phases."""
+        try:
+            self.torch.cuda.synchronize()
+        except Exception as error:
+            print("PHASE %s: device error: %s" % (name, str(error)[:200]), flush=True)
+            raise
+        print("PHASE %s: ok" % name, flush=True)
+
     def finish(self):
         """The int32 call every case ends with, teardown (nccl-det's STATS line), JSON."""
         torch = self.torch
@@ -140,7 +150,7 @@ class Rank:
         try:
             self.all_reduce(data, kind="forwarded")
             self.expect(data.cpu().tolist() == [total] * 5, "int32 sum: %s" % data.cpu().tolist())
-            torch.cuda.synchronize()
+            self.phase("final int32 all-reduce")
         except Exception as error:  # e.g. a process group broken by an earlier error
             self.expect(False, "the final int32 all-reduce failed: %s" % str(error)[:300])
         self.dist.destroy_process_group()
@@ -164,18 +174,19 @@ def case_graph(me):
         # first eligible call, which is inside the capture below.
         warm = torch.ones(5, dtype=torch.int32, device=me.device)
         me.all_reduce(warm, kind="forwarded")
-    torch.cuda.synchronize()
+    me.phase("before capture")
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for buffer, (_, op, _) in zip(buffers, calls):
             me.all_reduce(buffer, op)
+    me.phase("captured")
     replayed = None
     for replay in range(3):
         seeds = [1000 * (replay + 1) + i for i in range(len(calls))]
         for buffer, (dtype, _, count), seed in zip(buffers, calls, seeds):
             buffer.copy_(me.inputs(dtype, count, seed))
         graph.replay()
-        torch.cuda.synchronize()
+        me.phase("replay %d" % replay)
         replayed = [buffer.cpu() for buffer in buffers]
         for got, (dtype, op, count), seed in zip(replayed, calls, seeds):
             me.compare(got, dtype, count, seed, op, "replay %d %s/%s/%d" % (
@@ -187,6 +198,7 @@ def case_graph(me):
         bad = int((me.ref.bits(data.cpu()) != me.ref.bits(got)).sum())
         me.expect(bad == 0, "eager %s/%s/%d: %d elements differ from the replay" % (
             str(dtype).split(".")[1], op, count, bad))
+    me.phase("eager after the replays")
     del graph
 
 

@@ -3,6 +3,8 @@
 # processes on one GPU, each its own NCCL_HOSTID, LD_PRELOAD=$NDET_LIB, NCCL_DET_STATS=1
 # and NCCL's COLL log, without and with MPS:
 #   graph, graph-nonblocking   first all-reduces inside torch.cuda.graph capture
+#   graph-nonblocking-nccl     the same with NCCL_DET_ENABLE=0 (plain NCCL's behaviour)
+#   nonblocking                a few eager calls on a non-blocking communicator
 #   expandable                 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 #   streams                    1000 calls alternating between two streams
 #   ddp, ddp-nccl              DDP, bucket_cap_mb 1 vs 25, under nccl-det and plain NCCL
@@ -13,6 +15,7 @@
 # judges them.  The last line is the SUMMARY.
 #
 # usage: NDET_LIB=/path/libnccl-det.so [OUT=dir] [CASES="graph ..."] [MPS="off on"] \
+#            [EXTRAS_NCCL_SUBSYS=COLL,INIT] [EXTRAS_ENV="VAR=VALUE ..."] \
 #            test/gpu/torch_extras.sh [N]
 set -u
 n=${1:-4}
@@ -43,6 +46,8 @@ job_env() {
 	case $1 in
 	graph | streams | ddp | ineligible) echo "$1" ;;
 	graph-nonblocking) echo "graph TORCH_NCCL_USE_COMM_NONBLOCKING=1" ;;
+	graph-nonblocking-nccl) echo "graph TORCH_NCCL_USE_COMM_NONBLOCKING=1 NCCL_DET_ENABLE=0" ;;
+	nonblocking) echo "basic TORCH_NCCL_USE_COMM_NONBLOCKING=1" ;;
 	expandable) echo "expandable PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" ;;
 	ddp-nccl) echo "ddp NCCL_DET_ENABLE=0" ;;
 	disabled) echo "basic NCCL_DET_ENABLE=0" ;;
@@ -66,8 +71,10 @@ job() {
 	port=$((20000 + RANDOM % 20000))
 	rm -f "$OUT/extras-$tag-$name-"*.log
 	for ((r = 0; r < n; r++)); do
+		# shellcheck disable=SC2086 # EXTRAS_ENV is a list of VAR=VALUE words
 		env "$@" RANK=$r WORLD="$n" PORT=$port NCCL_HOSTID=ndet-h$r NCCL_SOCKET_IFNAME=lo \
-			LD_PRELOAD="$NDET_LIB" NCCL_DET_STATS=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL \
+			LD_PRELOAD="$NDET_LIB" NCCL_DET_STATS=1 NCCL_DEBUG=INFO \
+			NCCL_DEBUG_SUBSYS="${EXTRAS_NCCL_SUBSYS:-COLL}" ${EXTRAS_ENV:-} \
 			timeout --kill-after=10 "$LIMIT" "$PYTHON" "$here/torch_extras.py" "$script" \
 			>"$OUT/extras-$tag-$name-$r.log" 2>&1 &
 		pids="$pids $!"
