@@ -24,6 +24,18 @@
  *   PreMulSum: at 2 each rank also stores its scalar, widened to the accumulation
  *   type, into scalar[b] of its own flags; at 5 the reducer multiplies rank q's
  *   elements by q's scalar (read after the acquire of ready[b][q]).
+ * LL (NDET_PATH_LL, small all-reduces and reduces): no lane, no ready wait, no
+ * remote read.  Each thread stores NDET_LL_LINES_PER_THREAD 16-byte lines
+ * {data0, tag, data1, tag} straight from sendbuff into every peer's LL slot
+ * [b][me][t % 2] (t: the block's LL step, a counter of its own), and polls the
+ * same lines of every peer in its own slots until both tags equal t; then it
+ * reduces in tree order.  Every line of the slot is written at every LL step, so
+ * a line holds t, t - 2 or (never written) 0, never an older tag that could
+ * match.  A peer stores step t + 2 into the slot only after it saw this rank's
+ * step t + 1 lines, which this rank writes only after it finished reading step t:
+ * parity alone keeps the slots safe.  The LL step also stores ready (relaxed, for
+ * the signature: a peer on another path or call fails instead of waiting) and, at
+ * its end, done (release), so a later pull step's wait for done finds it.
  * Flags hold exact step values (compared for equality modulo 2^40), so a peer can be
  * at most one step apart and counter wrap-around is harmless.  Step counters live in
  * device memory (one per block, this rank only) so CUDA-graph replays continue the
@@ -57,7 +69,16 @@ typedef enum {
 	NDET_PATH_ONESHOT,
 	NDET_PATH_TWOSHOT,
 	NDET_PATH_SCATTER, /* reduce-scatter: count elements per rank block */
+	NDET_PATH_LL,      /* one step, data and flag in each 8-byte word (see above) */
 } ndet_path_t;
+
+/* LL geometry: lines per thread, payload bytes per block, bytes of one slot. */
+#define NDET_LL_LINES_PER_THREAD 2
+#define NDET_LL_BLOCK_BYTES (NDET_KERNEL_THREADS * NDET_LL_LINES_PER_THREAD * 8)
+#define NDET_LL_SLOT_BYTES (NDET_KERNEL_THREADS * NDET_LL_LINES_PER_THREAD * 16)
+/* Upper bound of NCCL_DET_LL_MAX, and the most LL blocks a pool has slots for. */
+#define NDET_LL_MAX_BYTES (256u * 1024u)
+#define NDET_LL_MAX_BLOCKS (NDET_LL_MAX_BYTES / NDET_LL_BLOCK_BYTES)
 
 /*
  * Kernel-table index of PreMulSum: op NDET_OP_SUM with args.premul set (for
@@ -116,7 +137,16 @@ struct ndet_kernel_args {
 	int32_t premul;       /* ndet_premul_t; op is NDET_OP_SUM when set */
 	uint64_t scalar_bits; /* NDET_PREMUL_HOST: the scalar's bits, one element of dtype */
 	const void *scalar;   /* NDET_PREMUL_DEVICE: device address of one element */
-	uint64_t *step_counters;                  /* this rank's, one per block */
+	/*
+	 * This rank's, one per block; the LL step counters follow at
+	 * step_counters[NDET_KERNEL_MAX_BLOCKS + b].
+	 */
+	uint64_t *step_counters;
+	/*
+	 * LL slots: from lanes[r], rank r's slot for (block b, source q, parity p) is at
+	 * ll_offset + ((b * nranks + q) * 2 + p) * NDET_LL_SLOT_BYTES.
+	 */
+	uint64_t ll_offset;
 	struct ndet_host_status *host_status;     /* device pointer of host-mapped memory */
 	struct ndet_flags *flags[NDET_MAX_RANKS]; /* every rank's flags, as mapped here */
 	char *lanes[NDET_MAX_RANKS];              /* every rank's lane 0, as mapped here */

@@ -592,13 +592,212 @@ __device__ void ndet_signal_all(const ndet_kernel_args &a, size_t which_offset, 
 	}
 }
 
+/*
+ * LL lines: 16 bytes {data0, tag, data1, tag} stored and loaded as one vector of
+ * four words.  Only each 8-byte half is single-copy atomic, so each carries the tag;
+ * volatile accesses are relaxed at system scope and skip L1 (ndet_kernels.h, LL).
+ */
+__device__ __forceinline__ void ndet_ll_store(char *p, uint64_t payload, uint32_t tag)
+{
+	asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p),
+		     "r"((uint32_t)payload), "r"(tag), "r"((uint32_t)(payload >> 32)), "r"(tag)
+		     : "memory");
+}
+
+__device__ __forceinline__ void ndet_ll_load(const char *p, uint32_t (&w)[4])
+{
+	asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+		     : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+		     : "l"(p)
+		     : "memory");
+}
+
+/* The first `bytes` (at most 8) bytes at `src`, any alignment, zero-padded. */
+__device__ __forceinline__ uint64_t ndet_ll_payload(const char *src, uint64_t bytes)
+{
+	if (bytes >= 8 && ((uintptr_t)src & 7) == 0)
+		return *reinterpret_cast<const uint64_t *>(src);
+	uint64_t v = 0;
+	for (uint64_t i = 0; i < bytes && i < 8; i++)
+		v |= (uint64_t)(unsigned char)src[i] << (8 * i);
+	return v;
+}
+
+/*
+ * Wait until `line` holds LL tag `tag` in both halves; its 8 payload bytes go to
+ * *payload.  Polls like ndet_wait (abort word, host abort, deadline), and also the
+ * peer's ready flag: a peer that reached this step with another signature (another
+ * call, or a path that waits for our ready instead) fails the call at once.
+ */
+__device__ uint32_t ndet_ll_wait(const ndet_kernel_args &a, ndet_block_state &st, const char *line,
+				 uint32_t tag, uint64_t step, int peer, uint64_t *payload,
+				 uint64_t *observed)
+{
+	for (uint64_t spins = 1;; spins++) {
+		uint32_t w[4];
+		ndet_ll_load(line, w);
+		if (w[1] == tag && w[3] == tag) {
+			*payload = (uint64_t)w[0] | ((uint64_t)w[2] << 32);
+			if (spins > 1)
+				st.t0 = ndet_globaltimer(); /* progress: the deadline starts again */
+			return NDET_KERNEL_OK;
+		}
+		if ((spins & 63) == 0) {
+			if (ndet_load_relaxed(&st.me->abort_word) != 0)
+				return NDET_KERNEL_ERR_PEER;
+			const uint64_t ready = ndet_load_relaxed(&st.me->ready[blockIdx.x][peer]);
+			if (((ready >> NDET_FLAG_SIGNATURE_BITS) & kStepMask) == (step & kStepMask) &&
+			    (uint32_t)(ready & NDET_FLAG_SIGNATURE_MASK) != a.signature) {
+				*observed = ready;
+				return NDET_KERNEL_ERR_SIGNATURE;
+			}
+			if ((spins & 1023) == 0) {
+				if (a.host_status->abort != 0)
+					return NDET_KERNEL_ERR_ABORTED;
+				if (a.timeout_ns != 0 && ndet_globaltimer() - st.t0 > a.timeout_ns)
+					return NDET_KERNEL_ERR_TIMEOUT;
+			}
+		}
+	}
+}
+
+/*
+ * One LL step of block b (ndet_kernels.h): step `step` of the block's flags, LL step
+ * `t` of its slots.  Thread i carries lines i, i + threads, ... of the block's chunk.
+ */
+template <int DT, int OP, int NR>
+__device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, uint64_t step,
+			      uint64_t t, uint32_t host_abort)
+{
+	typedef ndet_dtype<DT> D;
+	typedef typename D::T T;
+	typedef typename D::Acc Acc;
+	constexpr int E8 = 8 / sizeof(T);
+	constexpr int L = NDET_LL_LINES_PER_THREAD;
+	__shared__ uint32_t host_aborted;
+	__shared__ uint32_t error_code;
+	const uint32_t b = blockIdx.x;
+	const int n = a.nranks, me = a.rank;
+	const uint32_t tag = (uint32_t)t;
+	const uint64_t parity = t & 1;
+	const uint64_t start = (uint64_t)b * a.chunk_elems; /* one step: k = 0 */
+	const uint64_t len = start < a.count ? min(a.chunk_elems, a.count - start) : 0;
+	const uint64_t chunk_bytes = len * sizeof(T);
+	const char *send = static_cast<const char *>(a.sendbuff) + start * sizeof(T);
+	const bool writes = a.root < 0 || a.root == me;
+
+	/* This thread's payloads, loaded while the done flags are checked. */
+	uint64_t mine[L];
+#pragma unroll
+	for (int l = 0; l < L; l++) {
+		const uint64_t off = ((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * 8;
+		mine[l] = off < chunk_bytes ? ndet_ll_payload(send + off, chunk_bytes - off) : 0;
+	}
+	if (threadIdx.x == 0)
+		error_code = 0;
+	if (threadIdx.x == 32)
+		host_aborted = host_abort;
+	/*
+	 * 1. Peers finished the previous step: only then may ready be overwritten (a
+	 * peer may still wait for the previous value).  Usually long true: one local
+	 * load.
+	 */
+	if (ndet_wait_all(a, st, st.me->done, step - 1, false, 1) != 0)
+		return;
+	if (host_aborted != 0) {
+		if (threadIdx.x == 0)
+			ndet_fail(a, NDET_KERNEL_ERR_ABORTED, (uint32_t)me, step, 0, 0);
+		return;
+	}
+
+	/* 2. Every line of the slot, to every peer (lines past the chunk: zeros). */
+	ndet_debug_delay(a, step, 2);
+	for (int j = 1; j < n; j++) {
+		const int q = (me + j) % n;
+		char *slot = a.lanes[q] + a.ll_offset +
+			     (((uint64_t)b * n + me) * 2 + parity) * NDET_LL_SLOT_BYTES;
+#pragma unroll
+		for (int l = 0; l < L; l++)
+			ndet_ll_store(slot + ((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * 16,
+				      mine[l], tag);
+	}
+	/* The signature, for peers that poll it (ndet_ll_wait) or wait for it (pull). */
+	ndet_signal_all(a, offsetof(ndet_flags, ready), ndet_flag_pack(step, a.signature));
+
+	/* 3. Every peer's lines, then the tree, element by element. */
+	ndet_debug_delay(a, step, 3);
+	uint32_t code = NDET_KERNEL_OK;
+	int bad_peer = 0;
+	uint64_t observed = 0;
+#pragma unroll
+	for (int l = 0; l < L; l++) {
+		const uint64_t line = (uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
+		const uint64_t off = line * 8;
+		if (code != NDET_KERNEL_OK || off >= chunk_bytes)
+			break;
+		uint64_t payload[NR];
+#pragma unroll
+		for (int r = 0; r < NR; r++) {
+			if (r >= n || code != NDET_KERNEL_OK)
+				continue;
+			if (r == me) {
+				payload[r] = mine[l];
+				continue;
+			}
+			const char *slot = a.lanes[me] + a.ll_offset +
+					   (((uint64_t)b * n + r) * 2 + parity) * NDET_LL_SLOT_BYTES;
+			code = ndet_ll_wait(a, st, slot + line * 16, tag, step, r, &payload[r],
+					    &observed);
+			if (code != NDET_KERNEL_OK)
+				bad_peer = r;
+		}
+		if (code != NDET_KERNEL_OK || !writes)
+			continue;
+		const uint64_t valid = min((uint64_t)E8, (chunk_bytes - off) / sizeof(T));
+#pragma unroll
+		for (int e = 0; e < E8; e++) {
+			if ((uint64_t)e >= valid)
+				break;
+			Acc v[NDET_MAX_RANKS];
+#pragma unroll
+			for (int r = 0; r < NR; r++) {
+				if (r < n) {
+					union {
+						uint64_t u;
+						T x[E8];
+					} in;
+					in.u = payload[r];
+					v[r] = D::widen(in.x[e]);
+				}
+			}
+			ndet_store_elem<T>(static_cast<char *>(a.recvbuff) +
+						   (start + line * E8 + e) * sizeof(T),
+					   ndet_finish<DT, OP>(ndet_tree<OP, Acc, NR>(v, n), n));
+		}
+	}
+	if (code != NDET_KERNEL_OK) {
+		atomicCAS(&error_code, 0u, code);
+		ndet_fail(a, code, (uint32_t)bad_peer, step, observed, 2);
+	}
+	__syncthreads();
+	if (error_code != 0)
+		return;
+
+	/* 4. This rank read every line it needed of this step. */
+	ndet_signal_all(a, offsetof(ndet_flags, done), ndet_flag_pack(step, 0));
+	if (threadIdx.x == 0) {
+		a.step_counters[b] = step;
+		a.step_counters[NDET_KERNEL_MAX_BLOCKS + b] = t;
+	}
+}
+
 template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
 {
 	typedef ndet_dtype<DT> D;
 	typedef typename D::T T;
 	typedef typename D::Acc Acc;
 	constexpr int E = 16 / sizeof(T);
-	__shared__ uint64_t first_step;
+	__shared__ uint64_t first_step, first_ll;
 	__shared__ int poisoned;
 	__shared__ Acc scales[NDET_MAX_RANKS]; /* PreMulSum: every rank's scalar, this step */
 	ndet_block_state st;
@@ -609,6 +808,7 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 	__shared__ uint32_t host_aborted;
 	if (threadIdx.x == 0) {
 		first_step = a.step_counters[b];
+		first_ll = a.step_counters[NDET_KERNEL_MAX_BLOCKS + b];
 		/*
 		 * Before any flag or lane of a peer is touched: a poisoned engine fails
 		 * fast (later calls touch nothing).  Every failure a kernel records also
@@ -635,6 +835,11 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 	__syncthreads();
 	if (poisoned)
 		return;
+	/* PreMulSum is never planned LL: its kernels leave the LL code out. */
+	if (OP != kOpPremulSum && a.path == NDET_PATH_LL) {
+		ndet_ll_block<DT, OP, NR>(a, st, first_step + 1, first_ll + 1, host_abort);
+		return;
+	}
 
 	const uint64_t lane_base = (uint64_t)b * a.lane_bytes;
 	char *own_lane = a.lanes[a.rank] + lane_base;

@@ -63,6 +63,7 @@ struct ndet_engine {
 	uint64_t pool_bytes;
 	uint64_t data_offset;
 	uint64_t lane_bytes;
+	uint64_t ll_offset; /* LL slots, from the first lane (ndet_kernels.h) */
 	uint64_t *step_counters;                  /* device, one per block */
 	struct ndet_host_status *host_status;     /* host view */
 	struct ndet_host_status *host_status_dev; /* device view */
@@ -116,11 +117,30 @@ static uint64_t ndet_engine_lane_bytes(const struct ndet_engine_config *config)
 	       NDET_ENGINE_LANE_ALIGN;
 }
 
+/* LL blocks the pool has slots for: NCCL_DET_LL_MAX in NDET_LL_BLOCK_BYTES shares. */
+static uint64_t ndet_engine_ll_blocks(const struct ndet_engine_config *config)
+{
+	const uint64_t ll_max =
+		config->ll_max < NDET_LL_MAX_BYTES ? config->ll_max : NDET_LL_MAX_BYTES;
+	return (ll_max + NDET_LL_BLOCK_BYTES - 1) / NDET_LL_BLOCK_BYTES;
+}
+
+/* The LL slots after the lanes: (block, source rank, parity) each (ndet_kernels.h). */
+static uint64_t ndet_engine_ll_bytes(const struct ndet_engine_config *config)
+{
+	if (config->nranks < 2)
+		return 0;
+	return ndet_engine_ll_blocks(config) * (uint64_t)config->nranks * 2u * NDET_LL_SLOT_BYTES;
+}
+
+/* Device bytes of the step counters: the pull steps', then the LL steps'. */
+#define NDET_ENGINE_COUNTER_BYTES (2u * NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t))
+
 uint64_t ndet_engine_memory_bytes(const struct ndet_engine_config *config)
 {
 	return ndet_engine_flags_bytes() +
 	       ndet_engine_lane_bytes(config) * (uint64_t)config->max_blocks +
-	       NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t);
+	       ndet_engine_ll_bytes(config) + NDET_ENGINE_COUNTER_BYTES;
 }
 
 static void ndet_engine_set_verdict(struct ndet_setup_verdict *verdict,
@@ -211,20 +231,28 @@ static ndet_local_status_t ndet_engine_alloc(struct ndet_engine *engine)
 	}
 	engine->data_offset = ndet_engine_flags_bytes();
 	engine->lane_bytes = ndet_engine_lane_bytes(config);
-	engine->pool_bytes = engine->data_offset + engine->lane_bytes * (uint64_t)config->max_blocks;
+	engine->ll_offset = engine->lane_bytes * (uint64_t)config->max_blocks;
+	engine->pool_bytes = engine->data_offset + engine->ll_offset + ndet_engine_ll_bytes(config);
 
 	/* Plain cudaMalloc: exportable whatever the application's allocator does. */
 	NDET_CUDA_CHECK_GOTO(ndet_engine_malloc(&engine->pool, engine->pool_bytes), status,
 			     alloc_failed);
-	/* Zero the flags before any peer can see the pool: a stale flag is a wrong step. */
+	/*
+	 * Zero the flags and the LL slots before any peer can see the pool: a stale flag
+	 * is a wrong step, a stale LL tag a wrong line.
+	 */
 	NDET_CUDA_CHECK_GOTO(cudaMemsetAsync(engine->pool, 0, engine->data_offset,
 					     engine->setup_stream),
 			     status, cuda_failed);
-	NDET_CUDA_CHECK_GOTO(ndet_engine_malloc(&engine->step_counters,
-						NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t)),
+	if (engine->pool_bytes > engine->data_offset + engine->ll_offset)
+		NDET_CUDA_CHECK_GOTO(
+			cudaMemsetAsync(engine->pool + engine->data_offset + engine->ll_offset, 0,
+					engine->pool_bytes - engine->data_offset - engine->ll_offset,
+					engine->setup_stream),
+			status, cuda_failed);
+	NDET_CUDA_CHECK_GOTO(ndet_engine_malloc(&engine->step_counters, NDET_ENGINE_COUNTER_BYTES),
 			     status, alloc_failed);
-	NDET_CUDA_CHECK_GOTO(cudaMemsetAsync(engine->step_counters, 0,
-					     NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t),
+	NDET_CUDA_CHECK_GOTO(cudaMemsetAsync(engine->step_counters, 0, NDET_ENGINE_COUNTER_BYTES,
 					     engine->setup_stream),
 			     status, cuda_failed);
 	NDET_CUDA_CHECK_GOTO(
@@ -480,7 +508,7 @@ static uint64_t ndet_engine_held_bytes(const struct ndet_engine *engine)
 	if (engine->pool != NULL)
 		bytes += engine->pool_bytes;
 	if (engine->step_counters != NULL)
-		bytes += NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t);
+		bytes += NDET_ENGINE_COUNTER_BYTES;
 	if (engine->host_status != NULL)
 		bytes += sizeof(struct ndet_host_status);
 	if (engine->detach_host != NULL)
@@ -525,8 +553,7 @@ static void ndet_engine_free_all(void *member)
 	else
 		ndet_engine_free_memory(&engine->exchange_buffer, engine->exchange_bytes,
 					engine->exchange_pinned);
-	ndet_engine_free_memory(&engine->step_counters, NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t),
-				false);
+	ndet_engine_free_memory(&engine->step_counters, NDET_ENGINE_COUNTER_BYTES, false);
 	ndet_engine_free_memory(&engine->pool, engine->pool_bytes, false);
 	ndet_engine_free_memory(&engine->host_status, sizeof(struct ndet_host_status), true);
 	ndet_engine_free_memory(&engine->detach_host, NDET_ENGINE_DETACH_BYTES, true);
@@ -968,6 +995,7 @@ ndet_status_t ndet_engine_plan_call_for_config(const struct ndet_engine_config *
 		.root = call->root,
 		.premul = call->premul != NDET_PREMUL_NONE,
 		.oneshot_max = config->oneshot_max,
+		.ll_max = config->ll_max,
 		.max_blocks = config->max_blocks,
 		.ranks_per_device = config->ranks_per_device,
 		.lane_bytes = ndet_engine_lane_bytes(config),
@@ -992,6 +1020,7 @@ static void ndet_engine_fill_args(const struct ndet_engine *engine, const struct
 	args->chunk_elems = plan->chunk_elems;
 	args->steps = plan->steps;
 	args->lane_bytes = engine->lane_bytes;
+	args->ll_offset = engine->ll_offset;
 	args->timeout_ns = engine->config.timeout_ms * 1000000ull;
 	args->dtype = (int32_t)call->dtype;
 	args->op = (int32_t)call->op;
@@ -1174,7 +1203,7 @@ ndet_status_t ndet_engine_collective_all_ranks(struct ndet_engine *const *engine
 	if (status != NDET_OK)
 		return status;
 	if (plan.path != NDET_PATH_ONESHOT && plan.path != NDET_PATH_TWOSHOT &&
-	    plan.path != NDET_PATH_SCATTER)
+	    plan.path != NDET_PATH_SCATTER && plan.path != NDET_PATH_LL)
 		return NDET_ERR_INVALID_ARGUMENT;
 	host_args = calloc((size_t)nranks, sizeof(*host_args));
 	if (host_args == NULL)

@@ -91,6 +91,20 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 		const uint64_t bytes = params->count > UINT64_MAX / size / elems_per_rank
 					       ? UINT64_MAX
 					       : params->count * size * elems_per_rank;
+		const uint64_t ll_max = params->ll_max < NDET_LL_MAX_BYTES ? params->ll_max
+									   : NDET_LL_MAX_BYTES;
+		const uint64_t ll_blocks = ndet_plan_div_up(bytes, NDET_LL_BLOCK_BYTES);
+		if (!scatter && !params->premul && bytes <= ll_max &&
+		    ll_blocks <= ndet_plan_grid_cap(params)) {
+			/* One step, a block per NDET_LL_BLOCK_BYTES (a multiple of 16). */
+			result.path = NDET_PATH_LL;
+			result.blocks = (uint32_t)ll_blocks;
+			result.chunk_elems = NDET_LL_BLOCK_BYTES / size;
+			result.steps = 1;
+			result.signature = ndet_plan_signature(params, &result);
+			*plan = result;
+			return NDET_OK;
+		}
 		if (scatter)
 			result.path = NDET_PATH_SCATTER;
 		else

@@ -78,6 +78,7 @@ struct ndet_plan_params {
 	int root;             /* NDET_COLL_REDUCE only */
 	bool premul;          /* PreMulSum (op NDET_OP_SUM): never a plain copy, even on 1 rank */
 	uint64_t oneshot_max; /* bytes; agreed setting NCCL_DET_ONESHOT_MAX */
+	uint64_t ll_max;      /* bytes; agreed setting NCCL_DET_LL_MAX (0: no LL) */
 	int max_blocks;       /* agreed setting NCCL_DET_MAX_BLOCKS */
 	int ranks_per_device; /* agreed (setup table): most ranks on one GPU; 0 = 1 */
 	uint64_t lane_bytes;  /* agreed: pool data bytes / max_blocks, multiple of 256 */
@@ -92,6 +93,11 @@ struct ndet_plan {
 };
 
 /*
+ * LL (NDET_PATH_LL): an all-reduce or reduce of at most ll_max bytes on two or more
+ * ranks, not PreMulSum, takes one step of NDET_LL_BLOCK_BYTES per block when that
+ * grid fits the cap (ndet_plan_grid_cap); ll_max above NDET_LL_MAX_BYTES counts as
+ * that (the pool has no more slots).
+ *
  * Plan one call.  NDET_ERR_INVALID_ARGUMENT for an invalid dtype/op/collective,
  * PreMulSum with an op other than sum, a root outside [0, nranks), nranks outside
  * [1, NDET_MAX_RANKS], max_blocks outside [1, NDET_KERNEL_MAX_BLOCKS] or a lane too

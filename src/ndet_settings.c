@@ -25,6 +25,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "ndet_kernels.h"
 #include "ndet_log.h"
 
 #define NDET_KIB (UINT64_C(1) << 10)
@@ -33,7 +34,7 @@
 #define NDET_TIB (UINT64_C(1) << 40)
 
 /* Bumped whenever the bytes fed to the agreement hash change meaning. */
-#define NDET_SETTINGS_AGREEMENT_FORMAT 1
+#define NDET_SETTINGS_AGREEMENT_FORMAT 2 /* 2: NCCL_DET_LL_MAX */
 
 /* Longest value shown in a log line or the dump; longer ones end in "...". */
 #define NDET_SETTINGS_SHOWN_MAX 512
@@ -104,6 +105,16 @@ static const struct ndet_setting ndet_settings_table[] = {
      */
     {"NCCL_DET_ONESHOT_MAX", NDET_SETTING_SIZE, "64KiB", 0, NDET_GIB, NDET_FIELD(oneshot_max),
      "largest message reduced one-shot, bytes; larger ones go two-shot; equal on all ranks"},
+    /*
+     * LL (ndet_kernels.h): data and flag in each 8-byte word, pushed straight from
+     * the caller's buffer, so a call costs one one-way NVLink latency instead of a
+     * flag round trip plus a remote read.  Half of each line is flag, so it pays
+     * only while latency dominates; the pool grows by its slots (2 x 8 KiB per
+     * rank for each 4 KiB of NCCL_DET_LL_MAX).  All-reduce and reduce only.
+     */
+    {"NCCL_DET_LL_MAX", NDET_SETTING_SIZE, "64KiB", 0, NDET_LL_MAX_BYTES, NDET_FIELD(ll_max),
+     "largest all-reduce sent with the low-latency protocol, bytes (0 = never); equal on "
+     "all ranks"},
     /*
      * Longer than PyTorch's 10-minute watchdog so that its diagnostics come first.
      * 0 is refused: a kernel that may spin forever is never what a user wants.
@@ -718,6 +729,7 @@ uint64_t ndet_settings_agreement_hash(const struct ndet_settings *settings)
 	hash = ndet_settings_fnv1a(hash, settings->pool_size);
 	hash = ndet_settings_fnv1a(hash, settings->oneshot_max);
 	hash = ndet_settings_fnv1a(hash, (uint64_t)(int64_t)settings->max_blocks);
+	hash = ndet_settings_fnv1a(hash, settings->ll_max);
 	return hash;
 }
 

@@ -29,6 +29,95 @@ static struct ndet_plan_params params_of(uint64_t count, ndet_dtype_t dtype, int
 	return p;
 }
 
+/*
+ * LL: all-reduce and reduce up to ll_max bytes, a block per NDET_LL_BLOCK_BYTES in
+ * one step, when that grid fits the cap; never PreMulSum, reduce-scatter or 1 rank.
+ */
+static void test_plan_ll(void **state)
+{
+	(void)state;
+	struct ndet_plan plan;
+	struct ndet_plan_params p = params_of(2, NDET_DTYPE_F32, 2);
+	p.ll_max = 64 * 1024;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_LL);
+	assert_int_equal(plan.blocks, 1);
+	assert_int_equal(plan.steps, 1);
+	assert_int_equal(plan.chunk_elems, NDET_LL_BLOCK_BYTES / 4);
+	/* Inclusive, in bytes; every element in exactly one block. */
+	const ndet_dtype_t dtypes[] = {NDET_DTYPE_F32, NDET_DTYPE_F16, NDET_DTYPE_BF16,
+				       NDET_DTYPE_F64};
+	for (size_t d = 0; d < 4; d++) {
+		const uint64_t size = ndet_plan_dtype_size(dtypes[d]);
+		for (uint64_t count = 1; count <= 64 * 1024 / size; count += 997) {
+			p = params_of(count, dtypes[d], 8);
+			p.ll_max = 64 * 1024;
+			assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+			assert_int_equal(plan.path, NDET_PATH_LL);
+			assert_true(plan.chunk_elems * size == NDET_LL_BLOCK_BYTES);
+			assert_true((uint64_t)plan.blocks * plan.chunk_elems >= count);
+			assert_true((uint64_t)(plan.blocks - 1) * plan.chunk_elems < count);
+		}
+		p = params_of(64 * 1024 / size, dtypes[d], 8);
+		p.ll_max = 64 * 1024;
+		assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+		assert_int_equal(plan.path, NDET_PATH_LL);
+		assert_int_equal(plan.blocks, 64 * 1024 / NDET_LL_BLOCK_BYTES);
+		p.count++;
+		assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+		assert_int_equal(plan.path, NDET_PATH_ONESHOT);
+	}
+	/* Off, PreMulSum, reduce-scatter, one rank: never LL.  Reduce: LL. */
+	p = params_of(100, NDET_DTYPE_F32, 4);
+	p.ll_max = 0;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_ONESHOT);
+	p.ll_max = 64 * 1024;
+	p.premul = true;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_ONESHOT);
+	p.premul = false;
+	p.coll = NDET_COLL_REDUCE_SCATTER;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_SCATTER);
+	p.coll = NDET_COLL_REDUCE;
+	p.root = 3;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_LL);
+	p = params_of(100, NDET_DTYPE_F32, 1);
+	p.ll_max = 64 * 1024;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_COPY);
+	/* The grid must fit the cap: 16 blocks for 64 KiB, not with 8 blocks at most. */
+	p = params_of(16 * 1024, NDET_DTYPE_F32, 2);
+	p.ll_max = 64 * 1024;
+	p.max_blocks = 8;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_ONESHOT);
+	p.count = 8 * NDET_LL_BLOCK_BYTES / 4;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_LL);
+	assert_int_equal(plan.blocks, 8);
+	/* Above NDET_LL_MAX_BYTES the pool has no slots: the setting counts as that. */
+	p = params_of(NDET_LL_MAX_BYTES / 4 + 4, NDET_DTYPE_F32, 2);
+	p.ll_max = 1u << 30;
+	p.max_blocks = NDET_KERNEL_MAX_BLOCKS;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_TWOSHOT); /* past the one-shot 256 KiB too */
+	p.count = NDET_LL_MAX_BYTES / 4;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_LL);
+	assert_int_equal(plan.blocks, NDET_LL_MAX_BLOCKS);
+	/* A different path is a different signature: a mismatch fails, never pairs up. */
+	struct ndet_plan ll, oneshot;
+	p = params_of(100, NDET_DTYPE_F32, 2);
+	p.ll_max = 64 * 1024;
+	assert_int_equal(ndet_plan_make(&p, &ll), NDET_OK);
+	p.ll_max = 0;
+	assert_int_equal(ndet_plan_make(&p, &oneshot), NDET_OK);
+	assert_int_not_equal(ll.signature, oneshot.signature);
+}
+
 static void test_plan_rejects_bad_arguments(void **state)
 {
 	(void)state;
@@ -395,6 +484,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plan_rejects_bad_arguments),
 		cmocka_unit_test(test_plan_paths),
+		cmocka_unit_test(test_plan_ll),
 		cmocka_unit_test(test_plan_covers_every_element_once),
 		cmocka_unit_test(test_plan_chunks_large_messages),
 		cmocka_unit_test(test_plan_is_a_function_of_its_inputs),

@@ -37,7 +37,7 @@ static const char *const test_variables[] = {
     "NCCL_DET_DEBUG_DELAY",  "NCCL_DET_NCCL_LIBRARY", "NCCL_DET_TEST_FAIL",  "NCCL_DET_DEBUG",
     "NCCL_DET_DEBUG_SUBSYS", "NCCL_DET_DEBUG_FILE",   "NCCL_DEBUG",          "NCCL_DEBUG_SUBSYS",
     "NCCL_DEBUG_FILE",       "NCCL_CONF_FILE",        "NCCL_DET_TUNER_ALGO", "NCCL_DET_TUNER_PROTO",
-    "NCCL_DET_TUNER_CHANNELS", "NCCL_DET_EXPECT",
+    "NCCL_DET_TUNER_CHANNELS", "NCCL_DET_EXPECT", "NCCL_DET_LL_MAX",
 };
 
 static const char *const test_files[] = {"log", "system.conf", ".nccl.conf", "other.conf"};
@@ -387,6 +387,7 @@ static const struct test_bad_value test_bad_values[] = {
     {"NCCL_DET_POOL_SIZE", "M", "\"M\"", "[1MiB, 16GiB]", "using default 32MiB"},
     {"NCCL_DET_ONESHOT_MAX", "1025M", "\"1025M\"", "[0, 1GiB]", "using default 64KiB"},
     {"NCCL_DET_ONESHOT_MAX", "1P", "\"1P\"", "[0, 1GiB]", "using default 64KiB"},
+    {"NCCL_DET_LL_MAX", "257K", "\"257K\"", "[0, 256KiB]", "using default 64KiB"},
     {"NCCL_DET_TIMEOUT", "0", "\"0\"", "[1, 604800]", "using default 1800"},
     {"NCCL_DET_TIMEOUT", "604801", "\"604801\"", "[1, 604800]", "using default 1800"},
     {"NCCL_DET_TIMEOUT", "10s", "\"10s\"", "[1, 604800]", "using default 1800"},
@@ -635,7 +636,7 @@ static void test_settings_info_dump(void **state)
 			 1);
 	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_DEBUG=INFO (environment)"),
 			 1);
-	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_"), 18);
+	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_"), 19);
 	free(log);
 
 	/* INFO for another subsystem only: no dump. */
@@ -657,6 +658,7 @@ static void test_settings_dump_table(void **state)
 	    "NCCL_DET_NCCL_LIBRARY", "NCCL_DET_TEST_FAIL",   "NCCL_DET_DEBUG",
 	    "NCCL_DET_DEBUG_SUBSYS", "NCCL_DET_DEBUG_FILE",  "NCCL_DET_TUNER_ALGO",
 	    "NCCL_DET_TUNER_PROTO",  "NCCL_DET_TUNER_CHANNELS", "NCCL_DET_EXPECT",
+	    "NCCL_DET_LL_MAX",
 	};
 	test_setenv("NCCL_DET_MAX_MEMORY", "1048577");
 	test_setenv("NCCL_DET_STRICT", "bad");
@@ -695,9 +697,10 @@ static void test_settings_agreement_hash_fields(void **state)
 	/*
 	 * Pinned: every release must serialize the same settings to the same bytes (the
 	 * value changes only with a default: NCCL_DET_MAX_BLOCKS 24 -> 96 and
-	 * NCCL_DET_ONESHOT_MAX 256 KiB -> 64 KiB in 0.1.0).
+	 * NCCL_DET_ONESHOT_MAX 256 KiB -> 64 KiB in 0.1.0) or with the format
+	 * (NCCL_DET_LL_MAX joined in format 2).
 	 */
-	assert_int_equal(base, UINT64_C(0x18999742e99a92e3));
+	assert_int_equal(base, UINT64_C(0xc7b08c91906c64cd));
 
 	struct ndet_settings changed;
 	memcpy(&changed, defaults, sizeof(changed));
@@ -714,6 +717,9 @@ static void test_settings_agreement_hash_fields(void **state)
 	assert_int_not_equal(ndet_settings_agreement_hash(&changed), base);
 	memcpy(&changed, defaults, sizeof(changed));
 	changed.max_blocks = 25;
+	assert_int_not_equal(ndet_settings_agreement_hash(&changed), base);
+	memcpy(&changed, defaults, sizeof(changed));
+	changed.ll_max = 0;
 	assert_int_not_equal(ndet_settings_agreement_hash(&changed), base);
 
 	/* Swapping two hashed values must not collide (the order is part of the format). */
@@ -741,6 +747,7 @@ static void test_settings_agreement_hash_fields(void **state)
 	noisy.pool_size = defaults->pool_size;
 	noisy.oneshot_max = defaults->oneshot_max;
 	noisy.max_blocks = defaults->max_blocks;
+	noisy.ll_max = defaults->ll_max;
 	assert_int_equal(ndet_settings_agreement_hash(&noisy), base);
 }
 

@@ -590,6 +590,7 @@ static struct ndet_engine_config perf_engine_config(const struct perf_world *wor
 		/* What the setup will agree (rank r on GPU r % ngpus), for planned rows. */
 		.ranks_per_device = (world->options.nranks + world->ngpus - 1) / world->ngpus,
 		.oneshot_max = settings->oneshot_max,
+		.ll_max = settings->ll_max,
 		.timeout_ms = 20000,
 		.max_memory = settings->max_memory,
 		.settings_hash = ndet_settings_agreement_hash(settings),
@@ -608,6 +609,8 @@ static const char *perf_path_name(ndet_path_t path)
 		return "copy";
 	case NDET_PATH_SCATTER:
 		return "rs";
+	case NDET_PATH_LL:
+		return "ll";
 	default:
 		return "none";
 	}
@@ -618,6 +621,8 @@ static double perf_kernel_bytes(ndet_path_t path, double bytes, int n)
 {
 	if (path == NDET_PATH_ONESHOT)
 		return (n + 3) * bytes;
+	if (path == NDET_PATH_LL) /* send read once, 2x lines to and from n-1 peers, out */
+		return bytes + 4 * (n - 1) * bytes + bytes;
 	if (path == NDET_PATH_TWOSHOT)
 		return 2 * bytes + (n - 1) * bytes / n + bytes + 2 * bytes / n +
 		       (n - 1) * bytes / n;

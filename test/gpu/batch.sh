@@ -56,7 +56,7 @@ sanitize     420 test/gpu/suite.sh sanitize
 preload      300 test/gpu/suite.sh preload
 leak         300 env NDET_FAULT_CYCLES=100 FAULTS_MPS=on FAULTS_BUDGET=280 test/gpu/faults.sh leak-destroy leak-abort
 faults       450 test/gpu/faults.sh
-graph-nb     150 env "CASES=graph-nonblocking graph-nonblocking-nccl" "MPS=on off" LIMIT=60 test/gpu/torch_extras.sh 3
+graph-nb     200 env "CASES=graph-nonblocking nonblocking graph-nonblocking-nccl" "MPS=on off" LIMIT=60 test/gpu/torch_extras.sh 3
 extras-nomps 400 env MPS=off LIMIT=90 test/gpu/torch_extras.sh 4
 torch-rs     200 test/gpu/torch_rs.sh $NDET_LIB 4
 jax          150 test/gpu/loading.sh jax

@@ -49,6 +49,7 @@ static void test_config(struct ndet_engine_config *config, int rank, int nranks)
 	config->pool_size = env_u64("NDET_TEST_POOL", 1u << 20);
 	config->max_blocks = (int)env_u64("NDET_TEST_BLOCKS", 4);
 	config->oneshot_max = env_u64("NDET_TEST_ONESHOT", 64u << 10);
+	config->ll_max = env_u64("NDET_TEST_LL", 64u << 10);
 	config->timeout_ms = env_u64("NDET_TEST_TIMEOUT_MS", 20000);
 	config->max_memory = 1ull << 40;
 	config->debug_delay_ns = 0;
