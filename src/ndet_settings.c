@@ -111,8 +111,12 @@ static const struct ndet_setting ndet_settings_table[] = {
      * flag round trip plus a remote read.  Half of each line is flag, so it pays
      * only while latency dominates; the pool grows by its slots (2 x 8 KiB per
      * rank for each 4 KiB of NCCL_DET_LL_MAX).  All-reduce and reduce only.
+     * Off by default: measured faster up to 4 KiB on 2x H200 (8 B: 7.0 -> 5.6-6.1
+     * us in a CUDA graph, 8.4 -> 7.5-7.8 us eager) but slower at 32 KiB, and one
+     * loopback run of nine (4 ranks as threads on one GPU, two streams) stalled
+     * in it, unexplained (doc/PERFORMANCE).
      */
-    {"NCCL_DET_LL_MAX", NDET_SETTING_SIZE, "64KiB", 0, NDET_LL_MAX_BYTES, NDET_FIELD(ll_max),
+    {"NCCL_DET_LL_MAX", NDET_SETTING_SIZE, "0", 0, NDET_LL_MAX_BYTES, NDET_FIELD(ll_max),
      "largest all-reduce sent with the low-latency protocol, bytes (0 = never); equal on "
      "all ranks"},
     /*

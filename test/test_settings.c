@@ -387,7 +387,7 @@ static const struct test_bad_value test_bad_values[] = {
     {"NCCL_DET_POOL_SIZE", "M", "\"M\"", "[1MiB, 16GiB]", "using default 32MiB"},
     {"NCCL_DET_ONESHOT_MAX", "1025M", "\"1025M\"", "[0, 1GiB]", "using default 64KiB"},
     {"NCCL_DET_ONESHOT_MAX", "1P", "\"1P\"", "[0, 1GiB]", "using default 64KiB"},
-    {"NCCL_DET_LL_MAX", "257K", "\"257K\"", "[0, 256KiB]", "using default 64KiB"},
+    {"NCCL_DET_LL_MAX", "257K", "\"257K\"", "[0, 256KiB]", "using default 0"},
     {"NCCL_DET_TIMEOUT", "0", "\"0\"", "[1, 604800]", "using default 1800"},
     {"NCCL_DET_TIMEOUT", "604801", "\"604801\"", "[1, 604800]", "using default 1800"},
     {"NCCL_DET_TIMEOUT", "10s", "\"10s\"", "[1, 604800]", "using default 1800"},
@@ -700,7 +700,7 @@ static void test_settings_agreement_hash_fields(void **state)
 	 * NCCL_DET_ONESHOT_MAX 256 KiB -> 64 KiB in 0.1.0) or with the format
 	 * (NCCL_DET_LL_MAX joined in format 2).
 	 */
-	assert_int_equal(base, UINT64_C(0xc7b08c91906c64cd));
+	assert_int_equal(base, UINT64_C(0xeb1a285ea27a9e94));
 
 	struct ndet_settings changed;
 	memcpy(&changed, defaults, sizeof(changed));
@@ -719,7 +719,7 @@ static void test_settings_agreement_hash_fields(void **state)
 	changed.max_blocks = 25;
 	assert_int_not_equal(ndet_settings_agreement_hash(&changed), base);
 	memcpy(&changed, defaults, sizeof(changed));
-	changed.ll_max = 0;
+	changed.ll_max = 4096;
 	assert_int_not_equal(ndet_settings_agreement_hash(&changed), base);
 
 	/* Swapping two hashed values must not collide (the order is part of the format). */

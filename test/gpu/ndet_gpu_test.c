@@ -16,6 +16,7 @@
  *                                           when they share a GPU)
  *
  * Environment: NDET_TEST_POOL (bytes), NDET_TEST_BLOCKS, NDET_TEST_ONESHOT (bytes),
+ * NDET_TEST_LL (bytes, NCCL_DET_LL_MAX; 64 KiB here, so the LL path is always tested),
  * NDET_TEST_DELAY_NS (debug delay knob), NDET_TEST_DELAY_CALLS (calls with delays).
  * Exit 0 = every check passed, 1 = a check failed, 2 = setup error, 77 = no GPU.
  * The last line is a summary.

@@ -120,6 +120,8 @@ loopback)
 	for n in 3 5 8 12; do
 		run "loopback-n$n-quick" 120 "$bin" loopback "$n" quick
 	done
+	# The harness turns LL on (NDET_TEST_LL, 64 KiB); the library's default is off.
+	NDET_TEST_LL=0 run loopback-n3-quick-no-ll 120 "$bin" loopback 3 quick
 	NDET_TEST_POOL=$((32 << 20)) NDET_TEST_BLOCKS=16 NDET_TEST_ONESHOT=$((256 << 10)) \
 		run loopback-n4-default-pool 300 "$bin" loopback 4 quick
 	;;
