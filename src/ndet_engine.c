@@ -298,6 +298,9 @@ static void ndet_engine_fill_payload(struct ndet_engine *engine, ndet_local_stat
 	if (local == NDET_LOCAL_READY) {
 		if (cudaGetDeviceProperties(&properties, config->cuda_device) == cudaSuccess) {
 			memcpy(payload->device_uuid, &properties.uuid, sizeof(payload->device_uuid));
+			payload->sm_count = properties.multiProcessorCount > 0
+						    ? (uint32_t)properties.multiProcessorCount
+						    : 1u;
 			if (properties.major < 7) {
 				NDET_WARN("rank %d: GPU %d is sm_%d%d; nccl-det needs sm_70 or newer",
 					  config->rank, config->cuda_device, properties.major,
@@ -747,6 +750,7 @@ static bool ndet_engine_setup_map(void *member, const struct ndet_setup_payload 
 	struct ndet_engine *engine = member;
 	engine->ranks_share_process = ndet_setup_table_shares_process(table, nranks);
 	engine->config.ranks_per_device = ndet_setup_table_ranks_per_device(table, nranks);
+	engine->config.device_sms = ndet_setup_table_min_sms(table, nranks);
 	/* Before any peer can hold a pointer into our pool: from here on it is shared. */
 	engine->share = ndet_teardown_join(table, nranks, engine->config.rank);
 	engine->epoch = ndet_teardown_epoch(table, nranks);
@@ -998,6 +1002,7 @@ ndet_status_t ndet_engine_plan_call_for_config(const struct ndet_engine_config *
 		.ll_max = config->ll_max,
 		.max_blocks = config->max_blocks,
 		.ranks_per_device = config->ranks_per_device,
+		.device_sms = config->device_sms,
 		.lane_bytes = ndet_engine_lane_bytes(config),
 	};
 	return ndet_plan_make(&params, plan);

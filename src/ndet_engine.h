@@ -45,6 +45,7 @@ struct ndet_engine_config {
 	 * (ndet_plan_grid_cap).
 	 */
 	int ranks_per_device;
+	int device_sms; /* likewise: the fewest SMs of any rank's GPU (0: unknown) */
 	uint64_t oneshot_max;   /* NCCL_DET_ONESHOT_MAX */
 	uint64_t ll_max;        /* NCCL_DET_LL_MAX: LL slots in the pool, 0 = none */
 	uint64_t timeout_ms;    /* NCCL_DET_TIMEOUT; 0 = never (tests only) */

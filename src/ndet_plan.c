@@ -49,8 +49,11 @@ static uint32_t ndet_plan_signature(const struct ndet_plan_params *params,
 uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params)
 {
 	const uint64_t sharing = params->ranks_per_device > 1 ? (uint64_t)params->ranks_per_device : 1;
-	const uint64_t capacity =
+	const uint64_t per_sm = params->nranks > 8 ? 1 : 2;
+	uint64_t capacity =
 		params->nranks > 8 ? NDET_PLAN_GRID_CAPACITY_WIDE : NDET_PLAN_GRID_CAPACITY;
+	if (params->device_sms > 0 && per_sm * (uint64_t)params->device_sms < capacity)
+		capacity = per_sm * (uint64_t)params->device_sms;
 	uint64_t cap = capacity / sharing;
 	if (cap > (uint64_t)params->max_blocks)
 		cap = (uint64_t)params->max_blocks;

@@ -61,10 +61,10 @@ extern "C" {
 /*
  * Blocks of all ranks on one GPU that must be resident at once: a block spins until
  * its peers' same-index blocks run, so ranks sharing a GPU (tests, MPS) split this
- * between them.  A 96-SM GPU: two blocks per SM for the kernels of up to 8 ranks
- * (their launch bounds), one for more ranks (their register use).  The GPU's real SM
- * count is not in the setup table, so smaller GPUs shared by several ranks are not
- * covered.
+ * between them.  Two blocks per SM for the kernels of up to 8 ranks (their launch
+ * bounds), one for more ranks (their register use), on the fewest SMs any rank's GPU
+ * has (the setup table's sm_count: a MIG slice counts its own), and never more than
+ * a 96-SM GPU holds: 192 (96 above 8 ranks).
  */
 #define NDET_PLAN_GRID_CAPACITY 192u
 #define NDET_PLAN_GRID_CAPACITY_WIDE 96u /* nranks > 8 */
@@ -81,6 +81,7 @@ struct ndet_plan_params {
 	uint64_t ll_max;      /* bytes; agreed setting NCCL_DET_LL_MAX (0: no LL) */
 	int max_blocks;       /* agreed setting NCCL_DET_MAX_BLOCKS */
 	int ranks_per_device; /* agreed (setup table): most ranks on one GPU; 0 = 1 */
+	int device_sms;       /* agreed (setup table): fewest SMs of a rank's GPU; 0 = 96 */
 	uint64_t lane_bytes;  /* agreed: pool data bytes / max_blocks, multiple of 256 */
 };
 
@@ -107,8 +108,8 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 
 /*
  * The largest grid a call may get: NCCL_DET_MAX_BLOCKS, and no more than
- * NDET_PLAN_GRID_CAPACITY (NDET_PLAN_GRID_CAPACITY_WIDE above 8 ranks) /
- * ranks_per_device (at least 1).
+ * min(NDET_PLAN_GRID_CAPACITY, 2 x device_sms) (above 8 ranks
+ * min(NDET_PLAN_GRID_CAPACITY_WIDE, device_sms)) / ranks_per_device (at least 1).
  */
 uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params);
 

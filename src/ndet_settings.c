@@ -131,7 +131,8 @@ static const struct ndet_setting ndet_settings_table[] = {
     /*
      * The cap of the grid; only messages of 25 MiB and more get past 24 blocks
      * (ndet_plan.h: pulls need many loads in flight to fill NVLink), and ranks that
-     * share a GPU split 192 blocks (96 above 8 ranks) between them.
+     * share a GPU split 192 blocks (96 above 8 ranks) between them, fewer on GPUs
+     * with fewer than 96 SMs (ndet_plan_grid_cap).
      */
     {"NCCL_DET_MAX_BLOCKS", NDET_SETTING_INT, "96", 1, 128, NDET_FIELD(max_blocks),
      "largest grid of one all-reduce kernel; equal on all ranks"},

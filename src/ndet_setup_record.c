@@ -10,6 +10,7 @@
 
 #include <assert.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "ndet_setup_record.h"
@@ -29,7 +30,7 @@ static_assert(offsetof(struct ndet_setup_header, format_version) == 4, "header l
 static_assert(offsetof(struct ndet_setup_header, payload_length) == 8, "header layout");
 static_assert(offsetof(struct ndet_setup_header, checksum) == 12, "header layout");
 
-static_assert(sizeof(struct ndet_setup_payload) == 272, "payload v1 size");
+static_assert(sizeof(struct ndet_setup_payload) == 280, "payload v2 size");
 static_assert(offsetof(struct ndet_setup_payload, hostname) == 0, "payload v1 layout");
 static_assert(offsetof(struct ndet_setup_payload, boot_id) == 64, "payload v1 layout");
 static_assert(offsetof(struct ndet_setup_payload, pid) == 104, "payload v1 layout");
@@ -48,6 +49,8 @@ static_assert(offsetof(struct ndet_setup_payload, pool_address) == 184, "payload
 static_assert(offsetof(struct ndet_setup_payload, flags_offset) == 192, "payload v1 layout");
 static_assert(offsetof(struct ndet_setup_payload, data_offset) == 200, "payload v1 layout");
 static_assert(offsetof(struct ndet_setup_payload, ipc_handle) == 208, "payload v1 layout");
+static_assert(offsetof(struct ndet_setup_payload, sm_count) == 272, "payload v2 layout");
+static_assert(offsetof(struct ndet_setup_payload, reserved) == 276, "payload v2 layout");
 
 /* Largest communicator a record may describe; anything above is a corrupt record. */
 #define NDET_SETUP_NRANKS_LIMIT 4096
@@ -100,8 +103,8 @@ static bool ndet_string_terminated(const char *field, size_t size)
 }
 
 /*
- * The field ranges every version-1 record satisfies.  The pool offsets are checked
- * only for ready ranks: a rank whose allocation failed has no pool to describe, and
+ * The field ranges every version-2 record satisfies.  The pool offsets and the SM
+ * count are checked only for ready ranks: a rank whose allocation failed has no pool to describe, and
  * its record must still parse so the verdict can name its local failure.
  */
 static bool ndet_setup_payload_well_formed(const struct ndet_setup_payload *payload)
@@ -117,7 +120,7 @@ static bool ndet_setup_payload_well_formed(const struct ndet_setup_payload *payl
 		return false;
 	if (payload->local_status == NDET_LOCAL_READY &&
 	    (payload->flags_offset >= payload->pool_bytes ||
-	     payload->data_offset >= payload->pool_bytes))
+	     payload->data_offset >= payload->pool_bytes || payload->sm_count == 0))
 		return false;
 	return true;
 }
@@ -303,6 +306,18 @@ int ndet_setup_table_ranks_per_device(const struct ndet_setup_payload *table, in
 			most = same;
 	}
 	return most;
+}
+
+int ndet_setup_table_min_sms(const struct ndet_setup_payload *table, int nranks)
+{
+	int fewest = 0;
+	for (int r = 0; r < nranks; r++) {
+		const int sms = table[r].sm_count > (uint32_t)INT32_MAX ? INT32_MAX
+									 : (int)table[r].sm_count;
+		if (r == 0 || sms < fewest)
+			fewest = sms;
+	}
+	return fewest;
 }
 
 const char *ndet_verdict_reason_name(ndet_verdict_reason_t reason)

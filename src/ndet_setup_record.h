@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 #define NDET_SETUP_MAGIC 0x5445444eu /* "NDET" in memory order */
-#define NDET_SETUP_FORMAT_VERSION 1u
+#define NDET_SETUP_FORMAT_VERSION 2u /* 2: sm_count */
 
 /* Round one.  16 bytes, forever. */
 struct ndet_setup_header {
@@ -72,6 +72,9 @@ struct ndet_setup_payload {
 	uint64_t flags_offset;    /* offsets inside the allocation */
 	uint64_t data_offset;
 	uint8_t ipc_handle[NDET_SETUP_IPC_HANDLE_LENGTH]; /* cudaIpcMemHandle_t of the pool base */
+	/* Format 2: */
+	uint32_t sm_count; /* SMs of the rank's device (its MIG slice); >= 1 when ready */
+	uint32_t reserved; /* 0 */
 };
 
 /* How a rank reaches one peer's pool. */
@@ -140,11 +143,11 @@ bool ndet_setup_header_is_record(const struct ndet_setup_header *header);
 ndet_status_t ndet_setup_header_check(const struct ndet_setup_header *header);
 
 /*
- * Copy `length` received bytes into `payload` if they form a well-formed version-1
+ * Copy `length` received bytes into `payload` if they form a well-formed version-2
  * payload (exact length, NUL-terminated strings, 1 <= nranks <= 4096,
  * 0 <= rank < nranks, local_status < NDET_LOCAL_REASON_COUNT, and for a READY rank
- * flags_offset and data_offset < pool_bytes: a rank that is not ready may have no
- * pool); else NDET_ERR_UNSUPPORTED and `payload` untouched (NDET_ERR_INVALID_ARGUMENT
+ * flags_offset and data_offset < pool_bytes and sm_count >= 1: a rank that is not
+ * ready may have no pool); else NDET_ERR_UNSUPPORTED and `payload` untouched (NDET_ERR_INVALID_ARGUMENT
  * for NULL pointers).
  */
 ndet_status_t ndet_setup_payload_parse(const void *bytes, size_t length,
@@ -182,6 +185,9 @@ bool ndet_setup_table_shares_process(const struct ndet_setup_payload *table, int
 
 /* The most ranks of the table on one GPU (same device UUID); 0 for an empty table. */
 int ndet_setup_table_ranks_per_device(const struct ndet_setup_payload *table, int nranks);
+
+/* The fewest SMs of any rank's device in the table; 0 for an empty table. */
+int ndet_setup_table_min_sms(const struct ndet_setup_payload *table, int nranks);
 
 /* Text for logs: the cause and the fix. */
 const char *ndet_verdict_reason_name(ndet_verdict_reason_t reason);

@@ -49,6 +49,7 @@ static void fuzz_good_record(struct ndet_setup_payload *record, int rank, int nr
 	record->pool_bytes = 1 << 20;
 	record->data_offset = 4096;
 	record->pool_address = (uint64_t)(rank + 1) << 32;
+	record->sm_count = 132;
 }
 
 static void fuzz_check_header(const uint8_t *data, size_t size)

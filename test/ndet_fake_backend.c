@@ -268,6 +268,7 @@ static void ndet_fake_prepare(void *member, struct ndet_setup_payload *payload)
 	payload->pool_address = (uint64_t)(uintptr_t)engine->pool;
 	payload->flags_offset = 0;
 	payload->data_offset = NDET_FAKE_DATA_OFFSET;
+	payload->sm_count = 132;
 	payload->local_status = (uint32_t)local;
 	pthread_mutex_lock(&ndet_fake_lock);
 	if (ndet_fake_version_rank == config->rank)

@@ -371,6 +371,31 @@ static void test_plan_grid_tiers(void **state)
 	p.ranks_per_device = 1;
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.blocks, 16);
+	/*
+	 * A GPU with fewer SMs (a MIG slice, a small GPU) holds fewer blocks: two per SM
+	 * up to 8 ranks, one above; never more than a 96-SM GPU's 192 (96).
+	 */
+	p.max_blocks = 96;
+	p.count = (1ull << 30) / 2;
+	static const struct {
+		int nranks, sms, ranks_per_device;
+		uint32_t blocks;
+	} small[] = {
+		{2, 16, 1, 32}, {2, 16, 4, 8}, {2, 1, 1, 2},   {2, 1, 4, 1},
+		{2, 0, 1, 96},  {2, 200, 2, 96}, {2, 200, 4, 48}, {16, 16, 1, 16},
+		{16, 16, 4, 4}, {16, 200, 1, 96},
+	};
+	for (size_t i = 0; i < sizeof(small) / sizeof(small[0]); i++) {
+		p.nranks = small[i].nranks;
+		p.device_sms = small[i].sms;
+		p.ranks_per_device = small[i].ranks_per_device;
+		assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+		assert_int_equal(plan.blocks, small[i].blocks);
+		check_coverage(&p, &plan);
+	}
+	p.nranks = 2;
+	p.device_sms = 0;
+	p.ranks_per_device = 1;
 	/* The signature tells grids apart: ranks must agree on ranks_per_device. */
 	struct ndet_plan other;
 	p.max_blocks = 96;

@@ -150,6 +150,7 @@ static void add_comm(int comm, int nranks)
 		payload->cuda_device = r % 2;
 		payload->settings_hash = 0x1234;
 		payload->pool_bytes = 1 << 20;
+		payload->sm_count = 132;
 		payload->pool_address = 0x10000 * (uint64_t)(r + 1);
 		payload->data_offset = 4096;
 		payload->flags = NDET_SETUP_FLAG_STRICT;

@@ -48,6 +48,7 @@ static void make_record(struct ndet_setup_payload *record, int rank, int nranks)
 	record->flags_offset = 0;
 	record->data_offset = 1 << 20;
 	memset(record->ipc_handle, 0x40 + rank, sizeof(record->ipc_handle));
+	record->sm_count = 132;
 }
 
 static void make_table(struct ndet_setup_payload *table, int nranks)
@@ -148,12 +149,17 @@ static void test_header_each_field_wrong_is_refused(void **state)
 	header.checksum = ndet_setup_header_checksum(&header);
 	assert_int_equal(ndet_setup_header_check(&header), NDET_ERR_UNSUPPORTED);
 
-	/* Version 2: another release's format, even with a valid checksum. */
+	/* The next version, and the previous one (1: no sm_count), even with a valid checksum. */
 	header = good;
-	header.format_version = 2;
+	header.format_version = NDET_SETUP_FORMAT_VERSION + 1;
 	assert_int_equal(ndet_setup_header_check(&header), NDET_ERR_UNSUPPORTED);
 	header.checksum = ndet_setup_header_checksum(&header);
 	assert_int_equal(ndet_setup_header_check(&header), NDET_ERR_UNSUPPORTED);
+	header.format_version = 1;
+	header.payload_length = sizeof(struct ndet_setup_payload) - 8;
+	header.checksum = ndet_setup_header_checksum(&header);
+	assert_int_equal(ndet_setup_header_check(&header), NDET_ERR_UNSUPPORTED);
+	header = good;
 	header.format_version = 0;
 	header.checksum = ndet_setup_header_checksum(&header);
 	assert_int_equal(ndet_setup_header_check(&header), NDET_ERR_UNSUPPORTED);
@@ -333,6 +339,9 @@ static void test_payload_parse_out_of_range_fields(void **state)
 	expect_refused_untouched(&record, sizeof(record));
 	make_record(&record, 0, 2);
 	record.pool_bytes = 0;
+	expect_refused_untouched(&record, sizeof(record));
+	make_record(&record, 0, 2);
+	record.sm_count = 0;
 	expect_refused_untouched(&record, sizeof(record));
 }
 
@@ -641,6 +650,34 @@ static void test_ranks_per_device(void **state)
 	assert_int_equal(ndet_setup_table_ranks_per_device(table, 6), 2);
 }
 
+/* The other grid cap input: the fewest SMs of any rank's GPU (format 2). */
+static void test_min_sms(void **state)
+{
+	(void)state;
+	struct ndet_setup_payload table[5];
+	make_table(table, 5);
+	assert_int_equal(ndet_setup_table_min_sms(table, 5), 132);
+	assert_int_equal(ndet_setup_table_min_sms(table, 0), 0);
+	table[3].sm_count = 16; /* a MIG slice */
+	table[1].sm_count = 98;
+	assert_int_equal(ndet_setup_table_min_sms(table, 5), 16);
+	table[0].sm_count = UINT32_MAX; /* never negative */
+	assert_int_equal(ndet_setup_table_min_sms(table, 1), INT32_MAX);
+
+	/* A ready rank must say how many SMs it has; one that is not ready need not. */
+	struct ndet_setup_payload record, parsed;
+	make_record(&record, 0, 2);
+	record.sm_count = 0;
+	assert_int_equal(ndet_setup_payload_parse(&record, sizeof(record), &parsed),
+			 NDET_ERR_UNSUPPORTED);
+	record.local_status = NDET_LOCAL_ALLOC_FAILED;
+	assert_int_equal(ndet_setup_payload_parse(&record, sizeof(record), &parsed), NDET_OK);
+	/* A format-1 record (8 bytes shorter) is refused, never misread. */
+	make_record(&record, 0, 2);
+	assert_int_equal(ndet_setup_payload_parse(&record, sizeof(record) - 8, &parsed),
+			 NDET_ERR_UNSUPPORTED);
+}
+
 static void test_peer_kind_needs_same_pid_and_namespace(void **state)
 {
 	(void)state;
@@ -736,6 +773,7 @@ int main(void)
 		cmocka_unit_test(test_evaluate_unknown_namespaces),
 		cmocka_unit_test(test_peer_kind_needs_same_pid_and_namespace),
 		cmocka_unit_test(test_ranks_per_device),
+		cmocka_unit_test(test_min_sms),
 		cmocka_unit_test(test_evaluate_bad_arguments),
 		cmocka_unit_test(test_reason_texts),
 	};

@@ -547,6 +547,7 @@ struct perf_world {
 	struct perf_options options;
 	int ngpus;         /* GPUs the ranks use: 1 for the one-GPU proxy */
 	int ngpus_visible; /* GPUs this process sees (--gpus in a dry run) */
+	int device_sms;    /* fewest SMs of the GPUs used (0 in a dry run: unknown) */
 	bool nccl_on;
 	bool symmetric_on; /* --nccl-symmetric and the library has the windows */
 	struct perf_nccl nccl;
@@ -589,6 +590,7 @@ static struct ndet_engine_config perf_engine_config(const struct perf_world *wor
 		.max_blocks = settings->max_blocks,
 		/* What the setup will agree (rank r on GPU r % ngpus), for planned rows. */
 		.ranks_per_device = (world->options.nranks + world->ngpus - 1) / world->ngpus,
+		.device_sms = world->device_sms,
 		.oneshot_max = settings->oneshot_max,
 		.ll_max = settings->ll_max,
 		.timeout_ms = 20000,
@@ -1454,6 +1456,12 @@ int main(int argc, char **argv)
 		struct cudaDeviceProp properties;
 		PERF_CHECK(cudaGetDeviceProperties(&properties, 0));
 		snprintf(device_name, sizeof(device_name), "%s", properties.name);
+		/* What the setup will agree (the fewest SMs), for planned rows. */
+		for (int d = 0; d < world.ngpus; d++) {
+			PERF_CHECK(cudaGetDeviceProperties(&properties, d));
+			if (d == 0 || properties.multiProcessorCount < world.device_sms)
+				world.device_sms = properties.multiProcessorCount;
+		}
 	}
 	const struct ndet_settings *settings = ndet_settings_get();
 	printf("# nccl-det-perf %s: %d ranks on %d GPU(s) (%s), %s\n", NCCL_DET_VERSION_STRING,
