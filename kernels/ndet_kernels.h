@@ -28,14 +28,18 @@
  * remote read.  Each thread stores NDET_LL_LINES_PER_THREAD 16-byte lines
  * {data0, tag, data1, tag} straight from sendbuff into every peer's LL slot
  * [b][me][t % 2] (t: the block's LL step, a counter of its own), and polls the
- * same lines of every peer in its own slots until both tags equal t; then it
- * reduces in tree order.  Every line of the slot is written at every LL step, so
- * a line holds t, t - 2 or (never written) 0, never an older tag that could
- * match.  A peer stores step t + 2 into the slot only after it saw this rank's
- * step t + 1 lines, which this rank writes only after it finished reading step t:
- * parity alone keeps the slots safe.  The LL step also stores ready (relaxed, for
- * the signature: a peer on another path or call fails instead of waiting) and, at
- * its end, done (release), so a later pull step's wait for done finds it.
+ * same lines of every peer in its own slots until both tags equal its tag; then
+ * it reduces in tree order.  The tag is (signature << 8 | t % 255 + 1): a peer in
+ * another call never matches, and fails through ready instead (below).  Every line
+ * of the slot is written at every LL step, so a line holds the tag of step t, of
+ * t - 2 or (never written) 0, never an older one that could match.  What keeps a
+ * slot from being overwritten while it is read is step 1: a rank stores step s
+ * only after every peer stored done = s - 1, which a peer does after reading all
+ * its lines of step s - 1 (the parity is a second guard, not the first).  Every
+ * planned LL block has elements (blocks = ceil(bytes / NDET_LL_BLOCK_BYTES)), so
+ * every peer waits for its lines.  The LL step also stores ready (with the
+ * signature: a peer on another path or call fails instead of waiting) and, at its
+ * end, done (release), so a later pull step's wait for done finds it.
  * Flags hold exact step values (compared for equality modulo 2^40), so a peer can be
  * at most one step apart and counter wrap-around is harmless.  Step counters live in
  * device memory (one per block, this rank only) so CUDA-graph replays continue the

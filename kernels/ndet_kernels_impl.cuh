@@ -678,7 +678,12 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	__shared__ uint32_t error_code;
 	const uint32_t b = blockIdx.x;
 	const int n = a.nranks, me = a.rank;
-	const uint32_t tag = (uint32_t)t;
+	/*
+	 * The call's signature and the LL step: a peer in another call never matches
+	 * (it fails through its ready flag instead of lending us its lines), and t, t - 2
+	 * and 0 (never written) differ.  The signature is never 0 and has 24 bits.
+	 */
+	const uint32_t tag = (a.signature << 8) | (uint32_t)(t % 255u + 1u);
 	const uint64_t parity = t & 1;
 	const uint64_t start = (uint64_t)b * a.chunk_elems; /* one step: k = 0 */
 	const uint64_t len = start < a.count ? min(a.chunk_elems, a.count - start) : 0;
@@ -704,6 +709,8 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	 */
 	if (ndet_wait_all(a, st, st.me->done, step - 1, false, 1) != 0)
 		return;
+	/* The deadline of the LL waits starts now, for the threads that did not wait. */
+	st.t0 = ndet_globaltimer();
 	if (host_aborted != 0) {
 		if (threadIdx.x == 0)
 			ndet_fail(a, NDET_KERNEL_ERR_ABORTED, (uint32_t)me, step, 0, 0);

@@ -443,13 +443,21 @@ static void ndet_comm_poison(struct ndet_comm *comm)
 
 /* ---------------------------------------------------------------- exchange */
 
+static uint64_t ndet_comm_now_ms(void)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u;
+}
+
 /*
  * Poll a non-blocking communicator until NCCL no longer reports ncclInProgress.
- * Only an ncclCommAbort or ncclCommRevoke (another thread) ends the wait early, and
- * then the answer is ncclInProgress: NCCL may still launch work that uses our
- * buffers.  Finalize and destroy do not end it: our teardown barrier runs after
- * they marked the communicator inactive, and its all-gather must be waited for
- * before the exchange buffer is freed.
+ * An ncclCommAbort or ncclCommRevoke (another thread) ends the wait early, and so
+ * does NCCL_DET_TIMEOUT (a peer that aborted instead of joining our exchange); the
+ * answer is then ncclInProgress: NCCL may still launch work that uses our buffers.
+ * Finalize and destroy do not end it: our teardown barrier runs after they marked
+ * the communicator inactive, and its all-gather must be waited for before the
+ * exchange buffer is freed.
  */
 static ncclResult_t ndet_comm_wait_ready(struct ndet_comm *comm)
 {
@@ -460,6 +468,7 @@ static ncclResult_t ndet_comm_wait_ready(struct ndet_comm *comm)
 	if (nccl->ncclCommGetAsyncError == NULL)
 		return ndet_status_to_nccl(
 			ndet_resolve_missing(NDET_NCCL_FN_ncclCommGetAsyncError));
+	const uint64_t deadline = ndet_comm_now_ms() + ndet_settings_get()->timeout_ms;
 	for (;;) {
 		ncclResult_t state = ncclInProgress;
 		ncclResult_t result = nccl->ncclCommGetAsyncError(comm->nccl, &state);
@@ -470,6 +479,12 @@ static ncclResult_t ndet_comm_wait_ready(struct ndet_comm *comm)
 		/* Aborted from another thread: NCCL will not finish. */
 		if (ndet_comm_is_stopped(comm))
 			return ncclInProgress;
+		if (ndet_comm_now_ms() > deadline) {
+			NDET_WARN("communicator %p: NCCL still reports ncclInProgress for "
+				  "nccl-det's exchange after NCCL_DET_TIMEOUT; giving up on it",
+				  (void *)comm->nccl);
+			return ncclInProgress;
+		}
 		struct timespec pause = {.tv_sec = 0, .tv_nsec = (long)pause_us * 1000};
 		nanosleep(&pause, NULL);
 		if (pause_us < NDET_COMM_POLL_MAX_US)
@@ -520,11 +535,20 @@ static ndet_status_t ndet_comm_exchange(void *const contexts[], int count,
 	result = nccl->ncclGroupEnd();
 	if (result != ncclSuccess && result != ncclInProgress && first == ncclSuccess)
 		first = result;
-	for (int i = 0; i < count && first == ncclSuccess; i++) {
+	/*
+	 * Every communicator, even after one failed: one still in progress means NCCL may
+	 * still write into its buffer, which must then outlive the engine.
+	 */
+	bool unresolved = false;
+	for (int i = 0; i < count; i++) {
 		result = ndet_comm_wait_ready(contexts[i]);
-		if (result != ncclSuccess)
+		if (result == ncclInProgress)
+			unresolved = true;
+		else if (result != ncclSuccess && first == ncclSuccess)
 			first = result;
 	}
+	if (unresolved)
+		first = ncclInProgress;
 out:
 	if (first == ncclSuccess)
 		return NDET_OK;
@@ -536,7 +560,8 @@ out:
 		}
 		/* The caller must not free or reuse the buffers (ndet_engine_exchange). */
 		NDET_WARN("nccl-det's exchange of %zu bytes on %d communicator(s) was abandoned: "
-			  "the communicator was aborted while NCCL still ran the all-gather",
+			  "the communicator was aborted (or NCCL_DET_TIMEOUT passed) while NCCL "
+			  "still ran the all-gather",
 			  bytes, count);
 		return NDET_IN_PROGRESS;
 	}

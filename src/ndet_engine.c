@@ -641,6 +641,11 @@ static ndet_status_t ndet_engine_exchange(struct ndet_engine *const engines[], i
 			status = NDET_ERR_INTERNAL;
 			goto out;
 		}
+		/* NCCL may still write into an abandoned exchange's buffer: never reuse it. */
+		if (engine->exchange_abandoned) {
+			status = NDET_ERR_REMOTE;
+			goto out;
+		}
 		char *send = (char *)engine->exchange_buffer;
 		contexts[i] = engine->exchange_context;
 		sends[i] = send;

@@ -426,16 +426,22 @@ static double gpu_now(void)
 
 void gpu_run_divergence(struct gpu_rank *rank, int silent_rank, int diverging_rank)
 {
-	const size_t count = 4099;
+	gpu_run_divergence_call(rank, silent_rank, diverging_rank, 4099, 4100, NDET_OP_SUM);
+}
+
+void gpu_run_divergence_call(struct gpu_rank *rank, int silent_rank, int diverging_rank,
+			     size_t count, size_t diverging_count, ndet_op_t diverging_op)
+{
 	float *buffer = NULL;
-	GPU_CHECK(cudaMalloc((void **)&buffer, (count + 1) * sizeof(float)));
-	GPU_CHECK(cudaMemset(buffer, 0, (count + 1) * sizeof(float)));
+	const size_t most = count > diverging_count ? count : diverging_count;
+	GPU_CHECK(cudaMalloc((void **)&buffer, most * sizeof(float)));
+	GPU_CHECK(cudaMemset(buffer, 0, most * sizeof(float)));
 	rank->barrier(rank->barrier_context);
 	double start = gpu_now();
 	if (rank->rank != silent_rank) {
-		size_t my_count = rank->rank == diverging_rank ? count + 1 : count;
-		ndet_engine_allreduce(rank->engine, buffer, buffer, my_count, NDET_DTYPE_F32,
-				      NDET_OP_SUM, rank->stream);
+		const bool odd = rank->rank == diverging_rank;
+		ndet_engine_allreduce(rank->engine, buffer, buffer, odd ? diverging_count : count,
+				      NDET_DTYPE_F32, odd ? diverging_op : NDET_OP_SUM, rank->stream);
 		/* The error must come from the kernels, without any host synchronisation. */
 		uint32_t kernel_error = 0;
 		while (ndet_engine_error(rank->engine, &kernel_error) == NDET_OK &&
@@ -449,7 +455,10 @@ void gpu_run_divergence(struct gpu_rank *rank, int silent_rank, int diverging_ra
 			rank->failures++;
 		} else {
 			printf("rank %d: error %u after %.3f s (%s)\n", rank->rank, kernel_error,
-			       elapsed, silent_rank >= 0 ? "silent peer" : "diverging count");
+			       elapsed,
+			       silent_rank >= 0 ? "silent peer"
+			       : diverging_op != NDET_OP_SUM ? "diverging op"
+							     : "diverging count");
 		}
 		/* Later calls fail fast, without a CUDA call. */
 		rank->checks++;

@@ -80,6 +80,13 @@ void gpu_run_streams(struct gpu_rank *rank, int calls);
 
 /* Error paths: diverging count and a silent rank.  Poisons the engine. */
 void gpu_run_divergence(struct gpu_rank *rank, int silent_rank, int diverging_rank);
+/*
+ * The same with any shape: every rank calls f32 sum of `count`, except
+ * diverging_rank (diverging_count, diverging_op); silent_rank makes no call.  Every
+ * calling rank must see a kernel error within 30 s, and its next call must fail fast.
+ */
+void gpu_run_divergence_call(struct gpu_rank *rank, int silent_rank, int diverging_rank,
+			     size_t count, size_t diverging_count, ndet_op_t diverging_op);
 
 /*
  * ncclReduceScatter, ncclReduce and PreMulSum through the engine: every dtype, op and

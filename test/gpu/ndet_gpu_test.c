@@ -250,6 +250,14 @@ static void *loopback_thread(void *argument)
 				goto done;
 			gpu_run_divergence(&gpu, -1, 1);
 			ndet_engine_destroy(gpu.engine, false);
+			/*
+			 * One rank's op differs, the shape (and so the LL grid) does not:
+			 * an error, never the other call's lines taken for ours.
+			 */
+			if (!recreate(&gpu, &config, me, &verdict))
+				goto done;
+			gpu_run_divergence_call(&gpu, -1, 1, 1000, 1000, NDET_OP_MAX);
+			ndet_engine_destroy(gpu.engine, false);
 			if (!recreate(&gpu, &config, me, &verdict))
 				goto done;
 			gpu_run_divergence(&gpu, world->nranks - 1, -1);
