@@ -1,0 +1,51 @@
+#!/bin/bash
+# The configuration in which one loopback run of nine stalled at an LL step (4 ranks as
+# threads of one process on one GPU, 32 MiB pool, 16 blocks, LL up to 64 KiB; see
+# doc/PERFORMANCE), run RUNS times; then, as a diagnostic that does not count towards
+# the verdict, QUEUE_RUNS times with CUDA_DEVICE_MAX_CONNECTIONS=2: if the stall comes
+# from two ranks' streams sharing a hardware queue, it should become common there.
+#
+# usage: [BIN_DIR=...] [OUT=dir] [RUNS=6] [QUEUE_RUNS=2] [N=4] test/gpu/ll_stress.sh
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+BIN_DIR=${BIN_DIR:-$here}
+OUT=${OUT:-/tmp/ndet-gpu-out}
+RUNS=${RUNS:-6}
+QUEUE_RUNS=${QUEUE_RUNS:-2}
+N=${N:-4}
+mkdir -p "$OUT"
+LOG=$OUT/ll-stress.log
+: >"$LOG"
+# shellcheck source=test/gpu/gpu_lib.sh
+. "$here/gpu_lib.sh"
+bin=$BIN_DIR/ndet_gpu_test
+
+if ! nvidia-smi -L >>"$LOG" 2>&1; then
+	log "SUMMARY ll-stress: no GPU visible, skipped"
+	exit 77
+fi
+log "LL stress, $(date -u +%FT%TZ), commit ${NDET_COMMIT:-unknown}: loopback n=$N quick, 32 MiB pool, 16 blocks, LL 64 KiB"
+
+# one NAME [VAR=VALUE...]: one loopback run; prints its summary line.
+one() {
+	local name=$1 rc start=$SECONDS
+	shift
+	env NDET_TEST_POOL=$((32 << 20)) NDET_TEST_BLOCKS=16 NDET_TEST_LL=$((64 << 10)) "$@" \
+		timeout --kill-after=10 120 "$bin" loopback "$N" quick >"$OUT/ll-stress-$name.txt" 2>&1
+	rc=$?
+	log "  $name: exit $rc in $((SECONDS - start)) s: $(tail -1 "$OUT/ll-stress-$name.txt")"
+	grep -m3 '^FAIL' "$OUT/ll-stress-$name.txt" >>"$LOG"
+	return $rc
+}
+
+for ((i = 1; i <= RUNS; i++)); do
+	one "run$i"
+	verdict "run$i" $?
+done
+queue_stalls=0
+for ((i = 1; i <= QUEUE_RUNS; i++)); do
+	one "queues2-run$i" CUDA_DEVICE_MAX_CONNECTIONS=2 || queue_stalls=$((queue_stalls + 1))
+done
+log "  diagnostic: $queue_stalls of $QUEUE_RUNS runs with CUDA_DEVICE_MAX_CONNECTIONS=2 failed (not counted)"
+log "SUMMARY ll-stress: $passed passed, $failed failed${failures:+ (failed:$failures)}"
+[ "$failed" -eq 0 ]
