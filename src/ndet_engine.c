@@ -759,6 +759,15 @@ static bool ndet_engine_setup_map(void *member, const struct ndet_setup_payload 
 	/* Before any peer can hold a pointer into our pool: from here on it is shared. */
 	engine->share = ndet_teardown_join(table, nranks, engine->config.rank);
 	engine->epoch = ndet_teardown_epoch(table, nranks);
+	if (!ndet_plan_fits_device(nranks, engine->config.device_sms,
+				   engine->config.ranks_per_device)) {
+		/* Every rank sees the same table: every rank falls back. */
+		NDET_WARN("rank %d: %d ranks share one GPU of %d SMs, fewer than one resident "
+			  "block each: the communicator runs in NCCL",
+			  engine->config.rank, engine->config.ranks_per_device,
+			  engine->config.device_sms);
+		return false;
+	}
 	if (!ndet_engine_use_device(engine))
 		return false;
 	return ndet_engine_map_peers(engine, table) && ndet_engine_probe_write(engine);

@@ -46,14 +46,26 @@ static uint32_t ndet_plan_signature(const struct ndet_plan_params *params,
 	return folded == 0 ? 1u : folded;
 }
 
+/* Blocks of all ranks one GPU holds at once (ndet_plan.h). */
+static uint64_t ndet_plan_device_capacity(int nranks, int device_sms)
+{
+	const uint64_t per_sm = nranks > 8 ? 1 : 2;
+	uint64_t capacity = nranks > 8 ? NDET_PLAN_GRID_CAPACITY_WIDE : NDET_PLAN_GRID_CAPACITY;
+	if (device_sms > 0 && per_sm * (uint64_t)device_sms < capacity)
+		capacity = per_sm * (uint64_t)device_sms;
+	return capacity;
+}
+
+bool ndet_plan_fits_device(int nranks, int device_sms, int ranks_per_device)
+{
+	const uint64_t sharing = ranks_per_device > 1 ? (uint64_t)ranks_per_device : 1;
+	return ndet_plan_device_capacity(nranks, device_sms) >= sharing;
+}
+
 uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params)
 {
 	const uint64_t sharing = params->ranks_per_device > 1 ? (uint64_t)params->ranks_per_device : 1;
-	const uint64_t per_sm = params->nranks > 8 ? 1 : 2;
-	uint64_t capacity =
-		params->nranks > 8 ? NDET_PLAN_GRID_CAPACITY_WIDE : NDET_PLAN_GRID_CAPACITY;
-	if (params->device_sms > 0 && per_sm * (uint64_t)params->device_sms < capacity)
-		capacity = per_sm * (uint64_t)params->device_sms;
+	const uint64_t capacity = ndet_plan_device_capacity(params->nranks, params->device_sms);
 	uint64_t cap = capacity / sharing;
 	if (cap > (uint64_t)params->max_blocks)
 		cap = (uint64_t)params->max_blocks;

@@ -113,6 +113,13 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
  */
 uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params);
 
+/*
+ * Can ranks_per_device ranks of an nranks communicator share a GPU of device_sms SMs
+ * (0: unknown) with at least one resident block each?  If not, the setup falls back
+ * (every rank computes the same answer from the agreed table).
+ */
+bool ndet_plan_fits_device(int nranks, int device_sms, int ranks_per_device);
+
 /* Bytes per element of a dtype the engine supports, else 0. */
 unsigned ndet_plan_dtype_size(ndet_dtype_t dtype);
 

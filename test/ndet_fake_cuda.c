@@ -102,6 +102,7 @@ static int fake_next_id = 1;
 static struct fake_cuda_counts fake_counts;
 static char fake_violation[256];
 static bool fake_pid_per_device;
+static int fake_sm_count = 132;
 static pid_t fake_ended[64]; /* fake_cuda_end_process */
 static int fake_ended_count;
 static bool fake_unloading;
@@ -466,6 +467,7 @@ void fake_cuda_reset(void)
 	memset(&fake_counts, 0, sizeof(fake_counts));
 	fake_violation[0] = '\0';
 	fake_pid_per_device = false;
+	fake_sm_count = 132;
 	fake_ended_count = 0;
 	fake_unloading = false;
 	fake_claimed = NULL;
@@ -506,6 +508,11 @@ void fake_cuda_publish_claimed(void)
 		fake_publish(fake_claimed, fake_claimed->claim, (int)fake_claimed->rank);
 	fake_claimed = NULL;
 	pthread_mutex_unlock(&fake_lock);
+}
+
+void fake_cuda_set_sm_count(int sms)
+{
+	__atomic_store_n(&fake_sm_count, sms, __ATOMIC_RELAXED);
 }
 
 void fake_cuda_set_pid_per_device(bool on)
@@ -644,7 +651,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 	memset(prop, 0, sizeof(*prop));
 	prop->uuid.bytes[0] = (char)(device + 1);
 	prop->major = 9;
-	prop->multiProcessorCount = 132;
+	prop->multiProcessorCount = __atomic_load_n(&fake_sm_count, __ATOMIC_RELAXED);
 	return cudaSuccess;
 }
 

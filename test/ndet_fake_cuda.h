@@ -95,6 +95,9 @@ int fake_cuda_kernels_running(void);
 void fake_cuda_publish_claimed(void);
 
 void fake_cuda_set_pid_per_device(bool on);
+
+/* multiProcessorCount of every fake device (132 until fake_cuda_reset sets it back). */
+void fake_cuda_set_sm_count(int sms);
 void fake_cuda_set_thread_pid(pid_t pid);
 
 /* Process `pid` ends (killed): its mappings close, its kernels end, kill() says ESRCH. */

@@ -848,6 +848,35 @@ static void test_error_details_published_last(void **state)
  * refuses alike, and the pools (mapped by peers in round 3) are freed with the last
  * rank of the process, or when the peers in other processes let go of them.
  */
+/*
+ * Ranks sharing a GPU with fewer SMs than they need (one resident block each):
+ * every rank refuses the same table, no engine runs, nothing stays allocated.
+ */
+static void test_setup_gpu_too_small(void **state)
+{
+	(void)state;
+	struct group group;
+	group_init(&group, 3, false); /* three ranks on device 0 */
+	fake_cuda_set_sm_count(1);    /* two blocks: one rank would wait forever */
+	group_setup(&group);
+	for (int r = 0; r < 3; r++) {
+		assert_int_not_equal(group.results[r].status, NDET_OK);
+		assert_null(group.results[r].engine);
+		assert_int_equal(group.results[r].verdict.reason, group.results[0].verdict.reason);
+	}
+	assert_nothing_held();
+	group_fini(&group);
+	/* Two SMs hold three ranks' blocks (two per SM). */
+	reset(state);
+	fake_cuda_set_sm_count(2);
+	group_create(&group, 3, false);
+	for (int r = 0; r < 3; r++)
+		launch(group.engines[r], NULL);
+	assert_int_equal(ndet_engine_destroy_group(group.engines, 3, true), NDET_OK);
+	assert_nothing_held();
+	group_fini(&group);
+}
+
 static void test_setup_stale_round(void **state)
 {
 	for (int processes = 0; processes < 2; processes++) {
@@ -1204,6 +1233,7 @@ int main(void)
 		cmocka_unit_test_setup(test_launch_order_across_streams, reset),
 		cmocka_unit_test_setup(test_error_details_published_last, reset),
 		cmocka_unit_test_setup(test_setup_stale_round, reset),
+		cmocka_unit_test_setup(test_setup_gpu_too_small, reset),
 		cmocka_unit_test_setup(test_detach_threads, reset),
 		cmocka_unit_test_setup(test_detach_silent_peer_pending, reset),
 		cmocka_unit_test_setup(test_detach_dead_peer, reset),

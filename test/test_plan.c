@@ -396,6 +396,13 @@ static void test_plan_grid_tiers(void **state)
 	p.nranks = 2;
 	p.device_sms = 0;
 	p.ranks_per_device = 1;
+	/* Fewer than one resident block per rank: the setup must fall back. */
+	assert_true(ndet_plan_fits_device(2, 16, 16));
+	assert_true(ndet_plan_fits_device(16, 16, 16));
+	assert_false(ndet_plan_fits_device(16, 14, 16)); /* one block per SM above 8 ranks */
+	assert_true(ndet_plan_fits_device(8, 7, 14));
+	assert_false(ndet_plan_fits_device(8, 6, 13));
+	assert_true(ndet_plan_fits_device(16, 0, 16)); /* unknown: a 96-SM GPU */
 	/* The signature tells grids apart: ranks must agree on ranks_per_device. */
 	struct ndet_plan other;
 	p.max_blocks = 96;
