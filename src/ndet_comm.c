@@ -22,6 +22,7 @@
 #include "ndet_resolve.h"
 #include "ndet_settings.h"
 #include "ndet_setup.h"
+#include "ndet_teardown.h"
 
 #define NDET_COMM_BUCKETS 256
 
@@ -443,13 +444,6 @@ static void ndet_comm_poison(struct ndet_comm *comm)
 
 /* ---------------------------------------------------------------- exchange */
 
-static uint64_t ndet_comm_now_ms(void)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u;
-}
-
 /*
  * Poll a non-blocking communicator until NCCL no longer reports ncclInProgress.
  * An ncclCommAbort or ncclCommRevoke (another thread) ends the wait early, and so
@@ -468,7 +462,7 @@ static ncclResult_t ndet_comm_wait_ready(struct ndet_comm *comm)
 	if (nccl->ncclCommGetAsyncError == NULL)
 		return ndet_status_to_nccl(
 			ndet_resolve_missing(NDET_NCCL_FN_ncclCommGetAsyncError));
-	const uint64_t deadline = ndet_comm_now_ms() + ndet_settings_get()->timeout_ms;
+	const uint64_t deadline = ndet_teardown_now_ms() + ndet_settings_get()->timeout_ms;
 	for (;;) {
 		ncclResult_t state = ncclInProgress;
 		ncclResult_t result = nccl->ncclCommGetAsyncError(comm->nccl, &state);
@@ -479,7 +473,7 @@ static ncclResult_t ndet_comm_wait_ready(struct ndet_comm *comm)
 		/* Aborted from another thread: NCCL will not finish. */
 		if (ndet_comm_is_stopped(comm))
 			return ncclInProgress;
-		if (ndet_comm_now_ms() > deadline) {
+		if (ndet_teardown_now_ms() > deadline) {
 			NDET_WARN("communicator %p: NCCL still reports ncclInProgress for "
 				  "nccl-det's exchange after NCCL_DET_TIMEOUT; giving up on it",
 				  (void *)comm->nccl);

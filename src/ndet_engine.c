@@ -117,20 +117,12 @@ static uint64_t ndet_engine_lane_bytes(const struct ndet_engine_config *config)
 	       NDET_ENGINE_LANE_ALIGN;
 }
 
-/* LL blocks the pool has slots for: NCCL_DET_LL_MAX in NDET_LL_BLOCK_BYTES shares. */
-static uint64_t ndet_engine_ll_blocks(const struct ndet_engine_config *config)
-{
-	const uint64_t ll_max =
-		config->ll_max < NDET_LL_MAX_BYTES ? config->ll_max : NDET_LL_MAX_BYTES;
-	return (ll_max + NDET_LL_BLOCK_BYTES - 1) / NDET_LL_BLOCK_BYTES;
-}
-
 /* The LL slots after the lanes: (block, source rank, parity) each (ndet_kernels.h). */
 static uint64_t ndet_engine_ll_bytes(const struct ndet_engine_config *config)
 {
 	if (config->nranks < 2)
 		return 0;
-	return ndet_engine_ll_blocks(config) * (uint64_t)config->nranks * 2u * NDET_LL_SLOT_BYTES;
+	return ndet_plan_ll_blocks(config->ll_max) * (uint64_t)config->nranks * 2u * NDET_LL_SLOT_BYTES;
 }
 
 /* Device bytes of the step counters: the pull steps', then the LL steps'. */

@@ -62,6 +62,16 @@ bool ndet_plan_fits_device(int nranks, int device_sms, int ranks_per_device)
 	return ndet_plan_device_capacity(nranks, device_sms) >= sharing;
 }
 
+static uint64_t ndet_plan_ll_bytes(uint64_t ll_max)
+{
+	return ll_max < NDET_LL_MAX_BYTES ? ll_max : NDET_LL_MAX_BYTES;
+}
+
+uint64_t ndet_plan_ll_blocks(uint64_t ll_max)
+{
+	return ndet_plan_div_up(ndet_plan_ll_bytes(ll_max), NDET_LL_BLOCK_BYTES);
+}
+
 uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params)
 {
 	const uint64_t sharing = params->ranks_per_device > 1 ? (uint64_t)params->ranks_per_device : 1;
@@ -106,8 +116,7 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 		const uint64_t bytes = params->count > UINT64_MAX / size / elems_per_rank
 					       ? UINT64_MAX
 					       : params->count * size * elems_per_rank;
-		const uint64_t ll_max = params->ll_max < NDET_LL_MAX_BYTES ? params->ll_max
-									   : NDET_LL_MAX_BYTES;
+		const uint64_t ll_max = ndet_plan_ll_bytes(params->ll_max);
 		const uint64_t ll_blocks = ndet_plan_div_up(bytes, NDET_LL_BLOCK_BYTES);
 		if (!scatter && !params->premul && bytes <= ll_max &&
 		    ll_blocks <= ndet_plan_grid_cap(params)) {

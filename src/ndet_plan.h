@@ -120,6 +120,12 @@ uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params);
  */
 bool ndet_plan_fits_device(int nranks, int device_sms, int ranks_per_device);
 
+/*
+ * LL blocks a pool needs slots for with NCCL_DET_LL_MAX = ll_max (above
+ * NDET_LL_MAX_BYTES it counts as that); every LL plan fits them.
+ */
+uint64_t ndet_plan_ll_blocks(uint64_t ll_max);
+
 /* Bytes per element of a dtype the engine supports, else 0. */
 unsigned ndet_plan_dtype_size(ndet_dtype_t dtype);
 

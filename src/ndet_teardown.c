@@ -85,7 +85,7 @@ void ndet_resources_reset_for_testing(void)
 
 /* ---------------------------------------------------------------- quiesce */
 
-static uint64_t ndet_teardown_now_ms(void)
+uint64_t ndet_teardown_now_ms(void)
 {
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);

@@ -104,6 +104,9 @@ struct ndet_resources {
 	int64_t peers_gone;     /* silent peers found dead, which released a pool */
 };
 
+/* CLOCK_MONOTONIC in milliseconds (the teardown's waits, the comm layer's polls). */
+uint64_t ndet_teardown_now_ms(void);
+
 void ndet_resources_allocated(uint64_t bytes);
 void ndet_resources_freed(uint64_t bytes);
 /* +1 per mapping opened, -1 per mapping closed. */

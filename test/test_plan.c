@@ -108,6 +108,11 @@ static void test_plan_ll(void **state)
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_LL);
 	assert_int_equal(plan.blocks, NDET_LL_MAX_BLOCKS);
+	/* The pool's LL slots: every block an LL plan may take. */
+	assert_int_equal(ndet_plan_ll_blocks(0), 0);
+	assert_int_equal(ndet_plan_ll_blocks(NDET_LL_BLOCK_BYTES), 1);
+	assert_int_equal(ndet_plan_ll_blocks(NDET_LL_BLOCK_BYTES + 1), 2);
+	assert_int_equal(ndet_plan_ll_blocks(1u << 30), NDET_LL_MAX_BLOCKS);
 	/* A different path is a different signature: a mismatch fails, never pairs up. */
 	struct ndet_plan ll, oneshot;
 	p = params_of(100, NDET_DTYPE_F32, 2);
