@@ -44,6 +44,17 @@ __global__ void ndet_fill_u32_kernel(unsigned *dst, size_t count, unsigned value
 		dst[i] = value;
 }
 
+/* Benchmark copy: block b copies its own contiguous slice of `bytes`. */
+__global__ void __launch_bounds__(NDET_KERNEL_THREADS) ndet_copy_kernel(char *dst, const char *src,
+									 size_t bytes)
+{
+	size_t per = (bytes + gridDim.x - 1) / gridDim.x;
+	per = (per + 15) / 16 * 16;
+	const size_t begin = min(bytes, (size_t)blockIdx.x * per);
+	const size_t end = min(bytes, begin + per);
+	ndet_copy_bytes<true>(dst + begin, src + begin, end - begin);
+}
+
 } /* namespace */
 
 /* A kernel-table op index (NDET_KERNEL_OP_PREMULSUM included). */
@@ -82,6 +93,16 @@ extern "C" int ndet_kernel_flag_pingpong(uint64_t *mine, uint64_t *peer, int ite
 {
 	ndet_pingpong_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(mine, peer, iters, initiator,
 								 result_ns);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int ndet_kernel_copy(void *dst, const void *src, size_t bytes, unsigned blocks,
+				void *stream)
+{
+	if (bytes == 0 || blocks == 0)
+		return 0;
+	ndet_copy_kernel<<<blocks, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
+		static_cast<char *>(dst), static_cast<const char *>(src), bytes);
 	return (int)cudaGetLastError();
 }
 

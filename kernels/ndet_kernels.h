@@ -179,6 +179,12 @@ int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *device_args, 
 int ndet_kernel_flag_pingpong(uint64_t *mine, uint64_t *peer, int iters, int initiator,
 			      uint64_t *result_ns, void *stream);
 
+/*
+ * Benchmark: copy `bytes` with `blocks` blocks of the all-reduce kernel's copy loop
+ * (either side may be a peer GPU's memory: nccl-det-perf --link-probe).
+ */
+int ndet_kernel_copy(void *dst, const void *src, size_t bytes, unsigned blocks, void *stream);
+
 /* Fill `count` 32-bit words at `dst` with `value` on `stream`. */
 int ndet_kernel_fill_u32(unsigned *dst, size_t count, unsigned value, void *stream);
 

@@ -87,6 +87,7 @@ struct perf_options {
 	int dry_run;
 	int assume_gpus; /* --gpus, dry run only; -1 = the visible count */
 	int coll;        /* --coll: NDET_COLL_ALLREDUCE or NDET_COLL_REDUCE_SCATTER */
+	int link_probe;  /* --link-probe: copy bandwidths between GPUs 0 and 1, then exit */
 	int help;
 };
 
@@ -275,6 +276,9 @@ static const struct perf_option perf_option_table[] = {
     {"coll", 'C', "C", PERF_FIELD(coll), perf_parse_coll, 0,
      "allreduce (default) or reducescatter (sizes: whole send buffers,\n"
      "each rank receives size/ranks)"},
+    {"link-probe", 0, NULL, PERF_FIELD(link_probe), NULL, 1,
+     "measure copy bandwidth local, peer-read and peer-write between GPUs 0 and 1 (one way, "
+     "both ways, alongside a local copy), then exit"},
     {"help", 'h', NULL, PERF_FIELD(help), NULL, 1, "this help"},
 };
 
@@ -1401,6 +1405,143 @@ static void perf_symmetric_decide(struct perf_world *world)
 	       perf_symmetric_bytes(o));
 }
 
+/* ------------------------------------------------------------ link probe */
+
+/*
+ * --link-probe: what the cost model of doc/PERFORMANCE needs, measured with the
+ * all-reduce kernel's own copy loop: a local copy, reads of the peer's memory
+ * ("pull") and writes into it ("push"), one way and both ways at once, and both
+ * ways while the other half of each GPU's SMs copies locally (can HBM-only work
+ * hide under NVLink transfers?).
+ */
+enum { PERF_PROBE_BUFFERS = 3 };
+
+struct perf_probe {
+	char *buffer[2][PERF_PROBE_BUFFERS]; /* [gpu][a, b, c] */
+	cudaStream_t stream[2][2];
+	size_t bytes;
+	int sms;
+};
+
+/* One kernel of a probe case: on `gpu`'s stream `lane`, dst <- src with `blocks`. */
+struct perf_probe_copy {
+	int gpu, lane;
+	char *dst;
+	const char *src;
+	unsigned blocks;
+};
+
+static double perf_probe_time(struct perf_probe *p, const struct perf_probe_copy *copies,
+			      int ncopies)
+{
+	const int iters = 5;
+	double start = 0;
+	for (int it = -1; it < iters; it++) {
+		if (it == 0) {
+			for (int g = 0; g < 2; g++) {
+				PERF_CHECK(cudaSetDevice(g));
+				PERF_CHECK(cudaDeviceSynchronize());
+			}
+			start = perf_now();
+		}
+		for (int c = 0; c < ncopies; c++) {
+			PERF_CHECK(cudaSetDevice(copies[c].gpu));
+			PERF_CHECK((cudaError_t)ndet_kernel_copy(
+				copies[c].dst, copies[c].src, p->bytes, copies[c].blocks,
+				p->stream[copies[c].gpu][copies[c].lane]));
+		}
+	}
+	for (int g = 0; g < 2; g++) {
+		PERF_CHECK(cudaSetDevice(g));
+		PERF_CHECK(cudaDeviceSynchronize());
+	}
+	return (perf_now() - start) / iters;
+}
+
+static int perf_link_probe(int ngpus)
+{
+	if (ngpus < 2) {
+		printf("nccl-det-perf --link-probe: needs two GPUs, %d visible\n", ngpus);
+		return 0;
+	}
+	struct perf_probe p = {.bytes = 256u << 20};
+	struct cudaDeviceProp properties;
+	PERF_CHECK(cudaGetDeviceProperties(&properties, 0));
+	p.sms = properties.multiProcessorCount;
+	for (int g = 0; g < 2; g++) {
+		PERF_CHECK(cudaSetDevice(g));
+		cudaError_t err = cudaDeviceEnablePeerAccess(1 - g, 0);
+		if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled) {
+			printf("nccl-det-perf --link-probe: no peer access between GPUs 0 and 1: "
+			       "%s\n",
+			       cudaGetErrorString(err));
+			return 1;
+		}
+		(void)cudaGetLastError();
+		for (int k = 0; k < PERF_PROBE_BUFFERS; k++) {
+			PERF_CHECK(cudaMalloc((void **)&p.buffer[g][k], p.bytes));
+			PERF_CHECK(cudaMemset(p.buffer[g][k], k + 1, p.bytes));
+		}
+		for (int l = 0; l < 2; l++)
+			PERF_CHECK(cudaStreamCreateWithFlags(&p.stream[g][l], cudaStreamNonBlocking));
+	}
+	printf("# link probe, GPUs 0 and 1 (%s, %d SMs), %zu MiB per copy, the all-reduce "
+	       "kernel's copy loop\n",
+	       properties.name, p.sms, p.bytes >> 20);
+	printf("# GB/s: bytes copied per GPU per second (local: read + written)\n");
+	printf("%-44s %8s %10s\n", "case", "blocks", "GB/s");
+	const unsigned grids[] = {(unsigned)p.sms, 2u * (unsigned)p.sms};
+	for (int gi = 0; gi < 2; gi++) {
+		const unsigned G = grids[gi], H = G / 2;
+		char *(*b)[PERF_PROBE_BUFFERS] = p.buffer;
+		const struct {
+			const char *name;
+			int n;
+			struct perf_probe_copy c[4];
+			double scale; /* bytes counted per copy of p.bytes */
+		} cases[] = {
+		    {"local copy, GPU 0", 1, {{0, 0, b[0][1], b[0][0], G}}, 2},
+		    {"pull one way (GPU 0 reads GPU 1)", 1, {{0, 0, b[0][1], b[1][0], G}}, 1},
+		    {"push one way (GPU 0 writes GPU 1)", 1, {{0, 0, b[1][1], b[0][0], G}}, 1},
+		    {"pull both ways", 2, {{0, 0, b[0][1], b[1][0], G}, {1, 0, b[1][1], b[0][0], G}}, 1},
+		    {"push both ways", 2, {{0, 0, b[1][1], b[0][0], G}, {1, 0, b[0][1], b[1][0], G}}, 1},
+		    {"pull both ways, half grid", 2,
+		     {{0, 0, b[0][1], b[1][0], H}, {1, 0, b[1][1], b[0][0], H}}, 1},
+		    {"push both ways, half grid", 2,
+		     {{0, 0, b[1][1], b[0][0], H}, {1, 0, b[0][1], b[1][0], H}}, 1},
+		    {"pull both ways || local copy (half each)", 4,
+		     {{0, 0, b[0][1], b[1][0], H},
+		      {1, 0, b[1][1], b[0][0], H},
+		      {0, 1, b[0][2], b[0][0], H},
+		      {1, 1, b[1][2], b[1][0], H}}, 1},
+		    {"push both ways || local copy (half each)", 4,
+		     {{0, 0, b[1][1], b[0][0], H},
+		      {1, 0, b[0][1], b[1][0], H},
+		      {0, 1, b[0][2], b[0][0], H},
+		      {1, 1, b[1][2], b[1][0], H}}, 1},
+		};
+		for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+			const double s = perf_probe_time(&p, cases[k].c, cases[k].n);
+			printf("%-44s %8u %10.1f", cases[k].name, G,
+			       cases[k].scale * (double)p.bytes / s / 1e9);
+			if (cases[k].n == 4)
+				printf("   (time %.2f ms: both kinds of copy finished)", s * 1e3);
+			else
+				printf("   (time %.2f ms)", s * 1e3);
+			printf("\n");
+		}
+	}
+	for (int g = 0; g < 2; g++) {
+		PERF_CHECK(cudaSetDevice(g));
+		for (int k = 0; k < PERF_PROBE_BUFFERS; k++)
+			PERF_CHECK(cudaFree(p.buffer[g][k]));
+		for (int l = 0; l < 2; l++)
+			PERF_CHECK(cudaStreamDestroy(p.stream[g][l]));
+	}
+	printf("# SUMMARY nccl-det-perf --link-probe: done\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1444,6 +1585,8 @@ int main(int argc, char **argv)
 		       "runtime nccl-det was built with).\n");
 		return 0;
 	}
+	if (o->link_probe && !o->dry_run)
+		return perf_link_probe(ngpus);
 	if (ngpus == 0)
 		ngpus = 1;
 	if (o->nranks == 0)

@@ -63,6 +63,7 @@ jax          150 test/gpu/loading.sh jax
 torchrun     200 test/gpu/loading.sh torchrun
 nccl-tests   240 test/gpu/nccl_tests.sh
 ll-stress    300 test/gpu/ll_stress.sh
+link-probe    30 $PERF --link-probe
 perf2         60 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 8 -e 1G -f 8 -d bf16 --nccl --nccl-symmetric --csv $OUT/perf2.csv
 perf-rs       60 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 64K -e 1G -f 16 -d bf16 -G 0 --nccl --coll reducescatter
 EOF
