@@ -68,7 +68,9 @@ extern "C" int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *
 	const int op = args->premul != NDET_PREMUL_NONE ? NDET_KERNEL_OP_PREMULSUM : args->op;
 	if (!ndet_kernel_valid(args->dtype, args->op) || args->op >= NDET_OP_COUNT ||
 	    (args->premul != NDET_PREMUL_NONE && args->op != NDET_OP_SUM) ||
-	    (args->path == NDET_PATH_LL && args->premul != NDET_PREMUL_NONE))
+	    (args->path == NDET_PATH_LL && args->premul != NDET_PREMUL_NONE) ||
+	    (args->path == NDET_PATH_PUSH &&
+	     (args->premul != NDET_PREMUL_NONE || args->root >= 0 || args->nranks < 2)))
 		return (int)cudaErrorInvalidValue;
 	const int bucket = args->nranks <= 2 ? 0 : args->nranks <= 4 ? 1 : args->nranks <= 8 ? 2 : 3;
 	ndet_kernels[args->dtype][bucket]

@@ -40,8 +40,27 @@
  * every peer waits for its lines.  The LL step also stores ready (with the
  * signature: a peer on another path or call fails instead of waiting) and, at its
  * end, done (release), so a later pull step's wait for done finds it.
- * Flags hold exact step values (compared for equality modulo 2^40), so a peer can be
- * at most one step apart and counter wrap-around is harmless.  Step counters live in
+ * PUSH (NDET_PATH_PUSH, large all-reduces): stores instead of loads cross NVLink,
+ * and no stage of a block is HBM-only while its peers wait.  The lane of block b
+ * is split in two by step parity; each half holds n in-slots then n out-slots of
+ * chunk_elems / n elements.  Per step s (parity p), rank me:
+ *   scatter: segment q of its chunk from sendbuff into rank q's in-slot [p][me]
+ *      (its own last, locally), then release ready = PACK(s, signature);
+ *   wait ready[q] >= s (same signature) for every peer q;
+ *   reduce its segment from its own in-slots [p][0..n-1] in tree order into recvbuff
+ *      and into every peer q's out-slot [p][me]; release reduced = s;
+ *   scatter step s + 1 (parity 1 - p: free, every peer signalled reduced for s - 1);
+ *   wait reduced[q] >= s; copy its out-slots [p][q] into recvbuff.
+ * Why the slots are free when written: a peer's in-slots of parity p were last read
+ * by its reduce of s - 2, which it finished before reduced(s - 2), waited for before
+ * scatter(s); its out-slots of parity p were last read by its gather of s - 2, which
+ * it finished before it sent ready(s), waited for before the reduce of s.  Peers can
+ * be one step ahead in ready and reduced, hence ">=" (ndet_wait's at_least).  A call
+ * starts with a wait for done >= its first step - 1 from every peer (no access of an
+ * earlier call, pull, LL or push, is left) and ends with done = its last step.
+ * Flags hold exact step values (compared for equality modulo 2^40, or "at least"
+ * within 2^20 steps), so a peer can be at most one step apart and counter
+ * wrap-around is harmless.  Step counters live in
  * device memory (one per block, this rank only) so CUDA-graph replays continue the
  * sequence.  Only same-index blocks of different ranks ever wait on each other.
  */
@@ -74,6 +93,7 @@ typedef enum {
 	NDET_PATH_TWOSHOT,
 	NDET_PATH_SCATTER, /* reduce-scatter: count elements per rank block */
 	NDET_PATH_LL,      /* one step, data and flag in each 8-byte word (see above) */
+	NDET_PATH_PUSH,    /* two-shot by remote stores into the peers' pools (see above) */
 } ndet_path_t;
 
 /* LL geometry: lines per thread, payload bytes per block, bytes of one slot. */

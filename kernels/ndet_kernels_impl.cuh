@@ -365,15 +365,15 @@ __device__ void ndet_copy_bytes(char *dst, const char *src, uint64_t bytes)
 }
 
 /*
- * Reduce `len` elements found at element offset `lane_off` of lane `lane_base` in
- * every rank's pool; write them to `out` (user memory, any alignment; NULL: not at
- * all) and, when `writeback` is set, also back into this rank's own lane at the same
- * offset.  `scales` (PreMulSum only) holds every rank's scalar.
+ * Reduce `len` elements, rank r's at src[r] (16-byte aligned pool memory, r < n);
+ * write them to `out` (user memory, any alignment; NULL: not at all) and to copies[j]
+ * for j < ncopies (16-byte aligned pool memory, own or a peer's).  `scales`
+ * (PreMulSum only) holds every rank's scalar.
  */
 template <int DT, int OP, int NR>
-__device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base, uint64_t lane_off,
-				  uint64_t len, char *out, bool writeback,
-				  const typename ndet_dtype<DT>::Acc *scales)
+__device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&src)[NR],
+				 uint64_t len, char *out, char *const (&copies)[NR], int ncopies,
+				 const typename ndet_dtype<DT>::Acc *scales)
 {
 	typedef ndet_dtype<DT> D;
 	typedef typename D::T T;
@@ -384,7 +384,6 @@ __device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base,
 	const uint64_t packs = len / E;
 	const bool to_out = out != nullptr;
 	const bool out_aligned = ((uintptr_t)out & 15) == 0;
-	char *own = a.lanes[a.rank] + lane_base + lane_off * sizeof(T);
 	Acc scale[NDET_MAX_RANKS];
 #pragma unroll
 	for (int r = 0; r < NR; r++)
@@ -401,12 +400,11 @@ __device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base,
 #pragma unroll
 		for (int u = 0; u < U; u++) {
 			const uint64_t p = base + (uint64_t)u * nth;
-			const uint64_t byte_off = lane_base + (lane_off + p * E) * sizeof(T);
 #pragma unroll
 			for (int r = 0; r < NR; r++) {
 				if (r < n && p < packs)
-					raw[u][r] = ndet_load_lane(reinterpret_cast<const uint4 *>(
-						a.lanes[r] + byte_off));
+					raw[u][r] = ndet_load_lane(
+						reinterpret_cast<const uint4 *>(src[r]) + p);
 			}
 		}
 #pragma unroll
@@ -439,26 +437,52 @@ __device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base,
 					ndet_store_elem<T>(out + (p * E + e) * sizeof(T),
 							   result.e[e]);
 			}
-			if (writeback)
-				reinterpret_cast<uint4 *>(own)[p] = result.v;
+#pragma unroll
+			for (int j = 0; j < NR; j++) {
+				if (j < ncopies)
+					reinterpret_cast<uint4 *>(copies[j])[p] = result.v;
+			}
 		}
 	}
 	for (uint64_t i = packs * E + tid; i < len; i += nth) {
-		const uint64_t byte_off = lane_base + (lane_off + i) * sizeof(T);
 		Acc v[NDET_MAX_RANKS];
 #pragma unroll
 		for (int r = 0; r < NR; r++) {
 			if (r < n)
-				v[r] = ndet_leaf<DT, OP>(ndet_load_lane(reinterpret_cast<const T *>(
-								 a.lanes[r] + byte_off)),
-							 scale[r]);
+				v[r] = ndet_leaf<DT, OP>(
+					ndet_load_lane(reinterpret_cast<const T *>(src[r]) + i), scale[r]);
 		}
 		T value = ndet_finish<DT, OP>(ndet_tree<OP, Acc, NR>(v, n), n);
 		if (to_out)
 			ndet_store_elem<T>(out + i * sizeof(T), value);
-		if (writeback)
-			reinterpret_cast<T *>(own)[i] = value;
+#pragma unroll
+		for (int j = 0; j < NR; j++) {
+			if (j < ncopies)
+				reinterpret_cast<T *>(copies[j])[i] = value;
+		}
 	}
+}
+
+/*
+ * Pull: reduce `len` elements at element offset `lane_off` of lane `lane_base` in
+ * every rank's pool, to `out` and, with `writeback`, back into this rank's own lane.
+ */
+template <int DT, int OP, int NR>
+__device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base, uint64_t lane_off,
+				  uint64_t len, char *out, bool writeback,
+				  const typename ndet_dtype<DT>::Acc *scales)
+{
+	typedef typename ndet_dtype<DT>::T T;
+	const uint64_t byte_off = lane_base + lane_off * sizeof(T);
+	const char *src[NR];
+	char *copies[NR];
+#pragma unroll
+	for (int r = 0; r < NR; r++) {
+		src[r] = r < a.nranks ? a.lanes[r] + byte_off : nullptr;
+		copies[r] = nullptr;
+	}
+	copies[0] = a.lanes[a.rank] + byte_off;
+	ndet_reduce_core<DT, OP, NR>(a, src, len, out, copies, writeback ? 1 : 0, scales);
 }
 
 /* Debug knob: a pseudo-random pause, so ordering bugs show up in tests. */
@@ -524,19 +548,22 @@ __device__ void ndet_fail(const ndet_kernel_args &a, uint32_t code, uint32_t pee
 }
 
 /*
- * Wait until `flag` holds step `step` (and, with `check`, signature `signature`).
+ * Wait until `flag` holds step `step` (with `at_least`, that step or a later one; and,
+ * with `check`, signature `signature`).
  * Returns 0 or an ndet_kernel_error_t.  Polls the abort word every 64 spins and the
  * host abort flag and deadline every 1024 spins (host-mapped reads cross PCIe).  The
  * deadline is NCCL_DET_TIMEOUT after st.t0 (see ndet_block_state), taken from
  * %globaltimer on the device, never baked in by the host: a graph replays late.
  */
 __device__ uint32_t ndet_wait(const ndet_kernel_args &a, ndet_block_state &st, const uint64_t *flag,
-			      uint64_t step, bool check, uint64_t *observed)
+			      uint64_t step, bool check, uint64_t *observed, bool at_least = false)
 {
 	for (uint64_t spins = 1;; spins++) {
 		uint64_t v = ndet_load_acquire(flag);
 		*observed = v;
-		if (((v >> NDET_FLAG_SIGNATURE_BITS) & kStepMask) == (step & kStepMask)) {
+		/* Steps ahead of `step` by less than 2^20 (at_least), or `step` exactly. */
+		const uint64_t ahead = (((v >> NDET_FLAG_SIGNATURE_BITS) - step) & kStepMask);
+		if (ahead == 0 || (at_least && ahead < (1u << 20))) {
 			if (check && (uint32_t)(v & NDET_FLAG_SIGNATURE_MASK) != a.signature)
 				return NDET_KERNEL_ERR_SIGNATURE;
 			st.t0 = ndet_globaltimer(); /* progress: the deadline starts again */
@@ -561,7 +588,7 @@ __device__ uint32_t ndet_wait(const ndet_kernel_args &a, ndet_block_state &st, c
  */
 __device__ uint32_t ndet_wait_all(const ndet_kernel_args &a, ndet_block_state &st,
 				  uint64_t (*which)[NDET_MAX_RANKS], uint64_t step, bool check,
-				  uint32_t phase)
+				  uint32_t phase, bool at_least = false)
 {
 	__shared__ uint32_t error_code;
 	if (threadIdx.x == 0)
@@ -570,7 +597,8 @@ __device__ uint32_t ndet_wait_all(const ndet_kernel_args &a, ndet_block_state &s
 	const int q = threadIdx.x;
 	if (q < a.nranks && q != a.rank) {
 		uint64_t observed = 0;
-		uint32_t code = ndet_wait(a, st, &which[blockIdx.x][q], step, check, &observed);
+		uint32_t code =
+			ndet_wait(a, st, &which[blockIdx.x][q], step, check, &observed, at_least);
 		if (code != NDET_KERNEL_OK) {
 			atomicCAS(&error_code, 0u, code);
 			/* Also for ERR_PEER: this rank's host must learn the call failed. */
@@ -645,12 +673,12 @@ __device__ uint32_t ndet_ll_wait(const ndet_kernel_args &a, ndet_block_state &st
 		if ((spins & 63) == 0) {
 			if (ndet_load_relaxed(&st.me->abort_word) != 0)
 				return NDET_KERNEL_ERR_PEER;
+			/* Also what a timeout reports: the step the peer last announced. */
 			const uint64_t ready = ndet_load_relaxed(&st.me->ready[blockIdx.x][peer]);
+			*observed = ready;
 			if (((ready >> NDET_FLAG_SIGNATURE_BITS) & kStepMask) == (step & kStepMask) &&
-			    (uint32_t)(ready & NDET_FLAG_SIGNATURE_MASK) != a.signature) {
-				*observed = ready;
+			    (uint32_t)(ready & NDET_FLAG_SIGNATURE_MASK) != a.signature)
 				return NDET_KERNEL_ERR_SIGNATURE;
-			}
 			if ((spins & 1023) == 0) {
 				if (a.host_status->abort != 0)
 					return NDET_KERNEL_ERR_ABORTED;
@@ -798,6 +826,134 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	}
 }
 
+/*
+ * Push two-shot (NDET_PATH_PUSH, ndet_kernels.h): steps first_step + 1 ... of block b,
+ * software-pipelined so that the scatter of step s + 1 overlaps the wait for step s's
+ * reduced segments, and the gather of step s the wait for the peers' ready of s + 1.
+ */
+template <int DT, int OP, int NR>
+__device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
+				uint64_t first_step, uint32_t host_abort)
+{
+	typedef typename ndet_dtype<DT>::T T;
+	constexpr int E = 16 / sizeof(T);
+	__shared__ uint32_t host_aborted;
+	const uint64_t b = blockIdx.x;
+	const int n = a.nranks, me = a.rank;
+	const uint64_t slot_bytes = a.chunk_elems / (uint64_t)n * sizeof(T);
+	const uint64_t lane_base = b * a.lane_bytes;
+	const uint64_t half = a.lane_bytes / 2;
+	const char *send = static_cast<const char *>(a.sendbuff);
+	char *recv = static_cast<char *>(a.recvbuff);
+	/* Steps with elements for this block (the planner gives every block one). */
+	const uint64_t chunks = (a.count + a.chunk_elems - 1) / a.chunk_elems;
+	if (chunks <= b)
+		return;
+	const uint64_t steps = min(a.steps, (chunks - b + a.blocks - 1) / a.blocks);
+
+	/* Segment q of step k: elements [*begin, *end) of the chunk; returns its start. */
+	auto segment = [&](uint64_t k, int q, uint64_t *begin, uint64_t *end) -> uint64_t {
+		const uint64_t start = (k * a.blocks + b) * a.chunk_elems;
+		const uint64_t len = min(a.chunk_elems, a.count - start);
+		uint64_t seg = (len + n - 1) / n;
+		seg = (seg + E - 1) / E * E;
+		*begin = min(len, (uint64_t)q * seg);
+		*end = min(len, *begin + seg);
+		return start;
+	};
+	/* Rank r's region of parity p: in-slots [0, n), out-slots [n, 2n). */
+	auto region = [&](int r, uint64_t p) -> char * {
+		return a.lanes[r] + lane_base + p * half;
+	};
+	/* Step k's chunk: segment q of it into rank q's in-slot `me`, then ready. */
+	auto scatter = [&](uint64_t k) {
+		const uint64_t s = first_step + 1 + k;
+		ndet_debug_delay(a, s, 1);
+		for (int j = 1; j <= n; j++) {
+			const int q = (me + j) % n; /* own segment last: it is local */
+			uint64_t qb, qe;
+			const uint64_t start = segment(k, q, &qb, &qe);
+			if (qe > qb)
+				ndet_copy_bytes(region(q, s & 1) + (uint64_t)me * slot_bytes,
+						send + (start + qb) * sizeof(T), (qe - qb) * sizeof(T));
+		}
+		__syncthreads();
+		ndet_signal_all(a, offsetof(ndet_flags, ready), ndet_flag_pack(s, a.signature));
+	};
+
+	/*
+	 * Before the first remote store: every peer finished every access to the pools of
+	 * the steps before (pull, LL or push: each ends a call with done).
+	 */
+	if (ndet_wait_all(a, st, st.me->done, first_step, false, 1, true) != 0)
+		return;
+	if (threadIdx.x == 32)
+		host_aborted = host_abort;
+	__syncthreads();
+	if (host_aborted != 0) {
+		if (threadIdx.x == 0)
+			ndet_fail(a, NDET_KERNEL_ERR_ABORTED, (uint32_t)me, first_step + 1, 0, 0);
+		return;
+	}
+	scatter(0);
+	for (uint64_t k = 0; k < steps; k++) {
+		const uint64_t s = first_step + 1 + k;
+		const uint64_t p = s & 1;
+		/* Every peer's segment `me` of step s is in my in-slots (a peer may be one
+		 * step ahead already: its ready of s + 1 implies that of s). */
+		ndet_debug_delay(a, s, 2);
+		if (ndet_wait_all(a, st, st.me->ready, s, true, 2, true) != 0)
+			return;
+		/* Reduce segment `me` into recvbuff and every peer's out-slot `me`. */
+		uint64_t mb, me_end;
+		const uint64_t start = segment(k, me, &mb, &me_end);
+		const char *src[NR];
+		char *copies[NR];
+		int ncopies = 0;
+#pragma unroll
+		for (int r = 0; r < NR; r++) {
+			src[r] = r < n ? region(me, p) + (uint64_t)r * slot_bytes : nullptr;
+			copies[r] = nullptr;
+		}
+#pragma unroll
+		for (int j = 1; j < NR; j++) {
+			if (j < n)
+				copies[ncopies++] =
+					region((me + j) % n, p) + (uint64_t)(n + me) * slot_bytes;
+		}
+		ndet_reduce_core<DT, OP, NR>(a, src, me_end - mb, recv + (start + mb) * sizeof(T),
+					     copies, ncopies, nullptr);
+		__syncthreads();
+		ndet_signal_all(a, offsetof(ndet_flags, reduced), ndet_flag_pack(s, a.signature));
+		/*
+		 * Step s + 1 goes out while the reduced flags of s travel.  Its in-slots
+		 * (parity of s - 1) are free: every peer signalled reduced for s - 1, so it
+		 * read them (waited below one step ago, or the done wait above).
+		 */
+		if (k + 1 < steps)
+			scatter(k + 1);
+		ndet_debug_delay(a, s, 3);
+		if (ndet_wait_all(a, st, st.me->reduced, s, true, 3, true) != 0)
+			return;
+		/* The peers' reduced segments of step s, from my out-slots to recvbuff. */
+		for (int j = 1; j < n; j++) {
+			const int q = (me + j) % n;
+			uint64_t qb, qe;
+			segment(k, q, &qb, &qe);
+			if (qe > qb)
+				ndet_copy_bytes<true>(recv + (start + qb) * sizeof(T),
+						      region(me, p) + (uint64_t)(n + q) * slot_bytes,
+						      (qe - qb) * sizeof(T));
+		}
+	}
+	/* Every access of this call to any pool is complete. */
+	__syncthreads();
+	const uint64_t last = first_step + steps;
+	ndet_signal_all(a, offsetof(ndet_flags, done), ndet_flag_pack(last, 0));
+	if (threadIdx.x == 0)
+		a.step_counters[b] = last;
+}
+
 template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
 {
 	typedef ndet_dtype<DT> D;
@@ -842,9 +998,13 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 	__syncthreads();
 	if (poisoned)
 		return;
-	/* PreMulSum is never planned LL: its kernels leave the LL code out. */
+	/* PreMulSum is never planned LL or push: its kernels leave that code out. */
 	if (OP != kOpPremulSum && a.path == NDET_PATH_LL) {
 		ndet_ll_block<DT, OP, NR>(a, st, first_step + 1, first_ll + 1, host_abort);
+		return;
+	}
+	if (OP != kOpPremulSum && a.path == NDET_PATH_PUSH) {
+		ndet_push_block<DT, OP, NR>(a, st, first_step, host_abort);
 		return;
 	}
 

@@ -585,6 +585,7 @@ static void ndet_comm_engine_config(const struct ndet_comm *comm, struct ndet_en
 	config->max_blocks = settings->max_blocks;
 	config->oneshot_max = settings->oneshot_max;
 	config->ll_max = settings->ll_max;
+	config->push_min = settings->push_min;
 	config->timeout_ms = settings->timeout_ms;
 	config->max_memory = settings->max_memory;
 	config->debug_delay_ns = settings->debug_delay_ns;

@@ -1006,6 +1006,7 @@ ndet_status_t ndet_engine_plan_call_for_config(const struct ndet_engine_config *
 		.premul = call->premul != NDET_PREMUL_NONE,
 		.oneshot_max = config->oneshot_max,
 		.ll_max = config->ll_max,
+		.push_min = config->push_min,
 		.max_blocks = config->max_blocks,
 		.ranks_per_device = config->ranks_per_device,
 		.device_sms = config->device_sms,
@@ -1214,7 +1215,8 @@ ndet_status_t ndet_engine_collective_all_ranks(struct ndet_engine *const *engine
 	if (status != NDET_OK)
 		return status;
 	if (plan.path != NDET_PATH_ONESHOT && plan.path != NDET_PATH_TWOSHOT &&
-	    plan.path != NDET_PATH_SCATTER && plan.path != NDET_PATH_LL)
+	    plan.path != NDET_PATH_SCATTER && plan.path != NDET_PATH_LL &&
+	    plan.path != NDET_PATH_PUSH)
 		return NDET_ERR_INVALID_ARGUMENT;
 	host_args = calloc((size_t)nranks, sizeof(*host_args));
 	if (host_args == NULL)

@@ -129,8 +129,19 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 			*plan = result;
 			return NDET_OK;
 		}
+		/*
+		 * Push: a slot holds a segment (chunk / nranks); a lane holds two parities
+		 * of nranks in-slots and nranks out-slots (ndet_kernels.h, PUSH).
+		 */
+		const uint64_t slot_elems =
+			params->lane_bytes / size / (4u * (uint64_t)params->nranks) / pack * pack;
+		const bool push = params->coll == NDET_COLL_ALLREDUCE && !params->premul &&
+				  params->push_min != 0 && bytes >= params->push_min &&
+				  bytes > params->oneshot_max && slot_elems > 0;
 		if (scatter)
 			result.path = NDET_PATH_SCATTER;
+		else if (push)
+			result.path = NDET_PATH_PUSH;
 		else
 			result.path = bytes <= params->oneshot_max ? NDET_PATH_ONESHOT
 								   : NDET_PATH_TWOSHOT;
@@ -153,9 +164,18 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 		if (blocks > cap)
 			blocks = cap;
 		uint64_t chunk = ndet_plan_div_up(params->count, blocks);
-		chunk = ndet_plan_div_up(chunk, pack) * pack;
-		if (chunk > lane_elems)
-			chunk = lane_elems;
+		if (push) {
+			/* Whole 16-byte packs per segment, at most a slot. */
+			uint64_t seg = ndet_plan_div_up(chunk, (uint64_t)params->nranks);
+			seg = ndet_plan_div_up(seg, pack) * pack;
+			if (seg > slot_elems)
+				seg = slot_elems;
+			chunk = seg * (uint64_t)params->nranks;
+		} else {
+			chunk = ndet_plan_div_up(chunk, pack) * pack;
+			if (chunk > lane_elems)
+				chunk = lane_elems;
+		}
 		/* No block without work in the first step. */
 		const uint64_t needed = ndet_plan_div_up(params->count, chunk);
 		if (blocks > needed)

@@ -79,6 +79,7 @@ struct ndet_plan_params {
 	bool premul;          /* PreMulSum (op NDET_OP_SUM): never a plain copy, even on 1 rank */
 	uint64_t oneshot_max; /* bytes; agreed setting NCCL_DET_ONESHOT_MAX */
 	uint64_t ll_max;      /* bytes; agreed setting NCCL_DET_LL_MAX (0: no LL) */
+	uint64_t push_min;    /* bytes; agreed setting NCCL_DET_PUSH_MIN (0: no push) */
 	int max_blocks;       /* agreed setting NCCL_DET_MAX_BLOCKS */
 	int ranks_per_device; /* agreed (setup table): most ranks on one GPU; 0 = 1 */
 	int device_sms;       /* agreed (setup table): fewest SMs of a rank's GPU; 0 = 96 */
@@ -94,6 +95,11 @@ struct ndet_plan {
 };
 
 /*
+ * Push (NDET_PATH_PUSH): an all-reduce on two or more ranks, not PreMulSum, of at
+ * least push_min bytes (push_min 0: never) and above oneshot_max, blocks as for
+ * two-shot; its chunk is nranks segments of whole 16-byte packs, each at most a
+ * slot (lane_bytes / (4 x nranks), ndet_kernels.h).
+ *
  * LL (NDET_PATH_LL): an all-reduce or reduce of at most ll_max bytes on two or more
  * ranks, not PreMulSum, takes one step of NDET_LL_BLOCK_BYTES per block when that
  * grid fits the cap (ndet_plan_grid_cap); ll_max above NDET_LL_MAX_BYTES counts as

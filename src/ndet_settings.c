@@ -34,7 +34,7 @@
 #define NDET_TIB (UINT64_C(1) << 40)
 
 /* Bumped whenever the bytes fed to the agreement hash change meaning. */
-#define NDET_SETTINGS_AGREEMENT_FORMAT 2 /* 2: NCCL_DET_LL_MAX */
+#define NDET_SETTINGS_AGREEMENT_FORMAT 3 /* 2: NCCL_DET_LL_MAX, 3: NCCL_DET_PUSH_MIN */
 
 /* Longest value shown in a log line or the dump; longer ones end in "...". */
 #define NDET_SETTINGS_SHOWN_MAX 512
@@ -119,6 +119,17 @@ static const struct ndet_setting ndet_settings_table[] = {
     {"NCCL_DET_LL_MAX", NDET_SETTING_SIZE, "0", 0, NDET_LL_MAX_BYTES, NDET_FIELD(ll_max),
      "largest all-reduce sent with the low-latency protocol, bytes (0 = never); equal on "
      "all ranks"},
+    /*
+     * Push (ndet_kernels.h, PUSH): stores cross NVLink instead of loads, and a block
+     * sends step s + 1 while it waits for step s, so large all-reduces run at the
+     * links' write rate.  Measured on 2x H200 (nccl-det-perf --link-probe): reads
+     * both ways at 312 GB/s, writes at 342, NCCL's 1 GiB all-reduce at 333; pull
+     * cannot reach 0.95x NCCL there.  The pool holds a quarter as much per step (two
+     * parities of in- and out-slots), so small two-shot messages stay pull.
+     */
+    {"NCCL_DET_PUSH_MIN", NDET_SETTING_SIZE, "16MiB", 0, NDET_TIB, NDET_FIELD(push_min),
+     "smallest all-reduce sent with the push protocol, bytes (0 = never); equal on all "
+     "ranks"},
     /*
      * Longer than PyTorch's 10-minute watchdog so that its diagnostics come first.
      * 0 is refused: a kernel that may spin forever is never what a user wants.
@@ -718,7 +729,8 @@ static uint64_t ndet_settings_fnv1a(uint64_t hash, uint64_t value)
  *                wait in NCCL for a rank that returned;
  *   pool_size    pool layout and chunking (offsets peers read at);
  *   oneshot_max  one-shot against two-shot for the same message;
- *   max_blocks   grid size: blocks wait on same-index blocks of their peers.
+ *   max_blocks   grid size: blocks wait on same-index blocks of their peers;
+ *   ll_max, push_min  the protocol of a message (LL, pull or push).
  * Out: enable (a disabled rank never reaches setup: a precondition, not a check),
  * timeout (each rank's own deadline; the earliest fails the call everywhere through
  * the abort path), max_memory and test_fail (local verdicts, made consistent by the
@@ -735,6 +747,7 @@ uint64_t ndet_settings_agreement_hash(const struct ndet_settings *settings)
 	hash = ndet_settings_fnv1a(hash, settings->oneshot_max);
 	hash = ndet_settings_fnv1a(hash, (uint64_t)(int64_t)settings->max_blocks);
 	hash = ndet_settings_fnv1a(hash, settings->ll_max);
+	hash = ndet_settings_fnv1a(hash, settings->push_min);
 	return hash;
 }
 

@@ -41,11 +41,12 @@ static const struct {
     {"NCCL_DET_NCCL_LIBRARY", 0}, {"NCCL_DET_TEST_FAIL", 1},   {"NCCL_DET_DEBUG", 0},
     {"NCCL_DET_DEBUG_SUBSYS", 0}, {"NCCL_DET_TUNER_ALGO", 1},  {"NCCL_DET_TUNER_PROTO", 1},
     {"NCCL_DET_TUNER_CHANNELS", 1}, {"NCCL_DET_EXPECT", 0},      {"NCCL_DET_LL_MAX", 1},
+    {"NCCL_DET_PUSH_MIN", 1},
     /* Not NCCL_DET_DEBUG_FILE: the fuzzer would create files wherever it names. */
 };
 
 #define FUZZ_VARIABLE_COUNT (sizeof(fuzz_variables) / sizeof(fuzz_variables[0]))
-#define FUZZ_DUMP_ROWS      19 /* the fuzzed variables and NCCL_DET_DEBUG_FILE */
+#define FUZZ_DUMP_ROWS      20 /* the fuzzed variables and NCCL_DET_DEBUG_FILE */
 
 static char fuzz_dir[PATH_MAX];
 static char fuzz_conf[PATH_MAX];
@@ -127,6 +128,8 @@ static void fuzz_check_ranges(const struct ndet_settings *s)
 		fuzz_die("range", "max_blocks");
 	if (s->ll_max > 256 * 1024)
 		fuzz_die("range", "ll_max");
+	if (s->push_min > FUZZ_TIB)
+		fuzz_die("range", "push_min");
 	if (s->debug_delay_ns > 10000000)
 		fuzz_die("range", "debug_delay_ns");
 	if (memchr(s->nccl_library, '\0', sizeof(s->nccl_library)) == NULL)

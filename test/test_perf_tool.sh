@@ -84,14 +84,15 @@ for line in ' 4096 +2048 +bf16 +sum +ll +1x1 ' ' 8192 +4096 +bf16 +sum +ll +2x1 
 done
 
 # ---- the grid (blocks x steps) as the planner makes it: 96 blocks for 1 GiB on GPUs of
-# their own (lanes of 32 MiB / 96), 192 / 8 = 24 when 8 ranks share one GPU
+# their own (lanes of 32 MiB / 96, a quarter of it per push step), 192 / 8 = 24 when 8
+# ranks share one GPU
 "$perf" --dry-run --gpus 2 -n 2 -b 1G -e 1G -d bf16 --no-nccl >"$scratch/grid" 2>&1 ||
 	fail "dry run (grid) failed: $(cat "$scratch/grid")"
-grep -q -E '^ +1073741824 +536870912 +bf16 +sum +2shot +96x33 \|' "$scratch/grid" ||
+grep -q -E '^ +1073741824 +536870912 +bf16 +sum +push +96x129 \|' "$scratch/grid" ||
 	fail "grid of 1 GiB on 2 GPUs: $(cat "$scratch/grid")"
 "$perf" --dry-run --gpus 1 -n 8 -b 1G -e 1G -d bf16 --no-nccl >"$scratch/grid8" 2>&1 ||
 	fail "dry run (grid, 8 ranks on one GPU) failed: $(cat "$scratch/grid8")"
-grep -q -E '^ +1073741824 +536870912 +bf16 +sum +2shot +24x129 \|' "$scratch/grid8" ||
+grep -q -E '^ +1073741824 +536870912 +bf16 +sum +push +24x513 \|' "$scratch/grid8" ||
 	fail "grid of 1 GiB, 8 ranks on one GPU: $(cat "$scratch/grid8")"
 
 # ---- which NCCL: the fake (as NCCL_DET_NCCL_LIBRARY), a copy of nccl-det, nothing

@@ -173,6 +173,76 @@ static void test_plan_paths(void **state)
 	assert_int_equal(plan.path, NDET_PATH_TWOSHOT);
 }
 
+/*
+ * Push: all-reduces of at least push_min bytes above the one-shot size, on two or more
+ * ranks, not PreMulSum; never reduce or reduce-scatter; push_min 0 never.  The chunk
+ * is nranks slots of whole packs, and 2 parities x 2n slots fit the lane.
+ */
+static void test_plan_push(void **state)
+{
+	(void)state;
+	struct ndet_plan plan;
+	struct ndet_plan_params p = params_of((64u << 20) / 4, NDET_DTYPE_F32, 2);
+	p.push_min = 16u << 20;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_PUSH);
+	const uint64_t slot = p.lane_bytes / 4 / (4 * 2) / 4 * 4;
+	assert_int_equal(plan.chunk_elems, 2 * slot);
+	assert_int_equal(plan.blocks, 24);
+	assert_true(plan.steps * plan.blocks * plan.chunk_elems >= p.count);
+	assert_true((plan.steps - 1) * plan.blocks * plan.chunk_elems < p.count);
+	/* The threshold is inclusive and in bytes. */
+	p.count = (16u << 20) / 4;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_PUSH);
+	p.count--;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_TWOSHOT);
+	/* 0: never. */
+	p.count = (64u << 20) / 4;
+	p.push_min = 0;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_TWOSHOT);
+	/* Never below the one-shot size, whatever push_min says. */
+	p.push_min = 1;
+	p.count = 1000;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_ONESHOT);
+	p.count = (1u << 20) / 4;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_PUSH);
+	/* Not for PreMulSum, reduce, reduce-scatter or one rank. */
+	struct ndet_plan_params q = p;
+	q.premul = true;
+	assert_int_equal(ndet_plan_make(&q, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_TWOSHOT);
+	q = p;
+	q.coll = NDET_COLL_REDUCE;
+	assert_int_equal(ndet_plan_make(&q, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_TWOSHOT);
+	q = p;
+	q.coll = NDET_COLL_REDUCE_SCATTER;
+	assert_int_equal(ndet_plan_make(&q, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_SCATTER);
+	q = p;
+	q.nranks = 1;
+	assert_int_equal(ndet_plan_make(&q, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_COPY);
+	/* 16 ranks: slots shrink with n, the lane still holds all 64 of them. */
+	q = p;
+	q.nranks = 16;
+	q.count = (256u << 20) / 4;
+	assert_int_equal(ndet_plan_make(&q, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_PUSH);
+	assert_int_equal(plan.chunk_elems % (16 * 4), 0);
+	assert_true(plan.chunk_elems / 16 * 4 * 16 * 4 <= q.lane_bytes);
+	/* A signature of its own: a push rank never meets a pull rank silently. */
+	struct ndet_plan pull;
+	q.push_min = 0;
+	assert_int_equal(ndet_plan_make(&q, &pull), NDET_OK);
+	assert_int_not_equal(pull.signature, plan.signature);
+}
+
 /* Walk the kernel's mapping and check every element is visited exactly once. */
 static void check_coverage(const struct ndet_plan_params *p, const struct ndet_plan *plan)
 {
@@ -194,7 +264,7 @@ static void check_coverage(const struct ndet_plan_params *p, const struct ndet_p
 			uint64_t len = plan->chunk_elems;
 			if (len > p->count - start)
 				len = p->count - start;
-			if (plan->path == NDET_PATH_TWOSHOT) {
+			if (plan->path == NDET_PATH_TWOSHOT || plan->path == NDET_PATH_PUSH) {
 				/* The segment split of the kernel: whole packs per rank. */
 				uint64_t seg = (len + (uint64_t)p->nranks - 1) / (uint64_t)p->nranks;
 				seg = (seg + pack - 1) / pack * pack;
@@ -205,6 +275,15 @@ static void check_coverage(const struct ndet_plan_params *p, const struct ndet_p
 					covered += end - begin;
 				}
 				assert_int_equal(covered, len);
+				/* Push: a segment fits its slot, and 2 x 2n slots the lane. */
+				if (plan->path == NDET_PATH_PUSH) {
+					const uint64_t slot = plan->chunk_elems / (uint64_t)p->nranks;
+					assert_int_equal(plan->chunk_elems % (uint64_t)p->nranks, 0);
+					assert_int_equal(slot % pack, 0);
+					assert_true(seg <= slot);
+					assert_true(4 * (uint64_t)p->nranks * slot * size <=
+						    p->lane_bytes);
+				}
 			}
 			for (uint64_t i = start; i < start + len; i++) {
 				assert_int_equal(seen[i], 0);
@@ -223,7 +302,7 @@ static void check_coverage(const struct ndet_plan_params *p, const struct ndet_p
  * Coverage of every count x dtype x n x lane size of collective `coll`; a
  * reduce-scatter's n segments of a chunk fit one lane, and it takes its own path.
  */
-static void check_coverage_matrix(ndet_coll_t coll)
+static void check_coverage_matrix(ndet_coll_t coll, uint64_t push_min)
 {
 	const uint64_t counts[] = {1, 2, 3, 7, 8, 9, 100, 1023, 4097, 65537, 300001, 1048579};
 	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
@@ -233,6 +312,7 @@ static void check_coverage_matrix(ndet_coll_t coll)
 					struct ndet_plan_params p =
 						params_of(counts[c], (ndet_dtype_t)dtype, n);
 					p.coll = coll;
+					p.push_min = push_min;
 					if (small_lanes) {
 						p.max_blocks = 3;
 						p.lane_bytes = 4096;
@@ -256,7 +336,8 @@ static void check_coverage_matrix(ndet_coll_t coll)
 static void test_plan_covers_every_element_once(void **state)
 {
 	(void)state;
-	check_coverage_matrix(NDET_COLL_ALLREDUCE);
+	check_coverage_matrix(NDET_COLL_ALLREDUCE, 0);
+	check_coverage_matrix(NDET_COLL_ALLREDUCE, 1); /* push above the one-shot size */
 }
 
 static void test_plan_chunks_large_messages(void **state)
@@ -421,7 +502,7 @@ static void test_plan_grid_tiers(void **state)
 static void test_plan_reduce_scatter(void **state)
 {
 	(void)state;
-	check_coverage_matrix(NDET_COLL_REDUCE_SCATTER);
+	check_coverage_matrix(NDET_COLL_REDUCE_SCATTER, 1); /* never push */
 	struct ndet_plan_params p = params_of(1000, NDET_DTYPE_F32, 1);
 	p.coll = NDET_COLL_REDUCE_SCATTER;
 	struct ndet_plan plan;
@@ -522,6 +603,7 @@ int main(void)
 		cmocka_unit_test(test_plan_rejects_bad_arguments),
 		cmocka_unit_test(test_plan_paths),
 		cmocka_unit_test(test_plan_ll),
+		cmocka_unit_test(test_plan_push),
 		cmocka_unit_test(test_plan_covers_every_element_once),
 		cmocka_unit_test(test_plan_chunks_large_messages),
 		cmocka_unit_test(test_plan_is_a_function_of_its_inputs),

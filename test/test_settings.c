@@ -636,7 +636,7 @@ static void test_settings_info_dump(void **state)
 			 1);
 	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_DEBUG=INFO (environment)"),
 			 1);
-	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_"), 19);
+	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_"), 20);
 	free(log);
 
 	/* INFO for another subsystem only: no dump. */
@@ -658,7 +658,7 @@ static void test_settings_dump_table(void **state)
 	    "NCCL_DET_NCCL_LIBRARY", "NCCL_DET_TEST_FAIL",   "NCCL_DET_DEBUG",
 	    "NCCL_DET_DEBUG_SUBSYS", "NCCL_DET_DEBUG_FILE",  "NCCL_DET_TUNER_ALGO",
 	    "NCCL_DET_TUNER_PROTO",  "NCCL_DET_TUNER_CHANNELS", "NCCL_DET_EXPECT",
-	    "NCCL_DET_LL_MAX",
+	    "NCCL_DET_LL_MAX",       "NCCL_DET_PUSH_MIN",
 	};
 	test_setenv("NCCL_DET_MAX_MEMORY", "1048577");
 	test_setenv("NCCL_DET_STRICT", "bad");
@@ -698,9 +698,9 @@ static void test_settings_agreement_hash_fields(void **state)
 	 * Pinned: every release must serialize the same settings to the same bytes (the
 	 * value changes only with a default: NCCL_DET_MAX_BLOCKS 24 -> 96 and
 	 * NCCL_DET_ONESHOT_MAX 256 KiB -> 64 KiB in 0.1.0) or with the format
-	 * (NCCL_DET_LL_MAX joined in format 2).
+	 * (NCCL_DET_LL_MAX joined in format 2, NCCL_DET_PUSH_MIN in format 3).
 	 */
-	assert_int_equal(base, UINT64_C(0xeb1a285ea27a9e94));
+	assert_int_equal(base, UINT64_C(0x87bdeeb51e2c07b6));
 
 	struct ndet_settings changed;
 	memcpy(&changed, defaults, sizeof(changed));
@@ -720,6 +720,9 @@ static void test_settings_agreement_hash_fields(void **state)
 	assert_int_not_equal(ndet_settings_agreement_hash(&changed), base);
 	memcpy(&changed, defaults, sizeof(changed));
 	changed.ll_max = 4096;
+	assert_int_not_equal(ndet_settings_agreement_hash(&changed), base);
+	memcpy(&changed, defaults, sizeof(changed));
+	changed.push_min = 0;
 	assert_int_not_equal(ndet_settings_agreement_hash(&changed), base);
 
 	/* Swapping two hashed values must not collide (the order is part of the format). */
@@ -748,6 +751,7 @@ static void test_settings_agreement_hash_fields(void **state)
 	noisy.oneshot_max = defaults->oneshot_max;
 	noisy.max_blocks = defaults->max_blocks;
 	noisy.ll_max = defaults->ll_max;
+	noisy.push_min = defaults->push_min;
 	assert_int_equal(ndet_settings_agreement_hash(&noisy), base);
 }
 

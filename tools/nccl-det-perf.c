@@ -597,6 +597,7 @@ static struct ndet_engine_config perf_engine_config(const struct perf_world *wor
 		.device_sms = world->device_sms,
 		.oneshot_max = settings->oneshot_max,
 		.ll_max = settings->ll_max,
+		.push_min = settings->push_min,
 		.timeout_ms = 20000,
 		.max_memory = settings->max_memory,
 		.settings_hash = ndet_settings_agreement_hash(settings),
@@ -617,6 +618,8 @@ static const char *perf_path_name(ndet_path_t path)
 		return "rs";
 	case NDET_PATH_LL:
 		return "ll";
+	case NDET_PATH_PUSH:
+		return "push";
 	default:
 		return "none";
 	}
@@ -632,6 +635,9 @@ static double perf_kernel_bytes(ndet_path_t path, double bytes, int n)
 	if (path == NDET_PATH_TWOSHOT)
 		return 2 * bytes + (n - 1) * bytes / n + bytes + 2 * bytes / n +
 		       (n - 1) * bytes / n;
+	/* send, slots written (any rank's), slots reduced, recv + out-slots, gather */
+	if (path == NDET_PATH_PUSH)
+		return 4 * bytes + 2 * (n - 1) * bytes / n;
 	return 2 * bytes;
 }
 

@@ -2,8 +2,10 @@
 # The configuration in which one loopback run of nine stalled at an LL step (4 ranks as
 # threads of one process on one GPU, 32 MiB pool, 16 blocks, LL up to 64 KiB; see
 # doc/PERFORMANCE), run RUNS times; then, as a diagnostic that does not count towards
-# the verdict, QUEUE_RUNS times with CUDA_DEVICE_MAX_CONNECTIONS=2: if the stall comes
-# from two ranks' streams sharing a hardware queue, it should become common there.
+# the verdict, QUEUE_RUNS times with CUDA_DEVICE_MAX_CONNECTIONS=2, with the two-stream
+# phase launched all at once and in windows (NDET_TEST_STREAM_WINDOW): if the stall
+# comes from a launch blocked in the driver while a peer thread still has to launch,
+# windows should cure it, and a NOTE line names the blocked launch.
 #
 # usage: [BIN_DIR=...] [OUT=dir] [RUNS=6] [QUEUE_RUNS=2] [N=4] test/gpu/ll_stress.sh
 set -u
@@ -42,10 +44,16 @@ for ((i = 1; i <= RUNS; i++)); do
 	one "run$i"
 	verdict "run$i" $?
 done
-queue_stalls=0
-for ((i = 1; i <= QUEUE_RUNS; i++)); do
-	one "queues2-run$i" CUDA_DEVICE_MAX_CONNECTIONS=2 || queue_stalls=$((queue_stalls + 1))
+# Diagnostics: two hardware queues, with the two-stream phase launched all at once
+# (window 0) and in windows of 50 calls with a barrier between (the default).
+for window in 0 50; do
+	queue_stalls=0
+	for ((i = 1; i <= QUEUE_RUNS; i++)); do
+		one "queues2-window$window-run$i" CUDA_DEVICE_MAX_CONNECTIONS=2 \
+			NDET_TEST_STREAM_WINDOW=$window || queue_stalls=$((queue_stalls + 1))
+		grep -m3 '^NOTE' "$OUT/ll-stress-queues2-window$window-run$i.txt" >>"$LOG"
+	done
+	log "  diagnostic: $queue_stalls of $QUEUE_RUNS runs with CUDA_DEVICE_MAX_CONNECTIONS=2, window $window failed (not counted)"
 done
-log "  diagnostic: $queue_stalls of $QUEUE_RUNS runs with CUDA_DEVICE_MAX_CONNECTIONS=2 failed (not counted)"
 log "SUMMARY ll-stress: $passed passed, $failed failed${failures:+ (failed:$failures)}"
 [ "$failed" -eq 0 ]

@@ -373,8 +373,25 @@ void gpu_run_graph(struct gpu_rank *rank, int replays)
 	GPU_CHECK(cudaFree(recv));
 }
 
+static double gpu_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/*
+ * 1,000 (quick: 200) calls alternating between two streams, no host sync.  Ranks
+ * launch in windows of NDET_TEST_STREAM_WINDOW calls (default 50; 0 = all at once)
+ * with a barrier between windows, as run_delay_phase does: where ranks are threads of
+ * one process, a launch that blocks in the driver (its queue full) while a peer thread
+ * still has to launch what our queued kernels wait for stalls until the timeout.  A launch
+ * that takes more than a second is reported, so such a stall shows where it came from.
+ */
 void gpu_run_streams(struct gpu_rank *rank, int calls)
 {
+	const char *window_text = getenv("NDET_TEST_STREAM_WINDOW");
+	const int window = window_text != NULL ? atoi(window_text) : 50;
 	const size_t count = 1001;
 	const size_t size = gpu_size(NDET_DTYPE_F32);
 	char *send = NULL, *recv = NULL;
@@ -393,9 +410,16 @@ void gpu_run_streams(struct gpu_rank *rank, int calls)
 	rank->barrier(rank->barrier_context);
 	for (int i = 0; i < calls; i++) {
 		cudaStream_t stream = i % 2 ? rank->stream2 : rank->stream;
+		const double t0 = gpu_now();
 		ndet_engine_allreduce(rank->engine, send + (size_t)i * count * size,
 				      recv + (size_t)i * count * size, count, cases[i].dtype,
 				      cases[i].op, stream);
+		const double took = gpu_now() - t0;
+		if (took > 1.0)
+			fprintf(stderr, "NOTE rank %d: two-stream call %d took %.1f s to launch\n",
+				rank->rank, i, took);
+		if (window > 0 && i % window == window - 1)
+			rank->barrier(rank->barrier_context);
 	}
 	/* Every rank has launched everything before anyone blocks (see run_delay_phase). */
 	rank->barrier(rank->barrier_context);
@@ -415,13 +439,6 @@ void gpu_run_streams(struct gpu_rank *rank, int calls)
 	free(cases);
 	GPU_CHECK(cudaFree(send));
 	GPU_CHECK(cudaFree(recv));
-}
-
-static double gpu_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 void gpu_run_divergence(struct gpu_rank *rank, int silent_rank, int diverging_rank)

@@ -51,6 +51,8 @@ static void test_config(struct ndet_engine_config *config, int rank, int nranks)
 	config->max_blocks = (int)env_u64("NDET_TEST_BLOCKS", 4);
 	config->oneshot_max = env_u64("NDET_TEST_ONESHOT", 64u << 10);
 	config->ll_max = env_u64("NDET_TEST_LL", 64u << 10);
+	/* Push from 1 MiB: the matrix's largest sizes push, the ones below pull. */
+	config->push_min = env_u64("NDET_TEST_PUSH", 1u << 20);
 	config->timeout_ms = env_u64("NDET_TEST_TIMEOUT_MS", 20000);
 	config->max_memory = 1ull << 40;
 	config->debug_delay_ns = 0;

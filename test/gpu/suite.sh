@@ -111,7 +111,7 @@ smoke)
 	mps_start
 	mp_run mp-n3-mps 3 quick 90
 	mps_stop
-	NDET_TEST_BLOCKS=2 sanitizer memcheck 2 90
+	NDET_TEST_BLOCKS=2 NDET_TEST_PUSH=$((256 << 10)) sanitizer memcheck 2 90
 	;;
 loopback)
 	for n in 2 4; do
@@ -122,6 +122,8 @@ loopback)
 	done
 	# The harness turns LL on (NDET_TEST_LL, 64 KiB); the library's default is off.
 	NDET_TEST_LL=0 run loopback-n3-quick-no-ll 120 "$bin" loopback 3 quick
+	# ... and push from 1 MiB (NDET_TEST_PUSH); the largest sizes pulled as well:
+	NDET_TEST_PUSH=0 run loopback-n3-quick-no-push 120 "$bin" loopback 3 quick
 	NDET_TEST_POOL=$((32 << 20)) NDET_TEST_BLOCKS=16 NDET_TEST_ONESHOT=$((256 << 10)) \
 		run loopback-n4-default-pool 300 "$bin" loopback 4 quick
 	;;
@@ -136,7 +138,8 @@ mp)
 	;;
 sanitize)
 	for tool in memcheck racecheck synccheck initcheck; do
-		NDET_TEST_BLOCKS=2 sanitizer "$tool" 3 150
+		# 256 KiB: the largest f32/f64 sizes push, f16/bf16 pull
+		NDET_TEST_BLOCKS=2 NDET_TEST_PUSH=$((256 << 10)) sanitizer "$tool" 3 150
 	done
 	;;
 preload)
