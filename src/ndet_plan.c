@@ -160,6 +160,9 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 			blocks = tier;
 		if (!small && bytes / NDET_PLAN_LARGE_BYTES_PER_BLOCK > blocks)
 			blocks = bytes / NDET_PLAN_LARGE_BYTES_PER_BLOCK;
+		/* Push: no tiers; the links fill only with many blocks storing at once. */
+		if (push)
+			blocks = ndet_plan_div_up(bytes, NDET_PLAN_PUSH_BYTES_PER_BLOCK);
 		const uint64_t cap = ndet_plan_grid_cap(params);
 		if (blocks > cap)
 			blocks = cap;

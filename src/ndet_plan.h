@@ -53,6 +53,13 @@ extern "C" {
  * mid sizes feel: 1 MiB took 35.0 / 32.8 / 45.8 us with 12 / 16 / 24 blocks, 4 MiB
  * 61.4 / 53.6 / 60.2 us, 16 MiB 175 / 140 / 124 us.
  */
+/*
+ * Push takes a block per NDET_PLAN_PUSH_BYTES_PER_BLOCK up to the cap, no tiers: its
+ * blocks store without waiting for a reply, and the links fill only with many of
+ * them (2x H200: 24 blocks moved 16 MiB at a third of NCCL's rate).
+ */
+#define NDET_PLAN_PUSH_BYTES_PER_BLOCK (64u * 1024u)
+
 #define NDET_PLAN_SMALL_BLOCKS 16u
 #define NDET_PLAN_MID_BYTES (8u * 1024u * 1024u)
 #define NDET_PLAN_MID_BLOCKS 24u

@@ -124,10 +124,12 @@ static const struct ndet_setting ndet_settings_table[] = {
      * sends step s + 1 while it waits for step s, so large all-reduces run at the
      * links' write rate.  Measured on 2x H200 (nccl-det-perf --link-probe): reads
      * both ways at 312 GB/s, writes at 342, NCCL's 1 GiB all-reduce at 333; pull
-     * cannot reach 0.95x NCCL there.  The pool holds a quarter as much per step (two
-     * parities of in- and out-slots), so small two-shot messages stay pull.
+     * cannot reach 0.95x NCCL there.  Measured (3e5bbdf, bf16, ratio NCCL/nccl-det):
+     * 256 MiB 0.96-0.98 push against 0.89 pull, 1 GiB 0.96-0.98 against 0.89; 64 MiB
+     * 0.78-0.80 either way; 4-16 MiB push slower than pull (16 MiB 0.49 against
+     * 0.59), hence 64 MiB (benchmark-results/2026-11-30-h200x2-session5.txt).
      */
-    {"NCCL_DET_PUSH_MIN", NDET_SETTING_SIZE, "16MiB", 0, NDET_TIB, NDET_FIELD(push_min),
+    {"NCCL_DET_PUSH_MIN", NDET_SETTING_SIZE, "64MiB", 0, NDET_TIB, NDET_FIELD(push_min),
      "smallest all-reduce sent with the push protocol, bytes (0 = never); equal on all "
      "ranks"},
     /*
