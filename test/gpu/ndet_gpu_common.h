@@ -69,6 +69,9 @@ struct gpu_rank {
 	void *barrier_context;
 };
 
+/* Create the rank's stream and stream2 and run one kernel on each. */
+void gpu_streams_create(struct gpu_rank *rank);
+
 /* The correctness matrix (dtypes x ops x sizes x offsets x in-place). */
 void gpu_run_matrix(struct gpu_rank *rank, bool quick);
 

@@ -198,8 +198,7 @@ static void *loopback_thread(void *argument)
 			       .device = 0,
 			       .barrier = loopback_barrier,
 			       .barrier_context = world};
-	GPU_CHECK(cudaStreamCreateWithFlags(&gpu.stream, cudaStreamNonBlocking));
-	GPU_CHECK(cudaStreamCreateWithFlags(&gpu.stream2, cudaStreamNonBlocking));
+	gpu_streams_create(&gpu);
 	struct ndet_engine_config config;
 	test_config(&config, me->rank, world->nranks);
 	struct ndet_setup_verdict verdict;
@@ -499,8 +498,7 @@ static int run_mp(bool quick)
 			       .device = 0,
 			       .barrier = mp_barrier,
 			       .barrier_context = &mp};
-	GPU_CHECK(cudaStreamCreateWithFlags(&gpu.stream, cudaStreamNonBlocking));
-	GPU_CHECK(cudaStreamCreateWithFlags(&gpu.stream2, cudaStreamNonBlocking));
+	gpu_streams_create(&gpu);
 	struct ndet_engine_config config;
 	test_config(&config, rank, nranks);
 	struct ndet_setup_verdict verdict;
