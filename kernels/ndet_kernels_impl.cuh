@@ -514,6 +514,7 @@ struct ndet_block_state {
 	 */
 	uint64_t t0;
 	struct ndet_flags *me; /* own flags */
+	uint32_t waits;        /* ndet_wait_all calls so far (the same in every thread) */
 };
 
 /*
@@ -590,7 +591,13 @@ __device__ uint32_t ndet_wait_all(const ndet_kernel_args &a, ndet_block_state &s
 				  uint64_t (*which)[NDET_MAX_RANKS], uint64_t step, bool check,
 				  uint32_t phase, bool at_least = false)
 {
-	__shared__ uint32_t error_code;
+	/*
+	 * Two outcome words, used by alternate calls: a thread may still be reading the
+	 * previous call's word when thread 0 clears this call's (no barrier in between),
+	 * but never the word of the call before that (it passed this call's barrier).
+	 */
+	__shared__ uint32_t error_codes[2];
+	uint32_t &error_code = error_codes[st.waits++ & 1];
 	if (threadIdx.x == 0)
 		error_code = 0;
 	__syncthreads();
@@ -966,6 +973,7 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 	ndet_block_state st;
 	st.t0 = ndet_globaltimer();
 	st.me = a.flags[a.rank];
+	st.waits = 0;
 	const uint32_t b = blockIdx.x;
 
 	__shared__ uint32_t host_aborted;
