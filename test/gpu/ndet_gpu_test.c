@@ -108,26 +108,36 @@ static void loopback_barrier(void *context)
 
 static void run_delay_phase(struct gpu_rank *gpu, int calls)
 {
-	/* Many small calls with the random-delay knob: ordering bugs show as mismatches. */
-	const size_t count = 777;
+	/*
+	 * Many calls with the random-delay knob: ordering bugs show as mismatches.  The
+	 * sizes rotate through the protocols with the harness's thresholds (LL up to
+	 * 64 KiB, two-shot pull, push from 1 MiB), so every switch between them, where
+	 * one call's flags must keep the next one's from overwriting what a peer still
+	 * reads, happens under the delays too.
+	 */
+	static const size_t counts[] = {777, 70001, 300001};
+	const int ncounts = (int)(sizeof(counts) / sizeof(counts[0]));
+	const size_t most = counts[ncounts - 1];
 	float *send = NULL, *recv = NULL;
-	GPU_CHECK(cudaMalloc((void **)&send, count * sizeof(float)));
-	GPU_CHECK(cudaMalloc((void **)&recv, count * sizeof(float) * 2));
+	GPU_CHECK(cudaMalloc((void **)&send, most * sizeof(float)));
+	GPU_CHECK(cudaMalloc((void **)&recv, most * sizeof(float) * 2));
 	float *inputs[NDET_MAX_RANKS];
 	const void *views[NDET_MAX_RANKS];
 	for (int r = 0; r < gpu->nranks; r++) {
-		inputs[r] = malloc(count * sizeof(float));
-		gpu_fill(NDET_DTYPE_F32, inputs[r], count, 0xde1a7 + (uint64_t)r, false);
+		inputs[r] = malloc(most * sizeof(float));
+		gpu_fill(NDET_DTYPE_F32, inputs[r], most, 0xde1a7 + (uint64_t)r, false);
 		views[r] = inputs[r];
 	}
-	float *expected = malloc(count * sizeof(float)), *got = NULL;
-	GPU_CHECK(cudaMallocHost((void **)&got, count * sizeof(float) * 2));
-	ndet_reference_allreduce(views, gpu->nranks, expected, count, NDET_DTYPE_F32, NDET_OP_SUM);
-	gpu_upload(send, inputs[gpu->rank], count * sizeof(float), gpu->stream);
+	/* Element-wise: a shorter call's result is a prefix of the longest one's. */
+	float *expected = malloc(most * sizeof(float)), *got = NULL;
+	GPU_CHECK(cudaMallocHost((void **)&got, most * sizeof(float) * 2));
+	ndet_reference_allreduce(views, gpu->nranks, expected, most, NDET_DTYPE_F32, NDET_OP_SUM);
+	gpu_upload(send, inputs[gpu->rank], most * sizeof(float), gpu->stream);
 	gpu->barrier(gpu->barrier_context);
 	for (int i = 0; i < calls; i++) {
+		const size_t count = counts[i % ncounts];
 		/* Alternate output halves so a stale result from call i-1 cannot pass. */
-		float *out = recv + (size_t)(i % 2) * count;
+		float *out = recv + (size_t)(i % 2) * most;
 		ndet_engine_allreduce(gpu->engine, send, out, count, NDET_DTYPE_F32, NDET_OP_SUM,
 				      gpu->stream);
 		if (i % 100 == 99 || i == calls - 1) {
@@ -137,19 +147,21 @@ static void run_delay_phase(struct gpu_rank *gpu, int calls)
 			 * has to launch the kernel theirs waits for (NCCL has the same rule).
 			 */
 			gpu->barrier(gpu->barrier_context);
-			GPU_CHECK(cudaMemcpyAsync(got, recv, count * sizeof(float) * 2,
+			GPU_CHECK(cudaMemcpyAsync(got, recv, most * sizeof(float) * 2,
 						  cudaMemcpyDeviceToHost, gpu->stream));
 			GPU_CHECK(cudaStreamSynchronize(gpu->stream));
 			size_t first = 0;
-			size_t bad = gpu_compare(NDET_DTYPE_F32, got + (size_t)(i % 2) * count,
+			size_t bad = gpu_compare(NDET_DTYPE_F32, got + (size_t)(i % 2) * most,
 						 expected, count, &first);
 			gpu->checks++;
 			if (bad != 0) {
 				gpu->failures++;
-				fprintf(stderr, "FAIL rank %d: delayed call %d: %zu elements differ\n",
-					gpu->rank, i, bad);
+				fprintf(stderr,
+					"FAIL rank %d: delayed call %d (count %zu): %zu elements "
+					"differ\n",
+					gpu->rank, i, count, bad);
 			}
-			GPU_CHECK(cudaMemsetAsync(recv, 0x5a, count * sizeof(float) * 2, gpu->stream));
+			GPU_CHECK(cudaMemsetAsync(recv, 0x5a, most * sizeof(float) * 2, gpu->stream));
 		}
 	}
 	GPU_CHECK(cudaStreamSynchronize(gpu->stream));
