@@ -70,7 +70,8 @@ extern "C" int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *
 	    (args->premul != NDET_PREMUL_NONE && args->op != NDET_OP_SUM) ||
 	    (args->path == NDET_PATH_LL && args->premul != NDET_PREMUL_NONE) ||
 	    (args->path == NDET_PATH_PUSH &&
-	     (args->premul != NDET_PREMUL_NONE || args->root >= 0 || args->nranks < 2)))
+	     (args->premul != NDET_PREMUL_NONE || args->root >= 0 || args->nranks < 2 ||
+	      args->nranks > 8)))
 		return (int)cudaErrorInvalidValue;
 	const int bucket = args->nranks <= 2 ? 0 : args->nranks <= 4 ? 1 : args->nranks <= 8 ? 2 : 3;
 	ndet_kernels[args->dtype][bucket]

@@ -40,8 +40,8 @@
  * every peer waits for its lines.  The LL step also stores ready (with the
  * signature: a peer on another path or call fails instead of waiting) and, at its
  * end, done (release), so a later pull step's wait for done finds it.
- * PUSH (NDET_PATH_PUSH, large all-reduces): stores instead of loads cross NVLink,
- * and no stage of a block is HBM-only while its peers wait.  The lane of block b
+ * PUSH (NDET_PATH_PUSH, large all-reduces of 2-8 ranks): stores instead of loads
+ * cross NVLink, and no stage of a block is HBM-only while its peers wait.  The lane of block b
  * is split in two by step parity; each half holds n in-slots then n out-slots of
  * chunk_elems / n elements.  Per step s (parity p), rank me:
  *   scatter: segment q of its chunk from sendbuff into rank q's in-slot [p][me]

@@ -890,9 +890,10 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 
 	/*
 	 * Before the first remote store: every peer finished every access to the pools of
-	 * the steps before (pull, LL or push: each ends a call with done).
+	 * the steps before (pull, LL or push: each ends a call with done; never later
+	 * than first_step, so exactly that, as the other paths wait).
 	 */
-	if (ndet_wait_all(a, st, st.me->done, first_step, false, 1, true) != 0)
+	if (ndet_wait_all(a, st, st.me->done, first_step, false, 1) != 0)
 		return;
 	if (threadIdx.x == 32)
 		host_aborted = host_abort;
@@ -916,20 +917,16 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 		const uint64_t start = segment(k, me, &mb, &me_end);
 		const char *src[NR];
 		char *copies[NR];
-		int ncopies = 0;
 #pragma unroll
 		for (int r = 0; r < NR; r++) {
 			src[r] = r < n ? region(me, p) + (uint64_t)r * slot_bytes : nullptr;
-			copies[r] = nullptr;
-		}
-#pragma unroll
-		for (int j = 1; j < NR; j++) {
-			if (j < n)
-				copies[ncopies++] =
-					region((me + j) % n, p) + (uint64_t)(n + me) * slot_bytes;
+			/* Constant indices keep the pointers in registers. */
+			copies[r] = r + 1 < n ? region((me + r + 1) % n, p) +
+							(uint64_t)(n + me) * slot_bytes
+					      : nullptr;
 		}
 		ndet_reduce_core<DT, OP, NR>(a, src, me_end - mb, recv + (start + mb) * sizeof(T),
-					     copies, ncopies, nullptr);
+					     copies, n - 1, nullptr);
 		__syncthreads();
 		ndet_signal_all(a, offsetof(ndet_flags, reduced), ndet_flag_pack(s, a.signature));
 		/*
@@ -1006,14 +1003,22 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 	__syncthreads();
 	if (poisoned)
 		return;
-	/* PreMulSum is never planned LL or push: its kernels leave that code out. */
-	if (OP != kOpPremulSum && a.path == NDET_PATH_LL) {
-		ndet_ll_block<DT, OP, NR>(a, st, first_step + 1, first_ll + 1, host_abort);
-		return;
-	}
-	if (OP != kOpPremulSum && a.path == NDET_PATH_PUSH) {
-		ndet_push_block<DT, OP, NR>(a, st, first_step, host_abort);
-		return;
+	/*
+	 * PreMulSum is never planned LL or push, and more than 8 ranks never push: their
+	 * kernels leave that code out (build time).
+	 */
+	if constexpr (OP != kOpPremulSum) {
+		if (a.path == NDET_PATH_LL) {
+			ndet_ll_block<DT, OP, NR>(a, st, first_step + 1, first_ll + 1, host_abort);
+			return;
+		}
+		/* Push is planned for up to 8 ranks only (ndet_plan.h). */
+		if constexpr (NR <= 8) {
+			if (a.path == NDET_PATH_PUSH) {
+				ndet_push_block<DT, OP, NR>(a, st, first_step, host_abort);
+				return;
+			}
+		}
 	}
 
 	const uint64_t lane_base = (uint64_t)b * a.lane_bytes;

@@ -136,8 +136,10 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 		const uint64_t slot_elems =
 			params->lane_bytes / size / (4u * (uint64_t)params->nranks) / pack * pack;
 		const bool push = params->coll == NDET_COLL_ALLREDUCE && !params->premul &&
+				  params->nranks <= NDET_PLAN_PUSH_MAX_RANKS &&
 				  params->push_min != 0 && bytes >= params->push_min &&
-				  bytes > params->oneshot_max && slot_elems > 0;
+				  bytes > params->oneshot_max && slot_elems > 0 &&
+				  params->lane_bytes % 32 == 0; /* 16-byte aligned halves */
 		if (scatter)
 			result.path = NDET_PATH_SCATTER;
 		else if (push)

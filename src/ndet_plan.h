@@ -59,6 +59,11 @@ extern "C" {
  * them (2x H200: 24 blocks moved 16 MiB at a third of NCCL's rate).
  */
 #define NDET_PLAN_PUSH_BYTES_PER_BLOCK (64u * 1024u)
+/*
+ * Push up to this many ranks: only the kernels of the 2/4/8-rank buckets carry it
+ * (build time); more ranks have not been measured on any machine.
+ */
+#define NDET_PLAN_PUSH_MAX_RANKS 8
 
 #define NDET_PLAN_SMALL_BLOCKS 16u
 #define NDET_PLAN_MID_BYTES (8u * 1024u * 1024u)
@@ -102,9 +107,11 @@ struct ndet_plan {
 };
 
 /*
- * Push (NDET_PATH_PUSH): an all-reduce on two or more ranks, not PreMulSum, of at
- * least push_min bytes (push_min 0: never) and above oneshot_max, blocks as for
- * two-shot; its chunk is nranks segments of whole 16-byte packs, each at most a
+ * Push (NDET_PATH_PUSH): an all-reduce on 2 to NDET_PLAN_PUSH_MAX_RANKS ranks, not
+ * PreMulSum, of at least push_min bytes (push_min 0: never) and above oneshot_max,
+ * with lane_bytes a multiple of 32 (each parity half 16-byte aligned; the engine's
+ * are multiples of 256); a block per NDET_PLAN_PUSH_BYTES_PER_BLOCK up to the cap,
+ * no tiers; its chunk is nranks segments of whole 16-byte packs, each at most a
  * slot (lane_bytes / (4 x nranks), ndet_kernels.h).
  *
  * LL (NDET_PATH_LL): an all-reduce or reduce of at most ll_max bytes on two or more

@@ -178,6 +178,13 @@ static void test_plan_paths(void **state)
  * ranks, not PreMulSum; never reduce or reduce-scatter; push_min 0 never.  The chunk
  * is nranks slots of whole packs, and 2 parities x 2n slots fit the lane.
  */
+static ndet_path_t path_of(const struct ndet_plan_params *p)
+{
+	struct ndet_plan plan;
+	assert_int_equal(ndet_plan_make(p, &plan), NDET_OK);
+	return plan.path;
+}
+
 static void test_plan_push(void **state)
 {
 	(void)state;
@@ -193,53 +200,54 @@ static void test_plan_push(void **state)
 	assert_true((plan.steps - 1) * plan.blocks * plan.chunk_elems < p.count);
 	/* The threshold is inclusive and in bytes. */
 	p.count = (16u << 20) / 4;
-	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
-	assert_int_equal(plan.path, NDET_PATH_PUSH);
+	assert_int_equal(path_of(&p), NDET_PATH_PUSH);
 	p.count--;
-	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
-	assert_int_equal(plan.path, NDET_PATH_TWOSHOT);
+	assert_int_equal(path_of(&p), NDET_PATH_TWOSHOT);
 	/* 0: never. */
 	p.count = (64u << 20) / 4;
 	p.push_min = 0;
-	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
-	assert_int_equal(plan.path, NDET_PATH_TWOSHOT);
+	assert_int_equal(path_of(&p), NDET_PATH_TWOSHOT);
 	/* Never below the one-shot size, whatever push_min says. */
 	p.push_min = 1;
 	p.count = 1000;
-	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
-	assert_int_equal(plan.path, NDET_PATH_ONESHOT);
+	assert_int_equal(path_of(&p), NDET_PATH_ONESHOT);
 	p.count = (1u << 20) / 4;
-	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
-	assert_int_equal(plan.path, NDET_PATH_PUSH);
-	/* Not for PreMulSum, reduce, reduce-scatter or one rank. */
+	assert_int_equal(path_of(&p), NDET_PATH_PUSH);
+	/* Not for PreMulSum, reduce, reduce-scatter, one rank or more than 8 ranks. */
 	struct ndet_plan_params q = p;
 	q.premul = true;
-	assert_int_equal(ndet_plan_make(&q, &plan), NDET_OK);
-	assert_int_equal(plan.path, NDET_PATH_TWOSHOT);
+	assert_int_equal(path_of(&q), NDET_PATH_TWOSHOT);
 	q = p;
 	q.coll = NDET_COLL_REDUCE;
-	assert_int_equal(ndet_plan_make(&q, &plan), NDET_OK);
-	assert_int_equal(plan.path, NDET_PATH_TWOSHOT);
+	assert_int_equal(path_of(&q), NDET_PATH_TWOSHOT);
 	q = p;
 	q.coll = NDET_COLL_REDUCE_SCATTER;
-	assert_int_equal(ndet_plan_make(&q, &plan), NDET_OK);
-	assert_int_equal(plan.path, NDET_PATH_SCATTER);
+	assert_int_equal(path_of(&q), NDET_PATH_SCATTER);
 	q = p;
 	q.nranks = 1;
-	assert_int_equal(ndet_plan_make(&q, &plan), NDET_OK);
-	assert_int_equal(plan.path, NDET_PATH_COPY);
-	/* 16 ranks: slots shrink with n, the lane still holds all 64 of them. */
+	assert_int_equal(path_of(&q), NDET_PATH_COPY);
 	q = p;
-	q.nranks = 16;
+	q.nranks = 9;
+	assert_int_equal(path_of(&q), NDET_PATH_TWOSHOT);
+	/* A lane whose halves would not be 16-byte aligned: pull. */
+	q = p;
+	q.lane_bytes = 4096 + 16;
+	assert_int_equal(path_of(&q), NDET_PATH_TWOSHOT);
+	q.lane_bytes = 4096 + 32;
+	assert_int_equal(path_of(&q), NDET_PATH_PUSH);
+	/* 8 ranks: slots shrink with n, the lane still holds all 32 of them. */
+	q = p;
+	q.nranks = 8;
 	q.count = (256u << 20) / 4;
 	assert_int_equal(ndet_plan_make(&q, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_PUSH);
-	assert_int_equal(plan.chunk_elems % (16 * 4), 0);
-	assert_true(plan.chunk_elems / 16 * 4 * 16 * 4 <= q.lane_bytes);
+	assert_int_equal(plan.chunk_elems % (8 * 4), 0);
+	assert_true(plan.chunk_elems / 8 * 4 * 4 * 8 <= q.lane_bytes);
 	/* A signature of its own: a push rank never meets a pull rank silently. */
 	struct ndet_plan pull;
 	q.push_min = 0;
 	assert_int_equal(ndet_plan_make(&q, &pull), NDET_OK);
+	assert_int_equal(pull.path, NDET_PATH_TWOSHOT);
 	assert_int_not_equal(pull.signature, plan.signature);
 }
 
