@@ -83,6 +83,18 @@ for line in ' 4096 +2048 +bf16 +sum +ll +1x1 ' ' 8192 +4096 +bf16 +sum +ll +2x1 
 	grep -q -E "$line" "$scratch/ll" || fail "LL: no line like '$line': $(cat "$scratch/ll")"
 done
 
+# ---- push from NCCL_DET_PUSH_MIN (a block per 64 KiB), pull below it; 0 = never
+NCCL_DET_PUSH_MIN=1M "$perf" --dry-run --gpus 2 -n 2 -b 512K -e 2M -d bf16 --no-nccl \
+	>"$scratch/push" 2>&1 || fail "dry run (push) failed"
+for line in ' 524288 +262144 +bf16 +sum +2shot +16x1 ' ' 1048576 +524288 +bf16 +sum +push +16x1 ' \
+	' 2097152 +1048576 +bf16 +sum +push +32x1 '; do
+	grep -q -E "$line" "$scratch/push" || fail "push: no line like '$line': $(cat "$scratch/push")"
+done
+NCCL_DET_PUSH_MIN=0 "$perf" --dry-run --gpus 2 -n 2 -b 1G -e 1G -d bf16 --no-nccl \
+	>"$scratch/nopush" 2>&1 || fail "dry run (no push) failed"
+grep -q -E ' 1073741824 +536870912 +bf16 +sum +2shot +96x33 ' "$scratch/nopush" ||
+	fail "NCCL_DET_PUSH_MIN=0 still pushes: $(cat "$scratch/nopush")"
+
 # ---- the grid (blocks x steps) as the planner makes it: 96 blocks for 1 GiB on GPUs of
 # their own (lanes of 32 MiB / 96, a quarter of it per push step), 192 / 8 = 24 when 8
 # ranks share one GPU
