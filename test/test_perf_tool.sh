@@ -75,21 +75,27 @@ for line in ' 131072 +65536 +bf16 +sum +1shot' ' 262144 +131072 +bf16 +sum +1sho
 	grep -q -E "$line" "$scratch/paths" || fail "paths: no line like '$line': $(cat "$scratch/paths")"
 done
 
+# rows NAME REGEX...: every REGEX matches a row of the dry run saved as $scratch/NAME.
+rows() {
+	local name=$1 line
+	shift
+	for line in "$@"; do
+		grep -q -E "$line" "$scratch/$name" ||
+			fail "$name: no line like '$line': $(cat "$scratch/$name")"
+	done
+}
+
 # ---- LL when NCCL_DET_LL_MAX allows it: a block per 4 KiB, one step; past it one-shot
 NCCL_DET_LL_MAX=8K "$perf" --dry-run --gpus 1 -n 2 -b 4K -e 16K -d bf16 --no-nccl \
 	>"$scratch/ll" 2>&1 || fail "dry run (LL) failed"
-for line in ' 4096 +2048 +bf16 +sum +ll +1x1 ' ' 8192 +4096 +bf16 +sum +ll +2x1 ' \
-	' 16384 +8192 +bf16 +sum +1shot +2x1 '; do
-	grep -q -E "$line" "$scratch/ll" || fail "LL: no line like '$line': $(cat "$scratch/ll")"
-done
+rows ll ' 4096 +2048 +bf16 +sum +ll +1x1 ' ' 8192 +4096 +bf16 +sum +ll +2x1 ' \
+	' 16384 +8192 +bf16 +sum +1shot +2x1 '
 
 # ---- push from NCCL_DET_PUSH_MIN (a block per 64 KiB), pull below it; 0 = never
 NCCL_DET_PUSH_MIN=1M "$perf" --dry-run --gpus 2 -n 2 -b 512K -e 2M -d bf16 --no-nccl \
 	>"$scratch/push" 2>&1 || fail "dry run (push) failed"
-for line in ' 524288 +262144 +bf16 +sum +2shot +16x1 ' ' 1048576 +524288 +bf16 +sum +push +16x1 ' \
-	' 2097152 +1048576 +bf16 +sum +push +32x1 '; do
-	grep -q -E "$line" "$scratch/push" || fail "push: no line like '$line': $(cat "$scratch/push")"
-done
+rows push ' 524288 +262144 +bf16 +sum +2shot +16x1 ' ' 1048576 +524288 +bf16 +sum +push +16x1 ' \
+	' 2097152 +1048576 +bf16 +sum +push +32x1 '
 NCCL_DET_PUSH_MIN=0 "$perf" --dry-run --gpus 2 -n 2 -b 1G -e 1G -d bf16 --no-nccl \
 	>"$scratch/nopush" 2>&1 || fail "dry run (no push) failed"
 grep -q -E ' 1073741824 +536870912 +bf16 +sum +2shot +96x33 ' "$scratch/nopush" ||
