@@ -41,9 +41,9 @@
  * signature: a peer on another path or call fails instead of waiting) and, at its
  * end, done (release), so a later pull step's wait for done finds it.
  * PUSH (NDET_PATH_PUSH, large all-reduces of 2-8 ranks): stores instead of loads
- * cross NVLink, and no stage of a block is HBM-only while its peers wait.  The lane of block b
- * is split in two by step parity; each half holds n in-slots then n out-slots of
- * chunk_elems / n elements.  Per step s (parity p), rank me:
+ * cross NVLink, and no stage of a block is HBM-only while its peers wait.  The lane
+ * of block b is split in two by step parity; each half holds n in-slots then n
+ * out-slots of chunk_elems / n elements.  Per step s (parity p), rank me:
  *   scatter: segment q of its chunk from sendbuff into rank q's in-slot [p][me]
  *      (its own last, locally), then release ready = PACK(s, signature);
  *   wait ready[q] >= s (same signature) for every peer q;
@@ -60,9 +60,8 @@
  * earlier call, pull, LL or push, is left) and ends with done = its last step.
  * Flags hold exact step values (compared for equality modulo 2^40, or "at least"
  * within 2^20 steps), so a peer can be at most one step apart and counter
- * wrap-around is harmless.  Step counters live in
- * device memory (one per block, this rank only) so CUDA-graph replays continue the
- * sequence.  Only same-index blocks of different ranks ever wait on each other.
+ * wrap-around is harmless.  Step counters live in device memory (one per block, this
+ * rank only) so CUDA-graph replays continue the sequence.  Only same-index blocks of different ranks ever wait on each other.
  */
 #ifndef NDET_KERNELS_H_
 #define NDET_KERNELS_H_

@@ -155,16 +155,19 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 		const bool small = bytes <= params->oneshot_max;
 		const uint64_t per_block = small ? NDET_PLAN_ONESHOT_BYTES_PER_BLOCK
 						 : NDET_PLAN_TWOSHOT_BYTES_PER_BLOCK;
-		uint64_t blocks = ndet_plan_div_up(bytes, per_block);
-		const uint64_t tier = bytes < NDET_PLAN_MID_BYTES ? NDET_PLAN_SMALL_BLOCKS
-								  : NDET_PLAN_MID_BLOCKS;
-		if (blocks > tier)
-			blocks = tier;
-		if (!small && bytes / NDET_PLAN_LARGE_BYTES_PER_BLOCK > blocks)
-			blocks = bytes / NDET_PLAN_LARGE_BYTES_PER_BLOCK;
-		/* Push: no tiers; the links fill only with many blocks storing at once. */
-		if (push)
+		uint64_t blocks;
+		if (push) {
+			/* No tiers: the links fill only with many blocks storing at once. */
 			blocks = ndet_plan_div_up(bytes, NDET_PLAN_PUSH_BYTES_PER_BLOCK);
+		} else {
+			blocks = ndet_plan_div_up(bytes, per_block);
+			const uint64_t tier = bytes < NDET_PLAN_MID_BYTES ? NDET_PLAN_SMALL_BLOCKS
+									  : NDET_PLAN_MID_BLOCKS;
+			if (blocks > tier)
+				blocks = tier;
+			if (!small && bytes / NDET_PLAN_LARGE_BYTES_PER_BLOCK > blocks)
+				blocks = bytes / NDET_PLAN_LARGE_BYTES_PER_BLOCK;
+		}
 		const uint64_t cap = ndet_plan_grid_cap(params);
 		if (blocks > cap)
 			blocks = cap;
