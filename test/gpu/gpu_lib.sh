@@ -18,3 +18,37 @@ verdict() {
 		log "FAIL $name$detail"
 	fi
 }
+
+# wait_ranks PID...: wait for the ranks' processes; returns 1 if any failed.  Once one
+# has failed, the others get RANK_GRACE seconds (default 30) to end and are then
+# stopped: a rank that died before NCCL's setup leaves its peers waiting in
+# ncclCommInitRank until their own time limit, and that time is device time.
+wait_ranks() {
+	local rc=0 remaining=$# watchdog="" st
+	while [ "$remaining" -gt 0 ]; do
+		wait -n "$@" 2>/dev/null
+		st=$?
+		[ "$st" -eq 127 ] && break
+		remaining=$((remaining - 1))
+		if [ "$st" -ne 0 ]; then
+			rc=1
+			if [ -z "$watchdog" ]; then
+				(sleep "${RANK_GRACE:-30}" && kill -TERM "$@" 2>/dev/null) &
+				watchdog=$!
+			fi
+		fi
+	done
+	[ -n "$watchdog" ] && kill "$watchdog" 2>/dev/null
+	return $rc
+}
+
+# gpu_state: what a failed multi-process start leaves to look at (device memory,
+# /dev/shm, the MPS daemon's logs).
+gpu_state() {
+	nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader 2>&1 | sed 's/^/  gpu memory: /'
+	df -h /dev/shm 2>&1 | tail -1 | sed 's/^/  \/dev\/shm: /'
+	if [ -n "${CUDA_MPS_LOG_DIRECTORY:-}" ]; then
+		tail -n 5 "$CUDA_MPS_LOG_DIRECTORY"/control.log "$CUDA_MPS_LOG_DIRECTORY"/server.log 2>&1 |
+			sed 's/^/  mps: /'
+	fi
+}

@@ -399,18 +399,25 @@ void gpu_streams_create(struct gpu_rank *rank)
 	GPU_CHECK(cudaFree(word));
 }
 
+int gpu_launch_window(const struct gpu_rank *rank)
+{
+	const char *text = getenv("NDET_TEST_STREAM_WINDOW");
+	if (text != NULL && *text != '\0')
+		return atoi(text);
+	return rank->shared_queues ? 1 : 50;
+}
+
 /*
  * 1,000 (quick: 200) calls alternating between two streams, no host sync.  Ranks
- * launch in windows of NDET_TEST_STREAM_WINDOW calls (default 50; 0 = all at once)
- * with a barrier between windows, as run_delay_phase does: where ranks are threads of
- * one process, a launch that blocks in the driver (its queue full) while a peer thread
- * still has to launch what our queued kernels wait for stalls until the timeout.  A launch
- * that takes more than a second is reported, so such a stall shows where it came from.
+ * launch in windows (gpu_launch_window) with a barrier between windows, as
+ * run_delay_phase does: where ranks are threads of one process, their streams share
+ * hardware queues (see gpu_rank.shared_queues), and a launch that blocks in the
+ * driver while a peer thread still has to launch what our queued kernels wait for
+ * stalls too.  A launch that takes more than a second is reported.
  */
 void gpu_run_streams(struct gpu_rank *rank, int calls)
 {
-	const char *window_text = getenv("NDET_TEST_STREAM_WINDOW");
-	const int window = window_text != NULL ? atoi(window_text) : 50;
+	const int window = gpu_launch_window(rank);
 	const size_t count = 1001;
 	const size_t size = gpu_size(NDET_DTYPE_F32);
 	char *send = NULL, *recv = NULL;
@@ -770,12 +777,17 @@ static void gpu_coll_launch(struct gpu_rank *rank, const struct gpu_coll_case *c
 				     : b->out_rs + recv_off;
 	*rs_out = call.recvbuff;
 	ndet_status_t st = ndet_engine_collective(rank->engine, &call, rank->stream);
+	/* Lock-step launches where ranks share hardware queues (gpu_rank.shared_queues). */
+	if (rank->shared_queues)
+		rank->barrier(rank->barrier_context);
 	call.coll = NDET_COLL_ALLREDUCE;
 	call.count = c->count * (size_t)c->nranks;
 	call.sendbuff = b->send + send_off;
 	call.recvbuff = *ar_out = b->out_ar + recv_off;
 	if (st == NDET_OK)
 		st = ndet_engine_collective(rank->engine, &call, rank->stream);
+	if (rank->shared_queues)
+		rank->barrier(rank->barrier_context);
 	call.coll = NDET_COLL_REDUCE;
 	call.root = root;
 	call.recvbuff = b->out_reduce + recv_off;

@@ -67,7 +67,23 @@ struct gpu_rank {
 	/* Barrier among ranks for host-side sequencing of the test itself. */
 	void (*barrier)(void *context);
 	void *barrier_context;
+	/*
+	 * Ranks are threads of one process on one GPU, so their streams share the
+	 * device's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, at most 32).  Two
+	 * ranks' streams in one queue serialise falsely: rank A's next kernel, queued
+	 * behind its current one, holds rank B's kernel that A's current one waits for,
+	 * until the timeout.  Such ranks launch in lock-step (a barrier between calls).
+	 * Separate processes (mp mode, MPS or not) and separate GPUs need nothing.
+	 */
+	bool shared_queues;
 };
+
+/*
+ * Calls a rank launches between two barriers in the many-call phases:
+ * NDET_TEST_STREAM_WINDOW (0 = all at once), by default 1 where queues are shared
+ * and 50 elsewhere.
+ */
+int gpu_launch_window(const struct gpu_rank *rank);
 
 /* Create the rank's stream and stream2 and run one kernel on each. */
 void gpu_streams_create(struct gpu_rank *rank);

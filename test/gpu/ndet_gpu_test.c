@@ -133,6 +133,7 @@ static void run_delay_phase(struct gpu_rank *gpu, int calls)
 	GPU_CHECK(cudaMallocHost((void **)&got, most * sizeof(float) * 2));
 	ndet_reference_allreduce(views, gpu->nranks, expected, most, NDET_DTYPE_F32, NDET_OP_SUM);
 	gpu_upload(send, inputs[gpu->rank], most * sizeof(float), gpu->stream);
+	const int window = gpu_launch_window(gpu);
 	gpu->barrier(gpu->barrier_context);
 	for (int i = 0; i < calls; i++) {
 		const size_t count = counts[i % ncounts];
@@ -162,6 +163,8 @@ static void run_delay_phase(struct gpu_rank *gpu, int calls)
 					gpu->rank, i, count, bad);
 			}
 			GPU_CHECK(cudaMemsetAsync(recv, 0x5a, most * sizeof(float) * 2, gpu->stream));
+		} else if (window > 0 && i % window == window - 1) {
+			gpu->barrier(gpu->barrier_context);
 		}
 	}
 	GPU_CHECK(cudaStreamSynchronize(gpu->stream));
@@ -209,7 +212,8 @@ static void *loopback_thread(void *argument)
 			       .nranks = world->nranks,
 			       .device = 0,
 			       .barrier = loopback_barrier,
-			       .barrier_context = world};
+			       .barrier_context = world,
+			       .shared_queues = true};
 	gpu_streams_create(&gpu);
 	struct ndet_engine_config config;
 	test_config(&config, me->rank, world->nranks);
@@ -543,8 +547,10 @@ int main(int argc, char **argv)
 	/*
 	 * Ranks that share one GPU in one process run on many streams; with CUDA's
 	 * default of 8 hardware queues two ranks' kernels can land in one queue, one
-	 * behind the other while the first waits for the second.  Ask for more queues
-	 * (before the first CUDA call).  Separate GPUs or processes need nothing.
+	 * behind the other while the first waits for the second.  Ask for the most
+	 * queues (before the first CUDA call); 12 ranks' streams still outnumber them,
+	 * so the loopback launches in lock-step too (gpu_rank.shared_queues).  Separate
+	 * GPUs or processes need nothing.
 	 */
 	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
 	int devices = 0;

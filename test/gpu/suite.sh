@@ -55,14 +55,14 @@ mp_run() {
 			"$bin" mp "$mode" >> "$LOG.$name.$r" 2>&1 &
 		pids="$pids $!"
 	done
-	for p in $pids; do
-		wait "$p" || rc=1
-	done
+	# shellcheck disable=SC2086
+	wait_ranks $pids || rc=1
 	for ((r = 0; r < n; r++)); do
 		cat "$LOG.$name.$r" >> "$LOG"
 		rm -f "$LOG.$name.$r"
 	done
 	rm -rf "$dir"
+	[ $rc -eq 0 ] || gpu_state >> "$LOG"
 	verdict "$name" $rc
 }
 
@@ -79,9 +79,9 @@ preload_run() {
 			> "$dir/out.$r" 2>&1 &
 		pids="$pids $!"
 	done
-	for p in $pids; do
-		wait "$p" || rc=1
-	done
+	# shellcheck disable=SC2086
+	wait_ranks $pids || rc=1
+	[ $rc -eq 0 ] || gpu_state >> "$LOG"
 	local allreduces others
 	allreduces=$(cat "$dir"/out.* | grep -c "AllReduce:" || true)
 	# Every float ReduceScatter/Reduce (PreMulSum too) of the test is diverted.
@@ -129,10 +129,16 @@ loopback)
 	;;
 mp)
 	mp_run mp-n3-nomps 3 quick 300
+	# A fresh MPS daemon for each run: a 4-process start right after the n=3 full run
+	# in the same daemon failed twice with cudaSetDevice out of memory in one client.
 	mps_start
 	mp_run mp-n3-mps 3 full 300
+	mps_stop
+	mps_start
 	mp_run mp-n4-mps 4 full 300
+	mps_stop
 	# Ranks with different shares of the GPU: the slowest sets the pace, nobody hangs.
+	mps_start
 	mp_run mp-n3-mps-pct 3 quick 200 25 50 100
 	mps_stop
 	;;
