@@ -173,6 +173,26 @@ struct ndet_kernel_args {
 	struct ndet_host_status *host_status;     /* device pointer of host-mapped memory */
 	struct ndet_flags *flags[NDET_MAX_RANKS]; /* every rank's flags, as mapped here */
 	char *lanes[NDET_MAX_RANKS];              /* every rank's lane 0, as mapped here */
+	/*
+	 * nccl-det-perf --trace (NULL otherwise): device memory of 2 x NDET_TRACE_WORDS,
+	 * where thread 0 of block 0 and of the last block writes its timeline: word 0
+	 * the number of events, then one per event, (code << 56) | %globaltimer's low
+	 * 56 bits (ns).  Codes: NDET_TRACE_*.
+	 */
+	uint64_t *trace;
+};
+
+#define NDET_TRACE_WORDS 512
+enum ndet_trace_code {
+	NDET_TRACE_START = 1,   /* kernel start (the deadline's t0) */
+	NDET_TRACE_OPENED,      /* push: the opening done wait returned */
+	NDET_TRACE_SCATTERED,   /* push: a step's segments stored, ready released */
+	NDET_TRACE_READY,       /* push: every peer's segment of the step arrived */
+	NDET_TRACE_REDUCED,     /* push: own segment reduced, stored, reduced released */
+	NDET_TRACE_PEERS_DONE,  /* push: every peer's reduced segment of the step arrived */
+	NDET_TRACE_GATHERED,    /* push: the peers' segments copied out to recvbuff */
+	NDET_TRACE_STEP,        /* pull: a step begins (before its done wait) */
+	NDET_TRACE_END,         /* the block's last event */
 };
 
 /*

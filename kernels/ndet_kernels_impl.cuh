@@ -515,7 +515,30 @@ struct ndet_block_state {
 	uint64_t t0;
 	struct ndet_flags *me; /* own flags */
 	uint32_t waits;        /* ndet_wait_all calls so far (the same in every thread) */
+	uint32_t traced;       /* ndet_trace events written by this thread */
 };
+
+/* nccl-det-perf --trace: one event of block 0 or the last block (ndet_kernels.h). */
+__device__ __forceinline__ void ndet_trace(const ndet_kernel_args &a, ndet_block_state &st,
+					   uint32_t code, uint64_t when = 0)
+{
+	if (a.trace == nullptr || threadIdx.x != 0)
+		return;
+	uint64_t *t;
+	if (blockIdx.x == 0)
+		t = a.trace;
+	else if (blockIdx.x == a.blocks - 1)
+		t = a.trace + NDET_TRACE_WORDS;
+	else
+		return;
+	if (st.traced + 1 >= NDET_TRACE_WORDS)
+		return;
+	if (when == 0)
+		when = ndet_globaltimer();
+	t[1 + st.traced] = ((uint64_t)code << 56) | (when & ((1ull << 56) - 1));
+	st.traced++;
+	t[0] = st.traced;
+}
 
 /*
  * Record the first error of this engine (first claimer wins: `claim` takes its code,
@@ -886,6 +909,7 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 		}
 		__syncthreads();
 		ndet_signal_all(a, offsetof(ndet_flags, ready), ndet_flag_pack(s, a.signature));
+		ndet_trace(a, st, NDET_TRACE_SCATTERED);
 	};
 
 	/*
@@ -895,6 +919,7 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 	 */
 	if (ndet_wait_all(a, st, st.me->done, first_step, false, 1) != 0)
 		return;
+	ndet_trace(a, st, NDET_TRACE_OPENED);
 	if (threadIdx.x == 32)
 		host_aborted = host_abort;
 	__syncthreads();
@@ -912,6 +937,7 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 		ndet_debug_delay(a, s, 2);
 		if (ndet_wait_all(a, st, st.me->ready, s, true, 2, true) != 0)
 			return;
+		ndet_trace(a, st, NDET_TRACE_READY);
 		/* Reduce segment `me` into recvbuff and every peer's out-slot `me`. */
 		uint64_t mb, me_end;
 		const uint64_t start = segment(k, me, &mb, &me_end);
@@ -929,6 +955,7 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 					     copies, n - 1, nullptr);
 		__syncthreads();
 		ndet_signal_all(a, offsetof(ndet_flags, reduced), ndet_flag_pack(s, a.signature));
+		ndet_trace(a, st, NDET_TRACE_REDUCED);
 		/*
 		 * Step s + 1 goes out while the reduced flags of s travel.  Its in-slots
 		 * (parity of s - 1) are free: every peer signalled reduced for s - 1, so it
@@ -939,6 +966,7 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 		ndet_debug_delay(a, s, 3);
 		if (ndet_wait_all(a, st, st.me->reduced, s, true, 3, true) != 0)
 			return;
+		ndet_trace(a, st, NDET_TRACE_PEERS_DONE);
 		/* The peers' reduced segments of step s, from my out-slots to recvbuff. */
 		for (int j = 1; j < n; j++) {
 			const int q = (me + j) % n;
@@ -949,6 +977,7 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 						      region(me, p) + (uint64_t)(n + q) * slot_bytes,
 						      (qe - qb) * sizeof(T));
 		}
+		ndet_trace(a, st, NDET_TRACE_GATHERED);
 	}
 	/* Every access of this call to any pool is complete. */
 	__syncthreads();
@@ -956,6 +985,7 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 	ndet_signal_all(a, offsetof(ndet_flags, done), ndet_flag_pack(last, 0));
 	if (threadIdx.x == 0)
 		a.step_counters[b] = last;
+	ndet_trace(a, st, NDET_TRACE_END);
 }
 
 template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
@@ -971,6 +1001,8 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 	st.t0 = ndet_globaltimer();
 	st.me = a.flags[a.rank];
 	st.waits = 0;
+	st.traced = 0;
+	ndet_trace(a, st, NDET_TRACE_START, st.t0);
 	const uint32_t b = blockIdx.x;
 
 	__shared__ uint32_t host_aborted;
@@ -1038,6 +1070,7 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 			break; /* later steps only get further: the same on every rank */
 		const uint64_t len = min(a.chunk_elems, a.count - start);
 		step++;
+		ndet_trace(a, st, NDET_TRACE_STEP);
 
 		/* 1. Peers finished reading my lane in my previous step. */
 		if (ndet_wait_all(a, st, st.me->done, step - 1, false, 1) != 0)
@@ -1120,6 +1153,7 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 	}
 	if (threadIdx.x == 0)
 		a.step_counters[b] = step;
+	ndet_trace(a, st, NDET_TRACE_END);
 }
 
 /*

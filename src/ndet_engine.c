@@ -26,6 +26,7 @@
 #include "ndet_cuda.h"
 #include "ndet_kernels.h"
 #include "ndet_log.h"
+#include "ndet_reference.h" /* ndet_dtype_name, ndet_op_name */
 #include "ndet_settings.h" /* ndet_fault_t */
 #include "ndet_setup.h"
 #include "ndet_teardown.h"
@@ -65,6 +66,7 @@ struct ndet_engine {
 	uint64_t lane_bytes;
 	uint64_t ll_offset; /* LL slots, from the first lane (ndet_kernels.h) */
 	uint64_t *step_counters;                  /* device, one per block */
+	uint64_t *trace;                          /* ndet_engine_set_trace; NULL: none */
 	struct ndet_host_status *host_status;     /* host view */
 	struct ndet_host_status *host_status_dev; /* device view */
 	void *exchange_buffer;                    /* device (or pinned host) memory */
@@ -1015,6 +1017,11 @@ ndet_status_t ndet_engine_plan_call_for_config(const struct ndet_engine_config *
 	return ndet_plan_make(&params, plan);
 }
 
+void ndet_engine_set_trace(struct ndet_engine *engine, uint64_t *device_words)
+{
+	engine->trace = device_words;
+}
+
 ndet_status_t ndet_engine_plan(const struct ndet_engine *engine, size_t count,
 			       ndet_dtype_t dtype, ndet_op_t op, struct ndet_plan *plan)
 {
@@ -1047,6 +1054,7 @@ static void ndet_engine_fill_args(const struct ndet_engine *engine, const struct
 	args->scalar_bits = call->scalar_bits;
 	args->scalar = call->scalar;
 	args->step_counters = engine->step_counters;
+	args->trace = engine->trace;
 	args->host_status = engine->host_status_dev;
 	for (int r = 0; r < engine->config.nranks; r++) {
 		args->flags[r] = engine->peer_flags[r];
@@ -1162,6 +1170,15 @@ ndet_status_t ndet_engine_collective(struct ndet_engine *engine,
 		return status;
 	if (plan.path == NDET_PATH_NONE)
 		return NDET_OK;
+	/* Per call, like NCCL's own COLL lines: which protocol and grid the plan chose. */
+	NDET_INFO(NDET_SUBSYS_COLL, "rank %d: %s count %zu %s %s%s: %s, %u blocks x %llu steps",
+		  engine->config.rank,
+		  call->coll == NDET_COLL_REDUCE_SCATTER ? "reduce-scatter"
+		  : call->coll == NDET_COLL_REDUCE	 ? "reduce"
+							 : "all-reduce",
+		  call->count, ndet_dtype_name(call->dtype), ndet_op_name(call->op),
+		  call->premul != NDET_PREMUL_NONE ? " (PreMulSum)" : "",
+		  ndet_plan_path_name(plan.path), plan.blocks, (unsigned long long)plan.steps);
 
 	NDET_CUDA_CHECK_GOTO(cudaGetDevice(&saved_device), status, out);
 	if (saved_device != engine->config.cuda_device)

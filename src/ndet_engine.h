@@ -174,6 +174,14 @@ ndet_status_t ndet_engine_allreduce_all_ranks(struct ndet_engine *const *engines
 					      size_t count, ndet_dtype_t dtype, ndet_op_t op,
 					      cudaStream_t stream);
 
+/*
+ * nccl-det-perf --trace: later launches write the timelines of their first and last
+ * block into `device_words` (2 x NDET_TRACE_WORDS uint64_t of device memory on the
+ * engine's GPU; ndet_kernels.h); NULL stops it.  The caller keeps the memory alive
+ * until every such launch has finished.
+ */
+void ndet_engine_set_trace(struct ndet_engine *engine, uint64_t *device_words);
+
 /* The plan this engine would use (for tools and tests). */
 ndet_status_t ndet_engine_plan(const struct ndet_engine *engine, size_t count,
 			       ndet_dtype_t dtype, ndet_op_t op, struct ndet_plan *plan);

@@ -56,6 +56,27 @@ static uint64_t ndet_plan_device_capacity(int nranks, int device_sms)
 	return capacity;
 }
 
+const char *ndet_plan_path_name(ndet_path_t path)
+{
+	switch (path) {
+	case NDET_PATH_NONE:
+		return "none";
+	case NDET_PATH_COPY:
+		return "copy";
+	case NDET_PATH_ONESHOT:
+		return "1shot";
+	case NDET_PATH_TWOSHOT:
+		return "2shot";
+	case NDET_PATH_SCATTER:
+		return "rs";
+	case NDET_PATH_LL:
+		return "ll";
+	case NDET_PATH_PUSH:
+		return "push";
+	}
+	return "unknown";
+}
+
 bool ndet_plan_fits_device(int nranks, int device_sms, int ranks_per_device)
 {
 	const uint64_t sharing = ranks_per_device > 1 ? (uint64_t)ranks_per_device : 1;

@@ -106,6 +106,9 @@ struct ndet_plan {
 	uint32_t signature; /* NDET_FLAG_SIGNATURE_BITS bits, never 0 */
 };
 
+/* Short name of a path, as logs and nccl-det-perf print it ("2shot", "push", ...). */
+const char *ndet_plan_path_name(ndet_path_t path);
+
 /*
  * Push (NDET_PATH_PUSH): an all-reduce on 2 to NDET_PLAN_PUSH_MAX_RANKS ranks, not
  * PreMulSum, of at least push_min bytes (push_min 0: never) and above oneshot_max,

@@ -185,6 +185,22 @@ static ndet_path_t path_of(const struct ndet_plan_params *p)
 	return plan.path;
 }
 
+/* Logs and nccl-det-perf name paths by this: every path has its own name. */
+static void test_plan_path_names(void **state)
+{
+	(void)state;
+	static const struct {
+		ndet_path_t path;
+		const char *name;
+	} names[] = {{NDET_PATH_NONE, "none"},       {NDET_PATH_COPY, "copy"},
+		     {NDET_PATH_ONESHOT, "1shot"},   {NDET_PATH_TWOSHOT, "2shot"},
+		     {NDET_PATH_SCATTER, "rs"},      {NDET_PATH_LL, "ll"},
+		     {NDET_PATH_PUSH, "push"}};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		assert_string_equal(ndet_plan_path_name(names[i].path), names[i].name);
+	assert_string_equal(ndet_plan_path_name((ndet_path_t)99), "unknown");
+}
+
 static void test_plan_push(void **state)
 {
 	(void)state;
@@ -625,6 +641,7 @@ int main(void)
 		cmocka_unit_test(test_plan_reduce_scatter),
 		cmocka_unit_test(test_plan_reduce_and_premulsum),
 		cmocka_unit_test(test_plan_signature_names_the_collective),
+		cmocka_unit_test(test_plan_path_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -88,6 +88,7 @@ struct perf_options {
 	int assume_gpus; /* --gpus, dry run only; -1 = the visible count */
 	int coll;        /* --coll: NDET_COLL_ALLREDUCE or NDET_COLL_REDUCE_SCATTER */
 	int link_probe;  /* --link-probe: copy bandwidths between GPUs 0 and 1, then exit */
+	int trace;       /* --trace: each row's kernel timeline (first and last block) */
 	int help;
 };
 
@@ -279,6 +280,9 @@ static const struct perf_option perf_option_table[] = {
     {"link-probe", 0, NULL, PERF_FIELD(link_probe), NULL, 1,
      "measure copy bandwidth local, peer-read and peer-write between GPUs 0 and 1 (one way, "
      "both ways, alongside a local copy), then exit"},
+    {"trace", 0, NULL, PERF_FIELD(trace), NULL, 1,
+     "after each row, one more call that records the timeline of its first and\n"
+     "last block on every rank (where the time of a call goes)"},
     {"help", 'h', NULL, PERF_FIELD(help), NULL, 1, "this help"},
 };
 
@@ -605,26 +609,6 @@ static struct ndet_engine_config perf_engine_config(const struct perf_world *wor
 	};
 }
 
-static const char *perf_path_name(ndet_path_t path)
-{
-	switch (path) {
-	case NDET_PATH_ONESHOT:
-		return "1shot";
-	case NDET_PATH_TWOSHOT:
-		return "2shot";
-	case NDET_PATH_COPY:
-		return "copy";
-	case NDET_PATH_SCATTER:
-		return "rs";
-	case NDET_PATH_LL:
-		return "ll";
-	case NDET_PATH_PUSH:
-		return "push";
-	default:
-		return "none";
-	}
-}
-
 /* Bytes one rank's kernel reads + writes for one call (see kernels/ndet_kernels.h). */
 static double perf_kernel_bytes(ndet_path_t path, double bytes, int n)
 {
@@ -767,7 +751,7 @@ static void perf_print_row(struct perf_world *world, const struct perf_row *row)
 	if (row->blocks > 0)
 		snprintf(grid, sizeof(grid), "%ux%llu", row->blocks, (unsigned long long)row->steps);
 	printf("  %12zu %12zu %5s %5s %6s %8s |", row->bytes, row->count,
-	       ndet_dtype_name(row->dtype), ndet_op_name(row->op), perf_path_name(row->path), grid);
+	       ndet_dtype_name(row->dtype), ndet_op_name(row->op), ndet_plan_path_name(row->path), grid);
 	for (int m = 0; m < PERF_MODE_COUNT; m++) {
 		const double *s = row->seconds[m];
 		printf(" %9s %8s %9s %8s %6s",
@@ -796,7 +780,7 @@ static void perf_print_row(struct perf_world *world, const struct perf_row *row)
 	if (world->csv == NULL)
 		return;
 	fprintf(world->csv, "%d,%zu,%zu,%s,%s,%s", world->options.nranks, row->bytes, row->count,
-		ndet_dtype_name(row->dtype), ndet_op_name(row->op), perf_path_name(row->path));
+		ndet_dtype_name(row->dtype), ndet_op_name(row->op), ndet_plan_path_name(row->path));
 	if (row->blocks > 0)
 		fprintf(world->csv, ",%u,%llu", row->blocks, (unsigned long long)row->steps);
 	else
@@ -1181,6 +1165,94 @@ static void perf_check(struct perf_rank *me, struct perf_row *row)
 		perf_judge(me, row);
 }
 
+static const char *perf_trace_name(unsigned code)
+{
+	static const char *const names[] = {
+	    [NDET_TRACE_START] = "start",	    [NDET_TRACE_OPENED] = "opened",
+	    [NDET_TRACE_SCATTERED] = "scattered", [NDET_TRACE_READY] = "ready",
+	    [NDET_TRACE_REDUCED] = "reduced",	    [NDET_TRACE_PEERS_DONE] = "peers-reduced",
+	    [NDET_TRACE_GATHERED] = "gathered",   [NDET_TRACE_STEP] = "step",
+	    [NDET_TRACE_END] = "end",
+	};
+	return code < sizeof(names) / sizeof(names[0]) && names[code] != NULL ? names[code] : "?";
+}
+
+/*
+ * One block's timeline (ndet_kernels.h, NDET_TRACE_WORDS): the first events as they
+ * came, then for each kind of event the time spent reaching it from the event
+ * before (sum, count, mean), in microseconds.
+ */
+static void perf_print_trace(int rank, const char *which, const uint64_t *t)
+{
+	const uint64_t events = t[0] < NDET_TRACE_WORDS ? t[0] : NDET_TRACE_WORDS - 1;
+	if (events < 2) {
+		printf("#   trace rank %d %s block: %llu events (not traced)\n", rank, which,
+		       (unsigned long long)events);
+		return;
+	}
+	const uint64_t mask = (1ull << 56) - 1;
+	const uint64_t t0 = t[1] & mask;
+	const double span = (double)((t[events] & mask) - t0) / 1e3;
+	printf("#   trace rank %d %s block: %llu events over %.1f us:", rank, which,
+	       (unsigned long long)events, span);
+	for (uint64_t i = 1; i <= events && i <= 16; i++)
+		printf(" %s %.1f", perf_trace_name((unsigned)(t[i] >> 56)),
+		       (double)((t[i] & mask) - t0) / 1e3);
+	printf("%s\n", events > 16 ? " ..." : "");
+	double sum[NDET_TRACE_END + 1] = {0};
+	unsigned count[NDET_TRACE_END + 1] = {0};
+	for (uint64_t i = 2; i <= events; i++) {
+		const unsigned code = (unsigned)(t[i] >> 56);
+		if (code <= NDET_TRACE_END) {
+			sum[code] += (double)((t[i] & mask) - (t[i - 1] & mask)) / 1e3;
+			count[code]++;
+		}
+	}
+	printf("#   trace rank %d %s block, time to reach each event:", rank, which);
+	for (unsigned code = 0; code <= NDET_TRACE_END; code++)
+		if (count[code] > 0)
+			printf(" %s %.1f (%u x %.2f)", perf_trace_name(code), sum[code], count[code],
+			       sum[code] / count[code]);
+	printf("\n");
+}
+
+/* --trace: every rank's timelines of the row's last traced call (perf_trace). */
+static uint64_t perf_trace_words[NDET_MAX_RANKS][2 * NDET_TRACE_WORDS];
+
+/* --trace: a few more eager calls with the trace on; the last one's stays. */
+static void perf_trace(struct perf_rank *me, const struct perf_row *row)
+{
+	struct perf_world *world = me->world;
+	uint64_t(*host)[2 * NDET_TRACE_WORDS] = perf_trace_words;
+	uint64_t *words = NULL;
+	PERF_CHECK(cudaMalloc((void **)&words, sizeof(host[0])));
+	PERF_CHECK(cudaMemsetAsync(words, 0, sizeof(host[0]), me->stream));
+	PERF_CHECK(cudaStreamSynchronize(me->stream));
+	pthread_barrier_wait(&world->barrier);
+	ndet_engine_set_trace(world->engines[me->rank], words);
+	for (int i = 0; i < 3; i++)
+		perf_launch(me, PERF_NDET, me->send, me->recv, row);
+	PERF_CHECK(cudaStreamSynchronize(me->stream));
+	pthread_barrier_wait(&world->barrier);
+	ndet_engine_set_trace(world->engines[me->rank], NULL);
+	perf_check_engine(me);
+	PERF_CHECK(cudaMemcpy(host[me->rank], words, sizeof(host[0]), cudaMemcpyDeviceToHost));
+	PERF_CHECK(cudaFree(words));
+}
+
+/* Rank 0, after the row's line: what perf_trace recorded. */
+static void perf_trace_print(const struct perf_world *world, const struct perf_row *row)
+{
+	const uint64_t(*host)[2 * NDET_TRACE_WORDS] = perf_trace_words;
+	printf("#   trace of %zu bytes %s %s: %s, %u blocks x %llu steps\n", row->bytes,
+	       ndet_dtype_name(row->dtype), ndet_op_name(row->op), ndet_plan_path_name(row->path),
+	       row->blocks, (unsigned long long)row->steps);
+	for (int r = 0; r < world->options.nranks; r++) {
+		perf_print_trace(r, "first", host[r]);
+		perf_print_trace(r, "last", host[r] + NDET_TRACE_WORDS);
+	}
+}
+
 /* perf_for_each_row's visitor of a rank thread: measure, check, rank 0 prints. */
 static void perf_rank_row(void *context, struct perf_row *row)
 {
@@ -1211,6 +1283,8 @@ static void perf_rank_row(void *context, struct perf_row *row)
 	}
 	if (o->check && row->bytes <= o->check_max_bytes)
 		perf_check(me, row);
+	if (o->trace && row->blocks > 0)
+		perf_trace(me, row);
 	pthread_barrier_wait(&world->barrier);
 	if (me->rank != 0)
 		return;
@@ -1233,6 +1307,8 @@ static void perf_rank_row(void *context, struct perf_row *row)
 	}
 	perf_print_row(world, row);
 	perf_note_ratios(world, row);
+	if (o->trace && row->blocks > 0)
+		perf_trace_print(world, row);
 	const double eager = row->seconds[PERF_EAGER][PERF_NDET];
 	if (row->bytes <= 64 && n >= 2 && world->flag_rtt_us > 0 && eager > 0)
 		printf("#   %zu-byte call: %.2f us = %.1f bare flag round trips\n", row->bytes,

@@ -6,6 +6,8 @@
 #   test/gpu/suite.sh loopback         loopback n=2..8, full matrix
 #   test/gpu/suite.sh mp               3 and 4 processes on one GPU, with and without MPS,
 #                                      and 3 under MPS with 25/50/100 % of the SMs each
+#   test/gpu/suite.sh lockstep         loopback n=12 quick and n=4 with the default pool
+#   test/gpu/suite.sh mp4              4 processes under MPS, full
 #   test/gpu/suite.sh sanitize         memcheck, racecheck, synccheck, initcheck
 #   test/gpu/suite.sh preload          nccl-tests calling pattern under LD_PRELOAD, 3 and 4
 #                                      processes (MPS), NCCL's COLL log checked
@@ -140,6 +142,18 @@ mp)
 	# Ranks with different shares of the GPU: the slowest sets the pace, nobody hangs.
 	mps_start
 	mp_run mp-n3-mps-pct 3 quick 200 25 50 100
+	mps_stop
+	;;
+lockstep)
+	# The loopback configurations that stalled before its launches went lock-step
+	# (12 ranks' streams outnumber the 32 hardware queues; n=4 with the default pool).
+	run loopback-n12-quick 120 "$bin" loopback 12 quick
+	NDET_TEST_POOL=$((32 << 20)) NDET_TEST_BLOCKS=16 NDET_TEST_ONESHOT=$((256 << 10)) \
+		run loopback-n4-default-pool 300 "$bin" loopback 4 quick
+	;;
+mp4)
+	mps_start
+	mp_run mp-n4-mps 4 full 300
 	mps_stop
 	;;
 sanitize)

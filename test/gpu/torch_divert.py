@@ -7,7 +7,7 @@ the all_reduce result bit for bit.  It also reduces the same values inside a lar
 call at an offset and compares the shared elements (size/offset invariance).  Run it
 with and without LD_PRELOAD=libnccl-det.so: under nccl-det every count must be 0;
 under plain NCCL the counts show how often NCCL's bits differ from the tree and
-between sizes.  Environment: RANK, WORLD, PORT.  Prints one JSON line.
+between sizes.  Environment: RANK, WORLD, PORT, DIVERT_LARGE.  Prints one JSON line.
 """
 import json
 import os
@@ -64,10 +64,16 @@ def main():
     ops = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT,
            "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN, "avg": dist.ReduceOp.AVG}
     result = {"rank": rank, "mismatch": {}, "size_variant": {}, "elements": 0}
+    # DIVERT_LARGE=COUNT adds one f32 sum of COUNT elements (16777216 = 64 MiB: the
+    # push protocol by default), and its offset copy an unaligned one.
+    large = int(os.environ.get("DIVERT_LARGE", "0"))
     seed = 0
     for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
         for opname, op in ops.items():
-            for count in (1, 7, 1000, 65537, (1 << 20) + 3):
+            counts = (1, 7, 1000, 65537, (1 << 20) + 3)
+            if large and dtype == torch.float32 and opname == "sum":
+                counts += (large,)
+            for count in counts:
                 seed += 1
                 data = inputs(rank, dtype, count, seed).cuda()
                 dist.all_reduce(data, op=op)

@@ -39,5 +39,13 @@ ndet_bad=$(cat "$OUT"/divert-ndet-*.out | grep '^{' | python3 -c 'import json,sy
 colls=$(cat "$OUT"/divert-ndet-*.out "$OUT"/divert-ndet-*.err | grep -c "AllReduce" || true)
 echo "NCCL COLL log lines naming AllReduce under nccl-det: $colls (integer/fallback calls only)"
 grep -h "NCCL-DET" "$OUT"/divert-ndet-0.out "$OUT"/divert-ndet-0.err | grep -i "stat\|divert" | head -5
+# nccl-det's own COLL lines name the protocol of every diverted call.
+paths=$(cat "$OUT"/divert-ndet-*.out "$OUT"/divert-ndet-*.err | grep -o "all-reduce count [0-9]* [a-z0-9]* [a-z]*: [a-z0-9]*" |
+	awk '{print $6}' | sort | uniq -c | tr '\n' ' ')
+echo "nccl-det all-reduce calls by protocol: $paths"
+if [ "${DIVERT_LARGE:-0}" -ge $((16 << 20)) ] && ! echo "$paths" | grep -q push; then
+	echo "FAIL: DIVERT_LARGE=$DIVERT_LARGE but no call took the push protocol"
+	fail=1
+fi
 echo "SUMMARY torch_divert n=$n: $([ $fail -eq 0 ] && echo PASS || echo FAIL)"
 exit $fail
