@@ -192,6 +192,8 @@ enum ndet_trace_code {
 	NDET_TRACE_PEERS_DONE,  /* push: every peer's reduced segment of the step arrived */
 	NDET_TRACE_GATHERED,    /* push: the peers' segments copied out to recvbuff */
 	NDET_TRACE_STEP,        /* pull: a step begins (before its done wait) */
+	NDET_TRACE_COPIED,      /* push: thread 0 stored its share of a segment / reduction */
+	NDET_TRACE_SYNCED,      /* push: the block's threads all did (before the release) */
 	NDET_TRACE_END,         /* the block's last event */
 };
 

@@ -906,8 +906,10 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 			if (qe > qb)
 				ndet_copy_bytes(region(q, s & 1) + (uint64_t)me * slot_bytes,
 						send + (start + qb) * sizeof(T), (qe - qb) * sizeof(T));
+			ndet_trace(a, st, NDET_TRACE_COPIED);
 		}
 		__syncthreads();
+		ndet_trace(a, st, NDET_TRACE_SYNCED);
 		ndet_signal_all(a, offsetof(ndet_flags, ready), ndet_flag_pack(s, a.signature));
 		ndet_trace(a, st, NDET_TRACE_SCATTERED);
 	};
@@ -953,7 +955,9 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 		}
 		ndet_reduce_core<DT, OP, NR>(a, src, me_end - mb, recv + (start + mb) * sizeof(T),
 					     copies, n - 1, nullptr);
+		ndet_trace(a, st, NDET_TRACE_COPIED);
 		__syncthreads();
+		ndet_trace(a, st, NDET_TRACE_SYNCED);
 		ndet_signal_all(a, offsetof(ndet_flags, reduced), ndet_flag_pack(s, a.signature));
 		ndet_trace(a, st, NDET_TRACE_REDUCED);
 		/*

@@ -1172,6 +1172,7 @@ static const char *perf_trace_name(unsigned code)
 	    [NDET_TRACE_SCATTERED] = "scattered", [NDET_TRACE_READY] = "ready",
 	    [NDET_TRACE_REDUCED] = "reduced",	    [NDET_TRACE_PEERS_DONE] = "peers-reduced",
 	    [NDET_TRACE_GATHERED] = "gathered",   [NDET_TRACE_STEP] = "step",
+	    [NDET_TRACE_COPIED] = "copied",	    [NDET_TRACE_SYNCED] = "synced",
 	    [NDET_TRACE_END] = "end",
 	};
 	return code < sizeof(names) / sizeof(names[0]) && names[code] != NULL ? names[code] : "?";
@@ -1195,10 +1196,10 @@ static void perf_print_trace(int rank, const char *which, const uint64_t *t)
 	const double span = (double)((t[events] & mask) - t0) / 1e3;
 	printf("#   trace rank %d %s block: %llu events over %.1f us:", rank, which,
 	       (unsigned long long)events, span);
-	for (uint64_t i = 1; i <= events && i <= 16; i++)
+	for (uint64_t i = 1; i <= events && i <= 24; i++)
 		printf(" %s %.1f", perf_trace_name((unsigned)(t[i] >> 56)),
 		       (double)((t[i] & mask) - t0) / 1e3);
-	printf("%s\n", events > 16 ? " ..." : "");
+	printf("%s\n", events > 24 ? " ..." : "");
 	double sum[NDET_TRACE_END + 1] = {0};
 	unsigned count[NDET_TRACE_END + 1] = {0};
 	for (uint64_t i = 2; i <= events; i++) {

@@ -131,8 +131,9 @@ loopback)
 	;;
 mp)
 	mp_run mp-n3-nomps 3 quick 300
-	# A fresh MPS daemon for each run: a 4-process start right after the n=3 full run
-	# in the same daemon failed twice with cudaSetDevice out of memory in one client.
+	# A fresh MPS daemon for each run, so that each stands alone.  (mp-n4-mps used to
+	# fail with cudaSetDevice out of memory in one client: the harness asked for 32
+	# hardware queues per process, which only its one-process modes need now.)
 	mps_start
 	mp_run mp-n3-mps 3 full 300
 	mps_stop
