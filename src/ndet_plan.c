@@ -178,8 +178,10 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 						 : NDET_PLAN_TWOSHOT_BYTES_PER_BLOCK;
 		uint64_t blocks;
 		if (push) {
-			/* No tiers: the links fill only with many blocks storing at once. */
+			/* No tiers; a floor, and the cap below (NDET_PLAN_PUSH_BYTES_PER_BLOCK). */
 			blocks = ndet_plan_div_up(bytes, NDET_PLAN_PUSH_BYTES_PER_BLOCK);
+			if (blocks < NDET_PLAN_SMALL_BLOCKS)
+				blocks = NDET_PLAN_SMALL_BLOCKS;
 		} else {
 			blocks = ndet_plan_div_up(bytes, per_block);
 			const uint64_t tier = bytes < NDET_PLAN_MID_BYTES ? NDET_PLAN_SMALL_BLOCKS

@@ -54,11 +54,15 @@ extern "C" {
  * 61.4 / 53.6 / 60.2 us, 16 MiB 175 / 140 / 124 us.
  */
 /*
- * Push takes a block per NDET_PLAN_PUSH_BYTES_PER_BLOCK up to the cap, no tiers: its
- * blocks store without waiting for a reply, and the links fill only with many of
- * them (2x H200: 24 blocks moved 16 MiB at a third of NCCL's rate).
+ * Push takes a block per NDET_PLAN_PUSH_BYTES_PER_BLOCK, at least NDET_PLAN_SMALL_BLOCKS
+ * and at most the cap.  Two costs pull against each other (2x H200, nccl-det-perf
+ * --trace, doc/PERFORMANCE): every block's first remote stores of a call take about a
+ * microsecond more per block of the grid (96 blocks: the first scatter ends after
+ * ~100 us instead of ~10), while the links fill only with many blocks storing at
+ * once (64 MiB: 16 blocks 375 us, 32 blocks 271 us, 96 blocks 323 us; 1 GiB wants
+ * 96 or more).
  */
-#define NDET_PLAN_PUSH_BYTES_PER_BLOCK (64u * 1024u)
+#define NDET_PLAN_PUSH_BYTES_PER_BLOCK (2u * 1024u * 1024u)
 /*
  * Push up to this many ranks: only the kernels of the 2/4/8-rank buckets carry it
  * (build time); more ranks have not been measured on any machine.

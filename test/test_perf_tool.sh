@@ -91,11 +91,16 @@ NCCL_DET_LL_MAX=8K "$perf" --dry-run --gpus 1 -n 2 -b 4K -e 16K -d bf16 --no-ncc
 rows ll ' 4096 +2048 +bf16 +sum +ll +1x1 ' ' 8192 +4096 +bf16 +sum +ll +2x1 ' \
 	' 16384 +8192 +bf16 +sum +1shot +2x1 '
 
-# ---- push from NCCL_DET_PUSH_MIN (a block per 64 KiB), pull below it; 0 = never
+# ---- push from NCCL_DET_PUSH_MIN (a block per 2 MiB, at least 16), pull below it;
+# 0 = never.  16 blocks take 2 MiB in two steps (a push chunk is 2 x 42.5 KiB here).
 NCCL_DET_PUSH_MIN=1M "$perf" --dry-run --gpus 2 -n 2 -b 512K -e 2M -d bf16 --no-nccl \
 	>"$scratch/push" 2>&1 || fail "dry run (push) failed"
 rows push ' 524288 +262144 +bf16 +sum +2shot +16x1 ' ' 1048576 +524288 +bf16 +sum +push +16x1 ' \
-	' 2097152 +1048576 +bf16 +sum +push +32x1 '
+	' 2097152 +1048576 +bf16 +sum +push +16x2 '
+"$perf" --dry-run --gpus 2 -n 2 -b 64M -e 256M -f 2 -d bf16 --no-nccl >"$scratch/pushgrid" 2>&1 ||
+	fail "dry run (push grid) failed"
+rows pushgrid ' 67108864 +33554432 +bf16 +sum +push +32x25 ' \
+	' 134217728 +67108864 +bf16 +sum +push +64x25 ' ' 268435456 +134217728 +bf16 +sum +push +96x33 '
 NCCL_DET_PUSH_MIN=0 "$perf" --dry-run --gpus 2 -n 2 -b 1G -e 1G -d bf16 --no-nccl \
 	>"$scratch/nopush" 2>&1 || fail "dry run (no push) failed"
 grep -q -E ' 1073741824 +536870912 +bf16 +sum +2shot +96x33 ' "$scratch/nopush" ||

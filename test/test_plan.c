@@ -259,6 +259,21 @@ static void test_plan_push(void **state)
 	assert_int_equal(plan.path, NDET_PATH_PUSH);
 	assert_int_equal(plan.chunk_elems % (8 * 4), 0);
 	assert_true(plan.chunk_elems / 8 * 4 * 4 * 8 <= q.lane_bytes);
+	/* The push grid: a block per 2 MiB, at least 16, at most the cap. */
+	q = p;
+	q.max_blocks = 128;
+	q.device_sms = 132;
+	const struct {
+		uint64_t bytes;
+		uint32_t blocks;
+	} grids[] = {{1u << 20, 16}, {8u << 20, 16}, {32u << 20, 16}, {(32u << 20) + 4, 17},
+		     {64u << 20, 32}, {128u << 20, 64}, {1u << 30, 128}};
+	for (size_t i = 0; i < sizeof(grids) / sizeof(grids[0]); i++) {
+		q.count = grids[i].bytes / 4;
+		assert_int_equal(ndet_plan_make(&q, &plan), NDET_OK);
+		assert_int_equal(plan.path, NDET_PATH_PUSH);
+		assert_int_equal(plan.blocks, grids[i].blocks);
+	}
 	/* A signature of its own: a push rank never meets a pull rank silently. */
 	struct ndet_plan pull;
 	q.push_min = 0;
