@@ -178,8 +178,18 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 						 : NDET_PLAN_TWOSHOT_BYTES_PER_BLOCK;
 		uint64_t blocks;
 		if (push) {
-			/* No tiers; a floor, and the cap below (NDET_PLAN_PUSH_BYTES_PER_BLOCK). */
+			/*
+			 * No tiers: a block per NDET_PLAN_PUSH_BYTES_PER_BLOCK, at least
+			 * NDET_PLAN_SMALL_BLOCKS, and enough that full chunks cover the
+			 * message in NDET_PLAN_PUSH_STEPS steps (small lanes: many blocks
+			 * rather than many small steps); the cap below.
+			 */
 			blocks = ndet_plan_div_up(bytes, NDET_PLAN_PUSH_BYTES_PER_BLOCK);
+			const uint64_t full_chunk = slot_elems * (uint64_t)params->nranks * size;
+			const uint64_t for_steps =
+				ndet_plan_div_up(bytes, NDET_PLAN_PUSH_STEPS * full_chunk);
+			if (blocks < for_steps)
+				blocks = for_steps;
 			if (blocks < NDET_PLAN_SMALL_BLOCKS)
 				blocks = NDET_PLAN_SMALL_BLOCKS;
 		} else {

@@ -46,9 +46,9 @@ extern "C" {
  * NDET_PLAN_MID_BLOCKS from there; a message above the one-shot size (two-shot or
  * reduce-scatter) then grows one block per NDET_PLAN_LARGE_BYTES_PER_BLOCK (from
  * 25 MiB on), up to the cap.  The tier sweep ran with NCCL_DET_MAX_BLOCKS 12-24, that
- * is with lanes of 1.3-2.7 MiB; the default 96 makes lanes of 341 KiB (a 32 MiB pool),
- * so 8-24 MiB messages take 2-4 steps: measured with the defaults, but a larger pool
- * has not been tried.  More blocks keep more loads in
+ * is with lanes of 1.3-2.7 MiB; the defaults (a 96 MiB pool, 96 blocks) make lanes of
+ * 1 MiB, so 8-24 MiB messages take one step.  (With the earlier 32 MiB pool, lanes of
+ * 341 KiB, they took 2-4.)  More blocks keep more loads in
  * flight (large messages: 0.4x NCCL at 24 blocks, 0.8x at 96) but cost flags that
  * mid sizes feel: 1 MiB took 35.0 / 32.8 / 45.8 us with 12 / 16 / 24 blocks, 4 MiB
  * 61.4 / 53.6 / 60.2 us, 16 MiB 175 / 140 / 124 us.
@@ -63,6 +63,13 @@ extern "C" {
  * 96 or more).
  */
 #define NDET_PLAN_PUSH_BYTES_PER_BLOCK (2u * 1024u * 1024u)
+/*
+ * ... and at least as many blocks as cover the message in this many steps of full
+ * chunks.  With the default lanes (1 MiB: 256 KiB chunks at 2 ranks) both rules give
+ * the same grid; with smaller lanes this one keeps the steps large (a 32 MiB pool:
+ * 64 MiB in 96 x 9 steps took 324 us, in 32 x 25 steps 447 us).
+ */
+#define NDET_PLAN_PUSH_STEPS 8u
 /*
  * Push up to this many ranks: only the kernels of the 2/4/8-rank buckets carry it
  * (build time); more ranks have not been measured on any machine.

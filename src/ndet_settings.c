@@ -94,7 +94,7 @@ static const struct ndet_setting ndet_settings_table[] = {
      * Large messages stream through the pool in chunks, so this bounds memory,
      * not message size.  Below 1 MiB the per-chunk flag round trip dominates.
      */
-    {"NCCL_DET_POOL_SIZE", NDET_SETTING_SIZE, "32MiB", NDET_MIB, 16 * NDET_GIB,
+    {"NCCL_DET_POOL_SIZE", NDET_SETTING_SIZE, "96MiB", NDET_MIB, 16 * NDET_GIB,
      NDET_FIELD(pool_size),
      "staging pool per rank and communicator, bytes (K/M/G/T suffixes); equal on all ranks"},
     /*

@@ -92,30 +92,31 @@ rows ll ' 4096 +2048 +bf16 +sum +ll +1x1 ' ' 8192 +4096 +bf16 +sum +ll +2x1 ' \
 	' 16384 +8192 +bf16 +sum +1shot +2x1 '
 
 # ---- push from NCCL_DET_PUSH_MIN (a block per 2 MiB, at least 16), pull below it;
-# 0 = never.  16 blocks take 2 MiB in two steps (a push chunk is 2 x 42.5 KiB here).
-NCCL_DET_PUSH_MIN=1M "$perf" --dry-run --gpus 2 -n 2 -b 512K -e 2M -d bf16 --no-nccl \
+# 0 = never.  With the default pool (96 MiB / 96 blocks: lanes of 1 MiB) a push chunk
+# is 2 x 128 KiB, so 16 blocks take 4 MiB in one step.
+NCCL_DET_PUSH_MIN=1M "$perf" --dry-run --gpus 2 -n 2 -b 512K -e 8M -f 4 -d bf16 --no-nccl \
 	>"$scratch/push" 2>&1 || fail "dry run (push) failed"
-rows push ' 524288 +262144 +bf16 +sum +2shot +16x1 ' ' 1048576 +524288 +bf16 +sum +push +16x1 ' \
-	' 2097152 +1048576 +bf16 +sum +push +16x2 '
+rows push ' 524288 +262144 +bf16 +sum +2shot +16x1 ' ' 2097152 +1048576 +bf16 +sum +push +16x1 ' \
+	' 8388608 +4194304 +bf16 +sum +push +16x2 '
 "$perf" --dry-run --gpus 2 -n 2 -b 64M -e 256M -f 2 -d bf16 --no-nccl >"$scratch/pushgrid" 2>&1 ||
 	fail "dry run (push grid) failed"
-rows pushgrid ' 67108864 +33554432 +bf16 +sum +push +32x25 ' \
-	' 134217728 +67108864 +bf16 +sum +push +64x25 ' ' 268435456 +134217728 +bf16 +sum +push +96x33 '
+rows pushgrid ' 67108864 +33554432 +bf16 +sum +push +32x8 ' \
+	' 134217728 +67108864 +bf16 +sum +push +64x8 ' ' 268435456 +134217728 +bf16 +sum +push +96x11 '
 NCCL_DET_PUSH_MIN=0 "$perf" --dry-run --gpus 2 -n 2 -b 1G -e 1G -d bf16 --no-nccl \
 	>"$scratch/nopush" 2>&1 || fail "dry run (no push) failed"
-grep -q -E ' 1073741824 +536870912 +bf16 +sum +2shot +96x33 ' "$scratch/nopush" ||
+grep -q -E ' 1073741824 +536870912 +bf16 +sum +2shot +96x11 ' "$scratch/nopush" ||
 	fail "NCCL_DET_PUSH_MIN=0 still pushes: $(cat "$scratch/nopush")"
 
 # ---- the grid (blocks x steps) as the planner makes it: 96 blocks for 1 GiB on GPUs of
-# their own (lanes of 32 MiB / 96, a quarter of it per push step), 192 / 8 = 24 when 8
+# their own (lanes of 96 MiB / 96, a quarter of it per push step), 192 / 8 = 24 when 8
 # ranks share one GPU
 "$perf" --dry-run --gpus 2 -n 2 -b 1G -e 1G -d bf16 --no-nccl >"$scratch/grid" 2>&1 ||
 	fail "dry run (grid) failed: $(cat "$scratch/grid")"
-grep -q -E '^ +1073741824 +536870912 +bf16 +sum +push +96x129 \|' "$scratch/grid" ||
+grep -q -E '^ +1073741824 +536870912 +bf16 +sum +push +96x43 \|' "$scratch/grid" ||
 	fail "grid of 1 GiB on 2 GPUs: $(cat "$scratch/grid")"
 "$perf" --dry-run --gpus 1 -n 8 -b 1G -e 1G -d bf16 --no-nccl >"$scratch/grid8" 2>&1 ||
 	fail "dry run (grid, 8 ranks on one GPU) failed: $(cat "$scratch/grid8")"
-grep -q -E '^ +1073741824 +536870912 +bf16 +sum +push +24x513 \|' "$scratch/grid8" ||
+grep -q -E '^ +1073741824 +536870912 +bf16 +sum +push +24x171 \|' "$scratch/grid8" ||
 	fail "grid of 1 GiB, 8 ranks on one GPU: $(cat "$scratch/grid8")"
 
 # ---- which NCCL: the fake (as NCCL_DET_NCCL_LIBRARY), a copy of nccl-det, nothing

@@ -274,6 +274,26 @@ static void test_plan_push(void **state)
 		assert_int_equal(plan.path, NDET_PATH_PUSH);
 		assert_int_equal(plan.blocks, grids[i].blocks);
 	}
+	/*
+	 * Small lanes (a 32 MiB pool over 96 blocks): blocks enough for 8 steps of full
+	 * chunks rather than a block per 2 MiB in many small steps, up to the cap.
+	 */
+	q.lane_bytes = (32u << 20) / 96 / 256 * 256;
+	const uint64_t sizes[] = {16u << 20, 64u << 20, 100u << 20, 1u << 30};
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		q.count = sizes[i] / 4;
+		assert_int_equal(ndet_plan_make(&q, &plan), NDET_OK);
+		assert_int_equal(plan.path, NDET_PATH_PUSH);
+		if (plan.blocks < 128)
+			assert_true(plan.steps <= NDET_PLAN_PUSH_STEPS);
+		else
+			assert_true(plan.steps > NDET_PLAN_PUSH_STEPS);
+		const uint64_t quota = sizes[i] / NDET_PLAN_PUSH_BYTES_PER_BLOCK;
+		assert_true(plan.blocks >= (quota < 128 ? quota : 128));
+	}
+	q.count = (64u << 20) / 4;
+	assert_int_equal(ndet_plan_make(&q, &plan), NDET_OK);
+	assert_int_equal(plan.blocks, 97); /* 64 MiB / (8 x 85.25 KiB) */
 	/* A signature of its own: a push rank never meets a pull rank silently. */
 	struct ndet_plan pull;
 	q.push_min = 0;

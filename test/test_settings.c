@@ -174,7 +174,7 @@ static void test_settings_defaults(void **state)
 	assert_true(settings->enable);
 	assert_false(settings->strict);
 	assert_false(settings->stats);
-	assert_int_equal(settings->pool_size, 32 * MIB);
+	assert_int_equal(settings->pool_size, 96 * MIB);
 	assert_int_equal(settings->oneshot_max, 64 * 1024);
 	assert_int_equal(settings->timeout_ms, 1800 * 1000);
 	assert_int_equal(settings->max_memory, GIB);
@@ -362,29 +362,29 @@ static const struct test_bad_value test_bad_values[] = {
     {"NCCL_DET_ENABLE", "1 ", "\"1 \"", "0/1", "using default 1"},
     {"NCCL_DET_STRICT", "enable", "\"enable\"", "0/1", "using default 0"},
     {"NCCL_DET_STATS", "-1", "\"-1\"", "0/1", "using default 0"},
-    {"NCCL_DET_POOL_SIZE", "abc", "\"abc\"", "[1MiB, 16GiB]", "using default 32MiB"},
-    {"NCCL_DET_POOL_SIZE", "32MiBx", "\"32MiBx\"", "[1MiB, 16GiB]", "using default 32MiB"},
-    {"NCCL_DET_POOL_SIZE", "32Ki", "\"32Ki\"", "[1MiB, 16GiB]", "using default 32MiB"},
-    {"NCCL_DET_POOL_SIZE", "32MiBB", "\"32MiBB\"", "[1MiB, 16GiB]", "using default 32MiB"},
-    {"NCCL_DET_POOL_SIZE", "-1", "\"-1\"", "[1MiB, 16GiB]", "using default 32MiB"},
-    {"NCCL_DET_POOL_SIZE", "-64M", "\"-64M\"", "[1MiB, 16GiB]", "using default 32MiB"},
-    {"NCCL_DET_POOL_SIZE", "+64M", "\"+64M\"", "[1MiB, 16GiB]", "using default 32MiB"},
+    {"NCCL_DET_POOL_SIZE", "abc", "\"abc\"", "[1MiB, 16GiB]", "using default 96MiB"},
+    {"NCCL_DET_POOL_SIZE", "32MiBx", "\"32MiBx\"", "[1MiB, 16GiB]", "using default 96MiB"},
+    {"NCCL_DET_POOL_SIZE", "32Ki", "\"32Ki\"", "[1MiB, 16GiB]", "using default 96MiB"},
+    {"NCCL_DET_POOL_SIZE", "32MiBB", "\"32MiBB\"", "[1MiB, 16GiB]", "using default 96MiB"},
+    {"NCCL_DET_POOL_SIZE", "-1", "\"-1\"", "[1MiB, 16GiB]", "using default 96MiB"},
+    {"NCCL_DET_POOL_SIZE", "-64M", "\"-64M\"", "[1MiB, 16GiB]", "using default 96MiB"},
+    {"NCCL_DET_POOL_SIZE", "+64M", "\"+64M\"", "[1MiB, 16GiB]", "using default 96MiB"},
     {"NCCL_DET_POOL_SIZE", "18446744073709551616", "\"18446744073709551616\"", "[1MiB, 16GiB]",
-     "using default 32MiB"},
+     "using default 96MiB"},
     {"NCCL_DET_POOL_SIZE", "18446744073709551615", "\"18446744073709551615\"", "[1MiB, 16GiB]",
-     "using default 32MiB"},
+     "using default 96MiB"},
     {"NCCL_DET_POOL_SIZE", "17179869184T", "\"17179869184T\"", "[1MiB, 16GiB]",
-     "using default 32MiB"},
+     "using default 96MiB"},
     /* 2^64 + 2 MiB and 2^64 + 1 TiB: wrapped around they would look in range. */
     {"NCCL_DET_POOL_SIZE", "18446744073711648768", "\"18446744073711648768\"", "[1MiB, 16GiB]",
-     "using default 32MiB"},
+     "using default 96MiB"},
     {"NCCL_DET_MAX_MEMORY", "16777217T", "\"16777217T\"", "[1MiB, 1TiB]", "using default 1GiB"},
-    {"NCCL_DET_POOL_SIZE", "1023K", "\"1023K\"", "[1MiB, 16GiB]", "using default 32MiB"},
-    {"NCCL_DET_POOL_SIZE", "16385M", "\"16385M\"", "[1MiB, 16GiB]", "using default 32MiB"},
-    {"NCCL_DET_POOL_SIZE", "1.5M", "\"1.5M\"", "[1MiB, 16GiB]", "using default 32MiB"},
-    {"NCCL_DET_POOL_SIZE", " 32M", "\" 32M\"", "[1MiB, 16GiB]", "using default 32MiB"},
-    {"NCCL_DET_POOL_SIZE", "0x2000000", "\"0x2000000\"", "[1MiB, 16GiB]", "using default 32MiB"},
-    {"NCCL_DET_POOL_SIZE", "M", "\"M\"", "[1MiB, 16GiB]", "using default 32MiB"},
+    {"NCCL_DET_POOL_SIZE", "1023K", "\"1023K\"", "[1MiB, 16GiB]", "using default 96MiB"},
+    {"NCCL_DET_POOL_SIZE", "16385M", "\"16385M\"", "[1MiB, 16GiB]", "using default 96MiB"},
+    {"NCCL_DET_POOL_SIZE", "1.5M", "\"1.5M\"", "[1MiB, 16GiB]", "using default 96MiB"},
+    {"NCCL_DET_POOL_SIZE", " 32M", "\" 32M\"", "[1MiB, 16GiB]", "using default 96MiB"},
+    {"NCCL_DET_POOL_SIZE", "0x2000000", "\"0x2000000\"", "[1MiB, 16GiB]", "using default 96MiB"},
+    {"NCCL_DET_POOL_SIZE", "M", "\"M\"", "[1MiB, 16GiB]", "using default 96MiB"},
     {"NCCL_DET_ONESHOT_MAX", "1025M", "\"1025M\"", "[0, 1GiB]", "using default 64KiB"},
     {"NCCL_DET_ONESHOT_MAX", "1P", "\"1P\"", "[0, 1GiB]", "using default 64KiB"},
     {"NCCL_DET_LL_MAX", "257K", "\"257K\"", "[0, 256KiB]", "using default 0"},
@@ -483,19 +483,19 @@ static void test_settings_empty_value_is_unset(void **state)
 	test_setenv("NCCL_DET_ENABLE", "");
 	test_setenv("NCCL_DET_TEST_FAIL", "");
 	const struct ndet_settings *settings = test_reparse();
-	assert_int_equal(settings->pool_size, 32 * MIB);
+	assert_int_equal(settings->pool_size, 96 * MIB);
 	assert_true(settings->enable);
 	assert_int_equal(settings->test_fail, NDET_FAULT_NONE);
 	assert_int_equal(test_count_log_lines("WARN"), 0);
 	char *dump = test_dump();
-	assert_int_equal(test_count_lines(dump, "NCCL_DET_POOL_SIZE       32MiB        default "),
+	assert_int_equal(test_count_lines(dump, "NCCL_DET_POOL_SIZE       96MiB        default "),
 			 1);
 	free(dump);
 
 	/* As with NCCL's setenv(name, value, 0): an empty variable still hides the conf file. */
 	test_write_file(".nccl.conf", "NCCL_DET_POOL_SIZE=4M\n");
 	settings = test_reparse();
-	assert_int_equal(settings->pool_size, 32 * MIB);
+	assert_int_equal(settings->pool_size, 96 * MIB);
 	assert_int_equal(test_count_log_lines("WARN"), 0);
 }
 
@@ -696,11 +696,13 @@ static void test_settings_agreement_hash_fields(void **state)
 	uint64_t base = ndet_settings_agreement_hash(defaults);
 	/*
 	 * Pinned: every release must serialize the same settings to the same bytes (the
-	 * value changes only with a default: NCCL_DET_MAX_BLOCKS 24 -> 96 and
-	 * NCCL_DET_ONESHOT_MAX 256 KiB -> 64 KiB in 0.1.0) or with the format
-	 * (NCCL_DET_LL_MAX joined in format 2, NCCL_DET_PUSH_MIN in format 3).
+	 * value changes only with a default: NCCL_DET_MAX_BLOCKS 24 -> 96,
+	 * NCCL_DET_ONESHOT_MAX 256 KiB -> 64 KiB and NCCL_DET_POOL_SIZE 32 -> 96 MiB in
+	 * 0.1.0) or with the format (NCCL_DET_LL_MAX joined in format 2,
+	 * NCCL_DET_PUSH_MIN in format 3).  Recomputed apart from this code: FNV-1a 64
+	 * over the little-endian bytes of 3, 0, 96 MiB, 64 KiB, 96, 0, 64 MiB.
 	 */
-	assert_int_equal(base, UINT64_C(0xc7285e8990b91ba5));
+	assert_int_equal(base, UINT64_C(0x1d5faf8dcec09fd9));
 
 	struct ndet_settings changed;
 	memcpy(&changed, defaults, sizeof(changed));
@@ -801,7 +803,7 @@ static void test_settings_concurrent_get_parses_once(void **state)
 	for (int i = 0; i < TEST_THREADS; i++) {
 		assert_ptr_equal(results[i], results[0]);
 		assert_int_equal(results[i]->max_blocks, 16);
-		assert_int_equal(results[i]->pool_size, 32 * MIB);
+		assert_int_equal(results[i]->pool_size, 96 * MIB);
 	}
 	char *log = test_read_log();
 	assert_int_equal(test_count_lines(log, "NCCL-DET WARN"), 1);
