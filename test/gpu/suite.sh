@@ -131,6 +131,7 @@ loopback)
 	;;
 mp)
 	mp_run mp-n3-nomps 3 quick 300
+	mp_run mp-n4-nomps 4 quick 300
 	# A fresh MPS daemon for each run, so that each stands alone.  (mp-n4-mps used to
 	# fail with cudaSetDevice out of memory in one client: the harness asked for 32
 	# hardware queues per process, which only its one-process modes need now.)
