@@ -124,8 +124,9 @@ const char *ndet_plan_path_name(ndet_path_t path);
  * Push (NDET_PATH_PUSH): an all-reduce on 2 to NDET_PLAN_PUSH_MAX_RANKS ranks, not
  * PreMulSum, of at least push_min bytes (push_min 0: never) and above oneshot_max,
  * with lane_bytes a multiple of 32 (each parity half 16-byte aligned; the engine's
- * are multiples of 256); a block per NDET_PLAN_PUSH_BYTES_PER_BLOCK up to the cap,
- * no tiers; its chunk is nranks segments of whole 16-byte packs, each at most a
+ * are multiples of 256); a block per NDET_PLAN_PUSH_BYTES_PER_BLOCK, or enough for
+ * NDET_PLAN_PUSH_STEPS steps of full chunks if that is more, at least
+ * NDET_PLAN_SMALL_BLOCKS, at most the cap, no tiers; its chunk is nranks segments of whole 16-byte packs, each at most a
  * slot (lane_bytes / (4 x nranks), ndet_kernels.h).
  *
  * LL (NDET_PATH_LL): an all-reduce or reduce of at most ll_max bytes on two or more

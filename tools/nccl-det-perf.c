@@ -282,7 +282,8 @@ static const struct perf_option perf_option_table[] = {
      "both ways, alongside a local copy), then exit"},
     {"trace", 0, NULL, PERF_FIELD(trace), NULL, 1,
      "after each row, one more call that records the timeline of its first and\n"
-     "last block on every rank (where the time of a call goes)"},
+     "last block on every rank (where the time of a call goes; the first 510\n"
+     "events of a block)"},
     {"help", 'h', NULL, PERF_FIELD(help), NULL, 1, "this help"},
 };
 

@@ -66,7 +66,7 @@ ll-stress    300 test/gpu/ll_stress.sh
 ll-stress1   100 env RUNS=1 QUEUE_RUNS=1 test/gpu/ll_stress.sh
 lockstep     130 test/gpu/suite.sh lockstep
 mp4          130 test/gpu/suite.sh mp4
-torch-large  200 bash -c '. test/gpu/mps.sh && mps_start && DIVERT_LARGE=16777216 test/gpu/torch_divert.sh $NDET_LIB 4; rc=$?; mps_stop; exit $rc'
+torch-large  200 bash -c '. test/gpu/mps.sh && trap mps_stop EXIT && mps_start && DIVERT_LARGE=16777216 test/gpu/torch_divert.sh $NDET_LIB 4'
 perf-trace    60 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 4M -e 256M -f 4 -d bf16 --nccl -G 0 -c 0 --trace
 link-probe    30 $PERF --link-probe
 perf2         60 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 8 -e 1G -f 8 -d bf16 --nccl --nccl-symmetric --csv $OUT/perf2.csv

@@ -23,12 +23,21 @@ verdict() {
 # has failed, the others get RANK_GRACE seconds (default 30) to end and are then
 # stopped: a rank that died before NCCL's setup leaves its peers waiting in
 # ncclCommInitRank until their own time limit, and that time is device time.
+# Needs bash 5.1 (wait -n -p); older shells wait for the ranks one by one.
 wait_ranks() {
-	local rc=0 remaining=$# watchdog="" st
+	local rc=0 remaining=$# watchdog="" st ended p
+	if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 501)); then
+		for p in "$@"; do
+			wait "$p" || rc=1
+		done
+		return $rc
+	fi
 	while [ "$remaining" -gt 0 ]; do
-		wait -n "$@" 2>/dev/null
+		ended=""
+		wait -n -p ended "$@" 2>/dev/null
 		st=$?
-		[ "$st" -eq 127 ] && break
+		# No child left (a rank's own exit status may be 127: command not found).
+		[ -z "$ended" ] && break
 		remaining=$((remaining - 1))
 		if [ "$st" -ne 0 ]; then
 			rc=1

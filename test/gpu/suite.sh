@@ -6,7 +6,7 @@
 #   test/gpu/suite.sh loopback         loopback n=2..8, full matrix
 #   test/gpu/suite.sh mp               3 and 4 processes on one GPU, with and without MPS,
 #                                      and 3 under MPS with 25/50/100 % of the SMs each
-#   test/gpu/suite.sh lockstep         loopback n=12 quick and n=4 with the default pool
+#   test/gpu/suite.sh lockstep         loopback n=12 quick and n=4 with a 32 MiB pool
 #   test/gpu/suite.sh mp4              4 processes under MPS, full
 #   test/gpu/suite.sh sanitize         memcheck, racecheck, synccheck, initcheck
 #   test/gpu/suite.sh preload          nccl-tests calling pattern under LD_PRELOAD, 3 and 4
@@ -126,8 +126,11 @@ loopback)
 	NDET_TEST_LL=0 run loopback-n3-quick-no-ll 120 "$bin" loopback 3 quick
 	# ... and push from 1 MiB (NDET_TEST_PUSH); the largest sizes pulled as well:
 	NDET_TEST_PUSH=0 run loopback-n3-quick-no-push 120 "$bin" loopback 3 quick
+	# The library's default pool and grid (96 MiB, 96 blocks: lanes of 1 MiB).
+	NDET_TEST_POOL=$((96 << 20)) NDET_TEST_BLOCKS=96 \
+		run loopback-n2-pool96m 200 "$bin" loopback 2 quick
 	NDET_TEST_POOL=$((32 << 20)) NDET_TEST_BLOCKS=16 NDET_TEST_ONESHOT=$((256 << 10)) \
-		run loopback-n4-default-pool 300 "$bin" loopback 4 quick
+		run loopback-n4-pool32m 300 "$bin" loopback 4 quick
 	;;
 mp)
 	mp_run mp-n3-nomps 3 quick 300
@@ -148,10 +151,10 @@ mp)
 	;;
 lockstep)
 	# The loopback configurations that stalled before its launches went lock-step
-	# (12 ranks' streams outnumber the 32 hardware queues; n=4 with the default pool).
+	# (12 ranks' streams outnumber the 32 hardware queues; n=4 with a 32 MiB pool).
 	run loopback-n12-quick 120 "$bin" loopback 12 quick
 	NDET_TEST_POOL=$((32 << 20)) NDET_TEST_BLOCKS=16 NDET_TEST_ONESHOT=$((256 << 10)) \
-		run loopback-n4-default-pool 300 "$bin" loopback 4 quick
+		run loopback-n4-pool32m 300 "$bin" loopback 4 quick
 	;;
 mp4)
 	mps_start
