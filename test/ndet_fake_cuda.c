@@ -391,6 +391,20 @@ static void fake_queue_locked(struct fake_stream *stream, struct fake_item *item
 	stream->tail = item;
 }
 
+/* The arguments of each rank's last launch (fake_cuda_last_launch). */
+static struct ndet_kernel_args fake_last_args[NDET_MAX_RANKS];
+static bool fake_last_valid[NDET_MAX_RANKS];
+
+bool fake_cuda_last_launch(int rank, struct ndet_kernel_args *args)
+{
+	pthread_mutex_lock(&fake_lock);
+	const bool valid = rank >= 0 && rank < NDET_MAX_RANKS && fake_last_valid[rank];
+	if (valid)
+		*args = fake_last_args[rank];
+	pthread_mutex_unlock(&fake_lock);
+	return valid;
+}
+
 int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *opaque_stream)
 {
 	struct fake_stream *stream = fake_stream_of(opaque_stream);
@@ -405,6 +419,10 @@ int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *opaque_stre
 		if (item == NULL) {
 			err = cudaErrorMemoryAllocation;
 		} else {
+			if (args->rank >= 0 && args->rank < NDET_MAX_RANKS) {
+				fake_last_args[args->rank] = *args;
+				fake_last_valid[args->rank] = true;
+			}
 			item->kind = FAKE_ITEM_KERNEL;
 			item->behaviour = fake_kernel;
 			item->status = args->host_status;
@@ -465,6 +483,7 @@ void fake_cuda_reset(void)
 		fake_events = next;
 	}
 	memset(&fake_counts, 0, sizeof(fake_counts));
+	memset(fake_last_valid, 0, sizeof(fake_last_valid));
 	fake_violation[0] = '\0';
 	fake_pid_per_device = false;
 	fake_sm_count = 132;

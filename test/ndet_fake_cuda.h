@@ -114,6 +114,10 @@ void fake_cuda_set_capture(cudaStream_t stream, unsigned long long id);
 /* The short name of a stream or event in the log ("s3", "e2"). */
 const char *fake_cuda_name(const void *handle);
 
+/* The arguments of rank `rank`'s last kernel launch (not captured); false if none. */
+struct ndet_kernel_args;
+bool fake_cuda_last_launch(int rank, struct ndet_kernel_args *args);
+
 /* Append a line of the test's own to the log (e.g. "exchange"). */
 void fake_cuda_log(const char *format, ...) __attribute__((format(printf, 1, 2)));
 /* Index of the first log line at or after `from` that starts with `prefix`, else -1. */

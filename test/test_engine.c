@@ -403,6 +403,89 @@ static void test_teardown_order_threads(void **state)
 	group_fini(&group);
 }
 
+/* INFO logging of `subsys` into a fresh temporary file, whose name goes to `path`. */
+static void log_start(char *path, const char *subsys)
+{
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(setenv("NCCL_DET_DEBUG", "INFO", 1), 0);
+	assert_int_equal(setenv("NCCL_DET_DEBUG_SUBSYS", subsys, 1), 0);
+	assert_int_equal(setenv("NCCL_DET_DEBUG_FILE", path, 1), 0);
+	ndet_log_reset_for_testing();
+}
+
+/* Logging back to its defaults. */
+static void log_stop(void)
+{
+	unsetenv("NCCL_DET_DEBUG");
+	unsetenv("NCCL_DET_DEBUG_SUBSYS");
+	unsetenv("NCCL_DET_DEBUG_FILE");
+	ndet_log_reset_for_testing();
+}
+
+/* Lines of the log file at `path` that contain `needle`. */
+static int file_lines_with(const char *path, const char *needle)
+{
+	FILE *file = fopen(path, "r");
+	assert_non_null(file);
+	char line[1024];
+	int found = 0;
+	while (fgets(line, sizeof(line), file) != NULL)
+		found += strstr(line, needle) != NULL;
+	fclose(file);
+	return found;
+}
+
+/*
+ * What a launch hands the kernel: the plan of ndet_engine_plan (path, grid, steps),
+ * the trace buffer of ndet_engine_set_trace and nothing after it is cleared, and,
+ * at INFO with the COLL subsystem, one line per call naming the protocol and grid.
+ */
+static void test_launch_args_trace_and_coll_line(void **state)
+{
+	(void)state;
+	char log_path[] = "/tmp/ndet-test-engine-XXXXXX";
+	log_start(log_path, "COLL");
+
+	struct group group;
+	group_create(&group, 2, false);
+	struct ndet_plan plan;
+	assert_int_equal(ndet_engine_plan(group.engines[1], COUNT, NDET_DTYPE_F32, NDET_OP_SUM,
+					  &plan),
+			 NDET_OK);
+	static uint64_t trace_words[2 * NDET_TRACE_WORDS];
+	ndet_engine_set_trace(group.engines[1], trace_words);
+	for (int r = 0; r < 2; r++)
+		launch(group.engines[r], NULL);
+	struct ndet_kernel_args args;
+	assert_true(fake_cuda_last_launch(1, &args));
+	assert_ptr_equal(args.trace, trace_words);
+	assert_int_equal(args.path, plan.path);
+	assert_int_equal(args.blocks, plan.blocks);
+	assert_int_equal(args.steps, plan.steps);
+	assert_int_equal(args.chunk_elems, plan.chunk_elems);
+	assert_int_equal(args.signature, plan.signature);
+	assert_true(fake_cuda_last_launch(0, &args));
+	assert_null(args.trace); /* only the engine it was set on */
+	ndet_engine_set_trace(group.engines[1], NULL);
+	for (int r = 0; r < 2; r++)
+		launch(group.engines[r], NULL);
+	assert_true(fake_cuda_last_launch(1, &args));
+	assert_null(args.trace);
+	assert_int_equal(ndet_engine_destroy_group(group.engines, 2, true), NDET_OK);
+	assert_nothing_held();
+
+	log_stop();
+	char want[160];
+	snprintf(want, sizeof(want), "rank 1: all-reduce count %d f32 sum: %s, %u blocks x %llu steps",
+		 COUNT, ndet_plan_path_name(plan.path), plan.blocks,
+		 (unsigned long long)plan.steps);
+	assert_int_equal(file_lines_with(log_path, want), 2); /* rank 1's calls */
+	assert_int_equal(file_lines_with(log_path, ": all-reduce count "), 4); /* all */
+	unlink(log_path);
+}
+
 /*
  * A barrier that does not complete (NCCL failed it): it proves nothing, but every
  * rank's kernels finished and it wrote its detach words before the barrier, so the
@@ -413,13 +496,7 @@ static void test_barrier_incomplete_detach_frees(void **state)
 {
 	(void)state;
 	char log_path[] = "/tmp/ndet-test-engine-XXXXXX";
-	int fd = mkstemp(log_path);
-	assert_true(fd >= 0);
-	close(fd);
-	assert_int_equal(setenv("NCCL_DET_DEBUG", "INFO", 1), 0);
-	assert_int_equal(setenv("NCCL_DET_DEBUG_SUBSYS", "ALLOC", 1), 0);
-	assert_int_equal(setenv("NCCL_DET_DEBUG_FILE", log_path, 1), 0);
-	ndet_log_reset_for_testing();
+	log_start(log_path, "ALLOC");
 
 	struct group group;
 	group_create(&group, 3, true);
@@ -430,19 +507,10 @@ static void test_barrier_incomplete_detach_frees(void **state)
 	assert_nothing_held();
 	assert_int_equal(held().peers_gone, 0);
 
-	unsetenv("NCCL_DET_DEBUG");
-	unsetenv("NCCL_DET_DEBUG_SUBSYS");
-	unsetenv("NCCL_DET_DEBUG_FILE");
-	ndet_log_reset_for_testing();
-	FILE *file = fopen(log_path, "r");
-	assert_non_null(file);
-	char line[1024];
-	int logged = 0;
-	while (fgets(line, sizeof(line), file) != NULL)
-		logged += strstr(line, "kept until exit") != NULL;
-	fclose(file);
+	log_stop();
+	const int kept = file_lines_with(log_path, "kept until exit");
 	unlink(log_path);
-	assert_int_equal(logged, 0);
+	assert_int_equal(kept, 0);
 	group_fini(&group);
 }
 
@@ -1231,6 +1299,7 @@ int main(void)
 		cmocka_unit_test_setup(test_abort_bounds_teardown, reset),
 		cmocka_unit_test_setup(test_abort_during_barrier_teardown, reset),
 		cmocka_unit_test_setup(test_launch_order_across_streams, reset),
+		cmocka_unit_test_setup(test_launch_args_trace_and_coll_line, reset),
 		cmocka_unit_test_setup(test_error_details_published_last, reset),
 		cmocka_unit_test_setup(test_setup_stale_round, reset),
 		cmocka_unit_test_setup(test_setup_gpu_too_small, reset),
