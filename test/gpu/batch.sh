@@ -72,6 +72,7 @@ link-probe    30 $PERF --link-probe
 perf2         60 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 8 -e 1G -f 8 -d bf16 --nccl --nccl-symmetric --csv $OUT/perf2.csv
 perf-push     60 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 1M -e 1G -f 4 -d bf16 --nccl --csv $OUT/perf-push.csv
 perf-pull     60 env NCCL_NVLS_ENABLE=0 NCCL_DET_PUSH_MIN=0 $PERF -n 2 -b 1M -e 1G -f 4 -d bf16 --nccl -G 0 -c 0
+perf-pool32   60 env NCCL_NVLS_ENABLE=0 NCCL_DET_POOL_SIZE=32M $PERF -n 2 -b 16M -e 1G -f 4 -d bf16 --nccl -G 0 -c 0
 perf-push-mid 60 env NCCL_NVLS_ENABLE=0 NCCL_DET_PUSH_MIN=256K $PERF -n 2 -b 256K -e 16M -f 4 -d bf16 --nccl -G 0 -c 0
 perf-rs       60 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 64K -e 1G -f 16 -d bf16 -G 0 --nccl --coll reducescatter
 EOF
