@@ -61,7 +61,8 @@
  * Flags hold exact step values (compared for equality modulo 2^40, or "at least"
  * within 2^20 steps), so a peer can be at most one step apart and counter
  * wrap-around is harmless.  Step counters live in device memory (one per block, this
- * rank only) so CUDA-graph replays continue the sequence.  Only same-index blocks of different ranks ever wait on each other.
+ * rank only) so CUDA-graph replays continue the sequence.  Only same-index blocks of
+ * different ranks ever wait on each other.
  */
 #ifndef NDET_KERNELS_H_
 #define NDET_KERNELS_H_

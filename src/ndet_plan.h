@@ -126,8 +126,8 @@ const char *ndet_plan_path_name(ndet_path_t path);
  * with lane_bytes a multiple of 32 (each parity half 16-byte aligned; the engine's
  * are multiples of 256); a block per NDET_PLAN_PUSH_BYTES_PER_BLOCK, or enough for
  * NDET_PLAN_PUSH_STEPS steps of full chunks if that is more, at least
- * NDET_PLAN_SMALL_BLOCKS, at most the cap, no tiers; its chunk is nranks segments of whole 16-byte packs, each at most a
- * slot (lane_bytes / (4 x nranks), ndet_kernels.h).
+ * NDET_PLAN_SMALL_BLOCKS, at most the cap, no tiers; its chunk is nranks segments of
+ * whole 16-byte packs, each at most a slot (lane_bytes / (4 x nranks), ndet_kernels.h).
  *
  * LL (NDET_PATH_LL): an all-reduce or reduce of at most ll_max bytes on two or more
  * ranks, not PreMulSum, takes one step of NDET_LL_BLOCK_BYTES per block when that

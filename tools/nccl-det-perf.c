@@ -1225,10 +1225,9 @@ static uint64_t perf_trace_words[NDET_MAX_RANKS][2 * NDET_TRACE_WORDS];
 static void perf_trace(struct perf_rank *me, const struct perf_row *row)
 {
 	struct perf_world *world = me->world;
-	uint64_t(*host)[2 * NDET_TRACE_WORDS] = perf_trace_words;
 	uint64_t *words = NULL;
-	PERF_CHECK(cudaMalloc((void **)&words, sizeof(host[0])));
-	PERF_CHECK(cudaMemsetAsync(words, 0, sizeof(host[0]), me->stream));
+	PERF_CHECK(cudaMalloc((void **)&words, sizeof(perf_trace_words[0])));
+	PERF_CHECK(cudaMemsetAsync(words, 0, sizeof(perf_trace_words[0]), me->stream));
 	PERF_CHECK(cudaStreamSynchronize(me->stream));
 	pthread_barrier_wait(&world->barrier);
 	ndet_engine_set_trace(world->engines[me->rank], words);
@@ -1238,20 +1237,20 @@ static void perf_trace(struct perf_rank *me, const struct perf_row *row)
 	pthread_barrier_wait(&world->barrier);
 	ndet_engine_set_trace(world->engines[me->rank], NULL);
 	perf_check_engine(me);
-	PERF_CHECK(cudaMemcpy(host[me->rank], words, sizeof(host[0]), cudaMemcpyDeviceToHost));
+	PERF_CHECK(cudaMemcpy(perf_trace_words[me->rank], words, sizeof(perf_trace_words[0]),
+			      cudaMemcpyDeviceToHost));
 	PERF_CHECK(cudaFree(words));
 }
 
 /* Rank 0, after the row's line: what perf_trace recorded. */
 static void perf_trace_print(const struct perf_world *world, const struct perf_row *row)
 {
-	const uint64_t(*host)[2 * NDET_TRACE_WORDS] = perf_trace_words;
 	printf("#   trace of %zu bytes %s %s: %s, %u blocks x %llu steps\n", row->bytes,
 	       ndet_dtype_name(row->dtype), ndet_op_name(row->op), ndet_plan_path_name(row->path),
 	       row->blocks, (unsigned long long)row->steps);
 	for (int r = 0; r < world->options.nranks; r++) {
-		perf_print_trace(r, "first", host[r]);
-		perf_print_trace(r, "last", host[r] + NDET_TRACE_WORDS);
+		perf_print_trace(r, "first", perf_trace_words[r]);
+		perf_print_trace(r, "last", perf_trace_words[r] + NDET_TRACE_WORDS);
 	}
 }
 
