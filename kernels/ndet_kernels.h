@@ -6,17 +6,26 @@
  * cudaGetLastError() after the launch and return the CUDA error code as an int
  * (0 = cudaSuccess), so C callers need no CUDA C++ headers.
  *
- * PROTOCOL (per block b, per step s; one step moves one chunk through lane b):
- *   1. wait  done[b][q]  == s-1 for every peer q   (q finished reading my lane b)
+ * PROTOCOL (per block b, per step s; one step moves one chunk through lane b).
+ * Two flags end a step: released[b][q] = s says rank q no longer touches my pool
+ * for step s; done[b][q] = s says nothing of step s is left in q's pool either.
+ * Steps that only write their own lane (pull, LL: own slots are written by peers
+ * only after released) wait for released; push, which writes into the peers'
+ * lanes, waits for done.
+ *   1. wait  released[b][q] == s-1 for every peer q (q is through with my lane b)
  *   2. copy my chunk of sendbuff into my lane b
  *   3. release-store ready[b][me] = PACK(s, signature) into every peer q's flags
  *   4. acquire-wait  ready[b][q] in my flags == PACK(s, ...) for every peer q and
  *      check q's signature equals mine (diverging calls -> error, not garbage)
- *   5a one-shot: read lane b of every rank, reduce in tree order, write recvbuff
- *   5b two-shot: reduce my segment from every lane into recvbuff and back into my
- *      own lane, release reduced[b][me] to every peer, acquire every peer's
- *      reduced[b][q], copy their reduced segments into recvbuff
- *   6. release-store done[b][me] = s into every peer q's flags
+ *   5a one-shot: read lane b of every rank, reduce in tree order, write recvbuff;
+ *      6. release released[b][me] = done[b][me] = s to every peer
+ *   5b two-shot: reduce my segment from every lane into recvbuff and into the same
+ *      segment of every peer's lane (each pack read, then overwritten, by one
+ *      thread; nobody else reads that segment), release released[b][me] = s and
+ *      reduced[b][me] = s to every peer; acquire every peer's reduced[b][q]; copy
+ *      their segments from my own lane into recvbuff (local reads);
+ *      6. release done[b][me] = s.  So a peer's next step waits only for my
+ *      reduction, not for my gather: ranks a step apart overlap.
  *   5c reduce-scatter: the lane holds n segments of chunk_elems each, segment d the
  *      chunk of block d of sendbuff; rank r reduces segment r of every lane into
  *      recvbuff (no second exchange).  Reduce (root >= 0): as 5a/5b, but only the
@@ -34,12 +43,12 @@
  * of the slot is written at every LL step, so a line holds the tag of step t, of
  * t - 2 or (never written) 0, never an older one that could match.  What keeps a
  * slot from being overwritten while it is read is step 1: a rank stores step s
- * only after every peer stored done = s - 1, which a peer does after reading all
+ * only after every peer stored released = s - 1, which a peer does after reading all
  * its lines of step s - 1 (the parity is a second guard, not the first).  Every
  * planned LL block has elements (blocks = ceil(bytes / NDET_LL_BLOCK_BYTES)), so
  * every peer waits for its lines.  The LL step also stores ready (with the
  * signature: a peer on another path or call fails instead of waiting) and, at its
- * end, done (release), so a later pull step's wait for done finds it.
+ * end, released and done (release), so a later step's wait finds them.
  * PUSH (NDET_PATH_PUSH, large all-reduces of 2-8 ranks): stores instead of loads
  * cross NVLink, and no stage of a block is HBM-only while its peers wait.  The lane
  * of block b is split in two by step parity; each half holds n in-slots then n
@@ -56,8 +65,9 @@
  * scatter(s); its out-slots of parity p were last read by its gather of s - 2, which
  * it finished before it sent ready(s), waited for before the reduce of s.  Peers can
  * be one step ahead in ready and reduced, hence ">=" (ndet_wait's at_least).  A call
- * starts with a wait for done >= its first step - 1 from every peer (no access of an
- * earlier call, pull, LL or push, is left) and ends with done = its last step.
+ * starts with a wait for done == its first step - 1 from every peer (no access of an
+ * earlier call, pull, LL or push, is left) and ends with released = done = its last
+ * step.
  * Flags hold exact step values (compared for equality modulo 2^40, or "at least"
  * within 2^20 steps), so a peer can be at most one step apart and counter
  * wrap-around is harmless.  Step counters live in device memory (one per block, this
@@ -127,6 +137,7 @@ struct ndet_flags {
 	uint64_t ready[NDET_KERNEL_MAX_BLOCKS][NDET_MAX_RANKS];
 	uint64_t reduced[NDET_KERNEL_MAX_BLOCKS][NDET_MAX_RANKS];
 	uint64_t done[NDET_KERNEL_MAX_BLOCKS][NDET_MAX_RANKS];
+	uint64_t released[NDET_KERNEL_MAX_BLOCKS][NDET_MAX_RANKS];
 	uint64_t abort_word;            /* nonzero: some rank failed; leave at once */
 	uint64_t probe[NDET_MAX_RANKS]; /* setup write-and-verify probe, slot per writer */
 	uint64_t pad[15];
@@ -186,15 +197,18 @@ struct ndet_kernel_args {
 #define NDET_TRACE_WORDS 512
 enum ndet_trace_code {
 	NDET_TRACE_START = 1,   /* kernel start (the deadline's t0) */
-	NDET_TRACE_OPENED,      /* push: the opening done wait returned */
-	NDET_TRACE_SCATTERED,   /* push: a step's segments stored, ready released */
-	NDET_TRACE_READY,       /* push: every peer's segment of the step arrived */
-	NDET_TRACE_REDUCED,     /* push: own segment reduced, stored, reduced released */
-	NDET_TRACE_PEERS_DONE,  /* push: every peer's reduced segment of the step arrived */
-	NDET_TRACE_GATHERED,    /* push: the peers' segments copied out to recvbuff */
-	NDET_TRACE_STEP,        /* pull: a step begins (before its done wait) */
-	NDET_TRACE_COPIED,      /* push: thread 0 stored its share of a segment / reduction */
-	NDET_TRACE_SYNCED,      /* push: the block's threads all did (before the release) */
+	NDET_TRACE_OPENED,      /* the opening released/done wait returned (pull, LL: each step) */
+	NDET_TRACE_SCATTERED,   /* a step's segments (pull: copy-in; LL: lines) stored,
+				   ready released */
+	NDET_TRACE_READY,       /* every peer's segment of the step arrived */
+	NDET_TRACE_REDUCED,     /* own segment reduced and stored, reduced released
+				   (LL: every line reduced) */
+	NDET_TRACE_PEERS_DONE,  /* every peer's reduced segment of the step arrived */
+	NDET_TRACE_GATHERED,    /* the peers' segments copied out to recvbuff (pull: the
+				   block's reads of the step done, before done is released) */
+	NDET_TRACE_STEP,        /* pull: a step begins (before its released wait) */
+	NDET_TRACE_COPIED,      /* thread 0 stored its share of a segment / reduction */
+	NDET_TRACE_SYNCED,      /* the block's threads all did (before the release) */
 	NDET_TRACE_END,         /* the block's last event */
 };
 

@@ -367,7 +367,7 @@ __device__ void ndet_copy_bytes(char *dst, const char *src, uint64_t bytes)
 /*
  * Reduce `len` elements, rank r's at src[r] (16-byte aligned pool memory, r < n);
  * write them to `out` (user memory, any alignment; NULL: not at all) and to copies[j]
- * for j < ncopies (16-byte aligned pool memory, own or a peer's).  `scales`
+ * for j < ncopies that are not NULL (16-byte aligned pool memory, own or a peer's).  `scales`
  * (PreMulSum only) holds every rank's scalar.
  */
 template <int DT, int OP, int NR>
@@ -391,7 +391,9 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 
 	/*
 	 * Packs per thread per iteration, so that U x n loads are in flight: what the
-	 * registers of the rank bucket allow (NR = 2: 4 x 2, NR = 4 and 8: 2 x n).
+	 * registers of the rank bucket allow (NR = 2: 8 x 2, NR = 4 and 8: 2 x n).  A
+	 * block's remote reads are latency-bound: 256 threads x 16 bytes x 4 in flight
+	 * moved ~8 GB/s per block over NVLink (2x H200, --trace of 16 MiB).
 	 */
 	constexpr int U = NR <= 2 ? 4 : NR <= 8 ? 2 : 1;
 	for (uint64_t base = tid; base < packs; base += (uint64_t)U * nth) {
@@ -439,7 +441,7 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 			}
 #pragma unroll
 			for (int j = 0; j < NR; j++) {
-				if (j < ncopies)
+				if (j < ncopies && copies[j] != nullptr)
 					reinterpret_cast<uint4 *>(copies[j])[p] = result.v;
 			}
 		}
@@ -457,7 +459,7 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 			ndet_store_elem<T>(out + i * sizeof(T), value);
 #pragma unroll
 		for (int j = 0; j < NR; j++) {
-			if (j < ncopies)
+			if (j < ncopies && copies[j] != nullptr)
 				reinterpret_cast<T *>(copies[j])[i] = value;
 		}
 	}
@@ -651,6 +653,34 @@ __device__ void ndet_signal_all(const ndet_kernel_args &a, size_t which_offset, 
 }
 
 /*
+ * The same for two flags at once: one system-scope fence, then two strong stores
+ * (each a release pattern with the fence: the PTX memory model's fence.acq_rel
+ * followed by a strong write).
+ */
+__device__ void ndet_signal2_all(const ndet_kernel_args &a, size_t first_offset,
+				 uint64_t first, size_t second_offset, uint64_t second)
+{
+	const int q = threadIdx.x;
+	if (q < a.nranks && q != a.rank) {
+		char *base = reinterpret_cast<char *>(a.flags[q]);
+		uint64_t(*slots1)[NDET_MAX_RANKS] =
+			reinterpret_cast<uint64_t(*)[NDET_MAX_RANKS]>(base + first_offset);
+		uint64_t(*slots2)[NDET_MAX_RANKS] =
+			reinterpret_cast<uint64_t(*)[NDET_MAX_RANKS]>(base + second_offset);
+		asm volatile("fence.acq_rel.sys;" ::: "memory");
+		ndet_store_relaxed(&slots1[blockIdx.x][a.rank], first);
+		ndet_store_relaxed(&slots2[blockIdx.x][a.rank], second);
+	}
+}
+
+/* End of a step or call: nothing of it is left in any pool (see ndet_kernels.h). */
+__device__ __forceinline__ void ndet_signal_finished(const ndet_kernel_args &a, uint64_t step)
+{
+	ndet_signal2_all(a, offsetof(ndet_flags, released), ndet_flag_pack(step, 0),
+			 offsetof(ndet_flags, done), ndet_flag_pack(step, 0));
+}
+
+/*
  * LL lines: 16 bytes {data0, tag, data1, tag} stored and loaded as one vector of
  * four words.  Only each 8-byte half is single-copy atomic, so each carries the tag;
  * volatile accesses are relaxed at system scope and skip L1 (ndet_kernels.h, LL).
@@ -761,14 +791,15 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	if (threadIdx.x == 32)
 		host_aborted = host_abort;
 	/*
-	 * 1. Peers finished the previous step: only then may ready be overwritten (a
-	 * peer may still wait for the previous value).  Usually long true: one local
-	 * load.
+	 * 1. Peers are through with my slots and flags of the previous step: only then
+	 * may ready be overwritten (a peer may still wait for the previous value).
+	 * Usually long true: one local load.
 	 */
-	if (ndet_wait_all(a, st, st.me->done, step - 1, false, 1) != 0)
+	if (ndet_wait_all(a, st, st.me->released, step - 1, false, 1) != 0)
 		return;
 	/* The deadline of the LL waits starts now, for the threads that did not wait. */
 	st.t0 = ndet_globaltimer();
+	ndet_trace(a, st, NDET_TRACE_OPENED, st.t0);
 	if (host_aborted != 0) {
 		if (threadIdx.x == 0)
 			ndet_fail(a, NDET_KERNEL_ERR_ABORTED, (uint32_t)me, step, 0, 0);
@@ -788,6 +819,7 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	}
 	/* The signature, for peers that poll it (ndet_ll_wait) or wait for it (pull). */
 	ndet_signal_all(a, offsetof(ndet_flags, ready), ndet_flag_pack(step, a.signature));
+	ndet_trace(a, st, NDET_TRACE_SCATTERED);
 
 	/* 3. Every peer's lines, then the tree, element by element. */
 	ndet_debug_delay(a, step, 3);
@@ -847,13 +879,15 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	__syncthreads();
 	if (error_code != 0)
 		return;
+	ndet_trace(a, st, NDET_TRACE_REDUCED);
 
 	/* 4. This rank read every line it needed of this step. */
-	ndet_signal_all(a, offsetof(ndet_flags, done), ndet_flag_pack(step, 0));
+	ndet_signal_finished(a, step);
 	if (threadIdx.x == 0) {
 		a.step_counters[b] = step;
 		a.step_counters[NDET_KERNEL_MAX_BLOCKS + b] = t;
 	}
+	ndet_trace(a, st, NDET_TRACE_END);
 }
 
 /*
@@ -986,7 +1020,7 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 	/* Every access of this call to any pool is complete. */
 	__syncthreads();
 	const uint64_t last = first_step + steps;
-	ndet_signal_all(a, offsetof(ndet_flags, done), ndet_flag_pack(last, 0));
+	ndet_signal_finished(a, last);
 	if (threadIdx.x == 0)
 		a.step_counters[b] = last;
 	ndet_trace(a, st, NDET_TRACE_END);
@@ -1076,9 +1110,10 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 		step++;
 		ndet_trace(a, st, NDET_TRACE_STEP);
 
-		/* 1. Peers finished reading my lane in my previous step. */
-		if (ndet_wait_all(a, st, st.me->done, step - 1, false, 1) != 0)
+		/* 1. Peers are through with my lane and flags of my previous step. */
+		if (ndet_wait_all(a, st, st.me->released, step - 1, false, 1) != 0)
 			return;
+		ndet_trace(a, st, NDET_TRACE_OPENED);
 
 		/*
 		 * 2. Copy-in.  Reduce-scatter: segment d of the lane gets this chunk of
@@ -1092,9 +1127,11 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 		if (OP == kOpPremulSum && threadIdx.x == 0)
 			ndet_store_relaxed(&st.me->scalar[b],
 					   ndet_acc_bits(ndet_premul_scalar<DT>(a)));
+		ndet_trace(a, st, NDET_TRACE_COPIED);
 		if (k == 0 && (threadIdx.x == 32))
 			host_aborted = host_abort;
 		__syncthreads();
+		ndet_trace(a, st, NDET_TRACE_SYNCED);
 		if (k == 0 && host_aborted != 0) {
 			if (threadIdx.x == 0)
 				ndet_fail(a, NDET_KERNEL_ERR_ABORTED, (uint32_t)a.rank, step, 0, 0);
@@ -1104,11 +1141,13 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 		/* 3. Publish. */
 		ndet_debug_delay(a, step, 2);
 		ndet_signal_all(a, offsetof(ndet_flags, ready), ndet_flag_pack(step, a.signature));
+		ndet_trace(a, st, NDET_TRACE_SCATTERED);
 
 		/* 4. Every peer's chunk is in its lane, and it is the same call as ours. */
 		ndet_debug_delay(a, step, 3);
 		if (ndet_wait_all(a, st, st.me->ready, step, true, 2) != 0)
 			return;
+		ndet_trace(a, st, NDET_TRACE_READY);
 		if (OP == kOpPremulSum) {
 			/* Thread q acquired q's ready: q's scalar for this step is visible. */
 			if (threadIdx.x < (unsigned)a.nranks)
@@ -1130,30 +1169,61 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 			seg = (seg + E - 1) / E * E;
 			const uint64_t my_begin = min(len, (uint64_t)a.rank * seg);
 			const uint64_t my_end = min(len, my_begin + seg);
-			ndet_reduce_range<DT, OP, NR>(a, lane_base, my_begin, my_end - my_begin,
-						      writes ? recv + (start + my_begin) * sizeof(T)
-							     : nullptr,
-						      true, scales);
+			/*
+			 * Segment `rank` of every lane, reduced into recvbuff and into the same
+			 * segment of the lane of every peer that gathers (all of them, or the
+			 * root of a reduce): nobody reads that segment of its lane any more
+			 * (only this rank reduces it), and each pack is read before it is
+			 * overwritten, by the same thread.
+			 */
+			const char *src[NR];
+			char *copies[NR];
+#pragma unroll
+			for (int r = 0; r < NR; r++) {
+				src[r] = r < a.nranks ? a.lanes[r] + lane_base + my_begin * sizeof(T)
+						      : nullptr;
+				const int q = (a.rank + r + 1) % a.nranks;
+				copies[r] = r + 1 < a.nranks && (a.root < 0 || a.root == q)
+						    ? a.lanes[q] + lane_base + my_begin * sizeof(T)
+						    : nullptr;
+			}
+			ndet_reduce_core<DT, OP, NR>(a, src, my_end - my_begin,
+						     writes ? recv + (start + my_begin) * sizeof(T)
+							    : nullptr,
+						     copies, a.nranks - 1, scales);
+			/*
+			 * 5. Released: my accesses to the peers' lanes of this step are over,
+			 * so their next step may start.  Reduced: my segment is in their lanes.
+			 */
 			__syncthreads();
-			ndet_signal_all(a, offsetof(ndet_flags, reduced),
-					ndet_flag_pack(step, a.signature));
+			ndet_signal2_all(a, offsetof(ndet_flags, released), ndet_flag_pack(step, 0),
+					 offsetof(ndet_flags, reduced),
+					 ndet_flag_pack(step, a.signature));
+			ndet_trace(a, st, NDET_TRACE_REDUCED);
 			if (ndet_wait_all(a, st, st.me->reduced, step, true, 3) != 0)
 				return;
+			ndet_trace(a, st, NDET_TRACE_PEERS_DONE);
+			/* The peers' reduced segments, from my own lane (local reads). */
 			for (int j = 1; j < a.nranks && writes; j++) {
-				/* Rotate the source so ranks do not all read rank 0 first. */
 				const int q = (a.rank + j) % a.nranks;
 				const uint64_t q_begin = min(len, (uint64_t)q * seg);
 				const uint64_t q_end = min(len, q_begin + seg);
 				if (q_end > q_begin)
 					ndet_copy_bytes<true>(recv + (start + q_begin) * sizeof(T),
-							a.lanes[q] + lane_base + q_begin * sizeof(T),
+							own_lane + q_begin * sizeof(T),
 							(q_end - q_begin) * sizeof(T));
 			}
+			/* 6. Done: nothing of this step is left in any pool (push waits for it). */
+			__syncthreads();
+			ndet_trace(a, st, NDET_TRACE_GATHERED);
+			ndet_signal_all(a, offsetof(ndet_flags, done), ndet_flag_pack(step, 0));
+			continue;
 		}
 
 		/* 6. My reads of every peer's lane are complete. */
 		__syncthreads();
-		ndet_signal_all(a, offsetof(ndet_flags, done), ndet_flag_pack(step, 0));
+		ndet_trace(a, st, NDET_TRACE_GATHERED);
+		ndet_signal_finished(a, step);
 	}
 	if (threadIdx.x == 0)
 		a.step_counters[b] = step;

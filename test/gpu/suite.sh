@@ -11,6 +11,9 @@
 #   test/gpu/suite.sh sanitize         memcheck, racecheck, synccheck, initcheck
 #   test/gpu/suite.sh preload          nccl-tests calling pattern under LD_PRELOAD, 3 and 4
 #                                      processes (MPS), NCCL's COLL log checked
+#   test/gpu/suite.sh preload-nomps    the same without MPS (time-sliced processes)
+#   test/gpu/suite.sh defaults         the library's default pool and grid in loopback
+#                                      (n=2), and 4 processes without MPS (quick)
 #
 # Binaries come from BIN_DIR (default: the build tree).  Logs go to $OUT (default
 # /tmp/ndet-gpu-out) as gpu-<tier>.log; the last line printed is the summary.
@@ -172,6 +175,15 @@ preload)
 	preload_run preload-n3-mps 3 200
 	preload_run preload-n4-mps 4 200
 	mps_stop
+	;;
+preload-nomps)
+	preload_run preload-n3-nomps 3 200
+	preload_run preload-n4-nomps 4 200
+	;;
+defaults)
+	NDET_TEST_POOL=$((96 << 20)) NDET_TEST_BLOCKS=96 \
+		run loopback-n2-pool96m 200 "$bin" loopback 2 quick
+	mp_run mp-n4-nomps 4 quick 300
 	;;
 *)
 	echo "unknown tier $tier" >&2
