@@ -1062,13 +1062,19 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 	}
 	/*
 	 * The host's abort flag (a call enqueued before ncclCommAbort/Revoke that starts
-	 * after it) lives in host memory: a read crosses PCIe, about a microsecond.  It
-	 * is issued here by another warp and consumed only after the first copy-in,
-	 * which touches only this rank's own lane; an aborted call then fails, tells
-	 * its peers and leaves before it publishes anything.
+	 * after it) lives in host memory, and the GPU serves such reads one after the
+	 * other: with every block reading it here, block k's first flag wait came about
+	 * k microseconds late (2x H200, --trace: 2 MiB in 41 us with 16 blocks reading,
+	 * 25 us with block 0 alone).  So block 0 reads it, in another warp, and consumes
+	 * it only after its first copy-in, which touches only this rank's own lane; an
+	 * aborted call then fails there, and block 0 leaves before it publishes anything.
+	 * Its peers' block 0 never gets its ready: they, and every other block of every
+	 * rank that still waits, see the abort words ndet_fail sets and fail too; blocks
+	 * that finished their share have only moved data.  The call fails on every rank.
+	 * Long waits also poll the flag (ndet_wait), in every block.
 	 */
 	uint32_t host_abort = 0;
-	if (threadIdx.x == 32)
+	if (threadIdx.x == 32 && b == 0)
 		host_abort = a.host_status->abort;
 	__syncthreads();
 	if (poisoned)

@@ -1184,7 +1184,7 @@ static const char *perf_trace_name(unsigned code)
  * came, then for each kind of event the time spent reaching it from the event
  * before (sum, count, mean), in microseconds.
  */
-static void perf_print_trace(int rank, const char *which, const uint64_t *t)
+static void perf_print_trace(int rank, const char *which, const uint64_t *t, uint64_t base)
 {
 	const uint64_t events = t[0] < NDET_TRACE_WORDS ? t[0] : NDET_TRACE_WORDS - 1;
 	if (events < 2) {
@@ -1195,7 +1195,10 @@ static void perf_print_trace(int rank, const char *which, const uint64_t *t)
 	const uint64_t mask = (1ull << 56) - 1;
 	const uint64_t t0 = t[1] & mask;
 	const double span = (double)((t[events] & mask) - t0) / 1e3;
-	printf("#   trace rank %d %s block: %llu events over %.1f us:", rank, which,
+	/* Other GPUs' %globaltimer may be offset from rank 0's: read with care. */
+	printf("#   trace rank %d %s block (starts %+.1f us after rank 0's first): %llu events "
+	       "over %.1f us:",
+	       rank, which, ((double)t0 - (double)(base & mask)) / 1e3,
 	       (unsigned long long)events, span);
 	for (uint64_t i = 1; i <= events && i <= 24; i++)
 		printf(" %s %.1f", perf_trace_name((unsigned)(t[i] >> 56)),
@@ -1248,9 +1251,10 @@ static void perf_trace_print(const struct perf_world *world, const struct perf_r
 	printf("#   trace of %zu bytes %s %s: %s, %u blocks x %llu steps\n", row->bytes,
 	       ndet_dtype_name(row->dtype), ndet_op_name(row->op), ndet_plan_path_name(row->path),
 	       row->blocks, (unsigned long long)row->steps);
+	const uint64_t base = perf_trace_words[0][1];
 	for (int r = 0; r < world->options.nranks; r++) {
-		perf_print_trace(r, "first", perf_trace_words[r]);
-		perf_print_trace(r, "last", perf_trace_words[r] + NDET_TRACE_WORDS);
+		perf_print_trace(r, "first", perf_trace_words[r], base);
+		perf_print_trace(r, "last", perf_trace_words[r] + NDET_TRACE_WORDS, base);
 	}
 }
 

@@ -71,7 +71,8 @@ mp4          130 test/gpu/suite.sh mp4
 torch-large  200 bash -c '. test/gpu/mps.sh && trap mps_stop EXIT && mps_start && DIVERT_LARGE=16777216 test/gpu/torch_divert.sh $NDET_LIB 4'
 perf-trace-small 60 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 8 -e 64K -f 8 -d bf16 --nccl -c 0 --trace && env NCCL_NVLS_ENABLE=0 NCCL_DET_LL_MAX=64K $PERF -n 2 -b 8 -e 64K -f 8 -d bf16 --nccl -c 0 --trace
 probe-small  120 export NCCL_NVLS_ENABLE=0; P="$PERF -n 2 -d bf16 --nccl -G 0 -c 0"; $P -b 8 -e 64K -f 8 --trace; NCCL_DET_LL_MAX=64K $P -b 8 -e 4K -f 8 --trace; $P -b 1M -e 16M -f 4 --trace; NCCL_DET_POOL_SIZE=8M $P -b 1M -e 16M -f 4; NCCL_DET_MAX_BLOCKS=4 $P -b 1M -e 16M -f 4; NCCL_DET_MAX_BLOCKS=8 $P -b 1M -e 16M -f 4
-probe-2shot  150 export NCCL_NVLS_ENABLE=0; T=$(dirname $PERF); for v in nccl-det-perf nccl-det-perf-u8 nccl-det-perf-wide; do [ -x $T/$v ] || continue; echo "## $v"; $T/$v -n 2 -d bf16 --nccl -G 0 -c 0 -b 256K -e 64M -f 4; done; $PERF -n 2 -d bf16 --nccl -G 0 -c 0 -b 1M -e 16M -f 4 --trace; $PERF -n 2 -b 256K -e 64M -f 2 -d bf16,f32 --nccl -G 1
+faults-abort 150 env FAULTS_MPS=on FAULTS_BUDGET=140 test/gpu/faults.sh abort-thread kill diverge-count
+perf-mid     40 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 32K -e 64M -f 2 -d bf16 --nccl -G 0 -c 0 --trace
 perf-trace    60 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 4M -e 256M -f 4 -d bf16 --nccl -G 0 -c 0 --trace
 link-probe    30 $PERF --link-probe
 perf2         60 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 8 -e 1G -f 8 -d bf16 --nccl --nccl-symmetric --csv $OUT/perf2.csv
