@@ -55,12 +55,13 @@ extern "C" {
  */
 /*
  * Push takes a block per NDET_PLAN_PUSH_BYTES_PER_BLOCK, at least NDET_PLAN_SMALL_BLOCKS
- * and at most the cap.  Two costs pull against each other (2x H200, nccl-det-perf
- * --trace, doc/PERFORMANCE): every block's first remote stores of a call take about a
- * microsecond more per block of the grid (96 blocks: the first scatter ends after
- * ~100 us instead of ~10), while the links fill only with many blocks storing at
- * once (64 MiB: 16 blocks 375 us, 32 blocks 271 us, 96 blocks 323 us; 1 GiB wants
- * 96 or more).
+ * and at most the cap.  Two costs pulled against each other when this was chosen
+ * (2x H200, nccl-det-perf --trace, doc/PERFORMANCE): every block's first remote
+ * stores of a call took about a microsecond more per block of the grid (96 blocks:
+ * the first scatter ended after ~100 us instead of ~10), while the links fill only
+ * with many blocks storing at once (64 MiB: 16 blocks 375 us, 32 blocks 271 us, 96
+ * blocks 323 us; 1 GiB wants 96 or more).  The first cost was every block's read of
+ * the host abort flag, gone since c582a2c; the grid has not been re-tuned since.
  */
 #define NDET_PLAN_PUSH_BYTES_PER_BLOCK (2u * 1024u * 1024u)
 /*
