@@ -7,11 +7,13 @@
  * (0 = cudaSuccess), so C callers need no CUDA C++ headers.
  *
  * PROTOCOL (per block b, per step s; one step moves one chunk through lane b).
- * Two flags end a step: released[b][q] = s says rank q no longer touches my pool
- * for step s; done[b][q] = s says nothing of step s is left in q's pool either.
- * Steps that only write their own lane (pull, LL: own slots are written by peers
- * only after released) wait for released; push, which writes into the peers'
- * lanes, waits for done.
+ * Two flags end a step: released[b][q] = s says rank q no longer reads or writes my
+ * lane b or LL slots for step s (it may still store flags into mine); done[b][q] = s
+ * says nothing of step s is left in q's pool either.  Steps that write only their
+ * own lane before their ready (pull, LL: own slots are written by peers only after
+ * released) wait for released; push, which writes into the peers' lanes before any
+ * ready of theirs, waits for done.  (Two-shot's stores into the peers' lanes come
+ * after the peers' ready of the same step.)
  *   1. wait  released[b][q] == s-1 for every peer q (q is through with my lane b)
  *   2. copy my chunk of sendbuff into my lane b
  *   3. release-store ready[b][me] = PACK(s, signature) into every peer q's flags
