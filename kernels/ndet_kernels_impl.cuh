@@ -367,8 +367,8 @@ __device__ void ndet_copy_bytes(char *dst, const char *src, uint64_t bytes)
 /*
  * Reduce `len` elements, rank r's at src[r] (16-byte aligned pool memory, r < n);
  * write them to `out` (user memory, any alignment; NULL: not at all) and to copies[j]
- * for j < ncopies that are not NULL (16-byte aligned pool memory, own or a peer's).  `scales`
- * (PreMulSum only) holds every rank's scalar.
+ * for j < ncopies that are not NULL (16-byte aligned pool memory, own or a peer's).
+ * `scales` (PreMulSum only) holds every rank's scalar.
  */
 template <int DT, int OP, int NR>
 __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&src)[NR],
@@ -391,9 +391,10 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 
 	/*
 	 * Packs per thread per iteration, so that U x n loads are in flight: what the
-	 * registers of the rank bucket allow (NR = 2: 8 x 2, NR = 4 and 8: 2 x n).  A
+	 * registers of the rank bucket allow (NR = 2: 4 x 2, NR = 4 and 8: 2 x n).  A
 	 * block's remote reads are latency-bound: 256 threads x 16 bytes x 4 in flight
-	 * moved ~8 GB/s per block over NVLink (2x H200, --trace of 16 MiB).
+	 * moved ~8 GB/s per block over NVLink (2x H200, --trace of 16 MiB); 8 x 2 for
+	 * NR = 2 gained 0-7 % at 4-16 MiB and lost 4 % at 64 MiB push (doc/PERFORMANCE).
 	 */
 	constexpr int U = NR <= 2 ? 4 : NR <= 8 ? 2 : 1;
 	for (uint64_t base = tid; base < packs; base += (uint64_t)U * nth) {
