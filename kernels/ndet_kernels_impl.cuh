@@ -468,15 +468,14 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 
 /*
  * Pull: reduce `len` elements at element offset `lane_off` of lane `lane_base` in
- * every rank's pool, to `out` and, with `writeback`, back into this rank's own lane.
+ * every rank's pool, to `out` only (one-shot and reduce-scatter).
  */
 template <int DT, int OP, int NR>
 __device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base, uint64_t lane_off,
-				  uint64_t len, char *out, bool writeback,
+				  uint64_t len, char *out,
 				  const typename ndet_dtype<DT>::Acc *scales)
 {
-	typedef typename ndet_dtype<DT>::T T;
-	const uint64_t byte_off = lane_base + lane_off * sizeof(T);
+	const uint64_t byte_off = lane_base + lane_off * sizeof(typename ndet_dtype<DT>::T);
 	const char *src[NR];
 	char *copies[NR];
 #pragma unroll
@@ -484,8 +483,7 @@ __device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base,
 		src[r] = r < a.nranks ? a.lanes[r] + byte_off : nullptr;
 		copies[r] = nullptr;
 	}
-	copies[0] = a.lanes[a.rank] + byte_off;
-	ndet_reduce_core<DT, OP, NR>(a, src, len, out, copies, writeback ? 1 : 0, scales);
+	ndet_reduce_core<DT, OP, NR>(a, src, len, out, copies, 0, scales);
 }
 
 /* Debug knob: a pseudo-random pause, so ordering bugs show up in tests. */
@@ -1169,7 +1167,7 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 			const uint64_t lane_off = scatter ? (uint64_t)a.rank * a.chunk_elems : 0;
 			if (writes)
 				ndet_reduce_range<DT, OP, NR>(a, lane_base, lane_off, len,
-							      recv + start * sizeof(T), false, scales);
+							      recv + start * sizeof(T), scales);
 		} else {
 			/* Segments are whole 16-byte packs so lanes stay aligned. */
 			uint64_t seg = (len + a.nranks - 1) / a.nranks;

@@ -180,7 +180,7 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 		if (push) {
 			/*
 			 * No tiers: a block per NDET_PLAN_PUSH_BYTES_PER_BLOCK, at least
-			 * NDET_PLAN_SMALL_BLOCKS, and enough that full chunks cover the
+			 * NDET_PLAN_PUSH_MIN_BLOCKS, and enough that full chunks cover the
 			 * message in NDET_PLAN_PUSH_STEPS steps (small lanes: many blocks
 			 * rather than many small steps); the cap below.
 			 */
@@ -190,8 +190,8 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 				ndet_plan_div_up(bytes, NDET_PLAN_PUSH_STEPS * full_chunk);
 			if (blocks < for_steps)
 				blocks = for_steps;
-			if (blocks < NDET_PLAN_SMALL_BLOCKS)
-				blocks = NDET_PLAN_SMALL_BLOCKS;
+			if (blocks < NDET_PLAN_PUSH_MIN_BLOCKS)
+				blocks = NDET_PLAN_PUSH_MIN_BLOCKS;
 		} else {
 			blocks = ndet_plan_div_up(bytes, per_block);
 			const uint64_t tier = bytes < NDET_PLAN_MID_BYTES ? NDET_PLAN_SMALL_BLOCKS

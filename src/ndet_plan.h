@@ -35,39 +35,58 @@ extern "C" {
  * Smallest share of a message one block takes.  Small messages use few blocks (fewer
  * flags to exchange, the cost that dominates latency); large ones use every block.
  * One-shot (up to NCCL_DET_ONESHOT_MAX, 64 KiB by default) takes a block per 8 KiB;
- * two-shot and reduce-scatter a block per 32 KiB, within the tiers below.
+ * two-shot and reduce-scatter a block per 16 KiB, within the tiers below.
  */
 #define NDET_PLAN_ONESHOT_BYTES_PER_BLOCK (8u * 1024u)
-#define NDET_PLAN_TWOSHOT_BYTES_PER_BLOCK (32u * 1024u)
+#define NDET_PLAN_TWOSHOT_BYTES_PER_BLOCK (16u * 1024u)
 
 /*
- * The grid in tiers (measured on 2x H200, benchmark-results/): blocks at the quotas
- * above, at most NDET_PLAN_SMALL_BLOCKS below NDET_PLAN_MID_BYTES and
- * NDET_PLAN_MID_BLOCKS from there; a message above the one-shot size (two-shot or
- * reduce-scatter) then grows one block per NDET_PLAN_LARGE_BYTES_PER_BLOCK (from
- * 25 MiB on), up to the cap.  The tier sweep ran with NCCL_DET_MAX_BLOCKS 12-24, that
- * is with lanes of 1.3-2.7 MiB; the defaults (a 96 MiB pool, 96 blocks) make lanes of
- * 1 MiB, so 8-24 MiB messages take one step.  (With the earlier 32 MiB pool, lanes of
- * 341 KiB, they took 2-4.)  More blocks keep more loads in
- * flight (large messages: 0.4x NCCL at 24 blocks, 0.8x at 96) but cost flags that
- * mid sizes feel: 1 MiB took 35.0 / 32.8 / 45.8 us with 12 / 16 / 24 blocks, 4 MiB
- * 61.4 / 53.6 / 60.2 us, 16 MiB 175 / 140 / 124 us.
+ * The grid in tiers: blocks at the quotas above, at most NDET_PLAN_SMALL_BLOCKS below
+ * NDET_PLAN_MID_BYTES and NDET_PLAN_MID_BLOCKS from there; a message above the
+ * one-shot size (two-shot or reduce-scatter) then grows one block per
+ * NDET_PLAN_LARGE_BYTES_PER_BLOCK (from 65 MiB on), up to the cap.
+ *
+ * More blocks keep more remote loads in flight (a block's pull bandwidth is about
+ * its bytes in flight over an NVLink round trip, doc/PERFORMANCE) but exchange more
+ * flags.  Swept again on 2x H200 once every block started at once (c582a2c; the
+ * first sweep had every block pay about a microsecond per block of the grid before
+ * its first flag, which favoured small grids), bf16, lanes of 1 MiB, time per call
+ * (benchmark-results/2026-11-30-h200x2-session8.txt):
+ *
+ *   size     16/24 blocks (old)   32/48   32/64   48/64   NCCL
+ *   1 MiB    17.2 us             15.7    16.2    16.2    14.5
+ *   2 MiB    24.0                19.6    20.4    20.9    27.7
+ *   4 MiB    37.0                28.0    28.9    29.9    33.0
+ *   8 MiB    53.1 (24)           45.7    41.9    42.2    47.0
+ *   16 MiB   94.2 (24)           86.3    76.8    75.8    80.0
+ *
+ * (96 blocks from 8 MiB: no faster than 64; 8 blocks below 8 MiB: 1.3-1.6x slower
+ * than 16.)  A block per 16 KiB rather than 32 KiB took 256-512 KiB from 14.5 to
+ * 13.5 us.  From NCCL_DET_PUSH_MIN (8 MiB) on, an all-reduce of 2-8 ranks pushes
+ * instead (below); these tiers then serve reduce, reduce-scatter, PreMulSum, more
+ * than 8 ranks and NCCL_DET_PUSH_MIN=0.  Not measured at more than 2 ranks.
  */
+#define NDET_PLAN_SMALL_BLOCKS 32u
+#define NDET_PLAN_MID_BYTES (8u * 1024u * 1024u)
+#define NDET_PLAN_MID_BLOCKS 64u
+#define NDET_PLAN_LARGE_BYTES_PER_BLOCK (1024u * 1024u)
+
 /*
- * Push takes a block per NDET_PLAN_PUSH_BYTES_PER_BLOCK, at least NDET_PLAN_SMALL_BLOCKS
- * and at most the cap.  Two costs pulled against each other when this was chosen
- * (2x H200, nccl-det-perf --trace, doc/PERFORMANCE): every block's first remote
- * stores of a call took about a microsecond more per block of the grid (96 blocks:
- * the first scatter ended after ~100 us instead of ~10), while the links fill only
- * with many blocks storing at once (64 MiB: 16 blocks 375 us, 32 blocks 271 us, 96
- * blocks 323 us; 1 GiB wants 96 or more).  The first cost was every block's read of
- * the host abort flag, gone since c582a2c; the grid has not been re-tuned since.
+ * Push takes a block per NDET_PLAN_PUSH_BYTES_PER_BLOCK, at least
+ * NDET_PLAN_PUSH_MIN_BLOCKS and at most the cap: the links fill only with many
+ * blocks storing at once.  Measured on 2x H200, bf16, lanes of 1 MiB (session 8):
+ * 64 MiB with 32 blocks (the old quota of 2 MiB) 249 us, 64 blocks 218 us, 96
+ * blocks 215 us (NCCL 250); 8 MiB with 64 blocks 37.8 us against 41.5 us pulled,
+ * 16 MiB 65.4 against 76.5 (32 blocks: 76.3).  Until c582a2c every block's first
+ * remote stores came about a microsecond per block of the grid late, which had made
+ * large push grids look slow (doc/PERFORMANCE).
  */
-#define NDET_PLAN_PUSH_BYTES_PER_BLOCK (2u * 1024u * 1024u)
+#define NDET_PLAN_PUSH_BYTES_PER_BLOCK (512u * 1024u)
+#define NDET_PLAN_PUSH_MIN_BLOCKS 64u
 /*
  * ... and at least as many blocks as cover the message in this many steps of full
- * chunks.  With the default lanes (1 MiB: 256 KiB chunks at 2 ranks) both rules give
- * the same grid; with smaller lanes this one keeps the steps large (a 32 MiB pool:
+ * chunks.  With the default lanes (1 MiB: 256 KiB chunks at 2 ranks) the rules above
+ * give more; with smaller lanes this one keeps the steps large (a 32 MiB pool:
  * 64 MiB in 96 x 9 steps took 324 us, in 32 x 25 steps 447 us).
  */
 #define NDET_PLAN_PUSH_STEPS 8u
@@ -76,11 +95,6 @@ extern "C" {
  * (build time); more ranks have not been measured on any machine.
  */
 #define NDET_PLAN_PUSH_MAX_RANKS 8
-
-#define NDET_PLAN_SMALL_BLOCKS 16u
-#define NDET_PLAN_MID_BYTES (8u * 1024u * 1024u)
-#define NDET_PLAN_MID_BLOCKS 24u
-#define NDET_PLAN_LARGE_BYTES_PER_BLOCK (1024u * 1024u)
 
 /*
  * Blocks of all ranks on one GPU that must be resident at once: a block spins until
@@ -127,7 +141,7 @@ const char *ndet_plan_path_name(ndet_path_t path);
  * with lane_bytes a multiple of 32 (each parity half 16-byte aligned; the engine's
  * are multiples of 256); a block per NDET_PLAN_PUSH_BYTES_PER_BLOCK, or enough for
  * NDET_PLAN_PUSH_STEPS steps of full chunks if that is more, at least
- * NDET_PLAN_SMALL_BLOCKS, at most the cap, no tiers; its chunk is nranks segments of
+ * NDET_PLAN_PUSH_MIN_BLOCKS, at most the cap, no tiers; its chunk is nranks segments of
  * whole 16-byte packs, each at most a slot (lane_bytes / (4 x nranks), ndet_kernels.h).
  *
  * LL (NDET_PATH_LL): an all-reduce or reduce of at most ll_max bytes on two or more

@@ -110,13 +110,15 @@ static const struct ndet_setting ndet_settings_table[] = {
      * the caller's buffer, so a call costs one one-way NVLink latency instead of a
      * flag round trip plus a remote read.  Half of each line is flag, so it pays
      * only while latency dominates; the pool grows by its slots (2 x 8 KiB per
-     * rank for each 4 KiB of NCCL_DET_LL_MAX).  All-reduce and reduce only.
-     * Off by default: measured faster up to 4 KiB on 2x H200 (8 B: 7.0 -> 5.6-6.1
-     * us in a CUDA graph, 8.4 -> 7.5-7.8 us eager) but slower at 32 KiB, and one
-     * loopback run of nine (4 ranks as threads on one GPU, two streams) stalled
-     * in it, unexplained (doc/PERFORMANCE).
+     * rank for each 4 KiB of NCCL_DET_LL_MAX: 256 KiB x ranks at 64 KiB).  All-reduce
+     * and reduce only.  On by default since session 8: on 2x H200 (bf16) it beat the
+     * pull one-shot at every size up to 64 KiB, eager 7.5-9.7 us against 8.9-10.2,
+     * in a CUDA graph 5.8-7.7 against 7.3-8.8 (benchmark-results/2026-11-30-h200x2-
+     * session8.txt).  It was opt-in while 32 KiB measured slow, which was every
+     * block's read of the host abort flag (c582a2c), and while a loopback stall was
+     * unexplained, which was ranks' streams sharing a hardware queue (2d08dd0).
      */
-    {"NCCL_DET_LL_MAX", NDET_SETTING_SIZE, "0", 0, NDET_LL_MAX_BYTES, NDET_FIELD(ll_max),
+    {"NCCL_DET_LL_MAX", NDET_SETTING_SIZE, "64KiB", 0, NDET_LL_MAX_BYTES, NDET_FIELD(ll_max),
      "largest all-reduce sent with the low-latency protocol, bytes (0 = never); equal on "
      "all ranks"},
     /*
@@ -124,12 +126,14 @@ static const struct ndet_setting ndet_settings_table[] = {
      * sends step s + 1 while it waits for step s, so large all-reduces run at the
      * links' write rate.  Measured on 2x H200 (nccl-det-perf --link-probe): reads
      * both ways at 312 GB/s, writes at 342, NCCL's 1 GiB all-reduce at 333; pull
-     * cannot reach 0.95x NCCL there.  Measured (3e5bbdf, bf16, ratio NCCL/nccl-det):
-     * 256 MiB 0.96-0.98 push against 0.89 pull, 1 GiB 0.96-0.98 against 0.89; 64 MiB
-     * 0.78-0.80 either way; 4-16 MiB push slower than pull (16 MiB 0.49 against
-     * 0.59), hence 64 MiB (benchmark-results/2026-11-30-h200x2-session5.txt).
+     * cannot reach 0.95x NCCL there.  64 MiB until session 8, when push was slower
+     * below it; since every block starts at once (c582a2c) and with the grid of
+     * ndet_plan.h (64 blocks or more), push wins from 8 MiB (bf16, 2x H200, ratio
+     * NCCL/nccl-det: 8 MiB 1.25 against 1.13 pulled, 16 MiB 1.19 against 1.00, 32 MiB
+     * 1.20 against 0.94; benchmark-results/2026-11-30-h200x2-session8.txt).  Smaller
+     * sizes were not measured pushed.
      */
-    {"NCCL_DET_PUSH_MIN", NDET_SETTING_SIZE, "64MiB", 0, NDET_TIB, NDET_FIELD(push_min),
+    {"NCCL_DET_PUSH_MIN", NDET_SETTING_SIZE, "8MiB", 0, NDET_TIB, NDET_FIELD(push_min),
      "smallest all-reduce sent with the push protocol, bytes (0 = never); equal on all "
      "ranks"},
     /*

@@ -49,19 +49,20 @@ grep -q '4 ranks on 1 GPU(s) (dry run), ranks share GPU 0 as threads (one-GPU pr
 	"$scratch/proxy" || fail "proxy header: $(cat "$scratch/proxy")"
 grep -q '^# NCCL: columns unavailable: the ranks share GPU 0 .*Duplicate GPU detected' \
 	"$scratch/proxy" || fail "proxy: no reason for the missing NCCL columns: $(cat "$scratch/proxy")"
-rows=$(grep -c -E '^ +[0-9]+ +[0-9]+ +(f32|bf16) +sum +1shot +1x1 \|' "$scratch/proxy")
+# Up to 64 KiB (NCCL_DET_LL_MAX's default) an all-reduce goes LL.
+rows=$(grep -c -E '^ +[0-9]+ +[0-9]+ +(f32|bf16) +sum +ll +1x1 \|' "$scratch/proxy")
 [ "$rows" -eq 8 ] || fail "proxy: $rows rows, not 8 (4 sizes x 2 types): $(cat "$scratch/proxy")"
 grep -q -E '^ +8 +4 +bf16 ' "$scratch/proxy" || fail "8 bytes of bf16 are not 4 elements"
 header='ranks,size_bytes,count,dtype,op,path,blocks,steps,eager_ndet_us,eager_ndet_busbw_gbps,eager_nccl_us,eager_nccl_busbw_gbps,eager_ratio,eager_nccl_symm_us,eager_nccl_symm_busbw_gbps,eager_symm_ratio,graph_ndet_us,graph_ndet_busbw_gbps,graph_nccl_us,graph_nccl_busbw_gbps,graph_ratio,graph_nccl_symm_us,graph_nccl_symm_busbw_gbps,graph_symm_ratio,exact,size_invariant,nccl_differ_elements,kernel_gbps,vs_copy_percent'
 [ "$(head -1 "$scratch/proxy.csv")" = "$header" ] || fail "CSV header: $(head -1 "$scratch/proxy.csv")"
 [ "$(wc -l <"$scratch/proxy.csv")" -eq 9 ] || fail "CSV: not a header and 8 rows: $(cat "$scratch/proxy.csv")"
-grep -q -x '4,32,8,f32,sum,1shot,1,1,,,,,,,,,,,,,,,,,,,,,' "$scratch/proxy.csv" ||
+grep -q -x '4,32,8,f32,sum,ll,1,1,,,,,,,,,,,,,,,,,,,,,' "$scratch/proxy.csv" ||
 	fail "CSV row of 32 bytes of f32: $(cat "$scratch/proxy.csv")"
 fields=$(awk -F, '{ print NF }' "$scratch/proxy.csv" | sort -u)
 [ "$fields" = 29 ] || fail "CSV rows with other than 29 fields: $fields"
 # Without --nccl-symmetric the table has no symmetric columns (five cells per mode).
 grep -q 'symm' "$scratch/proxy" && fail "symmetric columns without --nccl-symmetric: $(cat "$scratch/proxy")"
-grep -q -E '^ +32 +8 +f32 +sum +1shot +1x1 \|( +-){5} \|( +-){5} \|' "$scratch/proxy" ||
+grep -q -E '^ +32 +8 +f32 +sum +ll +1x1 \|( +-){5} \|( +-){5} \|' "$scratch/proxy" ||
 	fail "proxy: not five cells per mode: $(cat "$scratch/proxy")"
 "$perf" --dry-run --gpus 1 -n 2 -e 8 --nccl >"$scratch/required" 2>&1 && fail "--nccl on the proxy succeeded"
 grep -q -- '--nccl: NCCL cannot run here: the ranks share GPU 0' "$scratch/required" ||
@@ -91,17 +92,17 @@ NCCL_DET_LL_MAX=8K "$perf" --dry-run --gpus 1 -n 2 -b 4K -e 16K -d bf16 --no-ncc
 rows ll ' 4096 +2048 +bf16 +sum +ll +1x1 ' ' 8192 +4096 +bf16 +sum +ll +2x1 ' \
 	' 16384 +8192 +bf16 +sum +1shot +2x1 '
 
-# ---- push from NCCL_DET_PUSH_MIN (a block per 2 MiB, at least 16), pull below it;
+# ---- push from NCCL_DET_PUSH_MIN (a block per 512 KiB, at least 64), pull below it;
 # 0 = never.  With the default pool (96 MiB / 96 blocks: lanes of 1 MiB) a push chunk
-# is 2 x 128 KiB, so 16 blocks take 4 MiB in one step.
+# is 2 x 128 KiB, so 64 blocks take 16 MiB in one step.
 NCCL_DET_PUSH_MIN=1M "$perf" --dry-run --gpus 2 -n 2 -b 512K -e 8M -f 4 -d bf16 --no-nccl \
 	>"$scratch/push" 2>&1 || fail "dry run (push) failed"
-rows push ' 524288 +262144 +bf16 +sum +2shot +16x1 ' ' 2097152 +1048576 +bf16 +sum +push +16x1 ' \
-	' 8388608 +4194304 +bf16 +sum +push +16x2 '
+rows push ' 524288 +262144 +bf16 +sum +2shot +32x1 ' ' 2097152 +1048576 +bf16 +sum +push +64x1 ' \
+	' 8388608 +4194304 +bf16 +sum +push +64x1 '
 "$perf" --dry-run --gpus 2 -n 2 -b 64M -e 256M -f 2 -d bf16 --no-nccl >"$scratch/pushgrid" 2>&1 ||
 	fail "dry run (push grid) failed"
-rows pushgrid ' 67108864 +33554432 +bf16 +sum +push +32x8 ' \
-	' 134217728 +67108864 +bf16 +sum +push +64x8 ' ' 268435456 +134217728 +bf16 +sum +push +96x11 '
+rows pushgrid ' 67108864 +33554432 +bf16 +sum +push +96x3 ' \
+	' 134217728 +67108864 +bf16 +sum +push +96x6 ' ' 268435456 +134217728 +bf16 +sum +push +96x11 '
 NCCL_DET_PUSH_MIN=0 "$perf" --dry-run --gpus 2 -n 2 -b 1G -e 1G -d bf16 --no-nccl \
 	>"$scratch/nopush" 2>&1 || fail "dry run (no push) failed"
 grep -q -E ' 1073741824 +536870912 +bf16 +sum +2shot +96x11 ' "$scratch/nopush" ||
@@ -144,10 +145,10 @@ grep -q -F '# NCCL symmetric: the same calls on ncclMemAlloc send/recv buffers o
 	"$scratch/symm" || fail "--nccl-symmetric with the fake: $(cat "$scratch/symm")"
 grep -q -E '^# +size\(B\).* ratio +symm\(us\) +busbw +s-ratio \|.* ratio +symm\(us\) +busbw +s-ratio \|' \
 	"$scratch/symm" || fail "--nccl-symmetric: no symmetric columns in the header: $(cat "$scratch/symm")"
-grep -q -E '^ +5000 +1250 +f32 +sum +1shot +1x1 \|( +-){8} \|( +-){8} \|' "$scratch/symm" ||
+grep -q -E '^ +5000 +1250 +f32 +sum +ll +2x1 \|( +-){8} \|( +-){8} \|' "$scratch/symm" ||
 	fail "--nccl-symmetric: not eight cells per mode: $(cat "$scratch/symm")"
 [ "$(head -1 "$scratch/symm.csv")" = "$header" ] || fail "--nccl-symmetric changed the CSV header"
-grep -q -x '2,5000,1250,f32,sum,1shot,1,1,,,,,,,,,,,,,,,,,,,,,' "$scratch/symm.csv" ||
+grep -q -x '2,5000,1250,f32,sum,ll,2,1,,,,,,,,,,,,,,,,,,,,,' "$scratch/symm.csv" ||
 	fail "--nccl-symmetric CSV: $(cat "$scratch/symm.csv")"
 # ... unavailable, and why, with an NCCL that has no windows (exit 0, NCCL still on) ...
 old_nccl="$top_builddir/test/fake_nccl_2_26/.libs/libnccl.so.2"

@@ -259,15 +259,15 @@ static void test_plan_push(void **state)
 	assert_int_equal(plan.path, NDET_PATH_PUSH);
 	assert_int_equal(plan.chunk_elems % (8 * 4), 0);
 	assert_true(plan.chunk_elems / 8 * 4 * 4 * 8 <= q.lane_bytes);
-	/* The push grid: a block per 2 MiB, at least 16, at most the cap. */
+	/* The push grid: a block per 512 KiB, at least 64, at most the cap. */
 	q = p;
 	q.max_blocks = 128;
 	q.device_sms = 132;
 	const struct {
 		uint64_t bytes;
 		uint32_t blocks;
-	} grids[] = {{1u << 20, 16}, {8u << 20, 16}, {32u << 20, 16}, {(32u << 20) + 4, 17},
-		     {64u << 20, 32}, {128u << 20, 64}, {1u << 30, 128}};
+	} grids[] = {{1u << 20, 64},  {8u << 20, 64},  {32u << 20, 64}, {(32u << 20) + 4, 65},
+		     {48u << 20, 96}, {64u << 20, 128}, {1u << 30, 128}};
 	for (size_t i = 0; i < sizeof(grids) / sizeof(grids[0]); i++) {
 		q.count = grids[i].bytes / 4;
 		assert_int_equal(ndet_plan_make(&q, &plan), NDET_OK);
@@ -275,10 +275,10 @@ static void test_plan_push(void **state)
 		assert_int_equal(plan.blocks, grids[i].blocks);
 	}
 	/*
-	 * Small lanes (a 32 MiB pool over 96 blocks): blocks enough for 8 steps of full
-	 * chunks rather than a block per 2 MiB in many small steps, up to the cap.
+	 * Small lanes (a 16 MiB pool over 96 blocks): blocks enough for 8 steps of full
+	 * chunks rather than a block per 512 KiB in many small steps, up to the cap.
 	 */
-	q.lane_bytes = (32u << 20) / 96 / 256 * 256;
+	q.lane_bytes = (16u << 20) / 96 / 256 * 256;
 	const uint64_t sizes[] = {16u << 20, 64u << 20, 100u << 20, 1u << 30};
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		q.count = sizes[i] / 4;
@@ -291,9 +291,9 @@ static void test_plan_push(void **state)
 		const uint64_t quota = sizes[i] / NDET_PLAN_PUSH_BYTES_PER_BLOCK;
 		assert_true(plan.blocks >= (quota < 128 ? quota : 128));
 	}
-	q.count = (64u << 20) / 4;
+	q.count = (32u << 20) / 4;
 	assert_int_equal(ndet_plan_make(&q, &plan), NDET_OK);
-	assert_int_equal(plan.blocks, 97); /* 64 MiB / (8 x 85.25 KiB) */
+	assert_int_equal(plan.blocks, 97); /* 32 MiB / (8 x 42.625 KiB), not 64 */
 	/* A signature of its own: a push rank never meets a pull rank silently. */
 	struct ndet_plan pull;
 	q.push_min = 0;
@@ -465,10 +465,10 @@ static void test_plan_is_a_function_of_its_inputs(void **state)
  * path whatever the size, a copy on one rank.
  */
 /*
- * The grid tiers: blocks by the per-block quotas, at most 16 below 8 MiB and 24 from
+ * The grid tiers: blocks by the per-block quotas, at most 32 below 8 MiB and 64 from
  * there, then one block per MiB of a two-shot message, never more than
  * NCCL_DET_MAX_BLOCKS or the GPU's share (192, or 96 above 8 ranks, / ranks on one
- * GPU).
+ * GPU).  Pull only here (push_min 0, ndet_plan_params' default).
  */
 static void test_plan_grid_tiers(void **state)
 {
@@ -484,20 +484,21 @@ static void test_plan_grid_tiers(void **state)
 		uint32_t blocks;
 	} cases[] = {
 		{8, 1, 1},
-		{32 << 10, 1, 4},
-		{256 << 10, 1, 8},        /* two-shot quota */
-		{2 << 20, 1, 16},         /* 64 by quota, held at 16 below 8 MiB */
-		{(8 << 20) - 16, 1, 16},
-		{8 << 20, 1, 24},         /* 24 from 8 MiB */
-		{16 << 20, 1, 24},
-		{48 << 20, 1, 48},        /* one block per MiB */
+		{32 << 10, 1, 4},         /* one-shot quota: 8 KiB */
+		{(64 << 10) + 2, 1, 5},   /* two-shot quota: 16 KiB */
+		{256 << 10, 1, 16},
+		{2 << 20, 1, 32},         /* 128 by quota, held at 32 below 8 MiB */
+		{(8 << 20) - 16, 1, 32},
+		{8 << 20, 1, 64},         /* 64 from 8 MiB */
+		{16 << 20, 1, 64},
+		{(64 << 20), 1, 64},      /* 64 MiB: still 64 */
+		{(65 << 20), 1, 65},      /* one block per MiB from 65 MiB */
+		{80 << 20, 1, 80},
 		{1ull << 30, 1, 96},      /* the setting */
 		{1ull << 30, 3, 64},      /* 192 / 3 */
 		{1ull << 30, 8, 24},      /* 192 / 8 */
 		{8 << 20, 16, 12},        /* 192 / 16 */
 		{1ull << 30, 300, 1},     /* never below one block */
-		{(24 << 20), 1, 24},      /* 24 MiB: still 24 */
-		{(25 << 20), 1, 25},      /* one per MiB from 25 MiB */
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		p.count = cases[i].bytes / 2;

@@ -77,6 +77,8 @@ perf-trace    60 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 4M -e 256M -f 4 -d bf16 --
 link-probe    30 $PERF --link-probe
 perf2         60 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 8 -e 1G -f 8 -d bf16 --nccl --nccl-symmetric --csv $OUT/perf2.csv
 perf-push     60 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 1M -e 1G -f 4 -d bf16 --nccl --csv $OUT/perf-push.csv
+vs-copy      60 env CUDA_VISIBLE_DEVICES=0 $PERF -n 4 -b 64M -e 512M -f 8 -d f32,bf16 -G 0 -c 0 && env CUDA_VISIBLE_DEVICES=0 NCCL_DET_PUSH_MIN=0 $PERF -n 4 -b 64M -e 512M -f 8 -d f32,bf16 -G 0 -c 0
+ll-probe     40 env NCCL_NVLS_ENABLE=0 NCCL_DET_LL_MAX=256K $PERF -n 2 -b 32K -e 256K -f 2 -d bf16 --nccl -G 2 -c 1 && env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 32K -e 256K -f 2 -d bf16 --nccl -G 2 -c 0
 perf-pull     60 env NCCL_NVLS_ENABLE=0 NCCL_DET_PUSH_MIN=0 $PERF -n 2 -b 1M -e 1G -f 4 -d bf16 --nccl -G 0 -c 0
 perf-pool32   60 env NCCL_NVLS_ENABLE=0 NCCL_DET_POOL_SIZE=32M $PERF -n 2 -b 16M -e 1G -f 4 -d bf16 --nccl -G 0 -c 0
 perf-push-mid 60 env NCCL_NVLS_ENABLE=0 NCCL_DET_PUSH_MIN=256K $PERF -n 2 -b 256K -e 16M -f 4 -d bf16 --nccl -G 0 -c 0
