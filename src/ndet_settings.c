@@ -110,15 +110,18 @@ static const struct ndet_setting ndet_settings_table[] = {
      * the caller's buffer, so a call costs one one-way NVLink latency instead of a
      * flag round trip plus a remote read.  Half of each line is flag, so it pays
      * only while latency dominates; the pool grows by its slots (2 x 8 KiB per
-     * rank for each 4 KiB of NCCL_DET_LL_MAX: 256 KiB x ranks at 64 KiB).  All-reduce
-     * and reduce only.  On by default since session 8: on 2x H200 (bf16) it beat the
-     * pull one-shot at every size up to 64 KiB, eager 7.5-9.7 us against 8.9-10.2,
-     * in a CUDA graph 5.8-7.7 against 7.3-8.8 (benchmark-results/2026-11-30-h200x2-
-     * session8.txt).  It was opt-in while 32 KiB measured slow, which was every
-     * block's read of the host abort flag (c582a2c), and while a loopback stall was
-     * unexplained, which was ranks' streams sharing a hardware queue (2d08dd0).
+     * rank for each 4 KiB of NCCL_DET_LL_MAX: 1 MiB x ranks at 256 KiB).  All-reduce
+     * and reduce only.  On by default since session 8, up to its upper bound: on 2x
+     * H200 (bf16) it beat the pull one-shot at every size up to 64 KiB (eager
+     * 7.5-9.7 us against 8.9-10.2, in a CUDA graph 5.8-7.7 against 7.3-8.8) and
+     * two-shot at 128 and 256 KiB (9.2 / 7.9 against 13.9 / 12.6 us, and 10.1 / 8.5
+     * against 14.2 / 12.3; benchmark-results/2026-11-30-h200x2-session8.txt).  Not
+     * measured above 2 ranks, where each rank stores (n - 1) x 2 bytes per byte.
+     * It was opt-in while 32 KiB measured slow, which was every block's read of the
+     * host abort flag (c582a2c), and while a loopback stall was unexplained, which
+     * was ranks' streams sharing a hardware queue (2d08dd0).
      */
-    {"NCCL_DET_LL_MAX", NDET_SETTING_SIZE, "64KiB", 0, NDET_LL_MAX_BYTES, NDET_FIELD(ll_max),
+    {"NCCL_DET_LL_MAX", NDET_SETTING_SIZE, "256KiB", 0, NDET_LL_MAX_BYTES, NDET_FIELD(ll_max),
      "largest all-reduce sent with the low-latency protocol, bytes (0 = never); equal on "
      "all ranks"},
     /*

@@ -49,7 +49,7 @@ grep -q '4 ranks on 1 GPU(s) (dry run), ranks share GPU 0 as threads (one-GPU pr
 	"$scratch/proxy" || fail "proxy header: $(cat "$scratch/proxy")"
 grep -q '^# NCCL: columns unavailable: the ranks share GPU 0 .*Duplicate GPU detected' \
 	"$scratch/proxy" || fail "proxy: no reason for the missing NCCL columns: $(cat "$scratch/proxy")"
-# Up to 64 KiB (NCCL_DET_LL_MAX's default) an all-reduce goes LL.
+# Up to 256 KiB (NCCL_DET_LL_MAX's default) an all-reduce goes LL.
 rows=$(grep -c -E '^ +[0-9]+ +[0-9]+ +(f32|bf16) +sum +ll +1x1 \|' "$scratch/proxy")
 [ "$rows" -eq 8 ] || fail "proxy: $rows rows, not 8 (4 sizes x 2 types): $(cat "$scratch/proxy")"
 grep -q -E '^ +8 +4 +bf16 ' "$scratch/proxy" || fail "8 bytes of bf16 are not 4 elements"
@@ -68,8 +68,8 @@ grep -q -E '^ +32 +8 +f32 +sum +ll +1x1 \|( +-){5} \|( +-){5} \|' "$scratch/prox
 grep -q -- '--nccl: NCCL cannot run here: the ranks share GPU 0' "$scratch/required" ||
 	fail "--nccl on the proxy: $(cat "$scratch/required")"
 
-# ---- one- and two-shot as the engine would plan them (NCCL_DET_ONESHOT_MAX)
-NCCL_DET_ONESHOT_MAX=256K "$perf" --dry-run --gpus 1 -n 2 -b 128K -e 512K -d bf16 --no-nccl \
+# ---- one- and two-shot as the engine would plan them (NCCL_DET_ONESHOT_MAX; LL off)
+NCCL_DET_LL_MAX=0 NCCL_DET_ONESHOT_MAX=256K "$perf" --dry-run --gpus 1 -n 2 -b 128K -e 512K -d bf16 --no-nccl \
 	>"$scratch/paths" 2>&1 || fail "dry run (paths) failed"
 for line in ' 131072 +65536 +bf16 +sum +1shot' ' 262144 +131072 +bf16 +sum +1shot' \
 	' 524288 +262144 +bf16 +sum +2shot' '^# NCCL: not run \(--no-nccl\)'; do

@@ -387,7 +387,7 @@ static const struct test_bad_value test_bad_values[] = {
     {"NCCL_DET_POOL_SIZE", "M", "\"M\"", "[1MiB, 16GiB]", "using default 96MiB"},
     {"NCCL_DET_ONESHOT_MAX", "1025M", "\"1025M\"", "[0, 1GiB]", "using default 64KiB"},
     {"NCCL_DET_ONESHOT_MAX", "1P", "\"1P\"", "[0, 1GiB]", "using default 64KiB"},
-    {"NCCL_DET_LL_MAX", "257K", "\"257K\"", "[0, 256KiB]", "using default 64KiB"},
+    {"NCCL_DET_LL_MAX", "257K", "\"257K\"", "[0, 256KiB]", "using default 256KiB"},
     {"NCCL_DET_TIMEOUT", "0", "\"0\"", "[1, 604800]", "using default 1800"},
     {"NCCL_DET_TIMEOUT", "604801", "\"604801\"", "[1, 604800]", "using default 1800"},
     {"NCCL_DET_TIMEOUT", "10s", "\"10s\"", "[1, 604800]", "using default 1800"},
@@ -698,12 +698,12 @@ static void test_settings_agreement_hash_fields(void **state)
 	 * Pinned: every release must serialize the same settings to the same bytes (the
 	 * value changes only with a default: NCCL_DET_MAX_BLOCKS 24 -> 96,
 	 * NCCL_DET_ONESHOT_MAX 256 KiB -> 64 KiB and NCCL_DET_POOL_SIZE 32 -> 96 MiB in
-	 * 0.1.0; NCCL_DET_LL_MAX 0 -> 64 KiB and NCCL_DET_PUSH_MIN 64 -> 8 MiB after
+	 * 0.1.0; NCCL_DET_LL_MAX 0 -> 256 KiB and NCCL_DET_PUSH_MIN 64 -> 8 MiB after
 	 * it) or with the format (NCCL_DET_LL_MAX joined in format 2,
 	 * NCCL_DET_PUSH_MIN in format 3).  Recomputed apart from this code: FNV-1a 64
-	 * over the little-endian bytes of 3, 0, 96 MiB, 64 KiB, 96, 64 KiB, 8 MiB.
+	 * over the little-endian bytes of 3, 0, 96 MiB, 64 KiB, 96, 256 KiB, 8 MiB.
 	 */
-	assert_int_equal(base, UINT64_C(0x99dbd4dee4335e8c));
+	assert_int_equal(base, UINT64_C(0x9587526f5a294881));
 
 	struct ndet_settings changed;
 	memcpy(&changed, defaults, sizeof(changed));

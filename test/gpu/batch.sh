@@ -68,6 +68,7 @@ ll-stress    300 test/gpu/ll_stress.sh
 ll-stress1   100 env RUNS=1 QUEUE_RUNS=1 test/gpu/ll_stress.sh
 lockstep     130 test/gpu/suite.sh lockstep
 mp4          130 test/gpu/suite.sh mp4
+ll256        150 test/gpu/suite.sh ll256
 torch-large  200 bash -c '. test/gpu/mps.sh && trap mps_stop EXIT && mps_start && DIVERT_LARGE=16777216 test/gpu/torch_divert.sh $NDET_LIB 4'
 perf-trace-small 60 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 8 -e 64K -f 8 -d bf16 --nccl -c 0 --trace && env NCCL_NVLS_ENABLE=0 NCCL_DET_LL_MAX=64K $PERF -n 2 -b 8 -e 64K -f 8 -d bf16 --nccl -c 0 --trace
 probe-small  120 export NCCL_NVLS_ENABLE=0; P="$PERF -n 2 -d bf16 --nccl -G 0 -c 0"; $P -b 8 -e 64K -f 8 --trace; NCCL_DET_LL_MAX=64K $P -b 8 -e 4K -f 8 --trace; $P -b 1M -e 16M -f 4 --trace; NCCL_DET_POOL_SIZE=8M $P -b 1M -e 16M -f 4; NCCL_DET_MAX_BLOCKS=4 $P -b 1M -e 16M -f 4; NCCL_DET_MAX_BLOCKS=8 $P -b 1M -e 16M -f 4

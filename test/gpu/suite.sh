@@ -8,6 +8,8 @@
 #                                      and 3 under MPS with 25/50/100 % of the SMs each
 #   test/gpu/suite.sh lockstep         loopback n=12 quick and n=4 with a 32 MiB pool
 #   test/gpu/suite.sh mp4              4 processes under MPS, full
+#   test/gpu/suite.sh ll256            LL up to 256 KiB (the default since 24cd6dd+):
+#                                      loopback n=2 full and n=3 quick, 3 processes under MPS
 #   test/gpu/suite.sh sanitize         memcheck, racecheck, synccheck, initcheck
 #   test/gpu/suite.sh preload          nccl-tests calling pattern under LD_PRELOAD, 3 and 4
 #                                      processes (MPS), NCCL's COLL log checked
@@ -158,6 +160,15 @@ lockstep)
 	run loopback-n12-quick 120 "$bin" loopback 12 quick
 	NDET_TEST_POOL=$((32 << 20)) NDET_TEST_BLOCKS=16 NDET_TEST_ONESHOT=$((256 << 10)) \
 		run loopback-n4-pool32m 300 "$bin" loopback 4 quick
+	;;
+ll256)
+	# The harness takes LL up to 64 KiB unless told; the library's default is 256 KiB
+	# (64 blocks: 2 and 3 ranks on one GPU fit them, 4 and more plan two-shot there).
+	NDET_TEST_LL=$((256 << 10)) run loopback-n2-full-ll256 200 "$bin" loopback 2 full
+	NDET_TEST_LL=$((256 << 10)) run loopback-n3-quick-ll256 120 "$bin" loopback 3 quick
+	mps_start
+	NDET_TEST_LL=$((256 << 10)) mp_run mp-n3-mps-ll256 3 quick 200
+	mps_stop
 	;;
 mp4)
 	mps_start
