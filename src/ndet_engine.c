@@ -213,7 +213,7 @@ static ndet_local_status_t ndet_engine_alloc(struct ndet_engine *engine)
 	ndet_status_t status = NDET_OK;
 	if (ndet_engine_memory_bytes(config) > config->max_memory) {
 		NDET_WARN("rank %d: pool of %llu bytes exceeds NCCL_DET_MAX_MEMORY=%llu; "
-			  "raise NCCL_DET_MAX_MEMORY or lower NCCL_DET_POOL_SIZE",
+			  "raise NCCL_DET_MAX_MEMORY or lower NCCL_DET_POOL_SIZE or NCCL_DET_LL_MAX",
 			  config->rank, (unsigned long long)ndet_engine_memory_bytes(config),
 			  (unsigned long long)config->max_memory);
 		return NDET_LOCAL_ALLOC_FAILED;

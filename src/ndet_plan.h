@@ -53,18 +53,20 @@ extern "C" {
  * its first flag, which favoured small grids), bf16, lanes of 1 MiB, time per call
  * (benchmark-results/2026-11-30-h200x2-session8.txt):
  *
- *   size     16/24 blocks (old)   32/48   32/64   48/64   NCCL
- *   1 MiB    17.2 us             15.7    16.2    16.2    14.5
- *   2 MiB    24.0                19.6    20.4    20.9    27.7
- *   4 MiB    37.0                28.0    28.9    29.9    33.0
- *   8 MiB    53.1 (24)           45.7    41.9    42.2    47.0
- *   16 MiB   94.2 (24)           86.3    76.8    75.8    80.0
+ *   size     16/24 blocks (old)   32/48   48/64   32/64 *   NCCL
+ *   1 MiB    17.2 us             15.7    15.6    16.2    14.5
+ *   2 MiB    24.0                19.6    20.2    20.4    27.6
+ *   4 MiB    37.0                28.0    29.2    28.9    33.0
+ *   8 MiB    53.1 (24)           45.7    41.2    41.9    47.0
+ *   16 MiB   94.2 (24)           86.3    75.8    76.8    80.0
  *
- * (96 blocks from 8 MiB: no faster than 64; 8 blocks below 8 MiB: 1.3-1.6x slower
- * than 16.)  A block per 16 KiB rather than 32 KiB took 256-512 KiB from 14.5 to
- * 13.5 us.  From NCCL_DET_PUSH_MIN (8 MiB) on, an all-reduce of 2-8 ranks pushes
- * instead (below); these tiers then serve reduce, reduce-scatter, PreMulSum, more
- * than 8 ranks and NCCL_DET_PUSH_MIN=0.  Not measured at more than 2 ranks.
+ * (* in the second call; at 1-4 MiB 32/48, 48/64 and 32/64 ran the same or similar
+ * grids, so their differences there are run-to-run noise.  96 blocks from 8 MiB: no
+ * faster than 64; 8 blocks below 8 MiB: 1.3-1.6x slower than 16.)  A block per
+ * 16 KiB rather than 32 KiB took 256-512 KiB from 14.5 to 13.5 us.  From
+ * NCCL_DET_PUSH_MIN (8 MiB) on, an all-reduce of 2-8 ranks pushes instead (below);
+ * these tiers then serve reduce, reduce-scatter, PreMulSum, more than 8 ranks and
+ * NCCL_DET_PUSH_MIN=0.  Not measured at more than 2 ranks.
  */
 #define NDET_PLAN_SMALL_BLOCKS 32u
 #define NDET_PLAN_MID_BYTES (8u * 1024u * 1024u)

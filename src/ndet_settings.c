@@ -33,8 +33,14 @@
 #define NDET_GIB (UINT64_C(1) << 30)
 #define NDET_TIB (UINT64_C(1) << 40)
 
-/* Bumped whenever the bytes fed to the agreement hash change meaning. */
-#define NDET_SETTINGS_AGREEMENT_FORMAT 3 /* 2: NCCL_DET_LL_MAX, 3: NCCL_DET_PUSH_MIN */
+/*
+ * Bumped whenever the bytes fed to the agreement hash change meaning, and whenever the
+ * same settings make a different plan (ndet_plan.h): ranks of two builds must then fall
+ * back together at setup, not meet in a kernel with plans that differ (a signature
+ * error on the first call).  2: NCCL_DET_LL_MAX; 3: NCCL_DET_PUSH_MIN; 4: the grid of
+ * 24cd6dd (16 KiB per two-shot block, tiers 32 / 64, push 512 KiB per block, >= 64).
+ */
+#define NDET_SETTINGS_AGREEMENT_FORMAT 4
 
 /* Longest value shown in a log line or the dump; longer ones end in "...". */
 #define NDET_SETTINGS_SHOWN_MAX 512
@@ -149,10 +155,12 @@ static const struct ndet_setting ndet_settings_table[] = {
      "device memory nccl-det may use per communicator, bytes; above it the communicator "
      "falls back to NCCL"},
     /*
-     * The cap of the grid; only messages of 25 MiB and more get past 24 blocks
-     * (ndet_plan.h: pulls need many loads in flight to fill NVLink), and ranks that
-     * share a GPU split 192 blocks (96 above 8 ranks) between them, fewer on GPUs
-     * with fewer than 96 SMs (ndet_plan_grid_cap).
+     * The cap of the grid; pulled messages get past 64 blocks from 65 MiB, pushed
+     * ones (from NCCL_DET_PUSH_MIN) take at least 64 (ndet_plan.h: many loads or
+     * stores in flight fill NVLink), and ranks that share a GPU split 192 blocks (96
+     * above 8 ranks) between them, fewer on GPUs with fewer than 96 SMs
+     * (ndet_plan_grid_cap).  Below 64, push at 8-32 MiB runs with fewer blocks than it
+     * was chosen with (README, NCCL_DET_PUSH_MIN).
      */
     {"NCCL_DET_MAX_BLOCKS", NDET_SETTING_INT, "96", 1, 128, NDET_FIELD(max_blocks),
      "largest grid of one all-reduce kernel; equal on all ranks"},

@@ -238,7 +238,7 @@ static void ndet_fake_prepare(void *member, struct ndet_setup_payload *payload)
 		local = NDET_LOCAL_TOO_MANY_RANKS;
 	} else if (bytes > config->max_memory) {
 		NDET_WARN("rank %d: pool of %llu bytes exceeds NCCL_DET_MAX_MEMORY=%llu; "
-			  "raise NCCL_DET_MAX_MEMORY or lower NCCL_DET_POOL_SIZE",
+			  "raise NCCL_DET_MAX_MEMORY or lower NCCL_DET_POOL_SIZE or NCCL_DET_LL_MAX",
 			  config->rank, (unsigned long long)bytes,
 			  (unsigned long long)config->max_memory);
 		local = NDET_LOCAL_ALLOC_FAILED;

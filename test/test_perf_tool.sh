@@ -92,6 +92,19 @@ NCCL_DET_LL_MAX=8K "$perf" --dry-run --gpus 1 -n 2 -b 4K -e 16K -d bf16 --no-ncc
 rows ll ' 4096 +2048 +bf16 +sum +ll +1x1 ' ' 8192 +4096 +bf16 +sum +ll +2x1 ' \
 	' 16384 +8192 +bf16 +sum +1shot +2x1 '
 
+# ... and by default up to 256 KiB (64 blocks), where GPUs of their own fit the grid;
+# 4 ranks sharing one GPU (48 blocks each) plan 256 KiB two-shot instead
+"$perf" --dry-run --gpus 2 -n 2 -b 128K -e 512K -d bf16 --no-nccl >"$scratch/lldefault" 2>&1 ||
+	fail "dry run (LL default) failed"
+rows lldefault ' 131072 +65536 +bf16 +sum +ll +32x1 ' ' 262144 +131072 +bf16 +sum +ll +64x1 ' \
+	' 524288 +262144 +bf16 +sum +2shot +32x1 '
+"$perf" --dry-run --gpus 1 -n 4 -b 192K -e 256K -f 4 -d bf16 --no-nccl >"$scratch/llshared" 2>&1 ||
+	fail "dry run (LL, shared GPU) failed"
+rows llshared ' 196608 +98304 +bf16 +sum +ll +48x1 '
+"$perf" --dry-run --gpus 1 -n 4 -b 256K -e 256K -d bf16 --no-nccl >"$scratch/llshared2" 2>&1 ||
+	fail "dry run (LL, shared GPU, 256 KiB) failed"
+rows llshared2 ' 262144 +131072 +bf16 +sum +2shot +16x1 '
+
 # ---- push from NCCL_DET_PUSH_MIN (a block per 512 KiB, at least 64), pull below it;
 # 0 = never.  With the default pool (96 MiB / 96 blocks: lanes of 1 MiB) a push chunk
 # is 2 x 128 KiB, so 64 blocks take 16 MiB in one step.

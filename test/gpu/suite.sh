@@ -8,8 +8,9 @@
 #                                      and 3 under MPS with 25/50/100 % of the SMs each
 #   test/gpu/suite.sh lockstep         loopback n=12 quick and n=4 with a 32 MiB pool
 #   test/gpu/suite.sh mp4              4 processes under MPS, full
-#   test/gpu/suite.sh ll256            LL up to 256 KiB (the default since 24cd6dd+):
-#                                      loopback n=2 full and n=3 quick, 3 processes under MPS
+#   test/gpu/suite.sh ll256            LL up to 256 KiB (the default since 245a08c) with
+#                                      the default pool and grid: loopback n=2 full and
+#                                      n=3 quick, 3 processes under MPS
 #   test/gpu/suite.sh sanitize         memcheck, racecheck, synccheck, initcheck
 #   test/gpu/suite.sh preload          nccl-tests calling pattern under LD_PRELOAD, 3 and 4
 #                                      processes (MPS), NCCL's COLL log checked
@@ -127,7 +128,7 @@ loopback)
 	for n in 3 5 8 12; do
 		run "loopback-n$n-quick" 120 "$bin" loopback "$n" quick
 	done
-	# The harness turns LL on (NDET_TEST_LL, 64 KiB); the library's default is off.
+	# The harness takes LL up to 64 KiB (NDET_TEST_LL; the library's default is 256 KiB).
 	NDET_TEST_LL=0 run loopback-n3-quick-no-ll 120 "$bin" loopback 3 quick
 	# ... and push from 1 MiB (NDET_TEST_PUSH); the largest sizes pulled as well:
 	NDET_TEST_PUSH=0 run loopback-n3-quick-no-push 120 "$bin" loopback 3 quick
@@ -162,12 +163,19 @@ lockstep)
 		run loopback-n4-pool32m 300 "$bin" loopback 4 quick
 	;;
 ll256)
-	# The harness takes LL up to 64 KiB unless told; the library's default is 256 KiB
-	# (64 blocks: 2 and 3 ranks on one GPU fit them, 4 and more plan two-shot there).
-	NDET_TEST_LL=$((256 << 10)) run loopback-n2-full-ll256 200 "$bin" loopback 2 full
-	NDET_TEST_LL=$((256 << 10)) run loopback-n3-quick-ll256 120 "$bin" loopback 3 quick
+	# The harness takes LL up to 64 KiB on a 4-block grid unless told (LL then stops at
+	# 16 KiB, a block per 4 KiB); the library's defaults are 256 KiB on up to 96 blocks
+	# (2 and 3 ranks on one GPU get 96 and 64: 70001 bf16/f16 elements go LL on 35
+	# blocks; 4 and more ranks plan 256 KiB two-shot).
+	ll256_env="NDET_TEST_LL=$((256 << 10)) NDET_TEST_BLOCKS=96 NDET_TEST_POOL=$((96 << 20))"
+	# shellcheck disable=SC2086 # a list of assignments
+	run loopback-n2-full-ll256 200 env $ll256_env "$bin" loopback 2 full
+	# shellcheck disable=SC2086
+	run loopback-n3-quick-ll256 120 env $ll256_env "$bin" loopback 3 quick
 	mps_start
-	NDET_TEST_LL=$((256 << 10)) mp_run mp-n3-mps-ll256 3 quick 200
+	export NDET_TEST_LL=$((256 << 10)) NDET_TEST_BLOCKS=96 NDET_TEST_POOL=$((96 << 20))
+	mp_run mp-n3-mps-ll256 3 quick 200
+	unset NDET_TEST_LL NDET_TEST_BLOCKS NDET_TEST_POOL
 	mps_stop
 	;;
 mp4)
