@@ -117,7 +117,7 @@ static const struct ndet_setting ndet_settings_table[] = {
      * flag round trip plus a remote read.  Half of each line is flag, so it pays
      * only while latency dominates; the pool grows by its slots (2 x 8 KiB per
      * rank for each 4 KiB of NCCL_DET_LL_MAX: 1 MiB x ranks at 256 KiB).  All-reduce
-     * and reduce only.  On by default since session 8, up to its upper bound: on 2x
+     * and reduce only.  On by default since 245a08c, up to its upper bound: on 2x
      * H200 (bf16) it beat the pull one-shot at every size up to 64 KiB (eager
      * 7.5-9.7 us against 8.9-10.2, in a CUDA graph 5.8-7.7 against 7.3-8.8) and
      * two-shot at 128 and 256 KiB (9.2 / 7.9 against 13.9 / 12.6 us, and 10.1 / 8.5
@@ -135,7 +135,7 @@ static const struct ndet_setting ndet_settings_table[] = {
      * sends step s + 1 while it waits for step s, so large all-reduces run at the
      * links' write rate.  Measured on 2x H200 (nccl-det-perf --link-probe): reads
      * both ways at 312 GB/s, writes at 342, NCCL's 1 GiB all-reduce at 333; pull
-     * cannot reach 0.95x NCCL there.  64 MiB until session 8, when push was slower
+     * cannot reach 0.95x NCCL there.  64 MiB until 24cd6dd, when push was slower
      * below it; since every block starts at once (c582a2c) and with the grid of
      * ndet_plan.h (64 blocks or more), push wins from 8 MiB (bf16, 2x H200, ratio
      * NCCL/nccl-det: 8 MiB 1.25 against 1.13 pulled, 16 MiB 1.19 against 1.00, 32 MiB
