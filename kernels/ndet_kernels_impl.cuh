@@ -516,6 +516,12 @@ struct ndet_block_state {
 	uint64_t t0;
 	struct ndet_flags *me; /* own flags */
 	uint32_t waits;        /* ndet_wait_all calls so far (the same in every thread) */
+	/*
+	 * Threads 0..n-1: the opening flag of peer q (released, or done for push) as
+	 * loaded (acquire) at kernel start, alongside the prologue's other loads, so a
+	 * flag that is long set costs no extra memory latency at the opening wait.
+	 */
+	uint64_t opening;
 	uint32_t traced;       /* ndet_trace events written by this thread */
 };
 
@@ -581,10 +587,12 @@ __device__ void ndet_fail(const ndet_kernel_args &a, uint32_t code, uint32_t pee
  * %globaltimer on the device, never baked in by the host: a graph replays late.
  */
 __device__ uint32_t ndet_wait(const ndet_kernel_args &a, ndet_block_state &st, const uint64_t *flag,
-			      uint64_t step, bool check, uint64_t *observed, bool at_least = false)
+			      uint64_t step, bool check, uint64_t *observed, bool at_least = false,
+			      const uint64_t *first = nullptr)
 {
 	for (uint64_t spins = 1;; spins++) {
-		uint64_t v = ndet_load_acquire(flag);
+		/* `first`: an acquire load of `flag` made earlier by this thread. */
+		uint64_t v = spins == 1 && first != nullptr ? *first : ndet_load_acquire(flag);
 		*observed = v;
 		/* Steps ahead of `step` by less than 2^20 (at_least), or `step` exactly. */
 		const uint64_t ahead = (((v >> NDET_FLAG_SIGNATURE_BITS) - step) & kStepMask);
@@ -613,7 +621,7 @@ __device__ uint32_t ndet_wait(const ndet_kernel_args &a, ndet_block_state &st, c
  */
 __device__ uint32_t ndet_wait_all(const ndet_kernel_args &a, ndet_block_state &st,
 				  uint64_t (*which)[NDET_MAX_RANKS], uint64_t step, bool check,
-				  uint32_t phase, bool at_least = false)
+				  uint32_t phase, bool at_least = false, bool opening = false)
 {
 	/*
 	 * Two outcome words, used by alternate calls: a thread may still be reading the
@@ -628,8 +636,8 @@ __device__ uint32_t ndet_wait_all(const ndet_kernel_args &a, ndet_block_state &s
 	const int q = threadIdx.x;
 	if (q < a.nranks && q != a.rank) {
 		uint64_t observed = 0;
-		uint32_t code =
-			ndet_wait(a, st, &which[blockIdx.x][q], step, check, &observed, at_least);
+		uint32_t code = ndet_wait(a, st, &which[blockIdx.x][q], step, check, &observed,
+					  at_least, opening ? &st.opening : nullptr);
 		if (code != NDET_KERNEL_OK) {
 			atomicCAS(&error_code, 0u, code);
 			/* Also for ERR_PEER: this rank's host must learn the call failed. */
@@ -794,7 +802,7 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	 * may ready be overwritten (a peer may still wait for the previous value).
 	 * Usually long true: one local load.
 	 */
-	if (ndet_wait_all(a, st, st.me->released, step - 1, false, 1) != 0)
+	if (ndet_wait_all(a, st, st.me->released, step - 1, false, 1, false, true) != 0)
 		return;
 	/* The deadline of the LL waits starts now, for the threads that did not wait. */
 	st.t0 = ndet_globaltimer();
@@ -952,7 +960,7 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 	 * the steps before (pull, LL or push: each ends a call with done; never later
 	 * than first_step, so exactly that, as the other paths wait).
 	 */
-	if (ndet_wait_all(a, st, st.me->done, first_step, false, 1) != 0)
+	if (ndet_wait_all(a, st, st.me->done, first_step, false, 1, false, true) != 0)
 		return;
 	ndet_trace(a, st, NDET_TRACE_OPENED);
 	if (threadIdx.x == 32)
@@ -1039,13 +1047,26 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 	st.me = a.flags[a.rank];
 	st.waits = 0;
 	st.traced = 0;
+	st.opening = 0;
 	ndet_trace(a, st, NDET_TRACE_START, st.t0);
 	const uint32_t b = blockIdx.x;
 
 	__shared__ uint32_t host_aborted;
+	/*
+	 * The opening wait's first look (threads 0..n-1, peer q = thread q), issued with
+	 * the prologue's other loads so that one memory latency covers them all: thread 0
+	 * issues it after its plain and relaxed loads (an acquire would hold later ones
+	 * back) and before it uses any of them.  Only this rank's own flags are read,
+	 * which a poisoned engine may still do.
+	 */
+	const bool opens = threadIdx.x < (unsigned)a.nranks && threadIdx.x != (unsigned)a.rank;
+	const uint64_t *opening_flag =
+		!opens ? nullptr
+		       : a.path == NDET_PATH_PUSH ? &st.me->done[b][threadIdx.x]
+						  : &st.me->released[b][threadIdx.x];
 	if (threadIdx.x == 0) {
-		first_step = a.step_counters[b];
-		first_ll = a.step_counters[NDET_KERNEL_MAX_BLOCKS + b];
+		const uint64_t counter = a.step_counters[b];
+		const uint64_t ll_counter = a.step_counters[NDET_KERNEL_MAX_BLOCKS + b];
 		/*
 		 * Before any flag or lane of a peer is touched: a poisoned engine fails
 		 * fast (later calls touch nothing).  Every failure a kernel records also
@@ -1054,10 +1075,16 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 		 * here, or this rank's host would never learn that the call failed.
 		 */
 		const uint64_t abort_word = ndet_load_relaxed(&st.me->abort_word);
+		if (opens)
+			st.opening = ndet_load_acquire(opening_flag);
+		first_step = counter;
+		first_ll = ll_counter;
 		poisoned = abort_word != 0;
 		if (poisoned)
 			ndet_record_error(a, NDET_KERNEL_ERR_PEER, (uint32_t)(abort_word - 1),
 					  first_step + 1, 0, 0);
+	} else if (opens) {
+		st.opening = ndet_load_acquire(opening_flag);
 	}
 	/*
 	 * The host's abort flag (a call enqueued before ncclCommAbort/Revoke that starts
@@ -1116,7 +1143,7 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 		ndet_trace(a, st, NDET_TRACE_STEP);
 
 		/* 1. Peers are through with my lane and flags of my previous step. */
-		if (ndet_wait_all(a, st, st.me->released, step - 1, false, 1) != 0)
+		if (ndet_wait_all(a, st, st.me->released, step - 1, false, 1, false, k == 0) != 0)
 			return;
 		ndet_trace(a, st, NDET_TRACE_OPENED);
 
