@@ -48,9 +48,10 @@
  * only after every peer stored released = s - 1, which a peer does after reading all
  * its lines of step s - 1 (the parity is a second guard, not the first).  Every
  * planned LL block has elements (blocks = ceil(bytes / NDET_LL_BLOCK_BYTES)), so
- * every peer waits for its lines.  The LL step also stores ready (with the
- * signature: a peer on another path or call fails instead of waiting) and, at its
- * end, released and done (release), so a later step's wait finds them.
+ * every peer waits for its lines.  The LL step also stores ready (relaxed: it
+ * orders nothing; it carries the signature, so a peer on another path or call fails
+ * instead of waiting) and, at its end, released and done (release), so a later
+ * step's wait finds them.
  * PUSH (NDET_PATH_PUSH, large all-reduces of 2-8 ranks): stores instead of loads
  * cross NVLink, and no stage of a block is HBM-only while its peers wait.  The lane
  * of block b is split in two by step parity; each half holds n in-slots then n

@@ -648,14 +648,21 @@ __device__ uint32_t ndet_wait_all(const ndet_kernel_args &a, ndet_block_state &s
 	return error_code;
 }
 
-/* Threads 0..n-1 each publish `value` into one peer's `which` slot for this block. */
-__device__ void ndet_signal_all(const ndet_kernel_args &a, size_t which_offset, uint64_t value)
+/*
+ * Threads 0..n-1 each publish `value` into one peer's `which` slot for this block:
+ * a release store, or (release = false) a relaxed one for a flag that orders nothing.
+ */
+__device__ void ndet_signal_all(const ndet_kernel_args &a, size_t which_offset, uint64_t value,
+				bool release = true)
 {
 	const int q = threadIdx.x;
 	if (q < a.nranks && q != a.rank) {
 		uint64_t(*slots)[NDET_MAX_RANKS] = reinterpret_cast<uint64_t(*)[NDET_MAX_RANKS]>(
 			reinterpret_cast<char *>(a.flags[q]) + which_offset);
-		ndet_store_release(&slots[blockIdx.x][a.rank], value);
+		if (release)
+			ndet_store_release(&slots[blockIdx.x][a.rank], value);
+		else
+			ndet_store_relaxed(&slots[blockIdx.x][a.rank], value);
 	}
 }
 
@@ -824,8 +831,15 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 			ndet_ll_store(slot + ((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * 16,
 				      mine[l], tag);
 	}
-	/* The signature, for peers that poll it (ndet_ll_wait) or wait for it (pull). */
-	ndet_signal_all(a, offsetof(ndet_flags, ready), ndet_flag_pack(step, a.signature));
+	/*
+	 * The signature, for peers that poll it (ndet_ll_wait) or wait for it (another
+	 * path): a relaxed store, no release.  Nothing is read because of it: a peer in
+	 * this LL step takes the lines by their tags, and any other peer finds another
+	 * signature (the path is part of it) and fails.  A release here would hold the
+	 * block until every line above reached the peer (a system-scope round trip,
+	 * 1.5 us of a 4.7 us call on 2x H200); the closing fence still orders them.
+	 */
+	ndet_signal_all(a, offsetof(ndet_flags, ready), ndet_flag_pack(step, a.signature), false);
 	ndet_trace(a, st, NDET_TRACE_SCATTERED);
 
 	/* 3. Every peer's lines, then the tree, element by element. */
