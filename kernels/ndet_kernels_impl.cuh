@@ -726,41 +726,102 @@ __device__ __forceinline__ uint64_t ndet_ll_payload(const char *src, uint64_t by
 }
 
 /*
- * Wait until `line` holds LL tag `tag` in both halves; its 8 payload bytes go to
- * *payload.  Polls like ndet_wait (abort word, host abort, deadline), and also the
- * peer's ready flag: a peer that reached this step with another signature (another
- * call, or a path that waits for our ready instead) fails the call at once.
+ * This thread's lines of every peer (NDET_LL_LINES_PER_THREAD lines of n - 1 peers, those
+ * inside the chunk) from its own LL slots of parity `parity`, into payload[l][r]: each
+ * round issues one load per line still missing before it looks at any, so lines that
+ * are there cost one memory latency in all, not one per line and peer.  A line is there
+ * when both halves hold `tag`.  Polls like ndet_wait (abort word, host abort, deadline),
+ * and also the ready flag of each peer still missing: a peer that reached this step with
+ * another signature (another call, or a path that waits for our ready instead) fails
+ * the call at once.  On failure *bad_peer is that peer (a timeout: the lowest peer still
+ * missing) and *observed its ready.
  */
-__device__ uint32_t ndet_ll_wait(const ndet_kernel_args &a, ndet_block_state &st, const char *line,
-				 uint32_t tag, uint64_t step, int peer, uint64_t *payload,
-				 uint64_t *observed)
+template <int NR>
+__device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &st,
+				   uint64_t parity, uint64_t chunk_bytes, uint32_t tag, uint64_t step,
+				   uint64_t (&payload)[NDET_LL_LINES_PER_THREAD][NR], int *bad_peer,
+				   uint64_t *observed)
 {
-	for (uint64_t spins = 1;; spins++) {
-		uint32_t w[4];
-		ndet_ll_load(line, w);
-		if (w[1] == tag && w[3] == tag) {
-			*payload = (uint64_t)w[0] | ((uint64_t)w[2] << 32);
-			if (spins > 1)
-				st.t0 = ndet_globaltimer(); /* progress: the deadline starts again */
-			return NDET_KERNEL_OK;
-		}
-		if ((spins & 63) == 0) {
-			if (ndet_load_relaxed(&st.me->abort_word) != 0)
-				return NDET_KERNEL_ERR_PEER;
-			/* Also what a timeout reports: the step the peer last announced. */
-			const uint64_t ready = ndet_load_relaxed(&st.me->ready[blockIdx.x][peer]);
-			*observed = ready;
-			if (((ready >> NDET_FLAG_SIGNATURE_BITS) & kStepMask) == (step & kStepMask) &&
-			    (uint32_t)(ready & NDET_FLAG_SIGNATURE_MASK) != a.signature)
-				return NDET_KERNEL_ERR_SIGNATURE;
-			if ((spins & 1023) == 0) {
-				if (a.host_status->abort != 0)
-					return NDET_KERNEL_ERR_ABORTED;
-				if (a.timeout_ns != 0 && ndet_globaltimer() - st.t0 > a.timeout_ns)
-					return NDET_KERNEL_ERR_TIMEOUT;
+	constexpr int L = NDET_LL_LINES_PER_THREAD;
+	static_assert(L * NR <= 64, "one bit per line and peer");
+	const int n = a.nranks, me = a.rank;
+	const char *slots = a.lanes[me] + a.ll_offset;
+	const uint64_t b = blockIdx.x;
+	uint64_t pending = 0;
+	uint32_t peers = 0; /* peers with a line still missing */
+#pragma unroll
+	for (int l = 0; l < L; l++) {
+		if (((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * 8 >= chunk_bytes)
+			break;
+#pragma unroll
+		for (int r = 0; r < NR; r++)
+			if (r < n && r != me)
+				pending |= 1ull << (l * NR + r);
+	}
+	for (uint64_t spins = 1; pending != 0; spins++) {
+		uint32_t w[L][NR][4];
+#pragma unroll
+		for (int l = 0; l < L; l++) {
+#pragma unroll
+			for (int r = 0; r < NR; r++) {
+				if ((pending >> (l * NR + r)) & 1) {
+					const uint64_t line = (uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
+					ndet_ll_load(slots + ((b * n + r) * 2 + parity) * NDET_LL_SLOT_BYTES +
+							     line * 16,
+						     w[l][r]);
+				}
 			}
 		}
+		const uint64_t before = pending;
+		peers = 0;
+#pragma unroll
+		for (int l = 0; l < L; l++) {
+#pragma unroll
+			for (int r = 0; r < NR; r++) {
+				const uint64_t bit = 1ull << (l * NR + r);
+				if (!(pending & bit))
+					continue;
+				if (w[l][r][1] == tag && w[l][r][3] == tag) {
+					payload[l][r] = (uint64_t)w[l][r][0] | ((uint64_t)w[l][r][2] << 32);
+					pending &= ~bit;
+				} else {
+					peers |= 1u << r;
+				}
+			}
+		}
+		if (pending != before && spins > 1)
+			st.t0 = ndet_globaltimer(); /* progress: the deadline starts again */
+		if (pending == 0 || (spins & 63) != 0)
+			continue;
+		const int first = __ffs(peers) - 1;
+		if (ndet_load_relaxed(&st.me->abort_word) != 0) {
+			*bad_peer = first;
+			return NDET_KERNEL_ERR_PEER;
+		}
+#pragma unroll
+		for (int r = 0; r < NR; r++) {
+			if (!((peers >> r) & 1))
+				continue;
+			/* Also what a timeout reports: the step the peer last announced. */
+			const uint64_t ready = ndet_load_relaxed(&st.me->ready[b][r]);
+			if (r == first)
+				*observed = ready;
+			if (((ready >> NDET_FLAG_SIGNATURE_BITS) & kStepMask) == (step & kStepMask) &&
+			    (uint32_t)(ready & NDET_FLAG_SIGNATURE_MASK) != a.signature) {
+				*bad_peer = r;
+				*observed = ready;
+				return NDET_KERNEL_ERR_SIGNATURE;
+			}
+		}
+		if ((spins & 1023) == 0) {
+			*bad_peer = first;
+			if (a.host_status->abort != 0)
+				return NDET_KERNEL_ERR_ABORTED;
+			if (a.timeout_ns != 0 && ndet_globaltimer() - st.t0 > a.timeout_ns)
+				return NDET_KERNEL_ERR_TIMEOUT;
+		}
 	}
+	return NDET_KERNEL_OK;
 }
 
 /*
@@ -832,7 +893,7 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 				      mine[l], tag);
 	}
 	/*
-	 * The signature, for peers that poll it (ndet_ll_wait) or wait for it (another
+	 * The signature, for peers that poll it (ndet_ll_gather) or wait for it (another
 	 * path): a relaxed store, no release.  Nothing is read because of it: a peer in
 	 * this LL step takes the lines by their tags, and any other peer finds another
 	 * signature (the path is part of it) and fails.  A release here would hold the
@@ -844,33 +905,17 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 
 	/* 3. Every peer's lines, then the tree, element by element. */
 	ndet_debug_delay(a, step, 3);
-	uint32_t code = NDET_KERNEL_OK;
+	uint64_t payload[L][NR];
 	int bad_peer = 0;
 	uint64_t observed = 0;
+	const uint32_t code =
+		ndet_ll_gather<NR>(a, st, parity, chunk_bytes, tag, step, payload, &bad_peer, &observed);
 #pragma unroll
 	for (int l = 0; l < L; l++) {
 		const uint64_t line = (uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
 		const uint64_t off = line * 8;
-		if (code != NDET_KERNEL_OK || off >= chunk_bytes)
+		if (code != NDET_KERNEL_OK || !writes || off >= chunk_bytes)
 			break;
-		uint64_t payload[NR];
-#pragma unroll
-		for (int r = 0; r < NR; r++) {
-			if (r >= n || code != NDET_KERNEL_OK)
-				continue;
-			if (r == me) {
-				payload[r] = mine[l];
-				continue;
-			}
-			const char *slot = a.lanes[me] + a.ll_offset +
-					   (((uint64_t)b * n + r) * 2 + parity) * NDET_LL_SLOT_BYTES;
-			code = ndet_ll_wait(a, st, slot + line * 16, tag, step, r, &payload[r],
-					    &observed);
-			if (code != NDET_KERNEL_OK)
-				bad_peer = r;
-		}
-		if (code != NDET_KERNEL_OK || !writes)
-			continue;
 		const uint64_t valid = min((uint64_t)E8, (chunk_bytes - off) / sizeof(T));
 #pragma unroll
 		for (int e = 0; e < E8; e++) {
@@ -884,7 +929,7 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 						uint64_t u;
 						T x[E8];
 					} in;
-					in.u = payload[r];
+					in.u = r == me ? mine[l] : payload[l][r];
 					v[r] = D::widen(in.x[e]);
 				}
 			}
