@@ -93,6 +93,13 @@ uint64_t ndet_plan_ll_blocks(uint64_t ll_max)
 	return ndet_plan_div_up(ndet_plan_ll_bytes(ll_max), NDET_LL_BLOCK_BYTES);
 }
 
+uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks)
+{
+	if (oneshot_max != NDET_PLAN_ONESHOT_AUTO)
+		return oneshot_max;
+	return nranks == 2 ? NDET_PLAN_ONESHOT_AUTO_2R : NDET_PLAN_ONESHOT_AUTO_MANY;
+}
+
 uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params)
 {
 	const uint64_t sharing = params->ranks_per_device > 1 ? (uint64_t)params->ranks_per_device : 1;
@@ -138,6 +145,11 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 					       ? UINT64_MAX
 					       : params->count * size * elems_per_rank;
 		const uint64_t ll_max = ndet_plan_ll_bytes(params->ll_max);
+		/* A reduce-scatter has no one-shot: auto keeps its grid where it was. */
+		const uint64_t oneshot_max =
+			scatter && params->oneshot_max == NDET_PLAN_ONESHOT_AUTO
+				? NDET_PLAN_ONESHOT_AUTO_MANY
+				: ndet_plan_oneshot_max(params->oneshot_max, params->nranks);
 		const uint64_t ll_blocks = ndet_plan_div_up(bytes, NDET_LL_BLOCK_BYTES);
 		if (!scatter && !params->premul && bytes <= ll_max &&
 		    ll_blocks <= ndet_plan_grid_cap(params)) {
@@ -159,21 +171,21 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 		const bool push = params->coll == NDET_COLL_ALLREDUCE && !params->premul &&
 				  params->nranks <= NDET_PLAN_PUSH_MAX_RANKS &&
 				  params->push_min != 0 && bytes >= params->push_min &&
-				  bytes > params->oneshot_max && slot_elems > 0 &&
+				  bytes > oneshot_max && slot_elems > 0 &&
 				  params->lane_bytes % 32 == 0; /* 16-byte aligned halves */
 		if (scatter)
 			result.path = NDET_PATH_SCATTER;
 		else if (push)
 			result.path = NDET_PATH_PUSH;
 		else
-			result.path = bytes <= params->oneshot_max ? NDET_PATH_ONESHOT
+			result.path = bytes <= oneshot_max ? NDET_PATH_ONESHOT
 								   : NDET_PATH_TWOSHOT;
 		/*
 		 * Reduce-scatter moves what the first half of a two-shot all-reduce of the
 		 * same bytes moves; it takes the one-shot share per block below the
 		 * one-shot threshold (latency: few flags), the two-shot share above it.
 		 */
-		const bool small = bytes <= params->oneshot_max;
+		const bool small = bytes <= oneshot_max;
 		const uint64_t per_block = small ? NDET_PLAN_ONESHOT_BYTES_PER_BLOCK
 						 : NDET_PLAN_TWOSHOT_BYTES_PER_BLOCK;
 		uint64_t blocks;

@@ -34,11 +34,26 @@ extern "C" {
 /*
  * Smallest share of a message one block takes.  Small messages use few blocks (fewer
  * flags to exchange, the cost that dominates latency); large ones use every block.
- * One-shot (up to NCCL_DET_ONESHOT_MAX, 64 KiB by default) takes a block per 8 KiB;
- * two-shot and reduce-scatter a block per 16 KiB, within the tiers below.
+ * One-shot (up to NCCL_DET_ONESHOT_MAX) takes a block per 8 KiB; two-shot and
+ * reduce-scatter a block per 16 KiB, within the tiers below.
  */
 #define NDET_PLAN_ONESHOT_BYTES_PER_BLOCK (8u * 1024u)
 #define NDET_PLAN_TWOSHOT_BYTES_PER_BLOCK (16u * 1024u)
+
+/*
+ * NCCL_DET_ONESHOT_MAX=auto (the default; oneshot_max == NDET_PLAN_ONESHOT_AUTO): at
+ * 2 ranks one-shot and two-shot read the same bytes and two-shot waits for one more
+ * flag round trip, so one-shot up to NDET_PLAN_ONESHOT_AUTO_2R, where push takes over
+ * (NCCL_DET_PUSH_MIN, 4 MiB); with more ranks one-shot reads n / 2 times as much as
+ * two-shot, and NDET_PLAN_ONESHOT_AUTO.  A reduce-scatter is never one-shot; it
+ * takes the one-shot share per block up to NDET_PLAN_ONESHOT_AUTO bytes when auto.
+ */
+#define NDET_PLAN_ONESHOT_AUTO UINT64_MAX
+#define NDET_PLAN_ONESHOT_AUTO_2R (2u * 1024u * 1024u)
+#define NDET_PLAN_ONESHOT_AUTO_MANY (64u * 1024u)
+
+/* The one-shot threshold oneshot_max stands for at nranks (auto resolved). */
+uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks);
 
 /*
  * The grid in tiers: blocks at the quotas above, at most NDET_PLAN_SMALL_BLOCKS below
@@ -117,7 +132,7 @@ struct ndet_plan_params {
 	ndet_coll_t coll;     /* 0: all-reduce */
 	int root;             /* NDET_COLL_REDUCE only */
 	bool premul;          /* PreMulSum (op NDET_OP_SUM): never a plain copy, even on 1 rank */
-	uint64_t oneshot_max; /* bytes; agreed setting NCCL_DET_ONESHOT_MAX */
+	uint64_t oneshot_max; /* bytes or NDET_PLAN_ONESHOT_AUTO; agreed NCCL_DET_ONESHOT_MAX */
 	uint64_t ll_max;      /* bytes; agreed setting NCCL_DET_LL_MAX (0: no LL) */
 	uint64_t push_min;    /* bytes; agreed setting NCCL_DET_PUSH_MIN (0: no push) */
 	int max_blocks;       /* agreed setting NCCL_DET_MAX_BLOCKS */

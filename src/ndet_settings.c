@@ -38,9 +38,11 @@
  * same settings make a different plan (ndet_plan.h): ranks of two builds must then fall
  * back together at setup, not meet in a kernel with plans that differ (a signature
  * error on the first call).  2: NCCL_DET_LL_MAX; 3: NCCL_DET_PUSH_MIN; 4: the grid of
- * 24cd6dd (16 KiB per two-shot block, tiers 32 / 64, push 512 KiB per block, >= 64).
+ * 24cd6dd (16 KiB per two-shot block, tiers 32 / 64, push 512 KiB per block, >= 64);
+ * 5: NCCL_DET_ONESHOT_MAX=auto (hashed as NDET_SETTINGS_SIZE_AUTO; what it resolves to
+ * is the planner's, so a later build that resolves it otherwise bumps the format).
  */
-#define NDET_SETTINGS_AGREEMENT_FORMAT 4
+#define NDET_SETTINGS_AGREEMENT_FORMAT 5
 
 /* Longest value shown in a log line or the dump; longer ones end in "...". */
 #define NDET_SETTINGS_SHOWN_MAX 512
@@ -48,6 +50,7 @@
 typedef enum {
 	NDET_SETTING_BOOL,        /* bool field */
 	NDET_SETTING_SIZE,        /* uint64_t field, bytes */
+	NDET_SETTING_SIZE_AUTO,   /* the same, or "auto": NDET_SETTINGS_SIZE_AUTO (the planner decides) */
 	NDET_SETTING_SECONDS,     /* uint64_t field in milliseconds; the variable counts seconds */
 	NDET_SETTING_INT,         /* int field */
 	NDET_SETTING_NANOSECONDS, /* unsigned field */
@@ -104,13 +107,21 @@ static const struct ndet_setting ndet_settings_table[] = {
      NDET_FIELD(pool_size),
      "staging pool per rank and communicator, bytes (K/M/G/T suffixes); equal on all ranks"},
     /*
-     * One-shot reads every peer's whole buffer: lowest latency while messages are
-     * small, n-fold traffic when they are not.  Measured on 2x H200 (the crossover
-     * only moves down with more ranks): two-shot wins from 128 KiB (19 vs 25 us),
-     * 256 KiB (23 vs 34 us); benchmark-results/2026-11-30-h200x2-session3.txt.
+     * One-shot reads every peer's whole buffer: (n - 1) x the message per rank, where
+     * two-shot reads 2 (n - 1) / n x and waits for one more flag round trip.  At 2 ranks
+     * they read the same bytes, so one-shot wins at every size (2x H200, bf16, eager /
+     * CUDA graph, us: 512 KiB 11.4 / 10.1 one-shot against 13.8 / 12.6 two-shot, 1 MiB
+     * 13.5 / 12.2 against 15.8 / 14.3, 2 MiB 18.1 / 16.5 against 19.4 / 18.3, 4 MiB
+     * 27.0 / 25.4 against 28.0 / 26.7; benchmark-results/2026-11-30-h200x2-session9.txt)
+     * until push takes over.  With more ranks one-shot's extra traffic soon costs more
+     * than the round trip: two-shot won from 128 KiB at 2 ranks when each block still
+     * paid ~1 us at start (benchmark-results/2026-11-30-h200x2-session3.txt).  "auto"
+     * (the default): NDET_PLAN_ONESHOT_AUTO_2R (2 MiB) at 2 ranks,
+     * NDET_PLAN_ONESHOT_AUTO (64 KiB) otherwise (ndet_plan.h).
      */
-    {"NCCL_DET_ONESHOT_MAX", NDET_SETTING_SIZE, "64KiB", 0, NDET_GIB, NDET_FIELD(oneshot_max),
-     "largest message reduced one-shot, bytes; larger ones go two-shot; equal on all ranks"},
+    {"NCCL_DET_ONESHOT_MAX", NDET_SETTING_SIZE_AUTO, "auto", 0, NDET_GIB, NDET_FIELD(oneshot_max),
+     "largest message reduced one-shot, bytes, or auto (2 MiB at 2 ranks, 64 KiB at more); "
+     "larger ones go two-shot; equal on all ranks"},
     /*
      * LL (ndet_kernels.h): data and flag in each 8-byte word, pushed straight from
      * the caller's buffer, so a call costs one one-way NVLink latency instead of a
@@ -137,12 +148,13 @@ static const struct ndet_setting ndet_settings_table[] = {
      * both ways at 312 GB/s, writes at 342, NCCL's 1 GiB all-reduce at 333; pull
      * cannot reach 0.95x NCCL there.  64 MiB until 24cd6dd, when push was slower
      * below it; since every block starts at once (c582a2c) and with the grid of
-     * ndet_plan.h (64 blocks or more), push wins from 8 MiB (bf16, 2x H200, ratio
-     * NCCL/nccl-det: 8 MiB 1.25 against 1.13 pulled, 16 MiB 1.19 against 1.00, 32 MiB
-     * 1.20 against 0.94; benchmark-results/2026-11-30-h200x2-session8.txt).  Smaller
-     * sizes were not measured pushed.
+     * ndet_plan.h (64 blocks or more), push wins from 4 MiB (bf16, 2x H200, eager /
+     * CUDA graph, us: 4 MiB 24.5 / 22.9 pushed against 27.0 / 25.4 one-shot and 28.1 /
+     * 26.7 two-shot; 2 MiB 19.1 / 17.4 pushed against 18.1 / 16.5 one-shot;
+     * benchmark-results/2026-11-30-h200x2-session9.txt).  8 MiB from 24cd6dd to this
+     * change.  Not measured above 2 ranks.
      */
-    {"NCCL_DET_PUSH_MIN", NDET_SETTING_SIZE, "8MiB", 0, NDET_TIB, NDET_FIELD(push_min),
+    {"NCCL_DET_PUSH_MIN", NDET_SETTING_SIZE, "4MiB", 0, NDET_TIB, NDET_FIELD(push_min),
      "smallest all-reduce sent with the push protocol, bytes (0 = never); equal on all "
      "ranks"},
     /*
@@ -389,6 +401,13 @@ static const char *ndet_settings_parse_row(const struct ndet_setting *row, const
 			*(bool *)field = flag;
 		return why;
 	}
+	case NDET_SETTING_SIZE_AUTO:
+		if (strcasecmp(text, "auto") == 0) {
+			*(uint64_t *)field = NDET_SETTINGS_SIZE_AUTO;
+			return NULL;
+		}
+		why = ndet_settings_parse_size(text, &value);
+		break;
 	case NDET_SETTING_SIZE:
 		why = ndet_settings_parse_size(text, &value);
 		break;
@@ -435,6 +454,7 @@ static const char *ndet_settings_parse_row(const struct ndet_setting *row, const
 	/* The range checks above keep every conversion below exact. */
 	switch (row->type) {
 	case NDET_SETTING_SIZE:
+	case NDET_SETTING_SIZE_AUTO:
 		*(uint64_t *)field = value;
 		break;
 	case NDET_SETTING_SECONDS:
@@ -521,6 +541,13 @@ static void ndet_settings_format(const struct ndet_setting *row,
 	case NDET_SETTING_BOOL:
 		snprintf(text, size, "%d", *(const bool *)field ? 1 : 0);
 		return;
+	case NDET_SETTING_SIZE_AUTO:
+		if (*(const uint64_t *)field == NDET_SETTINGS_SIZE_AUTO) {
+			snprintf(text, size, "auto");
+			return;
+		}
+		ndet_settings_format_size(*(const uint64_t *)field, text, size);
+		return;
 	case NDET_SETTING_SIZE:
 		ndet_settings_format_size(*(const uint64_t *)field, text, size);
 		return;
@@ -571,9 +598,11 @@ static void ndet_settings_describe_accepted(const struct ndet_setting *row, char
 		snprintf(text, size, "0/1, true/false, yes/no or on/off");
 		return;
 	case NDET_SETTING_SIZE:
+	case NDET_SETTING_SIZE_AUTO:
 		ndet_settings_format_size(row->min, low, sizeof(low));
 		ndet_settings_format_size(row->max, high, sizeof(high));
-		snprintf(text, size, "bytes in [%s, %s], K/M/G/T suffixes allowed", low, high);
+		snprintf(text, size, "%sbytes in [%s, %s], K/M/G/T suffixes allowed",
+			 row->type == NDET_SETTING_SIZE_AUTO ? "auto, or " : "", low, high);
 		return;
 	case NDET_SETTING_SECONDS:
 		snprintf(text, size, "whole seconds in [%" PRIu64 ", %" PRIu64 "]", row->min,

@@ -21,6 +21,12 @@
 extern "C" {
 #endif
 
+/*
+ * A size setting written "auto" (NCCL_DET_ONESHOT_MAX): the planner picks the value
+ * for the communicator (NDET_PLAN_ONESHOT_AUTO in ndet_plan.h, the same number).
+ */
+#define NDET_SETTINGS_SIZE_AUTO UINT64_MAX
+
 /* Test-only fault injection points (NCCL_DET_TEST_FAIL). */
 typedef enum {
 	NDET_FAULT_NONE = 0,
@@ -49,7 +55,7 @@ struct ndet_settings {
 	bool strict;             /* NCCL_DET_STRICT */
 	bool stats;              /* NCCL_DET_STATS */
 	uint64_t pool_size;      /* NCCL_DET_POOL_SIZE, bytes of staging per rank and communicator */
-	uint64_t oneshot_max;    /* NCCL_DET_ONESHOT_MAX, bytes; larger messages go two-shot */
+	uint64_t oneshot_max;    /* NCCL_DET_ONESHOT_MAX, bytes, or NDET_SETTINGS_SIZE_AUTO */
 	uint64_t ll_max;         /* NCCL_DET_LL_MAX, bytes; smaller all-reduces go LL; 0 = never */
 	uint64_t push_min;       /* NCCL_DET_PUSH_MIN, bytes; larger all-reduces push; 0 = never */
 	uint64_t timeout_ms;     /* NCCL_DET_TIMEOUT (seconds in the variable), never 0 */

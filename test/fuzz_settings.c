@@ -118,7 +118,7 @@ static void fuzz_check_ranges(const struct ndet_settings *s)
 {
 	if (s->pool_size < FUZZ_MIB || s->pool_size > 16 * FUZZ_GIB)
 		fuzz_die("range", "pool_size");
-	if (s->oneshot_max > FUZZ_GIB)
+	if (s->oneshot_max > FUZZ_GIB && s->oneshot_max != NDET_SETTINGS_SIZE_AUTO)
 		fuzz_die("range", "oneshot_max");
 	if (s->timeout_ms < 1000 || s->timeout_ms > UINT64_C(604800000) || s->timeout_ms % 1000)
 		fuzz_die("range", "timeout_ms");

@@ -97,7 +97,7 @@ rows ll ' 4096 +2048 +bf16 +sum +ll +1x1 ' ' 8192 +4096 +bf16 +sum +ll +2x1 ' \
 "$perf" --dry-run --gpus 2 -n 2 -b 128K -e 512K -d bf16 --no-nccl >"$scratch/lldefault" 2>&1 ||
 	fail "dry run (LL default) failed"
 rows lldefault ' 131072 +65536 +bf16 +sum +ll +32x1 ' ' 262144 +131072 +bf16 +sum +ll +64x1 ' \
-	' 524288 +262144 +bf16 +sum +2shot +32x1 '
+	' 524288 +262144 +bf16 +sum +1shot +32x1 '
 "$perf" --dry-run --gpus 1 -n 4 -b 192K -e 256K -f 4 -d bf16 --no-nccl >"$scratch/llshared" 2>&1 ||
 	fail "dry run (LL, shared GPU) failed"
 rows llshared ' 196608 +98304 +bf16 +sum +ll +48x1 '
@@ -105,10 +105,25 @@ rows llshared ' 196608 +98304 +bf16 +sum +ll +48x1 '
 	fail "dry run (LL, shared GPU, 256 KiB) failed"
 rows llshared2 ' 262144 +131072 +bf16 +sum +2shot +16x1 '
 
+# ---- past LL by default (NCCL_DET_ONESHOT_MAX=auto): at 2 ranks one-shot up to 2 MiB,
+# two-shot between it and NCCL_DET_PUSH_MIN (4 MiB), push from there; at 3 ranks
+# two-shot from 64 KiB + 1
+"$perf" --dry-run --gpus 2 -n 2 -b 2M -e 4M -f 2 -d bf16 --no-nccl >"$scratch/auto2" 2>&1 ||
+	fail "dry run (one-shot auto, 2 ranks) failed"
+rows auto2 '^# pool 100663296 B, max blocks 96, one-shot up to 2097152 B,' \
+	' 2097152 +1048576 +bf16 +sum +1shot +32x1 ' ' 4194304 +2097152 +bf16 +sum +push +64x1 '
+NCCL_DET_PUSH_MIN=8M "$perf" --dry-run --gpus 2 -n 2 -b 4M -e 4M -d bf16 --no-nccl \
+	>"$scratch/auto2b" 2>&1 || fail "dry run (one-shot auto, 2 ranks, 4 MiB pulled) failed"
+rows auto2b ' 4194304 +2097152 +bf16 +sum +2shot +32x1 '
+NCCL_DET_LL_MAX=0 "$perf" --dry-run --gpus 3 -n 3 -b 64K -e 128K -f 2 -d bf16 --no-nccl \
+	>"$scratch/auto3" 2>&1 || fail "dry run (one-shot auto, 3 ranks) failed"
+rows auto3 '^# pool 100663296 B, max blocks 96, one-shot up to 65536 B,' \
+	' 65536 +32768 +bf16 +sum +1shot ' ' 131072 +65536 +bf16 +sum +2shot '
+
 # ---- push from NCCL_DET_PUSH_MIN (a block per 512 KiB, at least 64), pull below it;
 # 0 = never.  With the default pool (96 MiB / 96 blocks: lanes of 1 MiB) a push chunk
 # is 2 x 128 KiB, so 64 blocks take 16 MiB in one step.
-NCCL_DET_PUSH_MIN=1M "$perf" --dry-run --gpus 2 -n 2 -b 512K -e 8M -f 4 -d bf16 --no-nccl \
+NCCL_DET_ONESHOT_MAX=64K NCCL_DET_PUSH_MIN=1M "$perf" --dry-run --gpus 2 -n 2 -b 512K -e 8M -f 4 -d bf16 --no-nccl \
 	>"$scratch/push" 2>&1 || fail "dry run (push) failed"
 rows push ' 524288 +262144 +bf16 +sum +2shot +32x1 ' ' 2097152 +1048576 +bf16 +sum +push +64x1 ' \
 	' 8388608 +4194304 +bf16 +sum +push +64x1 '

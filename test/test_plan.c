@@ -174,6 +174,63 @@ static void test_plan_paths(void **state)
 }
 
 /*
+ * NCCL_DET_ONESHOT_MAX=auto: one-shot up to 2 MiB at 2 ranks (it reads what two-shot
+ * reads, with one flag round trip less), 64 KiB at more; push from push_min above
+ * that; a reduce-scatter keeps the 64 KiB grid threshold at 2 ranks too.  A number
+ * is taken as it is, at any rank count.
+ */
+static void test_plan_oneshot_auto(void **state)
+{
+	(void)state;
+	assert_int_equal(ndet_plan_oneshot_max(NDET_PLAN_ONESHOT_AUTO, 2), 2u << 20);
+	assert_int_equal(ndet_plan_oneshot_max(NDET_PLAN_ONESHOT_AUTO, 3), 64u << 10);
+	assert_int_equal(ndet_plan_oneshot_max(NDET_PLAN_ONESHOT_AUTO, 8), 64u << 10);
+	assert_int_equal(ndet_plan_oneshot_max(NDET_PLAN_ONESHOT_AUTO, 16), 64u << 10);
+	assert_int_equal(ndet_plan_oneshot_max(0, 2), 0);
+	assert_int_equal(ndet_plan_oneshot_max(1000, 2), 1000);
+	assert_int_equal(ndet_plan_oneshot_max(1000, 8), 1000);
+
+	struct ndet_plan plan;
+	struct ndet_plan_params p = params_of((2u << 20) / 2, NDET_DTYPE_BF16, 2);
+	p.oneshot_max = NDET_PLAN_ONESHOT_AUTO;
+	p.push_min = 4u << 20;
+	p.max_blocks = 96;
+	p.lane_bytes = (96u << 20) / 96 / 256 * 256;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_ONESHOT);
+	assert_int_equal(plan.blocks, 32); /* a block per 8 KiB, held at 32 below 8 MiB */
+	p.count += 8; /* one 16-byte pack past 2 MiB */
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_TWOSHOT);
+	p.count = (4u << 20) / 2;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_PUSH);
+	/* Three ranks: two-shot from 64 KiB + 1 byte (f32: 16385 elements). */
+	p.nranks = 3;
+	p.dtype = NDET_DTYPE_F32;
+	p.count = 16384;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_ONESHOT);
+	p.count = 16385;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_TWOSHOT);
+	/* Reduce-scatter at 2 ranks: the grid of 64 KiB, as an explicit 64 KiB gives. */
+	struct ndet_plan explicit_plan;
+	p.nranks = 2;
+	p.coll = NDET_COLL_REDUCE_SCATTER;
+	p.count = (256u << 10) / 4 / 2; /* 256 KiB of send buffer */
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_SCATTER);
+	p.oneshot_max = 64u << 10;
+	assert_int_equal(ndet_plan_make(&p, &explicit_plan), NDET_OK);
+	assert_int_equal(plan.blocks, explicit_plan.blocks);
+	assert_int_equal(plan.chunk_elems, explicit_plan.chunk_elems);
+	p.oneshot_max = 2u << 20; /* and it does depend on the threshold */
+	assert_int_equal(ndet_plan_make(&p, &explicit_plan), NDET_OK);
+	assert_int_not_equal(plan.blocks, explicit_plan.blocks);
+}
+
+/*
  * Push: all-reduces of at least push_min bytes above the one-shot size, on two or more
  * ranks, not PreMulSum; never reduce or reduce-scatter; push_min 0 never.  The chunk
  * is nranks slots of whole packs, and 2 parities x 2n slots fit the lane.
@@ -670,6 +727,7 @@ int main(void)
 		cmocka_unit_test(test_plan_paths),
 		cmocka_unit_test(test_plan_ll),
 		cmocka_unit_test(test_plan_push),
+		cmocka_unit_test(test_plan_oneshot_auto),
 		cmocka_unit_test(test_plan_covers_every_element_once),
 		cmocka_unit_test(test_plan_chunks_large_messages),
 		cmocka_unit_test(test_plan_is_a_function_of_its_inputs),

@@ -175,7 +175,8 @@ static void test_settings_defaults(void **state)
 	assert_false(settings->strict);
 	assert_false(settings->stats);
 	assert_int_equal(settings->pool_size, 96 * MIB);
-	assert_int_equal(settings->oneshot_max, 64 * 1024);
+	assert_true(settings->oneshot_max == NDET_SETTINGS_SIZE_AUTO);
+	assert_int_equal(settings->push_min, 4 * MIB);
 	assert_int_equal(settings->timeout_ms, 1800 * 1000);
 	assert_int_equal(settings->max_memory, GIB);
 	assert_int_equal(settings->max_blocks, 96);
@@ -297,6 +298,12 @@ static void test_settings_valid_values(void **state)
 	assert_int_equal(settings->max_memory, TIB);
 	assert_int_equal(settings->max_blocks, 1);
 	assert_int_equal(settings->oneshot_max, GIB);
+
+	/* "auto", in any case, where a size setting takes it; shown back as "auto". */
+	test_setenv("NCCL_DET_ONESHOT_MAX", "AUTO");
+	settings = test_reparse();
+	assert_true(settings->oneshot_max == NDET_SETTINGS_SIZE_AUTO);
+	assert_int_equal(test_count_log_lines("WARN"), 0);
 	test_setenv("NCCL_DET_POOL_SIZE", "16GiB");
 	test_setenv("NCCL_DET_TIMEOUT", "604800");
 	settings = test_reparse();
@@ -385,8 +392,10 @@ static const struct test_bad_value test_bad_values[] = {
     {"NCCL_DET_POOL_SIZE", " 32M", "\" 32M\"", "[1MiB, 16GiB]", "using default 96MiB"},
     {"NCCL_DET_POOL_SIZE", "0x2000000", "\"0x2000000\"", "[1MiB, 16GiB]", "using default 96MiB"},
     {"NCCL_DET_POOL_SIZE", "M", "\"M\"", "[1MiB, 16GiB]", "using default 96MiB"},
-    {"NCCL_DET_ONESHOT_MAX", "1025M", "\"1025M\"", "[0, 1GiB]", "using default 64KiB"},
-    {"NCCL_DET_ONESHOT_MAX", "1P", "\"1P\"", "[0, 1GiB]", "using default 64KiB"},
+    {"NCCL_DET_ONESHOT_MAX", "1025M", "\"1025M\"", "[0, 1GiB]", "using default auto"},
+    {"NCCL_DET_ONESHOT_MAX", "1P", "\"1P\"", "[0, 1GiB]", "using default auto"},
+    {"NCCL_DET_ONESHOT_MAX", "automatic", "\"automatic\"", "auto, or bytes", "using default auto"},
+    {"NCCL_DET_POOL_SIZE", "auto", "\"auto\"", "[1MiB, 16GiB]", "using default 96MiB"},
     {"NCCL_DET_LL_MAX", "257K", "\"257K\"", "[0, 256KiB]", "using default 256KiB"},
     {"NCCL_DET_TIMEOUT", "0", "\"0\"", "[1, 604800]", "using default 1800"},
     {"NCCL_DET_TIMEOUT", "604801", "\"604801\"", "[1, 604800]", "using default 1800"},
@@ -583,7 +592,7 @@ static void test_settings_conf_file_precedence(void **state)
 	test_setenv("NCCL_CONF_FILE", other_conf);
 	settings = test_reparse();
 	assert_int_equal(settings->pool_size, 8 * MIB);
-	assert_int_equal(settings->oneshot_max, 64 * 1024);
+	assert_true(settings->oneshot_max == NDET_SETTINGS_SIZE_AUTO);
 	assert_int_equal(settings->max_blocks, 7);
 	assert_true(settings->stats);
 	assert_int_equal(test_count_log_lines("WARN"), 0);
@@ -698,13 +707,14 @@ static void test_settings_agreement_hash_fields(void **state)
 	 * Pinned: every release must serialize the same settings to the same bytes (the
 	 * value changes only with a default: NCCL_DET_MAX_BLOCKS 24 -> 96,
 	 * NCCL_DET_ONESHOT_MAX 256 KiB -> 64 KiB and NCCL_DET_POOL_SIZE 32 -> 96 MiB in
-	 * 0.1.0; NCCL_DET_LL_MAX 0 -> 256 KiB and NCCL_DET_PUSH_MIN 64 -> 8 MiB after
-	 * it) or with the format (NCCL_DET_LL_MAX joined in format 2,
-	 * NCCL_DET_PUSH_MIN in format 3, the planner's grid changed in format 4).
+	 * 0.1.0; NCCL_DET_LL_MAX 0 -> 256 KiB, NCCL_DET_PUSH_MIN 64 -> 8 -> 4 MiB and
+	 * NCCL_DET_ONESHOT_MAX 64 KiB -> auto after it) or with the format
+	 * (NCCL_DET_LL_MAX joined in format 2, NCCL_DET_PUSH_MIN in format 3, the
+	 * planner's grid changed in format 4, auto in format 5).
 	 * Recomputed apart from this code: FNV-1a 64 over the little-endian bytes of
-	 * 4, 0, 96 MiB, 64 KiB, 96, 256 KiB, 8 MiB.
+	 * 5, 0, 96 MiB, 2^64 - 1 (auto), 96, 256 KiB, 4 MiB.
 	 */
-	assert_int_equal(base, UINT64_C(0x8cafea1eab25ddea));
+	assert_int_equal(base, UINT64_C(0xe6b148dcc9a3f92e));
 
 	struct ndet_settings changed;
 	memcpy(&changed, defaults, sizeof(changed));
@@ -717,7 +727,7 @@ static void test_settings_agreement_hash_fields(void **state)
 	changed.pool_size += UINT64_C(1) << 40; /* a high byte only */
 	assert_int_not_equal(ndet_settings_agreement_hash(&changed), base);
 	memcpy(&changed, defaults, sizeof(changed));
-	changed.oneshot_max *= 2;
+	changed.oneshot_max = 64 * 1024; /* what auto is at more than 2 ranks */
 	assert_int_not_equal(ndet_settings_agreement_hash(&changed), base);
 	memcpy(&changed, defaults, sizeof(changed));
 	changed.max_blocks = 25;
