@@ -24,6 +24,10 @@
 #include "ndet_setup.h"
 #include "ndet_teardown.h"
 
+/* "auto" travels from the settings to the planner as the same number. */
+_Static_assert(NDET_SETTINGS_SIZE_AUTO == NDET_PLAN_ONESHOT_AUTO,
+	       "NCCL_DET_ONESHOT_MAX=auto must reach the planner as its sentinel");
+
 #define NDET_COMM_BUCKETS 256
 
 /* Longest pause between two polls of a non-blocking communicator. */

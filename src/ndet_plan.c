@@ -93,11 +93,14 @@ uint64_t ndet_plan_ll_blocks(uint64_t ll_max)
 	return ndet_plan_div_up(ndet_plan_ll_bytes(ll_max), NDET_LL_BLOCK_BYTES);
 }
 
-uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks)
+uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks, ndet_coll_t coll)
 {
 	if (oneshot_max != NDET_PLAN_ONESHOT_AUTO)
 		return oneshot_max;
-	return nranks == 2 ? NDET_PLAN_ONESHOT_AUTO_2R : NDET_PLAN_ONESHOT_AUTO_MANY;
+	/* A reduce-scatter has no one-shot: auto keeps its grid where it was. */
+	if (coll == NDET_COLL_REDUCE_SCATTER || nranks != 2)
+		return NDET_PLAN_ONESHOT_AUTO_MANY;
+	return NDET_PLAN_ONESHOT_AUTO_2R;
 }
 
 uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params)
@@ -145,11 +148,8 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 					       ? UINT64_MAX
 					       : params->count * size * elems_per_rank;
 		const uint64_t ll_max = ndet_plan_ll_bytes(params->ll_max);
-		/* A reduce-scatter has no one-shot: auto keeps its grid where it was. */
 		const uint64_t oneshot_max =
-			scatter && params->oneshot_max == NDET_PLAN_ONESHOT_AUTO
-				? NDET_PLAN_ONESHOT_AUTO_MANY
-				: ndet_plan_oneshot_max(params->oneshot_max, params->nranks);
+			ndet_plan_oneshot_max(params->oneshot_max, params->nranks, params->coll);
 		const uint64_t ll_blocks = ndet_plan_div_up(bytes, NDET_LL_BLOCK_BYTES);
 		if (!scatter && !params->premul && bytes <= ll_max &&
 		    ll_blocks <= ndet_plan_grid_cap(params)) {

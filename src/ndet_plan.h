@@ -44,16 +44,18 @@ extern "C" {
  * NCCL_DET_ONESHOT_MAX=auto (the default; oneshot_max == NDET_PLAN_ONESHOT_AUTO): at
  * 2 ranks one-shot and two-shot read the same bytes and two-shot waits for one more
  * flag round trip, so one-shot up to NDET_PLAN_ONESHOT_AUTO_2R, where push takes over
- * (NCCL_DET_PUSH_MIN, 4 MiB); with more ranks one-shot reads n / 2 times as much as
- * two-shot, and NDET_PLAN_ONESHOT_AUTO.  A reduce-scatter is never one-shot; it
- * takes the one-shot share per block up to NDET_PLAN_ONESHOT_AUTO bytes when auto.
+ * (NCCL_DET_PUSH_MIN, 4 MiB; push is planned only above the one-shot size, so at 2
+ * ranks a NCCL_DET_PUSH_MIN below 2 MiB acts as 2 MiB + 1); with more ranks one-shot
+ * reads n / 2 times as much as two-shot, and NDET_PLAN_ONESHOT_AUTO_MANY.  A
+ * reduce-scatter is never one-shot; it takes the one-shot share per block up to
+ * NDET_PLAN_ONESHOT_AUTO_MANY bytes when auto.
  */
 #define NDET_PLAN_ONESHOT_AUTO UINT64_MAX
 #define NDET_PLAN_ONESHOT_AUTO_2R (2u * 1024u * 1024u)
 #define NDET_PLAN_ONESHOT_AUTO_MANY (64u * 1024u)
 
-/* The one-shot threshold oneshot_max stands for at nranks (auto resolved). */
-uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks);
+/* The one-shot threshold oneshot_max stands for in a `coll` of nranks (auto resolved). */
+uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks, ndet_coll_t coll);
 
 /*
  * The grid in tiers: blocks at the quotas above, at most NDET_PLAN_SMALL_BLOCKS below

@@ -117,7 +117,7 @@ static const struct ndet_setting ndet_settings_table[] = {
      * than the round trip: two-shot won from 128 KiB at 2 ranks when each block still
      * paid ~1 us at start (benchmark-results/2026-11-30-h200x2-session3.txt).  "auto"
      * (the default): NDET_PLAN_ONESHOT_AUTO_2R (2 MiB) at 2 ranks,
-     * NDET_PLAN_ONESHOT_AUTO (64 KiB) otherwise (ndet_plan.h).
+     * NDET_PLAN_ONESHOT_AUTO_MANY (64 KiB) otherwise (ndet_plan.h).
      */
     {"NCCL_DET_ONESHOT_MAX", NDET_SETTING_SIZE_AUTO, "auto", 0, NDET_GIB, NDET_FIELD(oneshot_max),
      "largest message reduced one-shot, bytes, or auto (2 MiB at 2 ranks, 64 KiB at more); "

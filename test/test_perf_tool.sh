@@ -115,6 +115,10 @@ rows auto2 '^# pool 100663296 B, max blocks 96, one-shot up to 2097152 B,' \
 NCCL_DET_PUSH_MIN=8M "$perf" --dry-run --gpus 2 -n 2 -b 4M -e 4M -d bf16 --no-nccl \
 	>"$scratch/auto2b" 2>&1 || fail "dry run (one-shot auto, 2 ranks, 4 MiB pulled) failed"
 rows auto2b ' 4194304 +2097152 +bf16 +sum +2shot +32x1 '
+# (a reduce-scatter has no one-shot: its grid threshold stays 64 KiB under auto)
+"$perf" --dry-run --gpus 2 -n 2 -b 2M -e 2M -d bf16 --no-nccl --coll reducescatter \
+	>"$scratch/auto2rs" 2>&1 || fail "dry run (one-shot auto, reduce-scatter) failed"
+rows auto2rs '^# pool 100663296 B, max blocks 96, one-shot up to 65536 B,'
 NCCL_DET_LL_MAX=0 "$perf" --dry-run --gpus 3 -n 3 -b 64K -e 128K -f 2 -d bf16 --no-nccl \
 	>"$scratch/auto3" 2>&1 || fail "dry run (one-shot auto, 3 ranks) failed"
 rows auto3 '^# pool 100663296 B, max blocks 96, one-shot up to 65536 B,' \

@@ -182,13 +182,18 @@ static void test_plan_paths(void **state)
 static void test_plan_oneshot_auto(void **state)
 {
 	(void)state;
-	assert_int_equal(ndet_plan_oneshot_max(NDET_PLAN_ONESHOT_AUTO, 2), 2u << 20);
-	assert_int_equal(ndet_plan_oneshot_max(NDET_PLAN_ONESHOT_AUTO, 3), 64u << 10);
-	assert_int_equal(ndet_plan_oneshot_max(NDET_PLAN_ONESHOT_AUTO, 8), 64u << 10);
-	assert_int_equal(ndet_plan_oneshot_max(NDET_PLAN_ONESHOT_AUTO, 16), 64u << 10);
-	assert_int_equal(ndet_plan_oneshot_max(0, 2), 0);
-	assert_int_equal(ndet_plan_oneshot_max(1000, 2), 1000);
-	assert_int_equal(ndet_plan_oneshot_max(1000, 8), 1000);
+	const uint64_t a = NDET_PLAN_ONESHOT_AUTO;
+	const ndet_coll_t ar = NDET_COLL_ALLREDUCE, rs = NDET_COLL_REDUCE_SCATTER;
+	assert_int_equal(ndet_plan_oneshot_max(a, 2, ar), 2u << 20);
+	assert_int_equal(ndet_plan_oneshot_max(a, 3, ar), 64u << 10);
+	assert_int_equal(ndet_plan_oneshot_max(a, 8, ar), 64u << 10);
+	assert_int_equal(ndet_plan_oneshot_max(a, 16, ar), 64u << 10);
+	assert_int_equal(ndet_plan_oneshot_max(0, 2, ar), 0);
+	assert_int_equal(ndet_plan_oneshot_max(1000, 2, ar), 1000);
+	assert_int_equal(ndet_plan_oneshot_max(1000, 8, ar), 1000);
+	assert_int_equal(ndet_plan_oneshot_max(a, 2, NDET_COLL_REDUCE), 2u << 20);
+	assert_int_equal(ndet_plan_oneshot_max(a, 2, rs), 64u << 10);
+	assert_int_equal(ndet_plan_oneshot_max(1000, 2, rs), 1000);
 
 	struct ndet_plan plan;
 	struct ndet_plan_params p = params_of((2u << 20) / 2, NDET_DTYPE_BF16, 2);

@@ -1700,7 +1700,8 @@ int main(int argc, char **argv)
 				 : "one thread per GPU");
 	printf("# pool %llu B, max blocks %d, one-shot up to %llu B, %d warm-up, %d timed calls\n",
 	       (unsigned long long)settings->pool_size, settings->max_blocks,
-	       (unsigned long long)ndet_plan_oneshot_max(settings->oneshot_max, o->nranks),
+	       (unsigned long long)ndet_plan_oneshot_max(settings->oneshot_max, o->nranks,
+							 o->coll),
 	       o->warmup, o->iters);
 	printf("# collective: %s\n",
 	       o->coll == NDET_COLL_REDUCE_SCATTER
