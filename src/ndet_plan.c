@@ -178,8 +178,7 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 		else if (push)
 			result.path = NDET_PATH_PUSH;
 		else
-			result.path = bytes <= oneshot_max ? NDET_PATH_ONESHOT
-								   : NDET_PATH_TWOSHOT;
+			result.path = bytes <= oneshot_max ? NDET_PATH_ONESHOT : NDET_PATH_TWOSHOT;
 		/*
 		 * Reduce-scatter moves what the first half of a two-shot all-reduce of the
 		 * same bytes moves; it takes the one-shot share per block below the

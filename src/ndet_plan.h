@@ -81,7 +81,7 @@ uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks, ndet_coll_t col
  * grids, so their differences there are run-to-run noise.  96 blocks from 8 MiB: no
  * faster than 64; 8 blocks below 8 MiB: 1.3-1.6x slower than 16.)  A block per
  * 16 KiB rather than 32 KiB took 256-512 KiB from 14.5 to 13.5 us.  From
- * NCCL_DET_PUSH_MIN (8 MiB) on, an all-reduce of 2-8 ranks pushes instead (below);
+ * NCCL_DET_PUSH_MIN (4 MiB) on, an all-reduce of 2-8 ranks pushes instead (below);
  * these tiers then serve reduce, reduce-scatter, PreMulSum, more than 8 ranks and
  * NCCL_DET_PUSH_MIN=0.  Not measured at more than 2 ranks.
  */

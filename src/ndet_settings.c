@@ -171,7 +171,7 @@ static const struct ndet_setting ndet_settings_table[] = {
      * ones (from NCCL_DET_PUSH_MIN) take at least 64 (ndet_plan.h: many loads or
      * stores in flight fill NVLink), and ranks that share a GPU split 192 blocks (96
      * above 8 ranks) between them, fewer on GPUs with fewer than 96 SMs
-     * (ndet_plan_grid_cap).  Below 64, push at 8-32 MiB runs with fewer blocks than it
+     * (ndet_plan_grid_cap).  Below 64, push at 4-32 MiB runs with fewer blocks than it
      * was chosen with (README, NCCL_DET_PUSH_MIN).
      */
     {"NCCL_DET_MAX_BLOCKS", NDET_SETTING_INT, "96", 1, 128, NDET_FIELD(max_blocks),
@@ -406,8 +406,7 @@ static const char *ndet_settings_parse_row(const struct ndet_setting *row, const
 			*(uint64_t *)field = NDET_SETTINGS_SIZE_AUTO;
 			return NULL;
 		}
-		why = ndet_settings_parse_size(text, &value);
-		break;
+		/* fall through */
 	case NDET_SETTING_SIZE:
 		why = ndet_settings_parse_size(text, &value);
 		break;
@@ -546,8 +545,7 @@ static void ndet_settings_format(const struct ndet_setting *row,
 			snprintf(text, size, "auto");
 			return;
 		}
-		ndet_settings_format_size(*(const uint64_t *)field, text, size);
-		return;
+		/* fall through */
 	case NDET_SETTING_SIZE:
 		ndet_settings_format_size(*(const uint64_t *)field, text, size);
 		return;
