@@ -317,24 +317,28 @@ __device__ void ndet_copy_bytes(char *dst, const char *src, uint64_t bytes)
 	uintptr_t mis = (uintptr_t)dst | (uintptr_t)src;
 	uint64_t done = 0;
 	if ((mis & 15) == 0) {
-		/* Eight loads in flight per thread before any store: one block per SM must
-		 * keep enough bytes in flight to cover memory (or NVLink) latency. */
+		/*
+		 * Eight loads in flight per thread before any store: one block per SM must
+		 * keep enough bytes in flight to cover memory (or NVLink) latency.  The
+		 * last round is predicated rather than left to a loop of one load at a
+		 * time: a copy that is not a multiple of 32 KiB (8 x 256 threads x 16
+		 * bytes) would spend most of its tail waiting on single loads.
+		 */
 		constexpr int U = 8;
 		const uint64_t n = bytes / 16;
 		const uint4 *s = reinterpret_cast<const uint4 *>(src);
 		uint4 *d = reinterpret_cast<uint4 *>(dst);
-		uint64_t i = tid;
-		for (; i + (U - 1) * nth < n; i += U * nth) {
+		for (uint64_t i = tid; i < n; i += U * nth) {
 			uint4 v[U];
 #pragma unroll
 			for (int u = 0; u < U; u++)
-				v[u] = ndet_copy_load<kFromLane>(&s[i + u * nth]);
+				if (i + u * nth < n)
+					v[u] = ndet_copy_load<kFromLane>(&s[i + u * nth]);
 #pragma unroll
 			for (int u = 0; u < U; u++)
-				d[i + u * nth] = v[u];
+				if (i + u * nth < n)
+					d[i + u * nth] = v[u];
 		}
-		for (; i < n; i += nth)
-			d[i] = ndet_copy_load<kFromLane>(&s[i]);
 		done = n * 16;
 	} else if ((mis & 7) == 0) {
 		uint64_t n = bytes / 8;

@@ -272,10 +272,16 @@ static void test_plan_push(void **state)
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_PUSH);
 	const uint64_t slot = p.lane_bytes / 4 / (4 * 2) / 4 * 4;
-	assert_int_equal(plan.chunk_elems, 2 * slot);
 	assert_int_equal(plan.blocks, 24);
+	/* As many steps as full slots need, each of them even: every block has work
+	 * in the last one. */
+	const uint64_t full_steps = (p.count + 24 * 2 * slot - 1) / (24 * 2 * slot);
+	assert_true(full_steps > 1 && p.count % (24 * 2 * slot) != 0);
+	assert_int_equal(plan.steps, full_steps);
+	assert_true(plan.chunk_elems < 2 * slot);
+	assert_int_equal(plan.chunk_elems % (2 * 4), 0);
 	assert_true(plan.steps * plan.blocks * plan.chunk_elems >= p.count);
-	assert_true((plan.steps - 1) * plan.blocks * plan.chunk_elems < p.count);
+	assert_true((plan.steps * plan.blocks - 1) * plan.chunk_elems < p.count);
 	/* The threshold is inclusive and in bytes. */
 	p.count = (16u << 20) / 4;
 	assert_int_equal(path_of(&p), NDET_PATH_PUSH);
@@ -423,6 +429,21 @@ static void check_coverage(const struct ndet_plan_params *p, const struct ndet_p
 	assert_int_equal(expect, p->count);
 	/* No idle block in the first step. */
 	assert_int_equal(first_step_blocks, plan->blocks);
+	/*
+	 * Even steps: one granule (NDET_PLAN_EVEN_BYTES, per segment for push) less per chunk
+	 * would not cover the message in as many steps, so a last step is never left
+	 * to a few blocks while full chunks would have fitted fewer.
+	 */
+	if (plan->path == NDET_PATH_ONESHOT || plan->path == NDET_PATH_TWOSHOT ||
+	    plan->path == NDET_PATH_PUSH || plan->path == NDET_PATH_SCATTER) {
+		const uint64_t even = NDET_PLAN_EVEN_BYTES / size > pack ? NDET_PLAN_EVEN_BYTES / size
+									   : pack;
+		const uint64_t granule =
+			(plan->path == NDET_PATH_PUSH ? (uint64_t)p->nranks : 1) * even;
+		if (plan->chunk_elems > granule)
+			assert_true(plan->steps * plan->blocks * (plan->chunk_elems - granule) <
+				    p->count);
+	}
 }
 
 /*
@@ -475,9 +496,11 @@ static void test_plan_chunks_large_messages(void **state)
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_TWOSHOT);
 	assert_int_equal(plan.blocks, 24);
-	assert_int_equal(plan.chunk_elems, p.lane_bytes / 4);
+	const uint64_t lane = p.lane_bytes / 4;
+	assert_int_equal(plan.steps, (p.count + 24 * lane - 1) / (24 * lane));
+	assert_true(plan.chunk_elems <= lane);
 	assert_true(plan.steps * plan.blocks * plan.chunk_elems >= p.count);
-	assert_true((plan.steps - 1) * plan.blocks * plan.chunk_elems < p.count);
+	assert_true((plan.steps * plan.blocks - 1) * plan.chunk_elems < p.count);
 	/* Small messages use few blocks. */
 	p = params_of(1024, NDET_DTYPE_F32, 8);
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
