@@ -12,6 +12,8 @@ namespace {
 /* Every element type's kernel table, indexed by ndet_dtype_t. */
 const ndet_kernel_fn (*const ndet_kernels[NDET_DTYPE_COUNT])[NDET_OP_COUNT + 1] = {
 	ndet_kernels_f32, ndet_kernels_f16, ndet_kernels_bf16, ndet_kernels_f64};
+const ndet_kernel_fn (*const ndet_ll_kernels[NDET_DTYPE_COUNT])[NDET_OP_COUNT] = {
+	ndet_ll_kernels_f32, ndet_ll_kernels_f16, ndet_ll_kernels_bf16, ndet_ll_kernels_f64};
 const ndet_all_ranks_fn (*const ndet_all_ranks_kernels[NDET_DTYPE_COUNT])[NDET_OP_COUNT + 1] = {
 	ndet_all_ranks_kernels_f32, ndet_all_ranks_kernels_f16, ndet_all_ranks_kernels_bf16,
 	ndet_all_ranks_kernels_f64};
@@ -74,8 +76,11 @@ extern "C" int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *
 	      args->nranks > 8)))
 		return (int)cudaErrorInvalidValue;
 	const int bucket = args->nranks <= 2 ? 0 : args->nranks <= 4 ? 1 : args->nranks <= 8 ? 2 : 3;
-	ndet_kernels[args->dtype][bucket]
-		    [op]<<<args->blocks, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(*args);
+	/* LL has its own kernels (never PreMulSum, checked above). */
+	const ndet_kernel_fn kernel = args->path == NDET_PATH_LL
+					      ? ndet_ll_kernels[args->dtype][bucket][args->op]
+					      : ndet_kernels[args->dtype][bucket][op];
+	kernel<<<args->blocks, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(*args);
 	return (int)cudaGetLastError();
 }
 

@@ -1096,7 +1096,12 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 	ndet_trace(a, st, NDET_TRACE_END);
 }
 
-template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
+/*
+ * LL_ONLY: the block of ndet_ll_kernel, which runs the prologue and the LL step only,
+ * so the other paths' registers and code stay out of the small-message kernel.
+ */
+template <int DT, int OP, int NR, bool LL_ONLY = false>
+__device__ void ndet_allreduce_block(const ndet_kernel_args &a)
 {
 	typedef ndet_dtype<DT> D;
 	typedef typename D::T T;
@@ -1168,6 +1173,11 @@ template <int DT, int OP, int NR> __device__ void ndet_allreduce_block(const nde
 	__syncthreads();
 	if (poisoned)
 		return;
+	if constexpr (LL_ONLY) {
+		if constexpr (OP != kOpPremulSum)
+			ndet_ll_block<DT, OP, NR>(a, st, first_step + 1, first_ll + 1, host_abort);
+		return;
+	}
 	/*
 	 * PreMulSum is never planned LL or push, and more than 8 ranks never push: their
 	 * kernels leave that code out (build time).
@@ -1346,6 +1356,14 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NR <= 8 ? 2 : 1)
 	ndet_allreduce_block<DT, OP, NR>(args[blockIdx.y]);
 }
 
+/* NDET_PATH_LL calls (never PreMulSum): the prologue and the LL step, nothing else. */
+template <int DT, int OP, int NR>
+__global__ void __launch_bounds__(NDET_KERNEL_THREADS, NR <= 8 ? 2 : 1)
+	ndet_ll_kernel(const ndet_kernel_args args)
+{
+	ndet_allreduce_block<DT, OP, NR, true>(args);
+}
+
 } /* namespace */
 
 typedef void (*ndet_kernel_fn)(const ndet_kernel_args);
@@ -1357,6 +1375,7 @@ typedef void (*ndet_all_ranks_fn)(const ndet_kernel_args *);
  */
 #define NDET_KERNEL_TABLE_DECLARE(SUFFIX)                                                        \
 	extern const ndet_kernel_fn ndet_kernels_##SUFFIX[4][NDET_OP_COUNT + 1];                 \
+	extern const ndet_kernel_fn ndet_ll_kernels_##SUFFIX[4][NDET_OP_COUNT];                  \
 	extern const ndet_all_ranks_fn ndet_all_ranks_kernels_##SUFFIX[2][NDET_OP_COUNT + 1]
 
 NDET_KERNEL_TABLE_DECLARE(f32);
@@ -1370,12 +1389,25 @@ NDET_KERNEL_TABLE_DECLARE(f64);
 			K<DT, NDET_OP_MAX, NR>, K<DT, NDET_OP_AVG, NR>, K<DT, kOpPremulSum, NR>    \
 	}
 
+#define NDET_LL_OPS_OF(DT, NR)                                                                     \
+	{                                                                                          \
+		ndet_ll_kernel<DT, NDET_OP_SUM, NR>, ndet_ll_kernel<DT, NDET_OP_PROD, NR>,         \
+			ndet_ll_kernel<DT, NDET_OP_MIN, NR>, ndet_ll_kernel<DT, NDET_OP_MAX, NR>,  \
+			ndet_ll_kernel<DT, NDET_OP_AVG, NR>                                        \
+	}
+
 #define NDET_KERNEL_TABLES(DT, SUFFIX)                                                           \
 	const ndet_kernel_fn ndet_kernels_##SUFFIX[4][NDET_OP_COUNT + 1] = {                     \
 		NDET_OPS_OF(DT, ndet_allreduce_kernel, 2),                                       \
 		NDET_OPS_OF(DT, ndet_allreduce_kernel, 4),                                       \
 		NDET_OPS_OF(DT, ndet_allreduce_kernel, 8),                                       \
 		NDET_OPS_OF(DT, ndet_allreduce_kernel, NDET_MAX_RANKS),                          \
+	};                                                                                       \
+	const ndet_kernel_fn ndet_ll_kernels_##SUFFIX[4][NDET_OP_COUNT] = {                      \
+		NDET_LL_OPS_OF(DT, 2),                                                           \
+		NDET_LL_OPS_OF(DT, 4),                                                           \
+		NDET_LL_OPS_OF(DT, 8),                                                           \
+		NDET_LL_OPS_OF(DT, NDET_MAX_RANKS),                                              \
 	};                                                                                       \
 	const ndet_all_ranks_fn ndet_all_ranks_kernels_##SUFFIX[2][NDET_OP_COUNT + 1] = {        \
 		NDET_OPS_OF(DT, ndet_allreduce_all_ranks_kernel, 8),                             \
