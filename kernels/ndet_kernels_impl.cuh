@@ -1370,9 +1370,18 @@ typedef void (*ndet_kernel_fn)(const ndet_kernel_args);
 typedef void (*ndet_all_ranks_fn)(const ndet_kernel_args *);
 
 /*
- * One element type's kernels: [rank bucket 2/4/8/16][op] and, for compute-sanitizer,
- * the all-ranks kernels [bucket 8/16][op] (op NDET_KERNEL_OP_PREMULSUM included).
+ * One element type's kernels: [rank bucket 2/4/8/16][op] (every path; the launcher
+ * sends LL calls to the next table), the LL kernels [bucket][op] (no PreMulSum: never
+ * planned LL) and, for compute-sanitizer, the all-ranks kernels [bucket 8/16][op]
+ * (op NDET_KERNEL_OP_PREMULSUM included).  The op lists below name every ndet_op_t
+ * in enum order.  Leaving LL out of ndet_allreduce_kernel was tried: its spills
+ * stayed (f32 NR = 2 sum 152/292 -> 248/376 bytes, NR = 8 1560/2484 -> 1536/2452);
+ * push holds the registers there (the PreMulSum kernels, without LL and push, do
+ * not spill at NR = 2 and 4).
  */
+static_assert(NDET_OP_SUM == 0 && NDET_OP_PROD == 1 && NDET_OP_MIN == 2 && NDET_OP_MAX == 3 &&
+		      NDET_OP_AVG == 4 && NDET_OP_COUNT == 5,
+	      "NDET_OPS_OF and NDET_LL_OPS_OF list the ops in ndet_op_t order");
 #define NDET_KERNEL_TABLE_DECLARE(SUFFIX)                                                        \
 	extern const ndet_kernel_fn ndet_kernels_##SUFFIX[4][NDET_OP_COUNT + 1];                 \
 	extern const ndet_kernel_fn ndet_ll_kernels_##SUFFIX[4][NDET_OP_COUNT];                  \

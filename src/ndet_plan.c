@@ -113,6 +113,10 @@ uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params)
 	return cap < 1 ? 1 : cap;
 }
 
+/* Whole 16-byte packs of every dtype, so that evened chunks stay whole packs. */
+_Static_assert(NDET_PLAN_EVEN_BYTES >= 16 && NDET_PLAN_EVEN_BYTES % 16 == 0,
+	       "NDET_PLAN_EVEN_BYTES must be a positive multiple of 16");
+
 ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_plan *plan)
 {
 	const unsigned size = ndet_plan_dtype_size(params->dtype);
@@ -234,30 +238,22 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 			blocks = needed;
 		/*
 		 * Even steps: the fewest steps the chunk allows, then the smallest chunk
-		 * of whole granules (NDET_PLAN_EVEN_BYTES, per segment for push) that
-		 * still covers the message in them, unless that rounds up past the
-		 * chunk above.  A block's chunk of step k is chunk k x blocks + b, so
-		 * with full chunks a last step only partly filled runs on the first
-		 * blocks alone while the others sit idle (64 MiB over 96 blocks of
-		 * 256 KiB: 2.67 steps of work, 3 on the critical path).
+		 * of whole granules (NDET_PLAN_EVEN_BYTES, per segment where the chunk
+		 * is split among the ranks: push and two-shot) that still covers the
+		 * message in them, unless that rounds up past the chunk above.  A
+		 * block's chunk of step k is chunk k x blocks + b, so with full chunks a
+		 * last step only partly filled runs on the first blocks alone while the
+		 * others sit idle (64 MiB over 96 blocks of 256 KiB: 2.67 steps of work,
+		 * 3 on the critical path).
 		 */
 		const uint64_t steps = ndet_plan_div_up(params->count, blocks * chunk);
 		const uint64_t even = ndet_plan_div_up(params->count, blocks * steps);
 		uint64_t granule = NDET_PLAN_EVEN_BYTES / size;
-		if (granule < pack)
-			granule = pack;
-		if (push) {
-			const uint64_t seg =
-				ndet_plan_div_up(ndet_plan_div_up(even, (uint64_t)params->nranks),
-						 granule) *
-				granule;
-			if (seg * (uint64_t)params->nranks < chunk)
-				chunk = seg * (uint64_t)params->nranks;
-		} else {
-			const uint64_t even_chunk = ndet_plan_div_up(even, granule) * granule;
-			if (even_chunk < chunk)
-				chunk = even_chunk;
-		}
+		if (result.path == NDET_PATH_PUSH || result.path == NDET_PATH_TWOSHOT)
+			granule *= (uint64_t)params->nranks;
+		const uint64_t even_chunk = ndet_plan_div_up(even, granule) * granule;
+		if (even_chunk < chunk)
+			chunk = even_chunk;
 		result.blocks = (uint32_t)blocks;
 		result.chunk_elems = chunk;
 		result.steps = ndet_plan_div_up(params->count, blocks * chunk);

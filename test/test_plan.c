@@ -430,16 +430,16 @@ static void check_coverage(const struct ndet_plan_params *p, const struct ndet_p
 	/* No idle block in the first step. */
 	assert_int_equal(first_step_blocks, plan->blocks);
 	/*
-	 * Even steps: one granule (NDET_PLAN_EVEN_BYTES, per segment for push) less per chunk
-	 * would not cover the message in as many steps, so a last step is never left
-	 * to a few blocks while full chunks would have fitted fewer.
+	 * Even steps: one granule (NDET_PLAN_EVEN_BYTES, per segment for push and
+	 * two-shot) less per chunk would not cover the message in as many steps, so a
+	 * last step is never left to a few blocks while full chunks would have fitted
+	 * fewer.
 	 */
 	if (plan->path == NDET_PATH_ONESHOT || plan->path == NDET_PATH_TWOSHOT ||
 	    plan->path == NDET_PATH_PUSH || plan->path == NDET_PATH_SCATTER) {
-		const uint64_t even = NDET_PLAN_EVEN_BYTES / size > pack ? NDET_PLAN_EVEN_BYTES / size
-									   : pack;
+		const bool split = plan->path == NDET_PATH_PUSH || plan->path == NDET_PATH_TWOSHOT;
 		const uint64_t granule =
-			(plan->path == NDET_PATH_PUSH ? (uint64_t)p->nranks : 1) * even;
+			(split ? (uint64_t)p->nranks : 1) * (NDET_PLAN_EVEN_BYTES / size);
 		if (plan->chunk_elems > granule)
 			assert_true(plan->steps * plan->blocks * (plan->chunk_elems - granule) <
 				    p->count);
@@ -500,7 +500,20 @@ static void test_plan_chunks_large_messages(void **state)
 	assert_int_equal(plan.steps, (p.count + 24 * lane - 1) / (24 * lane));
 	assert_true(plan.chunk_elems <= lane);
 	assert_true(plan.steps * plan.blocks * plan.chunk_elems >= p.count);
-	assert_true((plan.steps * plan.blocks - 1) * plan.chunk_elems < p.count);
+	/* Evened: 8 segments of whole granules, one granule less each would not do. */
+	const uint64_t granule = 8 * (NDET_PLAN_EVEN_BYTES / 4);
+	assert_int_equal(plan.chunk_elems % granule, 0);
+	assert_true(plan.steps * plan.blocks * (plan.chunk_elems - granule) < p.count);
+	/*
+	 * Three ranks: every segment of an evened two-shot chunk starts on a whole
+	 * granule (the kernel splits a chunk into ceil(len / n) packs per rank).
+	 */
+	p = params_of(100000003, NDET_DTYPE_F32, 3);
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_TWOSHOT);
+	assert_true(plan.steps > 1);
+	assert_true(plan.chunk_elems < lane);
+	assert_int_equal(plan.chunk_elems % (3 * NDET_PLAN_EVEN_BYTES / 4), 0);
 	/* Small messages use few blocks. */
 	p = params_of(1024, NDET_DTYPE_F32, 8);
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
