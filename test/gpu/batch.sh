@@ -47,15 +47,19 @@ fi
 
 # The steps: name, minimum seconds it needs, what it runs (bash -c in the repository
 # root, with OUT=<the step's own directory>, NDET_LIB, BIN_DIR, BUILD and PERF set).
+# The first seven minimums leave room above what a healthy run took on an H200
+# (sessions 9-10: smoke 30 s, loopback 340-360, mp 205, sanitize 8-11, preload 12,
+# defaults 55; preload-nomps was not timed), so that a slow healthy run is not cut
+# short; a hung one is cut when the budget ends and fails.
 steps_table() {
 	cat <<'EOF'
 smoke        150 test/gpu/suite.sh smoke
-loopback     480 test/gpu/suite.sh loopback
-mp           480 test/gpu/suite.sh mp
-sanitize     420 test/gpu/suite.sh sanitize
-preload      300 test/gpu/suite.sh preload
-preload-nomps 300 test/gpu/suite.sh preload-nomps
-defaults     250 test/gpu/suite.sh defaults
+loopback     450 test/gpu/suite.sh loopback
+mp           400 test/gpu/suite.sh mp
+sanitize     120 test/gpu/suite.sh sanitize
+preload       90 test/gpu/suite.sh preload
+preload-nomps 150 test/gpu/suite.sh preload-nomps
+defaults     120 test/gpu/suite.sh defaults
 leak         300 env NDET_FAULT_CYCLES=100 FAULTS_MPS=on FAULTS_BUDGET=280 test/gpu/faults.sh leak-destroy leak-abort
 faults       450 test/gpu/faults.sh
 graph-nb     200 env "CASES=graph-nonblocking nonblocking graph-nonblocking-nccl" "MPS=on off" LIMIT=60 test/gpu/torch_extras.sh 3
