@@ -40,9 +40,10 @@
  * error on the first call).  2: NCCL_DET_LL_MAX; 3: NCCL_DET_PUSH_MIN; 4: the grid of
  * 24cd6dd (16 KiB per two-shot block, tiers 32 / 64, push 512 KiB per block, >= 64);
  * 5: NCCL_DET_ONESHOT_MAX=auto (hashed as NDET_SETTINGS_SIZE_AUTO; what it resolves to
- * is the planner's, so a later build that resolves it otherwise bumps the format).
+ * is the planner's, so a later build that resolves it otherwise bumps the format);
+ * 6: even steps (bb0d6bf, f38fbd6: chunks shrunk to whole 512-byte granules).
  */
-#define NDET_SETTINGS_AGREEMENT_FORMAT 5
+#define NDET_SETTINGS_AGREEMENT_FORMAT 6
 
 /* Longest value shown in a log line or the dump; longer ones end in "...". */
 #define NDET_SETTINGS_SHOWN_MAX 512
