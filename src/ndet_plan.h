@@ -111,11 +111,11 @@ uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks, ndet_coll_t col
 #define NDET_PLAN_PUSH_STEPS 8u
 /*
  * Chunks are evened out over the steps in whole multiples of this many bytes (per
- * segment for push; at least a 16-byte pack).  One GPU, 4 ranks, f32, against a
- * device copy (session 10, with the predicated copy tail): 64 MiB push 83.1-83.8 %
- * with full chunks (48 blocks x 5.33 steps of work, 6 on the critical path),
- * 84.5-85.0 % evened in 512-byte granules, 84.2-84.4 % in 4 KiB, 78.2-78.5 % in
- * 16-byte packs (copies that start off the 32-byte sectors).
+ * segment for push and two-shot; a multiple of 16, static assertion in ndet_plan.c).
+ * One GPU, 4 ranks, f32, against a device copy (session 10, with the predicated copy
+ * tail): 64 MiB push 83.1-83.8 % with full chunks (48 blocks x 5.33 steps of work,
+ * 6 on the critical path), 84.5-85.0 % evened in 512-byte granules, 84.2-84.4 % in
+ * 4 KiB, 78.2-78.5 % in 16-byte packs (copies that start off the 32-byte sectors).
  */
 #ifndef NDET_PLAN_EVEN_BYTES
 #define NDET_PLAN_EVEN_BYTES 512u
@@ -177,7 +177,8 @@ const char *ndet_plan_path_name(ndet_path_t path);
  *
  * Every path but LL: the steps are those full chunks (a lane, or a slot per segment)
  * need, and the chunk is then the smallest multiple of NDET_PLAN_EVEN_BYTES (per
- * segment for push) that covers the message in as many steps, if that is smaller.
+ * segment for push and two-shot) that covers the message in as many steps, if that
+ * is smaller.
  *
  * LL (NDET_PATH_LL): an all-reduce or reduce of at most ll_max bytes on two or more
  * ranks, not PreMulSum, takes one step of NDET_LL_BLOCK_BYTES per block when that
