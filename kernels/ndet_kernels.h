@@ -118,6 +118,33 @@ typedef enum {
 #define NDET_LL_MAX_BLOCKS (NDET_LL_MAX_BYTES / NDET_LL_BLOCK_BYTES)
 
 /*
+ * Segments: two-shot and push split a chunk of len elements among the n ranks;
+ * segment q is elements [q x seg, min(len, (q + 1) x seg)) of the chunk, with seg =
+ * ndet_segment_elems(len, n, element size): the share ceil(len / n), rounded up to
+ * whole NDET_SEGMENT_BYTES where the share is at least n of them, else to whole
+ * 16-byte packs.  Segments of a whole-lane chunk then start on 128-byte lines (3
+ * ranks, 1 MiB: 349,696 bytes, not 349,536 that start 96 bytes into a line), and the
+ * last one still has elements: it is at least len - (n - 1) x (share + unit - 1),
+ * more than one unit when the share is n units or more.  The planner and the kernels
+ * both call this one function, so they cannot disagree on where a segment starts.
+ */
+#define NDET_SEGMENT_BYTES 512u
+#ifdef __CUDACC__
+#define NDET_HOST_DEVICE __host__ __device__
+#else
+#define NDET_HOST_DEVICE
+#endif
+static inline NDET_HOST_DEVICE uint64_t ndet_segment_elems(uint64_t len, uint32_t n,
+							   uint32_t elem_size)
+{
+	const uint64_t share = (len + n - 1) / n;
+	const uint64_t unit = share * elem_size >= (uint64_t)n * NDET_SEGMENT_BYTES
+				      ? NDET_SEGMENT_BYTES / elem_size
+				      : 16u / elem_size;
+	return (share + unit - 1) / unit * unit;
+}
+
+/*
  * Kernel-table index of PreMulSum: op NDET_OP_SUM with args.premul set (for
  * ndet_kernel_allreduce_all_ranks, which takes the index).
  */

@@ -970,7 +970,6 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 				uint64_t first_step, uint32_t host_abort)
 {
 	typedef typename ndet_dtype<DT>::T T;
-	constexpr int E = 16 / sizeof(T);
 	__shared__ uint32_t host_aborted;
 	const uint64_t b = blockIdx.x;
 	const int n = a.nranks, me = a.rank;
@@ -989,8 +988,7 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 	auto segment = [&](uint64_t k, int q, uint64_t *begin, uint64_t *end) -> uint64_t {
 		const uint64_t start = (k * a.blocks + b) * a.chunk_elems;
 		const uint64_t len = min(a.chunk_elems, a.count - start);
-		uint64_t seg = (len + n - 1) / n;
-		seg = (seg + E - 1) / E * E;
+		const uint64_t seg = ndet_segment_elems(len, (uint32_t)n, sizeof(T));
 		*begin = min(len, (uint64_t)q * seg);
 		*end = min(len, *begin + seg);
 		return start;
@@ -1106,7 +1104,6 @@ __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
 	typedef ndet_dtype<DT> D;
 	typedef typename D::T T;
 	typedef typename D::Acc Acc;
-	constexpr int E = 16 / sizeof(T);
 	__shared__ uint64_t first_step, first_ll;
 	__shared__ int poisoned;
 	__shared__ Acc scales[NDET_MAX_RANKS]; /* PreMulSum: every rank's scalar, this step */
@@ -1269,9 +1266,8 @@ __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
 				ndet_reduce_range<DT, OP, NR>(a, lane_base, lane_off, len,
 							      recv + start * sizeof(T), scales);
 		} else {
-			/* Segments are whole 16-byte packs so lanes stay aligned. */
-			uint64_t seg = (len + a.nranks - 1) / a.nranks;
-			seg = (seg + E - 1) / E * E;
+			/* Whole packs or 512-byte segments (ndet_kernels.h): lanes stay aligned. */
+			const uint64_t seg = ndet_segment_elems(len, (uint32_t)a.nranks, sizeof(T));
 			const uint64_t my_begin = min(len, (uint64_t)a.rank * seg);
 			const uint64_t my_end = min(len, my_begin + seg);
 			/*

@@ -113,9 +113,14 @@ uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params)
 	return cap < 1 ? 1 : cap;
 }
 
-/* Whole 16-byte packs of every dtype, so that evened chunks stay whole packs. */
-_Static_assert(NDET_PLAN_EVEN_BYTES >= 16 && NDET_PLAN_EVEN_BYTES % 16 == 0,
-	       "NDET_PLAN_EVEN_BYTES must be a positive multiple of 16");
+/*
+ * Whole segments (ndet_kernels.h), so that an evened push or two-shot chunk splits at
+ * its granules, and whole 16-byte packs of every dtype.
+ */
+_Static_assert(NDET_PLAN_EVEN_BYTES >= NDET_SEGMENT_BYTES &&
+		       NDET_PLAN_EVEN_BYTES % NDET_SEGMENT_BYTES == 0 &&
+		       NDET_SEGMENT_BYTES % 16 == 0,
+	       "NDET_PLAN_EVEN_BYTES must be a positive multiple of NDET_SEGMENT_BYTES");
 
 ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_plan *plan)
 {
@@ -170,8 +175,12 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 		 * Push: a slot holds a segment (chunk / nranks); a lane holds two parities
 		 * of nranks in-slots and nranks out-slots (ndet_kernels.h, PUSH).
 		 */
-		const uint64_t slot_elems =
-			params->lane_bytes / size / (4u * (uint64_t)params->nranks) / pack * pack;
+		uint64_t slot_elems = params->lane_bytes / size / (4u * (uint64_t)params->nranks);
+		/* Whole segments (ndet_kernels.h) where a slot holds one, else whole packs. */
+		const uint64_t slot_unit = slot_elems * size >= NDET_SEGMENT_BYTES
+						   ? NDET_SEGMENT_BYTES / size
+						   : pack;
+		slot_elems = slot_elems / slot_unit * slot_unit;
 		const bool push = params->coll == NDET_COLL_ALLREDUCE && !params->premul &&
 				  params->nranks <= NDET_PLAN_PUSH_MAX_RANKS &&
 				  params->push_min != 0 && bytes >= params->push_min &&
@@ -221,9 +230,12 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 			blocks = cap;
 		uint64_t chunk = ndet_plan_div_up(params->count, blocks);
 		if (push) {
-			/* Whole 16-byte packs per segment, at most a slot. */
-			uint64_t seg = ndet_plan_div_up(chunk, (uint64_t)params->nranks);
-			seg = ndet_plan_div_up(seg, pack) * pack;
+			/*
+			 * The kernel's segment of this chunk (ndet_kernels.h), at most a slot:
+			 * a slot is whole segments, so the kernel splits the chunk below into
+			 * the same seg.
+			 */
+			uint64_t seg = ndet_segment_elems(chunk, (uint32_t)params->nranks, size);
 			if (seg > slot_elems)
 				seg = slot_elems;
 			chunk = seg * (uint64_t)params->nranks;

@@ -111,14 +111,15 @@ uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks, ndet_coll_t col
 #define NDET_PLAN_PUSH_STEPS 8u
 /*
  * Chunks are evened out over the steps in whole multiples of this many bytes (per
- * segment for push and two-shot; a multiple of 16, static assertion in ndet_plan.c).
+ * segment for push and two-shot; a multiple of NDET_SEGMENT_BYTES, static assertion in
+ * ndet_plan.c, so that an evened chunk splits at its granules).
  * One GPU, 4 ranks, f32, against a device copy (session 10, with the predicated copy
  * tail): 64 MiB push 83.1-83.8 % with full chunks (48 blocks x 5.33 steps of work,
  * 6 on the critical path), 84.5-85.0 % evened in 512-byte granules, 84.2-84.4 % in
  * 4 KiB, 78.2-78.5 % in 16-byte packs (copies that start off the 32-byte sectors).
  */
 #ifndef NDET_PLAN_EVEN_BYTES
-#define NDET_PLAN_EVEN_BYTES 512u
+#define NDET_PLAN_EVEN_BYTES NDET_SEGMENT_BYTES
 #endif
 
 /*
@@ -172,8 +173,9 @@ const char *ndet_plan_path_name(ndet_path_t path);
  * with lane_bytes a multiple of 32 (each parity half 16-byte aligned; the engine's
  * are multiples of 256); a block per NDET_PLAN_PUSH_BYTES_PER_BLOCK, or enough for
  * NDET_PLAN_PUSH_STEPS steps of full chunks if that is more, at least
- * NDET_PLAN_PUSH_MIN_BLOCKS, at most the cap, no tiers; its chunk is nranks segments of
- * whole 16-byte packs, each at most a slot (lane_bytes / (4 x nranks), ndet_kernels.h).
+ * NDET_PLAN_PUSH_MIN_BLOCKS, at most the cap, no tiers; its chunk is nranks segments
+ * (ndet_segment_elems, ndet_kernels.h), each at most a slot (lane_bytes / (4 x nranks),
+ * floored to whole NDET_SEGMENT_BYTES where it holds one, else to whole 16-byte packs).
  *
  * Every path but LL: the steps are those full chunks (a lane, or a slot per segment)
  * need, and the chunk is then the smallest multiple of NDET_PLAN_EVEN_BYTES (per

@@ -41,9 +41,11 @@
  * 24cd6dd (16 KiB per two-shot block, tiers 32 / 64, push 512 KiB per block, >= 64);
  * 5: NCCL_DET_ONESHOT_MAX=auto (hashed as NDET_SETTINGS_SIZE_AUTO; what it resolves to
  * is the planner's, so a later build that resolves it otherwise bumps the format);
- * 6: even steps (bb0d6bf, f38fbd6: chunks shrunk to whole 512-byte granules).
+ * 6: even steps (bb0d6bf, f38fbd6: chunks shrunk to whole 512-byte granules); 7: two-shot
+ * and push segments of whole 512-byte units (ndet_segment_elems), push slots floored
+ * to them.
  */
-#define NDET_SETTINGS_AGREEMENT_FORMAT 6
+#define NDET_SETTINGS_AGREEMENT_FORMAT 7
 
 /* Longest value shown in a log line or the dump; longer ones end in "...". */
 #define NDET_SETTINGS_SHOWN_MAX 512

@@ -361,7 +361,8 @@ static void test_plan_push(void **state)
 	}
 	q.count = (32u << 20) / 4;
 	assert_int_equal(ndet_plan_make(&q, &plan), NDET_OK);
-	assert_int_equal(plan.blocks, 97); /* 32 MiB / (8 x 42.625 KiB), not 64 */
+	/* 32 MiB / (8 x 42 KiB: 2 slots of 21,824 bytes floored to whole segments), not 64 */
+	assert_int_equal(plan.blocks, 98);
 	/* A signature of its own: a push rank never meets a pull rank silently. */
 	struct ndet_plan pull;
 	q.push_min = 0;
@@ -402,9 +403,20 @@ static void check_coverage(const struct ndet_plan_params *p, const struct ndet_p
 			if (len > p->count - start)
 				len = p->count - start;
 			if (plan->path == NDET_PATH_TWOSHOT || plan->path == NDET_PATH_PUSH) {
-				/* The segment split of the kernel: whole packs per rank. */
-				uint64_t seg = (len + (uint64_t)p->nranks - 1) / (uint64_t)p->nranks;
-				seg = (seg + pack - 1) / pack * pack;
+				/*
+				 * The kernel's segment split (ndet_kernels.h): the share rounded
+				 * up to the least whole unit, 512-byte units where the share is
+				 * n of them or more; the last segment keeps elements.
+				 */
+				const uint64_t n = (uint64_t)p->nranks;
+				const uint64_t seg = ndet_segment_elems(len, (uint32_t)n, size);
+				const uint64_t share = (len + n - 1) / n;
+				const bool wide = share * size >= n * NDET_SEGMENT_BYTES;
+				const uint64_t unit = wide ? NDET_SEGMENT_BYTES / size : pack;
+				assert_int_equal(seg % unit, 0);
+				assert_true(seg >= share && seg - share < unit);
+				if (wide)
+					assert_true((n - 1) * seg < len);
 				uint64_t covered = 0;
 				for (int r = 0; r < p->nranks; r++) {
 					uint64_t begin = (uint64_t)r * seg < len ? (uint64_t)r * seg : len;
@@ -418,6 +430,10 @@ static void check_coverage(const struct ndet_plan_params *p, const struct ndet_p
 					assert_int_equal(plan->chunk_elems % (uint64_t)p->nranks, 0);
 					assert_int_equal(slot % pack, 0);
 					assert_true(seg <= slot);
+					/* A full chunk splits into exactly its slots. */
+					assert_int_equal(ndet_segment_elems(plan->chunk_elems,
+									    (uint32_t)n, size),
+							 slot);
 					assert_true(4 * (uint64_t)p->nranks * slot * size <=
 						    p->lane_bytes);
 				}
@@ -514,6 +530,26 @@ static void test_plan_chunks_large_messages(void **state)
 	assert_true(plan.steps > 1);
 	assert_true(plan.chunk_elems < lane);
 	assert_int_equal(plan.chunk_elems % (3 * NDET_PLAN_EVEN_BYTES / 4), 0);
+	/*
+	 * Whole-lane chunks (no evening: a lane per block and step divides the count):
+	 * 3 ranks split a 1 MiB lane into segments of 349,696 bytes (683 x 512), so
+	 * that every segment starts on a 128-byte line, not 349,536 (96 bytes into one).
+	 */
+	p = params_of(24 * 3 * (1u << 20) / 4, NDET_DTYPE_F32, 3);
+	p.lane_bytes = 1u << 20;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_TWOSHOT);
+	assert_int_equal(plan.blocks, 24);
+	assert_int_equal(plan.chunk_elems, (1u << 20) / 4);
+	assert_int_equal(ndet_segment_elems(plan.chunk_elems, 3, 4) * 4, 349696);
+	/* Hand-computed splits: 512-byte units from n of them per share, else packs. */
+	assert_int_equal(ndet_segment_elems(100, 2, 4), 52);       /* 200 B: packs */
+	assert_int_equal(ndet_segment_elems(512, 2, 4), 256);      /* exactly 1 KiB */
+	assert_int_equal(ndet_segment_elems(514, 2, 4), 384);      /* 1028 B -> 1536 */
+	assert_int_equal(ndet_segment_elems(1530, 3, 2), 512);     /* 1020 B: packs */
+	assert_int_equal(ndet_segment_elems(2310, 3, 2), 1024);    /* 1540 B -> 2048 */
+	assert_int_equal(ndet_segment_elems(1, 8, 8), 2);          /* one f64 pack */
+	assert_int_equal(ndet_segment_elems(16 * 1100, 16, 8), 1152); /* 8800 B -> 9216 */
 	/* Small messages use few blocks. */
 	p = params_of(1024, NDET_DTYPE_F32, 8);
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);

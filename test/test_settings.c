@@ -710,11 +710,12 @@ static void test_settings_agreement_hash_fields(void **state)
 	 * 0.1.0; NCCL_DET_LL_MAX 0 -> 256 KiB, NCCL_DET_PUSH_MIN 64 -> 8 -> 4 MiB and
 	 * NCCL_DET_ONESHOT_MAX 64 KiB -> auto after it) or with the format
 	 * (NCCL_DET_LL_MAX joined in format 2, NCCL_DET_PUSH_MIN in format 3, the
-	 * planner's grid changed in format 4, auto in format 5, even steps in format 6).
-	 * Recomputed apart from this code: FNV-1a 64 over the little-endian bytes of
-	 * 6, 0, 96 MiB, 2^64 - 1 (auto), 96, 256 KiB, 4 MiB.
+	 * planner's grid changed in format 4, auto in format 5, even steps in format 6,
+	 * 512-byte segments in format 7).  Recomputed apart from this code: FNV-1a 64
+	 * over the little-endian bytes of 7, 0, 96 MiB, 2^64 - 1 (auto), 96, 256 KiB,
+	 * 4 MiB.
 	 */
-	assert_int_equal(base, UINT64_C(0x3dfd02666735bb89));
+	assert_int_equal(base, UINT64_C(0x73c483e110ca310c));
 
 	struct ndet_settings changed;
 	memcpy(&changed, defaults, sizeof(changed));
