@@ -1,7 +1,12 @@
 # CHECK_PKG_NVCC: find nvcc and choose the gencode list for kernels/.
 #
-# Default targets: sm_80 and sm_90 SASS plus compute_90 PTX, so Ampere and Hopper
-# run native code and newer GPUs JIT the PTX.  --with-nvcc-gencode overrides it.
+# Default targets: sm_80 and sm_90 SASS plus compute_80 PTX, so Ampere and Hopper
+# run native code and newer GPUs JIT the PTX.  One virtual architecture, so nvcc's
+# front end (cicc, about half of a target's compile time) runs once per file and
+# ptxas twice: the kernels use no feature newer than sm_80 (no __CUDA_ARCH__ test), and
+# their compute_80 and compute_90 PTX differ only in the .target line; the sm_90
+# cubins built from either differed in one byte outside the code (f32, CUDA 13.0).
+# --with-nvcc-gencode overrides it.
 AC_DEFUN([CHECK_PKG_NVCC], [
   AC_REQUIRE([CHECK_PKG_CUDA])
   AC_ARG_WITH([nvcc],
@@ -9,9 +14,9 @@ AC_DEFUN([CHECK_PKG_NVCC], [
     [], [with_nvcc=guess])
   AC_ARG_WITH([nvcc-gencode],
     [AS_HELP_STRING([--with-nvcc-gencode=FLAGS],
-      [nvcc -gencode flags (default: sm_80, sm_90 and compute_90 PTX)])],
+      [nvcc target flags, -gencode=... or -arch=... -code=... (default: sm_80 and sm_90 SASS and compute_80 PTX)])],
     [NVCC_GENCODE="$withval"],
-    [NVCC_GENCODE="-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90"])
+    [NVCC_GENCODE="-arch=compute_80 -code=sm_80,sm_90,compute_80"])
 
   AS_IF([test "x$with_nvcc" = "xguess" -o "x$with_nvcc" = "xyes"],
         [AC_PATH_PROG([NVCC], [nvcc], [], [$CUDA_HOME/bin$PATH_SEPARATOR$PATH])],
