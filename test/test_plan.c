@@ -238,7 +238,8 @@ static void test_plan_oneshot_auto(void **state)
 /*
  * Push: all-reduces of at least push_min bytes above the one-shot size, on two or more
  * ranks, not PreMulSum; never reduce or reduce-scatter; push_min 0 never.  The chunk
- * is nranks slots of whole packs, and 2 parities x 2n slots fit the lane.
+ * is nranks slots (whole 512-byte units where a slot holds one, else whole packs), and
+ * 2 parities x 2n slots fit the lane.
  */
 static ndet_path_t path_of(const struct ndet_plan_params *p)
 {
@@ -271,7 +272,8 @@ static void test_plan_push(void **state)
 	p.push_min = 16u << 20;
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_PUSH);
-	const uint64_t slot = p.lane_bytes / 4 / (4 * 2) / 4 * 4;
+	/* A slot: a quarter of the lane per rank, floored to whole 512-byte units. */
+	const uint64_t slot = p.lane_bytes / 4 / (4 * 2) / 128 * 128;
 	assert_int_equal(plan.blocks, 24);
 	/* As many steps as full slots need, each of them even: every block has work
 	 * in the last one. */
@@ -522,7 +524,8 @@ static void test_plan_chunks_large_messages(void **state)
 	assert_true(plan.steps * plan.blocks * (plan.chunk_elems - granule) < p.count);
 	/*
 	 * Three ranks: every segment of an evened two-shot chunk starts on a whole
-	 * granule (the kernel splits a chunk into ceil(len / n) packs per rank).
+	 * granule (the kernel splits a chunk by ndet_segment_elems: the share in whole
+	 * 512-byte units here).
 	 */
 	p = params_of(100000003, NDET_DTYPE_F32, 3);
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
@@ -544,9 +547,10 @@ static void test_plan_chunks_large_messages(void **state)
 	assert_int_equal(ndet_segment_elems(plan.chunk_elems, 3, 4) * 4, 349696);
 	/* Hand-computed splits: 512-byte units from n of them per share, else packs. */
 	assert_int_equal(ndet_segment_elems(100, 2, 4), 52);       /* 200 B: packs */
-	assert_int_equal(ndet_segment_elems(512, 2, 4), 256);      /* exactly 1 KiB */
+	assert_int_equal(ndet_segment_elems(512, 2, 4), 256);      /* 1 KiB: 2 units */
 	assert_int_equal(ndet_segment_elems(514, 2, 4), 384);      /* 1028 B -> 1536 */
 	assert_int_equal(ndet_segment_elems(1530, 3, 2), 512);     /* 1020 B: packs */
+	assert_int_equal(ndet_segment_elems(1500, 3, 2), 504);     /* 1000 B < 3 units */
 	assert_int_equal(ndet_segment_elems(2310, 3, 2), 1024);    /* 1540 B -> 2048 */
 	assert_int_equal(ndet_segment_elems(1, 8, 8), 2);          /* one f64 pack */
 	assert_int_equal(ndet_segment_elems(16 * 1100, 16, 8), 1152); /* 8800 B -> 9216 */
