@@ -3,9 +3,12 @@
 # Default targets: sm_80 and sm_90 SASS plus compute_80 PTX, so Ampere and Hopper
 # run native code and newer GPUs JIT the PTX.  One virtual architecture, so nvcc's
 # front end (cicc, about half of a target's compile time) runs once per file and
-# ptxas twice: the kernels use no feature newer than sm_80 (no __CUDA_ARCH__ test), and
-# their compute_80 and compute_90 PTX differ only in the .target line; the sm_90
-# cubins built from either differed in one byte outside the code (f32, CUDA 13.0).
+# ptxas twice.  The kernels use no feature newer than sm_80 (no __CUDA_ARCH__ test).
+# Their compute_80 and compute_90 PTX (CUDA 13.0) differ in the .target line and, for
+# bf16, in how a bf16 is widened to f32 (compute_90: cvt.f32.bf16; compute_80: a move
+# of its 16 bits into the high half; both exact); f32's sm_90 cubins built from either
+# differ in one byte outside the code.  The GPU suite runs the default build's sm_90
+# code (test/gpu/RESULTS).
 # --with-nvcc-gencode overrides it.
 AC_DEFUN([CHECK_PKG_NVCC], [
   AC_REQUIRE([CHECK_PKG_CUDA])
