@@ -2,9 +2,10 @@
 # declared in a C header (kernels/ndet_kernels.h).  Compiled by nvcc through
 # build-aux/nvcc-lt.sh (libtool cannot drive nvcc).
 
-NVCC_FLAGS = -std=c++17 -O3 --fmad=false --threads 0 -Xcompiler -fvisibility=hidden \
+NVCC_BASE_FLAGS = -std=c++17 -O3 --fmad=false --threads 0 -Xcompiler -fvisibility=hidden \
 	-Xcompiler -fno-threadsafe-statics -Xcompiler -fno-exceptions \
-	-Xcompiler -Wall $(NVCC_GENCODE) -I$(top_srcdir)/kernels -I$(top_builddir)
+	-Xcompiler -Wall -I$(top_srcdir)/kernels -I$(top_builddir)
+NVCC_FLAGS = $(NVCC_BASE_FLAGS) $(NVCC_GENCODE)
 
 noinst_LTLIBRARIES += kernels/libndet_kernels.la
 # One translation unit per element type, so make -j builds them in parallel.
@@ -20,4 +21,29 @@ kernels_libndet_kernels_la_LIBTOOLFLAGS = --tag=CC
 ndet_kernel_deps = $(srcdir)/kernels/ndet_kernels.h $(srcdir)/kernels/ndet_types.h \
 	$(srcdir)/kernels/ndet_kernels_impl.cuh
 kernels/ndet_kernels.lo kernels/ndet_kernels_f32.lo kernels/ndet_kernels_f16.lo \
-	kernels/ndet_kernels_bf16.lo kernels/ndet_kernels_f64.lo: $(ndet_kernel_deps)
+	kernels/ndet_kernels_bf16.lo kernels/ndet_kernels_f64.lo \
+	kernels/ndet_kernels_all_ranks.lo $(ndet_all_ranks_objects): $(ndet_kernel_deps)
+
+# The all-ranks-in-one-launch kernels (compute-sanitizer mode of the GPU test
+# driver): the same template code as the library's kernels, a third of their compile
+# time, needed by nothing else.  Only test/gpu/ndet_gpu_test links them, so the
+# library never carries them, and they are built for NVCC_ALL_RANKS_GENCODE, by
+# default compute_80 PTX alone (no ptxas here: the driver compiles them on first use
+# and caches the result; m4/check_pkg_nvcc.m4).
+noinst_LTLIBRARIES += kernels/libndet_all_ranks.la
+kernels_libndet_all_ranks_la_SOURCES = kernels/ndet_kernels_all_ranks.cu \
+	kernels/ndet_kernels_all_ranks_f32.cu kernels/ndet_kernels_all_ranks_f16.cu \
+	kernels/ndet_kernels_all_ranks_bf16.cu kernels/ndet_kernels_all_ranks_f64.cu
+kernels_libndet_all_ranks_la_LIBTOOLFLAGS = --tag=CC
+ndet_all_ranks_objects = kernels/ndet_kernels_all_ranks_f32.lo \
+	kernels/ndet_kernels_all_ranks_f16.lo kernels/ndet_kernels_all_ranks_bf16.lo \
+	kernels/ndet_kernels_all_ranks_f64.lo
+NVCC_ALL_RANKS_FLAGS = $(NVCC_BASE_FLAGS) $(NVCC_ALL_RANKS_GENCODE)
+kernels/ndet_kernels_all_ranks_f32.lo: kernels/ndet_kernels_all_ranks_f32.cu
+kernels/ndet_kernels_all_ranks_f16.lo: kernels/ndet_kernels_all_ranks_f16.cu
+kernels/ndet_kernels_all_ranks_bf16.lo: kernels/ndet_kernels_all_ranks_bf16.cu
+kernels/ndet_kernels_all_ranks_f64.lo: kernels/ndet_kernels_all_ranks_f64.cu
+# Their own rule (the .cu.lo rule takes NVCC_GENCODE): the source is the object's name.
+$(ndet_all_ranks_objects):
+	$(AM_V_GEN)$(SHELL) $(top_srcdir)/build-aux/nvcc-lt.sh $@ $(NVCC) $(NVCC_ALL_RANKS_FLAGS) \
+		$(srcdir)/`echo $@ | sed 's/\.lo$$/.cu/'`

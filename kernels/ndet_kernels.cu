@@ -3,7 +3,8 @@
  *
  * The extern "C" launchers of ndet_kernels.h, the benchmark and fill kernels.  The
  * collective kernels themselves: ndet_kernels_impl.cuh, instantiated per element
- * type in ndet_kernels_<dtype>.cu.
+ * type in ndet_kernels_<dtype>.cu (the all-ranks launcher and kernels, for the GPU
+ * test driver only: ndet_kernels_all_ranks*.cu).
  */
 #include "ndet_kernels_impl.cuh"
 
@@ -14,9 +15,6 @@ const ndet_kernel_fn (*const ndet_kernels[NDET_DTYPE_COUNT])[NDET_OP_COUNT + 1] 
 	ndet_kernels_f32, ndet_kernels_f16, ndet_kernels_bf16, ndet_kernels_f64};
 const ndet_kernel_fn (*const ndet_ll_kernels[NDET_DTYPE_COUNT])[NDET_OP_COUNT] = {
 	ndet_ll_kernels_f32, ndet_ll_kernels_f16, ndet_ll_kernels_bf16, ndet_ll_kernels_f64};
-const ndet_all_ranks_fn (*const ndet_all_ranks_kernels[NDET_DTYPE_COUNT])[NDET_OP_COUNT + 1] = {
-	ndet_all_ranks_kernels_f32, ndet_all_ranks_kernels_f16, ndet_all_ranks_kernels_bf16,
-	ndet_all_ranks_kernels_f64};
 
 /* Bare flag round trip between two ranks: the floor of any synchronisation. */
 __global__ void ndet_pingpong_kernel(uint64_t *mine, uint64_t *peer, int iters, int initiator,
@@ -59,12 +57,6 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS) ndet_copy_kernel(char *ds
 
 } /* namespace */
 
-/* A kernel-table op index (NDET_KERNEL_OP_PREMULSUM included). */
-static bool ndet_kernel_valid(int dtype, int op)
-{
-	return dtype >= 0 && dtype < NDET_DTYPE_COUNT && op >= 0 && op <= NDET_KERNEL_OP_PREMULSUM;
-}
-
 extern "C" int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *stream)
 {
 	const int op = args->premul != NDET_PREMUL_NONE ? NDET_KERNEL_OP_PREMULSUM : args->op;
@@ -81,18 +73,6 @@ extern "C" int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *
 					      ? ndet_ll_kernels[args->dtype][bucket][args->op]
 					      : ndet_kernels[args->dtype][bucket][op];
 	kernel<<<args->blocks, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(*args);
-	return (int)cudaGetLastError();
-}
-
-extern "C" int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *device_args,
-					       int dtype, int op, int nranks, uint32_t blocks,
-					       void *stream)
-{
-	if (!ndet_kernel_valid(dtype, op))
-		return (int)cudaErrorInvalidValue;
-	dim3 grid(blocks, (unsigned)nranks);
-	ndet_all_ranks_kernels[dtype][nranks > 8][op]<<<grid, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
-		device_args);
 	return (int)cudaGetLastError();
 }
 

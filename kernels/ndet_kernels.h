@@ -252,10 +252,20 @@ int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *stream);
  * Every rank in one launch (grid.y = nranks), for compute-sanitizer, which
  * serialises separate launches.  `device_args` points to nranks argument blocks in
  * device memory; `op` is the kernel-table index (NDET_KERNEL_OP_PREMULSUM for
- * PreMulSum).
+ * PreMulSum).  Defined in kernels/libndet_all_ranks.la, which only the GPU test
+ * driver links (ndet_kernels_all_ranks.cu); the engine takes it as an argument
+ * (ndet_engine_collective_all_ranks), so the library carries none of it.
  */
+typedef int (*ndet_all_ranks_launcher_fn)(const struct ndet_kernel_args *device_args, int dtype,
+					  int op, int nranks, uint32_t blocks, void *stream);
 int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *device_args, int dtype,
 				    int op, int nranks, uint32_t blocks, void *stream);
+
+/*
+ * Load every all-ranks kernel now (with PTX alone, the driver's JIT compiles them
+ * here, once per machine: ~/.nv/ComputeCache); a cudaError_t.
+ */
+int ndet_kernel_all_ranks_load(void);
 
 /*
  * Benchmark: `iters` flag round trips between two concurrently running launches

@@ -1365,11 +1365,19 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NR <= 8 ? 2 : 1)
 typedef void (*ndet_kernel_fn)(const ndet_kernel_args);
 typedef void (*ndet_all_ranks_fn)(const ndet_kernel_args *);
 
+/* A kernel-table op index (NDET_KERNEL_OP_PREMULSUM included), for the launchers. */
+static inline bool ndet_kernel_valid(int dtype, int op)
+{
+	return dtype >= 0 && dtype < NDET_DTYPE_COUNT && op >= 0 && op <= NDET_KERNEL_OP_PREMULSUM;
+}
+
 /*
  * One element type's kernels: [rank bucket 2/4/8/16][op] (every path; the launcher
  * sends LL calls to the next table), the LL kernels [bucket][op] (no PreMulSum: never
  * planned LL) and, for compute-sanitizer, the all-ranks kernels [bucket 8/16][op]
- * (op NDET_KERNEL_OP_PREMULSUM included).  The op lists below name every ndet_op_t
+ * (op NDET_KERNEL_OP_PREMULSUM included).  The all-ranks tables are built apart
+ * (NDET_ALL_RANKS_TABLES): only the GPU test driver links them, and by default as
+ * PTX alone (kernels/local.mk).  The op lists below name every ndet_op_t
  * in enum order.  Leaving LL out of ndet_allreduce_kernel was tried: its spills
  * stayed (f32 NR = 2 sum 152/292 -> 248/376 bytes, NR = 8 1560/2484 -> 1536/2452);
  * push holds the registers there (the PreMulSum kernels, without LL and push, do
@@ -1413,7 +1421,10 @@ NDET_KERNEL_TABLE_DECLARE(f64);
 		NDET_LL_OPS_OF(DT, 4),                                                           \
 		NDET_LL_OPS_OF(DT, 8),                                                           \
 		NDET_LL_OPS_OF(DT, NDET_MAX_RANKS),                                              \
-	};                                                                                       \
+	}
+
+/* In ndet_kernels_all_ranks_<dtype>.cu: kernels/libndet_all_ranks.la (local.mk). */
+#define NDET_ALL_RANKS_TABLES(DT, SUFFIX)                                                        \
 	const ndet_all_ranks_fn ndet_all_ranks_kernels_##SUFFIX[2][NDET_OP_COUNT + 1] = {        \
 		NDET_OPS_OF(DT, ndet_allreduce_all_ranks_kernel, 8),                             \
 		NDET_OPS_OF(DT, ndet_allreduce_all_ranks_kernel, NDET_MAX_RANKS),                \

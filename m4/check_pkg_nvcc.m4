@@ -10,6 +10,12 @@
 # differ in one byte outside the code.  The GPU suite runs the default build's sm_90
 # code (test/gpu/RESULTS).
 # --with-nvcc-gencode overrides it.
+#
+# The all-ranks kernels (kernels/libndet_all_ranks.la: compute-sanitizer mode of the
+# GPU test driver, never in the library) default to compute_80 PTX alone: ptxas
+# would otherwise spend a third of the kernels' build time on code only GPU tests
+# run; the driver compiles it on first use and caches it (~/.nv/ComputeCache).
+# --with-nvcc-all-ranks-gencode overrides it (for instance with the GPU's SASS).
 AC_DEFUN([CHECK_PKG_NVCC], [
   AC_REQUIRE([CHECK_PKG_CUDA])
   AC_ARG_WITH([nvcc],
@@ -20,6 +26,11 @@ AC_DEFUN([CHECK_PKG_NVCC], [
       [nvcc target flags, -gencode=... or -arch=... -code=... (default: sm_80 and sm_90 SASS and compute_80 PTX)])],
     [NVCC_GENCODE="$withval"],
     [NVCC_GENCODE="-arch=compute_80 -code=sm_80,sm_90,compute_80"])
+  AC_ARG_WITH([nvcc-all-ranks-gencode],
+    [AS_HELP_STRING([--with-nvcc-all-ranks-gencode=FLAGS],
+      [nvcc target flags of the GPU test driver's compute-sanitizer (all-ranks) kernels (default: compute_80 PTX alone)])],
+    [NVCC_ALL_RANKS_GENCODE="$withval"],
+    [NVCC_ALL_RANKS_GENCODE="-arch=compute_80 -code=compute_80"])
 
   AS_IF([test "x$with_nvcc" = "xguess" -o "x$with_nvcc" = "xyes"],
         [AC_PATH_PROG([NVCC], [nvcc], [], [$CUDA_HOME/bin$PATH_SEPARATOR$PATH])],
@@ -27,18 +38,24 @@ AC_DEFUN([CHECK_PKG_NVCC], [
   AS_IF([test -z "$NVCC" || ! test -x "$NVCC"],
         [AC_MSG_ERROR([nvcc not found. Pass --with-nvcc=/path/to/nvcc or --with-cuda=/path/to/cuda.])])
 
-  AC_MSG_CHECKING([whether $NVCC compiles a kernel for $NVCC_GENCODE])
   check_pkg_nvcc_dir=$(mktemp -d)
   cat > "$check_pkg_nvcc_dir/t.cu" <<'NVCCEOF'
 __global__ void ndet_probe(int *p) { *p = (int)threadIdx.x; }
 extern "C" int ndet_probe_launch(int *p) { ndet_probe<<<1, 1>>>(p); return 0; }
 NVCCEOF
-  AS_IF([$NVCC $NVCC_GENCODE -c "$check_pkg_nvcc_dir/t.cu" -o "$check_pkg_nvcc_dir/t.o" >&AS_MESSAGE_LOG_FD 2>&1],
-        [AC_MSG_RESULT([yes])],
-        [AC_MSG_RESULT([no])
-         rm -rf "$check_pkg_nvcc_dir"
-         AC_MSG_ERROR([$NVCC cannot compile for "$NVCC_GENCODE"; see config.log or pass --with-nvcc-gencode=])])
+  for check_pkg_nvcc_option in gencode all-ranks-gencode; do
+    AS_IF([test "$check_pkg_nvcc_option" = gencode],
+          [check_pkg_nvcc_flags=$NVCC_GENCODE],
+          [check_pkg_nvcc_flags=$NVCC_ALL_RANKS_GENCODE])
+    AC_MSG_CHECKING([whether $NVCC compiles a kernel for $check_pkg_nvcc_flags])
+    AS_IF([$NVCC $check_pkg_nvcc_flags -c "$check_pkg_nvcc_dir/t.cu" -o "$check_pkg_nvcc_dir/t.o" >&AS_MESSAGE_LOG_FD 2>&1],
+          [AC_MSG_RESULT([yes])],
+          [AC_MSG_RESULT([no])
+           rm -rf "$check_pkg_nvcc_dir"
+           AC_MSG_ERROR([$NVCC cannot compile for "$check_pkg_nvcc_flags"; see config.log or pass --with-nvcc-$check_pkg_nvcc_option=])])
+  done
   rm -rf "$check_pkg_nvcc_dir"
   AC_SUBST([NVCC])
   AC_SUBST([NVCC_GENCODE])
+  AC_SUBST([NVCC_ALL_RANKS_GENCODE])
 ])

@@ -1204,6 +1204,7 @@ out:
 ndet_status_t ndet_engine_allreduce_all_ranks(struct ndet_engine *const *engines, int nranks,
 					      const void *const *sendbuffs, void *const *recvbuffs,
 					      size_t count, ndet_dtype_t dtype, ndet_op_t op,
+					      ndet_all_ranks_launcher_fn launch,
 					      cudaStream_t stream)
 {
 	struct ndet_engine_call calls[NDET_MAX_RANKS];
@@ -1215,18 +1216,19 @@ ndet_status_t ndet_engine_allreduce_all_ranks(struct ndet_engine *const *engines
 						     .count = count,
 						     .dtype = dtype,
 						     .op = op};
-	return ndet_engine_collective_all_ranks(engines, nranks, calls, stream);
+	return ndet_engine_collective_all_ranks(engines, nranks, calls, launch, stream);
 }
 
 ndet_status_t ndet_engine_collective_all_ranks(struct ndet_engine *const *engines, int nranks,
 					       const struct ndet_engine_call *calls,
+					       ndet_all_ranks_launcher_fn launch,
 					       cudaStream_t stream)
 {
 	ndet_status_t status = NDET_OK;
 	struct ndet_kernel_args *host_args = NULL, *device_args = NULL;
 	const size_t args_bytes = sizeof(*host_args) * (size_t)(nranks > 0 ? nranks : 1);
 	struct ndet_plan plan;
-	if (nranks < 1 || nranks > NDET_MAX_RANKS)
+	if (nranks < 1 || nranks > NDET_MAX_RANKS || launch == NULL)
 		return NDET_ERR_INVALID_ARGUMENT;
 	status = ndet_engine_plan_call(engines[0], &calls[0], &plan);
 	if (status != NDET_OK)
@@ -1246,8 +1248,8 @@ ndet_status_t ndet_engine_collective_all_ranks(struct ndet_engine *const *engine
 	NDET_CUDA_CHECK_GOTO(cudaMemcpy(device_args, host_args, args_bytes, cudaMemcpyHostToDevice),
 			     status, out);
 	NDET_CUDA_CHECK_GOTO(
-		(cudaError_t)ndet_kernel_allreduce_all_ranks(device_args, (int)calls[0].dtype, op,
-							     nranks, plan.blocks, stream),
+		(cudaError_t)launch(device_args, (int)calls[0].dtype, op, nranks, plan.blocks,
+				    stream),
 		status, out);
 	NDET_CUDA_CHECK_GOTO(cudaStreamSynchronize(stream), status, out);
 out:

@@ -163,15 +163,19 @@ ndet_status_t ndet_engine_plan_call(const struct ndet_engine *engine,
  */
 ndet_status_t ndet_engine_collective_all_ranks(struct ndet_engine *const *engines, int nranks,
 					       const struct ndet_engine_call *calls,
+					       ndet_all_ranks_launcher_fn launch,
 					       cudaStream_t stream);
 
 /*
  * All ranks of this process in one launch (grid.y = rank), for compute-sanitizer.
- * Every engine must live in this process on the same device.
+ * Every engine must live in this process on the same device.  `launch` is
+ * ndet_kernel_allreduce_all_ranks (ndet_kernels.h), which only the GPU test driver
+ * links: the library does not carry the all-ranks kernels.
  */
 ndet_status_t ndet_engine_allreduce_all_ranks(struct ndet_engine *const *engines, int nranks,
 					      const void *const *sendbuffs, void *const *recvbuffs,
 					      size_t count, ndet_dtype_t dtype, ndet_op_t op,
+					      ndet_all_ranks_launcher_fn launch,
 					      cudaStream_t stream);
 
 /*

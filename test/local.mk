@@ -108,7 +108,8 @@ GPU_TEST_LDADD = src/libndet_engine.la $(CUDA_STATIC_LIBS) $(NCCL_LDFLAGS) -lncc
 noinst_PROGRAMS += test/gpu/ndet_gpu_test
 test_gpu_ndet_gpu_test_SOURCES = test/gpu/ndet_gpu_test.c $(GPU_TEST_COMMON)
 test_gpu_ndet_gpu_test_CFLAGS = $(GPU_TEST_CFLAGS)
-test_gpu_ndet_gpu_test_LDADD = $(GPU_TEST_LDADD)
+# The all-ranks kernels (sanitize mode) are this program's alone (kernels/local.mk).
+test_gpu_ndet_gpu_test_LDADD = kernels/libndet_all_ranks.la $(GPU_TEST_LDADD)
 
 if HAVE_CMOCKA
 check_PROGRAMS += test/test_plan

@@ -449,13 +449,6 @@ int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *opaque_stre
 	return fake_result((cudaError_t)err);
 }
 
-int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *device_args, int dtype, int op,
-				    int nranks, uint32_t blocks, void *stream)
-{
-	(void)device_args, (void)dtype, (void)op, (void)nranks, (void)blocks, (void)stream;
-	return cudaErrorNotSupported;
-}
-
 /* ---------------------------------------------------------------- test controls */
 
 void fake_cuda_reset(void)

@@ -50,13 +50,15 @@ fi
 # The first seven minimums leave room above what a healthy run took on an H200
 # (sessions 9-10: smoke 30 s, loopback 340-360, mp 205, sanitize 8-11, preload 12,
 # defaults 55; preload-nomps was not timed), so that a slow healthy run is not cut
-# short; a hung one is cut when the budget ends and fails.
+# short; a hung one is cut when the budget ends and fails.  smoke and sanitize also
+# hold the first load of the one-launch kernels: about 80 s from PTX on a fresh
+# machine (a default build), ~1 s from SASS or the driver's cache (suite.sh).
 steps_table() {
 	cat <<'EOF'
-smoke        150 test/gpu/suite.sh smoke
+smoke        200 test/gpu/suite.sh smoke
 loopback     450 test/gpu/suite.sh loopback
 mp           400 test/gpu/suite.sh mp
-sanitize     120 test/gpu/suite.sh sanitize
+sanitize     200 test/gpu/suite.sh sanitize
 preload       90 test/gpu/suite.sh preload
 preload-nomps 150 test/gpu/suite.sh preload-nomps
 defaults     120 test/gpu/suite.sh defaults

@@ -1,7 +1,6 @@
 #!/bin/bash
 # GPU checks of nccl-det's loading modes (one GPU, several processes with per-process
-# NCCL_HOSTID; see ../shared/GPU-TESTING.md).  NOT YET RUN: written with the CPU-side
-# work of issue 5, to be run and fixed on a GPU machine.
+# NCCL_HOSTID; see ../shared/GPU-TESTING.md).  Runs and results: test/gpu/RESULTS.
 #
 #   test/gpu/loading.sh jax      JAX psum, 2 and 3 processes, drop-in preloaded:
 #                                diverted (nccl-det's SETUP log) and bit-exact

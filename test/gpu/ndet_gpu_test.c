@@ -9,6 +9,10 @@
  *                                           table differs (direct pointers)
  *   ndet_gpu_test sanitize N                the same ranks, every call in ONE launch
  *                                           (compute-sanitizer serialises launches)
+ *   ndet_gpu_test load-all-ranks            load those one-launch kernels and say how
+ *                                           long it took: built as PTX alone (the
+ *                                           default), the driver compiles them on first
+ *                                           use (about 80 s on an H200) and caches them
  *   ndet_gpu_test mp [quick|full]           one rank per process (RANK, WORLD,
  *                                           NDET_TEST_ID_FILE), CUDA IPC between
  *                                           processes, bootstrap through real NCCL
@@ -29,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ndet_gpu_common.h"
@@ -345,7 +350,8 @@ static void sanitize_collectives(struct loopback_world *world, cudaStream_t stre
 		}
 		ndet_reference_premulsum(views, scalars, n, expected, total, dt);
 		ndet_status_t st =
-			ndet_engine_collective_all_ranks(world->engines, n, calls, stream);
+			ndet_engine_collective_all_ranks(world->engines, n, calls,
+							 ndet_kernel_allreduce_all_ranks, stream);
 		world->checks++;
 		if (st != NDET_OK) {
 			world->failures++;
@@ -410,7 +416,7 @@ static void sanitize_run(struct loopback_world *world)
 							 (ndet_op_t)op);
 				ndet_status_t st = ndet_engine_allreduce_all_ranks(
 					world->engines, n, sends, recvs, count, (ndet_dtype_t)dtype,
-					(ndet_op_t)op, stream);
+					(ndet_op_t)op, ndet_kernel_allreduce_all_ranks, stream);
 				world->checks++;
 				if (st != NDET_OK) {
 					world->failures++;
@@ -541,6 +547,23 @@ static int run_mp(bool quick)
 	return gpu.failures == 0 ? 0 : 1;
 }
 
+/* Load (and, from PTX, compile) the one-launch kernels before a sanitizer's time limit. */
+static int run_load_all_ranks(void)
+{
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	const cudaError_t err = (cudaError_t)ndet_kernel_all_ranks_load();
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	const double seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	if (err != cudaSuccess) {
+		printf("SUMMARY ndet_gpu_test load-all-ranks: FAILED after %.1f s: %s\n", seconds,
+		       cudaGetErrorString(err));
+		return 1;
+	}
+	printf("SUMMARY ndet_gpu_test load-all-ranks: loaded in %.1f s\n", seconds);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -568,7 +591,11 @@ int main(int argc, char **argv)
 		return run_loopback(atoi(argv[2]), true, true);
 	if (argc >= 2 && strcmp(argv[1], "mp") == 0)
 		return run_mp(argc < 3 || strcmp(argv[2], "full") != 0);
-	fprintf(stderr, "usage: %s loopback N [quick|full] | sanitize N | mp [quick|full]\n",
+	if (argc >= 2 && strcmp(argv[1], "load-all-ranks") == 0)
+		return run_load_all_ranks();
+	fprintf(stderr,
+		"usage: %s loopback N [quick|full] | sanitize N | mp [quick|full] | "
+		"load-all-ranks\n",
 		argv[0]);
 	return 2;
 }

@@ -1,0 +1,48 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * ndet_kernel_allreduce_all_ranks (ndet_kernels.h): every rank of a loopback world in
+ * one launch, for compute-sanitizer, which serialises separate launches.  With the
+ * per-type tables (ndet_kernels_all_ranks_<dtype>.cu) this is kernels/
+ * libndet_all_ranks.la, which only the GPU test driver links: the library never
+ * carries these kernels, and they are built for NVCC_ALL_RANKS_GENCODE (PTX alone by
+ * default, compiled by the driver on first use; m4/check_pkg_nvcc.m4).
+ */
+#include "ndet_kernels_impl.cuh"
+
+namespace {
+
+/* Every element type's all-ranks table, indexed by ndet_dtype_t. */
+const ndet_all_ranks_fn (*const ndet_all_ranks_kernels[NDET_DTYPE_COUNT])[NDET_OP_COUNT + 1] = {
+	ndet_all_ranks_kernels_f32, ndet_all_ranks_kernels_f16, ndet_all_ranks_kernels_bf16,
+	ndet_all_ranks_kernels_f64};
+
+} /* namespace */
+
+extern "C" int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *device_args,
+					       int dtype, int op, int nranks, uint32_t blocks,
+					       void *stream)
+{
+	if (!ndet_kernel_valid(dtype, op))
+		return (int)cudaErrorInvalidValue;
+	dim3 grid(blocks, (unsigned)nranks);
+	ndet_all_ranks_kernels[dtype][nranks > 8][op]<<<grid, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
+		device_args);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int ndet_kernel_all_ranks_load(void)
+{
+	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+		for (int bucket = 0; bucket < 2; bucket++) {
+			for (int op = 0; op <= NDET_KERNEL_OP_PREMULSUM; op++) {
+				cudaFuncAttributes attributes;
+				const cudaError_t err = cudaFuncGetAttributes(
+					&attributes, ndet_all_ranks_kernels[dtype][bucket][op]);
+				if (err != cudaSuccess)
+					return (int)err;
+			}
+		}
+	}
+	return 0;
+}
