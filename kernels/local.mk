@@ -1,5 +1,7 @@
-# CUDA kernels (--threads 0: one nvcc thread per target architecture): their own libtool convenience library with extern "C" launchers
-# declared in a C header (kernels/ndet_kernels.h).  Compiled by nvcc through
+# CUDA kernels (--threads 0: one nvcc thread per target architecture): two libtool
+# convenience libraries (the library's kernels; the GPU test driver's all-ranks
+# kernels, below) with extern "C" launchers declared in a C header
+# (kernels/ndet_kernels.h).  Compiled by nvcc through
 # build-aux/nvcc-lt.sh (libtool cannot drive nvcc).
 
 NVCC_BASE_FLAGS = -std=c++17 -O3 --fmad=false --threads 0 -Xcompiler -fvisibility=hidden \

@@ -21,7 +21,9 @@
  *      check q's signature equals mine (diverging calls -> error, not garbage)
  *   5a one-shot: read lane b of every rank, reduce in tree order, write recvbuff;
  *      6. release released[b][me] = done[b][me] = s to every peer
- *   5b two-shot: reduce my segment from every lane into recvbuff and into the same
+ *   5b two-shot (at 2, where sendbuff is 16-byte aligned, my own segment is not
+ *      copied in: only I read it, straight from sendbuff at 5b; a local choice,
+ *      the same bits): reduce my segment from every lane into recvbuff and into the same
  *      segment of every peer's lane (each pack read, then overwritten, by one
  *      thread; nobody else reads that segment), release released[b][me] = s and
  *      reduced[b][me] = s to every peer; acquire every peer's reduced[b][q]; copy
@@ -57,9 +59,12 @@
  * of block b is split in two by step parity; each half holds n in-slots then n
  * out-slots of chunk_elems / n elements.  Per step s (parity p), rank me:
  *   scatter: segment q of its chunk from sendbuff into rank q's in-slot [p][me]
- *      (its own last, locally), then release ready = PACK(s, signature);
+ *      (its own last, locally, and not at all where sendbuff is 16-byte aligned:
+ *      only this rank reads that in-slot, so the reduce takes its own segment
+ *      straight from sendbuff), then release ready = PACK(s, signature);
  *   wait ready[q] >= s (same signature) for every peer q;
- *   reduce its segment from its own in-slots [p][0..n-1] in tree order into recvbuff
+ *   reduce its segment from its own in-slots [p][0..n-1] (in-slot [p][me] or, as
+ *      above, sendbuff) in tree order into recvbuff
  *      and into every peer q's out-slot [p][me]; release reduced = s;
  *   scatter step s + 1 (parity 1 - p: free, every peer signalled reduced for s - 1);
  *   wait reduced[q] >= s; copy its out-slots [p][q] into recvbuff.

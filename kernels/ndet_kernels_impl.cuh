@@ -369,7 +369,8 @@ __device__ void ndet_copy_bytes(char *dst, const char *src, uint64_t bytes)
 }
 
 /*
- * Reduce `len` elements, rank r's at src[r] (16-byte aligned pool memory, r < n);
+ * Reduce `len` elements, rank r's at src[r] (r < n; 16-byte aligned: pool memory, or
+ * this rank's own sendbuff where two-shot and push read their own segment from it);
  * write them to `out` (user memory, any alignment; NULL: not at all) and to copies[j]
  * for j < ncopies that are not NULL (16-byte aligned pool memory, own or a peer's).
  * `scales` (PreMulSum only) holds every rank's scalar.
@@ -978,6 +979,12 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 	const uint64_t half = a.lane_bytes / 2;
 	const char *send = static_cast<const char *>(a.sendbuff);
 	char *recv = static_cast<char *>(a.recvbuff);
+	/*
+	 * My own segment is read by me alone: from sendbuff itself where that is
+	 * 16-byte aligned (segments start at whole packs), so it skips my in-slot.
+	 * A local choice: no peer sees it, and the bits are the same either way.
+	 */
+	const bool own_direct = ((uintptr_t)send & 15) == 0;
 	/* Steps with elements for this block (the planner gives every block one). */
 	const uint64_t chunks = (a.count + a.chunk_elems - 1) / a.chunk_elems;
 	if (chunks <= b)
@@ -1005,7 +1012,7 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 			const int q = (me + j) % n; /* own segment last: it is local */
 			uint64_t qb, qe;
 			const uint64_t start = segment(k, q, &qb, &qe);
-			if (qe > qb)
+			if (qe > qb && !(q == me && own_direct))
 				ndet_copy_bytes(region(q, s & 1) + (uint64_t)me * slot_bytes,
 						send + (start + qb) * sizeof(T), (qe - qb) * sizeof(T));
 			ndet_trace(a, st, NDET_TRACE_COPIED);
@@ -1049,7 +1056,9 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 		char *copies[NR];
 #pragma unroll
 		for (int r = 0; r < NR; r++) {
-			src[r] = r < n ? region(me, p) + (uint64_t)r * slot_bytes : nullptr;
+			src[r] = r >= n ? nullptr
+			       : r == me && own_direct ? send + (start + mb) * sizeof(T)
+						       : region(me, p) + (uint64_t)r * slot_bytes;
 			/* Constant indices keep the pointers in registers. */
 			copies[r] = r + 1 < n ? region((me + r + 1) % n, p) +
 							(uint64_t)(n + me) * slot_bytes
@@ -1202,6 +1211,12 @@ __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
 	/* Reduce-scatter: a lane holds one segment per destination rank. */
 	const bool scatter = a.path == NDET_PATH_SCATTER;
 	const int segments = scatter ? a.nranks : 1;
+	/*
+	 * Two-shot: only this rank reads segment `rank` of its own lane, so where
+	 * sendbuff is 16-byte aligned (segments start at whole packs) it reads that
+	 * segment from sendbuff and the copy-in skips it.  Local, and the same bits.
+	 */
+	const bool own_direct = a.path == NDET_PATH_TWOSHOT && ((uintptr_t)send & 15) == 0;
 	uint64_t step = first_step;
 
 	for (uint64_t k = 0; k < a.steps; k++) {
@@ -1222,10 +1237,21 @@ __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
 		 * block d, for every destination rank d.
 		 */
 		ndet_debug_delay(a, step, 1);
-		for (int d = 0; d < segments; d++)
-			ndet_copy_bytes(own_lane + (uint64_t)d * a.chunk_elems * sizeof(T),
-					send + ((uint64_t)d * a.count + start) * sizeof(T),
-					len * sizeof(T));
+		/* Two-shot: my segment of this chunk (whole packs or 512-byte units). */
+		const uint64_t seg = ndet_segment_elems(len, (uint32_t)a.nranks, sizeof(T));
+		const uint64_t my_begin = min(len, (uint64_t)a.rank * seg);
+		const uint64_t my_end = min(len, my_begin + seg);
+		if (own_direct) {
+			ndet_copy_bytes(own_lane, send + start * sizeof(T), my_begin * sizeof(T));
+			ndet_copy_bytes(own_lane + my_end * sizeof(T),
+					send + (start + my_end) * sizeof(T),
+					(len - my_end) * sizeof(T));
+		} else {
+			for (int d = 0; d < segments; d++)
+				ndet_copy_bytes(own_lane + (uint64_t)d * a.chunk_elems * sizeof(T),
+						send + ((uint64_t)d * a.count + start) * sizeof(T),
+						len * sizeof(T));
+		}
 		if (OP == kOpPremulSum && threadIdx.x == 0)
 			ndet_store_relaxed(&st.me->scalar[b],
 					   ndet_acc_bits(ndet_premul_scalar<DT>(a)));
@@ -1266,12 +1292,9 @@ __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
 				ndet_reduce_range<DT, OP, NR>(a, lane_base, lane_off, len,
 							      recv + start * sizeof(T), scales);
 		} else {
-			/* Whole packs or 512-byte segments (ndet_kernels.h): lanes stay aligned. */
-			const uint64_t seg = ndet_segment_elems(len, (uint32_t)a.nranks, sizeof(T));
-			const uint64_t my_begin = min(len, (uint64_t)a.rank * seg);
-			const uint64_t my_end = min(len, my_begin + seg);
 			/*
-			 * Segment `rank` of every lane, reduced into recvbuff and into the same
+			 * Segment `rank` of every lane (of my own: sendbuff where own_direct),
+			 * reduced into recvbuff and into the same
 			 * segment of the lane of every peer that gathers (all of them, or the
 			 * root of a reduce): nobody reads that segment of its lane any more
 			 * (only this rank reduces it), and each pack is read before it is
@@ -1281,8 +1304,10 @@ __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
 			char *copies[NR];
 #pragma unroll
 			for (int r = 0; r < NR; r++) {
-				src[r] = r < a.nranks ? a.lanes[r] + lane_base + my_begin * sizeof(T)
-						      : nullptr;
+				src[r] = r >= a.nranks ? nullptr
+				       : r == a.rank && own_direct
+					       ? send + (start + my_begin) * sizeof(T)
+					       : a.lanes[r] + lane_base + my_begin * sizeof(T);
 				const int q = (a.rank + r + 1) % a.nranks;
 				copies[r] = r + 1 < a.nranks && (a.root < 0 || a.root == q)
 						    ? a.lanes[q] + lane_base + my_begin * sizeof(T)

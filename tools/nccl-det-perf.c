@@ -610,19 +610,28 @@ static struct ndet_engine_config perf_engine_config(const struct perf_world *wor
 	};
 }
 
-/* Bytes one rank's kernel reads + writes for one call (see kernels/ndet_kernels.h). */
+/*
+ * Bytes one rank's kernel reads + writes for one call (see kernels/ndet_kernels.h),
+ * with this tool's send buffers, which cudaMalloc aligns: two-shot and push take
+ * the rank's own segment straight from sendbuff, so it is neither copied into the
+ * pool nor read back from it.
+ */
 static double perf_kernel_bytes(ndet_path_t path, double bytes, int n)
 {
 	if (path == NDET_PATH_ONESHOT)
 		return (n + 3) * bytes;
 	if (path == NDET_PATH_LL) /* send read once, 2x lines to and from n-1 peers, out */
 		return bytes + 4 * (n - 1) * bytes + bytes;
-	if (path == NDET_PATH_TWOSHOT)
-		return 2 * bytes + (n - 1) * bytes / n + bytes + 2 * bytes / n +
-		       (n - 1) * bytes / n;
-	/* send, slots written (any rank's), slots reduced, recv + out-slots, gather */
-	if (path == NDET_PATH_PUSH)
-		return 4 * bytes + 2 * (n - 1) * bytes / n;
+	/*
+	 * Two-shot and push alike: the other n - 1 segments copied into a pool (read +
+	 * write), n segments read by the reduce, recvbuff and n - 1 pool copies of the
+	 * result written, n - 1 reduced segments gathered (read + write).
+	 */
+	if (path == NDET_PATH_TWOSHOT || path == NDET_PATH_PUSH)
+		return 2 * (n - 1) * bytes / n + bytes + bytes + 2 * (n - 1) * bytes / n;
+	/* Reduce-scatter (bytes: the send buffer): copy-in, n segments read, recvbuff. */
+	if (path == NDET_PATH_SCATTER)
+		return 2 * bytes + bytes + bytes / n;
 	return 2 * bytes;
 }
 

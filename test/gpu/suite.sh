@@ -105,7 +105,9 @@ preload_run() {
 # The one-launch kernels are PTX alone in a default build (m4/check_pkg_nvcc.m4): the
 # driver compiles them on first use, about 80 s on an H200, then takes them from its
 # cache (~/.nv/ComputeCache, ~1 s).  That happens here, once, outside the sanitizers'
-# time limits, and the log says how long it took.
+# time limits, and the log says how long it took.  Without that cache
+# (CUDA_CACHE_DISABLE=1, an unwritable home) every sanitizer run would pay it again:
+# build them as SASS then (--with-nvcc-all-ranks-gencode).
 all_ranks_loaded=no
 sanitizer() {
 	local tool=$1 n=$2 limit=$3
