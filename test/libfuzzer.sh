@@ -5,6 +5,8 @@
 #
 #   test/libfuzzer.sh BUILD_DIR [SECONDS_PER_TARGET] [TARGET...]
 #
+# Targets run NDET_FUZZ_JOBS at a time (default: one per CPU), each for the given time.
+#
 # BUILD_DIR is a configured tree (config.h, include/nccl_det.h, Makefile); targets
 # default to all of fuzz_settings, fuzz_env, fuzz_setup_table, fuzz_eligibility.
 # Corpora and crash inputs stay in $NDET_FUZZ_DIR (default: a new directory under
@@ -47,20 +49,22 @@ compile() {
 		-I"$src/test" $nccl_cppflags "$@" -o "$work/$name" -lpthread
 }
 
-status=0
-for target in $targets; do
+# One target: build it, run it for $seconds; its output and exit status go to files,
+# reported in order below.
+run_target() {
+	target=$1
 	case $target in
 	fuzz_settings) sources="src/ndet_settings.c src/ndet_env.c src/ndet_log.c" ;;
 	fuzz_env) sources="test/fuzz_driver.c src/ndet_env.c" ;;
 	fuzz_setup_table) sources="test/fuzz_driver.c src/ndet_setup_record.c" ;;
 	fuzz_eligibility) sources="test/fuzz_driver.c src/ndet_eligibility.c" ;;
-	*) echo "libfuzzer.sh: unknown target $target" >&2; exit 1 ;;
+	*) echo "libfuzzer.sh: unknown target $target"; return 1 ;;
 	esac
 	set --
 	for file in "test/$target.c" $sources; do
 		set -- "$@" "$src/$file"
 	done
-	compile "$target" "$@" || { echo "libfuzzer.sh: $target does not build" >&2; exit 1; }
+	compile "$target" "$@" || { echo "libfuzzer.sh: $target does not build"; return 1; }
 	mkdir -p "$work/$target.corpus"
 	echo "=== $target for ${seconds}s (corpus $work/$target.corpus)"
 	"$work/$target" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 \
@@ -69,10 +73,32 @@ for target in $targets; do
 	result=$?
 	grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|Done)' "$work/$target.log"
 	if [ "$result" -ne 0 ]; then
-		tail -40 "$work/$target.log" >&2
-		echo "libfuzzer.sh: $target FAILED (inputs: $work/$target-*)" >&2
-		status=1
+		tail -40 "$work/$target.log"
+		echo "libfuzzer.sh: $target FAILED (inputs: $work/$target-*)"
+		return 1
 	fi
+	return 0
+}
+# NDET_FUZZ_JOBS targets at a time (default: the CPUs; each target is one process).
+jobs=${NDET_FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
+running=0
+pids=
+for target in $targets; do
+	(run_target "$target" >"$work/$target.out" 2>&1; echo $? >"$work/$target.rc") &
+	pids="$pids $!"
+	running=$((running + 1))
+	if [ "$running" -ge "$jobs" ]; then
+		# shellcheck disable=SC2086
+		wait $pids
+		pids=
+		running=0
+	fi
+done
+wait
+status=0
+for target in $targets; do
+	cat "$work/$target.out"
+	[ "$(cat "$work/$target.rc" 2>/dev/null)" = 0 ] || status=1
 done
 # Kept when something failed: the crash inputs are in there.
 [ "$status" -eq 0 ] && [ -n "$created" ] && rm -rf "$work"
