@@ -103,9 +103,11 @@ static bool ndet_string_terminated(const char *field, size_t size)
 }
 
 /*
- * The field ranges every version-2 record satisfies.  The pool offsets and the SM
- * count are checked only for ready ranks: a rank whose allocation failed has no pool to describe, and
- * its record must still parse so the verdict can name its local failure.
+ * The field ranges every version-2 record satisfies.  The pool (offsets, address),
+ * the device ordinal and the SM count are checked only for ready ranks: a rank whose
+ * allocation failed has no pool to describe, and its record must still parse so the
+ * verdict can name its local failure.  reserved is 0 in every version-2 record: a
+ * later use of it comes with a new format version.
  */
 static bool ndet_setup_payload_well_formed(const struct ndet_setup_payload *payload)
 {
@@ -118,9 +120,12 @@ static bool ndet_setup_payload_well_formed(const struct ndet_setup_payload *payl
 		return false;
 	if (payload->local_status >= NDET_LOCAL_REASON_COUNT)
 		return false;
+	if (payload->reserved != 0)
+		return false;
 	if (payload->local_status == NDET_LOCAL_READY &&
 	    (payload->flags_offset >= payload->pool_bytes ||
-	     payload->data_offset >= payload->pool_bytes || payload->sm_count == 0))
+	     payload->data_offset >= payload->pool_bytes || payload->pool_address == 0 ||
+	     payload->cuda_device < 0 || payload->sm_count == 0))
 		return false;
 	return true;
 }

@@ -145,9 +145,10 @@ ndet_status_t ndet_setup_header_check(const struct ndet_setup_header *header);
 /*
  * Copy `length` received bytes into `payload` if they form a well-formed version-2
  * payload (exact length, NUL-terminated strings, 1 <= nranks <= 4096,
- * 0 <= rank < nranks, local_status < NDET_LOCAL_REASON_COUNT, and for a READY rank
- * flags_offset and data_offset < pool_bytes and sm_count >= 1: a rank that is not
- * ready may have no pool); else NDET_ERR_UNSUPPORTED and `payload` untouched (NDET_ERR_INVALID_ARGUMENT
+ * 0 <= rank < nranks, local_status < NDET_LOCAL_REASON_COUNT, reserved == 0, and for
+ * a READY rank flags_offset and data_offset < pool_bytes, pool_address != 0,
+ * cuda_device >= 0 and sm_count >= 1: a rank that is not ready may have no pool);
+ * else NDET_ERR_UNSUPPORTED and `payload` untouched (NDET_ERR_INVALID_ARGUMENT
  * for NULL pointers).
  */
 ndet_status_t ndet_setup_payload_parse(const void *bytes, size_t length,

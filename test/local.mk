@@ -29,8 +29,9 @@ TESTS += test/test_log
 endif
 
 # Test data shared by the reference tests and the GPU test programs: plain C (no
-# CMocka, no CUDA, no nccl-det code), deterministic by seed.
-check_LTLIBRARIES += test/libndet_test_data.la
+# CMocka, no CUDA, no nccl-det code), deterministic by seed.  Built by make (the GPU
+# test programs are).
+noinst_LTLIBRARIES += test/libndet_test_data.la
 test_libndet_test_data_la_SOURCES = test/ndet_test_data.c test/ndet_test_data.h
 test_libndet_test_data_la_CFLAGS = $(AM_CFLAGS) -ffp-contract=off
 test_libndet_test_data_la_LIBADD = -lm
@@ -62,7 +63,7 @@ TESTS += test/test_setup
 # so that those "processes" can be alive or dead.
 check_PROGRAMS += test/test_engine
 test_test_engine_SOURCES = test/test_engine.c test/ndet_fake_cuda.c test/ndet_fake_cuda.h \
-	test/ndet_test_clock.h src/ndet_engine.c src/ndet_engine.h
+	test/ndet_test_clock.h test/gpu/ndet_gpu_sizes.h src/ndet_engine.c src/ndet_engine.h
 test_test_engine_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/test
 test_test_engine_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=getpid -Wl,--wrap=kill
 test_test_engine_LDADD = src/libndet_logic.la $(TEST_LIBS)
@@ -100,9 +101,9 @@ EXTRA_DIST += test/libfuzzer.sh test/valgrind.sh
 # real NCCL).  Built by `make`; run by test/gpu/suite.sh on a GPU machine and, when a
 # GPU is visible, by test/test_gpu_loopback.sh in `make check` (SKIP otherwise).
 # What every GPU test program shares: the helpers, the engine, CUDA and the real NCCL.
-GPU_TEST_COMMON = test/gpu/ndet_gpu_common.c test/gpu/ndet_gpu_common.h
+GPU_TEST_COMMON = test/gpu/ndet_gpu_common.c test/gpu/ndet_gpu_common.h test/gpu/ndet_gpu_sizes.h
 GPU_TEST_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/test
-GPU_TEST_LDADD = src/libndet_engine.la $(CUDA_STATIC_LIBS) $(NCCL_LDFLAGS) -lnccl -ldl -lm \
+GPU_TEST_LDADD = src/libndet_engine.la test/libndet_test_data.la $(CUDA_STATIC_LIBS) $(NCCL_LDFLAGS) -lnccl -ldl -lm \
 	$(PTHREAD_LIBS)
 
 noinst_PROGRAMS += test/gpu/ndet_gpu_test

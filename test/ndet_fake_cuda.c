@@ -106,6 +106,7 @@ static int fake_sm_count = 132;
 static pid_t fake_ended[64]; /* fake_cuda_end_process */
 static int fake_ended_count;
 static bool fake_unloading;
+static size_t fake_fail_malloc_bytes; /* cudaMalloc of exactly this many bytes fails (0: none) */
 static struct ndet_host_status *fake_claimed; /* FAKE_CUDA_KERNEL_FAIL_CLAIMED */
 static char (*fake_log_lines)[FAKE_LOG_LINE];
 static int fake_log_count, fake_log_capacity;
@@ -482,6 +483,7 @@ void fake_cuda_reset(void)
 	fake_sm_count = 132;
 	fake_ended_count = 0;
 	fake_unloading = false;
+	fake_fail_malloc_bytes = 0;
 	fake_claimed = NULL;
 	fake_log_count = 0;
 	fake_next_id = 1;
@@ -750,7 +752,33 @@ static cudaError_t fake_free(void *pointer, bool pinned)
 cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
 	FAKE_RUNTIME_CALL();
+	pthread_mutex_lock(&fake_lock);
+	bool refused = fake_fail_malloc_bytes != 0 && size == fake_fail_malloc_bytes;
+	pthread_mutex_unlock(&fake_lock);
+	if (refused)
+		return fake_result(cudaErrorMemoryAllocation);
 	return fake_alloc(devPtr, size, false);
+}
+
+void fake_cuda_fail_malloc_of(size_t bytes)
+{
+	pthread_mutex_lock(&fake_lock);
+	fake_fail_malloc_bytes = bytes;
+	pthread_mutex_unlock(&fake_lock);
+}
+
+enum fake_cuda_memory fake_cuda_memory_kind(const void *pointer, size_t bytes)
+{
+	const char *p = pointer;
+	enum fake_cuda_memory kind = FAKE_CUDA_MEMORY_NONE;
+	pthread_mutex_lock(&fake_lock);
+	for (const struct fake_block *block = fake_blocks; block != NULL; block = block->next)
+		if (!block->freed && p >= block->base && p + bytes <= block->base + block->size) {
+			kind = block->pinned ? FAKE_CUDA_MEMORY_PINNED : FAKE_CUDA_MEMORY_DEVICE;
+			break;
+		}
+	pthread_mutex_unlock(&fake_lock);
+	return kind;
 }
 
 cudaError_t cudaFree(void *devPtr)

@@ -106,6 +106,18 @@ void fake_cuda_end_process(pid_t pid);
 /* From now on every runtime call fails with cudaErrorCudartUnloading (exit). */
 void fake_cuda_set_unloading(bool on);
 
+/* From now on cudaMalloc of exactly `bytes` bytes fails (0: none; fake_cuda_reset clears it). */
+void fake_cuda_fail_malloc_of(size_t bytes);
+
+/* What [pointer, pointer + bytes) lies in: one live allocation of cudaMalloc, of
+ * cudaHostAlloc, or neither (pageable memory, or across allocations). */
+enum fake_cuda_memory {
+	FAKE_CUDA_MEMORY_NONE,
+	FAKE_CUDA_MEMORY_DEVICE,
+	FAKE_CUDA_MEMORY_PINNED,
+};
+enum fake_cuda_memory fake_cuda_memory_kind(const void *pointer, size_t bytes);
+
 /* cudaIpcCloseMemHandle sleeps this long on the calling thread (a slow peer). */
 void fake_cuda_set_close_delay_ms(int ms);
 

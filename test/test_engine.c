@@ -31,8 +31,12 @@
 
 #include "ndet_engine.h"
 #include "ndet_fake_cuda.h"
+#include "gpu/ndet_gpu_sizes.h"
 #include "ndet_kernels.h"
 #include "ndet_log.h"
+#include "ndet_plan.h"
+#include "ndet_reference.h"
+#include "ndet_setup_record.h"
 #include "ndet_test_clock.h"
 #include "ndet_teardown.h"
 
@@ -897,6 +901,22 @@ static void test_error_details_published_last(void **state)
 	assert_int_equal(step, 9);
 	assert_int_equal(observed, 0xabcdef);
 	assert_int_equal(phase, 2);
+	/*
+	 * Querying the error makes no CUDA call (an error handler, a watchdog thread or
+	 * an exit hook may ask while the runtime is unusable): with every runtime call
+	 * refused and counted, both queries still answer, and nothing was counted.
+	 */
+	fake_cuda_set_unloading(true);
+	code = 0;
+	block = peer = phase = 0;
+	assert_int_equal(ndet_engine_error(group.engines[1], &code), NDET_ERR_REMOTE);
+	assert_int_equal(code, NDET_KERNEL_ERR_TIMEOUT);
+	assert_true(details_of(group.engines[1], &block, &peer, &step, &observed, &phase));
+	assert_int_equal(block, 5);
+	assert_int_equal(phase, 2);
+	assert_int_equal(ndet_engine_error(group.engines[0], &code), NDET_ERR_REMOTE);
+	assert_int_equal(runtime().calls_unloading, 0);
+	fake_cuda_set_unloading(false);
 	/* A poisoned engine refuses further calls at once. */
 	assert_int_equal(ndet_engine_allreduce(group.engines[1], send_values, recv_values, COUNT,
 					       NDET_DTYPE_F32, NDET_OP_SUM, NULL),
@@ -908,7 +928,267 @@ static void test_error_details_published_last(void **state)
 	group_fini(&group);
 }
 
+/* ------------------------------------------------------------------ GPU test sizes */
+
+/* The paths one size list reaches with one configuration, per dtype (bit per path). */
+static void paths_of(struct ndet_engine_config config, const size_t *counts, int ncounts,
+		     unsigned paths[NDET_DTYPE_COUNT], bool multi_step[NDET_DTYPE_COUNT])
+{
+	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+		paths[dtype] = 0;
+		multi_step[dtype] = false;
+		for (int i = 0; i < ncounts; i++) {
+			struct ndet_plan plan;
+			assert_int_equal(ndet_engine_plan_for_config(&config, counts[i],
+								     (ndet_dtype_t)dtype,
+								     NDET_OP_SUM, &plan),
+					 NDET_OK);
+			paths[dtype] |= 1u << plan.path;
+			if ((plan.path == NDET_PATH_TWOSHOT || plan.path == NDET_PATH_PUSH) &&
+			    plan.steps > 1)
+				multi_step[dtype] = true;
+		}
+	}
+}
+
+static struct ndet_engine_config harness_config(int nranks, int blocks, uint64_t push_min)
+{
+	struct ndet_engine_config config = {
+		.rank = 0,
+		.nranks = nranks,
+		.pool_size = NDET_GPU_TEST_POOL,
+		.max_blocks = blocks,
+		.oneshot_max = NDET_GPU_TEST_ONESHOT,
+		.ll_max = NDET_GPU_TEST_LL,
+		.push_min = push_min,
+		/* Every rank on the one GPU, an H100's or H200's 132 SMs. */
+		.ranks_per_device = nranks,
+		.device_sms = 132,
+	};
+	return config;
+}
+
+#define BIT(path) (1u << (path))
+
+/*
+ * The GPU harness's sizes (test/gpu/ndet_gpu_sizes.h) reach, with its settings, the
+ * paths its phases are there to cover: the quick matrix (smoke, mp, most loopback
+ * runs) LL, one-shot and two-shot for every dtype, and push (pull beyond
+ * NDET_PLAN_PUSH_MAX_RANKS) over several steps for f32 and f64; the full matrix
+ * the same with several steps for every dtype; the compute-sanitizer sizes LL,
+ * one-shot and two-shot or push for every dtype; the delay phase's f32 counts all
+ * four.  For the rank counts the suites run on one GPU.  (Pull two-shot over several
+ * steps below push's sizes: suite.sh's NDET_TEST_PUSH=0 run.)
+ */
+static void test_gpu_harness_sizes_reach_every_path(void **state)
+{
+	(void)state;
+	static const size_t quick[] = NDET_GPU_MATRIX_QUICK_SIZES;
+	static const size_t full[] = NDET_GPU_MATRIX_FULL_SIZES;
+	static const size_t sanitize[] = NDET_GPU_SANITIZE_SIZES;
+	static const size_t delay[] = NDET_GPU_DELAY_COUNTS;
+	static const int rank_counts[] = {2, 3, 4, 5, 6, 7, 8, 12};
+	unsigned paths[NDET_DTYPE_COUNT];
+	bool multi[NDET_DTYPE_COUNT];
+
+	for (size_t k = 0; k < sizeof(rank_counts) / sizeof(rank_counts[0]); k++) {
+		const int n = rank_counts[k];
+		const bool push = n <= NDET_PLAN_PUSH_MAX_RANKS;
+		const struct ndet_engine_config test =
+		    harness_config(n, NDET_GPU_TEST_BLOCKS, NDET_GPU_TEST_PUSH);
+		const struct ndet_engine_config sanitizer =
+		    harness_config(n, NDET_GPU_SANITIZE_BLOCKS, NDET_GPU_SANITIZE_PUSH);
+
+		for (int pass = 0; pass < 2; pass++) {
+			if (pass == 0)
+				paths_of(test, quick, (int)(sizeof(quick) / sizeof(quick[0])), paths,
+					 multi);
+			else
+				paths_of(test, full, (int)(sizeof(full) / sizeof(full[0])), paths,
+					 multi);
+			for (int dt = 0; dt < NDET_DTYPE_COUNT; dt++) {
+				/* Several steps: quick for f32 and f64 (f16 and bf16 push
+				 * only from the full sizes), full for every dtype. */
+				const bool wide = ndet_dtype_size((ndet_dtype_t)dt) >= 4;
+				if ((paths[dt] & BIT(NDET_PATH_LL)) == 0 ||
+				    (paths[dt] & BIT(NDET_PATH_ONESHOT)) == 0 ||
+				    (paths[dt] & BIT(NDET_PATH_TWOSHOT)) == 0 ||
+				    (!multi[dt] && (wide || pass == 1)))
+					fail_msg("n=%d %s %s matrix: paths 0x%x, several steps %d",
+						 n, ndet_dtype_name((ndet_dtype_t)dt),
+						 pass == 0 ? "quick" : "full", paths[dt], multi[dt]);
+				if (push && (wide || pass == 1) &&
+				    (paths[dt] & BIT(NDET_PATH_PUSH)) == 0)
+					fail_msg("n=%d %s matrix: no push", n,
+						 ndet_dtype_name((ndet_dtype_t)dt));
+			}
+		}
+		if (n == 2 || n == 3) { /* suite.sh: sanitize 2 and 3 */
+			paths_of(sanitizer, sanitize, (int)(sizeof(sanitize) / sizeof(sanitize[0])),
+				 paths, multi);
+			for (int dt = 0; dt < NDET_DTYPE_COUNT; dt++)
+				if ((paths[dt] & BIT(NDET_PATH_LL)) == 0 ||
+				    (paths[dt] & BIT(NDET_PATH_ONESHOT)) == 0 ||
+				    (paths[dt] & (BIT(NDET_PATH_TWOSHOT) | BIT(NDET_PATH_PUSH))) == 0)
+					fail_msg("n=%d %s sanitize sizes: paths 0x%x", n,
+						 ndet_dtype_name((ndet_dtype_t)dt), paths[dt]);
+		}
+		paths_of(test, delay, (int)(sizeof(delay) / sizeof(delay[0])), paths, multi);
+		const unsigned want = BIT(NDET_PATH_LL) | BIT(NDET_PATH_ONESHOT) |
+				      BIT(NDET_PATH_TWOSHOT) | (push ? BIT(NDET_PATH_PUSH) : 0);
+		if ((paths[NDET_DTYPE_F32] & want) != want)
+			fail_msg("n=%d delay counts: paths 0x%x, want 0x%x", n,
+				 paths[NDET_DTYPE_F32], want);
+	}
+}
+
 /* ------------------------------------------------------------------ setup */
+
+/*
+ * The setup records the callback exchanges live in device memory, or in pinned host
+ * memory where cudaMalloc of the exchange buffer fails: never in pageable memory
+ * (NCCL's all-gather reads and writes them from the GPU).
+ */
+static int exchange_memory_seen[3]; /* by enum fake_cuda_memory */
+
+static ndet_status_t exchange_checking_memory(void *const contexts[], int count,
+					      const void *const sends[], void *const recvs[],
+					      size_t bytes, const cudaStream_t streams[])
+{
+	for (int i = 0; i < count; i++) {
+		const struct member *member = contexts[i];
+		exchange_memory_seen[fake_cuda_memory_kind(sends[i], bytes)]++;
+		exchange_memory_seen[fake_cuda_memory_kind(
+		    recvs[i], bytes * (size_t)member->world->nranks)]++;
+	}
+	return exchange(contexts, count, sends, recvs, bytes, streams);
+}
+
+static void test_setup_records_never_pageable(void **state)
+{
+	(void)state;
+	const int nranks = 3;
+	for (int pinned = 0; pinned < 2; pinned++) {
+		struct group group;
+		memset(exchange_memory_seen, 0, sizeof(exchange_memory_seen));
+		/* The exchange buffer: a header or payload slot per rank, plus the send slot. */
+		fake_cuda_fail_malloc_of(pinned ? sizeof(struct ndet_setup_payload) *
+						      (size_t)(nranks + 1)
+						: 0);
+		group_init(&group, nranks, pinned == 1);
+		fake_cuda_set_pid_per_device(group.processes);
+		for (int r = 0; r < nranks; r++)
+			group.results[r] = rank_member(&group, r);
+		ndet_engine_create_group(group.results, nranks, exchange_checking_memory);
+		for (int r = 0; r < nranks; r++) {
+			assert_int_equal(group.results[r].status, NDET_OK);
+			group.engines[r] = group.results[r].engine;
+		}
+		assert_int_equal(exchange_memory_seen[FAKE_CUDA_MEMORY_NONE], 0);
+		/* Every round (header, payload, map, probe) of every rank, send and recv. */
+		assert_true(exchange_memory_seen[pinned ? FAKE_CUDA_MEMORY_PINNED
+							: FAKE_CUDA_MEMORY_DEVICE] >= 2 * 2 * nranks);
+		assert_int_equal(exchange_memory_seen[pinned ? FAKE_CUDA_MEMORY_DEVICE
+							     : FAKE_CUDA_MEMORY_PINNED],
+				 0);
+		launch(group.engines[0], NULL);
+		assert_int_equal(ndet_engine_destroy_group(group.engines, nranks, true), NDET_OK);
+		fake_cuda_fail_malloc_of(0);
+		assert_nothing_held();
+		group_fini(&group);
+	}
+}
+
+/*
+ * The launch plan ignores the pointers: aligned, misaligned by a byte, offset by an
+ * element and in place, every field of the kernel's plan (path, grid, chunks, steps,
+ * signature, lanes) is the same; only the pointers differ.  Counts on every path.
+ */
+#define PLAN_COUNT_MOST 300001
+static float plan_send[PLAN_COUNT_MOST + 16], plan_recv[PLAN_COUNT_MOST + 16];
+
+static void expect_same_plan(const struct ndet_kernel_args *a, const struct ndet_kernel_args *b)
+{
+	assert_int_equal(a->count, b->count);
+	assert_int_equal(a->chunk_elems, b->chunk_elems);
+	assert_int_equal(a->steps, b->steps);
+	assert_int_equal(a->lane_bytes, b->lane_bytes);
+	assert_int_equal(a->timeout_ns, b->timeout_ns);
+	assert_int_equal(a->dtype, b->dtype);
+	assert_int_equal(a->op, b->op);
+	assert_int_equal(a->path, b->path);
+	assert_int_equal(a->nranks, b->nranks);
+	assert_int_equal(a->rank, b->rank);
+	assert_int_equal(a->blocks, b->blocks);
+	assert_int_equal(a->signature, b->signature);
+	assert_int_equal(a->root, b->root);
+	assert_int_equal(a->premul, b->premul);
+	assert_int_equal(a->ll_offset, b->ll_offset);
+}
+
+static void test_plan_ignores_pointers(void **state)
+{
+	(void)state;
+	static const size_t counts[] = {1, 777, 5000, 70001, PLAN_COUNT_MOST};
+	bool paths[NDET_PATH_PUSH + 1] = {false};
+	struct group group;
+	group_init(&group, 2, false);
+	for (int r = 0; r < 2; r++) {
+		group.results[r] = rank_member(&group, r);
+		group.results[r].config.ll_max = 4096;
+		group.results[r].config.oneshot_max = 64 << 10;
+		group.results[r].config.push_min = 1 << 20;
+	}
+	ndet_engine_create_group(group.results, 2, exchange);
+	for (int r = 0; r < 2; r++) {
+		assert_int_equal(group.results[r].status, NDET_OK);
+		group.engines[r] = group.results[r].engine;
+	}
+	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+		struct ndet_kernel_args first[2];
+		for (int variant = 0; variant < 4; variant++) {
+			const char *send = (const char *)plan_send;
+			char *recv = (char *)plan_recv;
+			if (variant == 1) {
+				send += 1;
+				recv += 3;
+			} else if (variant == 2) {
+				recv = (char *)plan_send; /* in place */
+			} else if (variant == 3) {
+				send += sizeof(float);
+				recv += 5 * sizeof(float);
+			}
+			for (int r = 0; r < 2; r++)
+				assert_int_equal(ndet_engine_allreduce(group.engines[r], send,
+								       variant == 2 ? (void *)send
+										    : recv,
+								       counts[c], NDET_DTYPE_F32,
+								       NDET_OP_SUM, NULL),
+						 NDET_OK);
+			for (int r = 0; r < 2; r++) {
+				struct ndet_kernel_args args;
+				assert_true(fake_cuda_last_launch(r, &args));
+				assert_ptr_equal(args.sendbuff, send);
+				assert_ptr_equal(args.recvbuff, variant == 2 ? send : recv);
+				if (variant == 0) {
+					first[r] = args;
+					assert_true(args.path >= 0 && args.path <= NDET_PATH_PUSH);
+					paths[args.path] = true;
+				} else {
+					expect_same_plan(&first[r], &args);
+				}
+			}
+		}
+	}
+	/* The counts reach every all-reduce path of two ranks with these settings. */
+	assert_true(paths[NDET_PATH_LL]);
+	assert_true(paths[NDET_PATH_ONESHOT]);
+	assert_true(paths[NDET_PATH_TWOSHOT]);
+	assert_true(paths[NDET_PATH_PUSH]);
+	assert_int_equal(ndet_engine_destroy_group(group.engines, 2, true), NDET_OK);
+	assert_nothing_held();
+	group_fini(&group);
+}
 
 /*
  * An all-gather that leaves a rank's slot of round 4 unwritten: the device buffer
@@ -1302,6 +1582,9 @@ int main(void)
 		cmocka_unit_test_setup(test_launch_args_trace_and_coll_line, reset),
 		cmocka_unit_test_setup(test_error_details_published_last, reset),
 		cmocka_unit_test_setup(test_setup_stale_round, reset),
+		cmocka_unit_test_setup(test_setup_records_never_pageable, reset),
+		cmocka_unit_test_setup(test_plan_ignores_pointers, reset),
+		cmocka_unit_test_setup(test_gpu_harness_sizes_reach_every_path, reset),
 		cmocka_unit_test_setup(test_setup_gpu_too_small, reset),
 		cmocka_unit_test_setup(test_detach_threads, reset),
 		cmocka_unit_test_setup(test_detach_silent_peer_pending, reset),

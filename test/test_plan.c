@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "ndet_plan.h"
+#include "ndet_reference.h"
 
 static struct ndet_plan_params params_of(uint64_t count, ndet_dtype_t dtype, int nranks)
 {
@@ -595,6 +596,48 @@ static void test_plan_is_a_function_of_its_inputs(void **state)
 	q.nranks = 6;
 	assert_int_equal(ndet_plan_make(&q, &b), NDET_OK);
 	assert_int_not_equal(a.signature, b.signature);
+
+	/*
+	 * A rank whose count is off by a little (a padding or rounding bug, the usual
+	 * way ranks diverge) never shares the signature: counts within 4096 of a call
+	 * on every path, several rank counts and dtypes.  Every dtype and op pair of one
+	 * count too.  (The signature is a hash of NDET_FLAG_SIGNATURE_BITS bits: far
+	 * apart counts may share one; these may not.)
+	 */
+	static const size_t bases[] = {1, 4097, 123457, 3000001, 123456789};
+	for (size_t i = 0; i < sizeof(bases) / sizeof(bases[0]); i++) {
+		for (int n = 2; n <= 8; n += 3) {
+			for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype += 3) {
+				q = params_of(bases[i], (ndet_dtype_t)dtype, n);
+				assert_int_equal(ndet_plan_make(&q, &a), NDET_OK);
+				for (long delta = -4096; delta <= 4096; delta++) {
+					if (delta == 0 || (long)bases[i] + delta < 1)
+						continue;
+					struct ndet_plan_params r = q;
+					r.count = (size_t)((long)bases[i] + delta);
+					assert_int_equal(ndet_plan_make(&r, &b), NDET_OK);
+					if (a.signature == b.signature)
+						fail_msg("count %llu and %llu (n=%d, %s) share "
+							 "signature 0x%x",
+							 (unsigned long long)q.count,
+							 (unsigned long long)r.count, n,
+							 ndet_dtype_name((ndet_dtype_t)dtype),
+							 a.signature);
+				}
+			}
+		}
+	}
+	uint32_t seen[NDET_DTYPE_COUNT * NDET_OP_COUNT];
+	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++)
+		for (int op = 0; op < NDET_OP_COUNT; op++) {
+			q = params_of(65536, (ndet_dtype_t)dtype, 4);
+			q.op = (ndet_op_t)op;
+			assert_int_equal(ndet_plan_make(&q, &a), NDET_OK);
+			const int k = dtype * NDET_OP_COUNT + op;
+			for (int j = 0; j < k; j++)
+				assert_int_not_equal(seen[j], a.signature);
+			seen[k] = a.signature;
+		}
 }
 
 /*

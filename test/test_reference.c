@@ -216,10 +216,18 @@ static void test_tree_string_hand_written(void **state)
 	    {1, "0"},
 	    {2, "(0+1)"},
 	    {3, "((0+1)+2)"},
+	    {4, "((0+1)+(2+3))"},
 	    {5, "(((0+1)+(2+3))+4)"},
 	    {6, "(((0+1)+(2+3))+(4+5))"},
 	    {7, "(((0+1)+(2+3))+((4+5)+6))"},
 	    {8, "(((0+1)+(2+3))+((4+5)+(6+7)))"},
+	    {9, "((((0+1)+(2+3))+((4+5)+(6+7)))+8)"},
+	    {10, "((((0+1)+(2+3))+((4+5)+(6+7)))+(8+9))"},
+	    {11, "((((0+1)+(2+3))+((4+5)+(6+7)))+((8+9)+10))"},
+	    {12, "((((0+1)+(2+3))+((4+5)+(6+7)))+((8+9)+(10+11)))"},
+	    {13, "((((0+1)+(2+3))+((4+5)+(6+7)))+(((8+9)+(10+11))+12))"},
+	    {14, "((((0+1)+(2+3))+((4+5)+(6+7)))+(((8+9)+(10+11))+(12+13)))"},
+	    {15, "((((0+1)+(2+3))+((4+5)+(6+7)))+(((8+9)+(10+11))+((12+13)+14)))"},
 	    {16, "((((0+1)+(2+3))+((4+5)+(6+7)))+(((8+9)+(10+11))+((12+13)+(14+15))))"},
 	};
 	char text[256];
@@ -387,7 +395,7 @@ static void test_f32_sum_hand_values_order_matters(void **state)
 	(void)state;
 	static const struct {
 		int nranks;
-		float values[8];
+		float values[16];
 		float tree;       /* by hand, following the tree */
 		float sequential; /* by hand, left to right */
 	} cases[] = {
@@ -403,6 +411,32 @@ static void test_f32_sum_hand_values_order_matters(void **state)
 	    {8, {1e8f, 1, -1e8f, 1, 1, 1, 1, 1}, 4, 5},
 	    /* 4 + ((1e8+1)+(-1e8+1)) = 4; 4+1e8 is a tie that goes to 1e8 (even) ... = 1 */
 	    {8, {1, 1, 1, 1, 1e8f, 1, -1e8f, 1}, 4, 1},
+	    /*
+	     * n = 9 ... 16: 1e8 at rank 0, -1e8 at rank 4, ones elsewhere.  Tree: the
+	     * first eight ranks give ((1e8+1)+(1+1)) + ((-1e8+1)+(1+1)) = 1e8 + -1e8 = 0
+	     * (1e8+2 rounds to 1e8), and the n - 8 ranks after them n - 8 ones exactly:
+	     * n - 8.  Left to right: ranks 1-3 vanish into 1e8, rank 4 cancels it, and
+	     * the n - 5 ones after it count: n - 5.
+	     */
+	    {9, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1}, 1, 4},
+	    {10, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1}, 2, 5},
+	    {11, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1, 1}, 3, 6},
+	    {12, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1, 1, 1}, 4, 7},
+	    {13, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1, 1, 1, 1}, 5, 8},
+	    {14, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 6, 9},
+	    {15, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 7, 10},
+	    {16, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 8, 11},
+	    /*
+	     * The right subtree's shape: 1e8 at rank 8 and -1e8 at rank 12, ones
+	     * elsewhere.  Tree: the first eight ranks give 8; ranks 8-11 give
+	     * (1e8+1)+(1+1) = 1e8; ranks 12..n-1 give -1e8 (the ones after it vanish,
+	     * at most three of them); 8 + (1e8 + -1e8) = 8.  Left to right: 8 + 1e8 =
+	     * 100000008 exactly, ranks 9-11 each round back to it (100000009 is nearer
+	     * 100000008), rank 12 leaves 8, and the n - 13 ones after it count: n - 5.
+	     */
+	    {14, {1, 1, 1, 1, 1, 1, 1, 1, 1e8f, 1, 1, 1, -1e8f, 1}, 8, 9},
+	    {15, {1, 1, 1, 1, 1, 1, 1, 1, 1e8f, 1, 1, 1, -1e8f, 1, 1}, 8, 10},
+	    {16, {1, 1, 1, 1, 1, 1, 1, 1, 1e8f, 1, 1, 1, -1e8f, 1, 1, 1}, 8, 11},
 	};
 
 	for (size_t c = 0; c < ARRAY_SIZE(cases); c++) {

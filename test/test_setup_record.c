@@ -250,8 +250,11 @@ static void test_payload_parse_good(void **state)
 	make_record(&record, 1, 2);
 	record.local_status = NDET_LOCAL_ALLOC_FAILED;
 	record.pool_bytes = 0;
+	record.pool_address = 0;
 	record.flags_offset = 0;
 	record.data_offset = 0;
+	record.cuda_device = -1;
+	record.sm_count = 0;
 	assert_int_equal(ndet_setup_payload_parse(&record, sizeof(record), &parsed), NDET_OK);
 
 	assert_int_equal(ndet_setup_payload_parse(NULL, sizeof(record), &parsed),
@@ -343,6 +346,26 @@ static void test_payload_parse_out_of_range_fields(void **state)
 	make_record(&record, 0, 2);
 	record.sm_count = 0;
 	expect_refused_untouched(&record, sizeof(record));
+	make_record(&record, 0, 2);
+	record.pool_address = 0;
+	expect_refused_untouched(&record, sizeof(record));
+	make_record(&record, 0, 2);
+	record.cuda_device = -1;
+	expect_refused_untouched(&record, sizeof(record));
+	make_record(&record, 0, 2);
+	record.cuda_device = INT32_MIN;
+	expect_refused_untouched(&record, sizeof(record));
+
+	const uint32_t bad_reserved[] = {1, 0x80000000u, 0xffffffffu};
+
+	for (size_t i = 0; i < ARRAY_SIZE(bad_reserved); i++) {
+		make_record(&record, 0, 2);
+		record.reserved = bad_reserved[i];
+		expect_refused_untouched(&record, sizeof(record));
+		/* A rank that is not ready is held to it too. */
+		record.local_status = NDET_LOCAL_ALLOC_FAILED;
+		expect_refused_untouched(&record, sizeof(record));
+	}
 }
 
 /* ---------------------------------------------------------------- evaluate */
@@ -383,6 +406,25 @@ enum mutation {
 	MUTATE_NRANKS_FIELD,
 	MUTATE_UNTERMINATED_HOSTNAME,
 	MUTATE_UNKNOWN_NAMESPACES, /* not a refusal: unknown is not comparable */
+	MUTATE_UNTERMINATED_BOOT_ID,
+	MUTATE_LOCAL_STATUS,
+	MUTATE_RESERVED,
+	MUTATE_NEGATIVE_CUDA_DEVICE,
+	MUTATE_NULL_POOL_ADDRESS,
+	MUTATE_NO_SMS,
+	/*
+	 * Fields no verdict compares: they may differ between ranks of a good table
+	 * (each rank's own process, device, handle, flags, SMs).  A wrong one shows
+	 * later: a wrong handle or address fails the mapping or the probe (rounds 3 and
+	 * 4, ndet_setup.h); flags are ANDed; the fewest SMs size the grid.
+	 */
+	MUTATE_PID,
+	MUTATE_DEVICE_UUID,
+	MUTATE_CUDA_DEVICE,
+	MUTATE_FLAGS,
+	MUTATE_POOL_ADDRESS,
+	MUTATE_IPC_HANDLE,
+	MUTATE_SM_COUNT,
 	MUTATE_COUNT
 };
 
@@ -406,6 +448,19 @@ static const struct mutation_expectation mutation_expectations[MUTATE_COUNT] = {
     [MUTATE_NRANKS_FIELD] = {NDET_VERDICT_RANK_MISMATCH, 0},
     [MUTATE_UNTERMINATED_HOSTNAME] = {NDET_VERDICT_BAD_RECORD, 0},
     [MUTATE_UNKNOWN_NAMESPACES] = {NDET_VERDICT_OK, 0},
+    [MUTATE_UNTERMINATED_BOOT_ID] = {NDET_VERDICT_BAD_RECORD, 0},
+    [MUTATE_LOCAL_STATUS] = {NDET_VERDICT_LOCAL_FAILURE, 0},
+    [MUTATE_RESERVED] = {NDET_VERDICT_BAD_RECORD, 0},
+    [MUTATE_NEGATIVE_CUDA_DEVICE] = {NDET_VERDICT_BAD_RECORD, 0},
+    [MUTATE_NULL_POOL_ADDRESS] = {NDET_VERDICT_BAD_RECORD, 0},
+    [MUTATE_NO_SMS] = {NDET_VERDICT_BAD_RECORD, 0},
+    [MUTATE_PID] = {NDET_VERDICT_OK, 0},
+    [MUTATE_DEVICE_UUID] = {NDET_VERDICT_OK, 0},
+    [MUTATE_CUDA_DEVICE] = {NDET_VERDICT_OK, 0},
+    [MUTATE_FLAGS] = {NDET_VERDICT_OK, 0},
+    [MUTATE_POOL_ADDRESS] = {NDET_VERDICT_OK, 0},
+    [MUTATE_IPC_HANDLE] = {NDET_VERDICT_OK, 0},
+    [MUTATE_SM_COUNT] = {NDET_VERDICT_OK, 0},
 };
 
 static void mutate(struct ndet_setup_payload *record, enum mutation mutation, int nranks)
@@ -455,6 +510,45 @@ static void mutate(struct ndet_setup_payload *record, enum mutation mutation, in
 		record->pid_namespace = 0;
 		record->ipc_namespace = 0;
 		break;
+	case MUTATE_UNTERMINATED_BOOT_ID:
+		memset(record->boot_id, 'b', sizeof(record->boot_id));
+		break;
+	case MUTATE_LOCAL_STATUS:
+		record->local_status = NDET_LOCAL_MAP_FAILED;
+		break;
+	case MUTATE_RESERVED:
+		record->reserved = 1;
+		break;
+	case MUTATE_NEGATIVE_CUDA_DEVICE:
+		record->cuda_device = -1;
+		break;
+	case MUTATE_NULL_POOL_ADDRESS:
+		record->pool_address = 0;
+		break;
+	case MUTATE_NO_SMS:
+		record->sm_count = 0;
+		break;
+	case MUTATE_PID:
+		record->pid += 1000;
+		break;
+	case MUTATE_DEVICE_UUID:
+		record->device_uuid[15] ^= 0xff;
+		break;
+	case MUTATE_CUDA_DEVICE:
+		record->cuda_device += 8;
+		break;
+	case MUTATE_FLAGS:
+		record->flags ^= 0x1u;
+		break;
+	case MUTATE_POOL_ADDRESS:
+		record->pool_address += 1ull << 40;
+		break;
+	case MUTATE_IPC_HANDLE:
+		record->ipc_handle[NDET_SETUP_IPC_HANDLE_LENGTH - 1] ^= 0xff;
+		break;
+	case MUTATE_SM_COUNT:
+		record->sm_count = 16;
+		break;
 	case MUTATE_COUNT:
 		break;
 	}
@@ -466,6 +560,8 @@ static uint32_t expected_detail(enum mutation mutation, const struct ndet_setup_
 	switch (mutation) {
 	case MUTATE_LIBRARY_VERSION:
 		return table[offending].library_version;
+	case MUTATE_LOCAL_STATUS:
+		return table[offending].local_status;
 	case MUTATE_PID_NAMESPACE:
 		return NDET_VERDICT_DETAIL_PID_NAMESPACE;
 	case MUTATE_IPC_NAMESPACE:
@@ -501,9 +597,81 @@ static void test_evaluate_each_mismatch_on_each_rank(void **state)
 					       offending < 0 ? 0
 							     : expected_detail((enum mutation)m,
 									       table, offending));
+				/* Ranks 2k and 2k+1 share a process until one's pid changes. */
+				if (m == MUTATE_PID && (bad ^ 1) < n) {
+					assert_int_equal(ndet_setup_peer_kind(table, bad, bad ^ 1),
+							 NDET_PEER_IPC);
+					assert_int_equal(ndet_setup_peer_kind(table, bad ^ 1, bad),
+							 NDET_PEER_IPC);
+				}
+				if (m == MUTATE_SM_COUNT)
+					assert_int_equal(ndet_setup_table_min_sms(table, n), 16);
 			}
 		}
 	}
+}
+
+/*
+ * "Every field wrong in turn": each field of the payload is changed by at least one
+ * mutation above, each mutation changes the record, and every byte of the payload
+ * belongs to a listed field (a new field must join the list, and the mutations).
+ */
+#define PAYLOAD_FIELD(name)                                                                        \
+	{                                                                                          \
+		#name, offsetof(struct ndet_setup_payload, name),                                  \
+		    sizeof(((struct ndet_setup_payload *)0)->name)                                 \
+	}
+
+static void test_mutations_cover_every_field(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *name;
+		size_t offset;
+		size_t size;
+	} fields[] = {
+	    PAYLOAD_FIELD(hostname),	 PAYLOAD_FIELD(boot_id),
+	    PAYLOAD_FIELD(pid),		 PAYLOAD_FIELD(pid_namespace),
+	    PAYLOAD_FIELD(ipc_namespace),	 PAYLOAD_FIELD(device_uuid),
+	    PAYLOAD_FIELD(cuda_device),	 PAYLOAD_FIELD(rank),
+	    PAYLOAD_FIELD(nranks),	 PAYLOAD_FIELD(local_status),
+	    PAYLOAD_FIELD(library_version), PAYLOAD_FIELD(flags),
+	    PAYLOAD_FIELD(settings_hash),	 PAYLOAD_FIELD(pool_bytes),
+	    PAYLOAD_FIELD(pool_address),	 PAYLOAD_FIELD(flags_offset),
+	    PAYLOAD_FIELD(data_offset),	 PAYLOAD_FIELD(ipc_handle),
+	    PAYLOAD_FIELD(sm_count),	 PAYLOAD_FIELD(reserved),
+	};
+	unsigned char owned[sizeof(struct ndet_setup_payload)] = {0};
+	bool changed[ARRAY_SIZE(fields)] = {false};
+
+	for (size_t f = 0; f < ARRAY_SIZE(fields); f++)
+		for (size_t b = 0; b < fields[f].size; b++) {
+			assert_int_equal(owned[fields[f].offset + b], 0);
+			owned[fields[f].offset + b] = 1;
+		}
+	for (size_t b = 0; b < sizeof(owned); b++)
+		if (!owned[b])
+			fail_msg("payload byte %zu belongs to no listed field", b);
+
+	for (int m = 0; m < MUTATE_COUNT; m++) {
+		struct ndet_setup_payload good, bad;
+		bool any = false;
+
+		make_record(&good, 1, 4);
+		bad = good;
+		mutate(&bad, (enum mutation)m, 4);
+		for (size_t f = 0; f < ARRAY_SIZE(fields); f++)
+			if (memcmp((const char *)&good + fields[f].offset,
+				   (const char *)&bad + fields[f].offset, fields[f].size) != 0) {
+				changed[f] = true;
+				any = true;
+			}
+		if (!any)
+			fail_msg("mutation %d changes nothing", m);
+	}
+	for (size_t f = 0; f < ARRAY_SIZE(fields); f++)
+		if (!changed[f])
+			fail_msg("no mutation changes the field %s", fields[f].name);
 }
 
 static void test_evaluate_each_local_status(void **state)
@@ -767,6 +935,7 @@ int main(void)
 		cmocka_unit_test(test_payload_parse_out_of_range_fields),
 		cmocka_unit_test(test_evaluate_good_tables_and_peer_kinds),
 		cmocka_unit_test(test_evaluate_each_mismatch_on_each_rank),
+		cmocka_unit_test(test_mutations_cover_every_field),
 		cmocka_unit_test(test_evaluate_each_local_status),
 		cmocka_unit_test(test_evaluate_too_many_ranks),
 		cmocka_unit_test(test_evaluate_check_order),

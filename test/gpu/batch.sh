@@ -73,6 +73,7 @@ nccl-tests   240 test/gpu/nccl_tests.sh
 ll-stress    300 test/gpu/ll_stress.sh
 ll-stress1   100 env RUNS=1 QUEUE_RUNS=1 test/gpu/ll_stress.sh
 lockstep     130 test/gpu/suite.sh lockstep
+ranks        200 test/gpu/suite.sh ranks
 mp4          130 test/gpu/suite.sh mp4
 ll256        150 test/gpu/suite.sh ll256
 torch-large  200 bash -c '. test/gpu/mps.sh && trap mps_stop EXIT && mps_start && DIVERT_LARGE=16777216 test/gpu/torch_divert.sh $NDET_LIB 4'

@@ -12,7 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ndet_gpu_sizes.h"
 #include "ndet_reference.h"
+#include "ndet_test_data.h"
 
 static size_t gpu_size(ndet_dtype_t dtype)
 {
@@ -176,10 +178,18 @@ static void gpu_case_prepare(struct gpu_case *c, int nranks, int variant, bool s
 {
 	const size_t bytes = c->count * gpu_size(c->dtype) + 16;
 	const void *inputs[NDET_MAX_RANKS];
+	/*
+	 * The shared test data (test/ndet_test_data.h, proven on the CPU by test_reference):
+	 * cancelling pairs across ranks, so that even f16 and bf16 results, rounded once
+	 * from f32 sums, show a wrong order; specials in about one element in 32 per rank.
+	 */
+	const unsigned flags = (nranks >= 2 ? NDET_TEST_DATA_CANCEL : 0u) |
+			       (specials ? NDET_TEST_DATA_SPECIALS : 0u);
 	for (int r = 0; r < nranks; r++) {
 		c->inputs[r] = malloc(bytes);
-		gpu_fill(c->dtype, c->inputs[r], c->count,
-			 gpu_seed(r, c->dtype, c->op, c->count, variant) ^ salt, specials);
+		ndet_test_fill_rank(c->dtype, c->inputs[r], 0, c->count,
+				    gpu_seed(0, c->dtype, c->op, c->count, variant) ^ salt, r, nranks,
+				    flags);
 		inputs[r] = c->inputs[r];
 	}
 	c->expected = malloc(bytes);
@@ -240,17 +250,46 @@ static void gpu_check_engine(struct gpu_rank *rank, const char *what)
 
 void gpu_run_matrix(struct gpu_rank *rank, bool quick)
 {
-	static const size_t quick_sizes[] = {1, 2, 7, 33, 1023, 65541, 300001};
-	static const size_t full_sizes[] = {1, 3, 7, 33, 1023, 4100, 65541, 300001, 1048579,
-					    3145739};
+	/* The paths these reach: ndet_gpu_sizes.h (test_engine checks them). */
+	static const size_t quick_sizes[] = NDET_GPU_MATRIX_QUICK_SIZES;
+	static const size_t full_sizes[] = NDET_GPU_MATRIX_FULL_SIZES;
 	const size_t *sizes = quick ? quick_sizes : full_sizes;
 	const int nsizes = quick ? (int)(sizeof(quick_sizes) / sizeof(quick_sizes[0]))
 				 : (int)(sizeof(full_sizes) / sizeof(full_sizes[0]));
 	const size_t max_count = sizes[nsizes - 1];
+	/* Offsets of at most 64 bytes, then the data, then a guard of kGuard bytes. */
+	enum { kGuard = 64 };
+	const size_t span = max_count * 8 + 256;
+	unsigned char guard[2 * kGuard];
 	char *send_base = NULL, *recv_base = NULL;
-	GPU_CHECK(cudaMalloc((void **)&send_base, max_count * 8 + 256));
-	GPU_CHECK(cudaMalloc((void **)&recv_base, max_count * 8 + 256));
-	size_t discriminating = 0, compared = 0;
+	GPU_CHECK(cudaMalloc((void **)&send_base, span));
+	GPU_CHECK(cudaMalloc((void **)&recv_base, span));
+
+	/*
+	 * First prove that the data tells summation orders apart, for every dtype: the
+	 * tree and the right-to-left sequential order (for n = 3 the tree is the
+	 * left-to-right one) differ in more than 5 % of the elements of a sum.
+	 * Otherwise a kernel that added in another order would pass.
+	 */
+	for (int dtype = 0; dtype < NDET_DTYPE_COUNT && rank->nranks >= 3; dtype++) {
+		struct gpu_case c = {.dtype = (ndet_dtype_t)dtype, .op = NDET_OP_SUM, .count = 65541};
+		gpu_case_prepare(&c, rank->nranks, 0, false, 0);
+		const size_t differ = gpu_compare(c.dtype, c.expected, c.sequential, c.count, NULL);
+		rank->checks++;
+		if (differ * 20 <= c.count) {
+			rank->failures++;
+			fprintf(stderr,
+				"FAIL rank %d: %s test data: tree and right-to-left sums differ in "
+				"only %zu of %zu elements (n=%d)\n",
+				rank->rank, ndet_dtype_name(c.dtype), differ, c.count, rank->nranks);
+		} else if (rank->rank == 0) {
+			printf("data check: %s sums, tree and right-to-left order differ in "
+			       "%.1f%% of %zu elements (n=%d)\n",
+			       ndet_dtype_name(c.dtype), 100.0 * (double)differ / (double)c.count,
+			       c.count, rank->nranks);
+		}
+		gpu_case_free(&c, rank->nranks);
+	}
 
 	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
 		for (int op = 0; op < NDET_OP_COUNT; op++) {
@@ -277,10 +316,16 @@ void gpu_run_matrix(struct gpu_rank *rank, bool quick)
 					}
 					char *send = send_base + send_off;
 					char *recv = recv_base + recv_off;
-					if (variant == 1 && rank->rank == 1)
+					const bool in_place = variant == 1 && rank->rank == 1;
+					if (in_place)
 						recv = send;
-					/* Poison: every element must be overwritten. */
-					GPU_CHECK(cudaMemset(recv_base, 0x5a, max_count * 8 + 256));
+					/*
+					 * Poison both buffers, on the stream the call runs on:
+					 * every element must be overwritten, and no byte around
+					 * the output touched.
+					 */
+					GPU_CHECK(cudaMemsetAsync(recv_base, 0x5a, span, rank->stream));
+					GPU_CHECK(cudaMemsetAsync(send_base, 0x5a, span, rank->stream));
 					gpu_upload(send, c.inputs[rank->rank], bytes, rank->stream);
 					rank->barrier(rank->barrier_context);
 					ndet_status_t st = ndet_engine_allreduce(
@@ -297,31 +342,51 @@ void gpu_run_matrix(struct gpu_rank *rank, bool quick)
 					size_t first = 0;
 					size_t bad = gpu_compare(c.dtype, c.got, c.expected, c.count,
 								 &first);
-					gpu_report(rank, &c, variant == 0   ? "aligned"
-							     : variant == 1 ? "offset/in-place"
-									    : "misaligned",
-						   bad, first);
-					if (op == NDET_OP_SUM && variant == 0 && c.count >= 1023) {
-						discriminating += gpu_compare(c.dtype, c.expected,
-									      c.sequential, c.count,
-									      NULL);
-						compared += c.count;
+					const char *what = variant == 0	  ? "aligned"
+							   : variant == 1 ? "offset/in-place"
+									  : "misaligned";
+					gpu_report(rank, &c, what, bad, first);
+					/* The bytes just before and after the output: poison still. */
+					const char *out_base = in_place ? send_base : recv_base;
+					const size_t before = (size_t)(recv - out_base) < kGuard
+								      ? (size_t)(recv - out_base)
+								      : kGuard;
+					GPU_CHECK(cudaMemcpy(guard, recv - before, before,
+							     cudaMemcpyDeviceToHost));
+					GPU_CHECK(cudaMemcpy(guard + before, recv + bytes, kGuard,
+							     cudaMemcpyDeviceToHost));
+					size_t touched = 0;
+					for (size_t g = 0; g < before + kGuard; g++)
+						touched += guard[g] != 0x5a;
+					rank->checks++;
+					if (touched != 0) {
+						rank->failures++;
+						fprintf(stderr,
+							"FAIL rank %d: %s %s/%s count %zu: %zu bytes "
+							"around the output changed\n",
+							rank->rank, what, ndet_dtype_name(c.dtype),
+							ndet_op_name(c.op), c.count, touched);
+					}
+					/* The input of an out-of-place call is left as it was. */
+					if (!in_place) {
+						GPU_CHECK(cudaMemcpy(c.got, send, bytes,
+								     cudaMemcpyDeviceToHost));
+						rank->checks++;
+						if (memcmp(c.got, c.inputs[rank->rank], bytes) != 0) {
+							rank->failures++;
+							fprintf(stderr,
+								"FAIL rank %d: %s %s/%s count %zu: the "
+								"call changed its send buffer\n",
+								rank->rank, what,
+								ndet_dtype_name(c.dtype),
+								ndet_op_name(c.op), c.count);
+						}
 					}
 					gpu_case_free(&c, rank->nranks);
 				}
 			}
 		}
 	}
-	if (rank->rank == 0 && compared > 0)
-		printf("data check: tree and right-to-left order differ in %.2f%% of %zu sum "
-		       "elements (n=%d)\n",
-		       100.0 * (double)discriminating / (double)compared, compared, rank->nranks);
-	if (rank->nranks >= 3 && discriminating * 100 < compared) {
-		fprintf(stderr, "FAIL rank %d: test data does not discriminate summation orders\n",
-			rank->rank);
-		rank->failures++;
-	}
-	rank->checks++;
 	GPU_CHECK(cudaFree(send_base));
 	GPU_CHECK(cudaFree(recv_base));
 }
@@ -351,8 +416,8 @@ void gpu_run_graph(struct gpu_rank *rank, int replays)
 	for (int i = 0; i < replays; i++) {
 		bool eager = i % 10 == 9;
 		gpu_case_prepare(&c, rank->nranks, 100 + i % 7, false, (uint64_t)i << 20);
+		GPU_CHECK(cudaMemsetAsync(recv, 0x5a, bytes, rank->stream));
 		gpu_upload(send, c.inputs[rank->rank], bytes, rank->stream);
-		GPU_CHECK(cudaMemset(recv, 0x5a, bytes));
 		rank->barrier(rank->barrier_context);
 		if (eager)
 			ndet_engine_allreduce(rank->engine, send, recv, count, c.dtype, c.op,
@@ -478,7 +543,8 @@ void gpu_run_divergence_call(struct gpu_rank *rank, int silent_rank, int divergi
 	float *buffer = NULL;
 	const size_t most = count > diverging_count ? count : diverging_count;
 	GPU_CHECK(cudaMalloc((void **)&buffer, most * sizeof(float)));
-	GPU_CHECK(cudaMemset(buffer, 0, most * sizeof(float)));
+	GPU_CHECK(cudaMemsetAsync(buffer, 0, most * sizeof(float), rank->stream));
+	GPU_CHECK(cudaStreamSynchronize(rank->stream));
 	rank->barrier(rank->barrier_context);
 	double start = gpu_now();
 	if (rank->rank != silent_rank) {
@@ -495,6 +561,24 @@ void gpu_run_divergence_call(struct gpu_rank *rank, int silent_rank, int divergi
 		if (kernel_error == 0) {
 			fprintf(stderr, "FAIL rank %d: no error %.1f s after a %s call\n", rank->rank,
 				elapsed, silent_rank >= 0 ? "silent-peer" : "diverging");
+			rank->failures++;
+		} else if (rank->timeout_ms > 0 &&
+			   elapsed > (double)rank->timeout_ms / 1000.0 + 1.0) {
+			fprintf(stderr,
+				"FAIL rank %d: error %u came %.2f s after a %s call, more than "
+				"1 s past the %.2f s timeout\n",
+				rank->rank, kernel_error, elapsed,
+				silent_rank >= 0 ? "silent-peer" : "diverging",
+				(double)rank->timeout_ms / 1000.0);
+			rank->failures++;
+		} else if (silent_rank < 0 && kernel_error != NDET_KERNEL_ERR_SIGNATURE &&
+			   kernel_error != NDET_KERNEL_ERR_PEER) {
+			/* Every calling rank called: the signatures must tell, not the clock. */
+			fprintf(stderr,
+				"FAIL rank %d: a diverging call ended in error %u after %.2f s, "
+				"not a signature mismatch (%u) or a peer's report of one (%u)\n",
+				rank->rank, kernel_error, elapsed, NDET_KERNEL_ERR_SIGNATURE,
+				NDET_KERNEL_ERR_PEER);
 			rank->failures++;
 		} else {
 			printf("rank %d: error %u after %.3f s (%s)\n", rank->rank, kernel_error,
@@ -566,7 +650,8 @@ void gpu_run_abort_at_start(struct gpu_rank *rank)
 	const size_t count = 4099;
 	float *buffer = NULL;
 	GPU_CHECK(cudaMalloc((void **)&buffer, count * sizeof(float)));
-	GPU_CHECK(cudaMemset(buffer, 0, count * sizeof(float)));
+	GPU_CHECK(cudaMemsetAsync(buffer, 0, count * sizeof(float), rank->stream));
+	GPU_CHECK(cudaStreamSynchronize(rank->stream));
 	rank->barrier(rank->barrier_context);
 	if (rank->rank == 0) {
 		ndet_engine_abort(rank->engine);

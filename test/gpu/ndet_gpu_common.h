@@ -76,6 +76,11 @@ struct gpu_rank {
 	 * Separate processes (mp mode, MPS or not) and separate GPUs need nothing.
 	 */
 	bool shared_queues;
+	/*
+	 * The engine's NCCL_DET_TIMEOUT in ms, where the error phases check that an
+	 * error comes within it (0: not checked, only the 30 s limit).
+	 */
+	uint64_t timeout_ms;
 };
 
 /*
@@ -102,7 +107,9 @@ void gpu_run_divergence(struct gpu_rank *rank, int silent_rank, int diverging_ra
 /*
  * The same with any shape: every rank calls f32 sum of `count`, except
  * diverging_rank (diverging_count, diverging_op); silent_rank makes no call.  Every
- * calling rank must see a kernel error within 30 s, and its next call must fail fast.
+ * calling rank must see a kernel error within 30 s, and within rank->timeout_ms + 1 s
+ * where that is set; a diverging call's error must be the signature's (or a peer's
+ * that saw it), never a timeout; its next call must fail fast.
  */
 void gpu_run_divergence_call(struct gpu_rank *rank, int silent_rank, int diverging_rank,
 			     size_t count, size_t diverging_count, ndet_op_t diverging_op);

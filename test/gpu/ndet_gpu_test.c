@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "ndet_gpu_common.h"
+#include "ndet_gpu_sizes.h"
 #include "ndet_reference.h"
 
 static uint64_t env_u64(const char *name, uint64_t fallback)
@@ -52,12 +53,12 @@ static void test_config(struct ndet_engine_config *config, int rank, int nranks)
 	config->nranks = nranks;
 	config->cuda_device = 0;
 	/* Small lanes by default so moderate sizes already cross several chunks. */
-	config->pool_size = env_u64("NDET_TEST_POOL", 1u << 20);
-	config->max_blocks = (int)env_u64("NDET_TEST_BLOCKS", 4);
-	config->oneshot_max = env_u64("NDET_TEST_ONESHOT", 64u << 10);
-	config->ll_max = env_u64("NDET_TEST_LL", 64u << 10);
+	config->pool_size = env_u64("NDET_TEST_POOL", NDET_GPU_TEST_POOL);
+	config->max_blocks = (int)env_u64("NDET_TEST_BLOCKS", NDET_GPU_TEST_BLOCKS);
+	config->oneshot_max = env_u64("NDET_TEST_ONESHOT", NDET_GPU_TEST_ONESHOT);
+	config->ll_max = env_u64("NDET_TEST_LL", NDET_GPU_TEST_LL);
 	/* Push from 1 MiB: the matrix's largest sizes push, the ones below pull. */
-	config->push_min = env_u64("NDET_TEST_PUSH", 1u << 20);
+	config->push_min = env_u64("NDET_TEST_PUSH", NDET_GPU_TEST_PUSH);
 	config->timeout_ms = env_u64("NDET_TEST_TIMEOUT_MS", 20000);
 	config->max_memory = 1ull << 40;
 	config->debug_delay_ns = 0;
@@ -116,16 +117,24 @@ static void run_delay_phase(struct gpu_rank *gpu, int calls)
 	/*
 	 * Many calls with the random-delay knob: ordering bugs show as mismatches.  The
 	 * sizes rotate through the protocols with the harness's thresholds (LL up to
-	 * 64 KiB, two-shot pull, push from 1 MiB), so every switch between them, where
-	 * one call's flags must keep the next one's from overwriting what a peer still
-	 * reads, happens under the delays too.
+	 * 16 KiB with 4 blocks, one-shot up to 64 KiB, two-shot pull, push from 1 MiB),
+	 * so every switch between them, where one call's flags must keep the next one's
+	 * from overwriting what a peer still reads, happens under the delays too.
+	 *
+	 * Every call is checked: the calls of a window of kSlots go back to back (no
+	 * host sync), each into its own poisoned output slot; then every slot is read
+	 * back and compared with the reference, and the element after the call's count
+	 * must still be poison (a call that wrote nothing, or another call's result,
+	 * cannot pass).
 	 */
-	static const size_t counts[] = {777, 70001, 300001};
+	static const size_t counts[] = NDET_GPU_DELAY_COUNTS;
+	enum { kSlots = 50 };
 	const int ncounts = (int)(sizeof(counts) / sizeof(counts[0]));
-	const size_t most = counts[ncounts - 1];
+	const size_t most = counts[ncounts - 1], slot_elems = most + 1;
+	const size_t slot_bytes = slot_elems * sizeof(float);
 	float *send = NULL, *recv = NULL;
 	GPU_CHECK(cudaMalloc((void **)&send, most * sizeof(float)));
-	GPU_CHECK(cudaMalloc((void **)&recv, most * sizeof(float) * 2));
+	GPU_CHECK(cudaMalloc((void **)&recv, slot_bytes * kSlots));
 	float *inputs[NDET_MAX_RANKS];
 	const void *views[NDET_MAX_RANKS];
 	for (int r = 0; r < gpu->nranks; r++) {
@@ -135,39 +144,46 @@ static void run_delay_phase(struct gpu_rank *gpu, int calls)
 	}
 	/* Element-wise: a shorter call's result is a prefix of the longest one's. */
 	float *expected = malloc(most * sizeof(float)), *got = NULL;
-	GPU_CHECK(cudaMallocHost((void **)&got, most * sizeof(float) * 2));
+	GPU_CHECK(cudaMallocHost((void **)&got, slot_bytes));
 	ndet_reference_allreduce(views, gpu->nranks, expected, most, NDET_DTYPE_F32, NDET_OP_SUM);
 	gpu_upload(send, inputs[gpu->rank], most * sizeof(float), gpu->stream);
+	GPU_CHECK(cudaMemsetAsync(recv, 0x5a, slot_bytes * kSlots, gpu->stream));
 	const int window = gpu_launch_window(gpu);
+	uint32_t poison;
+	memset(&poison, 0x5a, sizeof(poison));
 	gpu->barrier(gpu->barrier_context);
 	for (int i = 0; i < calls; i++) {
 		const size_t count = counts[i % ncounts];
-		/* Alternate output halves so a stale result from call i-1 cannot pass. */
-		float *out = recv + (size_t)(i % 2) * most;
+		float *out = recv + (size_t)(i % kSlots) * slot_elems;
 		ndet_engine_allreduce(gpu->engine, send, out, count, NDET_DTYPE_F32, NDET_OP_SUM,
 				      gpu->stream);
-		if (i % 100 == 99 || i == calls - 1) {
+		if (i % kSlots == kSlots - 1 || i == calls - 1) {
 			/*
 			 * Every rank launches its share before any rank blocks: ranks that share
 			 * a process must not wait in a synchronising CUDA call while a peer still
 			 * has to launch the kernel theirs waits for (NCCL has the same rule).
 			 */
 			gpu->barrier(gpu->barrier_context);
-			GPU_CHECK(cudaMemcpyAsync(got, recv, most * sizeof(float) * 2,
-						  cudaMemcpyDeviceToHost, gpu->stream));
 			GPU_CHECK(cudaStreamSynchronize(gpu->stream));
-			size_t first = 0;
-			size_t bad = gpu_compare(NDET_DTYPE_F32, got + (size_t)(i % 2) * most,
-						 expected, count, &first);
-			gpu->checks++;
-			if (bad != 0) {
-				gpu->failures++;
-				fprintf(stderr,
-					"FAIL rank %d: delayed call %d (count %zu): %zu elements "
-					"differ\n",
-					gpu->rank, i, count, bad);
+			for (int j = i - i % kSlots; j <= i; j++) {
+				const size_t n = counts[j % ncounts];
+				GPU_CHECK(cudaMemcpy(got, recv + (size_t)(j % kSlots) * slot_elems,
+						     (n + 1) * sizeof(float), cudaMemcpyDeviceToHost));
+				size_t first = 0;
+				size_t bad = gpu_compare(NDET_DTYPE_F32, got, expected, n, &first);
+				uint32_t after;
+				memcpy(&after, &got[n], sizeof(after));
+				gpu->checks++;
+				if (bad != 0 || after != poison) {
+					gpu->failures++;
+					fprintf(stderr,
+						"FAIL rank %d: delayed call %d (count %zu): %zu elements "
+						"differ (first %zu)%s\n",
+						gpu->rank, j, n, bad, first,
+						after != poison ? ", and it wrote past its count" : "");
+				}
 			}
-			GPU_CHECK(cudaMemsetAsync(recv, 0x5a, most * sizeof(float) * 2, gpu->stream));
+			GPU_CHECK(cudaMemsetAsync(recv, 0x5a, slot_bytes * kSlots, gpu->stream));
 		} else if (window > 0 && i % window == window - 1) {
 			gpu->barrier(gpu->barrier_context);
 		}
@@ -263,6 +279,7 @@ static void *loopback_thread(void *argument)
 		/* Error paths on fresh engines with a short timeout. */
 		config.debug_delay_ns = 0;
 		config.timeout_ms = 2000;
+		gpu.timeout_ms = config.timeout_ms;
 		if (world->nranks >= 2) {
 			if (!recreate(&gpu, &config, me, &verdict))
 				goto done;
@@ -387,7 +404,9 @@ static void sanitize_collectives(struct loopback_world *world, cudaStream_t stre
 /* All ranks in one launch: engines set up by the threads, calls made from here. */
 static void sanitize_run(struct loopback_world *world)
 {
-	static const size_t sizes[] = {1, 5, 1023, 70001};
+	/* With the sanitizers' 2 blocks: LL for 1, 5 and 1023 elements, one-shot for 4097,
+	 * two-shot or push for 70001, every dtype (test_engine checks the paths). */
+	static const size_t sizes[] = NDET_GPU_SANITIZE_SIZES;
 	const int n = world->nranks;
 	cudaStream_t stream;
 	GPU_CHECK(cudaStreamCreate(&stream));
@@ -536,9 +555,22 @@ static int run_mp(bool quick)
 	gpu_run_collectives(&gpu, quick);
 	gpu_run_collectives_graph(&gpu, quick ? 4 : 40);
 	ndet_engine_destroy(gpu.engine, true);
+	/* Error paths on fresh engines: a diverging count, then a rank that never calls. */
 	config.timeout_ms = 3000;
-	if (ndet_engine_create(&config, mp_allgather, &mp, &gpu.engine, &verdict) == NDET_OK) {
-		gpu_run_divergence(&gpu, -1, 1 % nranks);
+	gpu.timeout_ms = config.timeout_ms;
+	for (int silent = 0; silent < 2 && nranks >= 2; silent++) {
+		gpu.checks++;
+		st = ndet_engine_create(&config, mp_allgather, &mp, &gpu.engine, &verdict);
+		if (st != NDET_OK) {
+			gpu.failures++;
+			fprintf(stderr, "FAIL rank %d: engine re-create: %s (verdict %d, rank %d)\n",
+				rank, ndet_status_name(st), verdict.reason, verdict.offending_rank);
+			break;
+		}
+		if (silent)
+			gpu_run_divergence(&gpu, nranks - 1, -1);
+		else
+			gpu_run_divergence(&gpu, -1, 1);
 		ndet_engine_destroy(gpu.engine, false);
 	}
 	ncclCommDestroy(mp.comm);

@@ -8,6 +8,7 @@
 #   test/gpu/suite.sh mp               3 and 4 processes on one GPU, with and without MPS,
 #                                      and 3 under MPS with 25/50/100 % of the SMs each
 #   test/gpu/suite.sh lockstep         loopback n=12 quick and n=4 with a 32 MiB pool
+#   test/gpu/suite.sh ranks            loopback n=1 (the copy path), 6 and 7, quick
 #   test/gpu/suite.sh mp4              4 processes under MPS, full
 #   test/gpu/suite.sh ll256            LL up to 256 KiB (the default since 245a08c) with
 #                                      the default pool and grid: loopback n=2 full and
@@ -166,6 +167,13 @@ mp)
 	mps_start
 	mp_run mp-n3-mps-pct 3 quick 200 25 50 100
 	mps_stop
+	;;
+ranks)
+	# The rank counts the other tiers skip: one rank (NDET_PATH_COPY, no peers) and the
+	# 6- and 7-rank trees (an odd subtree on the right).
+	for n in 1 6 7; do
+		run "loopback-n$n-quick" 120 "$bin" loopback "$n" quick
+	done
 	;;
 lockstep)
 	# The loopback configurations that stalled before its launches went lock-step

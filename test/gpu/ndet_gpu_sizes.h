@@ -1,0 +1,39 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The GPU test harness's engine settings and call sizes, in one place: the GPU
+ * programs (ndet_gpu_test.c, ndet_gpu_common.c) run them, and test_engine.c (make
+ * check, no GPU) proves that they reach the paths each phase is meant to cover, so a
+ * change of a threshold or a size cannot quietly leave a path untested on the GPU.
+ */
+#ifndef NDET_GPU_SIZES_H_
+#define NDET_GPU_SIZES_H_
+
+/* The harness's defaults (NDET_TEST_POOL, _BLOCKS, _ONESHOT, _LL and _PUSH override). */
+#define NDET_GPU_TEST_POOL    (1u << 20)  /* small lanes: moderate sizes cross chunks */
+#define NDET_GPU_TEST_BLOCKS  4
+#define NDET_GPU_TEST_ONESHOT (64u << 10)
+#define NDET_GPU_TEST_LL      (64u << 10) /* LL stops at 16 KiB: a block per 4 KiB */
+#define NDET_GPU_TEST_PUSH    (1u << 20)  /* the largest sizes push, the ones below pull */
+
+/* What test/gpu/suite.sh sets for the compute-sanitizer runs (sanitize N). */
+#define NDET_GPU_SANITIZE_BLOCKS 2
+#define NDET_GPU_SANITIZE_PUSH   (256u << 10)
+
+/*
+ * gpu_run_matrix: every dtype and op, three pointer variants.  Quick: LL, one-shot
+ * (5003 for f32/f64, 9001 for f16/bf16), two-shot, and push over several steps for
+ * f32 and f64 (two-shot over several steps beyond 8 ranks).  Full adds sizes of
+ * many push steps for every dtype.
+ */
+#define NDET_GPU_MATRIX_QUICK_SIZES {1, 2, 7, 33, 1023, 5003, 9001, 65541, 300001}
+#define NDET_GPU_MATRIX_FULL_SIZES \
+	{1, 3, 7, 33, 1023, 4100, 9001, 65541, 300001, 1048579, 3145739}
+
+/* sanitize_run, with the sanitizers' settings: LL, LL, LL, one-shot, two-shot or push. */
+#define NDET_GPU_SANITIZE_SIZES {1, 5, 1023, 4097, 70001}
+
+/* run_delay_phase, f32 sum: LL, one-shot, two-shot (pull), push. */
+#define NDET_GPU_DELAY_COUNTS {777, 9001, 70001, 300001}
+
+#endif /* NDET_GPU_SIZES_H_ */
