@@ -863,6 +863,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpy
 	FAKE_RUNTIME_CALL();
 	(void)kind;
 	pthread_mutex_lock(&fake_lock);
+	fake_counts.blocking++;
 	if (fake_touches_freed_locked(dst, count) || fake_touches_freed_locked(src, count))
 		fake_violate("cudaMemcpy through a mapping of memory its owner freed");
 	pthread_mutex_unlock(&fake_lock);
@@ -915,6 +916,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t opaque)
 	struct fake_stream *stream = fake_stream_of(opaque);
 	cudaError_t err = cudaSuccess;
 	pthread_mutex_lock(&fake_lock);
+	fake_counts.blocking++;
 	if (!fake_stream_usable_locked(stream, "cudaStreamSynchronize")) {
 		err = cudaErrorInvalidResourceHandle;
 	} else if (!fake_stream_done_locked(stream, stream->seq)) {

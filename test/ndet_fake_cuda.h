@@ -75,6 +75,7 @@ struct fake_cuda_counts {
 	int launches;        /* kernels queued (captured ones not counted) */
 	int freed_mapped;    /* blocks freed by their owner while a process still mapped them */
 	int calls_unloading; /* runtime calls refused since fake_cuda_set_unloading */
+	int blocking;        /* host-blocking calls: cudaStreamSynchronize, cudaMemcpy */
 	int violations;
 };
 

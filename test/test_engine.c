@@ -1105,7 +1105,26 @@ static void test_setup_records_never_pageable(void **state)
  * signature, lanes) is the same; only the pointers differ.  Counts on every path.
  */
 #define PLAN_COUNT_MOST 300001
+/* f32 counts of every all-reduce path with group_create_every_path's settings. */
+#define PATH_COUNTS {1, 777, 5000, 70001, PLAN_COUNT_MOST}
 static float plan_send[PLAN_COUNT_MOST + 16], plan_recv[PLAN_COUNT_MOST + 16];
+
+/* Two ranks with LL to 4 KiB, one-shot to 64 KiB, two-shot, and push from 1 MiB. */
+static void group_create_every_path(struct group *group)
+{
+	group_init(group, 2, false);
+	for (int r = 0; r < 2; r++) {
+		group->results[r] = rank_member(group, r);
+		group->results[r].config.ll_max = 4096;
+		group->results[r].config.oneshot_max = 64 << 10;
+		group->results[r].config.push_min = 1 << 20;
+	}
+	ndet_engine_create_group(group->results, 2, exchange);
+	for (int r = 0; r < 2; r++) {
+		assert_int_equal(group->results[r].status, NDET_OK);
+		group->engines[r] = group->results[r].engine;
+	}
+}
 
 static void expect_same_plan(const struct ndet_kernel_args *a, const struct ndet_kernel_args *b)
 {
@@ -1129,21 +1148,10 @@ static void expect_same_plan(const struct ndet_kernel_args *a, const struct ndet
 static void test_plan_ignores_pointers(void **state)
 {
 	(void)state;
-	static const size_t counts[] = {1, 777, 5000, 70001, PLAN_COUNT_MOST};
+	static const size_t counts[] = PATH_COUNTS;
 	bool paths[NDET_PATH_PUSH + 1] = {false};
 	struct group group;
-	group_init(&group, 2, false);
-	for (int r = 0; r < 2; r++) {
-		group.results[r] = rank_member(&group, r);
-		group.results[r].config.ll_max = 4096;
-		group.results[r].config.oneshot_max = 64 << 10;
-		group.results[r].config.push_min = 1 << 20;
-	}
-	ndet_engine_create_group(group.results, 2, exchange);
-	for (int r = 0; r < 2; r++) {
-		assert_int_equal(group.results[r].status, NDET_OK);
-		group.engines[r] = group.results[r].engine;
-	}
+	group_create_every_path(&group);
 	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
 		struct ndet_kernel_args first[2];
 		for (int variant = 0; variant < 4; variant++) {
@@ -1186,6 +1194,60 @@ static void test_plan_ignores_pointers(void **state)
 	assert_true(paths[NDET_PATH_TWOSHOT]);
 	assert_true(paths[NDET_PATH_PUSH]);
 	assert_int_equal(ndet_engine_destroy_group(group.engines, 2, true), NDET_OK);
+	assert_nothing_held();
+	group_fini(&group);
+}
+
+/*
+ * No host blocking on the call path: eager and captured calls on every path, the
+ * reduce-scatter and the reduce make no cudaStreamSynchronize or cudaMemcpy (the
+ * fake counts both), whatever stream, even on a rank's first call.
+ */
+static void test_calls_never_block_the_host(void **state)
+{
+	(void)state;
+	static const size_t counts[] = PATH_COUNTS;
+	struct group group;
+	group_create_every_path(&group);
+	cudaStream_t streams[2] = {new_stream(), new_stream()};
+	const int before = runtime().blocking;
+	for (int captured = 0; captured < 2; captured++) {
+		for (int r = 0; r < 2; r++)
+			fake_cuda_set_capture(streams[r], captured ? 11 + (unsigned long long)r : 0);
+		for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+			for (int r = 0; r < 2; r++)
+				assert_int_equal(ndet_engine_allreduce(group.engines[r], plan_send,
+								       plan_recv, counts[c],
+								       NDET_DTYPE_F32, NDET_OP_SUM,
+								       streams[r]),
+						 NDET_OK);
+		for (int r = 0; r < 2; r++) {
+			const struct ndet_engine_call scatter = {.coll = NDET_COLL_REDUCE_SCATTER,
+								 .sendbuff = plan_send,
+								 .recvbuff = plan_recv,
+								 .count = 5001,
+								 .dtype = NDET_DTYPE_F32,
+								 .op = NDET_OP_MAX};
+			const struct ndet_engine_call reduce = {.coll = NDET_COLL_REDUCE,
+								.sendbuff = plan_send,
+								.recvbuff = plan_recv,
+								.count = 70001,
+								.dtype = NDET_DTYPE_F32,
+								.op = NDET_OP_SUM,
+								.root = 1};
+			assert_int_equal(ndet_engine_collective(group.engines[r], &scatter, streams[r]),
+					 NDET_OK);
+			assert_int_equal(ndet_engine_collective(group.engines[r], &reduce, streams[r]),
+					 NDET_OK);
+		}
+	}
+	for (int r = 0; r < 2; r++)
+		fake_cuda_set_capture(streams[r], 0);
+	assert_int_equal(runtime().blocking, before);
+	assert_no_violation();
+	assert_int_equal(ndet_engine_destroy_group(group.engines, 2, true), NDET_OK);
+	for (int r = 0; r < 2; r++)
+		assert_int_equal(cudaStreamDestroy(streams[r]), cudaSuccess);
 	assert_nothing_held();
 	group_fini(&group);
 }
@@ -1584,6 +1646,7 @@ int main(void)
 		cmocka_unit_test_setup(test_setup_stale_round, reset),
 		cmocka_unit_test_setup(test_setup_records_never_pageable, reset),
 		cmocka_unit_test_setup(test_plan_ignores_pointers, reset),
+		cmocka_unit_test_setup(test_calls_never_block_the_host, reset),
 		cmocka_unit_test_setup(test_gpu_harness_sizes_reach_every_path, reset),
 		cmocka_unit_test_setup(test_setup_gpu_too_small, reset),
 		cmocka_unit_test_setup(test_detach_threads, reset),

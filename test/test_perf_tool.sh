@@ -25,17 +25,27 @@ export HOME
 "$perf" --help >"$scratch/help" 2>&1 || fail "--help failed"
 grep -q '^Usage: nccl-det-perf' "$scratch/help" || fail "--help: $(cat "$scratch/help")"
 for option in '-n, --ranks RANKS' '-b, --minbytes BYTES' '-G, --cudagraph MODE' '--nccl ' \
-	'--no-nccl ' '--nccl-symmetric ' '--csv FILE' '--dry-run ' '--gpus N' '-h, --help'; do
+	'--no-nccl ' '--nccl-symmetric ' '--csv FILE' '--dry-run ' '--gpus N' '--check-max BYTES' \
+	'-h, --help'; do
 	grep -q -F -- "$option" "$scratch/help" || fail "--help does not list '$option'"
 done
 "$perf" -h | cmp -s - "$scratch/help" || fail "-h and --help differ"
 for bad in --bogus '-G 3' '-c 2' '-d f32,f99' '-o sum,xor' '-b 1Q' '-f 1' '-i 0' \
-	'-b 64 -e 8' '-n 17' 'stray'; do
+	'-b 64 -e 8' '-n 17' 'stray' '--check-max 1Q'; do
 	# shellcheck disable=SC2086 # each case is a list of words
 	"$perf" --dry-run $bad >"$scratch/bad" 2>&1
 	rc=$?
 	[ $rc -eq 2 ] || fail "'$bad' exited $rc, not 2: $(cat "$scratch/bad")"
 done
+# What is checked, and up to which size.
+"$perf" --dry-run --gpus 1 -n 2 -b 8 -e 8 2>&1 |
+	grep -q -x '# checks: bit-exact against the CPU tree and size-invariant, sizes up to 268435456 B' ||
+	fail "dry run: no line on the default checks"
+"$perf" --dry-run --gpus 1 -n 2 -b 8 -e 8 --check-max 1G 2>&1 |
+	grep -q -x '# checks: bit-exact against the CPU tree and size-invariant, sizes up to 1073741824 B' ||
+	fail "--check-max 1G not taken"
+"$perf" --dry-run --gpus 1 -n 2 -b 8 -e 8 -c 0 2>&1 | grep -q -x '# checks: off (-c 0)' ||
+	fail "-c 0: no line saying the checks are off"
 # --gpus only plans a dry run.
 "$perf" --gpus 2 >"$scratch/bad" 2>&1
 [ $? -eq 2 ] || fail "--gpus without --dry-run was accepted: $(cat "$scratch/bad")"

@@ -663,6 +663,27 @@ static void test_specials_inf_nan(void **state)
 	    tree_16(NDET_DTYPE_BF16, NDET_OP_MAX, 3, (const uint16_t[]){0x7fc0, 0x4000, 0x3f80}),
 	    0x4000);
 	assert_true(half_is_nan(tree_16(NDET_DTYPE_F16, NDET_OP_SUM, 3, half_nan)));
+	/* bf16: NaN = 0x7fc0, inf = 0x7f80; sums, products and averages of them. */
+	const uint16_t bf16_nan[4] = {0x3f80, 0x7fc0, 0x4000, 0x4040};
+	const uint16_t bf16_inf_minus_inf[3] = {0x7f80, 0x3f80, 0xff80};
+
+	for (ndet_op_t op = NDET_OP_SUM; op <= NDET_OP_AVG; op++) {
+		if (op == NDET_OP_MIN || op == NDET_OP_MAX)
+			continue;
+		assert_true(bfloat16_is_nan(tree_16(NDET_DTYPE_BF16, op, 4, bf16_nan)));
+		assert_true(half_is_nan(tree_16(NDET_DTYPE_F16, op, 4,
+						(const uint16_t[]){0x3c00, 0x7e00, 0x4000,
+								   0x4200})));
+	}
+	assert_true(bfloat16_is_nan(tree_16(NDET_DTYPE_BF16, NDET_OP_SUM, 3, bf16_inf_minus_inf)));
+	assert_int_equal(tree_16(NDET_DTYPE_BF16, NDET_OP_SUM, 2, (const uint16_t[]){0x7f80, 0x3f80}),
+			 0x7f80);
+	/* Twice the largest bf16 (3.39e38) is past f32's range as well: inf. */
+	assert_int_equal(tree_16(NDET_DTYPE_BF16, NDET_OP_SUM, 2, (const uint16_t[]){0x7f7f, 0x7f7f}),
+			 0x7f80);
+	/* f16: 65504 + 65504 = 131008 in f32, inf in f16. */
+	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_SUM, 2, (const uint16_t[]){0x7bff, 0x7bff}),
+			 0x7c00);
 
 	const double double_nan[3] = {NAN, -2, NAN};
 
@@ -701,6 +722,16 @@ static void test_specials_signed_zero(void **state)
 		assert_int_equal(tree_16(dtype, NDET_OP_MIN, 2, half_zeros_swapped), 0x8000);
 		assert_int_equal(tree_16(dtype, NDET_OP_MAX, 2, half_zeros), 0x0000);
 		assert_int_equal(tree_16(dtype, NDET_OP_MAX, 2, half_zeros_swapped), 0x0000);
+		/* Sums in f32 keep the sign of -0 + -0 through the rounding back. */
+		assert_int_equal(tree_16(dtype, NDET_OP_SUM, 4,
+					 (const uint16_t[]){0x8000, 0x8000, 0x8000, 0x8000}),
+				 0x8000);
+		assert_int_equal(tree_16(dtype, NDET_OP_SUM, 2, half_zeros_swapped), 0x0000);
+		assert_int_equal(tree_16(dtype, NDET_OP_AVG, 3,
+					 (const uint16_t[]){0x8000, 0x8000, 0x8000}),
+				 0x8000);
+		/* -0 * +0 = -0. */
+		assert_int_equal(tree_16(dtype, NDET_OP_PROD, 2, half_zeros), 0x8000);
 	}
 
 	const double double_zeros[2] = {0.0, -0.0};
@@ -712,6 +743,11 @@ static void test_specials_signed_zero(void **state)
 			 0x8000000000000000ull);
 	assert_int_equal(double_bits(tree_f64(NDET_OP_MAX, 2, double_zeros)), 0);
 	assert_int_equal(double_bits(tree_f64(NDET_OP_MAX, 2, double_zeros_swapped)), 0);
+	assert_int_equal(double_bits(tree_f64(NDET_OP_SUM, 3, (const double[]){-0.0, -0.0, -0.0})),
+			 0x8000000000000000ull);
+	assert_int_equal(double_bits(tree_f64(NDET_OP_SUM, 2, double_zeros)), 0);
+	assert_int_equal(double_bits(tree_f64(NDET_OP_AVG, 2, (const double[]){-0.0, -0.0})),
+			 0x8000000000000000ull);
 }
 
 static void test_specials_subnormals_survive(void **state)

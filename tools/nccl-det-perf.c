@@ -259,7 +259,10 @@ static const struct perf_option perf_option_table[] = {
     {"cudagraph", 'G', "MODE", PERF_FIELD(graph), perf_parse_graph_mode, 0,
      "0 eager, 1 CUDA graph, 2 both (default 2)"},
     {"check", 'c', "0|1", PERF_FIELD(check), perf_parse_bool, 0,
-     "bit-exact and size-invariance checks (default 1, sizes <= 256M)"},
+     "bit-exact and size-invariance checks (default 1, sizes up to --check-max)"},
+    {"check-max", 0, "BYTES", PERF_FIELD(check_max_bytes), perf_parse_size, 0,
+     "the largest size checked (default 256M: the CPU reference holds every\n"
+     "rank's input in host memory and takes about a second per GiB)"},
     {"nccl", 0, NULL, PERF_FIELD(nccl), NULL, PERF_NCCL_REQUIRED,
      "require the side-by-side NCCL columns: exit 2 when NCCL cannot run here\n"
      "(default: run NCCL whenever it can, else say why not)"},
@@ -1712,6 +1715,12 @@ int main(int argc, char **argv)
 	       (unsigned long long)ndet_plan_oneshot_max(settings->oneshot_max, o->nranks,
 							 o->coll),
 	       o->warmup, o->iters);
+	if (o->check)
+		printf("# checks: bit-exact against the CPU tree and size-invariant, sizes up to "
+		       "%zu B\n",
+		       o->check_max_bytes);
+	else
+		printf("# checks: off (-c 0)\n");
 	printf("# collective: %s\n",
 	       o->coll == NDET_COLL_REDUCE_SCATTER
 		       ? "reduce-scatter (size: the whole send buffer; each rank receives size/ranks; "
