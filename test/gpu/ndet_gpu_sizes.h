@@ -24,7 +24,8 @@
  * gpu_run_matrix: every dtype and op, three pointer variants.  Quick: LL, one-shot
  * (5003 for f32/f64, 9001 for f16/bf16), two-shot, and push over several steps for
  * f32 and f64 (two-shot over several steps beyond 8 ranks).  Full adds sizes of
- * many push steps for every dtype.
+ * many push steps for every dtype (the largest, most of the host's work, aligned
+ * only).
  */
 #define NDET_GPU_MATRIX_QUICK_SIZES {1, 2, 7, 33, 1023, 5003, 9001, 65541, 300001}
 #define NDET_GPU_MATRIX_FULL_SIZES \

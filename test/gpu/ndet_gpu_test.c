@@ -183,6 +183,8 @@ static void run_delay_phase(struct gpu_rank *gpu, int calls)
 						after != poison ? ", and it wrote past its count" : "");
 				}
 			}
+			/* No rank launches the next call while a peer still blocks in a copy. */
+			gpu->barrier(gpu->barrier_context);
 			GPU_CHECK(cudaMemsetAsync(recv, 0x5a, slot_bytes * kSlots, gpu->stream));
 		} else if (window > 0 && i % window == window - 1) {
 			gpu->barrier(gpu->barrier_context);
@@ -266,15 +268,18 @@ static void *loopback_thread(void *argument)
 		 * A call that takes longer than the timeout but keeps progressing (random
 		 * pauses of up to 3 x NDET_TEST_SLOW_DELAY_NS per step, 16 steps: the
 		 * small pool and grid below, whatever NDET_TEST_POOL and _BLOCKS say).
+		 * Not for one rank: its call is a copy, with no step to delay.
 		 */
 		config.pool_size = 1u << 20;
 		config.max_blocks = 4;
 		config.timeout_ms = 1500;
 		config.debug_delay_ns = (unsigned)env_u64("NDET_TEST_SLOW_DELAY_NS", 100000000);
-		if (!recreate(&gpu, &config, me, &verdict))
-			goto done;
-		gpu_run_slow_progress(&gpu, config.timeout_ms);
-		ndet_engine_destroy(gpu.engine, true);
+		if (world->nranks >= 2) {
+			if (!recreate(&gpu, &config, me, &verdict))
+				goto done;
+			gpu_run_slow_progress(&gpu, config.timeout_ms);
+			ndet_engine_destroy(gpu.engine, true);
+		}
 
 		/* Error paths on fresh engines with a short timeout. */
 		config.debug_delay_ns = 0;
