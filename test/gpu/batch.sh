@@ -49,14 +49,16 @@ fi
 # root, with OUT=<the step's own directory>, NDET_LIB, BIN_DIR, BUILD and PERF set).
 # The first seven minimums leave room above what a healthy run took on an H200
 # (sessions 9-10: smoke 30 s, loopback 340-360, mp 205, sanitize 8-11, preload 12,
-# defaults 55; preload-nomps was not timed), so that a slow healthy run is not cut
-# short; a hung one is cut when the budget ends and fails.  smoke and sanitize also
+# defaults 55; preload-nomps was not timed; session 13, with the stricter harness of
+# 269d167: smoke 41 s + the kernels' first load, loopback 409, mp 232, sanitize 10,
+# ranks 85, lockstep 100, ll-stress1 121, defaults 69), so that a slow healthy run
+# is not cut short; a hung one is cut when the budget ends and fails.  smoke and sanitize also
 # hold the first load of the one-launch kernels: about 80 s from PTX on a fresh
 # machine (a default build), ~1 s from SASS or the driver's cache (suite.sh).
 steps_table() {
 	cat <<'EOF'
 smoke        200 test/gpu/suite.sh smoke
-loopback     450 test/gpu/suite.sh loopback
+loopback     480 test/gpu/suite.sh loopback
 mp           400 test/gpu/suite.sh mp
 sanitize     200 test/gpu/suite.sh sanitize
 preload       90 test/gpu/suite.sh preload
@@ -73,7 +75,7 @@ nccl-tests   240 test/gpu/nccl_tests.sh
 ll-stress    300 test/gpu/ll_stress.sh
 ll-stress1   100 env RUNS=1 QUEUE_RUNS=1 test/gpu/ll_stress.sh
 lockstep     130 test/gpu/suite.sh lockstep
-ranks        200 test/gpu/suite.sh ranks
+ranks        150 test/gpu/suite.sh ranks
 mp4          130 test/gpu/suite.sh mp4
 ll256        150 test/gpu/suite.sh ll256
 torch-large  200 bash -c '. test/gpu/mps.sh && trap mps_stop EXIT && mps_start && DIVERT_LARGE=16777216 test/gpu/torch_divert.sh $NDET_LIB 4'
