@@ -104,3 +104,12 @@ extern "C" int ndet_kernel_fill_u32(unsigned *dst, size_t count, unsigned value,
 	ndet_fill_u32_kernel<<<blocks, 256, 0, (cudaStream_t)stream>>>(dst, count, value);
 	return (int)cudaGetLastError();
 }
+
+extern "C" int ndet_kernel_device_check(void)
+{
+	cudaFuncAttributes attributes;
+	const cudaError_t err = cudaFuncGetAttributes(&attributes, ndet_fill_u32_kernel);
+	if (err != cudaSuccess)
+		(void)cudaGetLastError();
+	return (int)err;
+}

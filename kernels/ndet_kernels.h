@@ -289,6 +289,17 @@ int ndet_kernel_copy(void *dst, const void *src, size_t bytes, unsigned blocks, 
 /* Fill `count` 32-bit words at `dst` with `value` on `stream`. */
 int ndet_kernel_fill_u32(unsigned *dst, size_t count, unsigned value, void *stream);
 
+/*
+ * Can the current device run this build's kernels?  cudaSuccess, or what the runtime
+ * says of a kernel of the launchers' translation unit there (built with the same
+ * targets as the collectives): cudaErrorNoKernelImageForDevice (or
+ * cudaErrorInvalidDeviceFunction) where the build has no SASS for the device and no
+ * PTX it can compile, e.g. a Volta or Turing GPU under the default sm_80+ targets.
+ * Setup asks before it reports the rank ready, so such a GPU runs the communicator in
+ * NCCL instead of failing its first call.  The error is cleared.
+ */
+int ndet_kernel_device_check(void);
+
 #ifdef __cplusplus
 }
 #endif

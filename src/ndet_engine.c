@@ -295,10 +295,18 @@ static void ndet_engine_fill_payload(struct ndet_engine *engine, ndet_local_stat
 			payload->sm_count = properties.multiProcessorCount > 0
 						    ? (uint32_t)properties.multiProcessorCount
 						    : 1u;
+			cudaError_t image;
 			if (properties.major < 7) {
 				NDET_WARN("rank %d: GPU %d is sm_%d%d; nccl-det needs sm_70 or newer",
 					  config->rank, config->cuda_device, properties.major,
 					  properties.minor);
+				local = NDET_LOCAL_UNSUPPORTED_GPU;
+			} else if ((image = (cudaError_t)ndet_kernel_device_check()) != cudaSuccess) {
+				/* Built for other GPUs: NCCL runs the communicator (the verdict). */
+				NDET_WARN("rank %d: GPU %d (sm_%d%d) cannot run this build's kernels: %s "
+					  "(rebuild with --with-nvcc-gencode for it)",
+					  config->rank, config->cuda_device, properties.major,
+					  properties.minor, cudaGetErrorString(image));
 				local = NDET_LOCAL_UNSUPPORTED_GPU;
 			}
 		} else {

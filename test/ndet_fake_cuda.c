@@ -406,6 +406,20 @@ bool fake_cuda_last_launch(int rank, struct ndet_kernel_args *args)
 	return valid;
 }
 
+static bool fake_no_kernel_image; /* fake_cuda_set_no_kernel_image */
+
+void fake_cuda_set_no_kernel_image(bool on)
+{
+	__atomic_store_n(&fake_no_kernel_image, on, __ATOMIC_RELAXED);
+}
+
+int ndet_kernel_device_check(void)
+{
+	return __atomic_load_n(&fake_no_kernel_image, __ATOMIC_RELAXED)
+		       ? (int)cudaErrorNoKernelImageForDevice
+		       : (int)cudaSuccess;
+}
+
 int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *opaque_stream)
 {
 	struct fake_stream *stream = fake_stream_of(opaque_stream);
@@ -484,6 +498,7 @@ void fake_cuda_reset(void)
 	fake_ended_count = 0;
 	fake_unloading = false;
 	fake_fail_malloc_bytes = 0;
+	fake_no_kernel_image = false;
 	fake_claimed = NULL;
 	fake_log_count = 0;
 	fake_next_id = 1;

@@ -107,6 +107,10 @@ void fake_cuda_end_process(pid_t pid);
 /* From now on every runtime call fails with cudaErrorCudartUnloading (exit). */
 void fake_cuda_set_unloading(bool on);
 
+/* ndet_kernel_device_check says the build has no kernel image for the device (a GPU
+ * the build's targets leave out); fake_cuda_reset clears it. */
+void fake_cuda_set_no_kernel_image(bool on);
+
 /* From now on cudaMalloc of exactly `bytes` bytes fails (0: none; fake_cuda_reset clears it). */
 void fake_cuda_fail_malloc_of(size_t bytes);
 

@@ -1262,6 +1262,34 @@ static void test_calls_never_block_the_host(void **state)
  * Ranks sharing a GPU with fewer SMs than they need (one resident block each):
  * every rank refuses the same table, no engine runs, nothing stays allocated.
  */
+/*
+ * A GPU this build has no kernel image for (a Volta or Turing under the default sm_80+
+ * targets): every rank learns it at setup, from the table, as the local failure
+ * "unsupported GPU" of the lowest such rank, so the communicator runs in NCCL; no
+ * engine, nothing held, no kernel launched.
+ */
+static void test_setup_gpu_without_kernel_image(void **state)
+{
+	(void)state;
+	for (int processes = 0; processes < 2; processes++) {
+		struct group group;
+		reset(state);
+		group_init(&group, 3, processes == 1);
+		fake_cuda_set_no_kernel_image(true);
+		group_setup(&group);
+		for (int r = 0; r < 3; r++) {
+			assert_int_not_equal(group.results[r].status, NDET_OK);
+			assert_null(group.results[r].engine);
+			assert_int_equal(group.results[r].verdict.reason, NDET_VERDICT_LOCAL_FAILURE);
+			assert_int_equal(group.results[r].verdict.offending_rank, 0);
+			assert_int_equal(group.results[r].verdict.detail, NDET_LOCAL_UNSUPPORTED_GPU);
+		}
+		assert_int_equal(runtime().launches, 0);
+		assert_nothing_held();
+		group_fini(&group);
+	}
+}
+
 static void test_setup_gpu_too_small(void **state)
 {
 	(void)state;
@@ -1649,6 +1677,7 @@ int main(void)
 		cmocka_unit_test_setup(test_calls_never_block_the_host, reset),
 		cmocka_unit_test_setup(test_gpu_harness_sizes_reach_every_path, reset),
 		cmocka_unit_test_setup(test_setup_gpu_too_small, reset),
+		cmocka_unit_test_setup(test_setup_gpu_without_kernel_image, reset),
 		cmocka_unit_test_setup(test_detach_threads, reset),
 		cmocka_unit_test_setup(test_detach_silent_peer_pending, reset),
 		cmocka_unit_test_setup(test_detach_dead_peer, reset),
