@@ -16,6 +16,13 @@
 #include "ndet_reference.h"
 #include "ndet_test_data.h"
 
+void gpu_die(void)
+{
+	fflush(stdout);
+	fflush(stderr);
+	_exit(2);
+}
+
 static size_t gpu_size(ndet_dtype_t dtype)
 {
 	return ndet_dtype_size(dtype);
@@ -204,7 +211,7 @@ static void gpu_case_prepare(struct gpu_case *c, int nranks, int variant, bool s
 	if (ndet_reference_allreduce(inputs, nranks, c->expected, c->count, c->dtype, c->op) !=
 	    NDET_OK) {
 		fprintf(stderr, "reference failed\n");
-		exit(2);
+		gpu_die();
 	}
 	/* Right-to-left sequential order: differs from the tree for every n >= 3 (for
 	 * n = 3 the tree is left-to-right sequential order). */
@@ -772,7 +779,7 @@ static void gpu_coll_prepare(struct gpu_coll_case *c, int rank, uint64_t seed, d
 		       c->count * size);
 	if (st != NDET_OK) {
 		fprintf(stderr, "reference failed: %s\n", ndet_status_name(st));
-		exit(2);
+		gpu_die();
 	}
 }
 

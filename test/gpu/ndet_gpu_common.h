@@ -17,13 +17,20 @@
 #include "ndet_engine.h"
 #include "ndet_types.h"
 
+/*
+ * A setup error of the test itself: exit status 2 at once (_exit after flushing).  Rank
+ * threads of one process may fail together, and exit() from two threads runs the CUDA
+ * runtime's teardown twice (a crash, status 139, instead of the 2 the scripts read).
+ */
+void gpu_die(void) __attribute__((noreturn));
+
 #define GPU_CHECK(call) \
 	do { \
 		cudaError_t gpu_err_ = (call); \
 		if (gpu_err_ != cudaSuccess) { \
 			fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
 				cudaGetErrorString(gpu_err_)); \
-			exit(2); \
+			gpu_die(); \
 		} \
 	} while (0)
 
@@ -34,7 +41,7 @@
 		if (nccl_res_ != ncclSuccess) { \
 			fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
 				ncclGetErrorString(nccl_res_)); \
-			exit(2); \
+			gpu_die(); \
 		} \
 	} while (0)
 

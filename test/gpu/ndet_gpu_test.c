@@ -245,7 +245,7 @@ static void *loopback_thread(void *argument)
 	if (st != NDET_OK) {
 		fprintf(stderr, "rank %d: engine create: %s (verdict %d, rank %d)\n", me->rank,
 			ndet_status_name(st), verdict.reason, verdict.offending_rank);
-		exit(2);
+		gpu_die();
 	}
 	world->engines[me->rank] = gpu.engine;
 	pthread_barrier_wait(&world->barrier);
