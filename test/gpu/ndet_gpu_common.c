@@ -270,7 +270,7 @@ void gpu_run_matrix(struct gpu_rank *rank, bool quick)
 	const int nsizes = quick ? (int)(sizeof(quick_sizes) / sizeof(quick_sizes[0]))
 				 : (int)(sizeof(full_sizes) / sizeof(full_sizes[0]));
 	const size_t max_count = sizes[nsizes - 1];
-	/* Offsets of at most 64 bytes, then the data, then a guard of kGuard bytes. */
+	/* Offsets of at most 18 elements (144 bytes), the data, a guard of kGuard bytes. */
 	enum { kGuard = 64 };
 	const size_t span = max_count * 8 + 256;
 	unsigned char guard[2 * kGuard];
@@ -325,8 +325,10 @@ void gpu_run_matrix(struct gpu_rank *rank, bool quick)
 					const size_t bytes = c.count * size;
 					size_t send_off = 0, recv_off = 0;
 					if (variant == 1) {
-						send_off = (size_t)((rank->rank * 3 + 1) % 5) * size;
-						recv_off = (size_t)((rank->rank * 7 + 2) % 9) * size;
+						/* A different offset on every rank (up to 16 and 18
+						 * elements: 5 and 7 are prime to 17 and 19). */
+						send_off = (size_t)((rank->rank * 5 + 1) % 17) * size;
+						recv_off = (size_t)((rank->rank * 7 + 2) % 19) * size;
 					} else if (variant == 2) {
 						send_off = 1 + (size_t)rank->rank % 3;
 						recv_off = 3;
