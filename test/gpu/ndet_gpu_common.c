@@ -516,6 +516,8 @@ void gpu_run_streams(struct gpu_rank *rank, int calls)
 		gpu_upload(send + (size_t)i * count * size, cases[i].inputs[rank->rank],
 			   count * size, rank->stream);
 	}
+	/* Poison: every call must write its whole output. */
+	GPU_CHECK(cudaMemsetAsync(recv, 0x5a, count * size * (size_t)calls, rank->stream));
 	GPU_CHECK(cudaDeviceSynchronize());
 	rank->barrier(rank->barrier_context);
 	for (int i = 0; i < calls; i++) {
