@@ -179,14 +179,20 @@ static struct ndet_engine_member rank_member(const struct group *group, int rank
 }
 
 /* Every rank set up by this thread in lockstep. */
-static void group_setup(struct group *group)
+/* Set up every rank of group->results (their configurations filled in) with `fn`. */
+static void group_start(struct group *group, ndet_engine_exchange_fn fn)
 {
 	fake_cuda_set_pid_per_device(group->processes);
-	for (int r = 0; r < group->nranks; r++)
-		group->results[r] = rank_member(group, r);
-	ndet_engine_create_group(group->results, group->nranks, exchange);
+	ndet_engine_create_group(group->results, group->nranks, fn);
 	for (int r = 0; r < group->nranks; r++)
 		group->engines[r] = group->results[r].engine;
+}
+
+static void group_setup(struct group *group)
+{
+	for (int r = 0; r < group->nranks; r++)
+		group->results[r] = rank_member(group, r);
+	group_start(group, exchange);
 }
 
 static void group_create(struct group *group, int nranks, bool processes)
@@ -1076,14 +1082,11 @@ static void test_setup_records_never_pageable(void **state)
 						      (size_t)(nranks + 1)
 						: 0);
 		group_init(&group, nranks, pinned == 1);
-		fake_cuda_set_pid_per_device(group.processes);
 		for (int r = 0; r < nranks; r++)
 			group.results[r] = rank_member(&group, r);
-		ndet_engine_create_group(group.results, nranks, exchange_checking_memory);
-		for (int r = 0; r < nranks; r++) {
+		group_start(&group, exchange_checking_memory);
+		for (int r = 0; r < nranks; r++)
 			assert_int_equal(group.results[r].status, NDET_OK);
-			group.engines[r] = group.results[r].engine;
-		}
 		assert_int_equal(exchange_memory_seen[FAKE_CUDA_MEMORY_NONE], 0);
 		/* Every round (header, payload, map, probe) of every rank, send and recv. */
 		assert_true(exchange_memory_seen[pinned ? FAKE_CUDA_MEMORY_PINNED
@@ -1119,11 +1122,9 @@ static void group_create_every_path(struct group *group)
 		group->results[r].config.oneshot_max = 64 << 10;
 		group->results[r].config.push_min = 1 << 20;
 	}
-	ndet_engine_create_group(group->results, 2, exchange);
-	for (int r = 0; r < 2; r++) {
+	group_start(group, exchange);
+	for (int r = 0; r < 2; r++)
 		assert_int_equal(group->results[r].status, NDET_OK);
-		group->engines[r] = group->results[r].engine;
-	}
 }
 
 static void expect_same_plan(const struct ndet_kernel_args *a, const struct ndet_kernel_args *b)
