@@ -13,8 +13,18 @@ noinst_LTLIBRARIES += kernels/libndet_kernels.la
 # One translation unit per element type, so make -j builds them in parallel.
 kernels_libndet_kernels_la_SOURCES = kernels/ndet_kernels.cu kernels/ndet_kernels_f32.cu \
 	kernels/ndet_kernels_f16.cu kernels/ndet_kernels_bf16.cu kernels/ndet_kernels_f64.cu \
+	kernels/ndet_kernels_f8e4m3.cu kernels/ndet_kernels_f8e5m2.cu \
 	kernels/ndet_kernels.h kernels/ndet_kernels_impl.cuh
 kernels_libndet_kernels_la_LIBTOOLFLAGS = --tag=CC
+# The fp8 kernels: their own targets (NVCC_FP8_GENCODE, m4/check_pkg_nvcc.m4), so their
+# own rule (the .cu.lo rule takes NVCC_GENCODE); the source is the object's name.
+ndet_fp8_objects = kernels/ndet_kernels_f8e4m3.lo kernels/ndet_kernels_f8e5m2.lo
+kernels/ndet_kernels_f8e4m3.lo: kernels/ndet_kernels_f8e4m3.cu
+kernels/ndet_kernels_f8e5m2.lo: kernels/ndet_kernels_f8e5m2.cu
+NVCC_FP8_FLAGS = $(NVCC_BASE_FLAGS) $(NVCC_FP8_GENCODE)
+$(ndet_fp8_objects):
+	$(AM_V_GEN)$(SHELL) $(top_srcdir)/build-aux/nvcc-lt.sh $@ $(NVCC) $(NVCC_FP8_FLAGS) \
+		$(srcdir)/`echo $@ | sed 's/\.lo$$/.cu/'`
 
 .cu.lo:
 	$(AM_V_GEN)$(SHELL) $(top_srcdir)/build-aux/nvcc-lt.sh $@ $(NVCC) $(NVCC_FLAGS) $<
@@ -24,7 +34,8 @@ ndet_kernel_deps = $(srcdir)/kernels/ndet_kernels.h $(srcdir)/kernels/ndet_types
 	$(srcdir)/kernels/ndet_kernels_impl.cuh
 kernels/ndet_kernels.lo kernels/ndet_kernels_f32.lo kernels/ndet_kernels_f16.lo \
 	kernels/ndet_kernels_bf16.lo kernels/ndet_kernels_f64.lo \
-	kernels/ndet_kernels_all_ranks.lo $(ndet_all_ranks_objects): $(ndet_kernel_deps)
+	kernels/ndet_kernels_all_ranks.lo $(ndet_all_ranks_objects) $(ndet_fp8_objects): \
+	$(ndet_kernel_deps)
 
 # The all-ranks-in-one-launch kernels (compute-sanitizer mode of the GPU test
 # driver): the same template code as the library's kernels, a third of their compile
@@ -35,16 +46,20 @@ kernels/ndet_kernels.lo kernels/ndet_kernels_f32.lo kernels/ndet_kernels_f16.lo 
 noinst_LTLIBRARIES += kernels/libndet_all_ranks.la
 kernels_libndet_all_ranks_la_SOURCES = kernels/ndet_kernels_all_ranks.cu \
 	kernels/ndet_kernels_all_ranks_f32.cu kernels/ndet_kernels_all_ranks_f16.cu \
-	kernels/ndet_kernels_all_ranks_bf16.cu kernels/ndet_kernels_all_ranks_f64.cu
+	kernels/ndet_kernels_all_ranks_bf16.cu kernels/ndet_kernels_all_ranks_f64.cu \
+	kernels/ndet_kernels_all_ranks_f8e4m3.cu kernels/ndet_kernels_all_ranks_f8e5m2.cu
 kernels_libndet_all_ranks_la_LIBTOOLFLAGS = --tag=CC
 ndet_all_ranks_objects = kernels/ndet_kernels_all_ranks_f32.lo \
 	kernels/ndet_kernels_all_ranks_f16.lo kernels/ndet_kernels_all_ranks_bf16.lo \
-	kernels/ndet_kernels_all_ranks_f64.lo
+	kernels/ndet_kernels_all_ranks_f64.lo kernels/ndet_kernels_all_ranks_f8e4m3.lo \
+	kernels/ndet_kernels_all_ranks_f8e5m2.lo
 NVCC_ALL_RANKS_FLAGS = $(NVCC_BASE_FLAGS) $(NVCC_ALL_RANKS_GENCODE)
 kernels/ndet_kernels_all_ranks_f32.lo: kernels/ndet_kernels_all_ranks_f32.cu
 kernels/ndet_kernels_all_ranks_f16.lo: kernels/ndet_kernels_all_ranks_f16.cu
 kernels/ndet_kernels_all_ranks_bf16.lo: kernels/ndet_kernels_all_ranks_bf16.cu
 kernels/ndet_kernels_all_ranks_f64.lo: kernels/ndet_kernels_all_ranks_f64.cu
+kernels/ndet_kernels_all_ranks_f8e4m3.lo: kernels/ndet_kernels_all_ranks_f8e4m3.cu
+kernels/ndet_kernels_all_ranks_f8e5m2.lo: kernels/ndet_kernels_all_ranks_f8e5m2.cu
 # Their own rule (the .cu.lo rule takes NVCC_GENCODE): the source is the object's name.
 $(ndet_all_ranks_objects):
 	$(AM_V_GEN)$(SHELL) $(top_srcdir)/build-aux/nvcc-lt.sh $@ $(NVCC) $(NVCC_ALL_RANKS_FLAGS) \

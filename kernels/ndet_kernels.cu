@@ -12,9 +12,11 @@ namespace {
 
 /* Every element type's kernel table, indexed by ndet_dtype_t. */
 const ndet_kernel_fn (*const ndet_kernels[NDET_DTYPE_COUNT])[NDET_OP_COUNT + 1] = {
-	ndet_kernels_f32, ndet_kernels_f16, ndet_kernels_bf16, ndet_kernels_f64};
+	ndet_kernels_f32, ndet_kernels_f16,    ndet_kernels_bf16,
+	ndet_kernels_f64, ndet_kernels_f8e4m3, ndet_kernels_f8e5m2};
 const ndet_kernel_fn (*const ndet_ll_kernels[NDET_DTYPE_COUNT])[NDET_OP_COUNT] = {
-	ndet_ll_kernels_f32, ndet_ll_kernels_f16, ndet_ll_kernels_bf16, ndet_ll_kernels_f64};
+	ndet_ll_kernels_f32, ndet_ll_kernels_f16,    ndet_ll_kernels_bf16,
+	ndet_ll_kernels_f64, ndet_ll_kernels_f8e4m3, ndet_ll_kernels_f8e5m2};
 
 /* Bare flag round trip between two ranks: the floor of any synchronisation. */
 __global__ void ndet_pingpong_kernel(uint64_t *mine, uint64_t *peer, int iters, int initiator,
@@ -112,4 +114,20 @@ extern "C" int ndet_kernel_device_check(void)
 	if (err != cudaSuccess)
 		(void)cudaGetLastError();
 	return (int)err;
+}
+
+extern "C" int ndet_kernel_fp8_check(void)
+{
+	/* One kernel per fp8 translation unit: each unit's code is one image. */
+	const ndet_kernel_fn kernels[] = {ndet_kernels_f8e4m3[0][NDET_OP_SUM],
+					  ndet_kernels_f8e5m2[0][NDET_OP_SUM]};
+	for (unsigned i = 0; i < sizeof(kernels) / sizeof(kernels[0]); i++) {
+		cudaFuncAttributes attributes;
+		const cudaError_t err = cudaFuncGetAttributes(&attributes, kernels[i]);
+		if (err != cudaSuccess) {
+			(void)cudaGetLastError();
+			return (int)err;
+		}
+	}
+	return 0;
 }

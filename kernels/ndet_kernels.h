@@ -267,10 +267,11 @@ int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *device_args, 
 				    int op, int nranks, uint32_t blocks, void *stream);
 
 /*
- * Load every all-ranks kernel now (with PTX alone, the driver's JIT compiles them
- * here, once per machine: ~/.nv/ComputeCache); a cudaError_t.
+ * Load the all-ranks kernels of the dtypes in `dtype_mask` (bit per ndet_dtype_t) now
+ * (with PTX alone, the driver's JIT compiles them here, once per machine:
+ * ~/.nv/ComputeCache, about 20 s per dtype on an H200); a cudaError_t.
  */
-int ndet_kernel_all_ranks_load(void);
+int ndet_kernel_all_ranks_load(unsigned dtype_mask);
 
 /*
  * Benchmark: `iters` flag round trips between two concurrently running launches
@@ -299,6 +300,15 @@ int ndet_kernel_fill_u32(unsigned *dst, size_t count, unsigned value, void *stre
  * NCCL instead of failing its first call.  The error is cleared.
  */
 int ndet_kernel_device_check(void);
+
+/*
+ * Can the current device run this build's fp8 kernels?  They are built for their own
+ * targets (NVCC_FP8_GENCODE: sm_90 SASS and compute_90 PTX by default), so a GPU that
+ * runs every other kernel may lack them.  cudaSuccess, or the runtime's error for the
+ * first fp8 kernel that has no image for the device (cleared).  Setup asks, and
+ * every rank's answer decides together whether fp8 calls are diverted.
+ */
+int ndet_kernel_fp8_check(void);
 
 #ifdef __cplusplus
 }

@@ -14,8 +14,9 @@ namespace {
 
 /* Every element type's all-ranks table, indexed by ndet_dtype_t. */
 const ndet_all_ranks_fn (*const ndet_all_ranks_kernels[NDET_DTYPE_COUNT])[NDET_OP_COUNT + 1] = {
-	ndet_all_ranks_kernels_f32, ndet_all_ranks_kernels_f16, ndet_all_ranks_kernels_bf16,
-	ndet_all_ranks_kernels_f64};
+	ndet_all_ranks_kernels_f32,    ndet_all_ranks_kernels_f16,
+	ndet_all_ranks_kernels_bf16,   ndet_all_ranks_kernels_f64,
+	ndet_all_ranks_kernels_f8e4m3, ndet_all_ranks_kernels_f8e5m2};
 
 } /* namespace */
 
@@ -31,9 +32,11 @@ extern "C" int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *de
 	return (int)cudaGetLastError();
 }
 
-extern "C" int ndet_kernel_all_ranks_load(void)
+extern "C" int ndet_kernel_all_ranks_load(unsigned dtype_mask)
 {
 	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+		if ((dtype_mask & (1u << dtype)) == 0)
+			continue;
 		for (int bucket = 0; bucket < 2; bucket++) {
 			for (int op = 0; op <= NDET_KERNEL_OP_PREMULSUM; op++) {
 				cudaFuncAttributes attributes;

@@ -19,6 +19,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -127,6 +128,33 @@ template <> struct ndet_dtype<NDET_DTYPE_F64> {
 	}
 };
 
+/*
+ * fp8 (OCP E4M3 and E5M2), stored as raw bytes.  Widening goes through half, which
+ * holds every fp8 value exactly.  Narrowing rounds the f32 accumulator once, to
+ * nearest even, saturating finite values (__NV_SATFINITE, what NCCL's fp8 conversions
+ * use): a finite magnitude above the largest finite value gives the largest finite
+ * value.  Infinity stays infinity in E5M2 (satfinite would saturate it too), so that
+ * a one-rank call, a copy, and every other path agree; E4M3 has no infinity and
+ * saturates it.  NaN stays NaN.  src/ndet_reference.h states the same rule on the bits.
+ */
+template <__nv_fp8_interpretation_t KIND> struct ndet_fp8_dtype {
+	typedef unsigned char T;
+	typedef float Acc;
+	static __device__ __forceinline__ Acc widen(T x)
+	{
+		return __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)x, KIND)));
+	}
+	static __device__ __forceinline__ T narrow(Acc x)
+	{
+		if (KIND == __NV_E5M2 && isinf(x))
+			return (T)(signbit(x) ? 0xfcu : 0x7cu);
+		return (T)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, KIND);
+	}
+	static __device__ __forceinline__ T from_bits(uint64_t b) { return (T)b; }
+};
+template <> struct ndet_dtype<NDET_DTYPE_F8E4M3> : ndet_fp8_dtype<__NV_E4M3> {};
+template <> struct ndet_dtype<NDET_DTYPE_F8E5M2> : ndet_fp8_dtype<__NV_E5M2> {};
+
 /* Accumulation values through a 64-bit flag word (PreMulSum scalars, ndet_flags). */
 __device__ __forceinline__ uint64_t ndet_acc_bits(float x)
 {
@@ -161,8 +189,10 @@ ndet_premul_scalar(const ndet_kernel_args &a)
 			bits = *static_cast<const unsigned long long *>(a.scalar);
 		else if (sizeof(typename D::T) == 4)
 			bits = *static_cast<const unsigned *>(a.scalar);
-		else
+		else if (sizeof(typename D::T) == 2)
 			bits = *static_cast<const unsigned short *>(a.scalar);
+		else
+			bits = *static_cast<const unsigned char *>(a.scalar);
 	}
 	return D::widen(D::from_bits(bits));
 }
@@ -285,6 +315,10 @@ __device__ __forceinline__ __half ndet_load_lane(const __half *p)
 __device__ __forceinline__ __nv_bfloat16 ndet_load_lane(const __nv_bfloat16 *p)
 {
 	return __ushort_as_bfloat16(__ldcg(reinterpret_cast<const unsigned short *>(p)));
+}
+__device__ __forceinline__ unsigned char ndet_load_lane(const unsigned char *p)
+{
+	return __ldcg(p);
 }
 
 /* Store one element to an address that may not be aligned to its size. */
@@ -1420,6 +1454,8 @@ NDET_KERNEL_TABLE_DECLARE(f32);
 NDET_KERNEL_TABLE_DECLARE(f16);
 NDET_KERNEL_TABLE_DECLARE(bf16);
 NDET_KERNEL_TABLE_DECLARE(f64);
+NDET_KERNEL_TABLE_DECLARE(f8e4m3);
+NDET_KERNEL_TABLE_DECLARE(f8e5m2);
 
 #define NDET_OPS_OF(DT, K, NR)                                                                     \
 	{                                                                                          \

@@ -20,6 +20,8 @@ typedef enum {
 	NDET_DTYPE_F16,     /* accumulate in f32, one rounding at the end */
 	NDET_DTYPE_BF16,    /* accumulate in f32, one rounding at the end */
 	NDET_DTYPE_F64,     /* accumulate in f64 */
+	NDET_DTYPE_F8E4M3,  /* OCP fp8 E4M3 (no inf): accumulate in f32, one rounding */
+	NDET_DTYPE_F8E5M2,  /* OCP fp8 E5M2: accumulate in f32, one rounding */
 	NDET_DTYPE_COUNT
 } ndet_dtype_t;
 

@@ -16,6 +16,12 @@
 # would otherwise spend a third of the kernels' build time on code only GPU tests
 # run; the driver compiles it on first use and caches it (~/.nv/ComputeCache).
 # --with-nvcc-all-ranks-gencode overrides it (for instance with the GPU's SASS).
+#
+# The fp8 kernels (kernels/ndet_kernels_f8*.cu) default to sm_90 SASS and compute_90
+# PTX: NCCL reduces fp8 only on sm_90 and newer (ncclInvalidArgument below), so code
+# for older GPUs would never run, and one target instead of the default list's two
+# halves their build time.  A GPU without an image for them (ndet_kernel_fp8_check)
+# sends fp8 calls to NCCL with a WARN.  --with-nvcc-fp8-gencode overrides it.
 AC_DEFUN([CHECK_PKG_NVCC], [
   AC_REQUIRE([CHECK_PKG_CUDA])
   AC_ARG_WITH([nvcc],
@@ -31,6 +37,11 @@ AC_DEFUN([CHECK_PKG_NVCC], [
       [nvcc target flags of the GPU test driver's compute-sanitizer (all-ranks) kernels (default: compute_80 PTX alone)])],
     [NVCC_ALL_RANKS_GENCODE="$withval"],
     [NVCC_ALL_RANKS_GENCODE="-arch=compute_80 -code=compute_80"])
+  AC_ARG_WITH([nvcc-fp8-gencode],
+    [AS_HELP_STRING([--with-nvcc-fp8-gencode=FLAGS],
+      [nvcc target flags of the fp8 kernels (default: sm_90 SASS and compute_90 PTX)])],
+    [NVCC_FP8_GENCODE="$withval"],
+    [NVCC_FP8_GENCODE="-arch=compute_90 -code=sm_90,compute_90"])
 
   AS_IF([test "x$with_nvcc" = "xguess" -o "x$with_nvcc" = "xyes"],
         [AC_PATH_PROG([NVCC], [nvcc], [], [$CUDA_HOME/bin$PATH_SEPARATOR$PATH])],
@@ -43,10 +54,11 @@ AC_DEFUN([CHECK_PKG_NVCC], [
 __global__ void ndet_probe(int *p) { *p = (int)threadIdx.x; }
 extern "C" int ndet_probe_launch(int *p) { ndet_probe<<<1, 1>>>(p); return 0; }
 NVCCEOF
-  for check_pkg_nvcc_option in gencode all-ranks-gencode; do
-    AS_IF([test "$check_pkg_nvcc_option" = gencode],
-          [check_pkg_nvcc_flags=$NVCC_GENCODE],
-          [check_pkg_nvcc_flags=$NVCC_ALL_RANKS_GENCODE])
+  for check_pkg_nvcc_option in gencode all-ranks-gencode fp8-gencode; do
+    AS_CASE([$check_pkg_nvcc_option],
+            [gencode], [check_pkg_nvcc_flags=$NVCC_GENCODE],
+            [fp8-gencode], [check_pkg_nvcc_flags=$NVCC_FP8_GENCODE],
+            [check_pkg_nvcc_flags=$NVCC_ALL_RANKS_GENCODE])
     AC_MSG_CHECKING([whether $NVCC compiles a kernel for $check_pkg_nvcc_flags])
     AS_IF([$NVCC $check_pkg_nvcc_flags -c "$check_pkg_nvcc_dir/t.cu" -o "$check_pkg_nvcc_dir/t.o" >&AS_MESSAGE_LOG_FD 2>&1],
           [AC_MSG_RESULT([yes])],
@@ -58,4 +70,5 @@ NVCCEOF
   AC_SUBST([NVCC])
   AC_SUBST([NVCC_GENCODE])
   AC_SUBST([NVCC_ALL_RANKS_GENCODE])
+  AC_SUBST([NVCC_FP8_GENCODE])
 ])

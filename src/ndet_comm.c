@@ -64,6 +64,8 @@ struct ndet_comm {
 	bool kernel_failed;
 	bool broken; /* a rank never joined the setup: the collective order is lost */
 	bool strict; /* agreed NCCL_DET_STRICT, once set up */
+	bool sm90;   /* agreed: every rank's GPU is sm_90 or newer (NDET_SETUP_FLAG_SM90) */
+	bool fp8;    /* agreed: every rank runs our fp8 kernels (NDET_SETUP_FLAG_FP8) */
 	ndet_status_t setup_status;
 	struct ndet_setup_verdict verdict;
 
@@ -637,6 +639,8 @@ static void ndet_comm_setup_finish(struct ndet_comm *comm, const struct ndet_bac
 	comm->setup_status = member->status;
 	comm->verdict = member->verdict;
 	comm->strict = (member->agreed_flags & NDET_SETUP_FLAG_STRICT) != 0;
+	comm->sm90 = (member->agreed_flags & NDET_SETUP_FLAG_SM90) != 0;
+	comm->fp8 = (member->agreed_flags & NDET_SETUP_FLAG_FP8) != 0;
 	/* Falling back would run NCCL on a sequence that no longer matches: fail. */
 	bool broken = member->status == NDET_ERR_UNSUPPORTED &&
 		      member->verdict.reason == NDET_VERDICT_NOT_IN_SETUP;
@@ -816,6 +820,8 @@ void ndet_comm_decide(struct ndet_call *call)
 	facts.nranks = comm->nranks;
 	/* The agreed value only: ranks may differ, and a split decision is a hang. */
 	facts.strict = comm->strict;
+	facts.sm90 = comm->sm90;
+	facts.fp8 = comm->fp8;
 	/* The scalar as it is at the first decision: a later ncclRedOpDestroy cannot change it. */
 	const struct ndet_comm_premul *premul =
 		(int)call->op >= (int)ncclNumOps && call->premul == NDET_PREMUL_NONE
@@ -890,8 +896,9 @@ static void ndet_comm_describe_reason(struct ndet_comm *comm, const struct ndet_
 	switch (call->decision.reason) {
 	case NDET_FALLBACK_DATATYPE:
 		snprintf(text, size,
-			 "datatype %d (fp8) is not one nccl-det reduces (f32, f16, bf16, f64). "
-			 "Fix: reduce in bf16, f16 or f32",
+			 "datatype %d (fp8): a rank's GPU cannot run this build's fp8 kernels "
+			 "(see its setup WARN). Fix: rebuild with --with-nvcc-fp8-gencode for "
+			 "that GPU, or reduce in bf16, f16 or f32",
 			 (int)call->datatype);
 		return;
 	case NDET_FALLBACK_OP:
@@ -1264,6 +1271,9 @@ void ndet_comm_destroy(ncclComm_t nccl)
 /* Bytes of one scalar of a datatype nccl-det reduces; 0 for the others (never diverted). */
 static size_t ndet_comm_scalar_size(ncclDataType_t datatype)
 {
+	/* fp8 (NCCL >= 2.24): numbers, so this builds against an older nccl.h. */
+	if ((int)datatype == 10 || (int)datatype == 11)
+		return 1;
 	switch (datatype) {
 	case ncclFloat16:
 	case ncclBfloat16:

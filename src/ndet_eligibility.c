@@ -45,8 +45,11 @@ static ndet_fallback_reason_t ndet_eligibility_datatype(int datatype, ndet_dtype
 		*dtype = NDET_DTYPE_F64;
 		return NDET_FALLBACK_NONE;
 	case NDET_NCCL_FP8_E4M3:
+		*dtype = NDET_DTYPE_F8E4M3;
+		return NDET_FALLBACK_NONE;
 	case NDET_NCCL_FP8_E5M2:
-		return NDET_FALLBACK_DATATYPE;
+		*dtype = NDET_DTYPE_F8E5M2;
+		return NDET_FALLBACK_NONE;
 	default:
 		*floating = false;
 		return NDET_FALLBACK_INTEGER;
@@ -142,9 +145,19 @@ void ndet_eligibility_decide(const struct ndet_eligibility_facts *facts,
 				     reason);
 		return;
 	}
+	const bool fp8 = decision->dtype == NDET_DTYPE_F8E4M3 || decision->dtype == NDET_DTYPE_F8E5M2;
 	switch (facts->state) {
 	case NDET_COMM_READY:
-		ndet_eligibility_set(decision, NDET_ACTION_DIVERT, NDET_FALLBACK_NONE);
+		if (fp8 && !facts->sm90) {
+			/* NCCL reduces fp8 on sm_90+ only: its ncclInvalidArgument to return. */
+			ndet_eligibility_set(decision, NDET_ACTION_FORWARD, NDET_FALLBACK_INVALID);
+		} else if (fp8 && !facts->fp8) {
+			ndet_eligibility_set(decision,
+					     facts->strict ? NDET_ACTION_REFUSE : NDET_ACTION_FORWARD,
+					     NDET_FALLBACK_DATATYPE);
+		} else {
+			ndet_eligibility_set(decision, NDET_ACTION_DIVERT, NDET_FALLBACK_NONE);
+		}
 		return;
 	case NDET_COMM_PENDING:
 		ndet_eligibility_set(decision, NDET_ACTION_SETUP, NDET_FALLBACK_NONE);

@@ -8,12 +8,16 @@
  * stream, capture state or a local allocation result: ranks that decide differently
  * hang (some wait in our kernels, the others in NCCL).
  *
- * Supported: ncclFloat32, ncclFloat16, ncclBfloat16, ncclFloat64 with ncclSum,
+ * Supported: ncclFloat32, ncclFloat16, ncclBfloat16, ncclFloat64 and, where every
+ * rank's GPU runs our fp8 kernels (agreed at setup), ncclFloat8e4m3 and ncclFloat8e5m2
+ * (NCCL >= 2.24), with ncclSum,
  * ncclProd, ncclMin, ncclMax, ncclAvg, and PreMulSum ops (ncclRedOpCreatePreMulSum,
  * op >= ncclNumOps) that this communicator made through nccl-det for the call's
  * datatype; any count (0 is a consistent no-op).  Integer types go to NCCL silently
- * (integer reductions are exact in any order).  fp8 types (NCCL >= 2.24) go to NCCL
- * with a WARN: the user asked for determinism and does not get it.  Arguments NCCL
+ * (integer reductions are exact in any order).  fp8 on a communicator with a GPU
+ * below sm_90 goes to NCCL, which refuses it (ncclInvalidArgument); where every GPU
+ * is sm_90 or newer but one cannot run this build's fp8 kernels, fp8 goes to NCCL with
+ * a WARN: the user asked for determinism and does not get it.  Arguments NCCL
  * would reject (datatype or op outside their enums, a PreMulSum op it does not know
  * or made for another datatype, a root outside the communicator; in NCCL's
  * pointer-check mode, buffers its check refuses) go to NCCL unchanged so that it
@@ -53,7 +57,7 @@ typedef enum {
 typedef enum {
 	NDET_FALLBACK_NONE = 0,
 	NDET_FALLBACK_INTEGER,      /* integer datatype: exact anyway, silent */
-	NDET_FALLBACK_DATATYPE,     /* floating-point datatype nccl-det lacks (fp8) */
+	NDET_FALLBACK_DATATYPE,     /* fp8 without our fp8 kernels on every rank's GPU */
 	NDET_FALLBACK_OP,           /* an op nccl-det lacks (none since PreMulSum is diverted) */
 	NDET_FALLBACK_COMMUNICATOR, /* the communicator's setup verdict */
 	NDET_FALLBACK_INVALID,      /* arguments NCCL rejects: forwarded for its code */
@@ -84,6 +88,8 @@ struct ndet_eligibility_facts {
 	ncclDataType_t premul_datatype;
 	ndet_comm_state_t state;
 	bool strict;      /* agreed NCCL_DET_STRICT; not consulted while PENDING */
+	bool sm90;        /* agreed: every rank's GPU is sm_90+ (READY only) */
+	bool fp8;         /* agreed: every rank runs our fp8 kernels (READY only) */
 	int nccl_version; /* runtime pncclGetVersion: which enum values exist */
 	/*
 	 * NCCL's pointer-check mode is on and a buffer fails its check: NCCL returns

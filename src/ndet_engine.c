@@ -308,6 +308,17 @@ static void ndet_engine_fill_payload(struct ndet_engine *engine, ndet_local_stat
 					  config->rank, config->cuda_device, properties.major,
 					  properties.minor, cudaGetErrorString(image));
 				local = NDET_LOCAL_UNSUPPORTED_GPU;
+			} else if (properties.major >= 9) {
+				payload->flags |= NDET_SETUP_FLAG_SM90;
+				if ((image = (cudaError_t)ndet_kernel_fp8_check()) == cudaSuccess)
+					payload->flags |= NDET_SETUP_FLAG_FP8;
+				else
+					NDET_WARN("rank %d: GPU %d (sm_%d%d) cannot run this build's "
+						  "fp8 kernels: %s (fp8 reductions go to NCCL; "
+						  "rebuild with --with-nvcc-fp8-gencode for it)",
+						  config->rank, config->cuda_device,
+						  properties.major, properties.minor,
+						  cudaGetErrorString(image));
 			}
 		} else {
 			(void)cudaGetLastError();

@@ -36,6 +36,9 @@ size_t ndet_dtype_size(ndet_dtype_t dtype)
 		return 2;
 	case NDET_DTYPE_F64:
 		return 8;
+	case NDET_DTYPE_F8E4M3:
+	case NDET_DTYPE_F8E5M2:
+		return 1;
 	case NDET_DTYPE_COUNT:
 		break;
 	}
@@ -49,6 +52,8 @@ const char *ndet_dtype_name(ndet_dtype_t dtype)
 	    [NDET_DTYPE_F16] = "f16",
 	    [NDET_DTYPE_BF16] = "bf16",
 	    [NDET_DTYPE_F64] = "f64",
+	    [NDET_DTYPE_F8E4M3] = "f8e4m3",
+	    [NDET_DTYPE_F8E5M2] = "f8e5m2",
 	};
 	if ((unsigned)dtype >= NDET_DTYPE_COUNT)
 		return "invalid-dtype";
@@ -202,6 +207,135 @@ uint16_t ndet_float_to_bfloat16(float value)
 }
 
 /*
+ * fp8.  The two formats differ in field widths and in what lies above the largest
+ * finite pattern (E5M2: inf and NaNs, IEEE-like; E4M3: the one NaN S.1111.111, the
+ * rest of its top exponent being normal numbers), so one decoder and one encoder take
+ * a description of the format.
+ */
+struct ndet_fp8_format {
+	unsigned mantissa_bits;
+	int bias;
+	uint8_t largest;   /* largest finite magnitude: every pattern above is inf or NaN */
+	uint8_t nan;       /* the NaN a NaN input becomes (the sign is added) */
+	bool has_infinity; /* the pattern just above `largest`, with mantissa 0, is inf */
+};
+
+static const struct ndet_fp8_format ndet_fp8_e4m3 = {
+    .mantissa_bits = 3, .bias = 7, .largest = 0x7e, .nan = 0x7f, .has_infinity = false};
+static const struct ndet_fp8_format ndet_fp8_e5m2 = {
+    .mantissa_bits = 2, .bias = 15, .largest = 0x7b, .nan = 0x7e, .has_infinity = true};
+
+static float ndet_fp8_to_float(uint8_t bits, const struct ndet_fp8_format *format)
+{
+	const unsigned mantissa_bits = format->mantissa_bits;
+	uint32_t sign = (uint32_t)(bits & 0x80u) << 24;
+	uint32_t magnitude = bits & 0x7fu;
+	uint32_t exponent = magnitude >> mantissa_bits;
+	uint32_t mantissa = magnitude & ((1u << mantissa_bits) - 1);
+
+	if (magnitude > format->largest) {
+		if (format->has_infinity && mantissa == 0)
+			return ndet_float_from_bits(sign | 0x7f800000u);
+		return ndet_float_from_bits(sign | 0x7fc00000u);
+	}
+	if (exponent == 0) {
+		if (mantissa == 0)
+			return ndet_float_from_bits(sign);
+		/* m * 2^(1 - bias - mantissa_bits) is a normal float: normalise it. */
+		int32_t unbiased = 1 - format->bias;
+
+		while ((mantissa & (1u << mantissa_bits)) == 0) {
+			mantissa <<= 1;
+			unbiased--;
+		}
+		mantissa &= (1u << mantissa_bits) - 1;
+		return ndet_float_from_bits(sign | (uint32_t)(unbiased + 127) << 23 |
+					    mantissa << (23 - mantissa_bits));
+	}
+	return ndet_float_from_bits(sign |
+				    (uint32_t)((int32_t)exponent - format->bias + 127) << 23 |
+				    mantissa << (23 - mantissa_bits));
+}
+
+/*
+ * Round to nearest even, saturating finite values: NCCL converts its fp8 results with
+ * satfinite, so a finite value beyond the largest finite becomes the largest finite
+ * (for E4M3 never the NaN pattern just above 448).  Infinity stays infinity where the
+ * format has one (E5M2), as IEEE says and as a one-rank call (a copy) leaves it;
+ * E4M3, which has none, saturates it too.
+ */
+static uint8_t ndet_float_to_fp8(float value, const struct ndet_fp8_format *format)
+{
+	const unsigned mantissa_bits = format->mantissa_bits;
+	const int32_t largest_exponent = (int32_t)(format->largest >> mantissa_bits) - format->bias;
+	uint32_t bits = ndet_float_bits(value);
+	uint8_t sign = (uint8_t)((bits >> 24) & 0x80u);
+	uint32_t exponent = (bits >> 23) & 0xffu;
+	uint32_t mantissa = bits & 0x7fffffu;
+
+	if (exponent == 0xff && mantissa != 0)
+		return sign | format->nan;
+	if (exponent == 0xff)
+		return sign | (format->has_infinity ? (uint8_t)(format->largest + 1) : format->largest);
+	/* Float subnormals are below 2^-126, far under half of either smallest subnormal. */
+	if (exponent == 0)
+		return sign;
+
+	int32_t unbiased = (int32_t)exponent - 127;
+	uint32_t significand = mantissa | 0x800000u; /* 24 bits, value * 2^(23 - unbiased) */
+
+	if (unbiased > largest_exponent)
+		return sign | format->largest;
+	if (unbiased >= 1 - format->bias) {
+		/*
+		 * Normal: keep 1 + mantissa_bits of the 24 significand bits.  Adding the
+		 * rounded significand to the exponent field lets a carry bump the
+		 * exponent; a result past the largest finite (E4M3's NaN pattern, E5M2's
+		 * inf, or one exponent above) saturates.
+		 */
+		uint32_t rounded = ndet_shift_right_round_even(significand, 23 - mantissa_bits);
+		uint32_t magnitude =
+			((uint32_t)(unbiased + format->bias - 1) << mantissa_bits) + rounded;
+
+		if (magnitude > format->largest)
+			magnitude = format->largest;
+		return sign | (uint8_t)magnitude;
+	}
+	/*
+	 * Subnormal: the result counts units of 2^(1 - bias - mantissa_bits), i.e.
+	 * significand * 2^(unbiased - 24 + bias + mantissa_bits).  With a shift past 24
+	 * the value is below half a unit and rounds to zero; at 24 it lies in [1/2, 1)
+	 * units, where exactly 1/2 is a tie that goes to the even zero.  A carry up to
+	 * 1 << mantissa_bits is the smallest normal, correct.
+	 */
+	unsigned shift = (unsigned)(24 - format->bias - (int32_t)mantissa_bits - unbiased);
+
+	if (shift > 24)
+		return sign;
+	return sign | (uint8_t)ndet_shift_right_round_even(significand, shift);
+}
+
+float ndet_fp8_e4m3_to_float(uint8_t bits)
+{
+	return ndet_fp8_to_float(bits, &ndet_fp8_e4m3);
+}
+
+uint8_t ndet_float_to_fp8_e4m3(float value)
+{
+	return ndet_float_to_fp8(value, &ndet_fp8_e4m3);
+}
+
+float ndet_fp8_e5m2_to_float(uint8_t bits)
+{
+	return ndet_fp8_to_float(bits, &ndet_fp8_e5m2);
+}
+
+uint8_t ndet_float_to_fp8_e5m2(float value)
+{
+	return ndet_float_to_fp8(value, &ndet_fp8_e5m2);
+}
+
+/*
  * Operators, one set per accumulation type.  min/max look only at values, never at
  * operand positions, so the bits of the result do not depend on operand order.
  */
@@ -294,7 +428,7 @@ static double ndet_combine_double(double a, double b, ndet_op_t op)
 	return NAN;
 }
 
-/* Element i of one rank's input, widened exactly to f32 (f32, f16 and bf16 only). */
+/* Element i of one rank's input, widened exactly to f32 (every dtype but f64). */
 static float ndet_load_float(const void *input, ndet_dtype_t dtype, size_t i)
 {
 	switch (dtype) {
@@ -302,6 +436,10 @@ static float ndet_load_float(const void *input, ndet_dtype_t dtype, size_t i)
 		return ndet_half_to_float(((const uint16_t *)input)[i]);
 	case NDET_DTYPE_BF16:
 		return ndet_bfloat16_to_float(((const uint16_t *)input)[i]);
+	case NDET_DTYPE_F8E4M3:
+		return ndet_fp8_e4m3_to_float(((const uint8_t *)input)[i]);
+	case NDET_DTYPE_F8E5M2:
+		return ndet_fp8_e5m2_to_float(((const uint8_t *)input)[i]);
 	default:
 		return ((const float *)input)[i];
 	}
@@ -317,9 +455,35 @@ static void ndet_store_float(void *output, ndet_dtype_t dtype, size_t i, float v
 	case NDET_DTYPE_BF16:
 		((uint16_t *)output)[i] = ndet_float_to_bfloat16(value);
 		break;
+	case NDET_DTYPE_F8E4M3:
+		((uint8_t *)output)[i] = ndet_float_to_fp8_e4m3(value);
+		break;
+	case NDET_DTYPE_F8E5M2:
+		((uint8_t *)output)[i] = ndet_float_to_fp8_e5m2(value);
+		break;
 	default:
 		((float *)output)[i] = value;
 		break;
+	}
+}
+
+/*
+ * `value` rounded to the storage type and widened back: what a node of
+ * ndet_reference_allreduce_node_rounded passes on.
+ */
+static float ndet_round_float(float value, ndet_dtype_t dtype)
+{
+	switch (dtype) {
+	case NDET_DTYPE_F16:
+		return ndet_half_to_float(ndet_float_to_half(value));
+	case NDET_DTYPE_BF16:
+		return ndet_bfloat16_to_float(ndet_float_to_bfloat16(value));
+	case NDET_DTYPE_F8E4M3:
+		return ndet_fp8_e4m3_to_float(ndet_float_to_fp8_e4m3(value));
+	case NDET_DTYPE_F8E5M2:
+		return ndet_fp8_e5m2_to_float(ndet_float_to_fp8_e5m2(value));
+	default:
+		return value;
 	}
 }
 
@@ -333,18 +497,22 @@ static int ndet_tree_left_size(int m)
 	return p;
 }
 
-/* The contract's T(lo, m) for element i. */
+/*
+ * The contract's T(lo, m) for element i; with round_nodes, every node's result is
+ * rounded to the storage type (the tests' counterexample, never the contract).
+ */
 static float ndet_tree_float(const void *const *inputs, int lo, int m, size_t i, ndet_dtype_t dtype,
-			     ndet_op_t op)
+			     ndet_op_t op, bool round_nodes)
 {
 	if (m == 1)
 		return ndet_load_float(inputs[lo], dtype, i);
 
 	int p = ndet_tree_left_size(m);
-	float left = ndet_tree_float(inputs, lo, p, i, dtype, op);
-	float right = ndet_tree_float(inputs, lo + p, m - p, i, dtype, op);
+	float left = ndet_tree_float(inputs, lo, p, i, dtype, op, round_nodes);
+	float right = ndet_tree_float(inputs, lo + p, m - p, i, dtype, op, round_nodes);
+	float value = ndet_combine_float(left, right, op);
 
-	return ndet_combine_float(left, right, op);
+	return round_nodes ? ndet_round_float(value, dtype) : value;
 }
 
 static double ndet_tree_double(const void *const *inputs, int lo, int m, size_t i, ndet_op_t op)
@@ -394,14 +562,24 @@ static bool ndet_arguments_valid(const void *const *inputs, int nranks, const vo
 	return true;
 }
 
+/* The orders the reference evaluates: only the tree is the contract. */
+enum ndet_reference_order {
+	NDET_ORDER_TREE,
+	NDET_ORDER_SEQUENTIAL,
+	NDET_ORDER_TREE_NODE_ROUNDED,
+};
+
 /*
  * Element i reads every input before it writes output[i], so an output that is one
  * of the inputs is fine.
  */
 static ndet_status_t ndet_reference_reduce(const void *const *inputs, int nranks, void *output,
 					   size_t count, ndet_dtype_t dtype, ndet_op_t op,
-					   bool tree)
+					   enum ndet_reference_order order)
 {
+	const bool tree = order != NDET_ORDER_SEQUENTIAL;
+	const bool round_nodes = order == NDET_ORDER_TREE_NODE_ROUNDED;
+
 	if (!ndet_arguments_valid(inputs, nranks, output, count, dtype, op))
 		return NDET_ERR_INVALID_ARGUMENT;
 
@@ -417,7 +595,7 @@ static ndet_status_t ndet_reference_reduce(const void *const *inputs, int nranks
 		return NDET_OK;
 	}
 	for (size_t i = 0; i < count; i++) {
-		float value = tree ? ndet_tree_float(inputs, 0, nranks, i, dtype, op)
+		float value = tree ? ndet_tree_float(inputs, 0, nranks, i, dtype, op, round_nodes)
 				   : ndet_sequential_float(inputs, nranks, i, dtype, op);
 
 		/* n is exact in f32 for any n below 2^24. */
@@ -431,14 +609,23 @@ static ndet_status_t ndet_reference_reduce(const void *const *inputs, int nranks
 ndet_status_t ndet_reference_allreduce(const void *const *inputs, int nranks, void *output,
 				       size_t count, ndet_dtype_t dtype, ndet_op_t op)
 {
-	return ndet_reference_reduce(inputs, nranks, output, count, dtype, op, true);
+	return ndet_reference_reduce(inputs, nranks, output, count, dtype, op, NDET_ORDER_TREE);
 }
 
 ndet_status_t ndet_reference_allreduce_sequential(const void *const *inputs, int nranks,
 						  void *output, size_t count, ndet_dtype_t dtype,
 						  ndet_op_t op)
 {
-	return ndet_reference_reduce(inputs, nranks, output, count, dtype, op, false);
+	return ndet_reference_reduce(inputs, nranks, output, count, dtype, op,
+				     NDET_ORDER_SEQUENTIAL);
+}
+
+ndet_status_t ndet_reference_allreduce_node_rounded(const void *const *inputs, int nranks,
+						    void *output, size_t count, ndet_dtype_t dtype,
+						    ndet_op_t op)
+{
+	return ndet_reference_reduce(inputs, nranks, output, count, dtype, op,
+				     NDET_ORDER_TREE_NODE_ROUNDED);
 }
 
 ndet_status_t ndet_reference_reduce_scatter(const void *const *inputs, int nranks, int rank,

@@ -78,6 +78,13 @@ typedef ndet_status_t (*ndet_setup_allgather_fn)(void *context, int count, void 
 
 /* Flags a rank publishes (ndet_setup_payload.flags). */
 #define NDET_SETUP_FLAG_STRICT 0x1u /* NCCL_DET_STRICT=1 on that rank */
+/*
+ * fp8: the rank's GPU is sm_90 or newer (NCCL reduces fp8 nowhere else: below, it
+ * returns ncclInvalidArgument), and this build's fp8 kernels load on it
+ * (ndet_kernel_fp8_check).  Set by the engine (ndet_engine.c), not by settings.
+ */
+#define NDET_SETUP_FLAG_SM90 0x2u
+#define NDET_SETUP_FLAG_FP8  0x4u
 
 struct ndet_setup_member {
 	/* in */

@@ -46,6 +46,8 @@ static void fuzz_facts(const uint8_t *bytes, struct ndet_eligibility_facts *fact
 	facts->state = (ndet_comm_state_t)(bytes[13] % NDET_COMM_STATE_COUNT);
 	facts->strict = (bytes[14] & 1) != 0;
 	facts->invalid_pointers = (bytes[14] & 2) != 0;
+	facts->sm90 = (bytes[14] & 4) != 0;
+	facts->fp8 = (bytes[14] & 8) != 0;
 	facts->nccl_version =
 		fuzz_versions[bytes[15] % (sizeof(fuzz_versions) / sizeof(fuzz_versions[0]))];
 	/* Collective (out of range sometimes), root (negative sometimes), size, registry. */
@@ -76,14 +78,22 @@ static bool fuzz_same(const struct ndet_eligibility *a, const struct ndet_eligib
 	return true;
 }
 
-/* A built-in op, or a PreMulSum op the communicator made for this datatype. */
-static bool fuzz_supported_float(const struct ndet_eligibility_facts *facts)
+/*
+ * A floating-point type nccl-det reduces (fp8, 10 and 11, where the NCCL release has
+ * it), with a built-in op or a PreMulSum op the communicator made for this datatype.
+ * fp8_facts: fp8 only where every GPU is sm_90+ and runs our fp8 kernels (what a
+ * READY communicator also needs; a poisoned one fails every such call).
+ */
+static bool fuzz_supported_float(const struct ndet_eligibility_facts *facts, bool fp8_facts)
 {
 	const int datatype = (int)facts->datatype, op = (int)facts->op;
 	const bool premul = op >= (int)ncclNumOps && facts->premul_known &&
 			    facts->premul_datatype == facts->datatype;
+	const bool fp8 = (datatype == 10 || datatype == 11) &&
+			 (facts->nccl_version == 0 || facts->nccl_version >= 22400) &&
+			 (!fp8_facts || (facts->sm90 && facts->fp8));
 	return (datatype == ncclFloat32 || datatype == ncclFloat16 || datatype == ncclBfloat16 ||
-		datatype == ncclFloat64) &&
+		datatype == ncclFloat64 || fp8) &&
 	       ((op >= ncclSum && op <= ncclAvg) || premul);
 }
 
@@ -127,7 +137,7 @@ static void fuzz_check(const struct ndet_eligibility_facts *facts)
 	    (decision.action != NDET_ACTION_FORWARD || decision.reason != NDET_FALLBACK_INVALID))
 		fuzz_fail("collective", "an invalid root or collective not forwarded");
 
-	const bool supported = fuzz_supported_float(facts);
+	const bool supported = fuzz_supported_float(facts, true);
 	switch (decision.action) {
 	case NDET_ACTION_DIVERT:
 		if (facts->state != NDET_COMM_READY || !supported || facts->invalid_pointers ||
@@ -150,7 +160,7 @@ static void fuzz_check(const struct ndet_eligibility_facts *facts)
 			fuzz_fail("REFUSE", "without an agreed strict floating-point fallback");
 		break;
 	case NDET_ACTION_FAIL:
-		if (facts->state != NDET_COMM_POISONED || !supported)
+		if (facts->state != NDET_COMM_POISONED || !fuzz_supported_float(facts, false))
 			fuzz_fail("FAIL", "on a communicator that is not poisoned");
 		break;
 	case NDET_ACTION_FORWARD:
@@ -158,6 +168,11 @@ static void fuzz_check(const struct ndet_eligibility_facts *facts)
 			fuzz_fail("FORWARD", "without a reason");
 		break;
 	}
+	/* fp8 below sm_90 on a set-up communicator: NCCL's ncclInvalidArgument. */
+	if (((int)facts->datatype == 10 || (int)facts->datatype == 11) &&
+	    facts->state == NDET_COMM_READY && !facts->sm90 &&
+	    (decision.action != NDET_ACTION_FORWARD || decision.reason != NDET_FALLBACK_INVALID))
+		fuzz_fail("fp8", "below sm_90 not left to NCCL");
 	/* What NCCL rejects is NCCL's to answer, in every state. */
 	if ((facts->invalid_pointers || (int)facts->op < 0 || (int)facts->datatype < 0) &&
 	    (decision.action != NDET_ACTION_FORWARD || decision.reason != NDET_FALLBACK_INVALID))
@@ -199,6 +214,8 @@ const struct fuzz_seed fuzz_seeds[] = {
 	FUZZ_SEED("\x09\0\0\0\x04\0\0\0\x61\0\0\0\0\x00\x01\x04\0\0"),     /* bf16 avg PENDING */
 	FUZZ_SEED("\x07\0\0\0\x05\0\0\0\x61\0\0\0\0\x01\x01\x04\0\0"),     /* PreMulSum strict */
 	FUZZ_SEED("\x0a\0\0\0\0\0\0\0\x61\0\0\0\0\x00\x01\x01\0\0"),       /* fp8, pending, 2.21 */
+	FUZZ_SEED("\x0a\0\0\0\0\0\0\0\x61\0\0\0\0\x01\x0c\x04\0\0"),       /* fp8, ready, sm90 + code */
+	FUZZ_SEED("\x0b\0\0\0\0\0\0\0\x61\0\0\0\0\x01\x05\x04\0\0"),       /* e5m2, no fp8 code, strict */
 	FUZZ_SEED("\x02\0\0\0\0\0\0\0\x61\0\0\0\0\x03\x00\x04\0\0"),       /* int32 poisoned */
 	FUZZ_SEED("\xff\xff\xff\xff\0\0\0\0\x61\0\0\0\0\x01\0\x04\x01\0"), /* datatype -1 */
 	FUZZ_SEED("\x07\0\0\0\x00\0\0\x80\x61\0\0\0\0\x01\0\x04\x02\0"),   /* op INT_MIN */

@@ -62,8 +62,10 @@ void ndet_divert_fixture_stop(const char *log_path, const char *trace_path)
 
 ncclDataType_t ndet_divert_nccl_type(ndet_dtype_t dtype)
 {
-	static const ncclDataType_t types[NDET_DTYPE_COUNT] = {ncclFloat32, ncclFloat16,
-							       ncclBfloat16, ncclFloat64};
+	/* fp8 by number (NCCL >= 2.24's 10 and 11), so any nccl.h builds this. */
+	static const ncclDataType_t types[NDET_DTYPE_COUNT] = {
+		ncclFloat32, ncclFloat16, ncclBfloat16, ncclFloat64, (ncclDataType_t)10,
+		(ncclDataType_t)11};
 	return types[dtype];
 }
 

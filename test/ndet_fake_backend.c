@@ -69,6 +69,8 @@ static struct ndet_fake_pool *ndet_fake_quarantine;
 static struct ndet_fake_backend_counters ndet_fake_counts;
 static int ndet_fake_version_rank = -1; /* ndet_fake_backend_set_library_version */
 static uint32_t ndet_fake_version;
+static int ndet_fake_gpu_rank = -1; /* ndet_fake_backend_set_gpu */
+static uint32_t ndet_fake_gpu_flags;
 static int ndet_fake_spin_rank = -1; /* ndet_fake_backend_spin_rank */
 /* Per-rank "processes" that ended (ndet_fake_backend_end_process): their pids. */
 static uint64_t ndet_fake_ended[NDET_MAX_RANKS];
@@ -273,6 +275,18 @@ static void ndet_fake_prepare(void *member, struct ndet_setup_payload *payload)
 	pthread_mutex_lock(&ndet_fake_lock);
 	if (ndet_fake_version_rank == config->rank)
 		payload->library_version = ndet_fake_version;
+	/*
+	 * The GPU a fake rank stands for: sm_90 with our fp8 kernels, as the engine
+	 * would publish it (ndet_engine.c), unless FAKE_CUDA_MAJOR names an older GPU
+	 * for every rank or ndet_fake_backend_set_gpu another for one rank.
+	 */
+	const char *major = getenv("FAKE_CUDA_MAJOR");
+	uint32_t gpu = major != NULL && atoi(major) > 0 && atoi(major) < 9
+			       ? 0u
+			       : NDET_SETUP_FLAG_SM90 | NDET_SETUP_FLAG_FP8;
+	if (ndet_fake_gpu_rank == config->rank)
+		gpu = ndet_fake_gpu_flags;
+	payload->flags |= gpu;
 	pthread_mutex_unlock(&ndet_fake_lock);
 }
 
@@ -892,6 +906,7 @@ void ndet_fake_backend_reset(void)
 	ndet_fake_quarantine = NULL;
 	memset(&ndet_fake_counts, 0, sizeof(ndet_fake_counts));
 	ndet_fake_version_rank = -1;
+	ndet_fake_gpu_rank = -1;
 	ndet_fake_spin_rank = -1;
 	pthread_mutex_unlock(&ndet_fake_lock);
 	ndet_resources_reset_for_testing();
@@ -901,6 +916,14 @@ void ndet_fake_backend_reset(void)
 		free(pool);
 		pool = next;
 	}
+}
+
+void ndet_fake_backend_set_gpu(int rank, bool sm90, bool fp8)
+{
+	pthread_mutex_lock(&ndet_fake_lock);
+	ndet_fake_gpu_rank = rank;
+	ndet_fake_gpu_flags = (sm90 ? NDET_SETUP_FLAG_SM90 : 0u) | (fp8 ? NDET_SETUP_FLAG_FP8 : 0u);
+	pthread_mutex_unlock(&ndet_fake_lock);
 }
 
 void ndet_fake_backend_set_error(void *engine, uint32_t kernel_error)

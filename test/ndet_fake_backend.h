@@ -54,6 +54,7 @@
 #ifndef NDET_FAKE_BACKEND_H_
 #define NDET_FAKE_BACKEND_H_
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ndet_backend.h"
@@ -102,6 +103,13 @@ void ndet_fake_backend_spin_rank(int rank);
  * by ndet_fake_backend_reset.
  */
 void ndet_fake_backend_set_library_version(int rank, uint32_t version);
+
+/*
+ * Setups from now on: `rank` of every communicator stands for a GPU that is (not)
+ * sm_90+ and does (not) run our fp8 kernels (every other rank: sm_90 with them, or
+ * what FAKE_CUDA_MAJOR says); rank -1: none.  Reset by ndet_fake_backend_reset.
+ */
+void ndet_fake_backend_set_gpu(int rank, bool sm90, bool fp8);
 
 /*
  * With FAKE_BACKEND_PROCESS_PER_RANK=1: the "process" of `rank` (of every

@@ -413,6 +413,26 @@ void fake_cuda_set_no_kernel_image(bool on)
 	__atomic_store_n(&fake_no_kernel_image, on, __ATOMIC_RELAXED);
 }
 
+static bool fake_no_fp8_image; /* fake_cuda_set_no_fp8_image */
+static int fake_major;         /* fake_cuda_set_major; 0: FAKE_CUDA_MAJOR, else 9 */
+
+void fake_cuda_set_no_fp8_image(bool on)
+{
+	__atomic_store_n(&fake_no_fp8_image, on, __ATOMIC_RELAXED);
+}
+
+void fake_cuda_set_major(int major)
+{
+	__atomic_store_n(&fake_major, major, __ATOMIC_RELAXED);
+}
+
+int ndet_kernel_fp8_check(void)
+{
+	return __atomic_load_n(&fake_no_fp8_image, __ATOMIC_RELAXED)
+		       ? (int)cudaErrorNoKernelImageForDevice
+		       : (int)cudaSuccess;
+}
+
 int ndet_kernel_device_check(void)
 {
 	return __atomic_load_n(&fake_no_kernel_image, __ATOMIC_RELAXED)
@@ -499,6 +519,8 @@ void fake_cuda_reset(void)
 	fake_unloading = false;
 	fake_fail_malloc_bytes = 0;
 	fake_no_kernel_image = false;
+	fake_no_fp8_image = false;
+	fake_major = 0;
 	fake_claimed = NULL;
 	fake_log_count = 0;
 	fake_next_id = 1;
@@ -679,7 +701,11 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 		return fake_result(cudaErrorInvalidDevice);
 	memset(prop, 0, sizeof(*prop));
 	prop->uuid.bytes[0] = (char)(device + 1);
-	prop->major = 9;
+	prop->major = __atomic_load_n(&fake_major, __ATOMIC_RELAXED);
+	if (prop->major == 0) {
+		const char *text = getenv("FAKE_CUDA_MAJOR");
+		prop->major = text != NULL && atoi(text) > 0 ? atoi(text) : 9;
+	}
 	prop->multiProcessorCount = __atomic_load_n(&fake_sm_count, __ATOMIC_RELAXED);
 	return cudaSuccess;
 }

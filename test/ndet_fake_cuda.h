@@ -111,6 +111,16 @@ void fake_cuda_set_unloading(bool on);
  * the build's targets leave out); fake_cuda_reset clears it. */
 void fake_cuda_set_no_kernel_image(bool on);
 
+/* ndet_kernel_fp8_check says the build has no fp8 kernel image for the device;
+ * fake_cuda_reset clears it. */
+void fake_cuda_set_no_fp8_image(bool on);
+
+/*
+ * The compute capability major of every fake device (0, the default again after
+ * fake_cuda_reset: $FAKE_CUDA_MAJOR, else 9).
+ */
+void fake_cuda_set_major(int major);
+
 /* From now on cudaMalloc of exactly `bytes` bytes fails (0: none; fake_cuda_reset clears it). */
 void fake_cuda_fail_malloc_of(size_t bytes);
 

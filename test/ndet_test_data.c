@@ -22,18 +22,38 @@ struct ndet_test_layout {
 	int wide_min, wide_max;
 	int large_min, large_max;
 	int small_min, small_max;
+	/*
+	 * E4M3 ("FN"): no infinities, and the exponent all ones is a normal number
+	 * except S.1111.111, the one NaN.
+	 */
+	int no_infinity;
 };
 
 /*
  * Ranges.  wide: sums of 16 values stay finite.  large/small: for the accumulation
  * type's precision p (24 bits, 53 for f64) part of the small range lies below
  * large * 2^-p, where the large partial sums absorb it, and part above.
+ *
+ * fp8 (accumulated in f32):
+ * f8e4m3: f32 sums of e4m3 values are exact, so no order absorbs anything; what the
+ *   data must show instead is a rounding to e4m3 at every node (4 significant bits),
+ *   which absorbs small values below large * 2^-4.  wide: 16 x 15 <= 448.  large
+ *   stops at 2^7 so that no value is the NaN pattern 0x7f (2^8 x 1.875).
+ * f8e5m2: large 2^12 ... 2^15, so large * 2^-24 is 2^-12 ... 2^-9; small from the
+ *   smallest subnormal 2^-16 up to 2^-9 (just above every large * 2^-24), so part of
+ *   it vanishes next to large in f32 and part survives.  The sum left after the
+ *   cancellation is then made of values of a few neighbouring exponents, and what
+ *   one order absorbs moves its 3 significant bits: the orders differ in about 13 %
+ *   of the elements or more for every n of 4 ... 16 (a small range reaching up to
+ *   2^-6 gave 7 %).  wide: 16 x 3584 = 57344.
  */
 static const struct ndet_test_layout ndet_test_layouts[NDET_DTYPE_COUNT] = {
     [NDET_DTYPE_F32] = {4, 23, 8, 127, -30, 30, 20, 30, -20, 5},
     [NDET_DTYPE_F16] = {2, 10, 5, 15, -20, 10, 9, 10, -24, -4},
     [NDET_DTYPE_BF16] = {2, 7, 8, 127, -30, 30, 20, 30, -20, 5},
     [NDET_DTYPE_F64] = {8, 52, 11, 1023, -60, 60, 50, 60, -20, 10},
+    [NDET_DTYPE_F8E4M3] = {1, 3, 4, 7, -9, 3, 5, 7, -9, 3, 1},
+    [NDET_DTYPE_F8E5M2] = {1, 2, 5, 15, -16, 11, 12, 15, -16, -9, 0},
 };
 
 /* Hash lanes: separate streams for the shared per-element draws. */
@@ -107,6 +127,31 @@ static uint64_t ndet_test_special(const struct ndet_test_layout *layout, uint64_
 	uint64_t mantissa_mask = ndet_test_mantissa_mask(layout);
 	uint64_t quiet = 1ull << (layout->mantissa_bits - 1);
 
+	if (layout->no_infinity) {
+		/*
+		 * E4M3: exponent_mask is the normal number 256 and there is no inf;
+		 * largest finite in place of inf, the one NaN pattern for both NaNs.
+		 */
+		uint64_t largest = exponent_mask | (mantissa_mask - 1);
+
+		switch ((hash >> 1) % 8) {
+		case 0:
+			return largest;
+		case 1:
+			return ndet_test_sign_bit(layout) | largest;
+		case 2:
+		case 3:
+			return sign | exponent_mask | mantissa_mask; /* NaN */
+		case 4:
+			return sign;
+		case 5:
+			return sign | 1;
+		case 6:
+			return sign | (((hash >> 8) & mantissa_mask) | 1);
+		default:
+			return sign | largest;
+		}
+	}
 	switch ((hash >> 1) % 8) {
 	case 0:
 		return exponent_mask; /* +inf */
@@ -134,6 +179,9 @@ static void ndet_test_store(const struct ndet_test_layout *layout, void *buffer,
 	unsigned char *target = (unsigned char *)buffer + index * layout->size;
 
 	switch (layout->size) {
+	case 1:
+		*target = (unsigned char)bits;
+		break;
 	case 2: {
 		uint16_t value = (uint16_t)bits;
 
@@ -224,6 +272,8 @@ uint64_t ndet_test_element_bits(ndet_dtype_t dtype, const void *buffer, size_t i
 	const unsigned char *source = (const unsigned char *)buffer + index * layout->size;
 
 	switch (layout->size) {
+	case 1:
+		return *source;
 	case 2: {
 		uint16_t value;
 
@@ -254,6 +304,10 @@ int ndet_test_element_is_nan(ndet_dtype_t dtype, const void *buffer, size_t inde
 	uint64_t bits = ndet_test_element_bits(dtype, buffer, index);
 	uint64_t exponent_mask = ndet_test_exponent_mask(layout);
 
+	/* E4M3: only S.1111.111; its other all-ones exponents are numbers. */
+	if (layout->no_infinity)
+		return (bits & ~ndet_test_sign_bit(layout)) ==
+		       (exponent_mask | ndet_test_mantissa_mask(layout));
 	return (bits & exponent_mask) == exponent_mask &&
 	       (bits & ndet_test_mantissa_mask(layout)) != 0;
 }
@@ -270,8 +324,13 @@ double ndet_test_element_to_double(ndet_dtype_t dtype, const void *buffer, size_
 	double sign = (bits & ndet_test_sign_bit(layout)) ? -1.0 : 1.0;
 	int mantissa_bits = (int)layout->mantissa_bits;
 
-	if (exponent_field == (1ull << layout->exponent_bits) - 1)
-		return fraction == 0 ? sign * INFINITY : NAN;
+	if (exponent_field == (1ull << layout->exponent_bits) - 1) {
+		if (!layout->no_infinity)
+			return fraction == 0 ? sign * INFINITY : NAN;
+		if (fraction == ndet_test_mantissa_mask(layout))
+			return NAN;
+		/* E4M3: a normal number, 256 ... 448. */
+	}
 	if (exponent_field == 0)
 		return sign * ldexp((double)fraction, 1 - layout->bias - mantissa_bits);
 	return sign * ldexp((double)((1ull << mantissa_bits) | fraction),

@@ -30,7 +30,11 @@ extern "C" {
  */
 #define NDET_TEST_DATA_CANCEL 0x1u
 
-/* About one element in 32 of each rank is inf, NaN, +-0, a subnormal or the largest finite. */
+/*
+ * About one element in 32 of each rank is inf, NaN, +-0, a subnormal or the largest
+ * finite.  f8e4m3 has no inf: the largest finite (+-448) stands in for it, and its
+ * NaN is 0x7f/0xff only.
+ */
 #define NDET_TEST_DATA_SPECIALS 0x2u
 
 /*
@@ -52,7 +56,7 @@ void ndet_test_fill_rank(ndet_dtype_t dtype, void *buffer, size_t first_index, s
 /* Bits of element `index` (zero-extended). */
 uint64_t ndet_test_element_bits(ndet_dtype_t dtype, const void *buffer, size_t index);
 
-/* Element `index` as a double (exact for every dtype here). */
+/* Element `index` as a double (exact for every dtype here, fp8 included). */
 double ndet_test_element_to_double(ndet_dtype_t dtype, const void *buffer, size_t index);
 
 /* Is element `index` a NaN (any payload)? */

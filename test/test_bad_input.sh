@@ -64,4 +64,20 @@ for mode in NCCL_CHECK_POINTERS=0 NCCL_CHECK_POINTERS=1 NCCL_CHECK_MODE=DEBUG_LO
 		;;
 	esac
 done
+# fp8 is a valid call on sm_90 GPUs (the fake NCCL's and fake CUDA's default; that
+# nccl-det diverts it there, test_divert shows) ...
+expect NCCL_CHECK_POINTERS=0 "datatype fp8 e4m3" "codes 0 0"
+# ... and below sm_90 NCCL refuses fp8 reductions (ncclInvalidArgument): nccl-det
+# leaves them to NCCL, which says so on every rank (nccl-det's engine would succeed).
+sm80="FAKE_NCCL_SM=80 FAKE_CUDA_MAJOR=8"
+# shellcheck disable=SC2086 # a list of assignments
+run sm80-plain $sm80
+# shellcheck disable=SC2086
+run sm80-enabled $sm80 LD_PRELOAD="$fake_shim_preload" NCCL_DET_ENABLE=1
+same_file "$scratch/sm80-plain.out" "$scratch/sm80-enabled.out" \
+	"sm_80: nccl-det returned other codes than NCCL"
+grep -F "datatype fp8 e4m3" "$scratch/sm80-plain.out" | grep -q -F "codes 4 4" ||
+	fail "sm_80: the fake NCCL did not refuse fp8"
+grep -q -F 'valid all-reduce (control): diverted 1 1' "$scratch/sm80-enabled.err" ||
+	fail "sm_80: the communicators were not diverted"
 echo "PASS: $(wc -l <"$scratch/NCCL_CHECK_POINTERS=0-plain.out") bad calls give NCCL's codes with nccl-det absent, disabled and enabled, pointer checks off and on"

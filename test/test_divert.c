@@ -195,11 +195,10 @@ static void test_thread_per_rank_tree_results(void **state)
 					data.dtype, data.nccl[0], data.tree, COUNT, NULL);
 				/*
 				 * n = 3: the tree (0+1)+2 is rank order, so f32 and f64 sums
-				 * agree with NCCL's; f16 and bf16 still differ (the fake
+				 * agree with NCCL's; f16, bf16 and fp8 still differ (the fake
 				 * rounds every step, the tree once).  n = 4 differs in all.
 				 */
-				bool rounds_once =
-					dtype == NDET_DTYPE_F16 || dtype == NDET_DTYPE_BF16;
+				bool rounds_once = dtype != NDET_DTYPE_F32 && dtype != NDET_DTYPE_F64;
 				if ((op == NDET_OP_SUM || op == NDET_OP_AVG) &&
 				    (nranks == 4 || rounds_once)) {
 					/* A visible share, else the data could not catch a wrong
@@ -216,7 +215,7 @@ static void test_thread_per_rank_tree_results(void **state)
 			}
 		}
 	}
-	assert_int_equal(discriminating, 2 * NDET_DTYPE_COUNT + 2 * 2);
+	assert_int_equal(discriminating, 2 * NDET_DTYPE_COUNT + 2 * (NDET_DTYPE_COUNT - 2));
 	struct ndet_fake_backend_counters counters;
 	ndet_fake_backend_counters(&counters);
 	assert_int_equal(counters.engines_created, (3 + 4) * NDET_DTYPE_COUNT * NDET_OP_COUNT);
@@ -837,6 +836,66 @@ static void test_strict(void **state)
 	assert_int_equal(ncclCommDestroy(comm), ncclSuccess);
 }
 
+/*
+ * fp8 where not every GPU runs our fp8 kernels: one rank without them sends fp8 to
+ * NCCL on every rank, one WARN each, and strict mode refuses it; one rank below sm_90
+ * sends it to NCCL silently (NCCL's answer: below sm_90 NCCL refuses fp8 itself,
+ * test_bad_input.sh).  f32 stays diverted on those communicators.
+ */
+static void test_fp8_without_kernels(void **state)
+{
+	(void)state;
+	for (int mode = 0; mode < 3; mode++) {
+		ndet_fake_backend_reset();
+		const bool strict = mode == 2;
+		if (strict)
+			assert_int_equal(setenv("NCCL_DET_STRICT", "1", 1), 0);
+		else
+			unsetenv("NCCL_DET_STRICT");
+		ndet_divert_settings_changed();
+		/* mode 0: rank 1 below sm_90; 1 and 2: rank 1 without our fp8 code */
+		ndet_fake_backend_set_gpu(1, mode != 0, false);
+		ncclComm_t comms[3] = {NULL};
+		static uint8_t fp8[3][4];
+		static float values[3][4];
+		assert_int_equal(ncclCommInitAll(comms, 3, NULL), ncclSuccess);
+		for (int r = 0; r < 3; r++)
+			for (int i = 0; i < 4; i++) {
+				fp8[r][i] = 0x38; /* e4m3 1.0 */
+				values[r][i] = 1.0f;
+			}
+		assert_int_equal(ncclGroupStart(), ncclSuccess);
+		for (int r = 0; r < 3; r++) {
+			assert_int_equal(ncclAllReduce(values[r], values[r], 4, ncclFloat32, ncclSum,
+						       comms[r], NULL),
+					 ncclSuccess);
+			assert_int_equal(ncclAllReduce(fp8[r], fp8[r], 4, (ncclDataType_t)10, ncclSum,
+						       comms[r], NULL),
+					 strict ? ncclInvalidUsage : ncclSuccess);
+		}
+		assert_int_equal(ncclGroupEnd(), ncclSuccess);
+		for (int r = 0; r < 3; r++) {
+			assert_true(values[r][0] == 3.0f);
+			if (!strict)
+				assert_int_equal(fp8[r][3], 0x44); /* 3.0, from NCCL */
+			struct ndet_comm_stats stats;
+			assert_true(ndet_comm_stats(comms[r], &stats));
+			assert_int_equal(stats.diverted_calls, 1);
+			const ndet_fallback_reason_t reason =
+				mode == 0 ? NDET_FALLBACK_INVALID : NDET_FALLBACK_DATATYPE;
+			assert_int_equal(stats.fallback_calls[reason], strict ? 0 : 1);
+			assert_int_equal(stats.refused_calls, strict ? 1 : 0);
+			assert_int_equal(ncclCommDestroy(comms[r]), ncclSuccess);
+		}
+		/* The log accumulates over the modes: none below sm_90, one per rank then. */
+		if (mode < 2)
+			assert_int_equal(ndet_divert_count_log("WARN", "fp8 kernels"),
+					 mode == 1 ? 3 : 0);
+	}
+	unsetenv("NCCL_DET_STRICT");
+	ndet_divert_settings_changed();
+}
+
 /* ------------------------------------------------------------------ forwarded calls */
 
 static void test_forwarded_and_no_op_calls(void **state)
@@ -1066,6 +1125,7 @@ int main(void)
 		cmocka_unit_test_setup(test_injected_failures, setup),
 		cmocka_unit_test_setup(test_memory_cap, setup),
 		cmocka_unit_test_setup(test_strict, setup),
+		cmocka_unit_test_setup(test_fp8_without_kernels, setup),
 		cmocka_unit_test_setup(test_forwarded_and_no_op_calls, setup),
 		cmocka_unit_test_setup(test_stats_report, setup),
 		cmocka_unit_test_setup(test_query, setup),

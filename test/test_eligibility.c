@@ -217,24 +217,84 @@ static void test_strict_is_agreed_first(void **state)
 	assert_int_equal(d.reason, NDET_FALLBACK_INTEGER);
 }
 
-/* fp8 exists from NCCL 2.24: a floating type nccl-det lacks; before, an invalid enum. */
+static struct ndet_eligibility decide_fp8(int datatype, ncclRedOp_t op, ndet_comm_state_t state,
+					  bool strict, int version, bool sm90, bool fp8)
+{
+	struct ndet_eligibility_facts facts = {
+		.datatype = (ncclDataType_t)datatype,
+		.op = op,
+		.count = 8,
+		.state = state,
+		.strict = strict,
+		.nccl_version = version,
+		.sm90 = sm90,
+		.fp8 = fp8,
+	};
+	return decide_full(&facts);
+}
+
+/*
+ * fp8 exists from NCCL 2.24 (before, an invalid enum).  Diverted where every rank's
+ * GPU is sm_90+ and runs our fp8 kernels (agreed facts); a GPU below sm_90 is NCCL's
+ * ncclInvalidArgument; sm_90+ without our fp8 code is a fallback strict mode refuses.
+ */
 static void test_fp8(void **state)
 {
 	(void)state;
+	const ndet_dtype_t dtypes[] = {NDET_DTYPE_F8E4M3, NDET_DTYPE_F8E5M2};
 	for (int datatype = 10; datatype <= 11; datatype++) {
-		struct ndet_eligibility d = decide((ncclDataType_t)datatype, ncclSum, 8,
-						   NDET_COMM_READY, false, NCCL_2_28);
+		for (size_t o = 0; o < COUNT_OF(builtin_ops); o++) {
+			for (int strict = 0; strict < 2; strict++) {
+				struct ndet_eligibility d =
+					decide_fp8(datatype, builtin_ops[o], NDET_COMM_READY,
+						   strict, NCCL_2_28, true, true);
+				assert_int_equal(d.action, NDET_ACTION_DIVERT);
+				assert_int_equal(d.dtype, dtypes[datatype - 10]);
+				assert_int_equal(d.op, builtin_ndet_ops[o]);
+				assert_true(d.floating);
+			}
+		}
+		struct ndet_eligibility d = decide_fp8(datatype, ncclSum, NDET_COMM_READY, false,
+						       NCCL_2_28, true, false);
 		assert_int_equal(d.action, NDET_ACTION_FORWARD);
 		assert_int_equal(d.reason, NDET_FALLBACK_DATATYPE);
 		assert_true(d.floating);
-		d = decide((ncclDataType_t)datatype, ncclSum, 8, NDET_COMM_READY, true, NCCL_2_28);
+		d = decide_fp8(datatype, ncclSum, NDET_COMM_READY, true, NCCL_2_28, true, false);
 		assert_int_equal(d.action, NDET_ACTION_REFUSE);
-		d = decide((ncclDataType_t)datatype, ncclSum, 8, NDET_COMM_READY, true, NCCL_2_21);
+		assert_int_equal(d.reason, NDET_FALLBACK_DATATYPE);
+		/* Below sm_90 NCCL refuses fp8 itself: its error, strict or not. */
+		for (int strict = 0; strict < 2; strict++) {
+			for (int fp8 = 0; fp8 < 2; fp8++) {
+				d = decide_fp8(datatype, ncclMax, NDET_COMM_READY, strict,
+					       NCCL_2_28, false, fp8);
+				assert_int_equal(d.action, NDET_ACTION_FORWARD);
+				assert_int_equal(d.reason, NDET_FALLBACK_INVALID);
+			}
+		}
+		/* Not set up yet: the agreed facts come from the setup. */
+		d = decide_fp8(datatype, ncclSum, NDET_COMM_PENDING, false, NCCL_2_28, false,
+			       false);
+		assert_int_equal(d.action, NDET_ACTION_SETUP);
+		d = decide_fp8(datatype, ncclSum, NDET_COMM_FALLBACK, false, NCCL_2_28, true, true);
+		assert_int_equal(d.action, NDET_ACTION_FORWARD);
+		assert_int_equal(d.reason, NDET_FALLBACK_COMMUNICATOR);
+		d = decide_fp8(datatype, ncclSum, NDET_COMM_POISONED, false, NCCL_2_28, true, true);
+		assert_int_equal(d.action, NDET_ACTION_FAIL);
+		d = decide_fp8(datatype, ncclSum, NDET_COMM_READY, true, NCCL_2_21, true, true);
 		assert_int_equal(d.action, NDET_ACTION_FORWARD);
 		assert_int_equal(d.reason, NDET_FALLBACK_INVALID);
-		/* Unknown runtime version: NCCL has the last word, nothing is refused. */
-		d = decide((ncclDataType_t)datatype, ncclSum, 8, NDET_COMM_READY, false, 0);
-		assert_int_equal(d.reason, NDET_FALLBACK_DATATYPE);
+		/* Unknown runtime version: NCCL has the last word. */
+		d = decide_fp8(datatype, ncclSum, NDET_COMM_READY, false, 0, true, true);
+		assert_int_equal(d.action, NDET_ACTION_DIVERT);
+	}
+	/* The fp8 facts change no other datatype's decision. */
+	for (size_t t = 0; t < COUNT_OF(floating_types); t++) {
+		for (int facts = 0; facts < 4; facts++) {
+			struct ndet_eligibility d =
+				decide_fp8((int)floating_types[t], ncclSum, NDET_COMM_READY, false,
+					   NCCL_2_28, facts & 1, facts & 2);
+			assert_int_equal(d.action, NDET_ACTION_DIVERT);
+		}
 	}
 }
 
@@ -351,7 +411,7 @@ static void test_collectives_share_the_table(void **state)
 		for (size_t o = 0; o < COUNT_OF(ops); o++) {
 			for (int premul = 0; premul < 3; premul++) {
 				for (int s = 0; s < NDET_COMM_STATE_COUNT; s++) {
-					for (int flags = 0; flags < 4; flags++) {
+					for (int flags = 0; flags < 16; flags++) {
 						struct ndet_eligibility_facts facts = {
 							.coll = NDET_COLL_ALLREDUCE,
 							.datatype = (ncclDataType_t)datatypes[t],
@@ -360,6 +420,8 @@ static void test_collectives_share_the_table(void **state)
 							.state = (ndet_comm_state_t)s,
 							.strict = (flags & 1) != 0,
 							.invalid_pointers = (flags & 2) != 0,
+							.sm90 = (flags & 4) != 0,
+							.fp8 = (flags & 8) != 0,
 							.nccl_version = NCCL_2_28,
 							.nranks = s == NDET_COMM_PENDING ? -1 : 4,
 							/* 0: unknown, 1: made for this type, 2:
@@ -387,9 +449,13 @@ static void test_collectives_share_the_table(void **state)
 			}
 		}
 	}
-	/* The table holds diverted calls of both kinds: 4 types x (5 ops + known PreMulSum x
-	 * 2 values) x 2 strict, and for f64 also the PreMulSum ops "made for another" f64. */
-	assert_int_equal(diverted, 4 * (5 * 3 + 2) * 2 + 2 * 2);
+	/*
+	 * The table holds diverted calls of both kinds: 4 types x (5 ops + known PreMulSum x
+	 * 2 values) x 2 strict, and for f64 also the PreMulSum ops "made for another" f64,
+	 * whatever the fp8 facts (4 values); the 2 fp8 types the same way, only where both
+	 * fp8 facts hold.
+	 */
+	assert_int_equal(diverted, 4 * (4 * (5 * 3 + 2) * 2 + 2 * 2) + 2 * (5 * 3 + 2) * 2);
 	assert_true(decisions > 1000);
 }
 

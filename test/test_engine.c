@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "ndet_engine.h"
+#include "ndet_setup.h"
 #include "ndet_fake_cuda.h"
 #include "gpu/ndet_gpu_sizes.h"
 #include "ndet_kernels.h"
@@ -1291,6 +1292,44 @@ static void test_setup_gpu_without_kernel_image(void **state)
 	}
 }
 
+/*
+ * fp8 is a fact of the setup, not a reason to fall back: every rank publishes whether
+ * its GPU is sm_90+ and runs our fp8 kernels, the ranks agree on the AND, and the
+ * engine is ready whatever the answer (f32 and the others still run).
+ */
+static void test_setup_fp8_flags(void **state)
+{
+	const struct {
+		int major;
+		bool no_fp8_image;
+		uint32_t flags;
+	} cases[] = {
+		{9, false, NDET_SETUP_FLAG_SM90 | NDET_SETUP_FLAG_FP8},
+		{10, false, NDET_SETUP_FLAG_SM90 | NDET_SETUP_FLAG_FP8},
+		{9, true, NDET_SETUP_FLAG_SM90},
+		{8, false, 0},
+		{8, true, 0},
+	};
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct group group;
+		reset(state);
+		group_init(&group, 3, false);
+		fake_cuda_set_major(cases[c].major);
+		fake_cuda_set_no_fp8_image(cases[c].no_fp8_image);
+		group_setup(&group);
+		for (int r = 0; r < 3; r++) {
+			assert_int_equal(group.results[r].status, NDET_OK);
+			assert_non_null(group.results[r].engine);
+			assert_int_equal(group.results[r].agreed_flags &
+						 (NDET_SETUP_FLAG_SM90 | NDET_SETUP_FLAG_FP8),
+					 cases[c].flags);
+		}
+		assert_int_equal(ndet_engine_destroy_group(group.engines, 3, true), NDET_OK);
+		assert_nothing_held();
+		group_fini(&group);
+	}
+}
+
 static void test_setup_gpu_too_small(void **state)
 {
 	(void)state;
@@ -1679,6 +1718,7 @@ int main(void)
 		cmocka_unit_test_setup(test_gpu_harness_sizes_reach_every_path, reset),
 		cmocka_unit_test_setup(test_setup_gpu_too_small, reset),
 		cmocka_unit_test_setup(test_setup_gpu_without_kernel_image, reset),
+		cmocka_unit_test_setup(test_setup_fp8_flags, reset),
 		cmocka_unit_test_setup(test_detach_threads, reset),
 		cmocka_unit_test_setup(test_detach_silent_peer_pending, reset),
 		cmocka_unit_test_setup(test_detach_dead_peer, reset),

@@ -47,8 +47,8 @@ static void test_plan_ll(void **state)
 	assert_int_equal(plan.chunk_elems, NDET_LL_BLOCK_BYTES / 4);
 	/* Inclusive, in bytes; every element in exactly one block. */
 	const ndet_dtype_t dtypes[] = {NDET_DTYPE_F32, NDET_DTYPE_F16, NDET_DTYPE_BF16,
-				       NDET_DTYPE_F64};
-	for (size_t d = 0; d < 4; d++) {
+				       NDET_DTYPE_F64, NDET_DTYPE_F8E4M3, NDET_DTYPE_F8E5M2};
+	for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
 		const uint64_t size = ndet_plan_dtype_size(dtypes[d]);
 		for (uint64_t count = 1; count <= 64 * 1024 / size; count += 997) {
 			p = params_of(count, dtypes[d], 8);

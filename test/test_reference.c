@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -171,6 +172,150 @@ static uint16_t slow_round_to_16(ndet_dtype_t dtype, float value)
 	return (uint16_t)(sign | pick);
 }
 
+/* ---------------------------------------------------------------- fp8 helpers */
+
+/*
+ * The two fp8 formats, described here independently of the library and of the test
+ * data: OCP E4M3 ("FN": no inf, NaN only S.1111.111) and OCP E5M2 (IEEE-like).
+ */
+struct fp8_spec {
+	ndet_dtype_t dtype;
+	int exponent_bits, mantissa_bits, bias;
+	uint8_t largest; /* largest finite magnitude pattern */
+	int has_infinity;
+	float (*decode)(uint8_t bits);
+	uint8_t (*encode)(float value);
+};
+
+static const struct fp8_spec fp8_specs[] = {
+    {NDET_DTYPE_F8E4M3, 4, 3, 7, 0x7e, 0, ndet_fp8_e4m3_to_float, ndet_float_to_fp8_e4m3},
+    {NDET_DTYPE_F8E5M2, 5, 2, 15, 0x7b, 1, ndet_fp8_e5m2_to_float, ndet_float_to_fp8_e5m2},
+};
+
+static const struct fp8_spec *fp8_spec_of(ndet_dtype_t dtype)
+{
+	return dtype == NDET_DTYPE_F8E4M3 ? &fp8_specs[0] : &fp8_specs[1];
+}
+
+/* sign * 2^(e - bias) * (1 + m / 2^k), straight from the definition, with pow(). */
+static double slow_fp8_value(const struct fp8_spec *f, uint8_t bits)
+{
+	int top = (1 << f->exponent_bits) - 1;
+	int all_mantissa = (1 << f->mantissa_bits) - 1;
+	int e = (bits >> f->mantissa_bits) & top;
+	int m = bits & all_mantissa;
+	double fraction = m / pow(2.0, f->mantissa_bits);
+	double magnitude;
+
+	if (f->has_infinity && e == top)
+		magnitude = m == 0 ? INFINITY : NAN;
+	else if (!f->has_infinity && e == top && m == all_mantissa)
+		magnitude = NAN;
+	else if (e == 0)
+		magnitude = pow(2.0, 1 - f->bias) * fraction;
+	else
+		magnitude = pow(2.0, e - f->bias) * (1 + fraction);
+	return (bits & 0x80) ? -magnitude : magnitude;
+}
+
+static int fp8_is_nan(ndet_dtype_t dtype, uint8_t bits)
+{
+	return isnan(slow_fp8_value(fp8_spec_of(dtype), bits));
+}
+
+/*
+ * Slow rounding of a float to fp8 from the definition: nearest of the non-negative
+ * finite values (decoded by the formula above), ties to the even pattern, the sign
+ * put back.  Saturating: with round-to-nearest every magnitude from the largest
+ * finite up (inf included) lands on the largest finite or would overflow, and
+ * overflow saturates to it as well.
+ */
+static uint8_t slow_round_to_fp8(ndet_dtype_t dtype, float value)
+{
+	const struct fp8_spec *f = fp8_spec_of(dtype);
+	uint8_t sign = signbit(value) ? 0x80 : 0;
+	double magnitude = fabs((double)value);
+
+	if (isnan(value))
+		return (uint8_t)(sign | 0x7f); /* a NaN in both formats */
+	if (isinf(value) && f->has_infinity)
+		return (uint8_t)(sign | (f->largest + 1));
+	if (magnitude >= slow_fp8_value(f, f->largest))
+		return (uint8_t)(sign | f->largest);
+
+	/* Largest pattern whose value is <= magnitude (values grow with the pattern). */
+	uint8_t low = 0;
+
+	while (slow_fp8_value(f, (uint8_t)(low + 1)) <= magnitude)
+		low++;
+
+	double below = slow_fp8_value(f, low);
+	double above = slow_fp8_value(f, (uint8_t)(low + 1));
+	uint8_t pick;
+
+	/* 2 * magnitude and below + above are exact in double. */
+	if (2 * magnitude < below + above)
+		pick = low;
+	else if (2 * magnitude > below + above)
+		pick = (uint8_t)(low + 1);
+	else
+		pick = (low & 1) ? (uint8_t)(low + 1) : low;
+	return (uint8_t)(sign | pick);
+}
+
+/* The value of a slowly rounded float, as a node of the per-node rounding passes it on. */
+static float slow_fp8_node(ndet_dtype_t dtype, float value)
+{
+	return (float)slow_fp8_value(fp8_spec_of(dtype), slow_round_to_fp8(dtype, value));
+}
+
+static void reduce_one_node_rounded(ndet_dtype_t dtype, ndet_op_t op, int nranks,
+				    const void *values, void *result)
+{
+	const void *inputs[64];
+	size_t size = ndet_dtype_size(dtype);
+
+	assert_true(nranks <= (int)ARRAY_SIZE(inputs));
+	for (int r = 0; r < nranks; r++)
+		inputs[r] = (const char *)values + (size_t)r * size;
+	assert_int_equal(
+	    ndet_reference_allreduce_node_rounded(inputs, nranks, result, 1, dtype, op),
+	    NDET_OK);
+}
+
+static uint8_t tree_8(ndet_dtype_t dtype, ndet_op_t op, int nranks, const uint8_t *values)
+{
+	uint8_t result;
+
+	reduce_one(dtype, op, nranks, values, &result, NULL);
+	return result;
+}
+
+/* Two ranks, one element each. */
+static uint8_t pair_8(ndet_dtype_t dtype, ndet_op_t op, uint8_t a, uint8_t b)
+{
+	const uint8_t values[2] = {a, b};
+
+	return tree_8(dtype, op, 2, values);
+}
+
+static uint8_t sequential_8(ndet_dtype_t dtype, ndet_op_t op, int nranks, const uint8_t *values)
+{
+	uint8_t tree, sequential;
+
+	reduce_one(dtype, op, nranks, values, &tree, &sequential);
+	return sequential;
+}
+
+static uint8_t node_rounded_8(ndet_dtype_t dtype, ndet_op_t op, int nranks,
+			      const uint8_t *values)
+{
+	uint8_t result;
+
+	reduce_one_node_rounded(dtype, op, nranks, values, &result);
+	return result;
+}
+
 static uint64_t next_random(uint64_t *state)
 {
 	/* xorshift64*: any fixed generator will do; only coverage matters. */
@@ -189,12 +334,23 @@ static void test_dtype_sizes_and_names(void **state)
 	assert_int_equal(ndet_dtype_size(NDET_DTYPE_F16), 2);
 	assert_int_equal(ndet_dtype_size(NDET_DTYPE_BF16), 2);
 	assert_int_equal(ndet_dtype_size(NDET_DTYPE_F64), 8);
+	assert_int_equal(ndet_dtype_size(NDET_DTYPE_F8E4M3), 1);
+	assert_int_equal(ndet_dtype_size(NDET_DTYPE_F8E5M2), 1);
 	assert_int_equal(ndet_dtype_size(NDET_DTYPE_COUNT), 0);
 	assert_int_equal(ndet_dtype_size((ndet_dtype_t)-1), 0);
 	assert_string_equal(ndet_dtype_name(NDET_DTYPE_F32), "f32");
 	assert_string_equal(ndet_dtype_name(NDET_DTYPE_F16), "f16");
 	assert_string_equal(ndet_dtype_name(NDET_DTYPE_BF16), "bf16");
 	assert_string_equal(ndet_dtype_name(NDET_DTYPE_F64), "f64");
+	assert_string_equal(ndet_dtype_name(NDET_DTYPE_F8E4M3), "f8e4m3");
+	assert_string_equal(ndet_dtype_name(NDET_DTYPE_F8E5M2), "f8e5m2");
+	/* Every dtype has a size and a name of its own. */
+	for (ndet_dtype_t dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+		assert_true(ndet_dtype_size(dtype) > 0);
+		assert_string_not_equal(ndet_dtype_name(dtype), "invalid-dtype");
+		for (ndet_dtype_t other = 0; other < dtype; other++)
+			assert_string_not_equal(ndet_dtype_name(dtype), ndet_dtype_name(other));
+	}
 	assert_non_null(ndet_dtype_name(NDET_DTYPE_COUNT));
 	assert_string_equal(ndet_op_name(NDET_OP_SUM), "sum");
 	assert_string_equal(ndet_op_name(NDET_OP_PROD), "prod");
@@ -544,6 +700,22 @@ static void test_f16_bf16_accumulate_in_f32_round_once(void **state)
 	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_MAX, 3, small), 0x4200);
 }
 
+/*
+ * n ranks' cancelling data with specials (seed 11) into rows of `row_bytes` at
+ * `data`, and inputs[r] pointing at row r.
+ */
+static void fill_cancelling_ranks(ndet_dtype_t dtype, void *data, size_t row_bytes, size_t count,
+				  int n, const void **inputs)
+{
+	for (int r = 0; r < n; r++) {
+		void *row = (char *)data + (size_t)r * row_bytes;
+
+		ndet_test_fill_rank(dtype, row, 0, count, 11, r, n,
+				    NDET_TEST_DATA_CANCEL | NDET_TEST_DATA_SPECIALS);
+		inputs[r] = row;
+	}
+}
+
 /* n = 5 written out as ((0+1)+(2+3))+4 in float, rounded by GCC (f16) or slowly (bf16). */
 static void test_f16_bf16_match_tree_expression(void **state)
 {
@@ -556,11 +728,7 @@ static void test_f16_bf16_match_tree_expression(void **state)
 		ndet_dtype_t dtype = dtypes[d];
 		const void *inputs[n];
 
-		for (int r = 0; r < n; r++) {
-			ndet_test_fill_rank(dtype, data[r], 0, count, 11, r, n,
-					    NDET_TEST_DATA_CANCEL | NDET_TEST_DATA_SPECIALS);
-			inputs[r] = data[r];
-		}
+		fill_cancelling_ranks(dtype, data, sizeof(data[0]), count, n, inputs);
 		assert_int_equal(
 		    ndet_reference_allreduce(inputs, n, result, count, dtype, NDET_OP_SUM),
 		    NDET_OK);
@@ -964,6 +1132,554 @@ static void test_float_to_bfloat16_matches_slow_reference(void **state)
 	assert_int_equal(ndet_float_to_bfloat16(float_from_bits(0x7f7fffffu)), 0x7f80);
 }
 
+/* ---------------------------------------------------------------- fp8 */
+
+/*
+ * All 256 patterns of each format decode to the formula's value (signed zeros, NaN
+ * and inf classes included), agree with the test data's decoding, and encode back to
+ * themselves (E5M2's inf too: only finite values saturate); NaN comes back NaN.
+ */
+static void test_fp8_decode_every_pattern(void **state)
+{
+	(void)state;
+	for (size_t k = 0; k < ARRAY_SIZE(fp8_specs); k++) {
+		const struct fp8_spec *f = &fp8_specs[k];
+		int nans = 0, infinities = 0;
+		double previous = -1;
+
+		for (uint32_t b = 0; b <= 0xff; b++) {
+			uint8_t bits = (uint8_t)b;
+			double slow = slow_fp8_value(f, bits);
+			float value = f->decode(bits);
+			uint8_t back = f->encode(value);
+
+			assert_int_equal(ndet_test_element_is_nan(f->dtype, &bits, 0),
+					 !!isnan(slow));
+			if (isnan(slow)) {
+				nans++;
+				assert_true(isnan(value));
+				assert_true(isnan(ndet_test_element_to_double(f->dtype, &bits, 0)));
+				assert_true(fp8_is_nan(f->dtype, back));
+				continue;
+			}
+			if ((double)value != slow || !signbit(value) != !signbit(slow))
+				fail_msg("%s 0x%02x decodes to %a, formula %a",
+					 ndet_dtype_name(f->dtype), bits, (double)value, slow);
+			assert_true(ndet_test_element_to_double(f->dtype, &bits, 0) == slow);
+			if (isinf(slow)) {
+				infinities++;
+				assert_int_equal(back, bits);
+				continue;
+			}
+			assert_int_equal(back, bits);
+			/* Values grow with the pattern (slow_round_to_fp8 relies on it). */
+			if (bits <= f->largest) {
+				assert_true(slow > previous);
+				previous = slow;
+			}
+		}
+		assert_int_equal(nans, f->has_infinity ? 6 : 2);
+		assert_int_equal(infinities, f->has_infinity ? 2 : 0);
+	}
+
+	/* The landmarks, spelled out. */
+	assert_true(ndet_fp8_e4m3_to_float(0x7e) == 448.0f);
+	assert_true(ndet_fp8_e4m3_to_float(0xfe) == -448.0f);
+	assert_true(ndet_fp8_e4m3_to_float(0x78) == 256.0f); /* exponent all ones: a number */
+	assert_true(ndet_fp8_e4m3_to_float(0x7d) == 416.0f);
+	assert_true(isnan(ndet_fp8_e4m3_to_float(0x7f)));
+	assert_true(isnan(ndet_fp8_e4m3_to_float(0xff)));
+	assert_true(ndet_fp8_e4m3_to_float(0x08) == 0x1p-6f);
+	assert_true(ndet_fp8_e4m3_to_float(0x01) == 0x1p-9f);
+	assert_true(ndet_fp8_e4m3_to_float(0x07) == 7 * 0x1p-9f);
+	assert_true(ndet_fp8_e4m3_to_float(0x38) == 1.0f);
+	assert_int_equal(float_bits(ndet_fp8_e4m3_to_float(0x80)), 0x80000000u);
+	assert_true(ndet_fp8_e5m2_to_float(0x7b) == 57344.0f);
+	assert_true(ndet_fp8_e5m2_to_float(0x7c) == INFINITY);
+	assert_true(ndet_fp8_e5m2_to_float(0xfc) == -INFINITY);
+	assert_true(isnan(ndet_fp8_e5m2_to_float(0x7d)));
+	assert_true(isnan(ndet_fp8_e5m2_to_float(0xfe)));
+	assert_true(ndet_fp8_e5m2_to_float(0x04) == 0x1p-14f);
+	assert_true(ndet_fp8_e5m2_to_float(0x01) == 0x1p-16f);
+	assert_true(ndet_fp8_e5m2_to_float(0x03) == 3 * 0x1p-16f);
+	assert_true(ndet_fp8_e5m2_to_float(0x3c) == 1.0f);
+}
+
+static void check_float_to_fp8(ndet_dtype_t dtype, float value)
+{
+	const struct fp8_spec *f = fp8_spec_of(dtype);
+	uint8_t got = f->encode(value);
+
+	if (isnan(value)) {
+		if (!fp8_is_nan(dtype, got))
+			fail_msg("%s(NaN 0x%08x) = 0x%02x, not a NaN", ndet_dtype_name(dtype),
+				 float_bits(value), got);
+		return;
+	}
+
+	uint8_t slow = slow_round_to_fp8(dtype, value);
+
+	if (got != slow)
+		fail_msg("%s(%a = 0x%08x) = 0x%02x, slow reference 0x%02x", ndet_dtype_name(dtype),
+			 (double)value, float_bits(value), got, slow);
+}
+
+/* A float and its neighbours, up to two float ulps either way. */
+static void check_float_to_fp8_around(ndet_dtype_t dtype, float value)
+{
+	uint32_t bits = float_bits(value);
+
+	for (int delta = -2; delta <= 2; delta++)
+		check_float_to_fp8(dtype, float_from_bits(bits + (uint32_t)delta));
+}
+
+static void check_fp8_rounding(const struct fp8_spec *f, uint64_t seed)
+{
+	const double largest = slow_fp8_value(f, f->largest);
+	/* One spacing above the largest finite: half of it is the saturation threshold. */
+	const double spacing = largest - slow_fp8_value(f, (uint8_t)(f->largest - 1));
+
+	/* Every value, every midpoint between neighbours, both signs, and a few ulps. */
+	for (uint32_t b = 0; b <= 0xff; b++) {
+		uint8_t bits = (uint8_t)b;
+		uint8_t magnitude = bits & 0x7f;
+		double here = slow_fp8_value(f, bits);
+
+		if (magnitude > f->largest)
+			continue;
+		check_float_to_fp8_around(f->dtype, (float)here);
+		if (magnitude == f->largest)
+			continue;
+
+		/* One bit more than the format: exact in float. */
+		float middle = (float)((here + slow_fp8_value(f, (uint8_t)(bits + 1))) / 2);
+
+		check_float_to_fp8_around(f->dtype, middle);
+		check_float_to_fp8(f->dtype, nextafterf(middle, INFINITY));
+		check_float_to_fp8(f->dtype, nextafterf(middle, -INFINITY));
+	}
+
+	/* The saturation threshold (largest + spacing / 2) and beyond, both signs. */
+	const double beyond[] = {largest + spacing / 2, largest + spacing, 2 * largest,
+				 largest * 256, (double)FLT_MAX};
+
+	for (size_t k = 0; k < ARRAY_SIZE(beyond); k++) {
+		check_float_to_fp8_around(f->dtype, (float)beyond[k]);
+		check_float_to_fp8_around(f->dtype, (float)-beyond[k]);
+	}
+
+	/* Half the smallest subnormal and around it. */
+	const double smallest = slow_fp8_value(f, 1);
+	const double tiny[] = {smallest / 2, smallest / 4, smallest * 1.5, smallest * 0.75,
+			       smallest / 1024, (double)FLT_MIN, (double)float_from_bits(1)};
+
+	for (size_t k = 0; k < ARRAY_SIZE(tiny); k++) {
+		check_float_to_fp8_around(f->dtype, (float)tiny[k]);
+		check_float_to_fp8_around(f->dtype, (float)-tiny[k]);
+	}
+
+	const float edges[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN,
+			       float_from_bits(0x7f800001u), float_from_bits(0xff800001u),
+			       float_from_bits(0x7fffffffu), 464.0f, 480.0f, 61440.0f, 57344.0f};
+
+	for (size_t e = 0; e < ARRAY_SIZE(edges); e++)
+		check_float_to_fp8(f->dtype, edges[e]);
+
+	/* Random floats: any bit pattern, then values across and around the range. */
+	uint64_t random_state = seed;
+	int low_exponent = -f->bias - f->mantissa_bits - 3;
+	int high_exponent = (f->largest >> f->mantissa_bits) - f->bias + 3;
+
+	for (int k = 0; k < 200000; k++) {
+		uint64_t r = next_random(&random_state);
+
+		check_float_to_fp8(f->dtype, float_from_bits((uint32_t)r));
+
+		int exponent = low_exponent + (int)((r >> 32) % (uint64_t)(high_exponent -
+									    low_exponent + 1));
+		float near = ldexpf(1.0f + (float)((r >> 40) & 0x7fffff) / 8388608.0f, exponent);
+
+		check_float_to_fp8(f->dtype, (r >> 63) ? -near : near);
+	}
+}
+
+static void test_float_to_fp8_matches_slow_reference(void **state)
+{
+	(void)state;
+	check_fp8_rounding(&fp8_specs[0], 0x5eed0fe4a3ull);
+	check_fp8_rounding(&fp8_specs[1], 0x5eed0fe5a2ull);
+
+	/* Spelled out.  E4M3: 464 is the tie between 448 and (the missing) 480. */
+	assert_int_equal(ndet_float_to_fp8_e4m3(464.0f), 0x7e);
+	assert_int_equal(ndet_float_to_fp8_e4m3(nextafterf(464.0f, INFINITY)), 0x7e);
+	assert_int_equal(ndet_float_to_fp8_e4m3(480.0f), 0x7e);
+	assert_int_equal(ndet_float_to_fp8_e4m3(-1e30f), 0xfe);
+	assert_int_equal(ndet_float_to_fp8_e4m3(INFINITY), 0x7e);
+	assert_int_equal(ndet_float_to_fp8_e4m3(-INFINITY), 0xfe);
+	assert_int_equal(ndet_float_to_fp8_e4m3(NAN) & 0x7f, 0x7f);
+	assert_int_equal(ndet_float_to_fp8_e4m3(-NAN) & 0x7f, 0x7f);
+	/* 432 is the tie between 416 (0x7d, odd) and 448 (0x7e, even). */
+	assert_int_equal(ndet_float_to_fp8_e4m3(432.0f), 0x7e);
+	assert_int_equal(ndet_float_to_fp8_e4m3(nextafterf(432.0f, 0)), 0x7d);
+	assert_int_equal(ndet_float_to_fp8_e4m3(17.0f), 0x58); /* tie: 16, not 18 */
+	assert_int_equal(ndet_float_to_fp8_e4m3(19.0f), 0x5a); /* tie: 20, not 18 */
+	/* Half the smallest subnormal 2^-9 is a tie that goes to the even (signed) 0. */
+	assert_int_equal(ndet_float_to_fp8_e4m3(0x1p-10f), 0x00);
+	assert_int_equal(ndet_float_to_fp8_e4m3(-0x1p-10f), 0x80);
+	assert_int_equal(ndet_float_to_fp8_e4m3(nextafterf(0x1p-10f, 1)), 0x01);
+	assert_int_equal(ndet_float_to_fp8_e4m3(3 * 0x1p-10f), 0x02);
+	assert_int_equal(ndet_float_to_fp8_e4m3(-0x1p-30f), 0x80);
+	assert_int_equal(ndet_float_to_fp8_e4m3(0.0f), 0x00);
+	assert_int_equal(ndet_float_to_fp8_e4m3(-0.0f), 0x80);
+	/* The largest subnormal plus half a unit carries into the smallest normal. */
+	assert_int_equal(ndet_float_to_fp8_e4m3(15 * 0x1p-10f), 0x08);
+
+	/* E5M2: 61440 is the tie between 57344 and (inf); everything beyond saturates. */
+	assert_int_equal(ndet_float_to_fp8_e5m2(57344.0f), 0x7b);
+	assert_int_equal(ndet_float_to_fp8_e5m2(nextafterf(61440.0f, 0)), 0x7b);
+	assert_int_equal(ndet_float_to_fp8_e5m2(61440.0f), 0x7b);
+	assert_int_equal(ndet_float_to_fp8_e5m2(65536.0f), 0x7b);
+	assert_int_equal(ndet_float_to_fp8_e5m2(-65536.0f), 0xfb);
+	assert_int_equal(ndet_float_to_fp8_e5m2(INFINITY), 0x7c);
+	assert_int_equal(ndet_float_to_fp8_e5m2(-INFINITY), 0xfc);
+	assert_true(fp8_is_nan(NDET_DTYPE_F8E5M2, ndet_float_to_fp8_e5m2(NAN)));
+	assert_true(fp8_is_nan(NDET_DTYPE_F8E5M2, ndet_float_to_fp8_e5m2(-NAN)));
+	/* 53248 is the tie between 49152 (0x7a, even) and 57344 (0x7b). */
+	assert_int_equal(ndet_float_to_fp8_e5m2(53248.0f), 0x7a);
+	assert_int_equal(ndet_float_to_fp8_e5m2(nextafterf(53248.0f, INFINITY)), 0x7b);
+	assert_int_equal(ndet_float_to_fp8_e5m2(0x1p-17f), 0x00);
+	assert_int_equal(ndet_float_to_fp8_e5m2(-0x1p-17f), 0x80);
+	assert_int_equal(ndet_float_to_fp8_e5m2(nextafterf(0x1p-17f, 1)), 0x01);
+	assert_int_equal(ndet_float_to_fp8_e5m2(3 * 0x1p-17f), 0x02);
+	assert_int_equal(ndet_float_to_fp8_e5m2(7 * 0x1p-17f), 0x04);
+}
+
+/*
+ * The one final rounding against a rounding at every node, by hand.  E4M3 spacing in
+ * [16, 32) is 2: 16 + 1 = 17 is a tie that a node rounds to 16, so (16+1)+(1+0) gives
+ * 16 when rounded per node and 18 when rounded once.  E5M2 spacing in [16, 32) is 4:
+ * the same with 2s.  E4M3 sums are exact in f32 in every order; E5M2's are not:
+ * next to 2^15 the f32 spacing is 2^-8, so 2^-10 vanishes there unless 2^15 has
+ * already cancelled.
+ */
+static void test_fp8_sum_rounding_and_order_by_hand(void **state)
+{
+	(void)state;
+	const ndet_dtype_t e4m3 = NDET_DTYPE_F8E4M3, e5m2 = NDET_DTYPE_F8E5M2;
+	const uint8_t e4m3_ones[4] = {0x58 /* 16 */, 0x38 /* 1 */, 0x38, 0x00};
+	const uint8_t e5m2_twos[4] = {0x4c /* 16 */, 0x40 /* 2 */, 0x40, 0x00};
+
+	assert_int_equal(tree_8(e4m3, NDET_OP_SUM, 4, e4m3_ones), 0x59 /* 18 */);
+	assert_int_equal(sequential_8(e4m3, NDET_OP_SUM, 4, e4m3_ones), 0x59);
+	assert_int_equal(node_rounded_8(e4m3, NDET_OP_SUM, 4, e4m3_ones), 0x58 /* 16 */);
+	assert_int_equal(tree_8(e5m2, NDET_OP_SUM, 4, e5m2_twos), 0x4d /* 20 */);
+	assert_int_equal(sequential_8(e5m2, NDET_OP_SUM, 4, e5m2_twos), 0x4d);
+	assert_int_equal(node_rounded_8(e5m2, NDET_OP_SUM, 4, e5m2_twos), 0x4c /* 16 */);
+
+	/* E4M3: (1+16)+1 = 18 by any order; per node 17 -> 16, 16 + 1 -> 16. */
+	const uint8_t e4m3_three[3] = {0x38, 0x58, 0x38};
+
+	assert_int_equal(tree_8(e4m3, NDET_OP_SUM, 3, e4m3_three), 0x59);
+	assert_int_equal(node_rounded_8(e4m3, NDET_OP_SUM, 3, e4m3_three), 0x58);
+
+	/* E5M2, s = 2^-10 (0x14), L = 2^15 (0x78). */
+	const uint8_t four[4] = {0x14, 0x78, 0xf8, 0x14};
+	const uint8_t five[5] = {0x78, 0x14, 0xf8, 0x14, 0x14};
+
+	/* (s+L)+(-L+s) = L-L = 0; ((s+L)-L)+s = s. */
+	assert_int_equal(tree_8(e5m2, NDET_OP_SUM, 4, four), 0x00);
+	assert_int_equal(sequential_8(e5m2, NDET_OP_SUM, 4, four), 0x14);
+	/* ((L+s)+(-L+s))+s = s; L+s-L+s+s = 2s = 2^-9 (0x18). */
+	assert_int_equal(tree_8(e5m2, NDET_OP_SUM, 5, five), 0x14);
+	assert_int_equal(sequential_8(e5m2, NDET_OP_SUM, 5, five), 0x18);
+
+	/* The same values in E4M3 cannot absorb: 2^-9 next to 2^7 is exact in f32. */
+	const uint8_t e4m3_four[4] = {0x01, 0x70 /* 128 */, 0xf0, 0x01};
+
+	assert_int_equal(tree_8(e4m3, NDET_OP_SUM, 4, e4m3_four), 0x02);
+	assert_int_equal(sequential_8(e4m3, NDET_OP_SUM, 4, e4m3_four), 0x02);
+	assert_int_equal(node_rounded_8(e4m3, NDET_OP_SUM, 4, e4m3_four), 0x00);
+}
+
+/* Saturation, NaN, inf, signed zeros, min/max and prod in fp8, by hand. */
+static void test_fp8_specials_by_hand(void **state)
+{
+	(void)state;
+	const ndet_dtype_t e4m3 = NDET_DTYPE_F8E4M3, e5m2 = NDET_DTYPE_F8E5M2;
+
+	/* E4M3: 448 + 448 = 896 in f32, saturated to 448; the exponent-all-ones
+	 * patterns below 0x7f are numbers: 256 + 128 = 384 (0x7c). */
+	assert_int_equal(tree_8(e4m3, NDET_OP_SUM, 2, (const uint8_t[]){0x7e, 0x7e}), 0x7e);
+	assert_int_equal(tree_8(e4m3, NDET_OP_SUM, 2, (const uint8_t[]){0xfe, 0xfe}), 0xfe);
+	assert_int_equal(tree_8(e4m3, NDET_OP_AVG, 2, (const uint8_t[]){0x7e, 0x7e}), 0x7e);
+	assert_int_equal(tree_8(e4m3, NDET_OP_PROD, 2, (const uint8_t[]){0x7e, 0x40}), 0x7e);
+	assert_int_equal(tree_8(e4m3, NDET_OP_SUM, 2, (const uint8_t[]){0x78, 0x70}), 0x7c);
+	assert_int_equal(tree_8(e4m3, NDET_OP_SUM, 2, (const uint8_t[]){0x78, 0x00}), 0x78);
+	/* (448 + 448) + (-448 + 0): the f32 partial sums may exceed 448, only the root rounds. */
+	assert_int_equal(tree_8(e4m3, NDET_OP_SUM, 4, (const uint8_t[]){0x7e, 0x7e, 0xfe, 0x00}),
+			 0x7e);
+	assert_int_equal(
+	    node_rounded_8(e4m3, NDET_OP_SUM, 4, (const uint8_t[]){0x7e, 0x7e, 0xfe, 0x00}), 0x00);
+	assert_int_equal(tree_8(e4m3, NDET_OP_SUM, 4, (const uint8_t[]){0x7e, 0x7e, 0xfe, 0xf0}),
+			 0x7a /* 896 - 576 = 320 */);
+
+	/*
+	 * E5M2: inf + 1 = inf (only finite values saturate: NCCL's per-step satfinite
+	 * would give 57344); inf - inf = NaN; finite overflow saturates.
+	 */
+	assert_int_equal(tree_8(e5m2, NDET_OP_SUM, 2, (const uint8_t[]){0x7c, 0x3c}), 0x7c);
+	assert_int_equal(tree_8(e5m2, NDET_OP_SUM, 2, (const uint8_t[]){0xfc, 0x3c}), 0xfc);
+	assert_true(fp8_is_nan(e5m2, tree_8(e5m2, NDET_OP_SUM, 2, (const uint8_t[]){0x7c, 0xfc})));
+	assert_int_equal(tree_8(e5m2, NDET_OP_SUM, 2, (const uint8_t[]){0x7b, 0x7b}), 0x7b);
+	assert_int_equal(tree_8(e5m2, NDET_OP_SUM, 2, (const uint8_t[]){0x7b, 0x3c}), 0x7b);
+	assert_true(fp8_is_nan(e5m2, tree_8(e5m2, NDET_OP_PROD, 2, (const uint8_t[]){0x7c, 0x00})));
+	/* max(inf, 2) is inf, as a one-rank call (a copy) leaves an inf. */
+	assert_int_equal(tree_8(e5m2, NDET_OP_MAX, 2, (const uint8_t[]){0x7c, 0x40}), 0x7c);
+	assert_int_equal(tree_8(e5m2, NDET_OP_MIN, 2, (const uint8_t[]){0xfc, 0x40}), 0xfc);
+	/* One rank: every pattern but NaN comes back unchanged (its NaN stays NaN). */
+	for (uint32_t b = 0; b <= 0xff; b++) {
+		const uint8_t x = (uint8_t)b;
+		for (int d = 0; d < 2; d++) {
+			const ndet_dtype_t dtype = d == 0 ? e4m3 : e5m2;
+			if (fp8_is_nan(dtype, x))
+				assert_true(fp8_is_nan(dtype, tree_8(dtype, NDET_OP_SUM, 1, &x)));
+			else
+				assert_int_equal(tree_8(dtype, NDET_OP_SUM, 1, &x), x);
+		}
+	}
+	assert_int_equal(tree_8(e5m2, NDET_OP_MIN, 2, (const uint8_t[]){0x7c, 0x40}), 0x40);
+
+	for (int d = 0; d < 2; d++) {
+		ndet_dtype_t dtype = d == 0 ? e4m3 : e5m2;
+		const uint8_t nan = d == 0 ? 0x7f : 0x7e, two = 0x40, minus_two = 0xc0;
+		const uint8_t one = d == 0 ? 0x38 : 0x3c;
+
+		/* NaN propagates through sum/prod/avg, with either sign. */
+		for (ndet_op_t op = NDET_OP_SUM; op <= NDET_OP_AVG; op++) {
+			if (op == NDET_OP_MIN || op == NDET_OP_MAX)
+				continue;
+			assert_true(fp8_is_nan(
+			    dtype, tree_8(dtype, op, 3, (const uint8_t[]){one, nan, two})));
+			const uint8_t negative_nan[3] = {one, two, (uint8_t)(nan | 0x80)};
+
+			assert_true(fp8_is_nan(dtype, tree_8(dtype, op, 3, negative_nan)));
+		}
+		/* min/max suppress NaN, in any position. */
+		assert_int_equal(tree_8(dtype, NDET_OP_MIN, 3, (const uint8_t[]){nan, two, nan}),
+				 two);
+		assert_int_equal(tree_8(dtype, NDET_OP_MAX, 3,
+					(const uint8_t[]){(uint8_t)(nan | 0x80), minus_two, nan}),
+				 minus_two);
+		assert_int_equal(tree_8(dtype, NDET_OP_MIN, 4,
+					(const uint8_t[]){one, nan, minus_two, nan}),
+				 minus_two);
+		assert_true(
+		    fp8_is_nan(dtype, pair_8(dtype, NDET_OP_MAX, nan, (uint8_t)(nan | 0x80))));
+		/* Two different NaNs: the same bits in either order. */
+		assert_int_equal(pair_8(dtype, NDET_OP_MIN, 0x7f, 0xff),
+				 pair_8(dtype, NDET_OP_MIN, 0xff, 0x7f));
+
+		/* Signed zeros: -0 < +0 for min/max; IEEE sums and products. */
+		assert_int_equal(pair_8(dtype, NDET_OP_MIN, 0x00, 0x80), 0x80);
+		assert_int_equal(pair_8(dtype, NDET_OP_MIN, 0x80, 0x00), 0x80);
+		assert_int_equal(pair_8(dtype, NDET_OP_MAX, 0x00, 0x80), 0x00);
+		assert_int_equal(pair_8(dtype, NDET_OP_MAX, 0x80, 0x00), 0x00);
+		assert_int_equal(
+		    tree_8(dtype, NDET_OP_SUM, 4, (const uint8_t[]){0x80, 0x80, 0x80, 0x80}), 0x80);
+		assert_int_equal(pair_8(dtype, NDET_OP_SUM, 0x80, 0x00), 0x00);
+		assert_int_equal(pair_8(dtype, NDET_OP_PROD, 0x00, 0x80), 0x80);
+		assert_int_equal(tree_8(dtype, NDET_OP_AVG, 3, (const uint8_t[]){0x80, 0x80, 0x80}),
+				 0x80);
+
+		/* Underflow keeps the sign: half the smallest subnormal ties to -0; one and
+		 * a half units tie to the even two units. */
+		assert_int_equal(pair_8(dtype, NDET_OP_AVG, 0x81, 0x00), 0x80);
+		assert_int_equal(pair_8(dtype, NDET_OP_AVG, 0x01, 0x00), 0x00);
+		assert_int_equal(pair_8(dtype, NDET_OP_AVG, 0x83, 0x00), 0x82);
+		/* Subnormals add in f32 and come back as subnormals. */
+		assert_int_equal(tree_8(dtype, NDET_OP_SUM, 3, (const uint8_t[]){0x01, 0x01, 0x01}),
+				 0x03);
+	}
+}
+
+/* avg is the f32 tree sum divided by n, then one rounding; prod rounds once too. */
+static void test_fp8_avg_prod_by_hand(void **state)
+{
+	(void)state;
+	const ndet_dtype_t e4m3 = NDET_DTYPE_F8E4M3, e5m2 = NDET_DTYPE_F8E5M2;
+
+	/* (16+1)+1 = 18, 18/3 = 6 (0x4c); per node 16/3 = 5.33 -> 5.5 (0x4b). */
+	const uint8_t e4m3_three[3] = {0x58, 0x38, 0x38};
+
+	assert_int_equal(tree_8(e4m3, NDET_OP_AVG, 3, e4m3_three), 0x4c);
+	assert_int_equal(node_rounded_8(e4m3, NDET_OP_AVG, 3, e4m3_three), 0x4b);
+	/* (1+2)+4 = 7, 7/3 = 2.33 in f32, nearest E4M3 2.25 (0x41). */
+	assert_int_equal(tree_8(e4m3, NDET_OP_AVG, 3, (const uint8_t[]){0x38, 0x40, 0x48}), 0x41);
+	/* E5M2: (16+2)+(2+0) = 20, 20/4 = 5 (0x45); per node 16/4 = 4 (0x44). */
+	const uint8_t e5m2_four[4] = {0x4c, 0x40, 0x40, 0x00};
+
+	assert_int_equal(tree_8(e5m2, NDET_OP_AVG, 4, e5m2_four), 0x45);
+	assert_int_equal(node_rounded_8(e5m2, NDET_OP_AVG, 4, e5m2_four), 0x44);
+	/* n = 1: the value itself. */
+	assert_int_equal(tree_8(e5m2, NDET_OP_AVG, 1, (const uint8_t[]){0x45}), 0x45);
+
+	/*
+	 * prod: 1.125^3 = 1.423828125 in f32 (exact), E4M3 spacing in [1, 2) is 1/8:
+	 * nearest 1.375 (0x3b).  Per node: 1.125^2 = 1.265625 -> 1.25, x 1.125 =
+	 * 1.40625 -> 1.375 as well; 1.125^4 = 1.6018 -> 1.625 (0x3d) once, but per node
+	 * 1.25 x 1.25 = 1.5625 -> 1.5 (0x3c).
+	 */
+	assert_int_equal(tree_8(e4m3, NDET_OP_PROD, 3, (const uint8_t[]){0x39, 0x39, 0x39}), 0x3b);
+	assert_int_equal(tree_8(e4m3, NDET_OP_PROD, 4, (const uint8_t[]){0x39, 0x39, 0x39, 0x39}),
+			 0x3d);
+	assert_int_equal(
+	    node_rounded_8(e4m3, NDET_OP_PROD, 4, (const uint8_t[]){0x39, 0x39, 0x39, 0x39}), 0x3c);
+}
+
+/*
+ * PreMulSum with fp8 scalars: each product is exact in f32 and only the root rounds.
+ * E4M3: 1.125 x 3 = 3.375 (a tie in E4M3 that would round to 3.5), minus 3.25 x 1:
+ * 0.125 (0x20); with the product rounded to E4M3 first it would be 0.25 (0x28).
+ * E5M2: 1.25 x 1.25 = 1.5625 (E5M2 would round it to 1.5), minus 1.5 x 1: 2^-4
+ * (0x2c); with the product rounded first, 0.
+ */
+static void test_fp8_premulsum_by_hand(void **state)
+{
+	(void)state;
+	const uint8_t e4m3_x0[1] = {0x39}, e4m3_x1[1] = {0xc5};
+	const uint8_t e4m3_scalars[2] = {0x44, 0x38};
+	const void *e4m3_views[2] = {e4m3_x0, e4m3_x1};
+	uint8_t out = 0xff;
+
+	assert_int_equal(
+	    ndet_reference_premulsum(e4m3_views, e4m3_scalars, 2, &out, 1, NDET_DTYPE_F8E4M3),
+	    NDET_OK);
+	assert_int_equal(out, 0x20);
+	assert_int_equal(ndet_float_to_fp8_e4m3(3.375f), 0x46); /* what a rounded product is */
+
+	const uint8_t e5m2_x0[1] = {0x3d}, e5m2_x1[1] = {0xbe};
+	const uint8_t e5m2_scalars[2] = {0x3d, 0x3c};
+	const void *e5m2_views[2] = {e5m2_x0, e5m2_x1};
+
+	out = 0xff;
+	assert_int_equal(
+	    ndet_reference_premulsum(e5m2_views, e5m2_scalars, 2, &out, 1, NDET_DTYPE_F8E5M2),
+	    NDET_OK);
+	assert_int_equal(out, 0x2c);
+	assert_int_equal(ndet_float_to_fp8_e5m2(1.5625f), 0x3e);
+
+	/* A scalar that saturates the result: 448 x 2 = 896 -> 448. */
+	const uint8_t big[1] = {0x7e};
+	const void *big_view[1] = {big};
+	const uint8_t two[1] = {0x40};
+
+	assert_int_equal(ndet_reference_premulsum(big_view, two, 1, &out, 1, NDET_DTYPE_F8E4M3),
+			 NDET_OK);
+	assert_int_equal(out, 0x7e);
+}
+
+/*
+ * n = 5 written out as ((0+1)+(2+3))+4 in float and rounded by the slow fp8
+ * reference; the per-node rounding written out as well, to check the counterexample
+ * the random-data test relies on.
+ */
+static void test_fp8_match_tree_expression(void **state)
+{
+	(void)state;
+	enum { count = 4096, n = 5 };
+	static uint8_t data[n][count], result[count], rounded[count];
+
+	for (size_t k = 0; k < ARRAY_SIZE(fp8_specs); k++) {
+		ndet_dtype_t dtype = fp8_specs[k].dtype;
+		const void *inputs[n];
+
+		fill_cancelling_ranks(dtype, data, sizeof(data[0]), count, n, inputs);
+		assert_int_equal(
+		    ndet_reference_allreduce(inputs, n, result, count, dtype, NDET_OP_SUM),
+		    NDET_OK);
+		assert_int_equal(ndet_reference_allreduce_node_rounded(inputs, n, rounded, count,
+								       dtype, NDET_OP_SUM),
+				 NDET_OK);
+		for (size_t i = 0; i < count; i++) {
+			float x[n];
+
+			for (int r = 0; r < n; r++)
+				x[r] = (float)slow_fp8_value(&fp8_specs[k], data[r][i]);
+
+			float sum = ((x[0] + x[1]) + (x[2] + x[3])) + x[4];
+			float node = slow_fp8_node(
+			    dtype, slow_fp8_node(dtype, slow_fp8_node(dtype, x[0] + x[1]) +
+							    slow_fp8_node(dtype, x[2] + x[3])) +
+				       x[4]);
+
+			if (isnan(sum))
+				assert_true(fp8_is_nan(dtype, result[i]));
+			else if (result[i] != slow_round_to_fp8(dtype, sum))
+				fail_msg("%s element %zu: 0x%02x, expected 0x%02x",
+					 ndet_dtype_name(dtype), i, result[i],
+					 slow_round_to_fp8(dtype, sum));
+			if (isnan(node))
+				assert_true(fp8_is_nan(dtype, rounded[i]));
+			else
+				assert_int_equal(rounded[i], slow_round_to_fp8(dtype, node));
+		}
+	}
+}
+
+/*
+ * The per-node rounding: the tree itself for f32 and f64, by hand for f16/bf16, and
+ * min/max never round (their results are inputs).
+ */
+static void test_node_rounded_reference(void **state)
+{
+	(void)state;
+	enum { count = 2048, n = 7 };
+
+	for (ndet_dtype_t dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+		void *data[n], *tree = malloc(count * 8), *rounded = malloc(count * 8);
+		const void *inputs[n];
+		int exact = dtype == NDET_DTYPE_F32 || dtype == NDET_DTYPE_F64;
+
+		for (int r = 0; r < n; r++) {
+			data[r] = malloc(count * ndet_dtype_size(dtype));
+			ndet_test_fill_rank(dtype, data[r], 0, count, 21, r, n,
+					    NDET_TEST_DATA_CANCEL | NDET_TEST_DATA_SPECIALS);
+			inputs[r] = data[r];
+		}
+		for (ndet_op_t op = 0; op < NDET_OP_COUNT; op++) {
+			assert_int_equal(
+			    ndet_reference_allreduce(inputs, n, tree, count, dtype, op), NDET_OK);
+			assert_int_equal(ndet_reference_allreduce_node_rounded(inputs, n, rounded,
+									       count, dtype, op),
+					 NDET_OK);
+			size_t differences =
+			    ndet_test_count_differences(dtype, tree, rounded, count, NULL);
+
+			if (exact || op == NDET_OP_MIN || op == NDET_OP_MAX)
+				assert_int_equal(differences, 0);
+			else if (op == NDET_OP_SUM && differences <= count / 20)
+				fail_msg("%s sum: per-node rounding differs in only %zu of %d",
+					 ndet_dtype_name(dtype), differences, count);
+		}
+		for (int r = 0; r < n; r++)
+			free(data[r]);
+		free(tree);
+		free(rounded);
+	}
+
+	/* f16: 2048 + 1 ties to 2048 at a node; bf16 the same at 256. */
+	uint16_t result;
+	const uint16_t h[4] = {0x6800, 0x3c00, 0x3c00, 0};
+	const uint16_t bf[4] = {0x4380, 0x3f80, 0x3f80, 0};
+
+	reduce_one_node_rounded(NDET_DTYPE_F16, NDET_OP_SUM, 4, h, &result);
+	assert_int_equal(result, 0x6800);
+	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_SUM, 4, h), 0x6801);
+	reduce_one_node_rounded(NDET_DTYPE_BF16, NDET_OP_SUM, 4, bf, &result);
+	assert_int_equal(result, 0x4380);
+	assert_int_equal(tree_16(NDET_DTYPE_BF16, NDET_OP_SUM, 4, bf), 0x4381);
+}
+
 /* ---------------------------------------------------------------- random data */
 
 struct rank_buffers {
@@ -1002,7 +1718,31 @@ static void buffers_free(struct rank_buffers *b, int n)
  * from the right-to-left order x0+(x1+(...)) (n >= 3, computed as left to right over
  * the reversed inputs, since a+b = b+a) in more than 5 % of the elements.  For n = 3
  * the tree is the left-to-right order, bit for bit.
+ *
+ * Except f8e4m3: its f32 sums are exact (ndet_reference.h), so every order gives the
+ * same bits and no data can tell orders apart.  That is asserted instead, and the
+ * data must tell what an implementation can get wrong there: the one final rounding
+ * against a rounding to e4m3 at every node.
  */
+static void check_e4m3_order_free(struct rank_buffers *b, int n, size_t count, ndet_op_t op)
+{
+	const ndet_dtype_t dtype = NDET_DTYPE_F8E4M3;
+	size_t differences;
+
+	ndet_reference_allreduce_sequential(b->inputs, n, b->other, count, dtype, op);
+	assert_int_equal(ndet_test_count_differences(dtype, b->tree, b->other, count, NULL), 0);
+	ndet_reference_allreduce_sequential(b->reversed, n, b->other, count, dtype, op);
+	assert_int_equal(ndet_test_count_differences(dtype, b->tree, b->other, count, NULL), 0);
+	assert_int_equal(
+	    ndet_reference_allreduce_node_rounded(b->inputs, n, b->other, count, dtype, op),
+	    NDET_OK);
+	differences = ndet_test_count_differences(dtype, b->tree, b->other, count, NULL);
+	if (differences <= count / 20)
+		fail_msg("f8e4m3 %s n=%d: one rounding and per-node rounding differ in %zu of %zu "
+			 "elements",
+			 ndet_op_name(op), n, differences, count);
+}
+
 static void test_random_data_discriminates_orders(void **state)
 {
 	(void)state;
@@ -1022,6 +1762,10 @@ static void test_random_data_discriminates_orders(void **state)
 				assert_int_equal(
 				    ndet_reference_allreduce(b.inputs, n, b.tree, count, dtype, op),
 				    NDET_OK);
+				if (dtype == NDET_DTYPE_F8E4M3) {
+					check_e4m3_order_free(&b, n, count, op);
+					continue;
+				}
 				assert_int_equal(ndet_reference_allreduce_sequential(
 						     b.inputs, n, b.other, count, dtype, op),
 						 NDET_OK);
@@ -1156,9 +1900,12 @@ static void test_avg_is_tree_sum_divided_by_n(void **state)
 					else if (dtype == NDET_DTYPE_F16)
 						((uint16_t *)b.other)[i] =
 						    gcc_float_to_half(average);
-					else
+					else if (dtype == NDET_DTYPE_BF16)
 						((uint16_t *)b.other)[i] =
 						    slow_round_to_16(dtype, average);
+					else
+						((uint8_t *)b.other)[i] =
+						    slow_round_to_fp8(dtype, average);
 				}
 			}
 			size_t first;
@@ -1213,7 +1960,8 @@ static void test_invalid_arguments(void **state)
 	typedef ndet_status_t (*reduce_fn)(const void *const *, int, void *, size_t, ndet_dtype_t,
 					   ndet_op_t);
 	const reduce_fn functions[] = {ndet_reference_allreduce,
-				       ndet_reference_allreduce_sequential};
+				       ndet_reference_allreduce_sequential,
+				       ndet_reference_allreduce_node_rounded};
 
 	for (size_t f = 0; f < ARRAY_SIZE(functions); f++) {
 		reduce_fn reduce = functions[f];
@@ -1292,6 +2040,54 @@ static void test_test_data_is_position_stable(void **state)
 		subnormal += h != 0 && h < 0x0400;
 	}
 	assert_true(inf > 0 && nan > 0 && zero > 0 && subnormal > 0);
+
+	/*
+	 * fp8: position-stable too; plain values stay in the wide range (16 of them sum
+	 * to at most the largest finite), and SPECIALS gives only patterns valid for the
+	 * format: E4M3's NaN is 0x7f/0xff only and it has no inf (the largest finite,
+	 * 448, stands in for it).
+	 */
+	for (size_t k = 0; k < ARRAY_SIZE(fp8_specs); k++) {
+		const struct fp8_spec *f = &fp8_specs[k];
+		static uint8_t bytes[8192], part_bytes[8192];
+		double largest = slow_fp8_value(f, f->largest);
+		int largest_seen = 0;
+
+		ndet_test_fill_rank(f->dtype, bytes, 0, count, 9, 2, 5,
+				    NDET_TEST_DATA_CANCEL | NDET_TEST_DATA_SPECIALS);
+		ndet_test_fill_rank(f->dtype, part_bytes, offset, count - offset, 9, 2, 5,
+				    NDET_TEST_DATA_CANCEL | NDET_TEST_DATA_SPECIALS);
+		assert_memory_equal(bytes + offset, part_bytes, count - offset);
+
+		ndet_test_fill_random(f->dtype, bytes, ARRAY_SIZE(bytes), 9, 0);
+		for (size_t i = 0; i < ARRAY_SIZE(bytes); i++) {
+			double value = slow_fp8_value(f, bytes[i]);
+
+			assert_true(isfinite(value) && value != 0);
+			assert_true(16 * fabs(value) <= largest);
+		}
+
+		inf = nan = zero = subnormal = 0;
+		ndet_test_fill_random(f->dtype, bytes, ARRAY_SIZE(bytes), 4,
+				      NDET_TEST_DATA_SPECIALS);
+		for (size_t i = 0; i < ARRAY_SIZE(bytes); i++) {
+			uint8_t bits = bytes[i];
+			double value = slow_fp8_value(f, bits);
+
+			inf += isinf(value) != 0;
+			nan += isnan(value) != 0;
+			assert_int_equal(ndet_test_element_is_nan(f->dtype, &bits, 0),
+					 isnan(value) != 0);
+			zero += value == 0;
+			subnormal += value != 0 && (bits & 0x7f) < (1u << f->mantissa_bits);
+			largest_seen += (bits & 0x7f) == f->largest;
+			/* E4M3 specials: no big number in place of inf or NaN. */
+			if (!f->has_infinity && !isnan(value) && fabs(value) > 15)
+				assert_int_equal(bits & 0x7f, f->largest);
+		}
+		assert_true(nan > 0 && zero > 0 && subnormal > 0 && largest_seen > 0);
+		assert_true(f->has_infinity ? inf > 0 : inf == 0);
+	}
 }
 
 /* 8 ranks x 4 Mi elements, the size the contract's stock-NCCL comparison uses. */
@@ -1396,8 +2192,12 @@ static void test_premulsum(void **state)
 				((double *)ones)[r] = 1.0;
 			else if (dtype == NDET_DTYPE_F16)
 				((uint16_t *)ones)[r] = 0x3c00;
-			else
+			else if (dtype == NDET_DTYPE_BF16)
 				((uint16_t *)ones)[r] = 0x3f80;
+			else if (dtype == NDET_DTYPE_F8E4M3)
+				((uint8_t *)ones)[r] = 0x38;
+			else
+				((uint8_t *)ones)[r] = 0x3c;
 		}
 		assert_int_equal(ndet_reference_premulsum(views, ones, 5, a, count, (ndet_dtype_t)dtype),
 				 NDET_OK);
@@ -1539,6 +2339,14 @@ int main(void)
 		cmocka_unit_test(test_bfloat16_round_trip_every_pattern),
 		cmocka_unit_test(test_float_to_half_matches_gcc_and_slow_reference),
 		cmocka_unit_test(test_float_to_bfloat16_matches_slow_reference),
+		cmocka_unit_test(test_fp8_decode_every_pattern),
+		cmocka_unit_test(test_float_to_fp8_matches_slow_reference),
+		cmocka_unit_test(test_fp8_sum_rounding_and_order_by_hand),
+		cmocka_unit_test(test_fp8_specials_by_hand),
+		cmocka_unit_test(test_fp8_avg_prod_by_hand),
+		cmocka_unit_test(test_fp8_premulsum_by_hand),
+		cmocka_unit_test(test_fp8_match_tree_expression),
+		cmocka_unit_test(test_node_rounded_reference),
 		cmocka_unit_test(test_random_data_discriminates_orders),
 		cmocka_unit_test(test_independent_random_data_discriminates_f32_f64),
 		cmocka_unit_test(test_min_max_order_independent),

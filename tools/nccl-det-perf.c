@@ -250,7 +250,7 @@ static const struct perf_option perf_option_table[] = {
     {"stepfactor", 'f', "FACTOR", PERF_FIELD(factor), perf_parse_double, 0,
      "size step factor (default 2)"},
     {"datatype", 'd', "TYPES", PERF_FIELD(dtypes), perf_parse_dtypes, 0,
-     "comma list of f32,f16,bf16,f64 or all (default bf16,f32)"},
+     "comma list of f32,f16,bf16,f64,f8e4m3,f8e5m2 or all (default bf16,f32; fp8 on sm_90+)"},
     {"op", 'o', "OPS", PERF_FIELD(ops), perf_parse_ops, 0,
      "comma list of sum,prod,min,max,avg or all (default sum)"},
     {"warmup_iters", 'w', "N", PERF_FIELD(warmup), perf_parse_int, 0,
@@ -460,6 +460,9 @@ static const ncclDataType_t perf_nccl_dtypes[NDET_DTYPE_COUNT] = {
     [NDET_DTYPE_F16] = ncclFloat16,
     [NDET_DTYPE_BF16] = ncclBfloat16,
     [NDET_DTYPE_F64] = ncclFloat64,
+    /* NCCL >= 2.24, by number so that any nccl.h builds this */
+    [NDET_DTYPE_F8E4M3] = (ncclDataType_t)10,
+    [NDET_DTYPE_F8E5M2] = (ncclDataType_t)11,
 };
 
 static const ncclRedOp_t perf_nccl_ops[NDET_OP_COUNT] = {
@@ -918,6 +921,13 @@ static void perf_fill(ndet_dtype_t dtype, void *buffer, size_t count, uint64_t s
 			break;
 		case NDET_DTYPE_BF16:
 			((uint16_t *)buffer)[i] = ndet_float_to_bfloat16((float)value);
+			break;
+		case NDET_DTYPE_F8E4M3:
+			/* 2^-4 ... 2^4: sums of 16 stay below its largest finite, 448 */
+			((uint8_t *)buffer)[i] = ndet_float_to_fp8_e4m3((float)ldexp(value, -4));
+			break;
+		case NDET_DTYPE_F8E5M2:
+			((uint8_t *)buffer)[i] = ndet_float_to_fp8_e5m2((float)value);
 			break;
 		default:
 			break;
@@ -1703,6 +1713,21 @@ int main(int argc, char **argv)
 			PERF_CHECK(cudaGetDeviceProperties(&properties, d));
 			if (d == 0 || properties.multiProcessorCount < world.device_sms)
 				world.device_sms = properties.multiProcessorCount;
+		}
+		/* fp8 kernels exist for sm_90+ only (NVCC_FP8_GENCODE). */
+		const unsigned fp8 = (1u << NDET_DTYPE_F8E4M3) | (1u << NDET_DTYPE_F8E5M2);
+		if ((o->dtypes & fp8) != 0) {
+			PERF_CHECK(cudaSetDevice(0));
+			const int image = ndet_kernel_fp8_check();
+			if (image != 0) {
+				printf("# fp8 left out: this GPU cannot run the fp8 kernels (%s)\n",
+				       cudaGetErrorString((cudaError_t)image));
+				o->dtypes &= ~fp8;
+				if (o->dtypes == 0) {
+					fprintf(stderr, "nccl-det-perf: no datatype left to run\n");
+					return 2;
+				}
+			}
 		}
 	}
 	const struct ndet_settings *settings = ndet_settings_get();

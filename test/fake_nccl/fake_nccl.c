@@ -625,16 +625,72 @@ static size_t fake_datatype_size(ncclDataType_t datatype)
 	return 0;
 }
 
+static long fake_env_long(const char *name, long fallback);
+
+/*
+ * Every type, fp8 included: this fake is NCCL >= 2.24 on sm_90 GPUs, unless
+ * FAKE_NCCL_SM names an older GPU (80: an A100), where NCCL refuses fp8 reductions
+ * ("FP8 reduction support begins with sm90 capable devices", ncclInvalidArgument).
+ */
 static bool fake_datatype_reducible(ncclDataType_t datatype)
 {
-	return fake_datatype_size(datatype) != 0 && datatype != ncclFloat8e4m3 &&
-	       datatype != ncclFloat8e5m2;
+	if ((datatype == ncclFloat8e4m3 || datatype == ncclFloat8e5m2) &&
+	    fake_env_long("FAKE_NCCL_SM", 90) < 90)
+		return false;
+	return fake_datatype_size(datatype) != 0;
 }
 
 static bool fake_datatype_is_float(ncclDataType_t datatype)
 {
 	return datatype == ncclFloat16 || datatype == ncclBfloat16 || datatype == ncclFloat32 ||
-	       datatype == ncclFloat64;
+	       datatype == ncclFloat64 || datatype == ncclFloat8e4m3 || datatype == ncclFloat8e5m2;
+}
+
+/*
+ * fp8 by table and search, independent of nccl-det's bit-level conversions: the
+ * value of each of the 256 codes from its fields, and a double rounded by scanning
+ * for the nearest finite code (ties to the even code), saturating like NCCL's
+ * __NV_SATFINITE conversions; NaN gives the type's NaN code 0x7f.
+ */
+static double fake_fp8_value(ncclDataType_t datatype, unsigned code)
+{
+	const bool e4m3 = datatype == ncclFloat8e4m3;
+	const int mantissa_bits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+	const unsigned exponent = (code & 0x7fu) >> mantissa_bits;
+	const unsigned mantissa = code & ((1u << mantissa_bits) - 1);
+	const unsigned top = e4m3 ? 0xfu : 0x1fu;
+	double value;
+	if (e4m3 && (code & 0x7fu) == 0x7fu)
+		value = NAN;
+	else if (!e4m3 && exponent == top)
+		value = mantissa != 0 ? NAN : INFINITY;
+	else if (exponent == 0)
+		value = ldexp((double)mantissa, 1 - bias - mantissa_bits);
+	else
+		value = ldexp((double)(mantissa | (1u << mantissa_bits)),
+			      (int)exponent - bias - mantissa_bits);
+	return (code & 0x80u) ? -value : value;
+}
+
+static unsigned fake_fp8_code(ncclDataType_t datatype, double value)
+{
+	if (isnan(value))
+		return 0x7fu;
+	const unsigned sign = signbit(value) ? 0x80u : 0;
+	const double magnitude = fabs(value);
+	unsigned best = 0;
+	double best_error = INFINITY;
+	for (unsigned code = 0; code < 0x80u; code++) {
+		const double candidate = fake_fp8_value(datatype, code);
+		if (!isfinite(candidate))
+			continue;
+		const double error = fabs(candidate - magnitude);
+		if (error < best_error || (error == best_error && (code & 1u) == 0)) {
+			best = code;
+			best_error = error;
+		}
+	}
+	return sign | best;
 }
 
 static bool fake_datatype_is_signed(ncclDataType_t datatype)
@@ -764,6 +820,10 @@ static union fake_value fake_load(const void *base, size_t index, ncclDataType_t
 	case ncclFloat64:
 		memcpy(&value.f, bytes, sizeof(value.f));
 		break;
+	case ncclFloat8e4m3:
+	case ncclFloat8e5m2:
+		value.f = fake_fp8_value(datatype, bytes[0]);
+		break;
 	default:
 		break;
 	}
@@ -805,6 +865,11 @@ static void fake_store(void *base, size_t index, ncclDataType_t datatype, union 
 	}
 	case ncclFloat64:
 		memcpy(bytes, &value.f, sizeof(value.f));
+		break;
+	case ncclFloat8e4m3:
+	case ncclFloat8e5m2:
+		/* Rounded to float first: NCCL's operands and results are at most floats. */
+		bytes[0] = (unsigned char)fake_fp8_code(datatype, (double)(float)value.f);
 		break;
 	default:
 		break;

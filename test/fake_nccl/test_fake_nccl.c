@@ -211,10 +211,14 @@ static void collectives_rank(int rank, void *arg)
 	EXPECT(test, "allreduce bf16", rank,
 	       ncclAllReduce(&bf16, &bf16, 1, ncclBfloat16, ncclSum, comm, NULL), ncclSuccess);
 	EXPECT(test, "bf16 sum", rank, bf16, 0x4040); /* 3.0 */
-	uint8_t fp8 = 1;
-	EXPECT(test, "fp8 refused", rank,
-	       ncclAllReduce(&fp8, &fp8, 1, ncclFloat8e4m3, ncclSum, comm, NULL),
-	       ncclInvalidArgument);
+	uint8_t fp8 = 0x38; /* e4m3 1.0 */
+	EXPECT(test, "allreduce fp8", rank,
+	       ncclAllReduce(&fp8, &fp8, 1, ncclFloat8e4m3, ncclSum, comm, NULL), ncclSuccess);
+	EXPECT(test, "fp8 sum", rank, fp8, 0x44); /* 3.0 */
+	fp8 = 0x7b; /* e5m2 57344, the largest finite: the sum saturates */
+	EXPECT(test, "allreduce fp8 e5m2", rank,
+	       ncclAllReduce(&fp8, &fp8, 1, ncclFloat8e5m2, ncclSum, comm, NULL), ncclSuccess);
+	EXPECT(test, "fp8 saturates", rank, fp8, 0x7b);
 
 	int32_t gathered[MAX_RANKS] = {0}, mine = 100 + rank;
 	EXPECT(test, "allgather", rank, ncclAllGather(&mine, gathered, 1, ncclInt32, comm, NULL),

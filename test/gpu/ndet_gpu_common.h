@@ -48,6 +48,19 @@ void gpu_die(void) __attribute__((noreturn));
 /* Deterministic test values: wide exponents, mixed signs; specials on request. */
 void gpu_fill(ndet_dtype_t dtype, void *buffer, size_t count, uint64_t seed, bool specials);
 
+/* fp8 e4m3 or e5m2? */
+bool gpu_is_fp8(ndet_dtype_t dtype);
+
+/*
+ * Does this run cover `dtype`?  NDET_TEST_DTYPES (comma list of names, default all)
+ * selects; fp8 also needs a GPU that runs the fp8 kernels (the first fp8 dtype asked
+ * for prints "NOT RUN: fp8 cases (...)" where it cannot).
+ */
+bool gpu_dtype_selected(ndet_dtype_t dtype);
+
+/* The bits of `value` rounded to one element of `dtype` (a PreMulSum scalar). */
+uint64_t gpu_scalar_bits(ndet_dtype_t dtype, double value);
+
 /* Elements whose bits differ (two NaNs count as equal).  First mismatch reported. */
 /* Rank 0 makes the NCCL unique id and writes it to ID_FILE (atomically, through a
  * rename); the others wait up to 60 s for the file.  False on any failure. */

@@ -22,17 +22,20 @@
 
 /*
  * gpu_run_matrix: every dtype and op, three pointer variants.  Quick: LL, one-shot
- * (5003 for f32/f64, 9001 for f16/bf16), two-shot, and push over several steps for
- * f32 and f64 (two-shot over several steps beyond 8 ranks).  Full adds sizes of
- * many push steps for every dtype (the largest, most of the host's work, aligned
- * only).
+ * (5003 for f32/f64, 9001 for f16/bf16, 33001 for fp8), two-shot, and push over
+ * several steps for f32 and f64 (two-shot over several steps beyond 8 ranks).  Full
+ * adds sizes of many push steps for every dtype (the largest, most of the host's
+ * work, aligned only).
  */
-#define NDET_GPU_MATRIX_QUICK_SIZES {1, 2, 7, 33, 1023, 5003, 9001, 65541, 300001}
+#define NDET_GPU_MATRIX_QUICK_SIZES {1, 2, 7, 33, 1023, 5003, 9001, 33001, 65541, 300001}
 #define NDET_GPU_MATRIX_FULL_SIZES \
-	{1, 3, 7, 33, 1023, 4100, 9001, 65541, 300001, 1048579, 3145739}
+	{1, 3, 7, 33, 1023, 4100, 9001, 33001, 65541, 300001, 1048579, 3145739}
 
-/* sanitize_run, with the sanitizers' settings: LL, LL, LL, one-shot, two-shot or push. */
-#define NDET_GPU_SANITIZE_SIZES {1, 5, 1023, 4097, 70001}
+/*
+ * sanitize_run, with the sanitizers' settings: LL, LL, LL, one-shot (fp8: LL), fp8's
+ * one-shot (the others' two-shot), two-shot or push.
+ */
+#define NDET_GPU_SANITIZE_SIZES {1, 5, 1023, 4097, 33001, 70001}
 
 /* run_delay_phase, f32 sum: LL, one-shot, two-shot (pull), push. */
 #define NDET_GPU_DELAY_COUNTS {777, 9001, 70001, 300001}

@@ -328,6 +328,8 @@ static void sanitize_collectives(struct loopback_world *world, cudaStream_t stre
 	const size_t recvcount = 7001;
 	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
 		const ndet_dtype_t dt = (ndet_dtype_t)dtype;
+		if (!gpu_dtype_selected(dt))
+			continue;
 		const size_t size = ndet_dtype_size(dt), total = recvcount * (size_t)n;
 		void *host_in[NDET_MAX_RANKS], *device_scalars[NDET_MAX_RANKS];
 		const void *views[NDET_MAX_RANKS];
@@ -341,16 +343,7 @@ static void sanitize_collectives(struct loopback_world *world, cudaStream_t stre
 			/* A different scalar per rank, rounded to the dtype (the bits are the
 			 * scalar). */
 			const float value = (1.0f + (float)r / 8.0f) / (float)(2 << r);
-			uint64_t bits = 0;
-			if (dt == NDET_DTYPE_F64) {
-				double d = value;
-				memcpy(&bits, &d, sizeof(d));
-			} else if (dt == NDET_DTYPE_F32) {
-				memcpy(&bits, &value, sizeof(value));
-			} else {
-				bits = dt == NDET_DTYPE_F16 ? ndet_float_to_half(value)
-							    : ndet_float_to_bfloat16(value);
-			}
+			const uint64_t bits = gpu_scalar_bits(dt, value);
 			memcpy(scalars + (size_t)r * size, &bits, size);
 			void *send, *recv;
 			GPU_CHECK(cudaMalloc(&send, total * size));
@@ -409,13 +402,16 @@ static void sanitize_collectives(struct loopback_world *world, cudaStream_t stre
 /* All ranks in one launch: engines set up by the threads, calls made from here. */
 static void sanitize_run(struct loopback_world *world)
 {
-	/* With the sanitizers' 2 blocks: LL for 1, 5 and 1023 elements, one-shot for 4097,
-	 * two-shot or push for 70001, every dtype (test_engine checks the paths). */
+	/* With the sanitizers' 2 blocks: LL for 1, 5 and 1023 elements, one-shot for 4097
+	 * (fp8: 33001), two-shot or push for 70001, every dtype (test_engine checks the
+	 * paths). */
 	static const size_t sizes[] = NDET_GPU_SANITIZE_SIZES;
 	const int n = world->nranks;
 	cudaStream_t stream;
 	GPU_CHECK(cudaStreamCreate(&stream));
 	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+		if (!gpu_dtype_selected((ndet_dtype_t)dtype))
+			continue;
 		for (int op = 0; op < NDET_OP_COUNT; op++) {
 			for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 				const size_t count = sizes[s], size = ndet_dtype_size((ndet_dtype_t)dtype);
@@ -584,12 +580,19 @@ static int run_mp(bool quick)
 	return gpu.failures == 0 ? 0 : 1;
 }
 
-/* Load (and, from PTX, compile) the one-launch kernels before a sanitizer's time limit. */
+/*
+ * Load (and, from PTX, compile) the one-launch kernels of the dtypes this run covers
+ * (NDET_TEST_DTYPES) before a sanitizer's time limit.
+ */
 static int run_load_all_ranks(void)
 {
 	struct timespec t0, t1;
+	unsigned mask = 0;
+	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++)
+		if (gpu_dtype_selected((ndet_dtype_t)dtype))
+			mask |= 1u << dtype;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	const cudaError_t err = (cudaError_t)ndet_kernel_all_ranks_load();
+	const cudaError_t err = (cudaError_t)ndet_kernel_all_ranks_load(mask);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	const double seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
 	if (err != cudaSuccess) {

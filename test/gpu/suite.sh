@@ -1,19 +1,27 @@
 #!/bin/bash
 # GPU test suite for nccl-det (run on a GPU machine; see README "GPU tests").
 #
-#   test/gpu/suite.sh smoke            < 3 min: loopback n=3, 3 processes under MPS,
-#                                      one-launch mode under compute-sanitizer memcheck
-#                                      (its kernels' first load: below, sanitizer())
-#   test/gpu/suite.sh loopback         loopback n=2..8, full matrix
+#   test/gpu/suite.sh smoke            < 3 min: loopback n=3, 3 processes under MPS
+#                                      (every dtype), one-launch mode under
+#                                      compute-sanitizer memcheck (f32 and e5m2: its
+#                                      kernels' first load, below, sanitizer())
+#   test/gpu/suite.sh loopback         loopback n=2..8, full matrix (f32, f16, bf16, f64)
+#   test/gpu/suite.sh fp8              the same for fp8 e4m3 and e5m2, and 3 and 4
+#                                      processes (MPS and not)
 #   test/gpu/suite.sh mp               3 and 4 processes on one GPU, with and without MPS,
 #                                      and 3 under MPS with 25/50/100 % of the SMs each
+#                                      (f32, f16, bf16, f64: fp8 has its tier)
 #   test/gpu/suite.sh lockstep         loopback n=12 quick and n=4 with a 32 MiB pool
 #   test/gpu/suite.sh ranks            loopback n=1 (the copy path), 6 and 7, quick
 #   test/gpu/suite.sh mp4              4 processes under MPS, full
 #   test/gpu/suite.sh ll256            LL up to 256 KiB (the default since 245a08c) with
 #                                      the default pool and grid: loopback n=2 full and
 #                                      n=3 quick, 3 processes under MPS
-#   test/gpu/suite.sh sanitize         memcheck, racecheck, synccheck, initcheck
+#   test/gpu/suite.sh sanitize         memcheck, racecheck, synccheck, initcheck (f32, f16,
+#                                      bf16, f64)
+#   test/gpu/suite.sh sanitize-fp8     the same for fp8 e4m3 and e5m2 (the first load of
+#                                      the one-launch kernels from PTX, ~40 s per dtype
+#                                      on an H200, would not fit one tier for all six)
 #   test/gpu/suite.sh preload          nccl-tests calling pattern under LD_PRELOAD, 3 and 4
 #                                      processes (MPS), NCCL's COLL log checked
 #   test/gpu/suite.sh preload-nomps    the same without MPS (time-sliced processes)
@@ -104,7 +112,9 @@ preload_run() {
 }
 
 # The one-launch kernels are PTX alone in a default build (m4/check_pkg_nvcc.m4): the
-# driver compiles them on first use, about 80 s on an H200, then takes them from its
+# driver compiles them on first use, 80-85 s on an H200 for two or four dtypes
+# (ndet_gpu_test load-all-ranks loads the dtypes of NDET_TEST_DTYPES; all six took
+# more than 240 s), then takes them from its
 # cache (~/.nv/ComputeCache, ~1 s).  That happens here, once, outside the sanitizers'
 # time limits, and the log says how long it took.  Without that cache
 # (CUDA_CACHE_DISABLE=1, an unwritable home) every sanitizer run would pay it again:
@@ -132,9 +142,16 @@ smoke)
 	mps_start
 	mp_run mp-n3-mps 3 quick 90
 	mps_stop
-	NDET_TEST_BLOCKS=2 NDET_TEST_PUSH=$((256 << 10)) sanitizer memcheck 2 90
+	NDET_TEST_DTYPES=f32,f8e5m2 NDET_TEST_BLOCKS=2 NDET_TEST_PUSH=$((256 << 10)) \
+		sanitizer memcheck 2 90
 	;;
-loopback)
+loopback | fp8)
+	# Every dtype would take ~600 s here: fp8 runs as a tier of its own.
+	if [ "$tier" = fp8 ]; then
+		export NDET_TEST_DTYPES=f8e4m3,f8e5m2
+	else
+		export NDET_TEST_DTYPES=f32,f16,bf16,f64
+	fi
 	for n in 2 4; do
 		run "loopback-n$n-full" 200 "$bin" loopback "$n" full
 	done
@@ -150,8 +167,15 @@ loopback)
 		run loopback-n2-pool96m 200 "$bin" loopback 2 quick
 	NDET_TEST_POOL=$((32 << 20)) NDET_TEST_BLOCKS=16 NDET_TEST_ONESHOT=$((256 << 10)) \
 		run loopback-n4-pool32m 300 "$bin" loopback 4 quick
+	if [ "$tier" = fp8 ]; then
+		mp_run mp-n4-nomps 4 quick 300
+		mps_start
+		mp_run mp-n3-mps 3 full 300
+		mps_stop
+	fi
 	;;
 mp)
+	export NDET_TEST_DTYPES=f32,f16,bf16,f64
 	mp_run mp-n3-nomps 3 quick 300
 	mp_run mp-n4-nomps 4 quick 300
 	# A fresh MPS daemon for each run, so that each stands alone.  (mp-n4-mps used to
@@ -203,7 +227,12 @@ mp4)
 	mp_run mp-n4-mps 4 full 300
 	mps_stop
 	;;
-sanitize)
+sanitize | sanitize-fp8)
+	if [ "$tier" = sanitize-fp8 ]; then
+		export NDET_TEST_DTYPES=f8e4m3,f8e5m2
+	else
+		export NDET_TEST_DTYPES=f32,f16,bf16,f64
+	fi
 	for tool in memcheck racecheck synccheck initcheck; do
 		# 256 KiB: the largest f32/f64 sizes push, f16/bf16 pull
 		NDET_TEST_BLOCKS=2 NDET_TEST_PUSH=$((256 << 10)) sanitizer "$tool" 3 150

@@ -1,0 +1,9 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The fp8 E4M3 all-ranks-in-one-launch kernels (compute-sanitizer), one translation
+ * unit per element type: kernels/libndet_all_ranks.la.
+ */
+#include "ndet_kernels_impl.cuh"
+
+NDET_ALL_RANKS_TABLES(NDET_DTYPE_F8E4M3, f8e4m3);
