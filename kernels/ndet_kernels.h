@@ -254,8 +254,9 @@ enum ndet_trace_code {
 int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *stream);
 
 /*
- * Every rank in one launch (grid.y = nranks), for compute-sanitizer, which
- * serialises separate launches.  `device_args` points to nranks argument blocks in
+ * Every rank in one launch (grid.y = nranks, 1 to 8: cudaErrorInvalidValue beyond),
+ * for compute-sanitizer, which serialises separate launches.  `device_args` points
+ * to nranks argument blocks in
  * device memory; `op` is the kernel-table index (NDET_KERNEL_OP_PREMULSUM for
  * PreMulSum).  Defined in kernels/libndet_all_ranks.la, which only the GPU test
  * driver links (ndet_kernels_all_ranks.cu); the engine takes it as an argument

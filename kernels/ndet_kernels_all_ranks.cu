@@ -24,10 +24,11 @@ extern "C" int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *de
 					       int dtype, int op, int nranks, uint32_t blocks,
 					       void *stream)
 {
-	if (!ndet_kernel_valid(dtype, op))
+	/* Up to 8 ranks: the one bucket built (ndet_kernels_impl.cuh). */
+	if (!ndet_kernel_valid(dtype, op) || nranks < 1 || nranks > 8)
 		return (int)cudaErrorInvalidValue;
 	dim3 grid(blocks, (unsigned)nranks);
-	ndet_all_ranks_kernels[dtype][nranks > 8][op]<<<grid, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
+	ndet_all_ranks_kernels[dtype][0][op]<<<grid, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
 		device_args);
 	return (int)cudaGetLastError();
 }
@@ -37,7 +38,7 @@ extern "C" int ndet_kernel_all_ranks_load(unsigned dtype_mask)
 	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
 		if ((dtype_mask & (1u << dtype)) == 0)
 			continue;
-		for (int bucket = 0; bucket < 2; bucket++) {
+		for (int bucket = 0; bucket < 1; bucket++) {
 			for (int op = 0; op <= NDET_KERNEL_OP_PREMULSUM; op++) {
 				cudaFuncAttributes attributes;
 				const cudaError_t err = cudaFuncGetAttributes(

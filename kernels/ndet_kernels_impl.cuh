@@ -1394,8 +1394,9 @@ __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
  * One kernel per (dtype, op, rank bucket), so each gets its own register allocation
  * and unrolling: NR = 2, 4 and 8 serve up to that many ranks with two blocks per SM
  * (several processes on one GPU must fit their blocks at once), NR = 16 the rest.
- * The all-ranks-in-one-launch kernels (compute-sanitizer) come in the 8 and 16
- * buckets only: the same template code, fewer kernels to build.
+ * The all-ranks-in-one-launch kernels (compute-sanitizer) come in the 8 bucket only:
+ * the same template code, a sixth of the kernels to build (the sanitizer runs take
+ * 2 and 3 ranks; NR = 16's code is the NR = 8 code with longer unrolled loops).
  */
 template <int DT, int OP, int NR>
 __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NR <= 8 ? 2 : 1)
@@ -1433,7 +1434,7 @@ static inline bool ndet_kernel_valid(int dtype, int op)
 /*
  * One element type's kernels: [rank bucket 2/4/8/16][op] (every path; the launcher
  * sends LL calls to the next table), the LL kernels [bucket][op] (no PreMulSum: never
- * planned LL) and, for compute-sanitizer, the all-ranks kernels [bucket 8/16][op]
+ * planned LL) and, for compute-sanitizer, the all-ranks kernels [bucket 8][op]
  * (op NDET_KERNEL_OP_PREMULSUM included).  The all-ranks tables are built apart
  * (NDET_ALL_RANKS_TABLES): only the GPU test driver links them, and by default as
  * PTX alone (kernels/local.mk).  The op lists below name every ndet_op_t
@@ -1448,7 +1449,7 @@ static_assert(NDET_OP_SUM == 0 && NDET_OP_PROD == 1 && NDET_OP_MIN == 2 && NDET_
 #define NDET_KERNEL_TABLE_DECLARE(SUFFIX)                                                        \
 	extern const ndet_kernel_fn ndet_kernels_##SUFFIX[4][NDET_OP_COUNT + 1];                 \
 	extern const ndet_kernel_fn ndet_ll_kernels_##SUFFIX[4][NDET_OP_COUNT];                  \
-	extern const ndet_all_ranks_fn ndet_all_ranks_kernels_##SUFFIX[2][NDET_OP_COUNT + 1]
+	extern const ndet_all_ranks_fn ndet_all_ranks_kernels_##SUFFIX[1][NDET_OP_COUNT + 1]
 
 NDET_KERNEL_TABLE_DECLARE(f32);
 NDET_KERNEL_TABLE_DECLARE(f16);
@@ -1486,9 +1487,8 @@ NDET_KERNEL_TABLE_DECLARE(f8e5m2);
 
 /* In ndet_kernels_all_ranks_<dtype>.cu: kernels/libndet_all_ranks.la (local.mk). */
 #define NDET_ALL_RANKS_TABLES(DT, SUFFIX)                                                        \
-	const ndet_all_ranks_fn ndet_all_ranks_kernels_##SUFFIX[2][NDET_OP_COUNT + 1] = {        \
+	const ndet_all_ranks_fn ndet_all_ranks_kernels_##SUFFIX[1][NDET_OP_COUNT + 1] = {        \
 		NDET_OPS_OF(DT, ndet_allreduce_all_ranks_kernel, 8),                             \
-		NDET_OPS_OF(DT, ndet_allreduce_all_ranks_kernel, NDET_MAX_RANKS),                \
 	}
 
 #endif /* NDET_KERNELS_IMPL_CUH_ */

@@ -198,7 +198,7 @@ static const struct fp8_spec *fp8_spec_of(ndet_dtype_t dtype)
 }
 
 /* sign * 2^(e - bias) * (1 + m / 2^k), straight from the definition, with pow(). */
-static double slow_fp8_value(const struct fp8_spec *f, uint8_t bits)
+static double slow_fp8_formula(const struct fp8_spec *f, uint8_t bits)
 {
 	int top = (1 << f->exponent_bits) - 1;
 	int all_mantissa = (1 << f->mantissa_bits) - 1;
@@ -216,6 +216,25 @@ static double slow_fp8_value(const struct fp8_spec *f, uint8_t bits)
 	else
 		magnitude = pow(2.0, e - f->bias) * (1 + fraction);
 	return (bits & 0x80) ? -magnitude : magnitude;
+}
+
+/*
+ * The formula's value, computed once per pattern: the rounding checks search these
+ * values hundreds of thousands of times, and pow() each time made test_reference take
+ * minutes under valgrind (.ci/run).
+ */
+static double slow_fp8_value(const struct fp8_spec *f, uint8_t bits)
+{
+	static double values[ARRAY_SIZE(fp8_specs)][256];
+	static int known[ARRAY_SIZE(fp8_specs)];
+	const size_t k = (size_t)(f - fp8_specs);
+
+	if (!known[k]) {
+		for (uint32_t b = 0; b <= 0xff; b++)
+			values[k][b] = slow_fp8_formula(f, (uint8_t)b);
+		known[k] = 1;
+	}
+	return values[k][bits];
 }
 
 static int fp8_is_nan(ndet_dtype_t dtype, uint8_t bits)

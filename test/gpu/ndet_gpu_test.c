@@ -627,14 +627,22 @@ int main(int argc, char **argv)
 	}
 	if (argc >= 3 && strcmp(argv[1], "loopback") == 0)
 		return run_loopback(atoi(argv[2]), argc < 4 || strcmp(argv[3], "full") != 0, false);
-	if (argc >= 3 && strcmp(argv[1], "sanitize") == 0)
-		return run_loopback(atoi(argv[2]), true, true);
+	if (argc >= 3 && strcmp(argv[1], "sanitize") == 0) {
+		/* The one-launch kernels exist for up to 8 ranks (ndet_kernels.h). */
+		const int n = atoi(argv[2]);
+		if (n < 1 || n > 8) {
+			fprintf(stderr, "%s: sanitize takes 1 to 8 ranks, not %s\n", argv[0],
+				argv[2]);
+			return 2;
+		}
+		return run_loopback(n, true, true);
+	}
 	if (argc >= 2 && strcmp(argv[1], "mp") == 0)
 		return run_mp(argc < 3 || strcmp(argv[2], "full") != 0);
 	if (argc >= 2 && strcmp(argv[1], "load-all-ranks") == 0)
 		return run_load_all_ranks();
 	fprintf(stderr,
-		"usage: %s loopback N [quick|full] | sanitize N | mp [quick|full] | "
+		"usage: %s loopback N [quick|full] | sanitize N (1-8) | mp [quick|full] | "
 		"load-all-ranks\n",
 		argv[0]);
 	return 2;
