@@ -63,6 +63,14 @@ grep -q '^# NCCL: columns unavailable: the ranks share GPU 0 .*Duplicate GPU det
 rows=$(grep -c -E '^ +[0-9]+ +[0-9]+ +(f32|bf16) +sum +ll +1x1 \|' "$scratch/proxy")
 [ "$rows" -eq 8 ] || fail "proxy: $rows rows, not 8 (4 sizes x 2 types): $(cat "$scratch/proxy")"
 grep -q -E '^ +8 +4 +bf16 ' "$scratch/proxy" || fail "8 bytes of bf16 are not 4 elements"
+# fp8 by nccl-tests' names: one byte per element; "all" is every dtype.
+"$perf" --dry-run --gpus 1 -n 4 -b 64 -e 64 -d f8e4m3,f8e5m2 >"$scratch/fp8" 2>&1 ||
+	fail "fp8 dry run failed: $(cat "$scratch/fp8")"
+for t in f8e4m3 f8e5m2; do
+	grep -q -E "^ +64 +64 +$t +sum +ll " "$scratch/fp8" || fail "no $t row of 64 elements: $(cat "$scratch/fp8")"
+done
+rows=$("$perf" --dry-run --gpus 1 -n 4 -b 64 -e 64 -d all 2>&1 | grep -c -E '^ +64 +[0-9]+ +[a-z0-9]+ +sum ')
+[ "$rows" -eq 6 ] || fail "-d all: $rows rows, not 6 dtypes"
 header='ranks,size_bytes,count,dtype,op,path,blocks,steps,eager_ndet_us,eager_ndet_busbw_gbps,eager_nccl_us,eager_nccl_busbw_gbps,eager_ratio,eager_nccl_symm_us,eager_nccl_symm_busbw_gbps,eager_symm_ratio,graph_ndet_us,graph_ndet_busbw_gbps,graph_nccl_us,graph_nccl_busbw_gbps,graph_ratio,graph_nccl_symm_us,graph_nccl_symm_busbw_gbps,graph_symm_ratio,exact,size_invariant,nccl_differ_elements,kernel_gbps,vs_copy_percent'
 [ "$(head -1 "$scratch/proxy.csv")" = "$header" ] || fail "CSV header: $(head -1 "$scratch/proxy.csv")"
 [ "$(wc -l <"$scratch/proxy.csv")" -eq 9 ] || fail "CSV: not a header and 8 rows: $(cat "$scratch/proxy.csv")"
