@@ -38,14 +38,12 @@ extern "C" int ndet_kernel_all_ranks_load(unsigned dtype_mask)
 	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
 		if ((dtype_mask & (1u << dtype)) == 0)
 			continue;
-		for (int bucket = 0; bucket < 1; bucket++) {
-			for (int op = 0; op <= NDET_KERNEL_OP_PREMULSUM; op++) {
-				cudaFuncAttributes attributes;
-				const cudaError_t err = cudaFuncGetAttributes(
-					&attributes, ndet_all_ranks_kernels[dtype][bucket][op]);
-				if (err != cudaSuccess)
-					return (int)err;
-			}
+		for (int op = 0; op <= NDET_KERNEL_OP_PREMULSUM; op++) {
+			cudaFuncAttributes attributes;
+			const cudaError_t err =
+				cudaFuncGetAttributes(&attributes, ndet_all_ranks_kernels[dtype][0][op]);
+			if (err != cudaSuccess)
+				return (int)err;
 		}
 	}
 	return 0;

@@ -1271,8 +1271,7 @@ void ndet_comm_destroy(ncclComm_t nccl)
 /* Bytes of one scalar of a datatype nccl-det reduces; 0 for the others (never diverted). */
 static size_t ndet_comm_scalar_size(ncclDataType_t datatype)
 {
-	/* fp8 (NCCL >= 2.24): numbers, so this builds against an older nccl.h. */
-	if ((int)datatype == 10 || (int)datatype == 11)
+	if (datatype == NDET_NCCL_FP8_E4M3 || datatype == NDET_NCCL_FP8_E5M2)
 		return 1;
 	switch (datatype) {
 	case ncclFloat16:

@@ -8,12 +8,7 @@
 
 #include "ndet_eligibility.h"
 
-/*
- * fp8 arrived in NCCL 2.24 as datatypes 10 and 11; older runtimes have 10 types.
- * Numbers rather than enum names, so the code builds against any nccl.h.
- */
-#define NDET_NCCL_FP8_E4M3     10
-#define NDET_NCCL_FP8_E5M2     11
+/* Older runtimes than NCCL_FP8_VERSION have 10 types (ndet_eligibility.h). */
 #define NDET_NCCL_TYPES_NO_FP8 10
 #define NDET_NCCL_TYPES_FP8    12
 #define NDET_NCCL_FP8_VERSION  22400

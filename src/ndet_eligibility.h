@@ -43,6 +43,13 @@
 extern "C" {
 #endif
 
+/*
+ * fp8 arrived in NCCL 2.24 as datatypes 10 and 11 (ncclFloat8e4m3, ncclFloat8e5m2).
+ * Numbers rather than enum names, so the code builds against any nccl.h.
+ */
+#define NDET_NCCL_FP8_E4M3 ((ncclDataType_t)10)
+#define NDET_NCCL_FP8_E5M2 ((ncclDataType_t)11)
+
 /* Where a communicator stands (ndet_comm.h keeps it). */
 typedef enum {
 	NDET_COMM_PENDING = 0, /* setup not run yet (non-blocking, or init in a group) */

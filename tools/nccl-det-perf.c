@@ -35,6 +35,7 @@
 #include <nccl.h>
 
 #include "nccl_det.h"
+#include "ndet_eligibility.h"
 #include "ndet_engine.h"
 #include "ndet_kernels.h"
 #include "ndet_reference.h"
@@ -460,9 +461,8 @@ static const ncclDataType_t perf_nccl_dtypes[NDET_DTYPE_COUNT] = {
     [NDET_DTYPE_F16] = ncclFloat16,
     [NDET_DTYPE_BF16] = ncclBfloat16,
     [NDET_DTYPE_F64] = ncclFloat64,
-    /* NCCL >= 2.24, by number so that any nccl.h builds this */
-    [NDET_DTYPE_F8E4M3] = (ncclDataType_t)10,
-    [NDET_DTYPE_F8E5M2] = (ncclDataType_t)11,
+    [NDET_DTYPE_F8E4M3] = NDET_NCCL_FP8_E4M3,
+    [NDET_DTYPE_F8E5M2] = NDET_NCCL_FP8_E5M2,
 };
 
 static const ncclRedOp_t perf_nccl_ops[NDET_OP_COUNT] = {

@@ -142,38 +142,6 @@ void gpu_fill(ndet_dtype_t dtype, void *buffer, size_t count, uint64_t seed, boo
 	}
 }
 
-static bool gpu_is_nan(ndet_dtype_t dtype, const char *p)
-{
-	switch (dtype) {
-	case NDET_DTYPE_F32: {
-		float f;
-		memcpy(&f, p, sizeof(f));
-		return isnan(f);
-	}
-	case NDET_DTYPE_F64: {
-		double d;
-		memcpy(&d, p, sizeof(d));
-		return isnan(d);
-	}
-	case NDET_DTYPE_F16: {
-		uint16_t h;
-		memcpy(&h, p, sizeof(h));
-		return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0;
-	}
-	case NDET_DTYPE_BF16: {
-		uint16_t h;
-		memcpy(&h, p, sizeof(h));
-		return (h & 0x7f80) == 0x7f80 && (h & 0x7f) != 0;
-	}
-	case NDET_DTYPE_F8E4M3:
-		return ((unsigned char)*p & 0x7f) == 0x7f;
-	case NDET_DTYPE_F8E5M2:
-		return ((unsigned char)*p & 0x7c) == 0x7c && ((unsigned char)*p & 0x3) != 0;
-	default:
-		return false;
-	}
-}
-
 bool gpu_share_unique_id(int rank, const char *id_file, ncclUniqueId *id)
 {
 	if (rank == 0) {
@@ -207,18 +175,11 @@ void gpu_upload(void *dst, const void *src, size_t bytes, cudaStream_t stream)
 size_t gpu_compare(ndet_dtype_t dtype, const void *got, const void *want, size_t count,
 		   size_t *first_index)
 {
-	const size_t size = gpu_size(dtype);
-	size_t mismatches = 0;
-	for (size_t i = 0; i < count; i++) {
-		const char *g = (const char *)got + i * size, *w = (const char *)want + i * size;
-		if (memcmp(g, w, size) == 0)
-			continue;
-		if (gpu_is_nan(dtype, g) && gpu_is_nan(dtype, w))
-			continue; /* NaN payloads may differ (DESIGN.md section 1) */
-		if (mismatches == 0 && first_index != NULL)
-			*first_index = i;
-		mismatches++;
-	}
+	/* NaN payloads may differ (DESIGN.md section 1): the shared test data's rule. */
+	size_t first = 0;
+	const size_t mismatches = ndet_test_count_differences(dtype, got, want, count, &first);
+	if (mismatches != 0 && first_index != NULL)
+		*first_index = first;
 	return mismatches;
 }
 

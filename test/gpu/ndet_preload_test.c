@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ndet_eligibility.h"
 #include "ndet_gpu_common.h"
 #include "ndet_reference.h"
 
@@ -47,10 +48,10 @@ static ncclDataType_t nccl_type(ndet_dtype_t dtype)
 		return ncclBfloat16;
 	case NDET_DTYPE_F64:
 		return ncclFloat64;
-	case NDET_DTYPE_F8E4M3: /* NCCL >= 2.24's numbers: any nccl.h builds this */
-		return (ncclDataType_t)10;
+	case NDET_DTYPE_F8E4M3:
+		return NDET_NCCL_FP8_E4M3;
 	default:
-		return (ncclDataType_t)11;
+		return NDET_NCCL_FP8_E5M2;
 	}
 }
 
