@@ -113,10 +113,40 @@ static uint64_t ndet_engine_flags_bytes(void)
 	return (NDET_ENGINE_DETACH_OFFSET + NDET_ENGINE_DETACH_BYTES + 4095) / 4096 * 4096;
 }
 
-static uint64_t ndet_engine_lane_bytes(const struct ndet_engine_config *config)
+/*
+ * The pool's data bytes: NCCL_DET_POOL_SIZE, floored to max_blocks lanes of whole
+ * NDET_ENGINE_LANE_ALIGN bytes.  Known before setup: the allocation's size.
+ */
+static uint64_t ndet_engine_data_bytes(const struct ndet_engine_config *config)
 {
 	return config->pool_size / (uint64_t)config->max_blocks / NDET_ENGINE_LANE_ALIGN *
-	       NDET_ENGINE_LANE_ALIGN;
+	       NDET_ENGINE_LANE_ALIGN * (uint64_t)config->max_blocks;
+}
+
+/*
+ * Lanes: one per block a call can have, the agreed grid cap (ndet_plan_grid_cap).
+ * That is max_blocks unless ranks share a GPU or the GPU is small; there the data
+ * bytes are split into fewer, larger lanes rather than left partly idle (4 ranks on
+ * one GPU: 48 lanes of 2 MiB instead of 48 used lanes of 1 MiB; larger chunks, fewer
+ * steps, doc/PERFORMANCE).  Before setup agrees the table (ranks_per_device and
+ * device_sms 0) it is max_blocks, or the cap of a 96-SM GPU; from ranks_per_device
+ * and device_sms on, a function of agreed facts only, so every rank splits alike.
+ */
+static uint64_t ndet_engine_lanes(const struct ndet_engine_config *config)
+{
+	const struct ndet_plan_params params = {
+		.nranks = config->nranks,
+		.max_blocks = config->max_blocks,
+		.ranks_per_device = config->ranks_per_device,
+		.device_sms = config->device_sms,
+	};
+	return ndet_plan_grid_cap(&params);
+}
+
+static uint64_t ndet_engine_lane_bytes(const struct ndet_engine_config *config)
+{
+	return ndet_engine_data_bytes(config) / ndet_engine_lanes(config) /
+	       NDET_ENGINE_LANE_ALIGN * NDET_ENGINE_LANE_ALIGN;
 }
 
 /* The LL slots after the lanes: (block, source rank, parity) each (ndet_kernels.h). */
@@ -132,8 +162,7 @@ static uint64_t ndet_engine_ll_bytes(const struct ndet_engine_config *config)
 
 uint64_t ndet_engine_memory_bytes(const struct ndet_engine_config *config)
 {
-	return ndet_engine_flags_bytes() +
-	       ndet_engine_lane_bytes(config) * (uint64_t)config->max_blocks +
+	return ndet_engine_flags_bytes() + ndet_engine_data_bytes(config) +
 	       ndet_engine_ll_bytes(config) + NDET_ENGINE_COUNTER_BYTES;
 }
 
@@ -224,8 +253,9 @@ static ndet_local_status_t ndet_engine_alloc(struct ndet_engine *engine)
 		return NDET_LOCAL_ALLOC_FAILED;
 	}
 	engine->data_offset = ndet_engine_flags_bytes();
+	/* The lanes' size follows the agreed table (ndet_engine_setup_map). */
 	engine->lane_bytes = ndet_engine_lane_bytes(config);
-	engine->ll_offset = engine->lane_bytes * (uint64_t)config->max_blocks;
+	engine->ll_offset = ndet_engine_data_bytes(config);
 	engine->pool_bytes = engine->data_offset + engine->ll_offset + ndet_engine_ll_bytes(config);
 
 	/* Plain cudaMalloc: exportable whatever the application's allocator does. */
@@ -769,6 +799,7 @@ static bool ndet_engine_setup_map(void *member, const struct ndet_setup_payload 
 	engine->ranks_share_process = ndet_setup_table_shares_process(table, nranks);
 	engine->config.ranks_per_device = ndet_setup_table_ranks_per_device(table, nranks);
 	engine->config.device_sms = ndet_setup_table_min_sms(table, nranks);
+	engine->lane_bytes = ndet_engine_lane_bytes(&engine->config);
 	/* Before any peer can hold a pointer into our pool: from here on it is shared. */
 	engine->share = ndet_teardown_join(table, nranks, engine->config.rank);
 	engine->epoch = ndet_teardown_epoch(table, nranks);
@@ -938,7 +969,8 @@ void ndet_engine_create_group(struct ndet_engine_member *members, int count,
 			  "rank %d/%d: engine ready on device %d, pool %llu bytes, %d lanes of "
 			  "%llu bytes",
 			  engine->config.rank, engine->config.nranks, engine->config.cuda_device,
-			  (unsigned long long)engine->pool_bytes, engine->config.max_blocks,
+			  (unsigned long long)engine->pool_bytes,
+			  (int)ndet_engine_lanes(&engine->config),
 			  (unsigned long long)engine->lane_bytes);
 		members[i].engine = engine;
 	}

@@ -205,6 +205,7 @@ static void group_create(struct group *group, int nranks, bool processes)
 }
 
 static float send_values[COUNT], recv_values[COUNT];
+static float send_big[COUNT * 64], recv_big[COUNT * 64];
 
 static void launch(struct ndet_engine *engine, cudaStream_t stream)
 {
@@ -1355,6 +1356,64 @@ static void test_setup_gpu_too_small(void **state)
 	group_fini(&group);
 }
 
+/*
+ * Lanes: one per block a call can have (the agreed grid cap), the pool's data bytes
+ * split among them.  4 ranks on one GPU of 132 SMs: 192 / 4 = 48 lanes of twice the
+ * size; one rank per GPU: max_blocks lanes; a 10-SM GPU: 20.  The LL slots stay
+ * after the data bytes, and every block of a call has its lane.
+ */
+static void test_lanes_follow_grid_cap(void **state)
+{
+	static const struct {
+		bool processes;
+		int sms;
+		uint64_t lanes;
+	} cases[] = {{false, 132, 48}, {true, 132, 96}, {true, 10, 20}, {false, 10, 5}};
+	const uint64_t data = 96 * 4096; /* max_blocks lanes of 4 KiB */
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		reset(state);
+		fake_cuda_set_sm_count(cases[c].sms);
+		struct group group;
+		group_init(&group, 4, cases[c].processes);
+		for (int r = 0; r < 4; r++) {
+			group.results[r] = rank_member(&group, r);
+			group.results[r].config.pool_size = data + 100; /* floored to 256s */
+			group.results[r].config.max_blocks = 96;
+			group.results[r].config.ll_max = 4096;
+			group.results[r].config.push_min = 64 << 10;
+		}
+		group_start(&group, exchange);
+		const uint64_t lane = data / cases[c].lanes / 256 * 256;
+		for (size_t count = 100; count <= COUNT * 64; count *= 4) {
+			for (int r = 0; r < 4; r++) {
+				assert_int_equal(group.results[r].status, NDET_OK);
+				assert_int_equal(ndet_engine_allreduce(group.engines[r], send_big,
+								       recv_big, count,
+								       NDET_DTYPE_F32, NDET_OP_SUM,
+								       NULL),
+						 NDET_OK);
+				struct ndet_kernel_args args;
+				assert_true(fake_cuda_last_launch(r, &args));
+				assert_int_equal(args.lane_bytes, lane);
+				assert_int_equal(args.ll_offset, data);
+				assert_true(args.blocks <= cases[c].lanes);
+				/* The plan the kernel got is the one the agreed config gives. */
+				struct ndet_plan plan;
+				assert_int_equal(ndet_engine_plan(group.engines[r], count,
+								  NDET_DTYPE_F32, NDET_OP_SUM,
+								  &plan),
+						 NDET_OK);
+				assert_int_equal(plan.blocks, args.blocks);
+				assert_int_equal(plan.chunk_elems, args.chunk_elems);
+				assert_int_equal(plan.steps, args.steps);
+			}
+		}
+		assert_int_equal(ndet_engine_destroy_group(group.engines, 4, true), NDET_OK);
+		assert_nothing_held();
+		group_fini(&group);
+	}
+}
+
 static void test_setup_stale_round(void **state)
 {
 	for (int processes = 0; processes < 2; processes++) {
@@ -1717,6 +1776,7 @@ int main(void)
 		cmocka_unit_test_setup(test_calls_never_block_the_host, reset),
 		cmocka_unit_test_setup(test_gpu_harness_sizes_reach_every_path, reset),
 		cmocka_unit_test_setup(test_setup_gpu_too_small, reset),
+		cmocka_unit_test_setup(test_lanes_follow_grid_cap, reset),
 		cmocka_unit_test_setup(test_setup_gpu_without_kernel_image, reset),
 		cmocka_unit_test_setup(test_setup_fp8_flags, reset),
 		cmocka_unit_test_setup(test_detach_threads, reset),

@@ -160,14 +160,15 @@ grep -q -E ' 1073741824 +536870912 +bf16 +sum +2shot +96x11 ' "$scratch/nopush" 
 
 # ---- the grid (blocks x steps) as the planner makes it: 96 blocks for 1 GiB on GPUs of
 # their own (lanes of 96 MiB / 96, a quarter of it per push step), 192 / 8 = 24 when 8
-# ranks share one GPU
+# ranks share one GPU, whose lanes are then 96 MiB / 24 (4 MiB: 1 MiB per push step and
+# block, 43 steps rather than the 171 of 1 MiB lanes)
 "$perf" --dry-run --gpus 2 -n 2 -b 1G -e 1G -d bf16 --no-nccl >"$scratch/grid" 2>&1 ||
 	fail "dry run (grid) failed: $(cat "$scratch/grid")"
 grep -q -E '^ +1073741824 +536870912 +bf16 +sum +push +96x43 \|' "$scratch/grid" ||
 	fail "grid of 1 GiB on 2 GPUs: $(cat "$scratch/grid")"
 "$perf" --dry-run --gpus 1 -n 8 -b 1G -e 1G -d bf16 --no-nccl >"$scratch/grid8" 2>&1 ||
 	fail "dry run (grid, 8 ranks on one GPU) failed: $(cat "$scratch/grid8")"
-grep -q -E '^ +1073741824 +536870912 +bf16 +sum +push +24x171 \|' "$scratch/grid8" ||
+grep -q -E '^ +1073741824 +536870912 +bf16 +sum +push +24x43 \|' "$scratch/grid8" ||
 	fail "grid of 1 GiB, 8 ranks on one GPU: $(cat "$scratch/grid8")"
 
 # ---- which NCCL: the fake (as NCCL_DET_NCCL_LIBRARY), a copy of nccl-det, nothing
