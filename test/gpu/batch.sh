@@ -90,6 +90,7 @@ link-probe    30 $PERF --link-probe
 perf2         60 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 8 -e 1G -f 8 -d bf16 --nccl --nccl-symmetric --csv $OUT/perf2.csv
 perf-push     60 env NCCL_NVLS_ENABLE=0 $PERF -n 2 -b 1M -e 1G -f 4 -d bf16 --nccl --csv $OUT/perf-push.csv
 vs-copy      60 env CUDA_VISIBLE_DEVICES=0 $PERF -n 4 -b 64M -e 512M -f 8 -d f32,bf16 -G 0 -c 0 && env CUDA_VISIBLE_DEVICES=0 NCCL_DET_PUSH_MIN=0 $PERF -n 4 -b 64M -e 512M -f 8 -d f32,bf16 -G 0 -c 0
+vs-lanes    150 P="env CUDA_VISIBLE_DEVICES=0 $PERF -G 0 -c 0"; for i in 1 2; do for pool in 96M 48M; do NCCL_DET_POOL_SIZE=$pool $P -n 4 -b 4M -e 512M -f 2 -d f32,bf16; done; done; for pool in 96M 48M; do NCCL_DET_PUSH_MIN=0 NCCL_DET_POOL_SIZE=$pool $P -n 4 -b 4M -e 512M -f 2 -d bf16; done; for pool in 96M 24M; do NCCL_DET_POOL_SIZE=$pool $P -n 8 -b 4M -e 512M -f 4 -d bf16; done; env CUDA_VISIBLE_DEVICES=0 $PERF -n 4 -b 1M -e 256M -f 4 -d f32,bf16 -w 1 -i 2 && env CUDA_VISIBLE_DEVICES=0 $PERF -n 8 -b 3M -e 192M -f 4 -d bf16 -w 1 -i 2
 vs-copy-fp8  60 env CUDA_VISIBLE_DEVICES=0 $PERF -n 4 -b 64M -e 512M -f 8 -d f8e4m3,f8e5m2,bf16 -G 0 -c 0 && env CUDA_VISIBLE_DEVICES=0 $PERF -n 4 -b 8 -e 64M -f 64 -d f8e4m3,f8e5m2 -o all -w 2 -i 5
 ll-probe     40 env NCCL_NVLS_ENABLE=0 NCCL_DET_LL_MAX=256K $PERF -n 2 -b 32K -e 256K -f 2 -d bf16 --nccl -G 2 -c 1 && env NCCL_NVLS_ENABLE=0 NCCL_DET_LL_MAX=0 $PERF -n 2 -b 32K -e 256K -f 2 -d bf16 --nccl -G 2 -c 0
 perf-pull     60 env NCCL_NVLS_ENABLE=0 NCCL_DET_PUSH_MIN=0 $PERF -n 2 -b 1M -e 1G -f 4 -d bf16 --nccl -G 0 -c 0
