@@ -151,9 +151,40 @@ template <__nv_fp8_interpretation_t KIND> struct ndet_fp8_dtype {
 		return (T)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, KIND);
 	}
 	static __device__ __forceinline__ T from_bits(uint64_t b) { return (T)b; }
+	/*
+	 * Two neighbouring elements at once (low byte first), one conversion
+	 * instruction for both where widen/narrow take one each: the same values.
+	 */
+	static constexpr bool kPairs = true;
+	static __device__ __forceinline__ float2 widen2(unsigned short x)
+	{
+		return __half22float2(
+			__half2(__nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)x, KIND)));
+	}
+	static __device__ __forceinline__ unsigned short narrow2(float lo, float hi)
+	{
+		unsigned short r = (unsigned short)__nv_cvt_float2_to_fp8x2(make_float2(lo, hi),
+									    __NV_SATFINITE, KIND);
+		if (KIND == __NV_E5M2) {
+			if (isinf(lo))
+				r = (unsigned short)((r & 0xff00u) | (signbit(lo) ? 0xfcu : 0x7cu));
+			if (isinf(hi))
+				r = (unsigned short)((r & 0x00ffu) |
+						     ((signbit(hi) ? 0xfcu : 0x7cu) << 8));
+		}
+		return r;
+	}
 };
 template <> struct ndet_dtype<NDET_DTYPE_F8E4M3> : ndet_fp8_dtype<__NV_E4M3> {};
 template <> struct ndet_dtype<NDET_DTYPE_F8E5M2> : ndet_fp8_dtype<__NV_E5M2> {};
+
+/* Does the dtype convert element pairs at once (widen2, narrow2)? */
+template <typename D, typename = void> struct ndet_has_pairs {
+	static constexpr bool value = false;
+};
+template <typename D> struct ndet_has_pairs<D, decltype((void)D::kPairs)> {
+	static constexpr bool value = D::kPairs;
+};
 
 /* Accumulation values through a 64-bit flag word (PreMulSum scalars, ndet_flags). */
 __device__ __forceinline__ uint64_t ndet_acc_bits(float x)
@@ -251,13 +282,18 @@ template <int OP, typename Acc> __device__ __forceinline__ Acc ndet_apply(Acc a,
 	return ndet_add(a, b); /* SUM, AVG and PreMulSum */
 }
 
+/* A widened leaf, pre-multiplied for PreMulSum. */
+template <int OP, typename Acc> __device__ __forceinline__ Acc ndet_scaled(Acc v, Acc scale)
+{
+	return OP == kOpPremulSum ? ndet_mul(v, scale) : v;
+}
+
 /* One leaf of the tree: rank r's element, widened, pre-multiplied for PreMulSum. */
 template <int DT, int OP>
 __device__ __forceinline__ typename ndet_dtype<DT>::Acc
 ndet_leaf(typename ndet_dtype<DT>::T x, typename ndet_dtype<DT>::Acc scale)
 {
-	typename ndet_dtype<DT>::Acc v = ndet_dtype<DT>::widen(x);
-	return OP == kOpPremulSum ? ndet_mul(v, scale) : v;
+	return ndet_scaled<OP>(ndet_dtype<DT>::widen(x), scale);
 }
 
 /*
@@ -279,14 +315,17 @@ __device__ __forceinline__ Acc ndet_tree(Acc (&v)[NDET_MAX_RANKS], int n)
 	return v[0];
 }
 
+/* The root before its one rounding: divided by n for avg. */
+template <int OP, typename Acc> __device__ __forceinline__ Acc ndet_averaged(Acc acc, int n)
+{
+	return OP == NDET_OP_AVG ? ndet_div(acc, (Acc)n) : acc;
+}
+
 template <int DT, int OP>
 __device__ __forceinline__ typename ndet_dtype<DT>::T
 ndet_finish(typename ndet_dtype<DT>::Acc acc, int n)
 {
-	typedef ndet_dtype<DT> D;
-	if (OP == NDET_OP_AVG)
-		acc = ndet_div(acc, (typename D::Acc)n);
-	return D::narrow(acc);
+	return ndet_dtype<DT>::narrow(ndet_averaged<OP>(acc, n));
 }
 
 /*
@@ -434,6 +473,9 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 	 * block's remote reads are latency-bound: 256 threads x 16 bytes x 4 in flight
 	 * moved ~8 GB/s per block over NVLink (2x H200, --trace of 16 MiB); 8 x 2 for
 	 * NR = 2 gained 0-7 % at 4-16 MiB and lost 4 % at 64 MiB push (doc/PERFORMANCE).
+	 * fp8 too: one pack per thread (16 elements, twice bf16's conversions per
+	 * pack) compiles in about half the time, but at 2 ranks moved 7.6-8.9 points
+	 * of a copy less than these U (session 15, doc/PERFORMANCE).
 	 */
 	constexpr int U = NR <= 2 ? 4 : NR <= 8 ? 2 : 1;
 	for (uint64_t base = tid; base < packs; base += (uint64_t)U * nth) {
@@ -457,18 +499,41 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 			union {
 				uint4 v;
 				T e[E];
+				unsigned short pair[8];
 			} result;
+			if constexpr (ndet_has_pairs<D>::value) {
+				/* Two trees side by side: the same operations per element. */
 #pragma unroll
-			for (int e = 0; e < E; e++) {
-				Acc v[NDET_MAX_RANKS];
+				for (int e = 0; e < E / 2; e++) {
+					Acc lo[NDET_MAX_RANKS], hi[NDET_MAX_RANKS];
 #pragma unroll
-				for (int r = 0; r < NR; r++) {
-					if (r < n)
-						v[r] = ndet_leaf<DT, OP>(
-							reinterpret_cast<const T *>(&raw[u][r])[e],
-							scale[r]);
+					for (int r = 0; r < NR; r++) {
+						if (r < n) {
+							const float2 x = D::widen2(
+								reinterpret_cast<const unsigned short *>(
+									&raw[u][r])[e]);
+							lo[r] = ndet_scaled<OP>(x.x, scale[r]);
+							hi[r] = ndet_scaled<OP>(x.y, scale[r]);
+						}
+					}
+					result.pair[e] = D::narrow2(
+						ndet_averaged<OP>(ndet_tree<OP, Acc, NR>(lo, n), n),
+						ndet_averaged<OP>(ndet_tree<OP, Acc, NR>(hi, n), n));
 				}
-				result.e[e] = ndet_finish<DT, OP>(ndet_tree<OP, Acc, NR>(v, n), n);
+			} else {
+#pragma unroll
+				for (int e = 0; e < E; e++) {
+					Acc v[NDET_MAX_RANKS];
+#pragma unroll
+					for (int r = 0; r < NR; r++) {
+						if (r < n)
+							v[r] = ndet_leaf<DT, OP>(
+								reinterpret_cast<const T *>(&raw[u][r])[e],
+								scale[r]);
+					}
+					result.e[e] =
+						ndet_finish<DT, OP>(ndet_tree<OP, Acc, NR>(v, n), n);
+				}
 			}
 			if (!to_out) {
 			} else if (out_aligned) {

@@ -60,6 +60,7 @@ steps_table() {
 smoke        200 test/gpu/suite.sh smoke
 loopback     480 test/gpu/suite.sh loopback
 fp8          450 test/gpu/suite.sh fp8
+fp8-quick    200 test/gpu/suite.sh fp8-quick
 mp           400 test/gpu/suite.sh mp
 sanitize     200 test/gpu/suite.sh sanitize
 sanitize-fp8 200 test/gpu/suite.sh sanitize-fp8

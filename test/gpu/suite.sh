@@ -8,6 +8,8 @@
 #   test/gpu/suite.sh loopback         loopback n=2..8, full matrix (f32, f16, bf16, f64)
 #   test/gpu/suite.sh fp8              the same for fp8 e4m3 and e5m2, and 3 and 4
 #                                      processes (MPS and not)
+#   test/gpu/suite.sh fp8-quick        fp8 loopback n=2 and 4 full, 8 and 12 quick (every
+#                                      rank bucket; ~170 s: after a change to the kernels)
 #   test/gpu/suite.sh mp               3 and 4 processes on one GPU, with and without MPS,
 #                                      and 3 under MPS with 25/50/100 % of the SMs each
 #                                      (f32, f16, bf16, f64: fp8 has its tier)
@@ -173,6 +175,15 @@ loopback | fp8)
 		mp_run mp-n3-mps 3 full 300
 		mps_stop
 	fi
+	;;
+fp8-quick)
+	export NDET_TEST_DTYPES=f8e4m3,f8e5m2
+	for n in 2 4; do
+		run "loopback-n$n-full" 200 "$bin" loopback "$n" full
+	done
+	for n in 8 12; do
+		run "loopback-n$n-quick" 120 "$bin" loopback "$n" quick
+	done
 	;;
 mp)
 	export NDET_TEST_DTYPES=f32,f16,bf16,f64
