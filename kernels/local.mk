@@ -43,7 +43,10 @@ kernels/ndet_kernels.lo kernels/ndet_kernels_f32.lo kernels/ndet_kernels_f16.lo 
 # library never carries them, and they are built for NVCC_ALL_RANKS_GENCODE, by
 # default compute_80 PTX alone (no ptxas here: the driver compiles them on first use
 # and caches the result; m4/check_pkg_nvcc.m4).
+# Built where a GPU can run them (--enable-all-ranks-kernels, m4/check_pkg_nvcc.m4).
+if NDET_ALL_RANKS_KERNELS
 noinst_LTLIBRARIES += kernels/libndet_all_ranks.la
+endif
 kernels_libndet_all_ranks_la_SOURCES = kernels/ndet_kernels_all_ranks.cu \
 	kernels/ndet_kernels_all_ranks_f32.cu kernels/ndet_kernels_all_ranks_f16.cu \
 	kernels/ndet_kernels_all_ranks_bf16.cu kernels/ndet_kernels_all_ranks_f64.cu \

@@ -259,7 +259,8 @@ int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *stream);
  * to nranks argument blocks in
  * device memory; `op` is the kernel-table index (NDET_KERNEL_OP_PREMULSUM for
  * PreMulSum).  Defined in kernels/libndet_all_ranks.la, which only the GPU test
- * driver links (ndet_kernels_all_ranks.cu); the engine takes it as an argument
+ * driver links (ndet_kernels_all_ranks.cu; a build without it links
+ * test/gpu/ndet_all_ranks_none.c, cudaErrorNotSupported); the engine takes it as an argument
  * (ndet_engine_collective_all_ranks), so the library carries none of it.
  */
 typedef int (*ndet_all_ranks_launcher_fn)(const struct ndet_kernel_args *device_args, int dtype,

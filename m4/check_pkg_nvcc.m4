@@ -16,6 +16,12 @@
 # would otherwise spend a third of the kernels' build time on code only GPU tests
 # run; the driver compiles it on first use and caches it (~/.nv/ComputeCache).
 # --with-nvcc-all-ranks-gencode overrides it (for instance with the GPU's SASS).
+# They are built only where they can run: --enable-all-ranks-kernels=auto (the
+# default) builds them where this machine has an NVIDIA kernel driver
+# (/proc/driver/nvidia/version or /dev/nvidiactl), yes and no force it.  A machine
+# without a GPU (CI) would spend about a fifth of the kernels' build time on them
+# (the fp8 ones alone ~80 s of CPU each); the test driver built without them says
+# so when asked for its one-launch mode (test/gpu/ndet_all_ranks_none.c).
 #
 # The fp8 kernels (kernels/ndet_kernels_f8*.cu) default to sm_90 SASS and compute_90
 # PTX: NCCL reduces fp8 only on sm_90 and newer (ncclInvalidArgument below), so code
@@ -37,6 +43,19 @@ AC_DEFUN([CHECK_PKG_NVCC], [
       [nvcc target flags of the GPU test driver's compute-sanitizer (all-ranks) kernels (default: compute_80 PTX alone)])],
     [NVCC_ALL_RANKS_GENCODE="$withval"],
     [NVCC_ALL_RANKS_GENCODE="-arch=compute_80 -code=compute_80"])
+  AC_ARG_ENABLE([all-ranks-kernels],
+    [AS_HELP_STRING([--enable-all-ranks-kernels@<:@=yes|no|auto@:>@],
+      [build the GPU test driver's one-launch kernels for compute-sanitizer (test/gpu/suite.sh smoke and sanitize need them); auto (default): where this machine has an NVIDIA driver])],
+    [], [enable_all_ranks_kernels=auto])
+  ndet_all_ranks_why="--enable-all-ranks-kernels=$enable_all_ranks_kernels"
+  AS_CASE([$enable_all_ranks_kernels],
+    [yes|no], [],
+    [auto], [AS_IF([test -e /proc/driver/nvidia/version || test -e /dev/nvidiactl],
+                   [enable_all_ranks_kernels=yes ndet_all_ranks_why="NVIDIA driver found"],
+                   [enable_all_ranks_kernels=no
+                    ndet_all_ranks_why="no NVIDIA driver here; --enable-all-ranks-kernels builds them"])],
+    [AC_MSG_ERROR([--enable-all-ranks-kernels takes yes, no or auto, not "$enable_all_ranks_kernels"])])
+  AM_CONDITIONAL([NDET_ALL_RANKS_KERNELS], [test "$enable_all_ranks_kernels" = yes])
   AC_ARG_WITH([nvcc-fp8-gencode],
     [AS_HELP_STRING([--with-nvcc-fp8-gencode=FLAGS],
       [nvcc target flags of the fp8 kernels (default: sm_90 SASS and compute_90 PTX)])],

@@ -109,8 +109,15 @@ GPU_TEST_LDADD = src/libndet_engine.la test/libndet_test_data.la $(CUDA_STATIC_L
 noinst_PROGRAMS += test/gpu/ndet_gpu_test
 test_gpu_ndet_gpu_test_SOURCES = test/gpu/ndet_gpu_test.c $(GPU_TEST_COMMON)
 test_gpu_ndet_gpu_test_CFLAGS = $(GPU_TEST_CFLAGS)
-# The all-ranks kernels (sanitize mode) are this program's alone (kernels/local.mk).
+# The all-ranks kernels (sanitize mode) are this program's alone (kernels/local.mk);
+# a build without them (no GPU here: --enable-all-ranks-kernels) links a stand-in that
+# says so.
+if NDET_ALL_RANKS_KERNELS
 test_gpu_ndet_gpu_test_LDADD = kernels/libndet_all_ranks.la $(GPU_TEST_LDADD)
+else
+test_gpu_ndet_gpu_test_SOURCES += test/gpu/ndet_all_ranks_none.c
+test_gpu_ndet_gpu_test_LDADD = $(GPU_TEST_LDADD)
+endif
 
 if HAVE_CMOCKA
 check_PROGRAMS += test/test_plan
