@@ -73,7 +73,10 @@ AC_DEFUN([CHECK_PKG_NVCC], [
 __global__ void ndet_probe(int *p) { *p = (int)threadIdx.x; }
 extern "C" int ndet_probe_launch(int *p) { ndet_probe<<<1, 1>>>(p); return 0; }
 NVCCEOF
-  for check_pkg_nvcc_option in gencode all-ranks-gencode fp8-gencode; do
+  check_pkg_nvcc_options="gencode fp8-gencode"
+  AS_IF([test "$enable_all_ranks_kernels" = yes],
+        [check_pkg_nvcc_options="$check_pkg_nvcc_options all-ranks-gencode"])
+  for check_pkg_nvcc_option in $check_pkg_nvcc_options; do
     AS_CASE([$check_pkg_nvcc_option],
             [gencode], [check_pkg_nvcc_flags=$NVCC_GENCODE],
             [fp8-gencode], [check_pkg_nvcc_flags=$NVCC_FP8_GENCODE],

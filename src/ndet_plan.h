@@ -153,7 +153,7 @@ struct ndet_plan_params {
 	int max_blocks;       /* agreed setting NCCL_DET_MAX_BLOCKS */
 	int ranks_per_device; /* agreed (setup table): most ranks on one GPU; 0 = 1 */
 	int device_sms;       /* agreed (setup table): fewest SMs of a rank's GPU; 0 = 96 */
-	uint64_t lane_bytes;  /* agreed: pool data bytes / max_blocks, multiple of 256 */
+	uint64_t lane_bytes;  /* agreed: pool data bytes / grid cap, multiple of 256 */
 };
 
 struct ndet_plan {

@@ -470,6 +470,13 @@ static void sanitize_run(struct loopback_world *world)
 static int run_loopback(int nranks, bool quick, bool sanitize)
 {
 	struct loopback_world world = {.nranks = nranks, .quick = quick, .sanitize = sanitize};
+	/* A build without the one-launch kernels (ndet_all_ranks_none.c) fails here, once. */
+	if (sanitize && ndet_kernel_all_ranks_load(0) != 0) {
+		printf("SUMMARY ndet_gpu_test sanitize n=%d: FAILED: no one-launch kernels in this "
+		       "build\n",
+		       nranks);
+		return 1;
+	}
 	pthread_barrier_init(&world.barrier, NULL, (unsigned)nranks);
 	pthread_mutex_init(&world.lock, NULL);
 	pthread_t threads[NDET_MAX_RANKS];
