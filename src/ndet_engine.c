@@ -63,7 +63,7 @@ struct ndet_engine {
 	char *pool; /* flags at 0, lanes at data_offset */
 	uint64_t pool_bytes;
 	uint64_t data_offset;
-	uint64_t lane_bytes;
+	uint64_t lane_bytes; /* set once the table is agreed (ndet_engine_setup_map) */
 	uint64_t ll_offset; /* LL slots, from the first lane (ndet_kernels.h) */
 	uint64_t *step_counters;                  /* device, one per block */
 	uint64_t *trace;                          /* ndet_engine_set_trace; NULL: none */
@@ -253,8 +253,6 @@ static ndet_local_status_t ndet_engine_alloc(struct ndet_engine *engine)
 		return NDET_LOCAL_ALLOC_FAILED;
 	}
 	engine->data_offset = ndet_engine_flags_bytes();
-	/* The lanes' size follows the agreed table (ndet_engine_setup_map). */
-	engine->lane_bytes = ndet_engine_lane_bytes(config);
 	engine->ll_offset = ndet_engine_data_bytes(config);
 	engine->pool_bytes = engine->data_offset + engine->ll_offset + ndet_engine_ll_bytes(config);
 

@@ -43,18 +43,28 @@ static struct ndet_eligibility decide_full(const struct ndet_eligibility_facts *
 	return decision;
 }
 
-static struct ndet_eligibility decide(ncclDataType_t datatype, ncclRedOp_t op, size_t count,
-				      ndet_comm_state_t state, bool strict, int version)
+/* The facts of one call; sm90 and fp8: what setup agreed about the GPUs (fp8 only). */
+static struct ndet_eligibility decide_gpu(int datatype, ncclRedOp_t op, size_t count,
+					  ndet_comm_state_t state, bool strict, int version,
+					  bool sm90, bool fp8)
 {
 	struct ndet_eligibility_facts facts = {
-		.datatype = datatype,
+		.datatype = (ncclDataType_t)datatype,
 		.op = op,
 		.count = count,
 		.state = state,
 		.strict = strict,
 		.nccl_version = version,
+		.sm90 = sm90,
+		.fp8 = fp8,
 	};
 	return decide_full(&facts);
+}
+
+static struct ndet_eligibility decide(ncclDataType_t datatype, ncclRedOp_t op, size_t count,
+				      ndet_comm_state_t state, bool strict, int version)
+{
+	return decide_gpu((int)datatype, op, count, state, strict, version, false, false);
 }
 
 /* Every supported dtype x op in every state, with and without strict. */
@@ -220,17 +230,7 @@ static void test_strict_is_agreed_first(void **state)
 static struct ndet_eligibility decide_fp8(int datatype, ncclRedOp_t op, ndet_comm_state_t state,
 					  bool strict, int version, bool sm90, bool fp8)
 {
-	struct ndet_eligibility_facts facts = {
-		.datatype = (ncclDataType_t)datatype,
-		.op = op,
-		.count = 8,
-		.state = state,
-		.strict = strict,
-		.nccl_version = version,
-		.sm90 = sm90,
-		.fp8 = fp8,
-	};
-	return decide_full(&facts);
+	return decide_gpu(datatype, op, 8, state, strict, version, sm90, fp8);
 }
 
 /*
