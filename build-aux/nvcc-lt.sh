@@ -1,19 +1,26 @@
 #!/bin/sh
-# Compile one CUDA source into a libtool object (.lo) with nvcc.
+# Compile one CUDA source into a libtool object (.lo) with nvcc, and write the
+# object's header dependencies as nvcc found them.
 #
 # libtool cannot drive nvcc itself (it passes -fPIC and -DPIC, which nvcc does not
 # take), so this writes what `libtool --mode=compile` would: a PIC object in .libs/
 # and a .lo stub naming it.  The library is built pic-only, so the non-PIC object
-# is the same file.
+# is the same file.  The dependencies (nvcc -MD) go to DIR/.deps/BASE.Plo, which
+# kernels/local.mk includes: a changed header rebuilds every object that read it.
 #
-# usage: nvcc-lt.sh OUTPUT.lo NVCC [nvcc flags...] SOURCE.cu
+# usage: nvcc-lt.sh OUTPUT.lo SOURCE.cu COMMAND [ARGS...]
+#   COMMAND ARGS: the compiler and its flags, optionally behind a launcher
+#   (ccache nvcc ...); the compile flags and file names are added here.
 set -e
-out_lo=$1; shift
-nvcc=$1; shift
+out_lo=$1
+source=$2
+shift 2
 dir=$(dirname "$out_lo")
 base=$(basename "$out_lo" .lo)
-mkdir -p "$dir/.libs"
-"$nvcc" -Xcompiler -fPIC -DPIC "$@" -c -o "$dir/.libs/$base.o"
+mkdir -p "$dir/.libs" "$dir/.deps"
+"$@" -Xcompiler -fPIC -DPIC -MD -MF "$dir/.deps/$base.Plo.tmp" -MT "$out_lo" \
+	-c "$source" -o "$dir/.libs/$base.o"
+mv "$dir/.deps/$base.Plo.tmp" "$dir/.deps/$base.Plo"
 cp "$dir/.libs/$base.o" "$dir/$base.o"
 cat > "$out_lo.tmp" <<LOEOF
 # $base.lo - a libtool object file

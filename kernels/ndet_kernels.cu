@@ -10,13 +10,42 @@
 
 namespace {
 
-/* Every element type's kernel table, indexed by ndet_dtype_t. */
-const ndet_kernel_fn (*const ndet_kernels[NDET_DTYPE_COUNT])[NDET_OP_COUNT + 1] = {
-	ndet_kernels_f32, ndet_kernels_f16,    ndet_kernels_bf16,
-	ndet_kernels_f64, ndet_kernels_f8e4m3, ndet_kernels_f8e5m2};
-const ndet_kernel_fn (*const ndet_ll_kernels[NDET_DTYPE_COUNT])[NDET_OP_COUNT] = {
-	ndet_ll_kernels_f32, ndet_ll_kernels_f16,    ndet_ll_kernels_bf16,
-	ndet_ll_kernels_f64, ndet_ll_kernels_f8e4m3, ndet_ll_kernels_f8e5m2};
+/* Every element type's kernels, indexed by ndet_dtype_t. */
+struct ndet_type_kernels {
+	const ndet_pull_kernels *pull;
+	const ndet_push_ll_kernels *push_ll;
+};
+const ndet_type_kernels ndet_kernels[NDET_DTYPE_COUNT] = {
+	{&ndet_pull_kernels_f32, &ndet_push_ll_kernels_f32},
+	{&ndet_pull_kernels_f16, &ndet_push_ll_kernels_f16},
+	{&ndet_pull_kernels_bf16, &ndet_push_ll_kernels_bf16},
+	{&ndet_pull_kernels_f64, &ndet_push_ll_kernels_f64},
+	{&ndet_pull_kernels_f8e4m3, &ndet_push_ll_kernels_f8e4m3},
+	{&ndet_pull_kernels_f8e5m2, &ndet_push_ll_kernels_f8e5m2},
+};
+
+/*
+ * The kernel of one checked call: its path, the class of its op and its rank bucket
+ * (ndet_kernels_impl.cuh).  Sum and avg share their kernels, and so do prod, min and
+ * max with every op beyond 8 ranks.
+ */
+ndet_kernel_fn ndet_kernel_select(const ndet_kernel_args &args)
+{
+	const int bucket = args.nranks <= 2 ? 0 : args.nranks <= 4 ? 1 : args.nranks <= 8 ? 2 : -1;
+	const bool premul = args.premul != NDET_PREMUL_NONE;
+	const bool sum = !premul && (args.op == NDET_OP_SUM || args.op == NDET_OP_AVG);
+	const ndet_type_kernels &k = ndet_kernels[args.dtype];
+	switch (args.path) {
+	case NDET_PATH_LL:
+		return sum && bucket >= 0 ? k.push_ll->ll_sum[bucket] : k.push_ll->ll_generic;
+	case NDET_PATH_PUSH: /* 2-8 ranks (checked): bucket >= 0 */
+		return sum ? k.push_ll->push_sum[bucket] : k.push_ll->push_generic;
+	default:
+		if (bucket < 0)
+			return k.pull->generic;
+		return premul ? k.pull->premul[bucket] : sum ? k.pull->sum[bucket] : k.pull->generic;
+	}
+}
 
 /* Bare flag round trip between two ranks: the floor of any synchronisation. */
 __global__ void ndet_pingpong_kernel(uint64_t *mine, uint64_t *peer, int iters, int initiator,
@@ -61,7 +90,6 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS) ndet_copy_kernel(char *ds
 
 extern "C" int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *stream)
 {
-	const int op = args->premul != NDET_PREMUL_NONE ? NDET_KERNEL_OP_PREMULSUM : args->op;
 	if (!ndet_kernel_valid(args->dtype, args->op) || args->op >= NDET_OP_COUNT ||
 	    (args->premul != NDET_PREMUL_NONE && args->op != NDET_OP_SUM) ||
 	    (args->path == NDET_PATH_LL && args->premul != NDET_PREMUL_NONE) ||
@@ -69,12 +97,8 @@ extern "C" int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *
 	     (args->premul != NDET_PREMUL_NONE || args->root >= 0 || args->nranks < 2 ||
 	      args->nranks > 8)))
 		return (int)cudaErrorInvalidValue;
-	const int bucket = args->nranks <= 2 ? 0 : args->nranks <= 4 ? 1 : args->nranks <= 8 ? 2 : 3;
-	/* LL has its own kernels (never PreMulSum, checked above). */
-	const ndet_kernel_fn kernel = args->path == NDET_PATH_LL
-					      ? ndet_ll_kernels[args->dtype][bucket][args->op]
-					      : ndet_kernels[args->dtype][bucket][op];
-	kernel<<<args->blocks, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(*args);
+	ndet_kernel_select(*args)<<<args->blocks, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
+		*args);
 	return (int)cudaGetLastError();
 }
 
@@ -107,21 +131,10 @@ extern "C" int ndet_kernel_fill_u32(unsigned *dst, size_t count, unsigned value,
 	return (int)cudaGetLastError();
 }
 
-extern "C" int ndet_kernel_device_check(void)
+/* The first kernel in `kernels` without an image for the current device (cleared). */
+static int ndet_kernel_probe(const ndet_kernel_fn *kernels, unsigned count)
 {
-	cudaFuncAttributes attributes;
-	const cudaError_t err = cudaFuncGetAttributes(&attributes, ndet_fill_u32_kernel);
-	if (err != cudaSuccess)
-		(void)cudaGetLastError();
-	return (int)err;
-}
-
-extern "C" int ndet_kernel_fp8_check(void)
-{
-	/* One kernel per fp8 translation unit: each unit's code is one image. */
-	const ndet_kernel_fn kernels[] = {ndet_kernels_f8e4m3[0][NDET_OP_SUM],
-					  ndet_kernels_f8e5m2[0][NDET_OP_SUM]};
-	for (unsigned i = 0; i < sizeof(kernels) / sizeof(kernels[0]); i++) {
+	for (unsigned i = 0; i < count; i++) {
 		cudaFuncAttributes attributes;
 		const cudaError_t err = cudaFuncGetAttributes(&attributes, kernels[i]);
 		if (err != cudaSuccess) {
@@ -130,4 +143,30 @@ extern "C" int ndet_kernel_fp8_check(void)
 		}
 	}
 	return 0;
+}
+
+extern "C" int ndet_kernel_device_check(void)
+{
+	/*
+	 * One kernel of every translation unit built for NVCC_GENCODE (each unit's code
+	 * is one image): the launchers' own, then each element type's tables.
+	 */
+	const ndet_kernel_fn kernels[] = {
+		reinterpret_cast<ndet_kernel_fn>(ndet_fill_u32_kernel),
+		ndet_pull_kernels_f32.sum[0],  ndet_push_ll_kernels_f32.ll_sum[0],
+		ndet_pull_kernels_f16.sum[0],  ndet_push_ll_kernels_f16.ll_sum[0],
+		ndet_pull_kernels_bf16.sum[0], ndet_push_ll_kernels_bf16.ll_sum[0],
+		ndet_pull_kernels_f64.sum[0],  ndet_push_ll_kernels_f64.ll_sum[0],
+	};
+	return ndet_kernel_probe(kernels, sizeof(kernels) / sizeof(kernels[0]));
+}
+
+extern "C" int ndet_kernel_fp8_check(void)
+{
+	/* One kernel of each fp8 table: the tables of a type may be two units. */
+	const ndet_kernel_fn kernels[] = {
+		ndet_pull_kernels_f8e4m3.sum[0], ndet_push_ll_kernels_f8e4m3.ll_sum[0],
+		ndet_pull_kernels_f8e5m2.sum[0], ndet_push_ll_kernels_f8e5m2.ll_sum[0],
+	};
+	return ndet_kernel_probe(kernels, sizeof(kernels) / sizeof(kernels[0]));
 }

@@ -12,11 +12,20 @@
 
 namespace {
 
-/* Every element type's all-ranks table, indexed by ndet_dtype_t. */
-const ndet_all_ranks_fn (*const ndet_all_ranks_kernels[NDET_DTYPE_COUNT])[NDET_OP_COUNT + 1] = {
-	ndet_all_ranks_kernels_f32,    ndet_all_ranks_kernels_f16,
-	ndet_all_ranks_kernels_bf16,   ndet_all_ranks_kernels_f64,
-	ndet_all_ranks_kernels_f8e4m3, ndet_all_ranks_kernels_f8e5m2};
+/* Every element type's all-ranks kernels, indexed by ndet_dtype_t. */
+const ndet_all_ranks_kernels *const ndet_all_ranks_tables[NDET_DTYPE_COUNT] = {
+	&ndet_all_ranks_kernels_f32,    &ndet_all_ranks_kernels_f16,
+	&ndet_all_ranks_kernels_bf16,   &ndet_all_ranks_kernels_f64,
+	&ndet_all_ranks_kernels_f8e4m3, &ndet_all_ranks_kernels_f8e5m2};
+
+/* The kernel of a kernel-table op index (NDET_KERNEL_OP_PREMULSUM for PreMulSum). */
+ndet_all_ranks_fn ndet_all_ranks_select(int dtype, int op)
+{
+	const ndet_all_ranks_kernels &k = *ndet_all_ranks_tables[dtype];
+	if (op == NDET_KERNEL_OP_PREMULSUM)
+		return k.premul;
+	return op == NDET_OP_SUM || op == NDET_OP_AVG ? k.sum : k.generic;
+}
 
 } /* namespace */
 
@@ -28,7 +37,7 @@ extern "C" int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *de
 	if (!ndet_kernel_valid(dtype, op) || nranks < 1 || nranks > 8)
 		return (int)cudaErrorInvalidValue;
 	dim3 grid(blocks, (unsigned)nranks);
-	ndet_all_ranks_kernels[dtype][0][op]<<<grid, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
+	ndet_all_ranks_select(dtype, op)<<<grid, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
 		device_args);
 	return (int)cudaGetLastError();
 }
@@ -38,10 +47,11 @@ extern "C" int ndet_kernel_all_ranks_load(unsigned dtype_mask)
 	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
 		if ((dtype_mask & (1u << dtype)) == 0)
 			continue;
-		for (int op = 0; op <= NDET_KERNEL_OP_PREMULSUM; op++) {
+		const ndet_all_ranks_kernels &k = *ndet_all_ranks_tables[dtype];
+		const ndet_all_ranks_fn kernels[] = {k.sum, k.premul, k.generic};
+		for (unsigned i = 0; i < sizeof(kernels) / sizeof(kernels[0]); i++) {
 			cudaFuncAttributes attributes;
-			const cudaError_t err =
-				cudaFuncGetAttributes(&attributes, ndet_all_ranks_kernels[dtype][0][op]);
+			const cudaError_t err = cudaFuncGetAttributes(&attributes, kernels[i]);
 			if (err != cudaSuccess)
 				return (int)err;
 		}

@@ -6,4 +6,4 @@
  */
 #include "ndet_kernels_impl.cuh"
 
-NDET_ALL_RANKS_TABLES(NDET_DTYPE_BF16, bf16);
+NDET_ALL_RANKS_KERNELS(NDET_DTYPE_BF16, bf16);

@@ -6,4 +6,4 @@
  */
 #include "ndet_kernels_impl.cuh"
 
-NDET_ALL_RANKS_TABLES(NDET_DTYPE_F16, f16);
+NDET_ALL_RANKS_KERNELS(NDET_DTYPE_F16, f16);

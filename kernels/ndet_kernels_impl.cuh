@@ -265,11 +265,27 @@ template <typename Acc> __device__ __forceinline__ Acc ndet_max(Acc a, Acc b)
 }
 
 /*
- * The kernel-table op of PreMulSum: a sum whose leaves are x_q * s_q, the product
- * rounded once in the accumulation type (exact for f16 and bf16: 11 x 11 and 8 x 8
- * significand bits fit in f32's 24), then the tree of sums, then the one rounding.
+ * Kernel classes: what one kernel is specialised for at compile time.  The op itself
+ * is args.op, read at run time where a class serves several:
+ *   kSum     sum and avg (avg: the sum, then one division by n at the root; the
+ *            same operations a kernel of its own would make, so the same bits);
+ *   kPremul  PreMulSum: a sum whose leaves are x_q * s_q, the product rounded once
+ *            in the accumulation type (exact for f16 and bf16: 11 x 11 and 8 x 8
+ *            significand bits fit in f32's 24), then the tree of sums;
+ *   kGeneric every op, PreMulSum included (args.premul), the tree's operator chosen
+ *            per element by a warp-uniform branch: prod, min and max at any rank
+ *            count, and every op beyond 8 ranks.
+ * doc/kernels.md gives the table of kernels and why it is this one.
  */
-constexpr int kOpPremulSum = NDET_KERNEL_OP_PREMULSUM;
+constexpr int kSum = 0;
+constexpr int kPremul = 1;
+constexpr int kGeneric = 2;
+
+/* Are leaves pre-multiplied (PreMulSum)? */
+template <int K> __device__ __forceinline__ bool ndet_premul_on(const ndet_kernel_args &a)
+{
+	return K == kPremul || (K == kGeneric && a.premul != NDET_PREMUL_NONE);
+}
 
 template <int OP, typename Acc> __device__ __forceinline__ Acc ndet_apply(Acc a, Acc b)
 {
@@ -283,17 +299,19 @@ template <int OP, typename Acc> __device__ __forceinline__ Acc ndet_apply(Acc a,
 }
 
 /* A widened leaf, pre-multiplied for PreMulSum. */
-template <int OP, typename Acc> __device__ __forceinline__ Acc ndet_scaled(Acc v, Acc scale)
+template <int K, typename Acc>
+__device__ __forceinline__ Acc ndet_scaled(const ndet_kernel_args &a, Acc v, Acc scale)
 {
-	return OP == kOpPremulSum ? ndet_mul(v, scale) : v;
+	return ndet_premul_on<K>(a) ? ndet_mul(v, scale) : v;
 }
 
 /* One leaf of the tree: rank r's element, widened, pre-multiplied for PreMulSum. */
-template <int DT, int OP>
+template <int DT, int K>
 __device__ __forceinline__ typename ndet_dtype<DT>::Acc
-ndet_leaf(typename ndet_dtype<DT>::T x, typename ndet_dtype<DT>::Acc scale)
+ndet_leaf(const ndet_kernel_args &a, typename ndet_dtype<DT>::T x,
+	  typename ndet_dtype<DT>::Acc scale)
 {
-	return ndet_scaled<OP>(ndet_dtype<DT>::widen(x), scale);
+	return ndet_scaled<K>(a, ndet_dtype<DT>::widen(x), scale);
 }
 
 /*
@@ -302,7 +320,7 @@ ndet_leaf(typename ndet_dtype<DT>::T x, typename ndet_dtype<DT>::Acc scale)
  * ndet_reference.h.  Loops unroll fully, so v[] stays in registers.
  */
 template <int OP, typename Acc, int NR>
-__device__ __forceinline__ Acc ndet_tree(Acc (&v)[NDET_MAX_RANKS], int n)
+__device__ __forceinline__ Acc ndet_tree_of(Acc (&v)[NDET_MAX_RANKS], int n)
 {
 #pragma unroll
 	for (int s = 1; s < NR; s <<= 1) {
@@ -315,17 +333,38 @@ __device__ __forceinline__ Acc ndet_tree(Acc (&v)[NDET_MAX_RANKS], int n)
 	return v[0];
 }
 
-/* The root before its one rounding: divided by n for avg. */
-template <int OP, typename Acc> __device__ __forceinline__ Acc ndet_averaged(Acc acc, int n)
+/* The tree of kernel class K: sums, or args.op's operator (kGeneric). */
+template <int K, typename Acc, int NR>
+__device__ __forceinline__ Acc ndet_tree(const ndet_kernel_args &a, Acc (&v)[NDET_MAX_RANKS],
+					 int n)
 {
-	return OP == NDET_OP_AVG ? ndet_div(acc, (Acc)n) : acc;
+	if (K == kGeneric) {
+		switch (a.op) {
+		case NDET_OP_PROD:
+			return ndet_tree_of<NDET_OP_PROD, Acc, NR>(v, n);
+		case NDET_OP_MIN:
+			return ndet_tree_of<NDET_OP_MIN, Acc, NR>(v, n);
+		case NDET_OP_MAX:
+			return ndet_tree_of<NDET_OP_MAX, Acc, NR>(v, n);
+		default:
+			break;
+		}
+	}
+	return ndet_tree_of<NDET_OP_SUM, Acc, NR>(v, n);
 }
 
-template <int DT, int OP>
-__device__ __forceinline__ typename ndet_dtype<DT>::T
-ndet_finish(typename ndet_dtype<DT>::Acc acc, int n)
+/* The root before its one rounding: divided by n for avg. */
+template <int K, typename Acc>
+__device__ __forceinline__ Acc ndet_averaged(const ndet_kernel_args &a, Acc acc, int n)
 {
-	return ndet_dtype<DT>::narrow(ndet_averaged<OP>(acc, n));
+	return K != kPremul && a.op == NDET_OP_AVG ? ndet_div(acc, (Acc)n) : acc;
+}
+
+template <int DT, int K>
+__device__ __forceinline__ typename ndet_dtype<DT>::T
+ndet_finish(const ndet_kernel_args &a, typename ndet_dtype<DT>::Acc acc, int n)
+{
+	return ndet_dtype<DT>::narrow(ndet_averaged<K>(a, acc, n));
 }
 
 /*
@@ -448,7 +487,7 @@ __device__ void ndet_copy_bytes(char *dst, const char *src, uint64_t bytes)
  * for j < ncopies that are not NULL (16-byte aligned pool memory, own or a peer's).
  * `scales` (PreMulSum only) holds every rank's scalar.
  */
-template <int DT, int OP, int NR>
+template <int DT, int K, int NR>
 __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&src)[NR],
 				 uint64_t len, char *out, char *const (&copies)[NR], int ncopies,
 				 const typename ndet_dtype<DT>::Acc *scales)
@@ -465,7 +504,7 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 	Acc scale[NDET_MAX_RANKS];
 #pragma unroll
 	for (int r = 0; r < NR; r++)
-		scale[r] = OP == kOpPremulSum && r < n ? scales[r] : Acc(1);
+		scale[r] = ndet_premul_on<K>(a) && r < n ? scales[r] : Acc(1);
 
 	/*
 	 * Packs per thread per iteration, so that U x n loads are in flight: what the
@@ -512,13 +551,13 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 							const float2 x = D::widen2(
 								reinterpret_cast<const unsigned short *>(
 									&raw[u][r])[e]);
-							lo[r] = ndet_scaled<OP>(x.x, scale[r]);
-							hi[r] = ndet_scaled<OP>(x.y, scale[r]);
+							lo[r] = ndet_scaled<K>(a, x.x, scale[r]);
+							hi[r] = ndet_scaled<K>(a, x.y, scale[r]);
 						}
 					}
 					result.pair[e] = D::narrow2(
-						ndet_averaged<OP>(ndet_tree<OP, Acc, NR>(lo, n), n),
-						ndet_averaged<OP>(ndet_tree<OP, Acc, NR>(hi, n), n));
+						ndet_averaged<K>(a, ndet_tree<K, Acc, NR>(a, lo, n), n),
+						ndet_averaged<K>(a, ndet_tree<K, Acc, NR>(a, hi, n), n));
 				}
 			} else {
 #pragma unroll
@@ -527,12 +566,12 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 #pragma unroll
 					for (int r = 0; r < NR; r++) {
 						if (r < n)
-							v[r] = ndet_leaf<DT, OP>(
+							v[r] = ndet_leaf<DT, K>(a, 
 								reinterpret_cast<const T *>(&raw[u][r])[e],
 								scale[r]);
 					}
 					result.e[e] =
-						ndet_finish<DT, OP>(ndet_tree<OP, Acc, NR>(v, n), n);
+						ndet_finish<DT, K>(a, ndet_tree<K, Acc, NR>(a, v, n), n);
 				}
 			}
 			if (!to_out) {
@@ -556,10 +595,10 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 #pragma unroll
 		for (int r = 0; r < NR; r++) {
 			if (r < n)
-				v[r] = ndet_leaf<DT, OP>(
+				v[r] = ndet_leaf<DT, K>(a, 
 					ndet_load_lane(reinterpret_cast<const T *>(src[r]) + i), scale[r]);
 		}
-		T value = ndet_finish<DT, OP>(ndet_tree<OP, Acc, NR>(v, n), n);
+		T value = ndet_finish<DT, K>(a, ndet_tree<K, Acc, NR>(a, v, n), n);
 		if (to_out)
 			ndet_store_elem<T>(out + i * sizeof(T), value);
 #pragma unroll
@@ -574,7 +613,7 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
  * Pull: reduce `len` elements at element offset `lane_off` of lane `lane_base` in
  * every rank's pool, to `out` only (one-shot and reduce-scatter).
  */
-template <int DT, int OP, int NR>
+template <int DT, int K, int NR>
 __device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base, uint64_t lane_off,
 				  uint64_t len, char *out,
 				  const typename ndet_dtype<DT>::Acc *scales)
@@ -587,7 +626,7 @@ __device__ void ndet_reduce_range(const ndet_kernel_args &a, uint64_t lane_base,
 		src[r] = r < a.nranks ? a.lanes[r] + byte_off : nullptr;
 		copies[r] = nullptr;
 	}
-	ndet_reduce_core<DT, OP, NR>(a, src, len, out, copies, 0, scales);
+	ndet_reduce_core<DT, K, NR>(a, src, len, out, copies, 0, scales);
 }
 
 /* Debug knob: a pseudo-random pause, so ordering bugs show up in tests. */
@@ -932,7 +971,7 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
  * One LL step of block b (ndet_kernels.h): step `step` of the block's flags, LL step
  * `t` of its slots.  Thread i carries lines i, i + threads, ... of the block's chunk.
  */
-template <int DT, int OP, int NR>
+template <int DT, int K, int NR>
 __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, uint64_t step,
 			      uint64_t t, uint32_t host_abort)
 {
@@ -1039,7 +1078,7 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 			}
 			ndet_store_elem<T>(static_cast<char *>(a.recvbuff) +
 						   (start + line * E8 + e) * sizeof(T),
-					   ndet_finish<DT, OP>(ndet_tree<OP, Acc, NR>(v, n), n));
+					   ndet_finish<DT, K>(a, ndet_tree<K, Acc, NR>(a, v, n), n));
 		}
 	}
 	if (code != NDET_KERNEL_OK) {
@@ -1065,7 +1104,7 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
  * software-pipelined so that the scatter of step s + 1 overlaps the wait for step s's
  * reduced segments, and the gather of step s the wait for the peers' ready of s + 1.
  */
-template <int DT, int OP, int NR>
+template <int DT, int K, int NR>
 __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 				uint64_t first_step, uint32_t host_abort)
 {
@@ -1163,7 +1202,7 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 							(uint64_t)(n + me) * slot_bytes
 					      : nullptr;
 		}
-		ndet_reduce_core<DT, OP, NR>(a, src, me_end - mb, recv + (start + mb) * sizeof(T),
+		ndet_reduce_core<DT, K, NR>(a, src, me_end - mb, recv + (start + mb) * sizeof(T),
 					     copies, n - 1, nullptr);
 		ndet_trace(a, st, NDET_TRACE_COPIED);
 		__syncthreads();
@@ -1202,20 +1241,22 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 	ndet_trace(a, st, NDET_TRACE_END);
 }
 
+/* Where a block's call starts: what every path takes from the prologue. */
+struct ndet_block_start {
+	uint64_t first_step; /* the block's step counter before this call */
+	uint64_t first_ll;   /* its LL step counter */
+	uint32_t host_abort; /* thread 32 of block 0: the host abort flag as read */
+};
+
 /*
- * LL_ONLY: the block of ndet_ll_kernel, which runs the prologue and the LL step only,
- * so the other paths' registers and code stay out of the small-message kernel.
+ * The prologue of every kernel: the block's state, its counters, the poisoned-engine
+ * check and the host abort flag.  False: the block must leave at once.
  */
-template <int DT, int OP, int NR, bool LL_ONLY = false>
-__device__ void ndet_allreduce_block(const ndet_kernel_args &a)
+__device__ bool ndet_block_open(const ndet_kernel_args &a, ndet_block_state &st,
+				ndet_block_start &start)
 {
-	typedef ndet_dtype<DT> D;
-	typedef typename D::T T;
-	typedef typename D::Acc Acc;
 	__shared__ uint64_t first_step, first_ll;
 	__shared__ int poisoned;
-	__shared__ Acc scales[NDET_MAX_RANKS]; /* PreMulSum: every rank's scalar, this step */
-	ndet_block_state st;
 	st.t0 = ndet_globaltimer();
 	st.me = a.flags[a.rank];
 	st.waits = 0;
@@ -1224,7 +1265,6 @@ __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
 	ndet_trace(a, st, NDET_TRACE_START, st.t0);
 	const uint32_t b = blockIdx.x;
 
-	__shared__ uint32_t host_aborted;
 	/*
 	 * The opening wait's first look (threads 0..n-1, peer q = thread q), issued with
 	 * the prologue's other loads so that one memory latency covers them all: thread 0
@@ -1276,31 +1316,26 @@ __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
 	if (threadIdx.x == 32 && b == 0)
 		host_abort = a.host_status->abort;
 	__syncthreads();
-	if (poisoned)
-		return;
-	if constexpr (LL_ONLY) {
-		if constexpr (OP != kOpPremulSum)
-			ndet_ll_block<DT, OP, NR>(a, st, first_step + 1, first_ll + 1, host_abort);
-		return;
-	}
-	/*
-	 * PreMulSum is never planned LL or push, and more than 8 ranks never push: their
-	 * kernels leave that code out (build time).
-	 */
-	if constexpr (OP != kOpPremulSum) {
-		if (a.path == NDET_PATH_LL) {
-			ndet_ll_block<DT, OP, NR>(a, st, first_step + 1, first_ll + 1, host_abort);
-			return;
-		}
-		/* Push is planned for up to 8 ranks only (ndet_plan.h). */
-		if constexpr (NR <= 8) {
-			if (a.path == NDET_PATH_PUSH) {
-				ndet_push_block<DT, OP, NR>(a, st, first_step, host_abort);
-				return;
-			}
-		}
-	}
+	start.first_step = first_step;
+	start.first_ll = first_ll;
+	start.host_abort = host_abort;
+	return !poisoned;
+}
 
+/*
+ * Pull (one-shot, two-shot, reduce-scatter; reduce through either): steps
+ * first_step + 1 ... of block b, each behind the released wait of the step before.
+ */
+template <int DT, int K, int NR>
+__device__ void ndet_pull_block(const ndet_kernel_args &a, ndet_block_state &st,
+				uint64_t first_step, uint32_t host_abort)
+{
+	typedef ndet_dtype<DT> D;
+	typedef typename D::T T;
+	typedef typename D::Acc Acc;
+	__shared__ uint32_t host_aborted;
+	__shared__ Acc scales[NDET_MAX_RANKS]; /* PreMulSum: every rank's scalar, this step */
+	const uint32_t b = blockIdx.x;
 	const uint64_t lane_base = (uint64_t)b * a.lane_bytes;
 	char *own_lane = a.lanes[a.rank] + lane_base;
 	const char *send = static_cast<const char *>(a.sendbuff);
@@ -1351,7 +1386,7 @@ __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
 						send + ((uint64_t)d * a.count + start) * sizeof(T),
 						len * sizeof(T));
 		}
-		if (OP == kOpPremulSum && threadIdx.x == 0)
+		if (ndet_premul_on<K>(a) && threadIdx.x == 0)
 			ndet_store_relaxed(&st.me->scalar[b],
 					   ndet_acc_bits(ndet_premul_scalar<DT>(a)));
 		ndet_trace(a, st, NDET_TRACE_COPIED);
@@ -1375,7 +1410,7 @@ __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
 		if (ndet_wait_all(a, st, st.me->ready, step, true, 2) != 0)
 			return;
 		ndet_trace(a, st, NDET_TRACE_READY);
-		if (OP == kOpPremulSum) {
+		if (ndet_premul_on<K>(a)) {
 			/* Thread q acquired q's ready: q's scalar for this step is visible. */
 			if (threadIdx.x < (unsigned)a.nranks)
 				ndet_acc_from_bits(
@@ -1388,7 +1423,7 @@ __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
 			/* One-shot: the whole chunk; reduce-scatter: segment `rank` of it. */
 			const uint64_t lane_off = scatter ? (uint64_t)a.rank * a.chunk_elems : 0;
 			if (writes)
-				ndet_reduce_range<DT, OP, NR>(a, lane_base, lane_off, len,
+				ndet_reduce_range<DT, K, NR>(a, lane_base, lane_off, len,
 							      recv + start * sizeof(T), scales);
 		} else {
 			/*
@@ -1412,7 +1447,7 @@ __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
 						    ? a.lanes[q] + lane_base + my_begin * sizeof(T)
 						    : nullptr;
 			}
-			ndet_reduce_core<DT, OP, NR>(a, src, my_end - my_begin,
+			ndet_reduce_core<DT, K, NR>(a, src, my_end - my_begin,
 						     writes ? recv + (start + my_begin) * sizeof(T)
 							    : nullptr,
 						     copies, a.nranks - 1, scales);
@@ -1456,33 +1491,63 @@ __device__ void ndet_allreduce_block(const ndet_kernel_args &a)
 }
 
 /*
- * One kernel per (dtype, op, rank bucket), so each gets its own register allocation
- * and unrolling: NR = 2, 4 and 8 serve up to that many ranks with two blocks per SM
- * (several processes on one GPU must fit their blocks at once), NR = 16 the rest.
- * The all-ranks-in-one-launch kernels (compute-sanitizer) come in the 8 bucket only:
- * the same template code, a sixth of the kernels to build (the sanitizer runs take
- * 2 and 3 ranks; NR = 16's code is the NR = 8 code with longer unrolled loops).
+ * The kernels: one per (path, class, rank bucket), each only its path's code, so
+ * each gets its own register allocation and unrolling.  NR = 2, 4 and 8 serve up to
+ * that many ranks with two blocks per SM (several processes on one GPU must fit their
+ * blocks at once); the kGeneric kernels serve prod, min and max at any rank count
+ * and every op beyond 8 ranks (NR = 16, one block per SM; push: NR = 8, the most it
+ * is planned for).  The all-ranks-in-one-launch kernels (compute-sanitizer) run the
+ * same blocks, every path in one kernel chosen by args.path, in the 8 bucket only.
  */
-template <int DT, int OP, int NR>
-__global__ void __launch_bounds__(NDET_KERNEL_THREADS, NR <= 8 ? 2 : 1)
-	ndet_allreduce_kernel(const ndet_kernel_args args)
+#define NDET_KERNEL_OCCUPANCY(NR) ((NR) <= 8 ? 2 : 1)
+
+/*
+ * One path's blocks after the prologue: pull (NDET_PATH_ONESHOT stands for one-shot,
+ * two-shot and reduce-scatter, which args.path tells apart), push or LL.  Push and
+ * LL are never planned with PreMulSum (ndet_plan.h): they have no kPremul kernels.
+ */
+template <int PATH, int DT, int K, int NR>
+__device__ __forceinline__ void ndet_path_block(const ndet_kernel_args &a, ndet_block_state &st,
+						const ndet_block_start &start)
 {
-	ndet_allreduce_block<DT, OP, NR>(args);
+	if constexpr (PATH == NDET_PATH_LL) {
+		static_assert(K != kPremul, "LL: no PreMulSum");
+		ndet_ll_block<DT, K, NR>(a, st, start.first_step + 1, start.first_ll + 1,
+					 start.host_abort);
+	} else if constexpr (PATH == NDET_PATH_PUSH) {
+		static_assert(K != kPremul && NR <= 8, "push: no PreMulSum, at most 8 ranks");
+		ndet_push_block<DT, K, NR>(a, st, start.first_step, start.host_abort);
+	} else {
+		ndet_pull_block<DT, K, NR>(a, st, start.first_step, start.host_abort);
+	}
 }
 
-template <int DT, int OP, int NR>
-__global__ void __launch_bounds__(NDET_KERNEL_THREADS, NR <= 8 ? 2 : 1)
-	ndet_allreduce_all_ranks_kernel(const ndet_kernel_args *args)
+template <int PATH, int DT, int K, int NR>
+__global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(NR))
+	ndet_path_kernel(const ndet_kernel_args args)
 {
-	ndet_allreduce_block<DT, OP, NR>(args[blockIdx.y]);
+	ndet_block_state st;
+	ndet_block_start start;
+	if (ndet_block_open(args, st, start))
+		ndet_path_block<PATH, DT, K, NR>(args, st, start);
 }
 
-/* NDET_PATH_LL calls (never PreMulSum): the prologue and the LL step, nothing else. */
-template <int DT, int OP, int NR>
-__global__ void __launch_bounds__(NDET_KERNEL_THREADS, NR <= 8 ? 2 : 1)
-	ndet_ll_kernel(const ndet_kernel_args args)
+template <int DT, int K>
+__global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(8))
+	ndet_all_ranks_kernel(const ndet_kernel_args *args)
 {
-	ndet_allreduce_block<DT, OP, NR, true>(args);
+	const ndet_kernel_args &a = args[blockIdx.y];
+	ndet_block_state st;
+	ndet_block_start start;
+	if (!ndet_block_open(a, st, start))
+		return;
+	if constexpr (K != kPremul) {
+		if (a.path == NDET_PATH_LL)
+			return ndet_path_block<NDET_PATH_LL, DT, K, 8>(a, st, start);
+		if (a.path == NDET_PATH_PUSH)
+			return ndet_path_block<NDET_PATH_PUSH, DT, K, 8>(a, st, start);
+	}
+	ndet_path_block<NDET_PATH_ONESHOT, DT, K, 8>(a, st, start);
 }
 
 } /* namespace */
@@ -1496,25 +1561,33 @@ static inline bool ndet_kernel_valid(int dtype, int op)
 	return dtype >= 0 && dtype < NDET_DTYPE_COUNT && op >= 0 && op <= NDET_KERNEL_OP_PREMULSUM;
 }
 
+/* Rank buckets of the specialised kernels: up to 2, 4 and 8 ranks. */
+#define NDET_KERNEL_BUCKETS 3
+
 /*
- * One element type's kernels: [rank bucket 2/4/8/16][op] (every path; the launcher
- * sends LL calls to the next table), the LL kernels [bucket][op] (no PreMulSum: never
- * planned LL) and, for compute-sanitizer, the all-ranks kernels [bucket 8][op]
- * (op NDET_KERNEL_OP_PREMULSUM included).  The all-ranks tables are built apart
- * (NDET_ALL_RANKS_TABLES): only the GPU test driver links them, and by default as
- * PTX alone (kernels/local.mk).  The op lists below name every ndet_op_t
- * in enum order.  Leaving LL out of ndet_allreduce_kernel was tried: its spills
- * stayed (f32 NR = 2 sum 152/292 -> 248/376 bytes, NR = 8 1560/2484 -> 1536/2452);
- * push holds the registers there (the PreMulSum kernels, without LL and push, do
- * not spill at NR = 2 and 4).
+ * One element type's kernels, in two tables so that a type may build them in two
+ * translation units (kernels/local.mk): the pull kernels, and the push and LL ones.
  */
-static_assert(NDET_OP_SUM == 0 && NDET_OP_PROD == 1 && NDET_OP_MIN == 2 && NDET_OP_MAX == 3 &&
-		      NDET_OP_AVG == 4 && NDET_OP_COUNT == 5,
-	      "NDET_OPS_OF and NDET_LL_OPS_OF list the ops in ndet_op_t order");
+struct ndet_pull_kernels {
+	ndet_kernel_fn sum[NDET_KERNEL_BUCKETS];    /* sum, avg */
+	ndet_kernel_fn premul[NDET_KERNEL_BUCKETS]; /* PreMulSum */
+	ndet_kernel_fn generic;                     /* the rest, and beyond 8 ranks */
+};
+struct ndet_push_ll_kernels {
+	ndet_kernel_fn push_sum[NDET_KERNEL_BUCKETS];
+	ndet_kernel_fn ll_sum[NDET_KERNEL_BUCKETS];
+	ndet_kernel_fn push_generic; /* prod, min, max; up to 8 ranks */
+	ndet_kernel_fn ll_generic;   /* prod, min, max, and sum or avg beyond 8 ranks */
+};
+/* The all-ranks kernels (compute-sanitizer), by class. */
+struct ndet_all_ranks_kernels {
+	ndet_all_ranks_fn sum, premul, generic;
+};
+
 #define NDET_KERNEL_TABLE_DECLARE(SUFFIX)                                                        \
-	extern const ndet_kernel_fn ndet_kernels_##SUFFIX[4][NDET_OP_COUNT + 1];                 \
-	extern const ndet_kernel_fn ndet_ll_kernels_##SUFFIX[4][NDET_OP_COUNT];                  \
-	extern const ndet_all_ranks_fn ndet_all_ranks_kernels_##SUFFIX[1][NDET_OP_COUNT + 1]
+	extern const ndet_pull_kernels ndet_pull_kernels_##SUFFIX;                               \
+	extern const ndet_push_ll_kernels ndet_push_ll_kernels_##SUFFIX;                         \
+	extern const ndet_all_ranks_kernels ndet_all_ranks_kernels_##SUFFIX
 
 NDET_KERNEL_TABLE_DECLARE(f32);
 NDET_KERNEL_TABLE_DECLARE(f16);
@@ -1523,37 +1596,33 @@ NDET_KERNEL_TABLE_DECLARE(f64);
 NDET_KERNEL_TABLE_DECLARE(f8e4m3);
 NDET_KERNEL_TABLE_DECLARE(f8e5m2);
 
-#define NDET_OPS_OF(DT, K, NR)                                                                     \
+#define NDET_BUCKETS_OF(PATH, DT, CLASS)                                                           \
 	{                                                                                          \
-		K<DT, NDET_OP_SUM, NR>, K<DT, NDET_OP_PROD, NR>, K<DT, NDET_OP_MIN, NR>,           \
-			K<DT, NDET_OP_MAX, NR>, K<DT, NDET_OP_AVG, NR>, K<DT, kOpPremulSum, NR>    \
+		ndet_path_kernel<PATH, DT, CLASS, 2>, ndet_path_kernel<PATH, DT, CLASS, 4>,        \
+			ndet_path_kernel<PATH, DT, CLASS, 8>                                       \
 	}
 
-#define NDET_LL_OPS_OF(DT, NR)                                                                     \
-	{                                                                                          \
-		ndet_ll_kernel<DT, NDET_OP_SUM, NR>, ndet_ll_kernel<DT, NDET_OP_PROD, NR>,         \
-			ndet_ll_kernel<DT, NDET_OP_MIN, NR>, ndet_ll_kernel<DT, NDET_OP_MAX, NR>,  \
-			ndet_ll_kernel<DT, NDET_OP_AVG, NR>                                        \
+/* In ndet_kernels_<dtype>*.cu (kernels/libndet_kernels.la). */
+#define NDET_PULL_KERNELS(DT, SUFFIX)                                                            \
+	const ndet_pull_kernels ndet_pull_kernels_##SUFFIX = {                                   \
+		NDET_BUCKETS_OF(NDET_PATH_ONESHOT, DT, kSum),                                    \
+		NDET_BUCKETS_OF(NDET_PATH_ONESHOT, DT, kPremul),                                 \
+		ndet_path_kernel<NDET_PATH_ONESHOT, DT, kGeneric, NDET_MAX_RANKS>,               \
 	}
-
-#define NDET_KERNEL_TABLES(DT, SUFFIX)                                                           \
-	const ndet_kernel_fn ndet_kernels_##SUFFIX[4][NDET_OP_COUNT + 1] = {                     \
-		NDET_OPS_OF(DT, ndet_allreduce_kernel, 2),                                       \
-		NDET_OPS_OF(DT, ndet_allreduce_kernel, 4),                                       \
-		NDET_OPS_OF(DT, ndet_allreduce_kernel, 8),                                       \
-		NDET_OPS_OF(DT, ndet_allreduce_kernel, NDET_MAX_RANKS),                          \
-	};                                                                                       \
-	const ndet_kernel_fn ndet_ll_kernels_##SUFFIX[4][NDET_OP_COUNT] = {                      \
-		NDET_LL_OPS_OF(DT, 2),                                                           \
-		NDET_LL_OPS_OF(DT, 4),                                                           \
-		NDET_LL_OPS_OF(DT, 8),                                                           \
-		NDET_LL_OPS_OF(DT, NDET_MAX_RANKS),                                              \
+#define NDET_PUSH_LL_KERNELS(DT, SUFFIX)                                                         \
+	const ndet_push_ll_kernels ndet_push_ll_kernels_##SUFFIX = {                             \
+		NDET_BUCKETS_OF(NDET_PATH_PUSH, DT, kSum),                                       \
+		NDET_BUCKETS_OF(NDET_PATH_LL, DT, kSum),                                         \
+		ndet_path_kernel<NDET_PATH_PUSH, DT, kGeneric, 8>,                               \
+		ndet_path_kernel<NDET_PATH_LL, DT, kGeneric, NDET_MAX_RANKS>,                    \
 	}
 
 /* In ndet_kernels_all_ranks_<dtype>.cu: kernels/libndet_all_ranks.la (local.mk). */
-#define NDET_ALL_RANKS_TABLES(DT, SUFFIX)                                                        \
-	const ndet_all_ranks_fn ndet_all_ranks_kernels_##SUFFIX[1][NDET_OP_COUNT + 1] = {        \
-		NDET_OPS_OF(DT, ndet_allreduce_all_ranks_kernel, 8),                             \
+#define NDET_ALL_RANKS_KERNELS(DT, SUFFIX)                                                       \
+	const ndet_all_ranks_kernels ndet_all_ranks_kernels_##SUFFIX = {                         \
+		ndet_all_ranks_kernel<DT, kSum>,                                                 \
+		ndet_all_ranks_kernel<DT, kPremul>,                                              \
+		ndet_all_ranks_kernel<DT, kGeneric>,                                             \
 	}
 
 #endif /* NDET_KERNELS_IMPL_CUH_ */

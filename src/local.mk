@@ -32,6 +32,10 @@ src_libndet_logic_la_SOURCES += src/ndet_eligibility.c src/ndet_eligibility.h
 src_libndet_logic_la_SOURCES += src/ndet_plan.c src/ndet_plan.h kernels/ndet_kernels.h \
 	src/ndet_check.h
 
+# The pool layout, from the engine configuration: pure, so the host-only engine of the
+# CPU tests sizes its pools with the engine's own code.
+src_libndet_logic_la_SOURCES += src/ndet_pool_layout.c src/ndet_pool_layout.h
+
 # The engine: pools, CUDA IPC, setup rounds, launches.  Needs the CUDA runtime, which
 # every final link takes statically ($(CUDA_STATIC_LIBS)) so that DT_NEEDED stays
 # libc-only.
@@ -40,15 +44,21 @@ src_libndet_engine_la_SOURCES = src/ndet_engine.c src/ndet_engine.h src/ndet_cud
 	src/ndet_settings.h
 src_libndet_engine_la_LIBADD = kernels/libndet_kernels.la src/libndet_logic.la
 
+# The engine as the divert layer's backend (ndet_backend_default): linked after
+# libndet_divert.la by the installed libraries.  The CPU tests link the host-only
+# backend there instead (test/libndet_fake_backend.la), so they carry no kernel code
+# and no CUDA runtime.
+noinst_LTLIBRARIES += src/libndet_backend_cuda.la
+src_libndet_backend_cuda_la_SOURCES = src/ndet_backend.c src/ndet_backend.h
+src_libndet_backend_cuda_la_LIBADD = src/libndet_engine.la
 
-# The divert layer: per-communicator state, setup through the real NCCL, groups, the
-# backend table (the CUDA engine by default).  It calls NCCL through ndet_resolve.c,
-# which the final link provides (libnccl-det.la, or a test that compiles it in).
+# The divert layer: per-communicator state, setup through the real NCCL, groups.  It
+# calls NCCL through ndet_resolve.c, which the final link provides (libnccl-det.la,
+# or a test that compiles it in), and the engine through the backend of the link.
 noinst_LTLIBRARIES += src/libndet_divert.la
 src_libndet_divert_la_SOURCES = src/ndet_comm.c src/ndet_comm.h \
-	src/ndet_group.c src/ndet_group.h \
-	src/ndet_backend.c src/ndet_backend.h
-src_libndet_divert_la_LIBADD = src/libndet_engine.la
+	src/ndet_group.c src/ndet_group.h src/ndet_backend.h
+# No LIBADD: the backend library after it brings the pure logic (libndet_logic.la).
 
 # The LD_PRELOAD library.  Its DT_NEEDED list must hold only libc-family libraries
 # (test/test_dtneeded.sh): it finds the real NCCL at run time (ndet_resolve.c) and
@@ -67,7 +77,8 @@ src_libnccl_det_la_SOURCES = \
 	src/ndet_netplugin.c src/ndet_netplugin.h
 src_libnccl_det_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared -no-undefined \
 	-Wl,--version-script=$(srcdir)/src/libnccl-det.map -Wl,--exclude-libs,ALL
-src_libnccl_det_la_LIBADD = src/libndet_divert.la $(CUDA_STATIC_LIBS) $(PTHREAD_LIBS)
+src_libnccl_det_la_LIBADD = src/libndet_divert.la src/libndet_backend_cuda.la $(CUDA_STATIC_LIBS) \
+	$(PTHREAD_LIBS)
 EXTRA_src_libnccl_det_la_DEPENDENCIES = src/libnccl-det.map
 EXTRA_DIST += src/libnccl-det.map
 

@@ -155,3 +155,8 @@ const struct ndet_backend ndet_backend_cuda = {
 	.pointer_valid = ndet_backend_cuda_pointer_valid,
 	.at_exit = ndet_engine_at_exit,
 };
+
+const struct ndet_backend *ndet_backend_default(void)
+{
+	return &ndet_backend_cuda;
+}

@@ -98,8 +98,17 @@ struct ndet_backend {
 	void (*at_exit)(void);
 };
 
-/* The CUDA engine. */
+/* The CUDA engine (ndet_backend.c, in libndet_engine.la). */
 extern const struct ndet_backend ndet_backend_cuda;
+
+/*
+ * The backend of this link, which the divert layer uses unless a test sets another
+ * (ndet_comm_set_backend_for_testing).  Defined by the backend library linked after
+ * libndet_divert.la: the CUDA engine in the installed libraries (ndet_backend.c),
+ * the host-only engine in the CPU tests (test/ndet_fake_backend.c), so that those
+ * link neither the kernels nor the CUDA runtime.
+ */
+const struct ndet_backend *ndet_backend_default(void);
 
 #ifdef __cplusplus
 }

@@ -91,7 +91,14 @@ struct ndet_comm_premul {
 
 static pthread_mutex_t ndet_comm_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ndet_comm *ndet_comm_buckets[NDET_COMM_BUCKETS];
-static const struct ndet_backend *ndet_comm_backend = &ndet_backend_cuda;
+/* The backend of this link (ndet_backend_default), or the one a test set. */
+static const struct ndet_backend *ndet_comm_backend_override;
+
+static const struct ndet_backend *ndet_comm_backend(void)
+{
+	return ndet_comm_backend_override != NULL ? ndet_comm_backend_override
+						  : ndet_backend_default();
+}
 static int ndet_comm_inert; /* fork child, or exiting */
 static pthread_once_t ndet_comm_fork_once = PTHREAD_ONCE_INIT;
 static pthread_once_t ndet_comm_exit_once = PTHREAD_ONCE_INIT;
@@ -123,7 +130,7 @@ static void ndet_comm_at_exit(void)
 {
 	/* A fork child inherits the handler, but not the parent's pools. */
 	if (__atomic_exchange_n(&ndet_comm_inert, 1, __ATOMIC_ACQ_REL) == 0)
-		ndet_comm_backend->at_exit();
+		ndet_comm_backend()->at_exit();
 }
 
 static void ndet_comm_register_exit_handler(void)
@@ -155,8 +162,8 @@ static void ndet_comm_free(struct ndet_comm *comm)
 	 */
 	if (comm->engine != NULL && ndet_comm_hooks_allowed()) {
 		void *engine = comm->engine;
-		(void)ndet_comm_backend->quiesce_group(&engine, 1, false);
-		ndet_comm_backend->release(engine);
+		(void)ndet_comm_backend()->quiesce_group(&engine, 1, false);
+		ndet_comm_backend()->release(engine);
 	}
 	pthread_cond_destroy(&comm->changed);
 	pthread_mutex_destroy(&comm->lock);
@@ -357,7 +364,7 @@ static void ndet_comm_refresh_locked(struct ndet_comm *comm)
 {
 	if (comm->state != NDET_COMM_READY || comm->engine == NULL)
 		return;
-	if (ndet_comm_backend->error(comm->engine, NULL) == NDET_OK)
+	if (ndet_comm_backend()->error(comm->engine, NULL) == NDET_OK)
 		return;
 	comm->state = NDET_COMM_POISONED;
 	comm->kernel_failed = true;
@@ -435,7 +442,7 @@ static void ndet_comm_engine_release(struct ndet_comm *comm, void *engine)
 	pthread_mutex_lock(&comm->lock);
 	comm->closing_engine = NULL;
 	pthread_mutex_unlock(&comm->lock);
-	ndet_comm_backend->release(engine);
+	ndet_comm_backend()->release(engine);
 }
 
 /* A launch reported the engine failed. */
@@ -652,7 +659,7 @@ static void ndet_comm_setup_finish(struct ndet_comm *comm, const struct ndet_bac
 		comm->engine = member->engine;
 	} else if (member->engine != NULL) {
 		/* Aborted or revoked while we were setting up: the engine is never used. */
-		ndet_comm_backend->abort(member->engine);
+		ndet_comm_backend()->abort(member->engine);
 		comm->engine = member->engine;
 	}
 	pthread_cond_broadcast(&comm->changed);
@@ -744,7 +751,7 @@ ncclResult_t ndet_comm_setup_group(struct ndet_comm *const comms[], int count)
 		joining++;
 	}
 	if (joining > 0) {
-		ndet_comm_backend->create_group(members, joining, ndet_comm_exchange);
+		ndet_comm_backend()->create_group(members, joining, ndet_comm_exchange);
 		/* The CUDA runtime has started by now (see ndet_comm_at_exit). */
 		(void)pthread_once(&ndet_comm_exit_once, ndet_comm_register_exit_handler);
 	}
@@ -790,8 +797,8 @@ static bool ndet_comm_pointers_valid(const struct ndet_call *call)
 			rank = -1;
 		check_recv = rank < 0 || rank == call->root;
 	}
-	return ndet_comm_backend->pointer_valid(device, call->sendbuff) &&
-	       (!check_recv || ndet_comm_backend->pointer_valid(device, call->recvbuff));
+	return ndet_comm_backend()->pointer_valid(device, call->sendbuff) &&
+	       (!check_recv || ndet_comm_backend()->pointer_valid(device, call->recvbuff));
 }
 
 /* The PreMulSum op `op` of `comm`, or NULL.  comm->lock held. */
@@ -1004,7 +1011,7 @@ ncclResult_t ndet_comm_launch_group(struct ndet_call *calls, int count)
 		index[launching++] = i;
 	}
 	if (launching > 0)
-		ndet_comm_backend->allreduce_group(launches, launching);
+		ndet_comm_backend()->allreduce_group(launches, launching);
 	for (int k = 0; k < launching; k++) {
 		struct ndet_call *call = &calls[index[k]];
 		ndet_status_t status = launches[k].status;
@@ -1071,9 +1078,9 @@ static void ndet_comm_stop(struct ndet_comm *comm)
 {
 	pthread_mutex_lock(&comm->lock);
 	if (comm->engine != NULL)
-		ndet_comm_backend->abort(comm->engine);
+		ndet_comm_backend()->abort(comm->engine);
 	if (comm->closing_engine != NULL)
-		ndet_comm_backend->abort(comm->closing_engine);
+		ndet_comm_backend()->abort(comm->closing_engine);
 	comm->stopped = true;
 	comm->state = NDET_COMM_DEAD;
 	pthread_mutex_unlock(&comm->lock);
@@ -1220,15 +1227,15 @@ ncclResult_t ndet_comm_finalize_group(struct ndet_comm *const comms[], int count
 	 */
 	int meeting = 0;
 	for (int i = 0; i < taken; i++) {
-		if (ndet_comm_backend->shares_process(engines[i])) {
-			(void)ndet_comm_backend->quiesce_group(&engines[i], 1, false);
+		if (ndet_comm_backend()->shares_process(engines[i])) {
+			(void)ndet_comm_backend()->quiesce_group(&engines[i], 1, false);
 			ndet_comm_engine_release(owners[i], engines[i]);
 			continue;
 		}
 		engines[meeting] = engines[i];
 		owners[meeting++] = owners[i];
 	}
-	if (meeting > 0 && ndet_comm_backend->quiesce_group(engines, meeting, true) != NDET_OK) {
+	if (meeting > 0 && ndet_comm_backend()->quiesce_group(engines, meeting, true) != NDET_OK) {
 		for (int i = 0; i < meeting; i++) {
 			int exchange =
 				__atomic_load_n(&owners[i]->exchange_result, __ATOMIC_RELAXED);
@@ -1259,7 +1266,7 @@ void ndet_comm_destroy(ncclComm_t nccl)
 	 */
 	void *engine = ndet_comm_engine_close(comm);
 	if (engine != NULL) {
-		(void)ndet_comm_backend->quiesce_group(&engine, 1, false);
+		(void)ndet_comm_backend()->quiesce_group(&engine, 1, false);
 		ndet_comm_engine_release(comm, engine);
 	}
 	ndet_comm_unregister(comm);
@@ -1427,7 +1434,7 @@ bool ndet_comm_stats(ncclComm_t nccl, struct ndet_comm_stats *stats)
 
 void ndet_comm_set_backend_for_testing(const struct ndet_backend *backend)
 {
-	ndet_comm_backend = backend != NULL ? backend : &ndet_backend_cuda;
+	ndet_comm_backend_override = backend;
 }
 
 void *ndet_comm_engine_for_testing(ncclComm_t nccl)

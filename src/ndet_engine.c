@@ -26,23 +26,13 @@
 #include "ndet_cuda.h"
 #include "ndet_kernels.h"
 #include "ndet_log.h"
+#include "ndet_pool_layout.h"
 #include "ndet_reference.h" /* ndet_dtype_name, ndet_op_name */
 #include "ndet_settings.h" /* ndet_fault_t */
 #include "ndet_setup.h"
 #include "ndet_teardown.h"
 
-#define NDET_ENGINE_LANE_ALIGN 256u
 #define NDET_ENGINE_PROBE_TAG 0x50524f4245000000ull /* "PROBE" */
-
-/*
- * The detach area of the teardown's detach protocol (ndet_teardown.h): one word per
- * rank right after struct ndet_flags, inside the flags region, which the setup
- * zeroes before any peer can import the pool.  No kernel touches it (the kernels
- * address struct ndet_flags only), so the kernels need not know it exists; its
- * offset follows the struct when that grows.
- */
-#define NDET_ENGINE_DETACH_OFFSET ((sizeof(struct ndet_flags) + 63) / 64 * 64)
-#define NDET_ENGINE_DETACH_BYTES  (NDET_MAX_RANKS * sizeof(uint64_t))
 
 /* Where one kind of launch (eager, or captured) last went. */
 struct ndet_engine_last {
@@ -108,62 +98,10 @@ struct ndet_engine {
 
 /* ---------------------------------------------------------------- sizes */
 
-static uint64_t ndet_engine_flags_bytes(void)
-{
-	return (NDET_ENGINE_DETACH_OFFSET + NDET_ENGINE_DETACH_BYTES + 4095) / 4096 * 4096;
-}
-
-/*
- * The pool's data bytes: NCCL_DET_POOL_SIZE, floored to max_blocks lanes of whole
- * NDET_ENGINE_LANE_ALIGN bytes.  Known before setup: the allocation's size.
- */
-static uint64_t ndet_engine_data_bytes(const struct ndet_engine_config *config)
-{
-	return config->pool_size / (uint64_t)config->max_blocks / NDET_ENGINE_LANE_ALIGN *
-	       NDET_ENGINE_LANE_ALIGN * (uint64_t)config->max_blocks;
-}
-
-/*
- * Lanes: one per block a call can have, the agreed grid cap (ndet_plan_grid_cap).
- * That is max_blocks unless ranks share a GPU or the GPU is small; there the data
- * bytes are split into fewer, larger lanes rather than left partly idle (4 ranks on
- * one GPU: 48 lanes of 2 MiB instead of 48 used lanes of 1 MiB; larger chunks, fewer
- * steps, doc/PERFORMANCE).  Before setup agrees the table (ranks_per_device and
- * device_sms 0) it is max_blocks, or the cap of a 96-SM GPU; from ranks_per_device
- * and device_sms on, a function of agreed facts only, so every rank splits alike.
- */
-static uint64_t ndet_engine_lanes(const struct ndet_engine_config *config)
-{
-	const struct ndet_plan_params params = {
-		.nranks = config->nranks,
-		.max_blocks = config->max_blocks,
-		.ranks_per_device = config->ranks_per_device,
-		.device_sms = config->device_sms,
-	};
-	return ndet_plan_grid_cap(&params);
-}
-
-static uint64_t ndet_engine_lane_bytes(const struct ndet_engine_config *config)
-{
-	return ndet_engine_data_bytes(config) / ndet_engine_lanes(config) /
-	       NDET_ENGINE_LANE_ALIGN * NDET_ENGINE_LANE_ALIGN;
-}
-
-/* The LL slots after the lanes: (block, source rank, parity) each (ndet_kernels.h). */
-static uint64_t ndet_engine_ll_bytes(const struct ndet_engine_config *config)
-{
-	if (config->nranks < 2)
-		return 0;
-	return ndet_plan_ll_blocks(config->ll_max) * (uint64_t)config->nranks * 2u * NDET_LL_SLOT_BYTES;
-}
-
-/* Device bytes of the step counters: the pull steps', then the LL steps'. */
-#define NDET_ENGINE_COUNTER_BYTES (2u * NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t))
-
+/* The pool's layout: ndet_pool_layout.h (pure, so the host-only engine shares it). */
 uint64_t ndet_engine_memory_bytes(const struct ndet_engine_config *config)
 {
-	return ndet_engine_flags_bytes() + ndet_engine_data_bytes(config) +
-	       ndet_engine_ll_bytes(config) + NDET_ENGINE_COUNTER_BYTES;
+	return ndet_pool_memory_bytes(config);
 }
 
 static void ndet_engine_set_verdict(struct ndet_setup_verdict *verdict,
@@ -252,9 +190,9 @@ static ndet_local_status_t ndet_engine_alloc(struct ndet_engine *engine)
 			  config->rank);
 		return NDET_LOCAL_ALLOC_FAILED;
 	}
-	engine->data_offset = ndet_engine_flags_bytes();
-	engine->ll_offset = ndet_engine_data_bytes(config);
-	engine->pool_bytes = engine->data_offset + engine->ll_offset + ndet_engine_ll_bytes(config);
+	engine->data_offset = ndet_pool_flags_bytes();
+	engine->ll_offset = ndet_pool_data_bytes(config);
+	engine->pool_bytes = engine->data_offset + engine->ll_offset + ndet_pool_ll_bytes(config);
 
 	/* Plain cudaMalloc: exportable whatever the application's allocator does. */
 	NDET_CUDA_CHECK_GOTO(ndet_engine_malloc(&engine->pool, engine->pool_bytes), status,
@@ -272,16 +210,16 @@ static ndet_local_status_t ndet_engine_alloc(struct ndet_engine *engine)
 					engine->pool_bytes - engine->data_offset - engine->ll_offset,
 					engine->setup_stream),
 			status, cuda_failed);
-	NDET_CUDA_CHECK_GOTO(ndet_engine_malloc(&engine->step_counters, NDET_ENGINE_COUNTER_BYTES),
+	NDET_CUDA_CHECK_GOTO(ndet_engine_malloc(&engine->step_counters, NDET_POOL_COUNTER_BYTES),
 			     status, alloc_failed);
-	NDET_CUDA_CHECK_GOTO(cudaMemsetAsync(engine->step_counters, 0, NDET_ENGINE_COUNTER_BYTES,
+	NDET_CUDA_CHECK_GOTO(cudaMemsetAsync(engine->step_counters, 0, NDET_POOL_COUNTER_BYTES,
 					     engine->setup_stream),
 			     status, cuda_failed);
 	NDET_CUDA_CHECK_GOTO(
 		ndet_engine_host_alloc(&engine->host_status, sizeof(struct ndet_host_status)),
 		status, alloc_failed);
 	memset((void *)engine->host_status, 0, sizeof(struct ndet_host_status));
-	NDET_CUDA_CHECK_GOTO(ndet_engine_host_alloc(&engine->detach_host, NDET_ENGINE_DETACH_BYTES),
+	NDET_CUDA_CHECK_GOTO(ndet_engine_host_alloc(&engine->detach_host, NDET_POOL_DETACH_BYTES),
 			     status, alloc_failed);
 	NDET_CUDA_CHECK_GOTO(cudaHostGetDevicePointer((void **)&engine->host_status_dev,
 						      engine->host_status, 0),
@@ -520,7 +458,7 @@ static void ndet_engine_detach_peers(struct ndet_engine *engine)
 		if (engine->peer_ipc_base[q] == NULL)
 			continue;
 		engine->detach_host[q] = ndet_teardown_detach_word(engine->epoch, config->rank, q);
-		char *slot = (char *)engine->peer_flags[q] + NDET_ENGINE_DETACH_OFFSET +
+		char *slot = (char *)engine->peer_flags[q] + NDET_POOL_DETACH_OFFSET +
 			     (size_t)config->rank * sizeof(uint64_t);
 		cudaError_t err = cudaMemcpyAsync(slot, &engine->detach_host[q], sizeof(uint64_t),
 						  cudaMemcpyDefault, engine->setup_stream);
@@ -552,11 +490,11 @@ static uint64_t ndet_engine_held_bytes(const struct ndet_engine *engine)
 	if (engine->pool != NULL)
 		bytes += engine->pool_bytes;
 	if (engine->step_counters != NULL)
-		bytes += NDET_ENGINE_COUNTER_BYTES;
+		bytes += NDET_POOL_COUNTER_BYTES;
 	if (engine->host_status != NULL)
 		bytes += sizeof(struct ndet_host_status);
 	if (engine->detach_host != NULL)
-		bytes += NDET_ENGINE_DETACH_BYTES;
+		bytes += NDET_POOL_DETACH_BYTES;
 	return bytes;
 }
 
@@ -597,10 +535,10 @@ static void ndet_engine_free_all(void *member)
 	else
 		ndet_engine_free_memory(&engine->exchange_buffer, engine->exchange_bytes,
 					engine->exchange_pinned);
-	ndet_engine_free_memory(&engine->step_counters, NDET_ENGINE_COUNTER_BYTES, false);
+	ndet_engine_free_memory(&engine->step_counters, NDET_POOL_COUNTER_BYTES, false);
 	ndet_engine_free_memory(&engine->pool, engine->pool_bytes, false);
 	ndet_engine_free_memory(&engine->host_status, sizeof(struct ndet_host_status), true);
-	ndet_engine_free_memory(&engine->detach_host, NDET_ENGINE_DETACH_BYTES, true);
+	ndet_engine_free_memory(&engine->detach_host, NDET_POOL_DETACH_BYTES, true);
 	ndet_engine_discard(engine);
 }
 
@@ -628,8 +566,8 @@ static ndet_teardown_read_t ndet_engine_read_detach(void *member, uint64_t *word
 		return NDET_TEARDOWN_READ_FAILED;
 	cudaError_t err = cudaSetDevice(engine->config.cuda_device);
 	if (err == cudaSuccess)
-		err = cudaMemcpyAsync(engine->detach_host, engine->pool + NDET_ENGINE_DETACH_OFFSET,
-				      NDET_ENGINE_DETACH_BYTES, cudaMemcpyDeviceToHost,
+		err = cudaMemcpyAsync(engine->detach_host, engine->pool + NDET_POOL_DETACH_OFFSET,
+				      NDET_POOL_DETACH_BYTES, cudaMemcpyDeviceToHost,
 				      engine->setup_stream);
 	if (err == cudaSuccess)
 		err = cudaStreamSynchronize(engine->setup_stream);
@@ -644,7 +582,7 @@ static ndet_teardown_read_t ndet_engine_read_detach(void *member, uint64_t *word
 				  engine->config.rank, cudaGetErrorString(err));
 		return NDET_TEARDOWN_READ_FAILED;
 	}
-	memcpy(words, engine->detach_host, NDET_ENGINE_DETACH_BYTES);
+	memcpy(words, engine->detach_host, NDET_POOL_DETACH_BYTES);
 	return NDET_TEARDOWN_READ_OK;
 }
 
@@ -797,7 +735,7 @@ static bool ndet_engine_setup_map(void *member, const struct ndet_setup_payload 
 	engine->ranks_share_process = ndet_setup_table_shares_process(table, nranks);
 	engine->config.ranks_per_device = ndet_setup_table_ranks_per_device(table, nranks);
 	engine->config.device_sms = ndet_setup_table_min_sms(table, nranks);
-	engine->lane_bytes = ndet_engine_lane_bytes(&engine->config);
+	engine->lane_bytes = ndet_pool_lane_bytes(&engine->config);
 	/* Before any peer can hold a pointer into our pool: from here on it is shared. */
 	engine->share = ndet_teardown_join(table, nranks, engine->config.rank);
 	engine->epoch = ndet_teardown_epoch(table, nranks);
@@ -968,7 +906,7 @@ void ndet_engine_create_group(struct ndet_engine_member *members, int count,
 			  "%llu bytes",
 			  engine->config.rank, engine->config.nranks, engine->config.cuda_device,
 			  (unsigned long long)engine->pool_bytes,
-			  (int)ndet_engine_lanes(&engine->config),
+			  (int)ndet_pool_lanes(&engine->config),
 			  (unsigned long long)engine->lane_bytes);
 		members[i].engine = engine;
 	}
@@ -1061,7 +999,7 @@ ndet_status_t ndet_engine_plan_call_for_config(const struct ndet_engine_config *
 		.max_blocks = config->max_blocks,
 		.ranks_per_device = config->ranks_per_device,
 		.device_sms = config->device_sms,
-		.lane_bytes = ndet_engine_lane_bytes(config),
+		.lane_bytes = ndet_pool_lane_bytes(config),
 	};
 	return ndet_plan_make(&params, plan);
 }
@@ -1486,7 +1424,7 @@ bool ndet_engine_detach_slot_for_testing(const struct ndet_engine *engine, int w
 {
 	if (engine->pool == NULL || writer < 0 || writer >= NDET_MAX_RANKS)
 		return false;
-	*slot = (uint64_t *)(engine->pool + NDET_ENGINE_DETACH_OFFSET) + writer;
+	*slot = (uint64_t *)(engine->pool + NDET_POOL_DETACH_OFFSET) + writer;
 	*epoch = engine->epoch;
 	return true;
 }

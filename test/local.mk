@@ -230,6 +230,7 @@ TESTS += test/test_fake_nccl
 check_LTLIBRARIES += test/libndet_fake_backend.la
 test_libndet_fake_backend_la_SOURCES = test/ndet_fake_backend.c test/ndet_fake_backend.h
 test_libndet_fake_backend_la_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/test
+test_libndet_fake_backend_la_LIBADD = src/libndet_logic.la
 
 # libnccl-det.so with the host-only backend, for preload tests with NCCL_DET_ENABLE=1
 # against the fake NCCL (which works on host memory: the CUDA engine cannot serve it).
@@ -240,8 +241,8 @@ test_libnccl_det_fake_la_SOURCES = test/ndet_fake_preload.c src/ndet_shim.c \
 test_libnccl_det_fake_la_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/test
 test_libnccl_det_fake_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared -rpath /nowhere \
 	-no-undefined -Wl,--version-script=$(srcdir)/src/libnccl-det.map -Wl,--exclude-libs,ALL
-test_libnccl_det_fake_la_LIBADD = test/libndet_fake_backend.la src/libndet_divert.la \
-	$(CUDA_STATIC_LIBS) $(PTHREAD_LIBS)
+test_libnccl_det_fake_la_LIBADD = src/libndet_divert.la test/libndet_fake_backend.la \
+	$(PTHREAD_LIBS)
 
 # Symbol resolution: ndet_resolve.c and ndet_shim.c compiled into the test, with the
 # loader functions wrapped so that each strategy and failure can be forced.  The
@@ -252,9 +253,8 @@ test_test_resolve_SOURCES = test/test_resolve.c src/ndet_resolve.c src/ndet_reso
 test_test_resolve_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/test/fake_nccl -I$(top_srcdir)/test
 test_test_resolve_LDFLAGS = $(AM_LDFLAGS) -no-install \
 	-Wl,--wrap=dlsym -Wl,--wrap=dlopen -Wl,--wrap=dl_iterate_phdr
-test_test_resolve_LDADD = test/libndet_fake_backend.la src/libndet_divert.la \
-	$(CUDA_STATIC_LIBS) test/fake_nccl/libfake_nccl_helpers.la test/fake_nccl/libnccl.la \
-	$(TEST_LIBS)
+test_test_resolve_LDADD = src/libndet_divert.la test/libndet_fake_backend.la \
+	test/fake_nccl/libfake_nccl_helpers.la test/fake_nccl/libnccl.la $(TEST_LIBS)
 TESTS += test/test_resolve
 
 # The divert layer end to end: the shim compiled in (this program plays
@@ -263,9 +263,8 @@ TESTS += test/test_resolve
 SHIM_TEST_SOURCES = src/ndet_resolve.c src/ndet_resolve.h src/ndet_shim.c \
 	test/ndet_divert_fixture.c test/ndet_divert_fixture.h
 SHIM_TEST_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/test/fake_nccl -I$(top_srcdir)/test
-SHIM_TEST_LDADD = test/libndet_fake_backend.la src/libndet_divert.la $(CUDA_STATIC_LIBS) \
-	test/libndet_test_data.la test/fake_nccl/libfake_nccl_helpers.la \
-	test/fake_nccl/libnccl.la $(TEST_LIBS)
+SHIM_TEST_LDADD = src/libndet_divert.la test/libndet_fake_backend.la test/libndet_test_data.la \
+	test/fake_nccl/libfake_nccl_helpers.la test/fake_nccl/libnccl.la $(TEST_LIBS)
 
 check_PROGRAMS += test/test_divert
 test_test_divert_SOURCES = test/test_divert.c $(SHIM_TEST_SOURCES)
@@ -336,6 +335,10 @@ test_test_plugin_load_LDFLAGS = $(AM_LDFLAGS) -no-install
 test_test_plugin_load_LDADD = test/fake_nccl/libfake_nccl_helpers.la test/fake_nccl/libnccl.la -ldl
 
 TESTS += test/test_plugins.sh test/test_tools.sh test/test_perf_tool.sh
+# What the binaries carry (no GPU code in CPU tests, size budgets, kernel header
+# dependencies), and nvcc-lt.sh itself (dependencies, launchers, ccache).
+TESTS += test/test_binaries.sh test/test_nvcc_lt.sh
+EXTRA_DIST += test/test_binaries.sh test/test_nvcc_lt.sh
 EXTRA_DIST += test/test_plugins.sh test/test_tools.sh test/test_perf_tool.sh test/installcheck.sh test/test_dropin_exports.sh \
 	test/test_dropin_calls.sh test/test_dropin_search.sh test/test_dropin_copies.sh
 
@@ -361,8 +364,8 @@ test_dropin_fake_libnccl_la_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/test
 test_dropin_fake_libnccl_la_LDFLAGS = $(AM_LDFLAGS) -rpath /nowhere -version-number 2:0:0 \
 	-no-undefined -Wl,--version-script=test/dropin_fake/libnccl-dropin.map \
 	-Wl,--exclude-libs,ALL
-test_dropin_fake_libnccl_la_LIBADD = test/libndet_fake_backend.la src/libndet_divert.la \
-	$(CUDA_STATIC_LIBS) $(PTHREAD_LIBS)
+test_dropin_fake_libnccl_la_LIBADD = src/libndet_divert.la test/libndet_fake_backend.la \
+	$(PTHREAD_LIBS)
 EXTRA_test_dropin_fake_libnccl_la_DEPENDENCIES = test/dropin_fake/libnccl-dropin.map
 
 test/dropin_fake/nccl-exports.txt: test/fake_nccl/libnccl.la $(srcdir)/src/dropin/ndet-dropin-gen.sh

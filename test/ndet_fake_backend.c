@@ -7,6 +7,8 @@
 
 #include "ndet_fake_backend.h"
 
+#include "ndet_pool_layout.h"
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -234,7 +236,7 @@ static void ndet_fake_prepare(void *member, struct ndet_setup_payload *payload)
 	struct ndet_fake_engine *engine = member;
 	const struct ndet_engine_config *config = &engine->config;
 	ndet_local_status_t local = NDET_LOCAL_READY;
-	uint64_t bytes = ndet_engine_memory_bytes(config);
+	uint64_t bytes = ndet_pool_memory_bytes(config);
 
 	if (config->nranks > NDET_MAX_RANKS) {
 		local = NDET_LOCAL_TOO_MANY_RANKS;
@@ -883,7 +885,7 @@ const struct ndet_backend ndet_fake_backend = {
 	.quiesce_group = ndet_fake_quiesce_group,
 	.release = ndet_fake_release_engine,
 	.shares_process = ndet_fake_shares_process,
-	.memory_bytes = ndet_engine_memory_bytes,
+	.memory_bytes = ndet_pool_memory_bytes,
 	.pointer_valid = ndet_fake_pointer_valid,
 	.at_exit = ndet_fake_at_exit,
 };
@@ -952,4 +954,10 @@ void ndet_fake_backend_end_process(int rank)
 	if (ndet_fake_ended_count < NDET_MAX_RANKS)
 		ndet_fake_ended[ndet_fake_ended_count++] = ndet_fake_rank_pid(rank);
 	pthread_mutex_unlock(&ndet_fake_lock);
+}
+
+/* The backend of a link that takes this library after libndet_divert.la. */
+const struct ndet_backend *ndet_backend_default(void)
+{
+	return &ndet_fake_backend;
 }

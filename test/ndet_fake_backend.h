@@ -42,7 +42,7 @@
  * detach words into the pools it "imported" and close them, barrier, then free the
  * pool, or leave it pending until every peer "process" detached or ended
  * (ndet_fake_backend_end_process), or keep it.  A pool counts its
- * ndet_engine_memory_bytes() in ndet_resources while allocated; kept and pending
+ * ndet_pool_memory_bytes() in ndet_resources while allocated; kept and pending
  * pools stay allocated until ndet_fake_backend_reset.
  * ndet_fake_backend_set_library_version() makes a rank publish another library
  * version.

@@ -17,7 +17,8 @@ nodist_src_dropin_libnccl_la_SOURCES = src/dropin/ndet_dropin_tramp.S
 src_dropin_libnccl_la_CPPFLAGS = $(AM_CPPFLAGS) -DNDET_BUILD_DROPIN=1
 src_dropin_libnccl_la_LDFLAGS = $(AM_LDFLAGS) -version-number 2:0:0 -shared -no-undefined \
 	-Wl,--version-script=src/dropin/libnccl-dropin.map -Wl,--exclude-libs,ALL
-src_dropin_libnccl_la_LIBADD = src/libndet_divert.la $(CUDA_STATIC_LIBS) $(PTHREAD_LIBS)
+src_dropin_libnccl_la_LIBADD = src/libndet_divert.la src/libndet_backend_cuda.la \
+	$(CUDA_STATIC_LIBS) $(PTHREAD_LIBS)
 EXTRA_src_dropin_libnccl_la_DEPENDENCIES = src/dropin/libnccl-dropin.map
 endif
 
