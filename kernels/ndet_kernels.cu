@@ -26,24 +26,26 @@ const ndet_type_kernels ndet_kernels[NDET_DTYPE_COUNT] = {
 
 /*
  * The kernel of one checked call: its path, the class of its op and its rank bucket
- * (ndet_kernels_impl.cuh).  Sum and avg share their kernels, and so do prod, min and
- * max with every op beyond 8 ranks.
+ * (ndet_kernels_impl.cuh).  Sum and avg share their kernels; prod, min and max take
+ * the generic ones, which also serve every op beyond 8 ranks.
  */
 ndet_kernel_fn ndet_kernel_select(const ndet_kernel_args &args)
 {
-	const int bucket = args.nranks <= 2 ? 0 : args.nranks <= 4 ? 1 : args.nranks <= 8 ? 2 : -1;
+	const int bucket = args.nranks <= 2 ? 0 : args.nranks <= 4 ? 1 : args.nranks <= 8 ? 2 : 3;
+	const int generic = args.nranks <= 2 ? 0 : 1;
 	const bool premul = args.premul != NDET_PREMUL_NONE;
 	const bool sum = !premul && (args.op == NDET_OP_SUM || args.op == NDET_OP_AVG);
+	const bool special = bucket < NDET_KERNEL_BUCKETS && (sum || premul);
 	const ndet_type_kernels &k = ndet_kernels[args.dtype];
 	switch (args.path) {
 	case NDET_PATH_LL:
-		return sum && bucket >= 0 ? k.push_ll->ll_sum[bucket] : k.push_ll->ll_generic;
-	case NDET_PATH_PUSH: /* 2-8 ranks (checked): bucket >= 0 */
-		return sum ? k.push_ll->push_sum[bucket] : k.push_ll->push_generic;
+		return special ? k.push_ll->ll_sum[bucket] : k.push_ll->ll_generic[generic];
+	case NDET_PATH_PUSH: /* 2-8 ranks, never PreMulSum (checked) */
+		return sum ? k.push_ll->push_sum[bucket] : k.push_ll->push_generic[generic];
 	default:
-		if (bucket < 0)
-			return k.pull->generic;
-		return premul ? k.pull->premul[bucket] : sum ? k.pull->sum[bucket] : k.pull->generic;
+		if (!special)
+			return k.pull->generic[generic];
+		return premul ? k.pull->premul[bucket] : k.pull->sum[bucket];
 	}
 }
 

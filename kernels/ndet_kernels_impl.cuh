@@ -968,6 +968,55 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 }
 
 /*
+ * The LL step's reduction: this thread's lines of every rank (its own in `mine`, the
+ * peers' gathered into `payload`), element by element in tree order, into recvbuff.
+ * AVG: args.op is avg (the root divided by n before its rounding).
+ */
+template <int DT, int K, int NR, bool AVG>
+__device__ __forceinline__ void
+ndet_ll_reduce(const ndet_kernel_args &a, const uint64_t (&mine)[NDET_LL_LINES_PER_THREAD],
+	       const uint64_t (&payload)[NDET_LL_LINES_PER_THREAD][NR], uint64_t start,
+	       uint64_t chunk_bytes)
+{
+	typedef ndet_dtype<DT> D;
+	typedef typename D::T T;
+	typedef typename D::Acc Acc;
+	constexpr int E8 = 8 / sizeof(T);
+	const int n = a.nranks, me = a.rank;
+#pragma unroll
+	for (int l = 0; l < NDET_LL_LINES_PER_THREAD; l++) {
+		const uint64_t line = (uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
+		const uint64_t off = line * 8;
+		if (off >= chunk_bytes)
+			break;
+		const uint64_t valid = min((uint64_t)E8, (chunk_bytes - off) / sizeof(T));
+#pragma unroll
+		for (int e = 0; e < E8; e++) {
+			if ((uint64_t)e >= valid)
+				break;
+			Acc v[NDET_MAX_RANKS];
+#pragma unroll
+			for (int r = 0; r < NR; r++) {
+				if (r < n) {
+					union {
+						uint64_t u;
+						T x[E8];
+					} in;
+					in.u = r == me ? mine[l] : payload[l][r];
+					v[r] = D::widen(in.x[e]);
+				}
+			}
+			Acc acc = ndet_tree<K, Acc, NR>(a, v, n);
+			if (AVG)
+				acc = ndet_div(acc, (Acc)n);
+			ndet_store_elem<T>(static_cast<char *>(a.recvbuff) +
+						   (start + line * E8 + e) * sizeof(T),
+					   D::narrow(acc));
+		}
+	}
+}
+
+/*
  * One LL step of block b (ndet_kernels.h): step `step` of the block's flags, LL step
  * `t` of its slots.  Thread i carries lines i, i + threads, ... of the block's chunk.
  */
@@ -975,10 +1024,7 @@ template <int DT, int K, int NR>
 __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, uint64_t step,
 			      uint64_t t, uint32_t host_abort)
 {
-	typedef ndet_dtype<DT> D;
-	typedef typename D::T T;
-	typedef typename D::Acc Acc;
-	constexpr int E8 = 8 / sizeof(T);
+	typedef typename ndet_dtype<DT>::T T;
 	constexpr int L = NDET_LL_LINES_PER_THREAD;
 	__shared__ uint32_t host_aborted;
 	__shared__ uint32_t error_code;
@@ -1053,33 +1099,15 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	uint64_t observed = 0;
 	const uint32_t code =
 		ndet_ll_gather<NR>(a, st, parity, chunk_bytes, tag, step, payload, &bad_peer, &observed);
-#pragma unroll
-	for (int l = 0; l < L; l++) {
-		const uint64_t line = (uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
-		const uint64_t off = line * 8;
-		if (code != NDET_KERNEL_OK || !writes || off >= chunk_bytes)
-			break;
-		const uint64_t valid = min((uint64_t)E8, (chunk_bytes - off) / sizeof(T));
-#pragma unroll
-		for (int e = 0; e < E8; e++) {
-			if ((uint64_t)e >= valid)
-				break;
-			Acc v[NDET_MAX_RANKS];
-#pragma unroll
-			for (int r = 0; r < NR; r++) {
-				if (r < n) {
-					union {
-						uint64_t u;
-						T x[E8];
-					} in;
-					in.u = r == me ? mine[l] : payload[l][r];
-					v[r] = D::widen(in.x[e]);
-				}
-			}
-			ndet_store_elem<T>(static_cast<char *>(a.recvbuff) +
-						   (start + line * E8 + e) * sizeof(T),
-					   ndet_finish<DT, K>(a, ndet_tree<K, Acc, NR>(a, v, n), n));
-		}
+	if (code == NDET_KERNEL_OK && writes) {
+		/*
+		 * avg's division as a branch around the whole loop, not one per element:
+		 * the sum kernels then carry no division in their unrolled loop.
+		 */
+		if (a.op == NDET_OP_AVG)
+			ndet_ll_reduce<DT, K, NR, true>(a, mine, payload, start, chunk_bytes);
+		else
+			ndet_ll_reduce<DT, K, NR, false>(a, mine, payload, start, chunk_bytes);
 	}
 	if (code != NDET_KERNEL_OK) {
 		atomicCAS(&error_code, 0u, code);
@@ -1495,9 +1523,10 @@ __device__ void ndet_pull_block(const ndet_kernel_args &a, ndet_block_state &st,
  * each gets its own register allocation and unrolling.  NR = 2, 4 and 8 serve up to
  * that many ranks with two blocks per SM (several processes on one GPU must fit their
  * blocks at once); the kGeneric kernels serve prod, min and max at any rank count
- * and every op beyond 8 ranks (NR = 16, one block per SM; push: NR = 8, the most it
- * is planned for).  The all-ranks-in-one-launch kernels (compute-sanitizer) run the
- * same blocks, every path in one kernel chosen by args.path, in the 8 bucket only.
+ * and every op beyond 8 ranks (NR = 2, and NR = 16 with one block per SM; push: NR =
+ * 2 and 8, the most it is planned for).  The all-ranks-in-one-launch kernels
+ * (compute-sanitizer) run the same blocks, every path in one kernel chosen by
+ * args.path, in the 8 bucket only.
  */
 #define NDET_KERNEL_OCCUPANCY(NR) ((NR) <= 8 ? 2 : 1)
 
@@ -1561,23 +1590,29 @@ static inline bool ndet_kernel_valid(int dtype, int op)
 	return dtype >= 0 && dtype < NDET_DTYPE_COUNT && op >= 0 && op <= NDET_KERNEL_OP_PREMULSUM;
 }
 
-/* Rank buckets of the specialised kernels: up to 2, 4 and 8 ranks. */
+/*
+ * Rank buckets of the sum and PreMulSum kernels: up to 2, 4 and 8 ranks.  The
+ * generic kernels have two: up to 2 ranks, where the wide loops of the other would
+ * cost prod, min and max most (doc/kernels.md has the figures), and up to
+ * NDET_MAX_RANKS (push: 8, the most it is planned for).
+ */
 #define NDET_KERNEL_BUCKETS 3
+#define NDET_KERNEL_GENERIC_BUCKETS 2
 
 /*
  * One element type's kernels, in two tables so that a type may build them in two
  * translation units (kernels/local.mk): the pull kernels, and the push and LL ones.
  */
 struct ndet_pull_kernels {
-	ndet_kernel_fn sum[NDET_KERNEL_BUCKETS];    /* sum, avg */
-	ndet_kernel_fn premul[NDET_KERNEL_BUCKETS]; /* PreMulSum */
-	ndet_kernel_fn generic;                     /* the rest, and beyond 8 ranks */
+	ndet_kernel_fn sum[NDET_KERNEL_BUCKETS];             /* sum, avg */
+	ndet_kernel_fn premul[NDET_KERNEL_BUCKETS];          /* PreMulSum */
+	ndet_kernel_fn generic[NDET_KERNEL_GENERIC_BUCKETS]; /* the rest; every op beyond 8 */
 };
 struct ndet_push_ll_kernels {
 	ndet_kernel_fn push_sum[NDET_KERNEL_BUCKETS];
 	ndet_kernel_fn ll_sum[NDET_KERNEL_BUCKETS];
-	ndet_kernel_fn push_generic; /* prod, min, max; up to 8 ranks */
-	ndet_kernel_fn ll_generic;   /* prod, min, max, and sum or avg beyond 8 ranks */
+	ndet_kernel_fn push_generic[NDET_KERNEL_GENERIC_BUCKETS]; /* prod, min, max */
+	ndet_kernel_fn ll_generic[NDET_KERNEL_GENERIC_BUCKETS];   /* and sum, avg beyond 8 */
 };
 /* The all-ranks kernels (compute-sanitizer), by class. */
 struct ndet_all_ranks_kernels {
@@ -1597,24 +1632,25 @@ NDET_KERNEL_TABLE_DECLARE(f8e4m3);
 NDET_KERNEL_TABLE_DECLARE(f8e5m2);
 
 #define NDET_BUCKETS_OF(PATH, DT, CLASS)                                                           \
-	{                                                                                          \
-		ndet_path_kernel<PATH, DT, CLASS, 2>, ndet_path_kernel<PATH, DT, CLASS, 4>,        \
-			ndet_path_kernel<PATH, DT, CLASS, 8>                                       \
-	}
+	ndet_path_kernel<PATH, DT, CLASS, 2>, ndet_path_kernel<PATH, DT, CLASS, 4>,                \
+		ndet_path_kernel<PATH, DT, CLASS, 8>
 
-/* In ndet_kernels_<dtype>*.cu (kernels/libndet_kernels.la). */
+/* In ndet_pull_<dtype>.cu and ndet_push_ll_<dtype>.cu (kernels/libndet_kernels.la). */
 #define NDET_PULL_KERNELS(DT, SUFFIX)                                                            \
 	const ndet_pull_kernels ndet_pull_kernels_##SUFFIX = {                                   \
-		NDET_BUCKETS_OF(NDET_PATH_ONESHOT, DT, kSum),                                    \
-		NDET_BUCKETS_OF(NDET_PATH_ONESHOT, DT, kPremul),                                 \
-		ndet_path_kernel<NDET_PATH_ONESHOT, DT, kGeneric, NDET_MAX_RANKS>,               \
+		{NDET_BUCKETS_OF(NDET_PATH_ONESHOT, DT, kSum)},                                  \
+		{NDET_BUCKETS_OF(NDET_PATH_ONESHOT, DT, kPremul)},                               \
+		{ndet_path_kernel<NDET_PATH_ONESHOT, DT, kGeneric, 2>,                           \
+		 ndet_path_kernel<NDET_PATH_ONESHOT, DT, kGeneric, NDET_MAX_RANKS>},             \
 	}
 #define NDET_PUSH_LL_KERNELS(DT, SUFFIX)                                                         \
 	const ndet_push_ll_kernels ndet_push_ll_kernels_##SUFFIX = {                             \
-		NDET_BUCKETS_OF(NDET_PATH_PUSH, DT, kSum),                                       \
-		NDET_BUCKETS_OF(NDET_PATH_LL, DT, kSum),                                         \
-		ndet_path_kernel<NDET_PATH_PUSH, DT, kGeneric, 8>,                               \
-		ndet_path_kernel<NDET_PATH_LL, DT, kGeneric, NDET_MAX_RANKS>,                    \
+		{NDET_BUCKETS_OF(NDET_PATH_PUSH, DT, kSum)},                                     \
+		{NDET_BUCKETS_OF(NDET_PATH_LL, DT, kSum)},                                       \
+		{ndet_path_kernel<NDET_PATH_PUSH, DT, kGeneric, 2>,                              \
+		 ndet_path_kernel<NDET_PATH_PUSH, DT, kGeneric, 8>},                             \
+		{ndet_path_kernel<NDET_PATH_LL, DT, kGeneric, 2>,                                \
+		 ndet_path_kernel<NDET_PATH_LL, DT, kGeneric, NDET_MAX_RANKS>},                  \
 	}
 
 /* In ndet_kernels_all_ranks_<dtype>.cu: kernels/libndet_all_ranks.la (local.mk). */
