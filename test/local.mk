@@ -337,8 +337,8 @@ test_test_plugin_load_LDADD = test/fake_nccl/libfake_nccl_helpers.la test/fake_n
 TESTS += test/test_plugins.sh test/test_tools.sh test/test_perf_tool.sh
 # What the binaries carry (no GPU code in CPU tests, size budgets, kernel header
 # dependencies), and nvcc-lt.sh itself (dependencies, launchers, ccache).
-TESTS += test/test_binaries.sh test/test_nvcc_lt.sh
-EXTRA_DIST += test/test_binaries.sh test/test_nvcc_lt.sh
+TESTS += test/test_binaries.sh test/test_nvcc_lt.sh test/test_install_deps.sh
+EXTRA_DIST += test/test_binaries.sh test/test_nvcc_lt.sh test/test_install_deps.sh
 EXTRA_DIST += test/test_plugins.sh test/test_tools.sh test/test_perf_tool.sh test/installcheck.sh test/test_dropin_exports.sh \
 	test/test_dropin_calls.sh test/test_dropin_search.sh test/test_dropin_copies.sh
 

@@ -16,3 +16,7 @@ tools/nccl-det-run: $(srcdir)/tools/nccl-det-run.in Makefile
 		$(srcdir)/tools/nccl-det-run.in >$@.tmp && chmod +x $@.tmp && mv $@.tmp $@
 CLEANFILES += tools/nccl-det-run
 EXTRA_DIST += tools/nccl-det-run.in
+
+# Installs the build's packages (Debian/Ubuntu): the first step of the README's
+# commands and of .ci/run; not installed.
+EXTRA_DIST += tools/install-deps.sh
