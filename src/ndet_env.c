@@ -128,6 +128,36 @@ static void ndet_env_load_locked(void)
 	__atomic_store_n(&ndet_env_loaded, 1, __ATOMIC_RELEASE);
 }
 
+extern char **environ;
+
+void ndet_env_for_each_prefixed(const char *prefix,
+				void (*visit)(void *context, const char *name,
+					      ndet_env_source_t source),
+				void *context)
+{
+	const size_t length = strlen(prefix);
+	(void)ndet_env_get(prefix, NULL); /* the conf files, loaded once */
+	for (char **entry = environ; entry != NULL && *entry != NULL; entry++) {
+		const char *equals = strchr(*entry, '=');
+		if (equals == NULL || strncmp(*entry, prefix, length) != 0)
+			continue;
+		char name[256];
+		const size_t name_length = (size_t)(equals - *entry);
+		if (name_length >= sizeof(name))
+			continue;
+		memcpy(name, *entry, name_length);
+		name[name_length] = '\0';
+		ndet_env_source_t source = NDET_ENV_SOURCE_ENVIRONMENT;
+		(void)ndet_env_get(name, &source);
+		visit(context, name, source);
+	}
+	for (int i = 0; i < ndet_env_entry_count; i++) {
+		const struct ndet_env_entry *entry = &ndet_env_entries[i];
+		if (strncmp(entry->name, prefix, length) == 0 && getenv(entry->name) == NULL)
+			visit(context, entry->name, entry->source);
+	}
+}
+
 const char *ndet_env_get(const char *name, ndet_env_source_t *source)
 {
 	const char *value = getenv(name);

@@ -27,6 +27,16 @@ typedef enum {
  */
 const char *ndet_env_get(const char *name, ndet_env_source_t *source);
 
+/*
+ * Calls visit() once for every distinct name starting with `prefix` that is set in
+ * the environment or a conf file (environment first, then the files in lookup order),
+ * with the source ndet_env_get() would report.
+ */
+void ndet_env_for_each_prefixed(const char *prefix,
+				void (*visit)(void *context, const char *name,
+					      ndet_env_source_t source),
+				void *context);
+
 /* Human-readable name of a source ("environment", "/etc/nccl.conf", ...). */
 const char *ndet_env_source_name(ndet_env_source_t source);
 

@@ -42,43 +42,93 @@ static const char *ndet_log_lookup(const char *own, const char *nccl)
 	return value;
 }
 
-static ndet_log_level_t ndet_log_parse_level(const char *value)
+/* The level a value names; false where it names none. */
+static bool ndet_log_level_of(const char *value, ndet_log_level_t *level)
 {
-	if (value == NULL || value[0] == '\0')
-		return NDET_LOG_WARN;
-	if (strcasecmp(value, "VERSION") == 0)
-		return NDET_LOG_VERSION;
-	if (strcasecmp(value, "WARN") == 0)
-		return NDET_LOG_WARN;
-	if (strcasecmp(value, "INFO") == 0)
-		return NDET_LOG_INFO;
-	if (strcasecmp(value, "TRACE") == 0)
-		return NDET_LOG_TRACE;
-	if (strcasecmp(value, "NONE") == 0 || strcasecmp(value, "0") == 0)
-		return NDET_LOG_NONE;
-	/* NCCL treats unknown values as "no output"; we keep warnings, the safer default. */
-	return NDET_LOG_WARN;
+	static const struct {
+		const char *name;
+		ndet_log_level_t level;
+	} levels[] = {{"VERSION", NDET_LOG_VERSION}, {"WARN", NDET_LOG_WARN},
+		      {"INFO", NDET_LOG_INFO},       {"TRACE", NDET_LOG_TRACE},
+		      {"NONE", NDET_LOG_NONE},       {"0", NDET_LOG_NONE}};
+	for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
+		if (strcasecmp(value, levels[i].name) == 0) {
+			*level = levels[i].level;
+			return true;
+		}
+	}
+	return false;
 }
 
-/* NCCL's syntax: "INIT,COLL", or "^INIT" for everything but INIT. */
-static unsigned ndet_log_parse_subsys(const char *value)
+static ndet_log_level_t ndet_log_parse_level(const char *value)
 {
-	if (value == NULL || value[0] == '\0')
-		return NDET_SUBSYS_INIT | NDET_SUBSYS_ENV;
+	ndet_log_level_t level = NDET_LOG_WARN;
+	/*
+	 * NCCL treats unknown values as "no output"; we keep warnings, the safer default
+	 * (and the settings' WARN names the bad value: ndet_log_check_level).
+	 */
+	if (value == NULL || value[0] == '\0' || !ndet_log_level_of(value, &level))
+		return NDET_LOG_WARN;
+	return level;
+}
+
+const char *ndet_log_check_level(const char *value)
+{
+	ndet_log_level_t level;
+	return ndet_log_level_of(value, &level) ? NULL : "not a log level";
+}
+
+/*
+ * The subsystem bits of a list.  strict: false where a name in it is none of ours;
+ * else such names are skipped (NCCL_DEBUG_SUBSYS, whose other names are NCCL's own).
+ */
+static bool ndet_log_subsys_of(const char *value, unsigned *mask, bool strict)
+{
 	int invert = value[0] == '^';
 	char buffer[256];
+	if (strlen(value) >= sizeof(buffer))
+		return false;
 	snprintf(buffer, sizeof(buffer), "%s", value + invert);
-	unsigned mask = 0;
+	unsigned bits = 0;
 	char *save = NULL;
 	for (char *token = strtok_r(buffer, ",", &save); token != NULL;
 	     token = strtok_r(NULL, ",", &save)) {
+		bool found = false;
 		for (size_t i = 0; i < sizeof(ndet_log_subsys_names) / sizeof(ndet_log_subsys_names[0]);
 		     i++) {
-			if (strcasecmp(token, ndet_log_subsys_names[i].name) == 0)
-				mask |= ndet_log_subsys_names[i].bit;
+			if (strcasecmp(token, ndet_log_subsys_names[i].name) == 0) {
+				bits |= ndet_log_subsys_names[i].bit;
+				found = true;
+			}
 		}
+		if (!found && strict)
+			return false;
 	}
-	return invert ? (NDET_SUBSYS_ALL & ~mask) : mask;
+	*mask = invert ? (NDET_SUBSYS_ALL & ~bits) : bits;
+	return true;
+}
+
+const char *ndet_log_check_subsys(const char *value)
+{
+	unsigned mask;
+	return ndet_log_subsys_of(value, &mask, true) ? NULL : "names a subsystem that does not exist";
+}
+
+/*
+ * NCCL's syntax: "INIT,COLL", or "^INIT" for everything but INIT.  Our own variable
+ * naming a subsystem that does not exist keeps the default (a typo must not turn INFO
+ * off; the settings' WARN names it: ndet_log_check_subsys); NCCL_DEBUG_SUBSYS, read
+ * when ours is unset, may name NCCL's other subsystems, which are skipped.
+ */
+static unsigned ndet_log_parse_subsys(const char *own, const char *nccl)
+{
+	const unsigned fallback = NDET_SUBSYS_INIT | NDET_SUBSYS_ENV;
+	unsigned mask = fallback;
+	if (own != NULL && own[0] != '\0')
+		return ndet_log_subsys_of(own, &mask, true) ? mask : fallback;
+	if (nccl != NULL && nccl[0] != '\0')
+		return ndet_log_subsys_of(nccl, &mask, false) ? mask : fallback;
+	return fallback;
 }
 
 /* NCCL expands %h (hostname) and %p (pid) in NCCL_DEBUG_FILE; so do we. */
@@ -119,8 +169,8 @@ static void ndet_log_init_locked(void)
 	if (__atomic_load_n(&ndet_log_level_cached, __ATOMIC_ACQUIRE) >= 0)
 		return;
 	ndet_log_level_t level = ndet_log_parse_level(ndet_log_lookup("NCCL_DET_DEBUG", "NCCL_DEBUG"));
-	ndet_log_subsys_mask =
-		ndet_log_parse_subsys(ndet_log_lookup("NCCL_DET_DEBUG_SUBSYS", "NCCL_DEBUG_SUBSYS"));
+	ndet_log_subsys_mask = ndet_log_parse_subsys(ndet_env_get("NCCL_DET_DEBUG_SUBSYS", NULL),
+						     ndet_env_get("NCCL_DEBUG_SUBSYS", NULL));
 	if (ndet_log_file == NULL)
 		ndet_log_file = ndet_log_open_file(
 			ndet_log_lookup("NCCL_DET_DEBUG_FILE", "NCCL_DEBUG_FILE"));

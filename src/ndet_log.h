@@ -53,6 +53,13 @@ void ndet_log_report(const char *fmt, ...) __attribute__((format(printf, 1, 2)))
 /* The CUDA device this thread works on, printed as [dev]; -1 prints nothing. */
 void ndet_log_set_device(int device);
 
+/*
+ * NULL where `value` is a valid NCCL_DET_DEBUG (NCCL_DET_DEBUG_SUBSYS), else why not:
+ * the settings' check, so a bad value WARNs like any other setting's.
+ */
+const char *ndet_log_check_level(const char *value);
+const char *ndet_log_check_subsys(const char *value);
+
 /* Test hook: forget the parsed level so the next call reads the environment again. */
 void ndet_log_reset_for_testing(void);
 

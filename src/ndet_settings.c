@@ -390,6 +390,18 @@ static const char *ndet_settings_parse_faults(const char *text, unsigned *faults
  * Parse `text` for `row` and store it into `settings`; nothing is stored on error.
  * Returns NULL, or why the value was refused.
  */
+/* The logger's settings (NDET_SETTING_LOG): ndet_log.c judges their values. */
+static const char *ndet_settings_check_log(const struct ndet_setting *row, const char *text)
+{
+	if (text[0] == '\0')
+		return NULL; /* unset: the logger falls back to NCCL's variable */
+	if (strcmp(row->name, "NCCL_DET_DEBUG") == 0)
+		return ndet_log_check_level(text);
+	if (strcmp(row->name, "NCCL_DET_DEBUG_SUBSYS") == 0)
+		return ndet_log_check_subsys(text);
+	return NULL;
+}
+
 static const char *ndet_settings_parse_row(const struct ndet_setting *row, const char *text,
 					   struct ndet_settings *settings)
 {
@@ -437,7 +449,7 @@ static const char *ndet_settings_parse_row(const struct ndet_setting *row, const
 		return why;
 	}
 	case NDET_SETTING_LOG:
-		return NULL;
+		return ndet_settings_check_log(row, text);
 	case NDET_SETTING_CHOICE: {
 		const char *const *words = ndet_settings_words(row);
 		for (int i = 0; words[i] != NULL; i++) {
@@ -581,8 +593,11 @@ static void ndet_settings_format(const struct ndet_setting *row,
 					    text, size);
 		return;
 	case NDET_SETTING_LOG: {
+		/* The logger's own value: what is set, unless it is bad (then the default). */
 		const char *value = ndet_env_get(row->name, NULL);
-		ndet_settings_escape(value != NULL ? value : "", text, size);
+		if (value == NULL || ndet_settings_check_log(row, value) != NULL)
+			value = "";
+		ndet_settings_escape(value, text, size);
 		return;
 	}
 	}
@@ -637,6 +652,15 @@ static void ndet_settings_describe_accepted(const struct ndet_setting *row, char
 			 "followed by @RANK");
 		return;
 	case NDET_SETTING_LOG:
+		if (strcmp(row->name, "NCCL_DET_DEBUG") == 0) {
+			snprintf(text, size, "VERSION, WARN, INFO, TRACE or NONE");
+			return;
+		}
+		if (strcmp(row->name, "NCCL_DET_DEBUG_SUBSYS") == 0) {
+			snprintf(text, size, "a comma list of INIT, ENV, SETUP, COLL, ENGINE, ALLOC, "
+					     "ALL, optionally behind ^");
+			return;
+		}
 		break;
 	}
 	snprintf(text, size, "anything");
@@ -686,6 +710,81 @@ static void ndet_settings_parse_all(struct ndet_settings *settings)
 			  row->name, shown, ndet_env_source_name(source), why, accepted,
 			  fallback[0] != '\0' ? fallback : "\"\"");
 	}
+}
+
+/* Edit distance of two names (case-insensitive), capped at 255. */
+static unsigned ndet_settings_distance(const char *a, const char *b)
+{
+	unsigned row[128];
+	const size_t la = strlen(a), lb = strlen(b);
+	if (la >= sizeof(row) / sizeof(row[0]) || lb >= sizeof(row) / sizeof(row[0]))
+		return 255;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = (unsigned)j;
+	for (size_t i = 1; i <= la; i++) {
+		unsigned diagonal = row[0];
+		row[0] = (unsigned)i;
+		for (size_t j = 1; j <= lb; j++) {
+			const unsigned above = row[j];
+			const bool same = toupper((unsigned char)a[i - 1]) ==
+					  toupper((unsigned char)b[j - 1]);
+			unsigned best = diagonal + (same ? 0u : 1u);
+			if (above + 1 < best)
+				best = above + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diagonal = above;
+		}
+	}
+	return row[lb] > 255 ? 255 : row[lb];
+}
+
+const char *ndet_settings_closest_name(const char *name)
+{
+	const char *closest = NULL;
+	unsigned best = 255;
+	for (size_t i = 0; i < NDET_SETTINGS_COUNT; i++) {
+		const unsigned d = ndet_settings_distance(name, ndet_settings_table[i].name);
+		if (d < best) {
+			best = d;
+			closest = ndet_settings_table[i].name;
+		}
+	}
+	/* A suggestion only where the name is a near miss, not another word. */
+	return best <= 4 ? closest : NULL;
+}
+
+bool ndet_settings_known_name(const char *name)
+{
+	for (size_t i = 0; i < NDET_SETTINGS_COUNT; i++) {
+		if (strcmp(name, ndet_settings_table[i].name) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * One WARN for every NCCL_DET_* name, set in the environment or a conf file, that is
+ * no setting: a misspelt setting must not pass unnoticed (nccl-det would run with its
+ * default).
+ */
+static void ndet_settings_warn_unknown(void *context, const char *name, ndet_env_source_t source)
+{
+	(void)context;
+	if (ndet_settings_known_name(name))
+		return;
+	const char *closest = ndet_settings_closest_name(name);
+	char shown[NDET_SETTINGS_SHOWN_MAX];
+	ndet_settings_escape(name, shown, sizeof(shown));
+	if (closest != NULL)
+		NDET_WARN("%s (from %s) is not an nccl-det setting and has no effect; did you "
+			  "mean %s? (nccl-det-info lists the settings)",
+			  shown, ndet_env_source_name(source), closest);
+	else
+		NDET_WARN("%s (from %s) is not an nccl-det setting and has no effect "
+			  "(nccl-det-info lists the settings)",
+			  shown, ndet_env_source_name(source));
 }
 
 /*
@@ -751,6 +850,7 @@ const struct ndet_settings *ndet_settings_get(void)
 	pthread_mutex_lock(&ndet_settings_lock);
 	if (!__atomic_load_n(&ndet_settings_parsed, __ATOMIC_RELAXED)) {
 		ndet_settings_parse_all(&ndet_settings_current);
+		ndet_env_for_each_prefixed("NCCL_DET_", ndet_settings_warn_unknown, NULL);
 		ndet_settings_check_expected(&ndet_settings_current);
 		ndet_settings_log_all(&ndet_settings_current);
 		__atomic_store_n(&ndet_settings_parsed, 1, __ATOMIC_RELEASE);

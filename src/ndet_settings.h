@@ -71,6 +71,15 @@ struct ndet_settings {
 	char expect[64];         /* NCCL_DET_EXPECT, "VERSION:ENABLE" from nccl-det-run, "" = none */
 };
 
+/* Is `name` an NCCL_DET_* setting of the table? */
+bool ndet_settings_known_name(const char *name);
+
+/*
+ * The setting whose name is closest to `name` (edit distance, case-insensitive), or
+ * NULL when none is within 4 edits: the suggestion of the unknown-name WARN.
+ */
+const char *ndet_settings_closest_name(const char *name);
+
 /* The process-wide settings, parsed on first call. Never NULL. */
 const struct ndet_settings *ndet_settings_get(void);
 

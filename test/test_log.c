@@ -263,6 +263,22 @@ static void test_log_subsys_negation(void **state)
 					       NDET_SUBSYS_ENGINE | NDET_SUBSYS_ALLOC);
 }
 
+/* A bad value of our own keeps the default mask: a typo never turns INFO off. */
+static void test_log_subsys_typo_keeps_default(void **state)
+{
+	test_setenv("NCCL_DET_DEBUG", "INFO");
+	test_setenv("NCCL_DET_DEBUG_SUBSYS", "BOGUS");
+	test_relog();
+	assert_int_equal(test_info_mask(), NDET_SUBSYS_INIT | NDET_SUBSYS_ENV);
+	test_setenv("NCCL_DET_DEBUG_SUBSYS", "COLL,SETUPP");
+	test_relog();
+	assert_int_equal(test_info_mask(), NDET_SUBSYS_INIT | NDET_SUBSYS_ENV);
+	assert_null(ndet_log_check_subsys("^COLL,env"));
+	assert_non_null(ndet_log_check_subsys("COLL,SETUPP"));
+	assert_null(ndet_log_check_level("trace"));
+	assert_non_null(ndet_log_check_level("LOUD"));
+}
+
 static void test_log_subsys_falls_back_to_nccl(void **state)
 {
 	test_setenv("NCCL_DET_DEBUG", "INFO");
@@ -407,6 +423,8 @@ int main(void)
 					    test_teardown),
 	    cmocka_unit_test_setup_teardown(test_log_subsys_list, test_setup, test_teardown),
 	    cmocka_unit_test_setup_teardown(test_log_subsys_negation, test_setup, test_teardown),
+	    cmocka_unit_test_setup_teardown(test_log_subsys_typo_keeps_default, test_setup,
+					    test_teardown),
 	    cmocka_unit_test_setup_teardown(test_log_subsys_falls_back_to_nccl, test_setup,
 					    test_teardown),
 	    cmocka_unit_test_setup_teardown(test_log_line_format, test_setup, test_teardown),

@@ -37,7 +37,9 @@ static const char *const test_variables[] = {
     "NCCL_DET_DEBUG_DELAY",  "NCCL_DET_NCCL_LIBRARY", "NCCL_DET_TEST_FAIL",  "NCCL_DET_DEBUG",
     "NCCL_DET_DEBUG_SUBSYS", "NCCL_DET_DEBUG_FILE",   "NCCL_DEBUG",          "NCCL_DEBUG_SUBSYS",
     "NCCL_DEBUG_FILE",       "NCCL_CONF_FILE",        "NCCL_DET_TUNER_ALGO", "NCCL_DET_TUNER_PROTO",
-    "NCCL_DET_TUNER_CHANNELS", "NCCL_DET_EXPECT", "NCCL_DET_LL_MAX",
+    "NCCL_DET_TUNER_CHANNELS", "NCCL_DET_EXPECT", "NCCL_DET_LL_MAX", "NCCL_DET_PUSH_MIN",
+    /* Misspellings the unknown-name test sets. */
+    "NCCL_DET_ENABLED", "NCCL_DET_POOLSIZE", "NCCL_DET_XYZZY_FROBNICATE",
 };
 
 static const char *const test_files[] = {"log", "system.conf", ".nccl.conf", "other.conf"};
@@ -365,6 +367,12 @@ struct test_bad_value {
 
 static const struct test_bad_value test_bad_values[] = {
     {"NCCL_DET_ENABLE", "2", "\"2\"", "0/1, true/false", "using default 1"},
+    /* The logger's own: a bad value WARNs and the logger keeps its default. */
+    {"NCCL_DET_DEBUG", "LOUD", "\"LOUD\"", "VERSION, WARN, INFO, TRACE or NONE",
+     "using default \"\""},
+    {"NCCL_DET_DEBUG_SUBSYS", "BOGUS", "\"BOGUS\"", "INIT, ENV, SETUP", "using default \"\""},
+    {"NCCL_DET_DEBUG_SUBSYS", "INIT,COLLS", "\"INIT,COLLS\"", "optionally behind ^",
+     "using default \"\""},
     {"NCCL_DET_ENABLE", "maybe", "\"maybe\"", "yes/no or on/off", "using default 1"},
     {"NCCL_DET_ENABLE", "1 ", "\"1 \"", "0/1", "using default 1"},
     {"NCCL_DET_STRICT", "enable", "\"enable\"", "0/1", "using default 0"},
@@ -616,6 +624,71 @@ static void test_settings_bad_conf_value_names_its_file(void **state)
 	free(dump);
 }
 
+/* A misspelt NCCL_DET_* name gets one WARN with the closest setting, and changes nothing. */
+static void test_settings_unknown_names_warn(void **state)
+{
+	struct ndet_settings defaults;
+	memcpy(&defaults, test_reparse(), sizeof(defaults));
+	assert_int_equal(test_count_log_lines("WARN"), 0);
+
+	test_setenv("NCCL_DET_ENABLED", "0");
+	test_setenv("NCCL_DET_POOLSIZE", "1G");
+	const struct ndet_settings *settings = test_reparse();
+	assert_memory_equal(settings, &defaults, sizeof(defaults));
+	assert_true(settings->enable);
+	char *log = test_read_log();
+	assert_int_equal(test_count_lines(log, "NCCL-DET WARN"), 2);
+	assert_int_equal(test_count_lines(log, "NCCL_DET_ENABLED (from environment) is not an "
+					       "nccl-det setting and has no effect; did you mean "
+					       "NCCL_DET_ENABLE?"),
+			 1);
+	assert_int_equal(test_count_lines(log, "NCCL_DET_POOLSIZE (from environment) is not an "
+					       "nccl-det setting and has no effect; did you mean "
+					       "NCCL_DET_POOL_SIZE?"),
+			 1);
+	free(log);
+	/* Parsed once: no second warning. */
+	assert_ptr_equal(ndet_settings_get(), settings);
+	assert_int_equal(test_count_log_lines("NCCL-DET WARN"), 2);
+	assert_int_equal(unsetenv("NCCL_DET_ENABLED"), 0);
+	assert_int_equal(unsetenv("NCCL_DET_POOLSIZE"), 0);
+
+	/* In a conf file: named with its file; far from every name: no suggestion. */
+	test_write_file("system.conf", "NCCL_DET_TIMOUT=5\nNCCL_DET_XYZZY_FROBNICATE=1\n");
+	settings = test_reparse();
+	assert_int_equal(settings->timeout_ms, defaults.timeout_ms);
+	log = test_read_log();
+	assert_int_equal(test_count_lines(log, "NCCL-DET WARN"), 2);
+	char expected[PATH_MAX + 128];
+	snprintf(expected, sizeof(expected),
+		 "NCCL_DET_TIMOUT (from %s) is not an nccl-det setting and has no effect; did "
+		 "you mean NCCL_DET_TIMEOUT?",
+		 test_system_conf);
+	assert_int_equal(test_count_lines(log, expected), 1);
+	assert_int_equal(test_count_lines(log, "NCCL_DET_XYZZY_FROBNICATE"), 1);
+	assert_int_equal(test_count_lines(log, "NCCL_DET_XYZZY_FROBNICATE (from"), 1);
+	assert_int_equal(test_count_lines(log, "did you mean"), 1);
+	free(log);
+
+	/* A set variable that is also in a conf file is named once. */
+	test_setenv("NCCL_DET_XYZZY_FROBNICATE", "2");
+	test_reparse();
+	assert_int_equal(test_count_log_lines("NCCL_DET_XYZZY_FROBNICATE (from environment)"), 1);
+	assert_int_equal(test_count_log_lines("NCCL_DET_XYZZY_FROBNICATE"), 1);
+}
+
+static void test_settings_closest_name(void **state)
+{
+	assert_string_equal(ndet_settings_closest_name("NCCL_DET_ENABLED"), "NCCL_DET_ENABLE");
+	assert_string_equal(ndet_settings_closest_name("nccl_det_strict"), "NCCL_DET_STRICT");
+	assert_string_equal(ndet_settings_closest_name("NCCL_DET_LLMAX"), "NCCL_DET_LL_MAX");
+	assert_null(ndet_settings_closest_name("NCCL_DET_SOMETHING_ELSE_ENTIRELY"));
+	assert_true(ndet_settings_known_name("NCCL_DET_DEBUG_SUBSYS"));
+	assert_true(ndet_settings_known_name("NCCL_DET_TEST_FAIL"));
+	assert_false(ndet_settings_known_name("NCCL_DET_ENABLED"));
+	assert_false(ndet_settings_known_name("nccl_det_enable"));
+}
+
 static void test_settings_parsed_once_until_reset(void **state)
 {
 	test_setenv("NCCL_DET_MAX_BLOCKS", "8");
@@ -850,6 +923,9 @@ int main(void)
 					    test_teardown),
 	    cmocka_unit_test_setup_teardown(test_settings_parsed_once_until_reset, test_setup,
 					    test_teardown),
+	    cmocka_unit_test_setup_teardown(test_settings_unknown_names_warn, test_setup,
+					    test_teardown),
+	    cmocka_unit_test_setup_teardown(test_settings_closest_name, test_setup, test_teardown),
 	    cmocka_unit_test_setup_teardown(test_settings_info_dump, test_setup, test_teardown),
 	    cmocka_unit_test_setup_teardown(test_settings_dump_table, test_setup, test_teardown),
 	    cmocka_unit_test_setup_teardown(test_settings_agreement_hash_fields, test_setup,
