@@ -85,13 +85,23 @@ EXTRA_DIST += src/libnccl-det.map
 # The plugin names of the one library, made at install time.
 NDET_PLUGIN_LINKS = libnccl-tuner-det.so libnccl-net-det.so
 
+# No libtool archives (.la) are installed: nothing links these libraries (they are
+# preloaded, dlopened or found as libnccl.so.2), and a .la only misleads a build.
+# Without the .la, uninstall removes the libraries by name.
+# (libnccl-det.la goes with install-exec, the drop-in's with install-data: automake
+# files a directory of its own, dropindir, under data.)
 install-exec-hook:
 	cd "$(DESTDIR)$(libdir)" && for link in $(NDET_PLUGIN_LINKS); do \
 		rm -f "$$link" && $(LN_S) libnccl-det.so "$$link" || exit 1; \
 	done
+	rm -f "$(DESTDIR)$(libdir)/libnccl-det.la"
+
+install-data-hook:
+	rm -f "$(DESTDIR)$(dropindir)/libnccl.la"
 
 uninstall-hook:
 	for link in $(NDET_PLUGIN_LINKS); do rm -f "$(DESTDIR)$(libdir)/$$link"; done
+	rm -f "$(DESTDIR)$(libdir)/libnccl-det.so" "$(DESTDIR)$(dropindir)"/libnccl.so*
 	-rmdir "$(DESTDIR)$(dropindir)" 2>/dev/null
 
 nodist_include_HEADERS = include/nccl_det.h

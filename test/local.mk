@@ -344,6 +344,9 @@ TESTS += test/test_plugins.sh test/test_tools.sh test/test_perf_tool.sh
 # dependencies), and nvcc-lt.sh itself (dependencies, launchers, ccache).
 TESTS += test/test_binaries.sh test/test_nvcc_lt.sh test/test_install_deps.sh
 EXTRA_DIST += test/test_binaries.sh test/test_nvcc_lt.sh test/test_install_deps.sh
+# make install into a scratch DESTDIR: layout, no .la, pkg-config, make uninstall.
+TESTS += test/test_install.sh
+EXTRA_DIST += test/test_install.sh
 EXTRA_DIST += test/test_plugins.sh test/test_tools.sh test/test_perf_tool.sh test/installcheck.sh test/test_dropin_exports.sh \
 	test/test_dropin_calls.sh test/test_dropin_search.sh test/test_dropin_copies.sh
 
