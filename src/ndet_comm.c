@@ -34,6 +34,7 @@ _Static_assert(NDET_SETTINGS_SIZE_AUTO == NDET_PLAN_ONESHOT_AUTO,
 #define NDET_COMM_POLL_MAX_US 1000
 
 struct ndet_comm {
+	bool exit_reported; /* NCCL_DET_STATS printed by the exit handler (registry lock) */
 	/* registry lock */
 	struct ndet_comm *next;
 	int refs;
@@ -126,11 +127,43 @@ static void ndet_comm_register_fork_handler(void)
  * own exit handler (handlers run in reverse order): a static destructor that calls
  * ncclCommDestroy afterwards finds us inert instead of calling a dead runtime.
  */
+static void ndet_comm_print_stats(struct ndet_comm *comm);
+static struct ndet_comm *ndet_comm_take_next(bool (*take)(struct ndet_comm *comm, void *context),
+					     void *context);
+
+/* Not yet reported at exit: now it is (under the registry lock). */
+static bool ndet_comm_take_unreported(struct ndet_comm *comm, void *context)
+{
+	(void)context;
+	if (comm->exit_reported)
+		return false;
+	comm->exit_reported = true;
+	return true;
+}
+
+/*
+ * NCCL_DET_STATS of every communicator still registered at exit (a job that never
+ * destroys its communicators, as many PyTorch jobs do, would otherwise print none),
+ * one at a time, each with a reference of its own while it is printed.
+ */
+static void ndet_comm_report_live(void)
+{
+	if (!ndet_settings_get()->stats)
+		return;
+	struct ndet_comm *comm;
+	while ((comm = ndet_comm_take_next(ndet_comm_take_unreported, NULL)) != NULL) {
+		ndet_comm_print_stats(comm);
+		ndet_comm_unref(comm);
+	}
+}
+
 static void ndet_comm_at_exit(void)
 {
 	/* A fork child inherits the handler, but not the parent's pools. */
-	if (__atomic_exchange_n(&ndet_comm_inert, 1, __ATOMIC_ACQ_REL) == 0)
+	if (__atomic_exchange_n(&ndet_comm_inert, 1, __ATOMIC_ACQ_REL) == 0) {
+		ndet_comm_report_live();
 		ndet_comm_backend()->at_exit();
+	}
 }
 
 static void ndet_comm_register_exit_handler(void)
@@ -638,6 +671,46 @@ static ncclResult_t ndet_comm_describe(struct ndet_comm *comm)
 	return ncclSuccess;
 }
 
+/*
+ * The verdict of a communicator's setup, once, on its rank 0, at NCCL's VERSION level
+ * (like NCCL's own version line): nccl-det's version, how it was loaded, and whether
+ * the floating-point reductions are deterministic or why they run in NCCL.  The other
+ * ranks say the same at INFO (ndet_comm_setup_finish).
+ */
+static void ndet_comm_announce(const struct ndet_comm *comm,
+			       const struct ndet_backend_member *member, int rank, int nranks,
+			       ndet_comm_state_t state, bool strict)
+{
+	if (rank != 0 || !ndet_log_enabled(NDET_LOG_VERSION, NDET_SUBSYS_ALL))
+		return;
+	char cause[256];
+	if (member->status == NDET_ERR_UNSUPPORTED)
+		snprintf(cause, sizeof(cause), "%s, rank %d",
+			 ndet_verdict_reason_name(member->verdict.reason),
+			 member->verdict.offending_rank);
+	else
+		snprintf(cause, sizeof(cause), "setup failed: %s", ndet_status_name(member->status));
+	char verdict[512];
+	if (state == NDET_COMM_READY)
+		snprintf(verdict, sizeof(verdict),
+			 "deterministic (its floating-point all-reduce, reduce-scatter and reduce "
+			 "run in nccl-det)");
+	else if (state == NDET_COMM_POISONED)
+		snprintf(verdict, sizeof(verdict),
+			 "its floating-point reductions fail with ncclInvalidUsage (%s)", cause);
+	else if (strict)
+		snprintf(verdict, sizeof(verdict),
+			 "not diverted (%s): its floating-point reductions fail with "
+			 "ncclInvalidUsage (NCCL_DET_STRICT=1)",
+			 cause);
+	else
+		snprintf(verdict, sizeof(verdict),
+			 "NOT deterministic: its floating-point reductions run in NCCL (%s)", cause);
+	ndet_log(NDET_LOG_VERSION, NDET_SUBSYS_ALL, __FILE__, __LINE__,
+		 "nccl-det %s (%s): communicator %p of %d ranks: %s", PACKAGE_VERSION,
+		 ndet_resolve_loading_mode(), (void *)comm->nccl, nranks, verdict);
+}
+
 /* The end of one communicator's setup; wakes threads waiting for it. */
 static void ndet_comm_setup_finish(struct ndet_comm *comm, const struct ndet_backend_member *member)
 {
@@ -665,8 +738,10 @@ static void ndet_comm_setup_finish(struct ndet_comm *comm, const struct ndet_bac
 	pthread_cond_broadcast(&comm->changed);
 	int rank = comm->rank, nranks = comm->nranks;
 	ndet_comm_state_t state = comm->state;
+	bool strict = comm->strict;
 	pthread_mutex_unlock(&comm->lock);
 
+	ndet_comm_announce(comm, member, rank, nranks, state, strict);
 	if (state == NDET_COMM_READY)
 		NDET_INFO(NDET_SUBSYS_SETUP, "communicator %p rank %d/%d: all-reduces diverted",
 			  (void *)comm->nccl, rank, nranks);
@@ -1086,26 +1161,42 @@ static void ndet_comm_stop(struct ndet_comm *comm)
 	pthread_mutex_unlock(&comm->lock);
 }
 
+/*
+ * The first registered communicator that take() selects (it marks it so that the next
+ * walk passes over it), with a reference for the caller; NULL when none is left.
+ */
+static struct ndet_comm *ndet_comm_take_next(bool (*take)(struct ndet_comm *comm, void *context),
+					     void *context)
+{
+	struct ndet_comm *found = NULL;
+	pthread_mutex_lock(&ndet_comm_registry_lock);
+	for (unsigned b = 0; b < NDET_COMM_BUCKETS && found == NULL; b++) {
+		for (struct ndet_comm *comm = ndet_comm_buckets[b]; comm != NULL; comm = comm->next) {
+			if (take(comm, context)) {
+				comm->refs++;
+				found = comm;
+				break;
+			}
+		}
+	}
+	pthread_mutex_unlock(&ndet_comm_registry_lock);
+	return found;
+}
+
+/* A child sharing `context`'s resources, not yet visited: now it is. */
+static bool ndet_comm_take_child(struct ndet_comm *comm, void *context)
+{
+	if (!comm->shares_parent || comm->parent != (ncclComm_t)context)
+		return false;
+	comm->shares_parent = false; /* visit once */
+	return true;
+}
+
 /* Children that share a parent's resources die with it (NCCL aborts them too). */
 static void ndet_comm_stop_children(ncclComm_t parent)
 {
-	for (;;) {
-		struct ndet_comm *child = NULL;
-		pthread_mutex_lock(&ndet_comm_registry_lock);
-		for (unsigned b = 0; b < NDET_COMM_BUCKETS && child == NULL; b++) {
-			for (struct ndet_comm *comm = ndet_comm_buckets[b]; comm != NULL;
-			     comm = comm->next) {
-				if (comm->shares_parent && comm->parent == parent) {
-					comm->shares_parent = false; /* visit once */
-					comm->refs++;
-					child = comm;
-					break;
-				}
-			}
-		}
-		pthread_mutex_unlock(&ndet_comm_registry_lock);
-		if (child == NULL)
-			return;
+	struct ndet_comm *child;
+	while ((child = ndet_comm_take_next(ndet_comm_take_child, (void *)parent)) != NULL) {
 		ndet_comm_stop(child);
 		ndet_comm_unref(child);
 	}

@@ -113,6 +113,11 @@ const char *ndet_resolve_function_name(enum ndet_nccl_function function)
 	return ndet_resolve_names[function];
 }
 
+const char *ndet_resolve_loading_mode(void)
+{
+	return NDET_RESOLVE_DROPIN ? "drop-in" : "preload";
+}
+
 const char *ndet_resolve_strategy_name(enum ndet_resolve_strategy strategy)
 {
 	switch (strategy) {

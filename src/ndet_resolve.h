@@ -202,6 +202,13 @@ const char *ndet_resolve_function_name(enum ndet_nccl_function function);
 const char *ndet_resolve_strategy_name(enum ndet_resolve_strategy strategy);
 
 /*
+ * How this copy of nccl-det was loaded, for the verdict line: "drop-in" (the drop-in
+ * libnccl.so.2) or "preload" (libnccl-det.so ahead of NCCL; as NCCL's tuner or net
+ * plugin alone its communicators never reach the divert layer).
+ */
+const char *ndet_resolve_loading_mode(void);
+
+/*
  * The real NCCL's runtime version (pncclGetVersion, e.g. 22809), asked once and
  * cached; 0 when unknown.  Gate features on this, not on the headers.
  */

@@ -674,7 +674,13 @@ static void test_strict_names_the_collective(void **state)
 	/* One WARN per reason and communicator, naming the first collective refused. */
 	assert_int_equal(
 		ndet_divert_count_log("NCCL_DET_STRICT=1: ncclReduceScatter fails", "rank 1"), 2);
-	assert_int_equal(ndet_divert_count_log("NCCL_DET_STRICT=1", NULL), 2);
+	assert_int_equal(ndet_divert_count_log("NCCL_DET_STRICT=1: ", NULL), 2);
+	/* The verdict line, on rank 0 alone: refused, not run in NCCL. */
+	assert_int_equal(ndet_divert_count_log("NCCL-DET VERSION nccl-det", NULL), 1);
+	assert_int_equal(ndet_divert_count_log("NCCL-DET VERSION nccl-det", "not diverted (local "
+					       "failure, rank 1): its floating-point reductions fail "
+					       "with ncclInvalidUsage (NCCL_DET_STRICT=1)"),
+			 1);
 	for (int r = 0; r < 2; r++) {
 		struct ndet_comm_stats stats;
 		assert_true(ndet_comm_stats(comms[r], &stats));

@@ -289,6 +289,14 @@ static void test_init_all(void **state)
 				 ncclSuccess);
 	assert_int_equal(ncclGroupEnd(), ncclSuccess);
 	dataset_check_tree(&data);
+	/* The verdict: one line, from rank 0, at NCCL's VERSION level. */
+	char verdict[128];
+	snprintf(verdict, sizeof(verdict), "NCCL-DET VERSION nccl-det %s (preload): communicator",
+		 PACKAGE_VERSION);
+	assert_int_equal(ndet_divert_count_log("NCCL-DET VERSION", NULL), 1);
+	assert_int_equal(ndet_divert_count_log(verdict, "of 4 ranks: deterministic (its "
+							"floating-point all-reduce"),
+			 1);
 	for (int r = 0; r < 4; r++)
 		assert_int_equal(ncclCommDestroy(comms[r]), ncclSuccess);
 }
@@ -760,6 +768,12 @@ static void test_injected_failures(void **state)
 			 cases[c].offending, ndet_local_status_name(cases[c].local));
 		assert_int_equal(ndet_divert_count_log("not deterministic", needle), 3);
 		assert_int_equal(ndet_divert_count_log("not deterministic", NULL), 3);
+		/* The verdict line of rank 0 names the same cause. */
+		snprintf(needle, sizeof(needle), "NOT deterministic: its floating-point reductions "
+						 "run in NCCL (local failure, rank %d)",
+			 cases[c].offending);
+		assert_int_equal(ndet_divert_count_log("NCCL-DET VERSION", NULL), 1);
+		assert_int_equal(ndet_divert_count_log("NCCL-DET VERSION", needle), 1);
 		/* probe@0: rank 0 writes bad tokens, its peers 1 and 2 notice (lowest: 1). */
 		if (cases[c].local == NDET_LOCAL_PROBE_FAILED)
 			assert_int_equal(ndet_divert_count_log("probe word of rank 0", NULL), 2);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Process exit with live communicators (test_exit_live.c), nccl-det enabled in front
 # of the fake NCCL: every mode must exit 0 within seconds, without a crash and
-# without a sanitizer report, whatever was left alive or waiting.
+# without a sanitizer report, whatever was left alive or waiting; with
+# NCCL_DET_STATS=1 each communicator still alive reports at exit.
 . "${NDET_TOP_SRCDIR:-.}/test/test_preload_lib.sh"
 
 program="$top_builddir/test/test_exit_live"
@@ -25,3 +26,13 @@ for mode in live blocked late-destroy early-destroy; do
 	fi
 done
 echo "PASS: exit(0) with live, waiting and late-destroyed communicators leaves promptly with status 0"
+
+# NCCL_DET_STATS=1: a communicator never destroyed reports at exit (live mode: the
+# five ranks that were diverted), once each.
+env LD_PRELOAD="$fake_shim_preload" NCCL_DET_ENABLE=1 NCCL_DET_STATS=1 NCCL_DET_TIMEOUT=600 \
+	FAKE_NCCL_TIMEOUT_MS=600000 NCCL_DET_DEBUG_FILE="$scratch/stats.log" \
+	timeout 60 "$program" live >"$scratch/stats.out" 2>"$scratch/stats.err" ||
+	fail "live with NCCL_DET_STATS=1: $(cat "$scratch/stats.err")"
+stats=$(grep -c 'NCCL-DET STATS communicator .* (diverted): diverted 1 calls' "$scratch/stats.log")
+[ "$stats" -eq 5 ] || fail "expected 5 STATS lines at exit, got $stats: $(cat "$scratch/stats.log")"
+echo "PASS: NCCL_DET_STATS reports every communicator still alive at exit"
