@@ -92,7 +92,7 @@ static const struct {
 
 static const struct ndet_setting ndet_settings_table[] = {
     /*
-     * Every rank must load nccl-det with the same value (README precondition,
+     * Every rank must load nccl-det with the same value (doc/loading.md precondition,
      * enforced by nccl-det-run): a disabled rank never joins our setup exchange.
      */
     {"NCCL_DET_ENABLE", NDET_SETTING_BOOL, "1", 0, 1, NDET_FIELD(enable),
@@ -175,7 +175,7 @@ static const struct ndet_setting ndet_settings_table[] = {
      * stores in flight fill NVLink), and ranks that share a GPU split 192 blocks (96
      * above 8 ranks) between them, fewer on GPUs with fewer than 96 SMs
      * (ndet_plan_grid_cap).  Below 64, push at 4-32 MiB runs with fewer blocks than it
-     * was chosen with (README, NCCL_DET_PUSH_MIN).
+     * was chosen with (doc/settings.md, NCCL_DET_PUSH_MIN).
      */
     {"NCCL_DET_MAX_BLOCKS", NDET_SETTING_INT, "96", 1, 128, NDET_FIELD(max_blocks),
      "largest grid of one all-reduce kernel; equal on all ranks"},

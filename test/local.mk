@@ -144,7 +144,7 @@ EXTRA_DIST += test/test_gpu_loopback.sh test/gpu/suite.sh test/gpu/torch_preload
 	test/gpu/torch_rs.py test/gpu/torch_rs.sh \
 	test/gpu/RESULTS test/gpu/loading.sh test/gpu/jax_psum.py test/gpu/pynccl_ctypes.py \
 	test/gpu/ndet_maps.py test/gpu/pack_devbin.sh test/gpu/batch.sh test/gpu/nccl_tests.sh \
-	test/gpu/ll_stress.sh
+	test/gpu/ll_stress.sh test/gpu/ab_perf.sh
 
 # ---- fake NCCL, symbol resolution, forwarding and preload tests --------------------
 # A fake libnccl.so.2 with NCCL's export shape (test/fake_nccl/fake_nccl.h), built for

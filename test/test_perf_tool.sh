@@ -10,7 +10,7 @@
 #   ncclCommWindowRegister (the fake does), and says why not (exit 0) when it does not
 #   (the fake built like NCCL 2.26), when NCCL cannot run or is not run; --nccl's exit 2
 #   is unchanged by it.
-# The measured run needs a GPU: test/gpu (see README "GPU tests").
+# The measured run needs a GPU: test/gpu (doc/testing.md, "GPU tests").
 . "${NDET_TOP_SRCDIR:-.}/test/test_preload_lib.sh"
 
 perf="$top_builddir/tools/nccl-det-perf"

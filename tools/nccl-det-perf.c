@@ -319,7 +319,7 @@ static void perf_usage(FILE *out)
 			}
 		}
 	}
-	fprintf(out, "Settings come from NCCL_DET_* variables (see README); NCCL is the library\n"
+	fprintf(out, "Settings come from NCCL_DET_* variables (doc/settings.md); NCCL is the library\n"
 		     "NCCL_DET_NCCL_LIBRARY names, else libnccl.so.2.  ratio = NCCL time /\n"
 		     "nccl-det time: above 1, nccl-det is faster; s-ratio (--nccl-symmetric) is\n"
 		     "the same for NCCL on symmetric windows.\n");
