@@ -755,10 +755,22 @@ const char *ndet_settings_closest_name(const char *name)
 	return best <= 4 ? closest : NULL;
 }
 
+/* Names of the family that nccl-det-run reads, not the library (tools/nccl-det-run.in). */
+static const char *const ndet_settings_tool_names[] = {
+    "NCCL_DET_RUN_LIBDIR",
+    "NCCL_DET_RUN_PRELOAD_LIB",
+    "NCCL_DET_RUN_DROPIN_DIR",
+};
+
 bool ndet_settings_known_name(const char *name)
 {
 	for (size_t i = 0; i < NDET_SETTINGS_COUNT; i++) {
 		if (strcmp(name, ndet_settings_table[i].name) == 0)
+			return true;
+	}
+	for (size_t i = 0; i < sizeof(ndet_settings_tool_names) / sizeof(ndet_settings_tool_names[0]);
+	     i++) {
+		if (strcmp(name, ndet_settings_tool_names[i]) == 0)
 			return true;
 	}
 	return false;

@@ -71,7 +71,7 @@ struct ndet_settings {
 	char expect[64];         /* NCCL_DET_EXPECT, "VERSION:ENABLE" from nccl-det-run, "" = none */
 };
 
-/* Is `name` an NCCL_DET_* setting of the table? */
+/* Is `name` an NCCL_DET_* setting of the table, or a variable nccl-det-run reads? */
 bool ndet_settings_known_name(const char *name);
 
 /*

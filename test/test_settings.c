@@ -686,6 +686,10 @@ static void test_settings_closest_name(void **state)
 	assert_true(ndet_settings_known_name("NCCL_DET_DEBUG_SUBSYS"));
 	assert_true(ndet_settings_known_name("NCCL_DET_TEST_FAIL"));
 	assert_false(ndet_settings_known_name("NCCL_DET_ENABLED"));
+	/* nccl-det-run's own variables reach the job: never called unknown. */
+	assert_true(ndet_settings_known_name("NCCL_DET_RUN_PRELOAD_LIB"));
+	assert_true(ndet_settings_known_name("NCCL_DET_RUN_DROPIN_DIR"));
+	assert_true(ndet_settings_known_name("NCCL_DET_RUN_LIBDIR"));
 	assert_false(ndet_settings_known_name("nccl_det_enable"));
 }
 

@@ -66,8 +66,36 @@ for line in "preloaded nccl-det . $fake_shim (libnccl-det.so)" "mode in effect .
 	grep -q -F "$line" "$scratch/info_preload" || fail "nccl-det-info (preload): no '$line': $(cat "$scratch/info_preload")"
 done
 
+# ---- nccl-det-run: where it finds the libraries
+# In the build tree, from its own location (no make install needed).
+"$run_tool" --print-env true >"$scratch/where" || fail "nccl-det-run --print-env true failed"
+built=$(cd "$top_builddir/src/.libs" && pwd)/libnccl-det.so
+grep -q -x -F "LD_PRELOAD=$built" "$scratch/where" || fail "build tree: $(cat "$scratch/where")"
+# Moved with its prefix: ../lib beside the script.
+mkdir -p "$scratch/prefix/bin" "$scratch/prefix/lib/nccl-det" || fail "mkdir"
+cp "$run_tool" "$scratch/prefix/bin/nccl-det-run" && cp "$shim" "$scratch/prefix/lib/" ||
+	fail "copy"
+"$scratch/prefix/bin/nccl-det-run" --print-env true >"$scratch/where" || fail "moved prefix"
+grep -q -x -F "LD_PRELOAD=$(cd "$scratch/prefix/lib" && pwd)/libnccl-det.so" "$scratch/where" ||
+	fail "moved prefix: $(cat "$scratch/where")"
+# The overrides, under their names and their former ones.
+NCCL_DET_RUN_PRELOAD_LIB="$fake_shim" "$run_tool" --print-env true >"$scratch/where" ||
+	fail "NCCL_DET_RUN_PRELOAD_LIB"
+grep -q -x -F "LD_PRELOAD=$fake_shim" "$scratch/where" || fail "override: $(cat "$scratch/where")"
+NDET_RUN_PRELOAD_LIB="$fake_shim" "$run_tool" --print-env true >"$scratch/where" ||
+	fail "NDET_RUN_PRELOAD_LIB"
+grep -q -x -F "LD_PRELOAD=$fake_shim" "$scratch/where" || fail "old name: $(cat "$scratch/where")"
+# The mode it chose, on stderr, where NCCL's VERSION level is asked for.
+NCCL_DEBUG=VERSION "$run_tool" --print-env true 2>"$scratch/version" >/dev/null ||
+	fail "NCCL_DEBUG=VERSION"
+grep -q "^nccl-det-run $PACKAGE_VERSION: preload for true" "$scratch/version" ||
+	fail "no mode line: $(cat "$scratch/version")"
+"$run_tool" --print-env true 2>"$scratch/version" >/dev/null || fail "quiet run"
+[ -s "$scratch/version" ] && fail "a mode line without a debug level: $(cat "$scratch/version")"
+echo "PASS: nccl-det-run finds its libraries (build tree, moved prefix, overrides)"
+
 # ---- nccl-det-run: detection and the environment it sets
-export NDET_RUN_PRELOAD_LIB="$fake_shim" NDET_RUN_DROPIN_DIR="$scratch/dropin"
+export NCCL_DET_RUN_PRELOAD_LIB="$fake_shim" NCCL_DET_RUN_DROPIN_DIR="$scratch/dropin"
 "$run_tool" --print-env "$script" >"$scratch/linked" || fail "nccl-det-run --print-env failed"
 for line in framework=linked mode=preload "LD_PRELOAD=$fake_shim" "NCCL_DET_NCCL_LIBRARY=$fake_nccl" \
 	NCCL_DET_ENABLE=1 "NCCL_DET_EXPECT=$PACKAGE_VERSION:1"; do
@@ -97,6 +125,27 @@ if command -v python3 >/dev/null 2>&1; then
 		grep -q -x -F "$line" "$scratch/jax" || fail "jax: no '$line': $(cat "$scratch/jax")"
 	done
 	grep -q "^LD_LIBRARY_PATH=$scratch/dropin" "$scratch/jax" || fail "jax: $(cat "$scratch/jax")"
+
+	# Behind a launcher: the program it starts decides (srun's options, counts and
+	# NAME=VALUE pairs passed over).
+	mkdir -p "$scratch/launchers" || fail "mkdir"
+	for launcher in srun mpirun; do
+		printf '#!/bin/sh\nexec "$@"\n' >"$scratch/launchers/$launcher"
+		chmod +x "$scratch/launchers/$launcher"
+	done
+	PATH="$scratch/launchers:$PATH" PYTHONPATH="$scratch/py" "$run_tool" --print-env \
+		srun -N 2 --ntasks-per-node 4 python3 -c pass >"$scratch/srun" || fail "srun"
+	for line in framework=jax mode=dropin launcher=srun program=python3; do
+		grep -q -x -F "$line" "$scratch/srun" || fail "srun: no '$line': $(cat "$scratch/srun")"
+	done
+	PATH="$scratch/launchers:$PATH" "$run_tool" --print-env mpirun -np 8 -x A=1 "$script" \
+		>"$scratch/mpirun" || fail "mpirun"
+	for line in framework=linked mode=preload launcher=mpirun "program=$script"; do
+		grep -q -x -F "$line" "$scratch/mpirun" || fail "mpirun: no '$line': $(cat "$scratch/mpirun")"
+	done
+	PATH="$scratch/launchers:$PATH" "$run_tool" --print-env srun -n 2 >/dev/null 2>&1 &&
+		fail "a launcher with no program was accepted"
+	echo "PASS: nccl-det-run looks through srun and mpirun"
 
 	# An entry point with a #! line (torchrun), torch only: the preload.
 	rm -r "$scratch/py/jax"

@@ -91,8 +91,8 @@ if [ "$tier" = torch ] || [ "$tier" = all ]; then
 	# the bits differ from plain NCCL's by design, so plain NCCL is no reference here).
 	check "torch preloaded by hand" job torch-preload 3 env LD_PRELOAD="$preload_lib" \
 		python3 "$here/torch_preload.py"
-	check "torch via nccl-det-run" job torch-run 3 env NDET_RUN_PRELOAD_LIB="$preload_lib" \
-		NDET_RUN_DROPIN_DIR="$dropin_dir" NCCL_DET_DEBUG=INFO NCCL_DET_DEBUG_SUBSYS=INIT \
+	check "torch via nccl-det-run" job torch-run 3 env NCCL_DET_RUN_PRELOAD_LIB="$preload_lib" \
+		NCCL_DET_RUN_DROPIN_DIR="$dropin_dir" NCCL_DET_DEBUG=INFO NCCL_DET_DEBUG_SUBSYS=INIT \
 		"$run_tool" python3 "$here/torch_preload.py"
 	check "torch via nccl-det-run preloaded" json_all torch-run 3 'd["nccl_det_mapped"]'
 	for ((r = 0; r < 3; r++)); do
@@ -115,8 +115,8 @@ if [ "$tier" = torchrun ] || [ "$tier" = all ]; then
 		}
 		check "torchrun preloaded by hand" trun torchrun-preload env LD_PRELOAD="$preload_lib" \
 			NCCL_DET_STATS=1
-		check "torchrun via nccl-det-run" trun torchrun-run env NDET_RUN_PRELOAD_LIB="$preload_lib" \
-			NDET_RUN_DROPIN_DIR="$dropin_dir" NCCL_DET_STATS=1 "$run_tool"
+		check "torchrun via nccl-det-run" trun torchrun-run env NCCL_DET_RUN_PRELOAD_LIB="$preload_lib" \
+			NCCL_DET_RUN_DROPIN_DIR="$dropin_dir" NCCL_DET_STATS=1 "$run_tool"
 		for tag in torchrun-preload torchrun-run; do
 			check "$tag: every rank mapped nccl-det" python3 -c '
 import json, sys

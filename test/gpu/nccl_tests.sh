@@ -77,8 +77,8 @@ job() {
 cd "$(dirname "$BIN")" || exit 2
 job preload-all 240 env LD_PRELOAD="$NDET_LIB" "$BIN" -g "$gpus" -b 8 -e 64M -f 4 -c 1 -d all -o all
 if [ -x "$run_tool" ]; then
-	job run-eager 120 env NDET_RUN_PRELOAD_LIB="$NDET_LIB" "$run_tool" "$BIN" -g "$gpus" -b 8 -e 1G -f 8 -c 1 -d bfloat16
-	job run-graph 120 env NDET_RUN_PRELOAD_LIB="$NDET_LIB" "$run_tool" "$BIN" -g "$gpus" -b 8 -e 1G -f 8 -c 1 -d bfloat16 -G 5
+	job run-eager 120 env NCCL_DET_RUN_PRELOAD_LIB="$NDET_LIB" "$run_tool" "$BIN" -g "$gpus" -b 8 -e 1G -f 8 -c 1 -d bfloat16
+	job run-graph 120 env NCCL_DET_RUN_PRELOAD_LIB="$NDET_LIB" "$run_tool" "$BIN" -g "$gpus" -b 8 -e 1G -f 8 -c 1 -d bfloat16 -G 5
 else
 	verdict run "1" "$run_tool missing"
 fi
