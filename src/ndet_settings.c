@@ -910,6 +910,18 @@ uint64_t ndet_settings_agreement_hash(const struct ndet_settings *settings)
 	return hash;
 }
 
+bool ndet_settings_value_text(const char *name, char *text, size_t size)
+{
+	const struct ndet_settings *settings = ndet_settings_get();
+	for (size_t i = 0; i < NDET_SETTINGS_COUNT; i++) {
+		if (strcmp(name, ndet_settings_table[i].name) == 0) {
+			ndet_settings_format(&ndet_settings_table[i], settings, text, size);
+			return true;
+		}
+	}
+	return false;
+}
+
 void ndet_settings_dump(FILE *out)
 {
 	const struct ndet_settings *settings = ndet_settings_get();

@@ -71,6 +71,13 @@ struct ndet_settings {
 	char expect[64];         /* NCCL_DET_EXPECT, "VERSION:ENABLE" from nccl-det-run, "" = none */
 };
 
+/*
+ * The value in effect of setting `name` as the dump shows it (a bad value: the
+ * default, after its WARN); false when `name` is no setting.  nccl-det-info --get
+ * prints it, so that nccl-det-run judges values with this parser.
+ */
+bool ndet_settings_value_text(const char *name, char *text, size_t size);
+
 /* Is `name` an NCCL_DET_* setting of the table, or a variable nccl-det-run reads? */
 bool ndet_settings_known_name(const char *name);
 

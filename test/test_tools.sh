@@ -108,7 +108,16 @@ NCCL_CONF_FILE="$scratch/nccl.conf" "$run_tool" --print-env "$script" >"$scratch
 	fail "nccl-det-run (conf) failed"
 grep -q -x NCCL_DET_ENABLE=0 "$scratch/conf" || fail "conf: $(cat "$scratch/conf")"
 grep -q -x "NCCL_DET_EXPECT=$PACKAGE_VERSION:0" "$scratch/conf" || fail "conf: $(cat "$scratch/conf")"
-NCCL_DET_ENABLE=maybe "$run_tool" --print-env "$script" >/dev/null 2>&1 && fail "NCCL_DET_ENABLE=maybe accepted"
+# A bad value is judged by the library's parser (nccl-det-info --get): one WARN, and
+# the default, as every rank would do; never a refusal of its own.
+NCCL_DET_ENABLE=maybe "$run_tool" --print-env "$script" >"$scratch/maybe" 2>"$scratch/maybe.err" ||
+	fail "NCCL_DET_ENABLE=maybe refused: $(cat "$scratch/maybe.err")"
+grep -q -x NCCL_DET_ENABLE=1 "$scratch/maybe" || fail "maybe: $(cat "$scratch/maybe")"
+grep -q 'NCCL_DET_ENABLE="maybe" (from environment) ignored: not a boolean' "$scratch/maybe.err" ||
+	fail "maybe: no WARN: $(cat "$scratch/maybe.err")"
+"$info" --get NCCL_DET_POOL_SIZE | grep -q -x 96MiB || fail "nccl-det-info --get NCCL_DET_POOL_SIZE"
+"$info" --get NCCL_DET_BOGUS >/dev/null 2>&1
+[ $? -eq 2 ] || fail "nccl-det-info --get of no setting: exit status not 2"
 "$run_tool" --mode=bogus true >/dev/null 2>&1 && fail "--mode=bogus accepted"
 
 if command -v python3 >/dev/null 2>&1; then

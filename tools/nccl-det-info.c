@@ -45,7 +45,7 @@ struct info_copy {
 static void info_usage(FILE *out)
 {
 	fprintf(out,
-		"Usage: nccl-det-info [--help] [--version] [--no-gpu]\n"
+		"Usage: nccl-det-info [--help] [--version] [--no-gpu] [--get NAME]\n"
 		"\n"
 		"Prints what nccl-det does in this environment: its version; every NCCL_DET_*\n"
 		"setting with its value and source (environment, $NCCL_CONF_FILE or\n"
@@ -55,6 +55,9 @@ static void info_usage(FILE *out)
 		"Run it with the job's environment (or as `nccl-det-run nccl-det-info`).\n"
 		"\n"
 		"  --no-gpu    skip the GPU section (no CUDA call)\n"
+		"  --get NAME  print the value of setting NAME in effect, as the library\n"
+		"              reads it (a bad value WARNs and gives the default), and exit;\n"
+		"              exit status 2 when NAME is no setting\n"
 		"  --version   print the version and exit\n"
 		"  --help      print this help and exit\n");
 }
@@ -319,11 +322,13 @@ int main(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{"no-gpu", no_argument, NULL, 'n'},
+		{"get", required_argument, NULL, 'g'},
 		{NULL, 0, NULL, 0},
 	};
 	bool gpus = true;
+	const char *get = NULL;
 	int option;
-	while ((option = getopt_long(argc, argv, "hVn", options, NULL)) != -1) {
+	while ((option = getopt_long(argc, argv, "hVng:", options, NULL)) != -1) {
 		switch (option) {
 		case 'h':
 			info_usage(stdout);
@@ -334,6 +339,9 @@ int main(int argc, char **argv)
 		case 'n':
 			gpus = false;
 			break;
+		case 'g':
+			get = optarg;
+			break;
 		default:
 			info_usage(stderr);
 			return 2;
@@ -342,6 +350,15 @@ int main(int argc, char **argv)
 	if (optind != argc) {
 		info_usage(stderr);
 		return 2;
+	}
+	if (get != NULL) {
+		char value[4096];
+		if (!ndet_settings_value_text(get, value, sizeof(value))) {
+			fprintf(stderr, "nccl-det-info: %s is not an nccl-det setting\n", get);
+			return 2;
+		}
+		printf("%s\n", value);
+		return fflush(stdout) == 0 ? 0 : 1;
 	}
 	printf("nccl-det %s (built against NCCL headers %d.%d.%d)\n", NCCL_DET_VERSION_STRING,
 	       NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
