@@ -101,7 +101,7 @@ static const struct ndet_setting ndet_settings_table[] = {
      "1 = a floating-point all-reduce that cannot be deterministic fails with "
      "ncclInvalidUsage instead of falling back to NCCL"},
     {"NCCL_DET_STATS", NDET_SETTING_BOOL, "0", 0, 1, NDET_FIELD(stats),
-     "1 = report calls, bytes diverted and fallbacks by reason when a communicator is destroyed"},
+     "1 = report calls, bytes diverted and fallbacks by reason when a communicator is destroyed, or at exit"},
     /*
      * Large messages stream through the pool in chunks, so this bounds memory,
      * not message size.  Below 1 MiB the per-chunk flag round trip dominates.
@@ -922,12 +922,31 @@ bool ndet_settings_value_text(const char *name, char *text, size_t size)
 	return false;
 }
 
+/* A test-only or internal setting (nccl-det-info lists them with --all). */
+static bool ndet_settings_internal(const struct ndet_setting *row)
+{
+	return strncmp(row->doc, "TEST ONLY", 9) == 0 || strncmp(row->doc, "debug:", 6) == 0 ||
+	       strncmp(row->doc, "set by nccl-det-run", 19) == 0;
+}
+
 void ndet_settings_dump(FILE *out)
+{
+	ndet_settings_dump_some(out, true);
+}
+
+void ndet_settings_dump_some(FILE *out, bool all)
 {
 	const struct ndet_settings *settings = ndet_settings_get();
 	if (fprintf(out, "%-24s %-12s %-20s %s\n", "# name", "value", "source", "meaning") < 0)
 		return;
+	unsigned left_out = 0;
 	for (size_t i = 0; i < NDET_SETTINGS_COUNT; i++) {
+		/* Set ones are shown whatever they are. */
+		if (!all && ndet_settings_internal(&ndet_settings_table[i]) &&
+		    ndet_settings_origins[i].source == NDET_ENV_SOURCE_DEFAULT) {
+			left_out++;
+			continue;
+		}
 		char value[NDET_SETTINGS_SHOWN_MAX];
 		char source[NDET_SETTINGS_SHOWN_MAX];
 		ndet_settings_format(&ndet_settings_table[i], settings, value, sizeof(value));
@@ -938,6 +957,9 @@ void ndet_settings_dump(FILE *out)
 			    ndet_settings_table[i].doc) < 0)
 			return;
 	}
+	if (left_out > 0)
+		(void)fprintf(out, "# and %u test-only and internal settings, unset (--all lists them)\n",
+			      left_out);
 }
 
 void ndet_settings_reset_for_testing(void)

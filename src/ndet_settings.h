@@ -100,6 +100,8 @@ uint64_t ndet_settings_agreement_hash(const struct ndet_settings *settings);
 
 /* Print every setting, its effective value and its source, one per line. */
 void ndet_settings_dump(FILE *out);
+/* The same; without `all`, the test-only and internal settings only where they are set. */
+void ndet_settings_dump_some(FILE *out, bool all);
 
 /* Test hook: parse again on the next ndet_settings_get() (not thread-safe). */
 void ndet_settings_reset_for_testing(void);

@@ -66,6 +66,39 @@ for line in "preloaded nccl-det . $fake_shim (libnccl-det.so)" "mode in effect .
 	grep -q -F "$line" "$scratch/info_preload" || fail "nccl-det-info (preload): no '$line': $(cat "$scratch/info_preload")"
 done
 
+# ---- nccl-det-info: user settings by default, --all, the build, --check, plugins
+grep -q '^NCCL_DET_TEST_FAIL' "$scratch/info" && fail "nccl-det-info lists a test-only setting by default"
+grep -q -- '--all lists them' "$scratch/info" || fail "nccl-det-info does not say what --all adds"
+"$info" --no-gpu --all | grep -q '^NCCL_DET_TEST_FAIL' || fail "nccl-det-info --all lacks NCCL_DET_TEST_FAIL"
+NCCL_DET_TEST_FAIL=probe "$info" --no-gpu 2>/dev/null | grep -q -E '^NCCL_DET_TEST_FAIL +probe +environment' ||
+	fail "a test-only setting that is set is not shown"
+grep -q -E '^  GPU code \.+ -' "$scratch/info" || fail "nccl-det-info: no build section"
+grep -q -E '^  CUDA runtime \.+ [0-9]+\.[0-9]+, linked statically: needs an NVIDIA driver >= ' \
+	"$scratch/info" || fail "nccl-det-info: no minimum driver"
+"$info" --no-gpu --check >"$scratch/check" 2>&1
+[ $? -eq 1 ] || fail "--check without nccl-det: exit status not 1"
+grep -q '^check: nothing would be diverted: none' "$scratch/check" || fail "--check: $(cat "$scratch/check")"
+NCCL_DET_NCCL_LIBRARY="$fake_nccl" LD_PRELOAD="$fake_shim_preload" "$info" --no-gpu --check \
+	>"$scratch/check" 2>&1 || fail "--check with the preload: $(tail -3 "$scratch/check")"
+grep -q '^check: eligible calls would be diverted' "$scratch/check" || fail "--check: $(cat "$scratch/check")"
+NCCL_DET_ENABLE=0 NCCL_DET_NCCL_LIBRARY="$fake_nccl" LD_PRELOAD="$fake_shim_preload" "$info" \
+	--no-gpu --check >"$scratch/check" 2>&1 && fail "--check with NCCL_DET_ENABLE=0 passed"
+grep -q 'NCCL_DET_ENABLE=0' "$scratch/check" || fail "--check, disabled: $(cat "$scratch/check")"
+# A plugin NCCL cannot load is no mode; one it can is.
+NCCL_TUNER_PLUGIN=det LD_LIBRARY_PATH=/nonexistent "$info" --no-gpu >"$scratch/plugin" 2>&1 ||
+	fail "nccl-det-info (unloadable plugin)"
+grep -q 'tuner plugin ...... libnccl-tuner-det.so cannot be loaded' "$scratch/plugin" ||
+	fail "unloadable plugin: $(cat "$scratch/plugin")"
+grep -q 'mode in effect ..... none: the plugin variables name nccl-det, but NCCL cannot load it' \
+	"$scratch/plugin" || fail "unloadable plugin: $(cat "$scratch/plugin")"
+mkdir -p "$scratch/plugins" && cp "$shim" "$scratch/plugins/libnccl-tuner-det.so" || fail "copy"
+NCCL_TUNER_PLUGIN=det LD_LIBRARY_PATH="$scratch/plugins" "$info" --no-gpu >"$scratch/plugin" 2>&1 ||
+	fail "nccl-det-info (plugin)"
+grep -q "tuner plugin ...... loads $scratch/plugins/libnccl-tuner-det.so" "$scratch/plugin" ||
+	fail "loadable plugin: $(cat "$scratch/plugin")"
+grep -q 'mode in effect ..... plugins only' "$scratch/plugin" || fail "plugin: $(cat "$scratch/plugin")"
+echo "PASS: nccl-det-info: settings, build, --check, plugin files"
+
 # ---- nccl-det-run: where it finds the libraries
 # In the build tree, from its own location (no make install needed).
 "$run_tool" --print-env true >"$scratch/where" || fail "nccl-det-run --print-env true failed"

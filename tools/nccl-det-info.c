@@ -45,7 +45,7 @@ struct info_copy {
 static void info_usage(FILE *out)
 {
 	fprintf(out,
-		"Usage: nccl-det-info [--help] [--version] [--no-gpu] [--get NAME]\n"
+		"Usage: nccl-det-info [--help] [--version] [--no-gpu] [--all] [--check] [--get NAME]\n"
 		"\n"
 		"Prints what nccl-det does in this environment: its version; every NCCL_DET_*\n"
 		"setting with its value and source (environment, $NCCL_CONF_FILE or\n"
@@ -54,7 +54,10 @@ static void info_usage(FILE *out)
 		"nccl-det finds and its version; the GPUs and their peer-access (P2P) matrix.\n"
 		"Run it with the job's environment (or as `nccl-det-run nccl-det-info`).\n"
 		"\n"
-		"  --no-gpu    skip the GPU section (no CUDA call)\n"
+		"  --no-gpu    skip the GPU section and the driver (no CUDA call)\n"
+		"  --all       also the test-only and internal settings\n"
+		"  --check     exit status 0 when this environment would divert eligible calls\n"
+		"              (nccl-det loaded, enabled), else 1 with the reason\n"
 		"  --get NAME  print the value of setting NAME in effect, as the library\n"
 		"              reads it (a bad value WARNs and gives the default), and exit;\n"
 		"              exit status 2 when NAME is no setting\n"
@@ -171,7 +174,56 @@ static void info_print_copy(const struct info_nccl *nccl, bool preload_build)
 	info_print_version("NCCL version .......", nccl->version);
 }
 
-static void info_loading(void)
+/* What info_loading found: would nccl-det divert in this environment, and why not. */
+struct info_verdict {
+	bool diverts;
+	char why[256];
+};
+
+/*
+ * Can NCCL load this plugin: `value` (one item of NCCL_TUNER_PLUGIN or NCCL_NET_PLUGIN)
+ * the way NCCL tries it, a path as it is, else libnccl-<kind>-<value>.so through the
+ * loader.  Loaded privately and closed again (nccl-det's library has no constructor).
+ */
+static bool info_plugin_loads(const char *value, const char *kind, char *detail, size_t size)
+{
+	char name[INFO_PATH_MAX];
+	if (strchr(value, '/') != NULL || strncmp(value, "libnccl-", 8) == 0)
+		snprintf(name, sizeof(name), "%s", value);
+	else
+		snprintf(name, sizeof(name), "libnccl-%s-%s.so", kind, value);
+	void *handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+	if (handle == NULL) {
+		const char *error = dlerror();
+		snprintf(detail, size, "%s cannot be loaded: %s", name, error != NULL ? error : "?");
+		return false;
+	}
+	struct link_map *map = NULL;
+	if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != NULL && map->l_name != NULL)
+		snprintf(detail, size, "loads %s", map->l_name);
+	else
+		snprintf(detail, size, "loads %s", name);
+	if (dlclose(handle) != 0)
+		(void)dlerror();
+	return true;
+}
+
+/* The first item of a plugin list that names nccl-det's plugin (info_names_det). */
+static const char *info_det_item(const char *value, char *item, size_t size)
+{
+	snprintf(item, size, "%s", value);
+	char *saved = NULL;
+	for (char *one = strtok_r(item, ",", &saved); one != NULL; one = strtok_r(NULL, ",", &saved)) {
+		const char *base = strrchr(one, '/');
+		base = base != NULL ? base + 1 : one;
+		if (strcmp(base, "det") == 0 || strncmp(base, "libnccl-tuner-det", 17) == 0 ||
+		    strncmp(base, "libnccl-net-det", 15) == 0)
+			return one;
+	}
+	return NULL;
+}
+
+static void info_loading(struct info_verdict *verdict)
 {
 	printf("\n== loading mode\n");
 	const char *preload = getenv("LD_PRELOAD");
@@ -231,19 +283,47 @@ static void info_loading(void)
 	printf("  NCCL_NET_PLUGIN .... %s%s\n", net != NULL ? net : "(unset)",
 	       net_det ? "  (nccl-det's net plugin, with its tuner)" : "");
 
+	/* A plugin named but not loadable gives NCCL's own behaviour: say so. */
+	bool plugin_loads = false;
+	const char *variables[2][3] = {{"NCCL_TUNER_PLUGIN", tuner, "tuner"},
+				       {"NCCL_NET_PLUGIN", net, "net"}};
+	for (int i = 0; i < 2; i++) {
+		char item[INFO_PATH_MAX], detail[INFO_PATH_MAX + 128];
+		if (variables[i][1] == NULL ||
+		    info_det_item(variables[i][1], item, sizeof(item)) == NULL)
+			continue;
+		const bool loads = info_plugin_loads(info_det_item(variables[i][1], item, sizeof(item)),
+						     variables[i][2], detail, sizeof(detail));
+		plugin_loads = plugin_loads || loads;
+		printf("  %-18s %s\n", i == 0 ? "tuner plugin ......" : "net plugin ........", detail);
+	}
+
 	const char *mode;
+	verdict->diverts = false;
 	if (copy.found)
 		mode = preloaded_dropin ? "drop-in (preloaded): every NCCL user is diverted"
 					: "LD_PRELOAD: applications linking libnccl.so.2 are "
 					  "diverted (not dlopen+dlsym users such as JAX)";
 	else if (dropin)
 		mode = "drop-in (by the loader's search path): libnccl.so.2 users are diverted";
-	else if (tuner_det || net_det)
+	else if ((tuner_det || net_det) && plugin_loads)
 		mode = "plugins only: NCCL's all-reduce is pinned (run-to-run reproducible), "
 		       "not nccl-det's size-invariant all-reduce";
+	else if (tuner_det || net_det)
+		mode = "none: the plugin variables name nccl-det, but NCCL cannot load it (above)";
 	else
 		mode = "none: nccl-det is not loaded by this environment";
 	printf("  mode in effect ..... %s\n", mode);
+	if (copy.found || dropin) {
+		verdict->diverts = true;
+	} else {
+		snprintf(verdict->why, sizeof(verdict->why), "%s", mode);
+	}
+	if (verdict->diverts && !ndet_settings_get()->enable) {
+		verdict->diverts = false;
+		snprintf(verdict->why, sizeof(verdict->why),
+			 "NCCL_DET_ENABLE=0: every call passes through to NCCL");
+	}
 
 	printf("\n== real NCCL\n");
 	if (from_copy.asked) {
@@ -260,6 +340,44 @@ static void info_loading(void)
 		       "NCCL_DET_NCCL_LIBRARY, the framework's wheel and the system\n");
 	}
 	/* The NCCL stays loaded: unloading it may run its destructors at a bad time. */
+}
+
+/*
+ * The oldest Linux driver a CUDA runtime of this major version runs on (minor version
+ * compatibility; the runtime is linked statically, so the driver is the one
+ * requirement): NVIDIA's CUDA compatibility tables.
+ */
+static const char *info_minimum_driver(int cudart_version)
+{
+	switch (cudart_version / 1000) {
+	case 11:
+		return "450.80.02";
+	case 12:
+		return "525.60.13";
+	case 13:
+		return "580.65.06";
+	default:
+		return "see NVIDIA's CUDA compatibility table";
+	}
+}
+
+static void info_build(void)
+{
+	printf("\n== build\n");
+	printf("  GPU code ........... %s\n", NDET_INFO_GENCODE);
+	printf("  fp8 GPU code ....... %s\n", NDET_INFO_FP8_GENCODE);
+	printf("  CUDA runtime ....... %d.%d, linked statically: needs an NVIDIA driver >= %s\n",
+	       CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10,
+	       info_minimum_driver(CUDART_VERSION));
+	int driver = 0;
+	if (cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0)
+		printf("  driver here ........ supports CUDA %d.%d%s\n", driver / 1000,
+		       (driver % 1000) / 10,
+		       driver < CUDART_VERSION ? " (older than the runtime: every call goes to NCCL)"
+					       : "");
+	else
+		printf("  driver here ........ none\n");
+	(void)cudaGetLastError();
 }
 
 static void info_gpus(void)
@@ -323,12 +441,14 @@ int main(int argc, char **argv)
 		{"version", no_argument, NULL, 'V'},
 		{"no-gpu", no_argument, NULL, 'n'},
 		{"get", required_argument, NULL, 'g'},
+		{"all", no_argument, NULL, 'a'},
+		{"check", no_argument, NULL, 'c'},
 		{NULL, 0, NULL, 0},
 	};
-	bool gpus = true;
+	bool gpus = true, all = false, check = false;
 	const char *get = NULL;
 	int option;
-	while ((option = getopt_long(argc, argv, "hVng:", options, NULL)) != -1) {
+	while ((option = getopt_long(argc, argv, "hVng:ac", options, NULL)) != -1) {
 		switch (option) {
 		case 'h':
 			info_usage(stdout);
@@ -341,6 +461,12 @@ int main(int argc, char **argv)
 			break;
 		case 'g':
 			get = optarg;
+			break;
+		case 'a':
+			all = true;
+			break;
+		case 'c':
+			check = true;
 			break;
 		default:
 			info_usage(stderr);
@@ -365,9 +491,22 @@ int main(int argc, char **argv)
 	printf("\n== settings (environment, then $NCCL_CONF_FILE or ~/.nccl.conf, then "
 	       "/etc/nccl.conf)\n");
 	fflush(stdout);
-	ndet_settings_dump(stdout);
-	info_loading();
-	if (gpus)
+	ndet_settings_dump_some(stdout, all);
+	struct info_verdict verdict = {.diverts = false};
+	info_loading(&verdict);
+	if (gpus) {
+		info_build();
 		info_gpus();
-	return fflush(stdout) == 0 ? 0 : 1;
+	} else {
+		printf("\n== build\n  GPU code ........... %s\n", NDET_INFO_GENCODE);
+	}
+	if (check) {
+		if (verdict.diverts)
+			printf("\ncheck: eligible calls would be diverted\n");
+		else
+			printf("\ncheck: nothing would be diverted: %s\n", verdict.why);
+	}
+	if (fflush(stdout) != 0)
+		return 1;
+	return check && !verdict.diverts ? 1 : 0;
 }
