@@ -19,6 +19,30 @@ found=$(find "$root" -name '*.la')
 [ -z "$found" ] || fail "libtool archives installed: $found"
 echo "PASS: no .la installed"
 
+# The documentation, the man pages, the sample conf file (every user setting at its
+# default, commented out; no test-only one).
+docdir="$root$prefix/share/doc/nccl-det"
+for f in README contract.md loading.md settings.md install.md testing.md kernels.md \
+	nccl.conf.example; do
+	[ -s "$docdir/$f" ] || fail "$docdir/$f is not installed"
+done
+for page in man1/nccl-det-run.1 man1/nccl-det-info.1 man1/nccl-det-perf.1 man7/nccl-det.7; do
+	[ -s "$root$prefix/share/man/$page" ] || fail "man page $page is not installed"
+done
+grep -q -x '#NCCL_DET_ENABLE=1' "$docdir/nccl.conf.example" || fail "nccl.conf.example: no ENABLE"
+grep -q -x '#NCCL_DET_POOL_SIZE=96MiB' "$docdir/nccl.conf.example" || fail "nccl.conf.example: pool"
+grep -q 'NCCL_DET_TEST_FAIL' "$docdir/nccl.conf.example" && fail "nccl.conf.example lists a test-only setting"
+# Uncommented, it is a conf file nccl-det reads without a WARN.
+sed 's/^#NCCL_DET_/NCCL_DET_/' "$docdir/nccl.conf.example" >"$scratch/sample.conf"
+env NCCL_CONF_FILE="$scratch/sample.conf" NCCL_DET_DEBUG_FILE="$scratch/sample.log" \
+	"$top_builddir/tools/nccl-det-info" --no-gpu >"$scratch/sample.out" 2>&1 ||
+	fail "nccl-det-info with the sample conf failed"
+grep -q "NCCL-DET WARN" "$scratch/sample.log" "$scratch/sample.out" 2>/dev/null &&
+	fail "the sample conf gives warnings: $(cat "$scratch/sample.log" "$scratch/sample.out")"
+grep -q -E "NCCL_DET_POOL_SIZE +96MiB +$scratch/sample.conf" "$scratch/sample.out" ||
+	fail "the sample conf is not read: $(grep POOL_SIZE "$scratch/sample.out")"
+echo "PASS: docs, man pages and a sample conf that reads without a warning are installed"
+
 sh "$NDET_TOP_SRCDIR/test/installcheck.sh" "$root$libdir" "$root$prefix/include" \
 	"$root$prefix/bin" || fail "installcheck.sh on the DESTDIR tree"
 
