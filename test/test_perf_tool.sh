@@ -37,6 +37,13 @@ for bad in --bogus '-G 3' '-c 2' '-d f32,f99' '-o sum,xor' '-b 1Q' '-f 1' '-i 0'
 	rc=$?
 	[ $rc -eq 2 ] || fail "'$bad' exited $rc, not 2: $(cat "$scratch/bad")"
 done
+# An unknown type name lists the accepted ones; nccl-tests' names are accepted.
+"$perf" --dry-run -d f32,f99 2>&1 | grep -q 'unknown name in the list (f32 or float, f16 or half' ||
+	fail "-d f99 does not list the type names"
+rows=$("$perf" --dry-run --gpus 1 -n 2 -b 64 -e 64 -d float,half,bfloat16,double --no-nccl 2>&1 |
+	grep -c -E '^ +64 +[0-9]+ +(f32|f16|bf16|f64) +sum ')
+[ "$rows" -eq 4 ] || fail "nccl-tests' type names: $rows rows, not 4"
+"$perf" --version | grep -q -x "nccl-det-perf $PACKAGE_VERSION" || fail "--version"
 # What is checked, and up to which size.
 "$perf" --dry-run --gpus 1 -n 2 -b 8 -e 8 2>&1 |
 	grep -q -x '# checks: bit-exact against the CPU tree and size-invariant, sizes up to 268435456 B' ||
