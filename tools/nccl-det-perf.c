@@ -504,10 +504,8 @@ static const char *perf_nccl_layout_problem(int nranks, int ngpus)
 {
 	if (nranks <= ngpus)
 		return NULL;
-	return "the ranks share GPU 0 as threads of one process (the one-GPU proxy), and NCCL "
-	       "refuses two ranks of one communicator on the same GPU in one process (\"Duplicate "
-	       "GPU detected\"). Compare with NCCL on one GPU through processes (one NCCL_HOSTID "
-	       "each: test/gpu/torch_divert.sh), or with -n <= the number of GPUs";
+	return "the ranks share GPU 0 in one process, which NCCL refuses (\"Duplicate GPU "
+	       "detected\"); use at most one rank per GPU (-n)";
 }
 
 /* Load the real NCCL into `nccl`; false with the reason in `why` when it cannot be. */
