@@ -183,7 +183,7 @@ struct info_verdict {
 /*
  * Can NCCL load this plugin: `value` (one item of NCCL_TUNER_PLUGIN or NCCL_NET_PLUGIN)
  * the way NCCL tries it, a path as it is, else libnccl-<kind>-<value>.so through the
- * loader.  Loaded privately and closed again (nccl-det's library has no constructor).
+ * loader, privately (nccl-det's library has no constructor).
  */
 static bool info_plugin_loads(const char *value, const char *kind, char *detail, size_t size)
 {
@@ -203,8 +203,10 @@ static bool info_plugin_loads(const char *value, const char *kind, char *detail,
 		snprintf(detail, size, "loads %s", map->l_name);
 	else
 		snprintf(detail, size, "loads %s", name);
-	if (dlclose(handle) != 0)
-		(void)dlerror();
+	/*
+	 * Left loaded, as NCCL leaves its plugins: unloading may leave exit-time handlers
+	 * of the library (its static CUDA runtime's, a sanitizer's) pointing nowhere.
+	 */
 	return true;
 }
 
