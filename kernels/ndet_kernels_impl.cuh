@@ -566,7 +566,8 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 #pragma unroll
 					for (int r = 0; r < NR; r++) {
 						if (r < n)
-							v[r] = ndet_leaf<DT, K>(a, 
+							v[r] = ndet_leaf<DT, K>(
+								a,
 								reinterpret_cast<const T *>(&raw[u][r])[e],
 								scale[r]);
 					}
@@ -595,8 +596,9 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 #pragma unroll
 		for (int r = 0; r < NR; r++) {
 			if (r < n)
-				v[r] = ndet_leaf<DT, K>(a, 
-					ndet_load_lane(reinterpret_cast<const T *>(src[r]) + i), scale[r]);
+				v[r] = ndet_leaf<DT, K>(
+					a, ndet_load_lane(reinterpret_cast<const T *>(src[r]) + i),
+					scale[r]);
 		}
 		T value = ndet_finish<DT, K>(a, ndet_tree<K, Acc, NR>(a, v, n), n);
 		if (to_out)

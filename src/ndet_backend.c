@@ -12,6 +12,7 @@
 
 #include "ndet_cuda.h"
 #include "ndet_log.h"
+#include "ndet_pool_layout.h"
 
 static pthread_once_t ndet_backend_cuda_once = PTHREAD_ONCE_INIT;
 static bool ndet_backend_cuda_usable_result;
@@ -151,7 +152,7 @@ const struct ndet_backend ndet_backend_cuda = {
 	.quiesce_group = ndet_backend_cuda_quiesce_group,
 	.release = ndet_backend_cuda_release,
 	.shares_process = ndet_backend_cuda_shares_process,
-	.memory_bytes = ndet_engine_memory_bytes,
+	.memory_bytes = ndet_pool_memory_bytes,
 	.pointer_valid = ndet_backend_cuda_pointer_valid,
 	.at_exit = ndet_engine_at_exit,
 };

@@ -99,10 +99,6 @@ struct ndet_engine {
 /* ---------------------------------------------------------------- sizes */
 
 /* The pool's layout: ndet_pool_layout.h (pure, so the host-only engine shares it). */
-uint64_t ndet_engine_memory_bytes(const struct ndet_engine_config *config)
-{
-	return ndet_pool_memory_bytes(config);
-}
 
 static void ndet_engine_set_verdict(struct ndet_setup_verdict *verdict,
 				    ndet_verdict_reason_t reason, int rank, uint32_t detail)
@@ -178,10 +174,10 @@ static ndet_local_status_t ndet_engine_alloc(struct ndet_engine *engine)
 {
 	const struct ndet_engine_config *config = &engine->config;
 	ndet_status_t status = NDET_OK;
-	if (ndet_engine_memory_bytes(config) > config->max_memory) {
+	if (ndet_pool_memory_bytes(config) > config->max_memory) {
 		NDET_WARN("rank %d: pool of %llu bytes exceeds NCCL_DET_MAX_MEMORY=%llu; "
 			  "raise NCCL_DET_MAX_MEMORY or lower NCCL_DET_POOL_SIZE or NCCL_DET_LL_MAX",
-			  config->rank, (unsigned long long)ndet_engine_memory_bytes(config),
+			  config->rank, (unsigned long long)ndet_pool_memory_bytes(config),
 			  (unsigned long long)config->max_memory);
 		return NDET_LOCAL_ALLOC_FAILED;
 	}

@@ -276,9 +276,6 @@ ndet_status_t ndet_engine_destroy_group(struct ndet_engine *const engines[], int
  */
 bool ndet_engine_ranks_share_process(const struct ndet_engine *engine);
 
-/* Bytes of device memory an engine with this config allocates. */
-uint64_t ndet_engine_memory_bytes(const struct ndet_engine_config *config);
-
 #ifdef __cplusplus
 }
 #endif

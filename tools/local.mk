@@ -9,7 +9,7 @@ tools_nccl_det_info_SOURCES = tools/nccl-det-info.c
 tools_nccl_det_info_LDADD = src/libndet_logic.la $(CUDA_STATIC_LIBS) -ldl $(PTHREAD_LIBS)
 # Its build section names the GPU code the kernels were built for.
 tools_nccl_det_info_CPPFLAGS = $(AM_CPPFLAGS) -DNDET_INFO_GENCODE='"$(NVCC_GENCODE)$(if $(NVCC_COMPRESS), (compressed))"' \
-	-DNDET_INFO_FP8_GENCODE='"$(NVCC_FP8_GENCODE)"' 
+	-DNDET_INFO_FP8_GENCODE='"$(NVCC_FP8_GENCODE)"'
 
 # The launcher; knows where `make install` puts the libraries.
 bin_SCRIPTS += tools/nccl-det-run

@@ -95,24 +95,29 @@ static const char *info_env(const char *name)
 	return value != NULL && value[0] != '\0' ? value : NULL;
 }
 
-/* Does a plugin variable (a comma list in NCCL 2.27+) name nccl-det's plugin? */
-static bool info_names_det(const char *value, const char *file)
+/*
+ * The item of a plugin variable (a comma list in NCCL 2.27+) that names nccl-det's
+ * plugin `file` ("det", or a path ending in it), copied into `item`; NULL if none.
+ */
+static const char *info_det_item(const char *value, const char *file, char *item, size_t size)
 {
 	if (value == NULL)
-		return false;
-	char *copy = strdup(value);
-	if (copy == NULL)
-		return false;
-	bool found = false;
+		return NULL;
+	snprintf(item, size, "%s", value);
 	char *saved = NULL;
-	for (char *item = strtok_r(copy, ",", &saved); item != NULL && !found;
-	     item = strtok_r(NULL, ",", &saved)) {
-		const char *base = strrchr(item, '/');
-		base = base != NULL ? base + 1 : item;
-		found = strcmp(item, "det") == 0 || strcmp(base, file) == 0;
+	for (char *one = strtok_r(item, ",", &saved); one != NULL; one = strtok_r(NULL, ",", &saved)) {
+		const char *base = strrchr(one, '/');
+		base = base != NULL ? base + 1 : one;
+		if (strcmp(one, "det") == 0 || strcmp(base, file) == 0)
+			return one;
 	}
-	free(copy);
-	return found;
+	return NULL;
+}
+
+static bool info_names_det(const char *value, const char *file)
+{
+	char item[INFO_PATH_MAX];
+	return info_det_item(value, file, item, sizeof(item)) != NULL;
 }
 
 /* What a copy of nccl-det says about the real NCCL, printed later. */
@@ -210,21 +215,6 @@ static bool info_plugin_loads(const char *value, const char *kind, char *detail,
 	return true;
 }
 
-/* The first item of a plugin list that names nccl-det's plugin (info_names_det). */
-static const char *info_det_item(const char *value, char *item, size_t size)
-{
-	snprintf(item, size, "%s", value);
-	char *saved = NULL;
-	for (char *one = strtok_r(item, ",", &saved); one != NULL; one = strtok_r(NULL, ",", &saved)) {
-		const char *base = strrchr(one, '/');
-		base = base != NULL ? base + 1 : one;
-		if (strcmp(base, "det") == 0 || strncmp(base, "libnccl-tuner-det", 17) == 0 ||
-		    strncmp(base, "libnccl-net-det", 15) == 0)
-			return one;
-	}
-	return NULL;
-}
-
 static void info_loading(struct info_verdict *verdict)
 {
 	printf("\n== loading mode\n");
@@ -287,15 +277,15 @@ static void info_loading(struct info_verdict *verdict)
 
 	/* A plugin named but not loadable gives NCCL's own behaviour: say so. */
 	bool plugin_loads = false;
-	const char *variables[2][3] = {{"NCCL_TUNER_PLUGIN", tuner, "tuner"},
-				       {"NCCL_NET_PLUGIN", net, "net"}};
+	const char *variables[2][4] = {{"NCCL_TUNER_PLUGIN", tuner, "tuner", "libnccl-tuner-det.so"},
+				       {"NCCL_NET_PLUGIN", net, "net", "libnccl-net-det.so"}};
 	for (int i = 0; i < 2; i++) {
 		char item[INFO_PATH_MAX], detail[INFO_PATH_MAX + 128];
-		if (variables[i][1] == NULL ||
-		    info_det_item(variables[i][1], item, sizeof(item)) == NULL)
+		const char *plugin =
+			info_det_item(variables[i][1], variables[i][3], item, sizeof(item));
+		if (plugin == NULL)
 			continue;
-		const bool loads = info_plugin_loads(info_det_item(variables[i][1], item, sizeof(item)),
-						     variables[i][2], detail, sizeof(detail));
+		const bool loads = info_plugin_loads(plugin, variables[i][2], detail, sizeof(detail));
 		plugin_loads = plugin_loads || loads;
 		printf("  %-18s %s\n", i == 0 ? "tuner plugin ......" : "net plugin ........", detail);
 	}
