@@ -1,8 +1,10 @@
-# CUDA kernels: two libtool convenience libraries (the library's kernels; the GPU test
-# driver's all-ranks kernels, below) with extern "C" launchers declared in a C header
-# (kernels/ndet_kernels.h).  Compiled by nvcc through build-aux/nvcc-lt.sh (libtool
-# cannot drive nvcc), which also writes each object's header dependencies as nvcc
-# found them (-MD) into kernels/.deps/, included below.
+# CUDA kernels: three libtool convenience libraries (the library's kernels; the GPU
+# test driver's all-ranks kernels and the benchmark kernels, below) with extern "C"
+# launchers declared in C headers (kernels/ndet_kernels.h, kernels/ndet_bench.h; what
+# host and kernels share: kernels/ndet_abi.h).  The device code is in headers by
+# layer (kernels/device/, doc/kernels.md).  Compiled by nvcc through
+# build-aux/nvcc-lt.sh (libtool cannot drive nvcc), which also writes each object's
+# header dependencies as nvcc found them (-MD) into kernels/.deps/, included below.
 #
 # NVCC_LAUNCHER (configure or make variable) runs nvcc through another command, for
 # instance `make NVCC_LAUNCHER=ccache`.  --threads 0: one nvcc thread per target
@@ -11,7 +13,7 @@
 
 NVCC_BASE_FLAGS = -std=c++17 -O3 --fmad=false --threads 0 $(NVCC_COMPRESS) \
 	-Xcompiler -fvisibility=hidden -Xcompiler -fno-threadsafe-statics \
-	-Xcompiler -fno-exceptions -Xcompiler -Wall -I$(top_srcdir)/kernels -I$(top_builddir)
+	-Xcompiler -fno-exceptions -Xcompiler -Wall -I$(top_srcdir) -I$(top_builddir)
 NVCC_FLAGS = $(NVCC_BASE_FLAGS) $(NVCC_GENCODE)
 NVCC_LT = $(SHELL) $(top_srcdir)/build-aux/nvcc-lt.sh
 
@@ -33,7 +35,13 @@ kernels_libndet_kernels_la_SOURCES = kernels/ndet_kernels.cu \
 	kernels/ndet_pull_f64.cu kernels/ndet_push_ll_f64.cu \
 	kernels/ndet_pull_f8e4m3.cu kernels/ndet_push_ll_f8e4m3.cu \
 	kernels/ndet_pull_f8e5m2.cu kernels/ndet_push_ll_f8e5m2.cu \
-	kernels/ndet_kernels.h kernels/ndet_kernels_impl.cuh
+	kernels/ndet_types.h kernels/ndet_abi.h kernels/ndet_kernels.h \
+	kernels/device/ndet_sync.cuh kernels/device/ndet_dtype.cuh \
+	kernels/device/ndet_tree.cuh kernels/device/ndet_copy.cuh \
+	kernels/device/ndet_reduce.cuh kernels/device/ndet_flags.cuh \
+	kernels/device/ndet_ll.cuh kernels/device/ndet_push.cuh \
+	kernels/device/ndet_open.cuh kernels/device/ndet_pull.cuh \
+	kernels/device/ndet_tables.cuh kernels/device/ndet_path_kernels.cuh
 kernels_libndet_kernels_la_LIBTOOLFLAGS = --tag=CC
 
 .cu.lo:
@@ -65,6 +73,13 @@ ndet_all_ranks_objects = $(foreach t,$(ndet_kernel_types) $(ndet_fp8_types), \
 NVCC_ALL_RANKS_FLAGS = $(NVCC_BASE_FLAGS) $(NVCC_ALL_RANKS_GENCODE)
 $(ndet_all_ranks_objects): kernels/%.lo: kernels/%.cu
 	$(AM_V_GEN)$(NVCC_LT) $@ $< $(NVCC_LAUNCHER) $(NVCC) $(NVCC_ALL_RANKS_FLAGS)
+
+# The benchmark and test kernels (flag round trip, copy loop, fill): only
+# tools/nccl-det-perf and the GPU test programs link them (tools/local.mk,
+# test/local.mk), so the libraries carry none of them.  Built for NVCC_GENCODE.
+noinst_LTLIBRARIES += kernels/libndet_bench_kernels.la
+kernels_libndet_bench_kernels_la_SOURCES = kernels/ndet_bench.cu kernels/ndet_bench.h
+kernels_libndet_bench_kernels_la_LIBTOOLFLAGS = --tag=CC
 
 # Header dependencies, as nvcc wrote them (nvcc-lt.sh); none before the first build.
 -include $(wildcard kernels/.deps/*.Plo)

@@ -1,12 +1,16 @@
 /*
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
- * The extern "C" launchers of ndet_kernels.h, the benchmark and fill kernels.  The
- * collective kernels themselves: ndet_kernels_impl.cuh, instantiated per element
- * type in ndet_kernels_<dtype>.cu (the all-ranks launcher and kernels, for the GPU
- * test driver only: ndet_kernels_all_ranks*.cu).
+ * The extern "C" launchers of ndet_kernels.h.  The kernels themselves are
+ * device/ndet_path_kernels.cuh, instantiated per element type in
+ * ndet_pull_<dtype>.cu and ndet_push_ll_<dtype>.cu, which fill the tables of
+ * device/ndet_tables.cuh (the all-ranks launcher and kernels, for the GPU test driver
+ * only: ndet_kernels_all_ranks*.cu).
  */
-#include "ndet_kernels_impl.cuh"
+#include <cuda_runtime.h>
+
+#include "kernels/ndet_kernels.h"
+#include "kernels/device/ndet_tables.cuh"
 
 namespace {
 
@@ -26,8 +30,8 @@ const ndet_type_kernels ndet_kernels[NDET_DTYPE_COUNT] = {
 
 /*
  * The kernel of one checked call: its path, the class of its op and its rank bucket
- * (ndet_kernels_impl.cuh).  Sum and avg share their kernels; prod, min and max take
- * the generic ones, which also serve every op beyond 8 ranks.
+ * (device/ndet_path_kernels.cuh).  Sum and avg share their kernels; prod, min and max
+ * take the generic ones, which also serve every op beyond 8 ranks.
  */
 ndet_kernel_fn ndet_kernel_select(const ndet_kernel_args &args)
 {
@@ -49,45 +53,6 @@ ndet_kernel_fn ndet_kernel_select(const ndet_kernel_args &args)
 	}
 }
 
-/* Bare flag round trip between two ranks: the floor of any synchronisation. */
-__global__ void ndet_pingpong_kernel(uint64_t *mine, uint64_t *peer, int iters, int initiator,
-				     uint64_t *result)
-{
-	const uint64_t t0 = ndet_globaltimer();
-	const uint64_t deadline = 5000000000ull; /* a benchmark must never hang */
-	for (int k = 1; k <= iters; k++) {
-		if (initiator)
-			ndet_store_release(peer, (uint64_t)k);
-		while (ndet_load_acquire(mine) != (uint64_t)k) {
-			if (ndet_globaltimer() - t0 > deadline) {
-				*result = 0;
-				return;
-			}
-		}
-		if (!initiator)
-			ndet_store_release(peer, (uint64_t)k);
-	}
-	*result = ndet_globaltimer() - t0;
-}
-
-__global__ void ndet_fill_u32_kernel(unsigned *dst, size_t count, unsigned value)
-{
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
-	     i += (size_t)gridDim.x * blockDim.x)
-		dst[i] = value;
-}
-
-/* Benchmark copy: block b copies its own contiguous slice of `bytes`. */
-__global__ void __launch_bounds__(NDET_KERNEL_THREADS) ndet_copy_kernel(char *dst, const char *src,
-									 size_t bytes)
-{
-	size_t per = (bytes + gridDim.x - 1) / gridDim.x;
-	per = (per + 15) / 16 * 16;
-	const size_t begin = min(bytes, (size_t)blockIdx.x * per);
-	const size_t end = min(bytes, begin + per);
-	ndet_copy_bytes<true>(dst + begin, src + begin, end - begin);
-}
-
 } /* namespace */
 
 extern "C" int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *stream)
@@ -101,35 +66,6 @@ extern "C" int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *
 		return (int)cudaErrorInvalidValue;
 	ndet_kernel_select(*args)<<<args->blocks, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
 		*args);
-	return (int)cudaGetLastError();
-}
-
-extern "C" int ndet_kernel_flag_pingpong(uint64_t *mine, uint64_t *peer, int iters, int initiator,
-					 uint64_t *result_ns, void *stream)
-{
-	ndet_pingpong_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(mine, peer, iters, initiator,
-								 result_ns);
-	return (int)cudaGetLastError();
-}
-
-extern "C" int ndet_kernel_copy(void *dst, const void *src, size_t bytes, unsigned blocks,
-				void *stream)
-{
-	if (bytes == 0 || blocks == 0)
-		return 0;
-	ndet_copy_kernel<<<blocks, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
-		static_cast<char *>(dst), static_cast<const char *>(src), bytes);
-	return (int)cudaGetLastError();
-}
-
-extern "C" int ndet_kernel_fill_u32(unsigned *dst, size_t count, unsigned value, void *stream)
-{
-	if (count == 0)
-		return 0;
-	unsigned blocks = (unsigned)((count + 255) / 256);
-	if (blocks > 1024)
-		blocks = 1024;
-	ndet_fill_u32_kernel<<<blocks, 256, 0, (cudaStream_t)stream>>>(dst, count, value);
 	return (int)cudaGetLastError();
 }
 
@@ -151,10 +87,9 @@ extern "C" int ndet_kernel_device_check(void)
 {
 	/*
 	 * One kernel of every translation unit built for NVCC_GENCODE (each unit's code
-	 * is one image): the launchers' own, then each element type's tables.
+	 * is one image): each element type's tables.
 	 */
 	const ndet_kernel_fn kernels[] = {
-		reinterpret_cast<ndet_kernel_fn>(ndet_fill_u32_kernel),
 		ndet_pull_kernels_f32.sum[0],  ndet_push_ll_kernels_f32.ll_sum[0],
 		ndet_pull_kernels_f16.sum[0],  ndet_push_ll_kernels_f16.ll_sum[0],
 		ndet_pull_kernels_bf16.sum[0], ndet_push_ll_kernels_bf16.ll_sum[0],

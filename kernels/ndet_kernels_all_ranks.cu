@@ -8,7 +8,10 @@
  * carries these kernels, and they are built for NVCC_ALL_RANKS_GENCODE (PTX alone by
  * default, compiled by the driver on first use; m4/check_pkg_nvcc.m4).
  */
-#include "ndet_kernels_impl.cuh"
+#include <cuda_runtime.h>
+
+#include "kernels/ndet_kernels.h"
+#include "kernels/device/ndet_tables.cuh"
 
 namespace {
 
@@ -33,7 +36,7 @@ extern "C" int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *de
 					       int dtype, int op, int nranks, uint32_t blocks,
 					       void *stream)
 {
-	/* Up to 8 ranks: the one bucket built (ndet_kernels_impl.cuh). */
+	/* Up to 8 ranks: the one bucket built (device/ndet_path_kernels.cuh). */
 	if (!ndet_kernel_valid(dtype, op) || nranks < 1 || nranks > 8)
 		return (int)cudaErrorInvalidValue;
 	dim3 grid(blocks, (unsigned)nranks);

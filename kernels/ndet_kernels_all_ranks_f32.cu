@@ -4,6 +4,6 @@
  * The float all-ranks-in-one-launch kernels (compute-sanitizer), one translation unit
  * per element type: kernels/libndet_all_ranks.la.
  */
-#include "ndet_kernels_impl.cuh"
+#include "kernels/device/ndet_path_kernels.cuh"
 
 NDET_ALL_RANKS_KERNELS(NDET_DTYPE_F32, f32);

@@ -1,10 +1,10 @@
 /*
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
- * The float pull kernels (one-shot, two-shot, reduce-scatter) of
- * ndet_kernels_impl.cuh: one translation unit per element type and path group, so
+ * The float pull kernels (one-shot, two-shot, reduce-scatter;
+ * device/ndet_pull.cuh): one translation unit per element type and path group, so
  * that make -j builds them side by side.
  */
-#include "ndet_kernels_impl.cuh"
+#include "kernels/device/ndet_path_kernels.cuh"
 
 NDET_PULL_KERNELS(NDET_DTYPE_F32, f32);

@@ -1,9 +1,10 @@
 /*
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
- * The bfloat16 push and LL kernels of ndet_kernels_impl.cuh: one translation unit
- * per element type and path group, so that make -j builds them side by side.
+ * The bfloat16 push and LL kernels (device/ndet_push.cuh,
+ * device/ndet_ll.cuh): one translation unit per element type and path group, so
+ * that make -j builds them side by side.
  */
-#include "ndet_kernels_impl.cuh"
+#include "kernels/device/ndet_path_kernels.cuh"
 
 NDET_PUSH_LL_KERNELS(NDET_DTYPE_BF16, bf16);

@@ -55,39 +55,6 @@ typedef enum {
 /* Largest communicator size one kernel handles; larger ones fall back. */
 #define NDET_MAX_RANKS 16
 
-/*
- * Host-mapped status of one engine (cudaHostAlloc mapped): the kernels report
- * errors here and the host reads it without any CUDA call (a cudaMemcpy would
- * queue behind a spinning kernel).
- *
- * Publishing an error (the first failure only), so that a reader never sees the
- * error with stale or half-written details:
- *   1. claim: atomicCAS(&claim, 0, code); only the thread that gets 0 back goes on
- *      (the others write nothing here);
- *   2. write the details: block, peer, step, observed, phase, rank (plain stores);
- *   3. __threadfence_system(), then store error = code with release semantics
- *      (st.release.sys, or a volatile store after the fence): `error` is written
- *      last, by the claimer only.
- * Every failure a kernel records also sets the rank's own abort word in device
- * memory (ndet_fail), so a kernel that asks "did this engine fail?" at start reads
- * that word, not this host-mapped struct.  The host reads `error` with acquire; the details are complete when
- * error != 0 and claim == error (ndet_engine_error_details).  A writer that sets
- * `error` itself without the claim (kernels before this protocol) yields the error
- * without details.  `abort` is the host's, read by the kernels.
- */
-struct ndet_host_status {
-	volatile uint32_t error; /* ndet_kernel_error_t; written last, by the claimer */
-	volatile uint32_t abort; /* set by the host to make kernels leave */
-	volatile uint32_t block; /* where the error was seen */
-	volatile uint32_t peer;
-	volatile uint64_t step;
-	volatile uint64_t observed; /* the flag value last seen in the failed wait */
-	volatile uint32_t phase;    /* 0 kernel start, 1 done, 2 ready, 3 reduced: which wait */
-	volatile uint32_t rank;     /* the rank that recorded the error */
-	volatile uint32_t claim;    /* the code of the first failure: who writes the details */
-	uint32_t reserved;
-};
-
 #ifdef __cplusplus
 }
 #endif

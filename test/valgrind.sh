@@ -20,9 +20,10 @@ if grep -q '^SANITIZER_LDFLAGS = .*-fsanitize' "$build/Makefile"; then
 	echo "valgrind.sh: $build is a sanitizer build" >&2
 	exit 1
 fi
-programs="test_status test_settings test_env test_log test_reference test_setup_record
-	test_setup test_eligibility test_plan fuzz_settings fuzz_env fuzz_setup_table
-	fuzz_eligibility test_fake_nccl test_divert"
+programs="unit/test_status unit/test_settings unit/test_env unit/test_log unit/test_reference
+	unit/test_setup_record unit/test_setup unit/test_eligibility unit/test_plan
+	fuzz/fuzz_settings fuzz/fuzz_env fuzz/fuzz_setup_table fuzz/fuzz_eligibility
+	fake_nccl/test_fake_nccl divert/test_divert"
 status=0
 for program in $programs; do
 	path="$build/test/$program"
@@ -30,7 +31,8 @@ for program in $programs; do
 	# NDET_SANITIZER: tests that measure speed skip themselves.  --fair-sched: valgrind
 	# runs one thread at a time, and without it a thread that polls in a loop (the
 	# watchdog of test_divert's races) can hold the lock for whole time slices while
-	# the thread it waits for starves: test_divert took 4 s to 8.5 min, with it 4.5 s.
+	# the thread it waits for starves (test_divert's run time then swings from seconds
+	# to minutes).
 	if NDET_SANITIZER=valgrind valgrind --fair-sched=yes --quiet --error-exitcode=99 \
 		--leak-check=full \
 		--errors-for-leak-kinds=definite,indirect "$path" >"$path.valgrind.log" 2>&1; then

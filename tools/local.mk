@@ -1,12 +1,19 @@
 # Installed tools.
 bin_PROGRAMS += tools/nccl-det-perf
-tools_nccl_det_perf_SOURCES = tools/nccl-det-perf.c
-tools_nccl_det_perf_LDADD = src/libndet_engine.la $(CUDA_STATIC_LIBS) -ldl -lm $(PTHREAD_LIBS)
+# Its parts are listed in tools/perf/perf.h.  It uses src/resolve's table of NCCL
+# functions for the entry points of the NCCL it loads itself.
+tools_nccl_det_perf_SOURCES = tools/perf/perf.h tools/perf/main.c tools/perf/options.c \
+	tools/perf/nccl.c tools/perf/rows.c tools/perf/run.c tools/perf/trace.c \
+	tools/perf/probe.c
+# The benchmark kernels (--link-probe's copy, the flag round trip) are its own.
+tools_nccl_det_perf_LDADD = kernels/libndet_bench_kernels.la src/reference/libndet_reference.la \
+	$(NDET_ENGINE_LIBS) \
+	$(NDET_CORE_LIBS) $(CUDA_STATIC_LIBS) -ldl -lm $(PTHREAD_LIBS)
 
 # What nccl-det does in this environment: settings, loading mode, real NCCL, GPUs.
 bin_PROGRAMS += tools/nccl-det-info
 tools_nccl_det_info_SOURCES = tools/nccl-det-info.c
-tools_nccl_det_info_LDADD = src/libndet_logic.la $(CUDA_STATIC_LIBS) -ldl $(PTHREAD_LIBS)
+tools_nccl_det_info_LDADD = $(NDET_CORE_LIBS) $(CUDA_STATIC_LIBS) -ldl $(PTHREAD_LIBS)
 # Its build section names the GPU code the kernels were built for.
 tools_nccl_det_info_CPPFLAGS = $(AM_CPPFLAGS) -DNDET_INFO_GENCODE='"$(NVCC_GENCODE)$(if $(NVCC_COMPRESS), (compressed))"' \
 	-DNDET_INFO_FP8_GENCODE='"$(NVCC_FP8_GENCODE)"'

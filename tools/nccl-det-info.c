@@ -27,8 +27,8 @@
 #include <nccl.h>
 
 #include "nccl_det.h"
-#include "ndet_env.h"
-#include "ndet_settings.h"
+#include "common/ndet_env.h"
+#include "common/ndet_settings.h"
 
 /* Every copy of nccl-det exports it; the real NCCL never does. */
 #define INFO_MARKER   "ncclDetGetVersion"

@@ -6,7 +6,7 @@
 #   ndet-dropin-gen.sh trampolines LIST SHIM            the trampolines (x86-64 assembly)
 #   ndet-dropin-gen.sh map LIST SHIM                    the version script
 #
-# LIST holds one exported name per line (nccl* and pnccl*).  SHIM is src/ndet_shim.c:
+# LIST holds one exported name per line (nccl* and pnccl*).  SHIM is src/preload/ndet_shim.c:
 # its NDET_SHIM_PROFILING_ALIAS(ncclX) lines name the entry points nccl-det
 # interposes, which the drop-in exports as ncclX and pncclX from the shim itself.
 # Every other name of LIST gets a signature-agnostic tail-call trampoline:
@@ -14,7 +14,7 @@
 #   ncclX:  jmp *slot_i(%rip)
 #
 # slot_i starts at a lazy stub that saves the argument registers, asks
-# ndet_dropin_resolve_slot(i) (src/ndet_dropin.c) for the real NCCL's address of
+# ndet_dropin_resolve_slot(i) (src/dropin/ndet_dropin.c) for the real NCCL's address of
 # LIST[i], which stores it into slot_i, restores the registers and jumps there.  Any
 # argument list and return type (structs included) passes through untouched.
 set -eu

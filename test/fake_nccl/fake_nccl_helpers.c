@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fake_nccl.h"
+#include "test/fake_nccl/fake_nccl.h"
 
 struct fake_nccl_rank_thread {
 	pthread_t thread;

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fake_nccl.h"
+#include "test/fake_nccl/fake_nccl.h"
 
 char *fake_nccl_trace_read(const char *path)
 {

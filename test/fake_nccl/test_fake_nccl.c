@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "fake_nccl.h"
+#include "test/fake_nccl/fake_nccl.h"
 
 #define MAX_RANKS 8
 

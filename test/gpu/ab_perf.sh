@@ -1,15 +1,17 @@
 #!/bin/bash
 # Two builds of nccl-det-perf against each other on one GPU, in one device call:
 # interleaved A/B/A/B... runs (ranks as threads on GPU 0), then per row the median
-# time of each and B/A.  What a kernel change must not make slower (the build issue):
+# time of each and B/A.  What a kernel change must not make slower:
 # sum and avg at 2, 4 and 8 ranks, every dtype, large messages (64-256 MiB, eager:
 # the vs-copy rows) and small ones (8 B-256 KiB, eager and CUDA graph).  Rare ops
 # (prod, min, max) and 12 ranks run once each way, reported, not judged.
 #
 #   test/gpu/ab_perf.sh A/nccl-det-perf B/nccl-det-perf
 #
-# Environment: ROUNDS (default 3), AB_BUDGET (seconds: no run starts after it; default
-# 480, one round of every size took ~330 s on an H200; the rare-op runs get RARE_BUDGET
+# Environment: ROUNDS (default 3), NRANKS (the rank counts of the judged runs, in the
+# order they run: default "2 4 8"; put 8 first where the budget may not reach it),
+# AB_BUDGET (seconds: no run starts after it; default 480, above one round of every
+# size on an H200; the rare-op runs get RARE_BUDGET
 # more, default 150), LARGE and SMALL (the size
 # flags of the two kinds of run), RARE=0 leaves the rare-op runs out, OUT.  Further
 # raw files given as PREV_RAW (space-separated) join the medians.
@@ -48,7 +50,7 @@ run() {
 }
 
 for round in $(seq 1 "$rounds"); do
-	for n in 2 4 8; do
+	for n in ${NRANKS:-2 4 8}; do
 		for tag in A B; do
 			binary=$a
 			[ "$tag" = B ] && binary=$b

@@ -47,14 +47,11 @@ fi
 
 # The steps: name, minimum seconds it needs, what it runs (bash -c in the repository
 # root, with OUT=<the step's own directory>, NDET_LIB, BIN_DIR, BUILD and PERF set).
-# The first seven minimums leave room above what a healthy run took on an H200
-# (sessions 9-10: smoke 30 s, loopback 340-360, mp 205, sanitize 8-11, preload 12,
-# defaults 55; preload-nomps was not timed; session 13, with the stricter harness of
-# 269d167: smoke 41 s + the kernels' first load, loopback 409, mp 232, sanitize 10,
-# ranks 85, lockstep 100, ll-stress1 121, defaults 69), so that a slow healthy run
-# is not cut short; a hung one is cut when the budget ends and fails.  smoke and sanitize also
-# hold the first load of the one-launch kernels: about 80 s from PTX on a fresh
-# machine (a default build), ~1 s from SASS or the driver's cache (suite.sh).
+# The minimums leave room above what a healthy run takes on an H200 (doc/testing.md,
+# "How long the tiers take"), so that a slow healthy run is not cut short; a hung one
+# is cut when the budget ends and fails.  smoke and sanitize also hold the first load
+# of the one-launch kernels: slow from PTX on a fresh machine (a default build), fast
+# from SASS or the driver's cache (suite.sh).
 steps_table() {
 	cat <<'EOF'
 smoke        200 test/gpu/suite.sh smoke

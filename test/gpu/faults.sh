@@ -1,5 +1,5 @@
 #!/bin/bash
-# GPU fault tests of issue 6 through the real NCCL with libnccl-det.so preloaded: several
+# GPU fault tests through the real NCCL with libnccl-det.so preloaded: several
 # processes on one GPU, each with its own NCCL_HOSTID (see test/gpu/ndet_fault_test.c for
 # what each case checks), first under MPS, then without, plus PyTorch's watchdog on a
 # killed rank (test/gpu/torch_watchdog.py).

@@ -1,7 +1,7 @@
 #!/bin/bash
-# The configuration in which one loopback run of nine stalled at an LL step (4 ranks as
-# threads of one process on one GPU, 32 MiB pool, 16 blocks, LL up to 64 KiB; see
-# doc/PERFORMANCE), run RUNS times; then QUEUE_RUNS times with CUDA_DEVICE_MAX_CONNECTIONS=2,
+# The configuration in which ranks' streams sharing a hardware queue can stall an LL step
+# (4 ranks as threads of one process on one GPU, 32 MiB pool, 16 blocks, LL up to
+# 64 KiB; doc/testing.md), run RUNS times; then QUEUE_RUNS times with CUDA_DEVICE_MAX_CONNECTIONS=2,
 # where the ranks' streams share hardware queues: with the harness's lock-step launches
 # (counted), and with each phase launched all at once (a diagnostic, not counted: the
 # false serialisation that stalled the loopback).

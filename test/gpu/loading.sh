@@ -1,6 +1,6 @@
 #!/bin/bash
 # GPU checks of nccl-det's loading modes (one GPU, several processes with per-process
-# NCCL_HOSTID; see ../shared/GPU-TESTING.md).  Runs and results: test/gpu/RESULTS.
+# NCCL_HOSTID; doc/testing.md).  Runs and results: journal/gpu-results.txt.
 #
 #   test/gpu/loading.sh jax      JAX psum, 2 and 3 processes, drop-in preloaded:
 #                                diverted (nccl-det's SETUP log) and bit-exact

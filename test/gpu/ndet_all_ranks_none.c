@@ -12,7 +12,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "ndet_kernels.h"
+#include "kernels/ndet_kernels.h"
 
 static int ndet_all_ranks_missing(void)
 {

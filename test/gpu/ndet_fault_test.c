@@ -1,7 +1,7 @@
 /*
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
- * GPU fault tests (issue 6) through the real NCCL API, run under
+ * GPU fault tests through the real NCCL API, run under
  * LD_PRELOAD=libnccl-det.so by test/gpu/faults.sh: one process per rank, ranks that share
  * a GPU each with its own NCCL_HOSTID, a short NCCL_DET_TIMEOUT.
  *
@@ -52,8 +52,8 @@
 #include <unistd.h>
 
 #include "nccl_det.h"
-#include "ndet_gpu_common.h"
-#include "ndet_reference.h"
+#include "test/gpu/ndet_gpu_common.h"
+#include "reference/ndet_reference.h"
 
 /* Longest wait for a peer's file: the script's per-case timeout is the real limit. */
 #define FAULT_WAIT_S 600.0
@@ -186,7 +186,8 @@ static void fault_expect_diverted(ncclComm_t comm, const char *what)
 /*
  * Poll ncclCommGetAsyncError until it reports an error, `stream` completed without
  * one (*completed), or `limit` seconds after `start` passed.  *at: seconds after start.
- * The error must come without the host waiting for the stream (DESIGN.md section 5).
+ * The error must come without the host waiting for the stream (doc/design.md,
+ * "Teardown and faults").
  */
 static ncclResult_t fault_wait_outcome(ncclComm_t comm, cudaStream_t stream, double start,
 				       double limit, double *at, bool *completed)

@@ -3,7 +3,7 @@
  */
 #include "config.h"
 
-#include "ndet_gpu_common.h"
+#include "test/gpu/ndet_gpu_common.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -12,10 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ndet_gpu_sizes.h"
-#include "ndet_kernels.h"
-#include "ndet_reference.h"
-#include "ndet_test_data.h"
+#include "test/gpu/ndet_gpu_sizes.h"
+#include "kernels/ndet_bench.h"
+#include "kernels/ndet_kernels.h"
+#include "reference/ndet_reference.h"
+#include "test/support/ndet_test_data.h"
 
 void gpu_die(void)
 {
@@ -175,7 +176,7 @@ void gpu_upload(void *dst, const void *src, size_t bytes, cudaStream_t stream)
 size_t gpu_compare(ndet_dtype_t dtype, const void *got, const void *want, size_t count,
 		   size_t *first_index)
 {
-	/* NaN payloads may differ (DESIGN.md section 1): the shared test data's rule. */
+	/* NaN payloads may differ (doc/contract.md): the shared test data's rule. */
 	size_t first = 0;
 	const size_t mismatches = ndet_test_count_differences(dtype, got, want, count, &first);
 	if (mismatches != 0 && first_index != NULL)
@@ -205,7 +206,7 @@ static void gpu_case_prepare(struct gpu_case *c, int nranks, int variant, bool s
 	const size_t bytes = c->count * gpu_size(c->dtype) + 16;
 	const void *inputs[NDET_MAX_RANKS];
 	/*
-	 * The shared test data (test/ndet_test_data.h, proven on the CPU by test_reference):
+	 * The shared test data (test/support/ndet_test_data.h, proven on the CPU by test_reference):
 	 * cancelling pairs across ranks, so that even f16 and bf16 results, rounded once
 	 * from f32 sums, show a wrong order; specials in about one element in 32 per rank.
 	 * Products keep gpu_fill's values: f16 products of the cancelling pairs' large
@@ -293,7 +294,7 @@ void gpu_run_matrix(struct gpu_rank *rank, bool quick)
 	 * tree and the right-to-left sequential order (for n = 3 the tree is the
 	 * left-to-right one) differ in more than 5 % of the elements of a sum.
 	 * Otherwise a kernel that added in another order would pass.  e4m3 sums of up to
-	 * 16 values are exact in f32 (src/ndet_reference.h), so no order can differ there;
+	 * 16 values are exact in f32 (src/reference/ndet_reference.h), so no order can differ there;
 	 * what could is rounding at every tree node instead of once: its data must tell
 	 * those apart instead.
 	 */

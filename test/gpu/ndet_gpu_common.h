@@ -14,8 +14,8 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include "ndet_engine.h"
-#include "ndet_types.h"
+#include "engine/ndet_engine.h"
+#include "kernels/ndet_types.h"
 
 /*
  * A setup error of the test itself: exit status 2 at once (_exit after flushing).  Rank

@@ -12,7 +12,8 @@
  *   ndet_gpu_test load-all-ranks            load those one-launch kernels and say how
  *                                           long it took: built as PTX alone (the
  *                                           default), the driver compiles them on first
- *                                           use (about 80 s on an H200) and caches them
+ *                                           use (over a minute: doc/testing.md) and
+ *                                           caches them
  *   ndet_gpu_test mp [quick|full]           one rank per process (RANK, WORLD,
  *                                           NDET_TEST_ID_FILE), CUDA IPC between
  *                                           processes, bootstrap through real NCCL
@@ -36,9 +37,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ndet_gpu_common.h"
-#include "ndet_gpu_sizes.h"
-#include "ndet_reference.h"
+#include "kernels/ndet_kernels.h"
+#include "test/gpu/ndet_gpu_common.h"
+#include "test/gpu/ndet_gpu_sizes.h"
+#include "reference/ndet_reference.h"
 
 static uint64_t env_u64(const char *name, uint64_t fallback)
 {

@@ -27,35 +27,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ndet_eligibility.h"
-#include "ndet_gpu_common.h"
-#include "ndet_reference.h"
+#include "common/ndet_dtype.h"
+#include "test/gpu/ndet_gpu_common.h"
+#include "reference/ndet_reference.h"
 
 static int env_int(const char *name, int fallback)
 {
 	const char *value = getenv(name);
 	return value != NULL ? atoi(value) : fallback;
 }
-
-static ncclDataType_t nccl_type(ndet_dtype_t dtype)
-{
-	switch (dtype) {
-	case NDET_DTYPE_F32:
-		return ncclFloat32;
-	case NDET_DTYPE_F16:
-		return ncclFloat16;
-	case NDET_DTYPE_BF16:
-		return ncclBfloat16;
-	case NDET_DTYPE_F64:
-		return ncclFloat64;
-	case NDET_DTYPE_F8E4M3:
-		return NDET_NCCL_FP8_E4M3;
-	default:
-		return NDET_NCCL_FP8_E5M2;
-	}
-}
-
-static const ncclRedOp_t nccl_ops[NDET_OP_COUNT] = {ncclSum, ncclProd, ncclMin, ncclMax, ncclAvg};
 
 struct preload_run {
 	ncclComm_t comm;
@@ -116,7 +96,7 @@ static void preload_collectives_case(struct preload_run *run, ndet_dtype_t dtype
 				  run->stream));
 	GPU_CHECK(cudaMemsetAsync(run->recv, 0x5a, total * size, run->stream));
 	GPU_CHECK(cudaStreamSynchronize(run->stream));
-	const ncclDataType_t type = nccl_type(dtype);
+	const ncclDataType_t type = ndet_dtype_to_nccl(dtype);
 	/* In place: NCCL's rule, recvbuff = sendbuff + rank * recvcount. */
 	char *rs_out = in_place ? run->extra + (size_t)run->rank * count * size : run->recv;
 	NCCL_OK(ncclGroupStart());
@@ -176,11 +156,11 @@ static void preload_collectives(struct preload_run *run)
 		ncclRedOp_t premul;
 		const bool device = run->rank % 2 == 1;
 		NCCL_OK(ncclRedOpCreatePreMulSum(
-			&premul, device ? (void *)device_scalar : mine, nccl_type(dt),
+			&premul, device ? (void *)device_scalar : mine, ndet_dtype_to_nccl(dt),
 			device ? ncclScalarDevice : ncclScalarHostImmediate, run->comm));
 		for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
 			const int op = (int)(c + (size_t)dtype) % NDET_OP_COUNT;
-			preload_collectives_case(run, dt, nccl_ops[op], (ndet_op_t)op, false, NULL,
+			preload_collectives_case(run, dt, ndet_op_to_nccl((ndet_op_t)op), (ndet_op_t)op, false, NULL,
 						 counts[c], c % 2 == 0);
 			preload_collectives_case(run, dt, premul, NDET_OP_SUM, true, scalars,
 						 counts[c], c % 2 == 1);
@@ -256,8 +236,8 @@ int main(void)
 				GPU_CHECK(cudaMemcpyAsync(sendp, host[rank], count * size,
 							  cudaMemcpyHostToDevice, stream));
 				NCCL_OK(ncclGroupStart());
-				NCCL_OK(ncclAllReduce(sendp, recvp, count, nccl_type((ndet_dtype_t)dtype),
-						      nccl_ops[op], comm, stream));
+				NCCL_OK(ncclAllReduce(sendp, recvp, count, ndet_dtype_to_nccl((ndet_dtype_t)dtype),
+						      ndet_op_to_nccl((ndet_op_t)op), comm, stream));
 				NCCL_OK(ncclGroupEnd());
 				GPU_CHECK(cudaStreamSynchronize(stream));
 				GPU_CHECK(cudaMemcpy(got, recvp, count * size, cudaMemcpyDeviceToHost));

@@ -9,21 +9,22 @@
 #   test/gpu/suite.sh fp8              the same for fp8 e4m3 and e5m2, and 3 and 4
 #                                      processes (MPS and not)
 #   test/gpu/suite.sh fp8-quick        fp8 loopback n=2 and 4 full, 8 and 12 quick (every
-#                                      rank bucket; ~170 s: after a change to the kernels)
+#                                      rank bucket; a few minutes: after a change to the
+#                                      kernels)
 #   test/gpu/suite.sh mp               3 and 4 processes on one GPU, with and without MPS,
 #                                      and 3 under MPS with 25/50/100 % of the SMs each
 #                                      (f32, f16, bf16, f64: fp8 has its tier)
 #   test/gpu/suite.sh lockstep         loopback n=12 quick and n=4 with a 32 MiB pool
 #   test/gpu/suite.sh ranks            loopback n=1 (the copy path), 6 and 7, quick
 #   test/gpu/suite.sh mp4              4 processes under MPS, full
-#   test/gpu/suite.sh ll256            LL up to 256 KiB (the default since 245a08c) with
+#   test/gpu/suite.sh ll256            LL up to 256 KiB (the default) with
 #                                      the default pool and grid: loopback n=2 full and
 #                                      n=3 quick, 3 processes under MPS
 #   test/gpu/suite.sh sanitize         memcheck, racecheck, synccheck, initcheck (f32, f16,
 #                                      bf16, f64)
 #   test/gpu/suite.sh sanitize-fp8     the same for fp8 e4m3 and e5m2 (the first load of
-#                                      the one-launch kernels from PTX, ~40 s per dtype
-#                                      on an H200, would not fit one tier for all six)
+#                                      the one-launch kernels from PTX, per dtype, would
+#                                      not fit one tier for all six: doc/testing.md)
 #   test/gpu/suite.sh preload          nccl-tests calling pattern under LD_PRELOAD, 3 and 4
 #                                      processes (MPS), NCCL's COLL log checked
 #   test/gpu/suite.sh preload-nomps    the same without MPS (time-sliced processes)
@@ -114,11 +115,11 @@ preload_run() {
 }
 
 # The one-launch kernels are PTX alone in a default build (m4/check_pkg_nvcc.m4): the
-# driver compiles them on first use, 80-85 s on an H200 for two or four dtypes
-# (ndet_gpu_test load-all-ranks loads the dtypes of NDET_TEST_DTYPES; all six took
-# more than 240 s), then takes them from its
-# cache (~/.nv/ComputeCache, ~1 s).  That happens here, once, outside the sanitizers'
-# time limits, and the log says how long it took.  Without that cache
+# driver compiles them on first use, over a minute for two or four dtypes
+# (ndet_gpu_test load-all-ranks loads the dtypes of NDET_TEST_DTYPES; doc/testing.md),
+# then takes them from its cache (~/.nv/ComputeCache, about a second).  That happens
+# here, once, outside the sanitizers' time limits, and the log says how long it took.
+# Without that cache
 # (CUDA_CACHE_DISABLE=1, an unwritable home) every sanitizer run would pay it again:
 # build them as SASS then (--with-nvcc-all-ranks-gencode).
 all_ranks_loaded=no
@@ -189,9 +190,7 @@ mp)
 	export NDET_TEST_DTYPES=f32,f16,bf16,f64
 	mp_run mp-n3-nomps 3 quick 300
 	mp_run mp-n4-nomps 4 quick 300
-	# A fresh MPS daemon for each run, so that each stands alone.  (mp-n4-mps used to
-	# fail with cudaSetDevice out of memory in one client: the harness asked for 32
-	# hardware queues per process, which only its one-process modes need now.)
+	# A fresh MPS daemon for each run, so that each stands alone.
 	mps_start
 	mp_run mp-n3-mps 3 full 300
 	mps_stop
@@ -211,8 +210,8 @@ ranks)
 	done
 	;;
 lockstep)
-	# The loopback configurations that stalled before its launches went lock-step
-	# (12 ranks' streams outnumber the 32 hardware queues; n=4 with a 32 MiB pool).
+	# The loopback configurations that need its lock-step launches (12 ranks' streams
+	# outnumber the 32 hardware queues; n=4 with a 32 MiB pool).
 	run loopback-n12-quick 120 "$bin" loopback 12 quick
 	NDET_TEST_POOL=$((32 << 20)) NDET_TEST_BLOCKS=16 NDET_TEST_ONESHOT=$((256 << 10)) \
 		run loopback-n4-pool32m 300 "$bin" loopback 4 quick

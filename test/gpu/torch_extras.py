@@ -1,5 +1,5 @@
 # Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
-"""PyTorch cases of issue 4 beyond torch_divert.py; one rank per process.
+"""PyTorch cases beyond torch_divert.py; one rank per process.
 
     torch_extras.py CASE            one rank (environment: RANK, WORLD, PORT)
     torch_extras.py check CASE LOG...   judge a finished job from its ranks' logs

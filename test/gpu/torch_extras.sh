@@ -1,5 +1,5 @@
 #!/bin/bash
-# PyTorch cases of issue 4 beyond torch_divert.sh (see torch_extras.py for each): N
+# PyTorch cases beyond torch_divert.sh (see torch_extras.py for each): N
 # processes on one GPU, each its own NCCL_HOSTID, LD_PRELOAD=$NDET_LIB, NCCL_DET_STATS=1
 # and NCCL's COLL log, without and with MPS:
 #   graph, graph-nonblocking   first all-reduces inside torch.cuda.graph capture

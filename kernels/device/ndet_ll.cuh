@@ -1,0 +1,315 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The LL path (NDET_PATH_LL, doc/protocol.md): one step per call, data and tag
+ * together in each 8-byte word of the peers' LL slots, no ready wait and no remote
+ * read.
+ */
+#ifndef NDET_DEVICE_LL_CUH_
+#define NDET_DEVICE_LL_CUH_
+
+#include <stdint.h>
+
+#include "kernels/ndet_abi.h"
+#include "kernels/device/ndet_copy.cuh"
+#include "kernels/device/ndet_dtype.cuh"
+#include "kernels/device/ndet_flags.cuh"
+#include "kernels/device/ndet_sync.cuh"
+#include "kernels/device/ndet_tree.cuh"
+
+namespace {
+
+/*
+ * LL lines: 16 bytes {data0, tag, data1, tag} stored and loaded as one vector of
+ * four words.  Only each 8-byte half is single-copy atomic, so each carries the tag;
+ * volatile accesses are relaxed at system scope and skip L1 (doc/protocol.md, LL).
+ */
+__device__ __forceinline__ void ndet_ll_store(char *p, uint64_t payload, uint32_t tag)
+{
+	asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p),
+		     "r"((uint32_t)payload), "r"(tag), "r"((uint32_t)(payload >> 32)), "r"(tag)
+		     : "memory");
+}
+
+__device__ __forceinline__ void ndet_ll_load(const char *p, uint32_t (&w)[4])
+{
+	asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+		     : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+		     : "l"(p)
+		     : "memory");
+}
+
+/* The first `bytes` (at most 8) bytes at `src`, any alignment, zero-padded. */
+__device__ __forceinline__ uint64_t ndet_ll_payload(const char *src, uint64_t bytes)
+{
+	if (bytes >= 8 && ((uintptr_t)src & 7) == 0)
+		return *reinterpret_cast<const uint64_t *>(src);
+	uint64_t v = 0;
+	for (uint64_t i = 0; i < bytes && i < 8; i++)
+		v |= (uint64_t)(unsigned char)src[i] << (8 * i);
+	return v;
+}
+
+/*
+ * This thread's lines of every peer (NDET_LL_LINES_PER_THREAD lines of n - 1 peers, those
+ * inside the chunk) from its own LL slots of parity `parity`, into payload[l][r]: each
+ * round issues one load per line still missing before it looks at any, so lines that
+ * are there cost one memory latency in all, not one per line and peer.  A line is there
+ * when both halves hold `tag`.  Polls like ndet_wait (abort word, host abort, deadline),
+ * and also the ready flag of each peer still missing: a peer that reached this step with
+ * another signature (another call, or a path that waits for our ready instead) fails
+ * the call at once.  On failure *bad_peer is that peer (a timeout: the lowest peer still
+ * missing) and *observed its ready.
+ */
+template <int NR>
+__device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &st,
+				   uint64_t parity, uint64_t chunk_bytes, uint32_t tag, uint64_t step,
+				   uint64_t (&payload)[NDET_LL_LINES_PER_THREAD][NR], int *bad_peer,
+				   uint64_t *observed)
+{
+	constexpr int L = NDET_LL_LINES_PER_THREAD;
+	static_assert(L * NR <= 64, "one bit per line and peer");
+	const int n = a.nranks, me = a.rank;
+	const char *slots = a.lanes[me] + a.ll_offset;
+	const uint64_t b = blockIdx.x;
+	uint64_t pending = 0;
+	uint32_t peers = 0; /* peers with a line still missing */
+#pragma unroll
+	for (int l = 0; l < L; l++) {
+		if (((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * 8 >= chunk_bytes)
+			break;
+#pragma unroll
+		for (int r = 0; r < NR; r++)
+			if (r < n && r != me)
+				pending |= 1ull << (l * NR + r);
+	}
+	for (uint64_t spins = 1; pending != 0; spins++) {
+		uint32_t w[L][NR][4];
+#pragma unroll
+		for (int l = 0; l < L; l++) {
+#pragma unroll
+			for (int r = 0; r < NR; r++) {
+				if ((pending >> (l * NR + r)) & 1) {
+					const uint64_t line = (uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
+					ndet_ll_load(slots + ((b * n + r) * 2 + parity) * NDET_LL_SLOT_BYTES +
+							     line * 16,
+						     w[l][r]);
+				}
+			}
+		}
+		const uint64_t before = pending;
+		peers = 0;
+#pragma unroll
+		for (int l = 0; l < L; l++) {
+#pragma unroll
+			for (int r = 0; r < NR; r++) {
+				const uint64_t bit = 1ull << (l * NR + r);
+				if (!(pending & bit))
+					continue;
+				if (w[l][r][1] == tag && w[l][r][3] == tag) {
+					payload[l][r] = (uint64_t)w[l][r][0] | ((uint64_t)w[l][r][2] << 32);
+					pending &= ~bit;
+				} else {
+					peers |= 1u << r;
+				}
+			}
+		}
+		if (pending != before && spins > 1)
+			st.t0 = ndet_globaltimer(); /* progress: the deadline starts again */
+		if (pending == 0 || (spins & 63) != 0)
+			continue;
+		const int first = __ffs(peers) - 1;
+		if (ndet_load_relaxed(&st.me->abort_word) != 0) {
+			*bad_peer = first;
+			return NDET_KERNEL_ERR_PEER;
+		}
+#pragma unroll
+		for (int r = 0; r < NR; r++) {
+			if (!((peers >> r) & 1))
+				continue;
+			/* Also what a timeout reports: the step the peer last announced. */
+			const uint64_t ready = ndet_load_relaxed(&st.me->ready[b][r]);
+			if (r == first)
+				*observed = ready;
+			if (((ready >> NDET_FLAG_SIGNATURE_BITS) & kStepMask) == (step & kStepMask) &&
+			    (uint32_t)(ready & NDET_FLAG_SIGNATURE_MASK) != a.signature) {
+				*bad_peer = r;
+				*observed = ready;
+				return NDET_KERNEL_ERR_SIGNATURE;
+			}
+		}
+		if ((spins & 1023) == 0) {
+			*bad_peer = first;
+			if (a.host_status->abort != 0)
+				return NDET_KERNEL_ERR_ABORTED;
+			if (a.timeout_ns != 0 && ndet_globaltimer() - st.t0 > a.timeout_ns)
+				return NDET_KERNEL_ERR_TIMEOUT;
+		}
+	}
+	return NDET_KERNEL_OK;
+}
+
+/*
+ * The LL step's reduction: this thread's lines of every rank (its own in `mine`, the
+ * peers' gathered into `payload`), element by element in tree order, into recvbuff.
+ * AVG: args.op is avg (the root divided by n before its rounding).
+ */
+template <int DT, int K, int NR, bool AVG>
+__device__ __forceinline__ void
+ndet_ll_reduce(const ndet_kernel_args &a, const uint64_t (&mine)[NDET_LL_LINES_PER_THREAD],
+	       const uint64_t (&payload)[NDET_LL_LINES_PER_THREAD][NR], uint64_t start,
+	       uint64_t chunk_bytes)
+{
+	typedef ndet_dtype<DT> D;
+	typedef typename D::T T;
+	typedef typename D::Acc Acc;
+	constexpr int E8 = 8 / sizeof(T);
+	const int n = a.nranks, me = a.rank;
+#pragma unroll
+	for (int l = 0; l < NDET_LL_LINES_PER_THREAD; l++) {
+		const uint64_t line = (uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
+		const uint64_t off = line * 8;
+		if (off >= chunk_bytes)
+			break;
+		const uint64_t valid = min((uint64_t)E8, (chunk_bytes - off) / sizeof(T));
+#pragma unroll
+		for (int e = 0; e < E8; e++) {
+			if ((uint64_t)e >= valid)
+				break;
+			Acc v[NDET_MAX_RANKS];
+#pragma unroll
+			for (int r = 0; r < NR; r++) {
+				if (r < n) {
+					union {
+						uint64_t u;
+						T x[E8];
+					} in;
+					in.u = r == me ? mine[l] : payload[l][r];
+					v[r] = D::widen(in.x[e]);
+				}
+			}
+			Acc acc = ndet_tree<K, Acc, NR>(a, v, n);
+			if (AVG)
+				acc = ndet_div(acc, (Acc)n);
+			ndet_store_elem<T>(static_cast<char *>(a.recvbuff) +
+						   (start + line * E8 + e) * sizeof(T),
+					   D::narrow(acc));
+		}
+	}
+}
+
+/*
+ * One LL step of block b (doc/protocol.md): step `step` of the block's flags, LL step
+ * `t` of its slots.  Thread i carries lines i, i + threads, ... of the block's chunk.
+ */
+template <int DT, int K, int NR>
+__device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, uint64_t step,
+			      uint64_t t, uint32_t host_abort)
+{
+	typedef typename ndet_dtype<DT>::T T;
+	constexpr int L = NDET_LL_LINES_PER_THREAD;
+	__shared__ uint32_t host_aborted;
+	__shared__ uint32_t error_code;
+	const uint32_t b = blockIdx.x;
+	const int n = a.nranks, me = a.rank;
+	/*
+	 * The call's signature and the LL step: a peer in another call never matches
+	 * (it fails through its ready flag instead of lending us its lines), and t, t - 2
+	 * and 0 (never written) differ.  The signature is never 0 and has 24 bits.
+	 */
+	const uint32_t tag = (a.signature << 8) | (uint32_t)(t % 255u + 1u);
+	const uint64_t parity = t & 1;
+	const uint64_t start = (uint64_t)b * a.chunk_elems; /* one step: k = 0 */
+	const uint64_t len = start < a.count ? min(a.chunk_elems, a.count - start) : 0;
+	const uint64_t chunk_bytes = len * sizeof(T);
+	const char *send = static_cast<const char *>(a.sendbuff) + start * sizeof(T);
+	const bool writes = a.root < 0 || a.root == me;
+
+	/* This thread's payloads, loaded while the done flags are checked. */
+	uint64_t mine[L];
+#pragma unroll
+	for (int l = 0; l < L; l++) {
+		const uint64_t off = ((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * 8;
+		mine[l] = off < chunk_bytes ? ndet_ll_payload(send + off, chunk_bytes - off) : 0;
+	}
+	if (threadIdx.x == 0)
+		error_code = 0;
+	if (threadIdx.x == 32)
+		host_aborted = host_abort;
+	/*
+	 * 1. Peers are through with my slots and flags of the previous step: only then
+	 * may ready be overwritten (a peer may still wait for the previous value).
+	 * Usually long true: one local load.
+	 */
+	if (ndet_wait_all(a, st, st.me->released, step - 1, false, 1, false, true) != 0)
+		return;
+	/* The deadline of the LL waits starts now, for the threads that did not wait. */
+	st.t0 = ndet_globaltimer();
+	ndet_trace(a, st, NDET_TRACE_OPENED, st.t0);
+	if (host_aborted != 0) {
+		if (threadIdx.x == 0)
+			ndet_fail(a, NDET_KERNEL_ERR_ABORTED, (uint32_t)me, step, 0, 0);
+		return;
+	}
+
+	/* 2. Every line of the slot, to every peer (lines past the chunk: zeros). */
+	ndet_debug_delay(a, step, 2);
+	for (int j = 1; j < n; j++) {
+		const int q = (me + j) % n;
+		char *slot = a.lanes[q] + a.ll_offset +
+			     (((uint64_t)b * n + me) * 2 + parity) * NDET_LL_SLOT_BYTES;
+#pragma unroll
+		for (int l = 0; l < L; l++)
+			ndet_ll_store(slot + ((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * 16,
+				      mine[l], tag);
+	}
+	/*
+	 * The signature, for peers that poll it (ndet_ll_gather) or wait for it (another
+	 * path): a relaxed store, no release.  Nothing is read because of it: a peer in
+	 * this LL step takes the lines by their tags, and any other peer finds another
+	 * signature (the path is part of it) and fails.  A release here would hold the
+	 * block until every line above reached the peer (a system-scope round trip, a
+	 * large part of a small call: doc/kernels.md); the closing fence still orders
+	 * them.
+	 */
+	ndet_signal_all(a, offsetof(ndet_flags, ready), ndet_flag_pack(step, a.signature), false);
+	ndet_trace(a, st, NDET_TRACE_SCATTERED);
+
+	/* 3. Every peer's lines, then the tree, element by element. */
+	ndet_debug_delay(a, step, 3);
+	uint64_t payload[L][NR];
+	int bad_peer = 0;
+	uint64_t observed = 0;
+	const uint32_t code =
+		ndet_ll_gather<NR>(a, st, parity, chunk_bytes, tag, step, payload, &bad_peer, &observed);
+	if (code == NDET_KERNEL_OK && writes) {
+		/*
+		 * avg's division as a branch around the whole loop, not one per element:
+		 * the sum kernels then carry no division in their unrolled loop.
+		 */
+		if (a.op == NDET_OP_AVG)
+			ndet_ll_reduce<DT, K, NR, true>(a, mine, payload, start, chunk_bytes);
+		else
+			ndet_ll_reduce<DT, K, NR, false>(a, mine, payload, start, chunk_bytes);
+	}
+	if (code != NDET_KERNEL_OK) {
+		atomicCAS(&error_code, 0u, code);
+		ndet_fail(a, code, (uint32_t)bad_peer, step, observed, 2);
+	}
+	__syncthreads();
+	if (error_code != 0)
+		return;
+	ndet_trace(a, st, NDET_TRACE_REDUCED);
+
+	/* 4. This rank read every line it needed of this step. */
+	ndet_signal_finished(a, step);
+	if (threadIdx.x == 0) {
+		a.step_counters[b] = step;
+		a.step_counters[NDET_KERNEL_MAX_BLOCKS + b] = t;
+	}
+	ndet_trace(a, st, NDET_TRACE_END);
+}
+
+} /* namespace */
+
+#endif /* NDET_DEVICE_LL_CUH_ */

@@ -1,0 +1,104 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The prologue of every kernel: a block's state and step counters, the check for a
+ * poisoned engine, the first look at the opening flags and the host abort flag.
+ */
+#ifndef NDET_DEVICE_OPEN_CUH_
+#define NDET_DEVICE_OPEN_CUH_
+
+#include <stdint.h>
+
+#include "kernels/ndet_abi.h"
+#include "kernels/device/ndet_flags.cuh"
+#include "kernels/device/ndet_sync.cuh"
+
+namespace {
+
+/* Thread 32 reads the host abort flag at kernel start (ndet_block_open). */
+static_assert(NDET_KERNEL_THREADS > 32, "the kernel needs a second warp");
+
+/* Where a block's call starts: what every path takes from the prologue. */
+struct ndet_block_start {
+	uint64_t first_step; /* the block's step counter before this call */
+	uint64_t first_ll;   /* its LL step counter */
+	uint32_t host_abort; /* thread 32 of block 0: the host abort flag as read */
+};
+
+/*
+ * The prologue of every kernel: the block's state, its counters, the poisoned-engine
+ * check and the host abort flag.  False: the block must leave at once.
+ */
+__device__ bool ndet_block_open(const ndet_kernel_args &a, ndet_block_state &st,
+				ndet_block_start &start)
+{
+	__shared__ uint64_t first_step, first_ll;
+	__shared__ int poisoned;
+	st.t0 = ndet_globaltimer();
+	st.me = a.flags[a.rank];
+	st.waits = 0;
+	st.traced = 0;
+	st.opening = 0;
+	ndet_trace(a, st, NDET_TRACE_START, st.t0);
+	const uint32_t b = blockIdx.x;
+
+	/*
+	 * The opening wait's first look (threads 0..n-1, peer q = thread q), issued with
+	 * the prologue's other loads so that one memory latency covers them all: thread 0
+	 * issues it after its plain and relaxed loads (an acquire would hold later ones
+	 * back) and before it uses any of them.  Only this rank's own flags are read,
+	 * which a poisoned engine may still do.
+	 */
+	const bool opens = threadIdx.x < (unsigned)a.nranks && threadIdx.x != (unsigned)a.rank;
+	const uint64_t *opening_flag =
+		!opens ? nullptr
+		       : a.path == NDET_PATH_PUSH ? &st.me->done[b][threadIdx.x]
+						  : &st.me->released[b][threadIdx.x];
+	if (threadIdx.x == 0) {
+		const uint64_t counter = a.step_counters[b];
+		const uint64_t ll_counter = a.step_counters[NDET_KERNEL_MAX_BLOCKS + b];
+		/*
+		 * Before any flag or lane of a peer is touched: a poisoned engine fails
+		 * fast (later calls touch nothing).  Every failure a kernel records also
+		 * sets its own abort word (ndet_fail), so that local word says "poisoned";
+		 * a peer may have set it before this kernel ever waited: record that
+		 * here, or this rank's host would never learn that the call failed.
+		 */
+		const uint64_t abort_word = ndet_load_relaxed(&st.me->abort_word);
+		if (opens)
+			st.opening = ndet_load_acquire(opening_flag);
+		first_step = counter;
+		first_ll = ll_counter;
+		poisoned = abort_word != 0;
+		if (poisoned)
+			ndet_record_error(a, NDET_KERNEL_ERR_PEER, (uint32_t)(abort_word - 1),
+					  first_step + 1, 0, 0);
+	} else if (opens) {
+		st.opening = ndet_load_acquire(opening_flag);
+	}
+	/*
+	 * The host's abort flag (a call enqueued before ncclCommAbort/Revoke that starts
+	 * after it) lives in host memory, and the GPU serves such reads one after the
+	 * other: were every block to read it here, block k's first flag wait would come
+	 * about k microseconds late (doc/kernels.md).  So block 0 reads it, in another
+	 * warp, and consumes it only after its first copy-in, which touches only this
+	 * rank's own lane; an aborted call then fails there, and block 0 leaves before it
+	 * publishes anything.
+	 * Its peers' block 0 never gets its ready: they, and every other block of every
+	 * rank that still waits, see the abort words ndet_fail sets and fail too; blocks
+	 * that finished their share have only moved data.  The call fails on every rank.
+	 * Long waits also poll the flag (ndet_wait), in every block.
+	 */
+	uint32_t host_abort = 0;
+	if (threadIdx.x == 32 && b == 0)
+		host_abort = a.host_status->abort;
+	__syncthreads();
+	start.first_step = first_step;
+	start.first_ll = first_ll;
+	start.host_abort = host_abort;
+	return !poisoned;
+}
+
+} /* namespace */
+
+#endif /* NDET_DEVICE_OPEN_CUH_ */

@@ -1,0 +1,119 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The collective kernels, as templates: one per (path, class, rank bucket), and the
+ * all-ranks-in-one-launch kernels of the GPU test driver; the macros with which a
+ * per-type unit instantiates them into its table (ndet_tables.cuh).  The layers they
+ * are built of, in the order they build on each other.
+ */
+#ifndef NDET_DEVICE_PATH_KERNELS_CUH_
+#define NDET_DEVICE_PATH_KERNELS_CUH_
+
+#include "kernels/device/ndet_sync.cuh"
+#include "kernels/device/ndet_dtype.cuh"
+#include "kernels/device/ndet_tree.cuh"
+#include "kernels/device/ndet_copy.cuh"
+#include "kernels/device/ndet_reduce.cuh"
+#include "kernels/device/ndet_flags.cuh"
+#include "kernels/device/ndet_ll.cuh"
+#include "kernels/device/ndet_push.cuh"
+#include "kernels/device/ndet_open.cuh"
+#include "kernels/device/ndet_pull.cuh"
+#include "kernels/device/ndet_tables.cuh"
+
+namespace {
+
+/*
+ * The kernels: one per (path, class, rank bucket), each only its path's code, so
+ * each gets its own register allocation and unrolling.  NR = 2, 4 and 8 serve up to
+ * that many ranks with two blocks per SM (several processes on one GPU must fit their
+ * blocks at once); the kGeneric kernels serve prod, min and max at any rank count
+ * and every op beyond 8 ranks (NR = 2, and NR = 16 with one block per SM; push: NR =
+ * 2 and 8, the most it is planned for).  The all-ranks-in-one-launch kernels
+ * (compute-sanitizer) run the same blocks, every path in one kernel chosen by
+ * args.path, in the 8 bucket only.
+ */
+#define NDET_KERNEL_OCCUPANCY(NR) ((NR) <= 8 ? 2 : 1)
+
+/*
+ * One path's blocks after the prologue: pull (NDET_PATH_ONESHOT stands for one-shot,
+ * two-shot and reduce-scatter, which args.path tells apart), push or LL.  Push and
+ * LL are never planned with PreMulSum (ndet_plan.h): they have no kPremul kernels.
+ */
+template <int PATH, int DT, int K, int NR>
+__device__ __forceinline__ void ndet_path_block(const ndet_kernel_args &a, ndet_block_state &st,
+						const ndet_block_start &start)
+{
+	if constexpr (PATH == NDET_PATH_LL) {
+		static_assert(K != kPremul, "LL: no PreMulSum");
+		ndet_ll_block<DT, K, NR>(a, st, start.first_step + 1, start.first_ll + 1,
+					 start.host_abort);
+	} else if constexpr (PATH == NDET_PATH_PUSH) {
+		static_assert(K != kPremul && NR <= 8, "push: no PreMulSum, at most 8 ranks");
+		ndet_push_block<DT, K, NR>(a, st, start.first_step, start.host_abort);
+	} else {
+		ndet_pull_block<DT, K, NR>(a, st, start.first_step, start.host_abort);
+	}
+}
+
+template <int PATH, int DT, int K, int NR>
+__global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(NR))
+	ndet_path_kernel(const ndet_kernel_args args)
+{
+	ndet_block_state st;
+	ndet_block_start start;
+	if (ndet_block_open(args, st, start))
+		ndet_path_block<PATH, DT, K, NR>(args, st, start);
+}
+
+template <int DT, int K>
+__global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(8))
+	ndet_all_ranks_kernel(const ndet_kernel_args *args)
+{
+	const ndet_kernel_args &a = args[blockIdx.y];
+	ndet_block_state st;
+	ndet_block_start start;
+	if (!ndet_block_open(a, st, start))
+		return;
+	if constexpr (K != kPremul) {
+		if (a.path == NDET_PATH_LL)
+			return ndet_path_block<NDET_PATH_LL, DT, K, 8>(a, st, start);
+		if (a.path == NDET_PATH_PUSH)
+			return ndet_path_block<NDET_PATH_PUSH, DT, K, 8>(a, st, start);
+	}
+	ndet_path_block<NDET_PATH_ONESHOT, DT, K, 8>(a, st, start);
+}
+
+} /* namespace */
+
+#define NDET_BUCKETS_OF(PATH, DT, CLASS)                                                           \
+	ndet_path_kernel<PATH, DT, CLASS, 2>, ndet_path_kernel<PATH, DT, CLASS, 4>,                \
+		ndet_path_kernel<PATH, DT, CLASS, 8>
+
+/* In ndet_pull_<dtype>.cu and ndet_push_ll_<dtype>.cu (kernels/libndet_kernels.la). */
+#define NDET_PULL_KERNELS(DT, SUFFIX)                                                            \
+	const ndet_pull_kernels ndet_pull_kernels_##SUFFIX = {                                   \
+		{NDET_BUCKETS_OF(NDET_PATH_ONESHOT, DT, kSum)},                                  \
+		{NDET_BUCKETS_OF(NDET_PATH_ONESHOT, DT, kPremul)},                               \
+		{ndet_path_kernel<NDET_PATH_ONESHOT, DT, kGeneric, 2>,                           \
+		 ndet_path_kernel<NDET_PATH_ONESHOT, DT, kGeneric, NDET_MAX_RANKS>},             \
+	}
+#define NDET_PUSH_LL_KERNELS(DT, SUFFIX)                                                         \
+	const ndet_push_ll_kernels ndet_push_ll_kernels_##SUFFIX = {                             \
+		{NDET_BUCKETS_OF(NDET_PATH_PUSH, DT, kSum)},                                     \
+		{NDET_BUCKETS_OF(NDET_PATH_LL, DT, kSum)},                                       \
+		{ndet_path_kernel<NDET_PATH_PUSH, DT, kGeneric, 2>,                              \
+		 ndet_path_kernel<NDET_PATH_PUSH, DT, kGeneric, 8>},                             \
+		{ndet_path_kernel<NDET_PATH_LL, DT, kGeneric, 2>,                                \
+		 ndet_path_kernel<NDET_PATH_LL, DT, kGeneric, NDET_MAX_RANKS>},                  \
+	}
+
+/* In ndet_kernels_all_ranks_<dtype>.cu: kernels/libndet_all_ranks.la (local.mk). */
+#define NDET_ALL_RANKS_KERNELS(DT, SUFFIX)                                                       \
+	const ndet_all_ranks_kernels ndet_all_ranks_kernels_##SUFFIX = {                         \
+		ndet_all_ranks_kernel<DT, kSum>,                                                 \
+		ndet_all_ranks_kernel<DT, kPremul>,                                              \
+		ndet_all_ranks_kernel<DT, kGeneric>,                                             \
+	}
+
+#endif /* NDET_DEVICE_PATH_KERNELS_CUH_ */

@@ -1,0 +1,222 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The host/device ABI of the kernels: the geometry constants, the flags region at the
+ * start of every rank's pool, the engine's host-mapped status, the error codes a
+ * kernel reports and the argument block of one launch.  Plain C, read by the host
+ * code and the kernels alike; the launchers are in ndet_kernels.h.
+ *
+ * The flag protocol in short (doc/protocol.md has it step by step).  Each block b of
+ * every rank owns a lane in its pool and moves one chunk per step s.  A step writes
+ * into pools, publishes ready[b][me] = (s, call signature) into every peer's flags and
+ * waits for every peer's ready of s with the same signature (another signature: an
+ * error, never garbage), then reduces in the tree order of ndet_reference.h.
+ * released[b][q] = s says rank q no longer touches my lane b for step s, done[b][q] =
+ * s that nothing of step s is left in q's pool; a step waits for the one or the other
+ * before it writes.  Pull (one-shot, two-shot, reduce-scatter) loads the peers'
+ * lanes; LL stores data and tag together in 8-byte words into the peers' LL slots;
+ * push stores segments into the peers' lanes.  Flags hold exact step values, so peers
+ * are at most one step apart and counters may wrap; the step counters live in device
+ * memory, so CUDA-graph replays continue the sequence.
+ */
+#ifndef NDET_ABI_H_
+#define NDET_ABI_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/ndet_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Threads per block of the all-reduce kernel (at least 64: warp 1 reads the host flag). */
+#define NDET_KERNEL_THREADS 256
+
+/* Upper bound of NCCL_DET_MAX_BLOCKS (flag arrays are sized for it). */
+#define NDET_KERNEL_MAX_BLOCKS 128
+
+/* Bits of a ready flag: step (high 40) and call signature (low 24). */
+#define NDET_FLAG_SIGNATURE_BITS 24
+#define NDET_FLAG_SIGNATURE_MASK ((1u << NDET_FLAG_SIGNATURE_BITS) - 1u)
+
+typedef enum {
+	NDET_PATH_NONE = 0, /* count == 0: nothing to do */
+	NDET_PATH_COPY,     /* one rank: recvbuff = sendbuff */
+	NDET_PATH_ONESHOT,
+	NDET_PATH_TWOSHOT,
+	NDET_PATH_SCATTER, /* reduce-scatter: count elements per rank block */
+	NDET_PATH_LL,      /* one step, data and flag in each 8-byte word */
+	NDET_PATH_PUSH,    /* two-shot by remote stores into the peers' pools */
+} ndet_path_t;
+
+/* LL geometry: lines per thread, payload bytes per block, bytes of one slot. */
+#define NDET_LL_LINES_PER_THREAD 2
+#define NDET_LL_BLOCK_BYTES (NDET_KERNEL_THREADS * NDET_LL_LINES_PER_THREAD * 8)
+#define NDET_LL_SLOT_BYTES (NDET_KERNEL_THREADS * NDET_LL_LINES_PER_THREAD * 16)
+/* Upper bound of NCCL_DET_LL_MAX, and the most LL blocks a pool has slots for. */
+#define NDET_LL_MAX_BYTES (256u * 1024u)
+#define NDET_LL_MAX_BLOCKS (NDET_LL_MAX_BYTES / NDET_LL_BLOCK_BYTES)
+
+/*
+ * Segments: two-shot and push split a chunk of len elements among the n ranks;
+ * segment q is elements [q x seg, min(len, (q + 1) x seg)) of the chunk, with seg =
+ * ndet_segment_elems(len, n, element size): the share ceil(len / n), rounded up to
+ * whole NDET_SEGMENT_BYTES where the share is at least n of them, else to whole
+ * 16-byte packs.  Segments of a whole-lane chunk then start on 128-byte lines (3
+ * ranks, 1 MiB: 349,696 bytes, not 349,536 that start 96 bytes into a line), and the
+ * last one still has elements: it is at least len - (n - 1) x (share + unit - 1),
+ * more than one unit when the share is n units or more.  The planner and the kernels
+ * both call this one function, so they cannot disagree on where a segment starts.
+ */
+#define NDET_SEGMENT_BYTES 512u
+#ifdef __CUDACC__
+#define NDET_HOST_DEVICE __host__ __device__
+#else
+#define NDET_HOST_DEVICE
+#endif
+static inline NDET_HOST_DEVICE uint64_t ndet_segment_elems(uint64_t len, uint32_t n,
+							   uint32_t elem_size)
+{
+	const uint64_t share = (len + n - 1) / n;
+	const uint64_t unit = share * elem_size >= (uint64_t)n * NDET_SEGMENT_BYTES
+				      ? NDET_SEGMENT_BYTES / elem_size
+				      : 16u / elem_size;
+	return (share + unit - 1) / unit * unit;
+}
+
+/*
+ * Kernel-table index of PreMulSum: op NDET_OP_SUM with args.premul set (for
+ * ndet_kernel_allreduce_all_ranks, which takes the index).
+ */
+#define NDET_KERNEL_OP_PREMULSUM NDET_OP_COUNT
+
+/* Error words a kernel writes into host-mapped memory (first writer wins). */
+typedef enum {
+	NDET_KERNEL_OK = 0,
+	NDET_KERNEL_ERR_TIMEOUT = 1,   /* a peer did not answer before NCCL_DET_TIMEOUT */
+	NDET_KERNEL_ERR_ABORTED = 2,   /* ncclCommAbort / revoke set the abort flag */
+	NDET_KERNEL_ERR_SIGNATURE = 3, /* a peer called with another count/dtype/op */
+	NDET_KERNEL_ERR_PEER = 4,      /* a peer failed and told us so */
+} ndet_kernel_error_t;
+
+/*
+ * Flags region at the start of each rank's pool.  Peers write into it (remote
+ * stores), its owner polls it (local loads).  One 64-bit word per (block, source).
+ */
+struct ndet_flags {
+	uint64_t ready[NDET_KERNEL_MAX_BLOCKS][NDET_MAX_RANKS];
+	uint64_t reduced[NDET_KERNEL_MAX_BLOCKS][NDET_MAX_RANKS];
+	uint64_t done[NDET_KERNEL_MAX_BLOCKS][NDET_MAX_RANKS];
+	uint64_t released[NDET_KERNEL_MAX_BLOCKS][NDET_MAX_RANKS];
+	uint64_t abort_word;            /* nonzero: some rank failed; leave at once */
+	uint64_t probe[NDET_MAX_RANKS]; /* setup write-and-verify probe, slot per writer */
+	uint64_t pad[15];
+	/*
+	 * PreMulSum: this rank's scalar for block b's current step, widened to the
+	 * accumulation type (float bits in the low half, or double bits).  Written by
+	 * its owner before ready, read by peers after it, like the lane.
+	 */
+	uint64_t scalar[NDET_KERNEL_MAX_BLOCKS];
+};
+
+/*
+ * Host-mapped status of one engine (cudaHostAlloc mapped): the kernels report
+ * errors here and the host reads it without any CUDA call (a cudaMemcpy would
+ * queue behind a spinning kernel).
+ *
+ * Publishing an error (the first failure only), so that a reader never sees the
+ * error with stale or half-written details:
+ *   1. claim: atomicCAS(&claim, 0, code); only the thread that gets 0 back goes on
+ *      (the others write nothing here);
+ *   2. write the details: block, peer, step, observed, phase, rank (plain stores);
+ *   3. __threadfence_system(), then store error = code with release semantics
+ *      (st.release.sys, or a volatile store after the fence): `error` is written
+ *      last, by the claimer only.
+ * Every failure a kernel records also sets the rank's own abort word in device
+ * memory (ndet_fail), so a kernel that asks "did this engine fail?" at start reads
+ * that word, not this host-mapped struct.  The host reads `error` with acquire; the
+ * details are complete when error != 0 and claim == error (ndet_engine_error_details);
+ * an error word without that claim yields the error without details.  `abort` is the
+ * host's, read by the kernels.
+ */
+struct ndet_host_status {
+	volatile uint32_t error; /* ndet_kernel_error_t; written last, by the claimer */
+	volatile uint32_t abort; /* set by the host to make kernels leave */
+	volatile uint32_t block; /* where the error was seen */
+	volatile uint32_t peer;
+	volatile uint64_t step;
+	volatile uint64_t observed; /* the flag value last seen in the failed wait */
+	volatile uint32_t phase;    /* 0 kernel start, 1 done, 2 ready, 3 reduced: which wait */
+	volatile uint32_t rank;     /* the rank that recorded the error */
+	volatile uint32_t claim;    /* the code of the first failure: who writes the details */
+	uint32_t reserved;
+};
+
+/* Everything one rank's launch needs; passed by value. */
+struct ndet_kernel_args {
+	const void *sendbuff;
+	void *recvbuff;
+	uint64_t count;       /* reduce-scatter: recvcount (sendbuff holds nranks blocks) */
+	uint64_t chunk_elems; /* elements per block per step */
+	uint64_t steps;
+	uint64_t lane_bytes;
+	uint64_t timeout_ns;  /* 0: never */
+	int32_t dtype;        /* ndet_dtype_t */
+	int32_t op;           /* ndet_op_t */
+	int32_t path;         /* ndet_path_t */
+	int32_t nranks;
+	int32_t rank;
+	uint32_t blocks;
+	uint32_t signature;   /* NDET_FLAG_SIGNATURE_BITS bits */
+	uint32_t debug_delay_ns;
+	int32_t root;         /* ncclReduce: the rank that writes recvbuff; -1 every rank */
+	int32_t premul;       /* ndet_premul_t; op is NDET_OP_SUM when set */
+	uint64_t scalar_bits; /* NDET_PREMUL_HOST: the scalar's bits, one element of dtype */
+	const void *scalar;   /* NDET_PREMUL_DEVICE: device address of one element */
+	/*
+	 * This rank's, one per block; the LL step counters follow at
+	 * step_counters[NDET_KERNEL_MAX_BLOCKS + b].
+	 */
+	uint64_t *step_counters;
+	/*
+	 * LL slots: from lanes[r], rank r's slot for (block b, source q, parity p) is at
+	 * ll_offset + ((b * nranks + q) * 2 + p) * NDET_LL_SLOT_BYTES.
+	 */
+	uint64_t ll_offset;
+	struct ndet_host_status *host_status;     /* device pointer of host-mapped memory */
+	struct ndet_flags *flags[NDET_MAX_RANKS]; /* every rank's flags, as mapped here */
+	char *lanes[NDET_MAX_RANKS];              /* every rank's lane 0, as mapped here */
+	/*
+	 * nccl-det-perf --trace (NULL otherwise): device memory of 2 x NDET_TRACE_WORDS,
+	 * where thread 0 of block 0 and of the last block writes its timeline: word 0
+	 * the number of events, then one per event, (code << 56) | %globaltimer's low
+	 * 56 bits (ns).  Codes: NDET_TRACE_*.
+	 */
+	uint64_t *trace;
+};
+
+#define NDET_TRACE_WORDS 512
+enum ndet_trace_code {
+	NDET_TRACE_START = 1,   /* kernel start (the deadline's t0) */
+	NDET_TRACE_OPENED,      /* the opening released/done wait returned (pull, LL: each step) */
+	NDET_TRACE_SCATTERED,   /* a step's segments (pull: copy-in; LL: lines) stored,
+				   ready released */
+	NDET_TRACE_READY,       /* every peer's segment of the step arrived */
+	NDET_TRACE_REDUCED,     /* own segment reduced and stored, reduced released
+				   (LL: every line reduced) */
+	NDET_TRACE_PEERS_DONE,  /* every peer's reduced segment of the step arrived */
+	NDET_TRACE_GATHERED,    /* the peers' segments copied out to recvbuff (pull: the
+				   block's reads of the step done, before done is released) */
+	NDET_TRACE_STEP,        /* pull: a step begins (before its released wait) */
+	NDET_TRACE_COPIED,      /* thread 0 stored its share of a segment / reduction */
+	NDET_TRACE_SYNCED,      /* the block's threads all did (before the release) */
+	NDET_TRACE_END,         /* the block's last event */
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NDET_ABI_H_ */

@@ -1,0 +1,40 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Benchmark and test kernels, outside the product: kernels/libndet_bench_kernels.la,
+ * linked by nccl-det-perf and the GPU test programs only, never by the libraries.
+ * extern "C" launchers that return the CUDA error code as an int (0 = cudaSuccess),
+ * like those of ndet_kernels.h.
+ */
+#ifndef NDET_BENCH_H_
+#define NDET_BENCH_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * `iters` flag round trips between two concurrently running launches (initiator 1 on
+ * one rank, 0 on the other); *result_ns (device memory) gets the elapsed time, 0 if
+ * the peer did not answer within 5 s.
+ */
+int ndet_kernel_flag_pingpong(uint64_t *mine, uint64_t *peer, int iters, int initiator,
+			      uint64_t *result_ns, void *stream);
+
+/*
+ * Copy `bytes` with `blocks` blocks of the all-reduce kernels' copy loop (either side
+ * may be a peer GPU's memory: nccl-det-perf --link-probe).
+ */
+int ndet_kernel_copy(void *dst, const void *src, size_t bytes, unsigned blocks, void *stream);
+
+/* Fill `count` 32-bit words at `dst` with `value` on `stream`. */
+int ndet_kernel_fill_u32(unsigned *dst, size_t count, unsigned value, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NDET_BENCH_H_ */

@@ -1,0 +1,91 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * What the files of the divert layer's per-communicator state share (src/divert/
+ * ndet_comm*.c): the entry of one communicator, and the functions one file defines
+ * for the others.  Private to src/divert/; ndet_comm.h is the layer's interface.
+ */
+#ifndef NDET_COMM_INTERNAL_H_
+#define NDET_COMM_INTERNAL_H_
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <nccl.h>
+
+#include "divert/ndet_comm.h"
+
+struct ndet_comm {
+	bool exit_reported; /* NCCL_DET_STATS printed by the exit handler (registry lock) */
+	/* registry lock */
+	struct ndet_comm *next;
+	int refs;
+	bool registered;
+
+	/* set at registration, then read-only */
+	ncclComm_t nccl;
+	bool blocking;
+	bool check_pointers; /* NCCL's pointer-check mode, read as NCCL reads it */
+	ncclComm_t parent;
+	bool shares_parent; /* registry lock: cleared once its parent stopped it */
+
+	/* comm->lock */
+	pthread_mutex_t lock;
+	pthread_cond_t changed; /* engine_users fell to 0, or a setup finished */
+	ndet_comm_state_t state;
+	bool setup_running;
+	int rank, nranks, device; /* -1 until the setup asked NCCL */
+	void *engine;
+	/*
+	 * An engine in teardown (finalize, destroy): no longer used for calls, but an
+	 * abort from another thread must still reach it (its kernels poll the flag, and
+	 * the teardown waits for them).  Cleared before the engine is released.
+	 */
+	void *closing_engine;
+	bool stopped;     /* aborted or revoked: our exchanges must not call NCCL on it */
+	int engine_users; /* threads between engine_get and engine_put */
+	bool kernel_failed;
+	bool broken; /* a rank never joined the setup: the collective order is lost */
+	bool strict; /* agreed NCCL_DET_STRICT, once set up */
+	bool sm90;   /* agreed: every rank's GPU is sm_90 or newer (NDET_SETUP_FLAG_SM90) */
+	bool fp8;    /* agreed: every rank runs our fp8 kernels (NDET_SETUP_FLAG_FP8) */
+	ndet_status_t setup_status;
+	struct ndet_setup_verdict verdict;
+
+	/* comm->lock: the PreMulSum ops NCCL made on this communicator */
+	struct ndet_comm_premul *premul_ops;
+	int premul_count, premul_capacity;
+
+	/* atomics */
+	int exchange_result; /* ncclResult_t of our last failed exchange */
+	struct ndet_comm_stats stats;
+	int warned[NDET_FALLBACK_COUNT];
+	int refused_warned[NDET_FALLBACK_COUNT];
+};
+
+/* One ncclRedOpCreatePreMulSum op of a communicator. */
+struct ndet_comm_premul {
+	ncclRedOp_t op;
+	ncclDataType_t datatype;
+	ndet_premul_t residence;
+	uint64_t bits;      /* NDET_PREMUL_HOST: the scalar's bytes, read at creation */
+	const void *scalar; /* NDET_PREMUL_DEVICE */
+};
+
+/* ndet_comm.c: the backend, the registry and the lifecycle, engine access. */
+const struct ndet_backend *ndet_comm_backend(void);
+struct ndet_comm *ndet_comm_take_next(bool (*take)(struct ndet_comm *comm, void *context),
+				      void *context);
+void ndet_comm_print_stats(struct ndet_comm *comm);
+void ndet_comm_refresh_locked(struct ndet_comm *comm);
+void *ndet_comm_engine_get(struct ndet_comm *comm);
+void ndet_comm_engine_put(struct ndet_comm *comm);
+bool ndet_comm_is_stopped(struct ndet_comm *comm);
+void ndet_comm_poison(struct ndet_comm *comm);
+
+/* ndet_comm_exit.c: the fork and exit handlers, registered once each. */
+void ndet_comm_register_fork_handler(void);
+void ndet_comm_register_exit_handler(void);
+
+#endif /* NDET_COMM_INTERNAL_H_ */

@@ -1,0 +1,394 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * A communicator's setup through the real NCCL (see ndet_comm.h): the exchange the
+ * engine's setup rounds run on (one ncclAllGather per communicator, in one NCCL
+ * group), and the setup of a group of communicators in lockstep with its verdict.
+ */
+#include "config.h"
+
+#include "divert/ndet_comm.h"
+#include "divert/ndet_comm_internal.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/ndet_log.h"
+#include "common/ndet_settings.h"
+#include "protocol/ndet_plan.h"
+#include "protocol/ndet_setup.h"
+#include "protocol/ndet_teardown.h"
+#include "resolve/ndet_resolve.h"
+
+/* "auto" travels from the settings to the planner as the same number. */
+_Static_assert(NDET_SETTINGS_SIZE_AUTO == NDET_PLAN_ONESHOT_AUTO,
+	       "NCCL_DET_ONESHOT_MAX=auto must reach the planner as its sentinel");
+
+/* Longest pause between two polls of a non-blocking communicator. */
+#define NDET_COMM_POLL_MAX_US 1000
+
+static pthread_once_t ndet_comm_exit_once = PTHREAD_ONCE_INIT;
+
+/* ---------------------------------------------------------------- exchange */
+
+/*
+ * Poll a non-blocking communicator until NCCL no longer reports ncclInProgress.
+ * An ncclCommAbort or ncclCommRevoke (another thread) ends the wait early, and so
+ * does NCCL_DET_TIMEOUT (a peer that aborted instead of joining our exchange); the
+ * answer is then ncclInProgress: NCCL may still launch work that uses our buffers.
+ * Finalize and destroy do not end it: our teardown barrier runs after they marked
+ * the communicator inactive, and its all-gather must be waited for before the
+ * exchange buffer is freed.
+ */
+static ncclResult_t ndet_comm_wait_ready(struct ndet_comm *comm)
+{
+	const struct ndet_nccl *nccl = ndet_resolve_nccl();
+	unsigned pause_us = 1;
+	if (comm->blocking)
+		return ncclSuccess;
+	if (nccl->ncclCommGetAsyncError == NULL)
+		return ndet_status_to_nccl(
+			ndet_resolve_missing(NDET_NCCL_FN_ncclCommGetAsyncError));
+	const uint64_t deadline = ndet_teardown_now_ms() + ndet_settings_get()->timeout_ms;
+	for (;;) {
+		ncclResult_t state = ncclInProgress;
+		ncclResult_t result = nccl->ncclCommGetAsyncError(comm->nccl, &state);
+		if (result != ncclSuccess)
+			return result;
+		if (state != ncclInProgress)
+			return state;
+		/* Aborted from another thread: NCCL will not finish. */
+		if (ndet_comm_is_stopped(comm))
+			return ncclInProgress;
+		if (ndet_teardown_now_ms() > deadline) {
+			NDET_WARN("communicator %p: NCCL still reports ncclInProgress for "
+				  "nccl-det's exchange after NCCL_DET_TIMEOUT; giving up on it",
+				  (void *)comm->nccl);
+			return ncclInProgress;
+		}
+		struct timespec pause = {.tv_sec = 0, .tv_nsec = (long)pause_us * 1000};
+		nanosleep(&pause, NULL);
+		if (pause_us < NDET_COMM_POLL_MAX_US)
+			pause_us *= 2;
+	}
+}
+
+/*
+ * ndet_engine_exchange_fn through the real NCCL: one ncclAllGather per
+ * communicator, all in one NCCL group (a thread may drive several ranks of one
+ * communicator), on the engines' private streams.  Always called outside the user's
+ * groups: inside one, NCCL would defer it to the user's ncclGroupEnd.
+ */
+static ndet_status_t ndet_comm_exchange(void *const contexts[], int count,
+					const void *const sends[], void *const recvs[],
+					size_t bytes, const cudaStream_t streams[])
+{
+	const struct ndet_nccl *nccl = ndet_resolve_nccl();
+	ncclResult_t first = ncclSuccess;
+	for (int i = 0; i < count; i++) {
+		/* Aborted: NCCL is tearing the communicator down (a teardown's barrier). */
+		if (ndet_comm_is_stopped(contexts[i])) {
+			NDET_INFO(NDET_SUBSYS_SETUP,
+				  "communicator %p was aborted: nccl-det's exchange is skipped",
+				  (void *)((const struct ndet_comm *)contexts[i])->nccl);
+			return NDET_ERR_REMOTE;
+		}
+	}
+	if (nccl->ncclGroupStart == NULL || nccl->ncclGroupEnd == NULL ||
+	    nccl->ncclAllGather == NULL) {
+		first = ndet_status_to_nccl(ndet_resolve_missing(
+			nccl->ncclAllGather == NULL ? NDET_NCCL_FN_ncclAllGather
+						    : NDET_NCCL_FN_ncclGroupStart));
+		goto out;
+	}
+	ncclResult_t result = nccl->ncclGroupStart();
+	if (result != ncclSuccess) {
+		first = result;
+		goto out;
+	}
+	for (int i = 0; i < count; i++) {
+		const struct ndet_comm *comm = contexts[i];
+		result = nccl->ncclAllGather(sends[i], recvs[i], bytes, ncclUint8, comm->nccl,
+					     streams != NULL ? streams[i] : NULL);
+		if (result != ncclSuccess && result != ncclInProgress && first == ncclSuccess)
+			first = result;
+	}
+	result = nccl->ncclGroupEnd();
+	if (result != ncclSuccess && result != ncclInProgress && first == ncclSuccess)
+		first = result;
+	/*
+	 * Every communicator, even after one failed: one still in progress means NCCL may
+	 * still write into its buffer, which must then outlive the engine.
+	 */
+	bool unresolved = false;
+	for (int i = 0; i < count; i++) {
+		result = ndet_comm_wait_ready(contexts[i]);
+		if (result == ncclInProgress)
+			unresolved = true;
+		else if (result != ncclSuccess && first == ncclSuccess)
+			first = result;
+	}
+	if (unresolved)
+		first = ncclInProgress;
+out:
+	if (first == ncclSuccess)
+		return NDET_OK;
+	if (first == ncclInProgress) {
+		for (int i = 0; i < count; i++) {
+			struct ndet_comm *comm = contexts[i];
+			__atomic_store_n(&comm->exchange_result, (int)ncclInvalidUsage,
+					 __ATOMIC_RELAXED);
+		}
+		/* The caller must not free or reuse the buffers (ndet_engine_exchange). */
+		NDET_WARN("nccl-det's exchange of %zu bytes on %d communicator(s) was abandoned: "
+			  "the communicator was aborted (or NCCL_DET_TIMEOUT passed) while NCCL "
+			  "still ran the all-gather",
+			  bytes, count);
+		return NDET_IN_PROGRESS;
+	}
+	for (int i = 0; i < count; i++) {
+		struct ndet_comm *comm = contexts[i];
+		__atomic_store_n(&comm->exchange_result, (int)first, __ATOMIC_RELAXED);
+	}
+	NDET_WARN("nccl-det's exchange of %zu bytes through ncclAllGather on %d communicator(s) "
+		  "failed: %s (%d)",
+		  bytes, count,
+		  nccl->ncclGetErrorString != NULL ? nccl->ncclGetErrorString(first) : "error",
+		  (int)first);
+	ndet_status_t status = ndet_status_from_nccl(first);
+	return status == NDET_OK || status == NDET_IN_PROGRESS ? NDET_ERR_NCCL : status;
+}
+
+/* ---------------------------------------------------------------- setup */
+
+static void ndet_comm_engine_config(const struct ndet_comm *comm, struct ndet_engine_config *config)
+{
+	const struct ndet_settings *settings = ndet_settings_get();
+	memset(config, 0, sizeof(*config));
+	config->rank = comm->rank;
+	config->nranks = comm->nranks;
+	config->cuda_device = comm->device;
+	config->pool_size = settings->pool_size;
+	config->max_blocks = settings->max_blocks;
+	config->oneshot_max = settings->oneshot_max;
+	config->ll_max = settings->ll_max;
+	config->push_min = settings->push_min;
+	config->timeout_ms = settings->timeout_ms;
+	config->max_memory = settings->max_memory;
+	config->debug_delay_ns = settings->debug_delay_ns;
+	config->settings_hash = ndet_settings_agreement_hash(settings);
+	config->test_fail = settings->test_fail;
+	config->test_fail_rank = settings->test_fail_rank;
+	config->setup_flags = settings->strict ? NDET_SETUP_FLAG_STRICT : 0;
+}
+
+/* What the setup needs from NCCL: the communicator ready, its rank, size and device. */
+static ncclResult_t ndet_comm_describe(struct ndet_comm *comm)
+{
+	const struct ndet_nccl *nccl = ndet_resolve_nccl();
+	int rank = -1, nranks = -1, device = -1;
+	ncclResult_t result = ndet_comm_wait_ready(comm);
+	if (result == ncclInProgress) /* aborted before it was ready: nothing of ours ran */
+		return ncclInvalidUsage;
+	if (result != ncclSuccess)
+		return result;
+	/* An NCCL that lacks one of these never diverts, on any rank: nothing to exchange. */
+	if (nccl->ncclCommUserRank == NULL || nccl->ncclCommCount == NULL ||
+	    nccl->ncclCommCuDevice == NULL || nccl->ncclGroupStart == NULL ||
+	    nccl->ncclGroupEnd == NULL || nccl->ncclAllGather == NULL)
+		return ncclInvalidUsage;
+	result = nccl->ncclCommUserRank(comm->nccl, &rank);
+	if (result == ncclSuccess)
+		result = nccl->ncclCommCount(comm->nccl, &nranks);
+	if (result == ncclSuccess)
+		result = nccl->ncclCommCuDevice(comm->nccl, &device);
+	if (result != ncclSuccess)
+		return result;
+	pthread_mutex_lock(&comm->lock);
+	comm->rank = rank;
+	comm->nranks = nranks;
+	comm->device = device;
+	pthread_mutex_unlock(&comm->lock);
+	return ncclSuccess;
+}
+
+/*
+ * The verdict of a communicator's setup, once, on its rank 0, at NCCL's VERSION level
+ * (like NCCL's own version line): nccl-det's version, how it was loaded, and whether
+ * the floating-point reductions are deterministic or why they run in NCCL.  The other
+ * ranks say the same at INFO (ndet_comm_setup_finish).
+ */
+static void ndet_comm_announce(const struct ndet_comm *comm,
+			       const struct ndet_backend_member *member, int rank, int nranks,
+			       ndet_comm_state_t state, bool strict)
+{
+	if (rank != 0 || !ndet_log_enabled(NDET_LOG_VERSION, NDET_SUBSYS_ALL))
+		return;
+	char cause[256];
+	if (member->status == NDET_ERR_UNSUPPORTED)
+		snprintf(cause, sizeof(cause), "%s, rank %d",
+			 ndet_verdict_reason_name(member->verdict.reason),
+			 member->verdict.offending_rank);
+	else
+		snprintf(cause, sizeof(cause), "setup failed: %s", ndet_status_name(member->status));
+	char verdict[512];
+	if (state == NDET_COMM_READY)
+		snprintf(verdict, sizeof(verdict),
+			 "deterministic (its floating-point all-reduce, reduce-scatter and reduce "
+			 "run in nccl-det)");
+	else if (state == NDET_COMM_POISONED)
+		snprintf(verdict, sizeof(verdict),
+			 "its floating-point reductions fail with ncclInvalidUsage (%s)", cause);
+	else if (strict)
+		snprintf(verdict, sizeof(verdict),
+			 "not diverted (%s): its floating-point reductions fail with "
+			 "ncclInvalidUsage (NCCL_DET_STRICT=1)",
+			 cause);
+	else
+		snprintf(verdict, sizeof(verdict),
+			 "NOT deterministic: its floating-point reductions run in NCCL (%s)", cause);
+	ndet_log(NDET_LOG_VERSION, NDET_SUBSYS_ALL, __FILE__, __LINE__,
+		 "nccl-det %s (%s): communicator %p of %d ranks: %s", PACKAGE_VERSION,
+		 ndet_resolve_loading_mode(), (void *)comm->nccl, nranks, verdict);
+}
+
+/* The end of one communicator's setup; wakes threads waiting for it. */
+static void ndet_comm_setup_finish(struct ndet_comm *comm, const struct ndet_backend_member *member)
+{
+	pthread_mutex_lock(&comm->lock);
+	comm->setup_running = false;
+	comm->setup_status = member->status;
+	comm->verdict = member->verdict;
+	comm->strict = (member->agreed_flags & NDET_SETUP_FLAG_STRICT) != 0;
+	comm->sm90 = (member->agreed_flags & NDET_SETUP_FLAG_SM90) != 0;
+	comm->fp8 = (member->agreed_flags & NDET_SETUP_FLAG_FP8) != 0;
+	/* Falling back would run NCCL on a sequence that no longer matches: fail. */
+	bool broken = member->status == NDET_ERR_UNSUPPORTED &&
+		      member->verdict.reason == NDET_VERDICT_NOT_IN_SETUP;
+	if (comm->state == NDET_COMM_PENDING) {
+		comm->state = member->status == NDET_OK ? NDET_COMM_READY
+			      : broken                  ? NDET_COMM_POISONED
+							: NDET_COMM_FALLBACK;
+		comm->broken = broken;
+		comm->engine = member->engine;
+	} else if (member->engine != NULL) {
+		/* Aborted or revoked while we were setting up: the engine is never used. */
+		ndet_comm_backend()->abort(member->engine);
+		comm->engine = member->engine;
+	}
+	pthread_cond_broadcast(&comm->changed);
+	int rank = comm->rank, nranks = comm->nranks;
+	ndet_comm_state_t state = comm->state;
+	bool strict = comm->strict;
+	pthread_mutex_unlock(&comm->lock);
+
+	ndet_comm_announce(comm, member, rank, nranks, state, strict);
+	if (state == NDET_COMM_READY)
+		NDET_INFO(NDET_SUBSYS_SETUP, "communicator %p rank %d/%d: all-reduces diverted",
+			  (void *)comm->nccl, rank, nranks);
+	else if (broken)
+		NDET_WARN("communicator %p rank %d/%d: rank %d sent no setup record: %s. Its "
+			  "all-reduces fail with ncclInvalidUsage, and ncclCommGetAsyncError "
+			  "reports ncclInvalidUsage",
+			  (void *)comm->nccl, rank, nranks, member->verdict.offending_rank,
+			  ndet_verdict_reason_fix(member->verdict.reason));
+	else if (member->status == NDET_ERR_UNSUPPORTED)
+		NDET_INFO(NDET_SUBSYS_SETUP,
+			  "communicator %p rank %d/%d: not diverted: %s (rank %d, detail %u)",
+			  (void *)comm->nccl, rank, nranks,
+			  ndet_verdict_reason_name(member->verdict.reason),
+			  member->verdict.offending_rank, (unsigned)member->verdict.detail);
+	else
+		NDET_INFO(NDET_SUBSYS_SETUP,
+			  "communicator %p rank %d/%d: not diverted: setup failed (%s)",
+			  (void *)comm->nccl, rank, nranks, ndet_status_name(member->status));
+}
+
+/* Take the PENDING communicators nobody else is setting up. */
+static int ndet_comm_claim(struct ndet_comm *const comms[], int count, struct ndet_comm **claimed)
+{
+	int taken = 0;
+	for (int i = 0; i < count; i++) {
+		bool duplicate = false;
+		for (int k = 0; k < taken; k++)
+			duplicate = duplicate || claimed[k] == comms[i];
+		if (duplicate)
+			continue;
+		pthread_mutex_lock(&comms[i]->lock);
+		if (comms[i]->state == NDET_COMM_PENDING && !comms[i]->setup_running) {
+			comms[i]->setup_running = true;
+			claimed[taken++] = comms[i];
+		}
+		pthread_mutex_unlock(&comms[i]->lock);
+	}
+	return taken;
+}
+
+/* Another thread is setting `comm` up (NCCL forbids it, but never hang on it). */
+static void ndet_comm_wait_setup(struct ndet_comm *comm)
+{
+	pthread_mutex_lock(&comm->lock);
+	while (comm->setup_running)
+		pthread_cond_wait(&comm->changed, &comm->lock);
+	pthread_mutex_unlock(&comm->lock);
+}
+
+ncclResult_t ndet_comm_setup_group(struct ndet_comm *const comms[], int count)
+{
+	ncclResult_t first = ncclSuccess;
+	const size_t slots = (size_t)(count > 0 ? count : 1);
+	struct ndet_comm **claimed = calloc(slots, sizeof(*claimed));
+	struct ndet_comm **members_of = calloc(slots, sizeof(*members_of));
+	struct ndet_backend_member *members = calloc(slots, sizeof(*members));
+	if (claimed == NULL || members_of == NULL || members == NULL) {
+		NDET_WARN("out of memory setting up %d communicator(s): they stay pending", count);
+		goto out;
+	}
+	int taken = ndet_comm_claim(comms, count, claimed);
+	int joining = 0;
+	for (int i = 0; i < taken; i++) {
+		struct ndet_comm *comm = claimed[i];
+		ncclResult_t result = ndet_comm_describe(comm);
+		if (result != ncclSuccess) {
+			/*
+			 * NCCL itself failed this communicator (its init, for a non-blocking
+			 * one): every rank sees that, and nobody exchanges.
+			 */
+			struct ndet_backend_member failed = {.status = NDET_ERR_NCCL};
+			failed.verdict.offending_rank = -1;
+			NDET_INFO(NDET_SUBSYS_SETUP, "communicator %p: NCCL reports %d: no setup",
+				  (void *)comm->nccl, (int)result);
+			ndet_comm_setup_finish(comm, &failed);
+			continue;
+		}
+		ndet_comm_engine_config(comm, &members[joining].config);
+		members[joining].exchange_context = comm;
+		members_of[joining] = comm;
+		joining++;
+	}
+	if (joining > 0) {
+		ndet_comm_backend()->create_group(members, joining, ndet_comm_exchange);
+		/* The CUDA runtime has started by now (see ndet_comm_at_exit). */
+		(void)pthread_once(&ndet_comm_exit_once, ndet_comm_register_exit_handler);
+	}
+	for (int i = 0; i < joining; i++) {
+		struct ndet_comm *comm = members_of[i];
+		ndet_comm_setup_finish(comm, &members[i]);
+		int exchange = __atomic_load_n(&comm->exchange_result, __ATOMIC_RELAXED);
+		if (exchange != ncclSuccess && first == ncclSuccess)
+			first = (ncclResult_t)exchange;
+		/* The application must learn now: its next collective would not match. */
+		if (members[i].verdict.reason == NDET_VERDICT_NOT_IN_SETUP && first == ncclSuccess)
+			first = ncclInvalidUsage;
+	}
+	for (int i = 0; i < count; i++)
+		ndet_comm_wait_setup(comms[i]);
+out:
+	free(members);
+	free(members_of);
+	free(claimed);
+	return first;
+}

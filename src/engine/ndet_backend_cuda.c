@@ -1,0 +1,164 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The CUDA engine as a backend (see ndet_backend.h).
+ */
+#include "config.h"
+
+#include "protocol/ndet_backend.h"
+#include "engine/ndet_engine.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "engine/ndet_cuda.h"
+#include "common/ndet_log.h"
+#include "protocol/ndet_pool_layout.h"
+
+static pthread_once_t ndet_backend_cuda_once = PTHREAD_ONCE_INIT;
+static bool ndet_backend_cuda_usable_result;
+
+/*
+ * Whether our CUDA runtime starts at all, asked once per process.  Without a driver
+ * (or with one older than the runtime nccl-det was built with) no CUDA call of ours
+ * can succeed, and the exchange buffers cannot even be allocated.
+ */
+static void ndet_backend_cuda_probe(void)
+{
+	int devices = 0;
+	cudaError_t err = cudaGetDeviceCount(&devices);
+	if (err == cudaSuccess && devices > 0) {
+		ndet_backend_cuda_usable_result = true;
+		return;
+	}
+	(void)cudaGetLastError();
+	NDET_WARN("the CUDA runtime of nccl-det cannot start (%s): every call goes to NCCL. Fix: "
+		  "install a driver that supports CUDA %d.%d, or set NCCL_DET_ENABLE=0 on "
+		  "every rank",
+		  err == cudaSuccess ? "no device" : cudaGetErrorString(err), CUDART_VERSION / 1000,
+		  (CUDART_VERSION % 1000) / 10);
+}
+
+static void ndet_backend_cuda_create_group(struct ndet_backend_member *members, int count,
+					   ndet_engine_exchange_fn exchange)
+{
+	struct ndet_engine_member *engines =
+		calloc((size_t)(count > 0 ? count : 1), sizeof(*engines));
+	(void)pthread_once(&ndet_backend_cuda_once, ndet_backend_cuda_probe);
+	for (int i = 0; i < count; i++) {
+		members[i].engine = NULL;
+		members[i].agreed_flags = 0;
+		members[i].verdict.reason = NDET_VERDICT_OK;
+		members[i].verdict.offending_rank = -1;
+		members[i].verdict.detail = 0;
+		members[i].status = NDET_ERR_CUDA;
+		if (engines == NULL)
+			members[i].status = NDET_ERR_SYSTEM;
+	}
+	if (engines == NULL || !ndet_backend_cuda_usable_result)
+		goto out;
+	for (int i = 0; i < count; i++) {
+		engines[i].config = members[i].config;
+		engines[i].exchange_context = members[i].exchange_context;
+	}
+	ndet_engine_create_group(engines, count, exchange);
+	for (int i = 0; i < count; i++) {
+		members[i].engine = engines[i].engine;
+		members[i].status = engines[i].status;
+		members[i].verdict = engines[i].verdict;
+		members[i].agreed_flags = engines[i].agreed_flags;
+	}
+out:
+	free(engines);
+}
+
+static void ndet_backend_cuda_allreduce_group(struct ndet_backend_call *calls, int count)
+{
+	for (int i = 0; i < count; i++) {
+		struct ndet_backend_call *call = &calls[i];
+		const struct ndet_engine_call engine_call = {
+			.coll = call->coll,
+			.sendbuff = call->sendbuff,
+			.recvbuff = call->recvbuff,
+			.count = call->count,
+			.dtype = call->dtype,
+			.op = call->op,
+			.root = call->root,
+			.premul = call->premul,
+			.scalar_bits = call->scalar_bits,
+			.scalar = call->scalar,
+		};
+		call->status = ndet_engine_collective(call->engine, &engine_call, call->stream);
+	}
+}
+
+static ndet_status_t ndet_backend_cuda_error(void *engine, uint32_t *kernel_error)
+{
+	return ndet_engine_error(engine, kernel_error);
+}
+
+static void ndet_backend_cuda_abort(void *engine)
+{
+	ndet_engine_abort(engine);
+}
+
+static ndet_status_t ndet_backend_cuda_quiesce_group(void *const engines[], int count, bool barrier)
+{
+	return ndet_engine_quiesce_group((struct ndet_engine *const *)engines, count, barrier);
+}
+
+static void ndet_backend_cuda_release(void *engine)
+{
+	ndet_engine_release(engine);
+}
+
+static bool ndet_backend_cuda_shares_process(void *engine)
+{
+	return ndet_engine_ranks_share_process(engine);
+}
+
+/*
+ * NCCL's check (argcheck.cc CudaPtrCheck): the pointer has a device address, and
+ * device memory lies on the communicator's device.  NCCL selects that device first;
+ * so do we, and give the caller's back.  Only in NCCL's pointer-check mode.
+ */
+static bool ndet_backend_cuda_pointer_valid(int cuda_device, const void *pointer)
+{
+	struct cudaPointerAttributes attributes;
+	int saved = -1;
+	bool valid = false;
+	if (pointer == NULL)
+		return false;
+	if (cuda_device >= 0 && cudaGetDevice(&saved) != cudaSuccess)
+		saved = -1;
+	bool switched =
+		saved >= 0 && saved != cuda_device && cudaSetDevice(cuda_device) == cudaSuccess;
+	if (cudaPointerGetAttributes(&attributes, pointer) == cudaSuccess)
+		valid = attributes.devicePointer != NULL &&
+			!(attributes.type == cudaMemoryTypeDevice && cuda_device >= 0 &&
+			  attributes.device != cuda_device);
+	/* Consumed here: the application must never see an error of ours. */
+	(void)cudaGetLastError();
+	if (switched)
+		NDET_CUDA_CHECK_WARN(cudaSetDevice(saved));
+	return valid;
+}
+
+const struct ndet_backend ndet_backend_cuda = {
+	.name = "cuda",
+	.create_group = ndet_backend_cuda_create_group,
+	.allreduce_group = ndet_backend_cuda_allreduce_group,
+	.error = ndet_backend_cuda_error,
+	.abort = ndet_backend_cuda_abort,
+	.quiesce_group = ndet_backend_cuda_quiesce_group,
+	.release = ndet_backend_cuda_release,
+	.shares_process = ndet_backend_cuda_shares_process,
+	.memory_bytes = ndet_pool_memory_bytes,
+	.pointer_valid = ndet_backend_cuda_pointer_valid,
+	.at_exit = ndet_engine_at_exit,
+};
+
+const struct ndet_backend *ndet_backend_default(void)
+{
+	return &ndet_backend_cuda;
+}

@@ -1,0 +1,301 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Launches (see ndet_engine.h): the plan of a call, the kernel arguments, the
+ * order of calls on one engine across streams and CUDA graph captures, and the
+ * launch itself, for one rank or (tests) for every rank of a process at once.
+ */
+#include "config.h"
+
+#include "engine/ndet_engine.h"
+#include "engine/ndet_engine_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/ndet_cuda.h"
+#include "kernels/ndet_kernels.h"
+#include "common/ndet_log.h"
+#include "protocol/ndet_pool_layout.h"
+#include "common/ndet_dtype.h"
+
+/* ---------------------------------------------------------------- launch */
+
+ndet_status_t ndet_engine_plan_for_config(const struct ndet_engine_config *config, size_t count,
+					  ndet_dtype_t dtype, ndet_op_t op, struct ndet_plan *plan)
+{
+	const struct ndet_engine_call call = {.count = count, .dtype = dtype, .op = op};
+	return ndet_engine_plan_call_for_config(config, &call, plan);
+}
+
+ndet_status_t ndet_engine_plan_call(const struct ndet_engine *engine,
+				    const struct ndet_engine_call *call, struct ndet_plan *plan)
+{
+	return ndet_engine_plan_call_for_config(&engine->config, call, plan);
+}
+
+ndet_status_t ndet_engine_plan_call_for_config(const struct ndet_engine_config *config,
+					       const struct ndet_engine_call *call,
+					       struct ndet_plan *plan)
+{
+	if (config->max_blocks < 1)
+		return NDET_ERR_INVALID_ARGUMENT;
+	struct ndet_plan_params params = {
+		.count = call->count,
+		.dtype = call->dtype,
+		.op = call->op,
+		.nranks = config->nranks,
+		.coll = call->coll,
+		.root = call->root,
+		.premul = call->premul != NDET_PREMUL_NONE,
+		.oneshot_max = config->oneshot_max,
+		.ll_max = config->ll_max,
+		.push_min = config->push_min,
+		.max_blocks = config->max_blocks,
+		.ranks_per_device = config->ranks_per_device,
+		.device_sms = config->device_sms,
+		.lane_bytes = ndet_pool_lane_bytes(config),
+	};
+	return ndet_plan_make(&params, plan);
+}
+
+void ndet_engine_set_trace(struct ndet_engine *engine, uint64_t *device_words)
+{
+	engine->trace = device_words;
+}
+
+ndet_status_t ndet_engine_plan(const struct ndet_engine *engine, size_t count,
+			       ndet_dtype_t dtype, ndet_op_t op, struct ndet_plan *plan)
+{
+	return ndet_engine_plan_for_config(&engine->config, count, dtype, op, plan);
+}
+
+static void ndet_engine_fill_args(const struct ndet_engine *engine, const struct ndet_plan *plan,
+				  const struct ndet_engine_call *call,
+				  struct ndet_kernel_args *args)
+{
+	memset(args, 0, sizeof(*args));
+	args->sendbuff = call->sendbuff;
+	args->recvbuff = call->recvbuff;
+	args->count = call->count;
+	args->chunk_elems = plan->chunk_elems;
+	args->steps = plan->steps;
+	args->lane_bytes = engine->lane_bytes;
+	args->ll_offset = engine->ll_offset;
+	args->timeout_ns = engine->config.timeout_ms * 1000000ull;
+	args->dtype = (int32_t)call->dtype;
+	args->op = (int32_t)call->op;
+	args->path = (int32_t)plan->path;
+	args->nranks = engine->config.nranks;
+	args->rank = engine->config.rank;
+	args->blocks = plan->blocks;
+	args->signature = plan->signature;
+	args->debug_delay_ns = engine->config.debug_delay_ns;
+	args->root = call->coll == NDET_COLL_REDUCE ? call->root : -1;
+	args->premul = (int32_t)call->premul;
+	args->scalar_bits = call->scalar_bits;
+	args->scalar = call->scalar;
+	args->step_counters = engine->step_counters;
+	args->trace = engine->trace;
+	args->host_status = engine->host_status_dev;
+	for (int r = 0; r < engine->config.nranks; r++) {
+		args->flags[r] = engine->peer_flags[r];
+		args->lanes[r] = engine->peer_lanes[r];
+	}
+}
+
+/* 0 when `stream` is not being captured, else the id of its capture. */
+static cudaError_t ndet_engine_capture_id(cudaStream_t stream, unsigned long long *id)
+{
+	enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+	unsigned long long capture = 0;
+#if CUDART_VERSION >= 13000
+	cudaError_t err =
+	    cudaStreamGetCaptureInfo(stream, &status, &capture, NULL, NULL, NULL, NULL);
+#elif CUDART_VERSION >= 12000
+	cudaError_t err = cudaStreamGetCaptureInfo(stream, &status, &capture, NULL, NULL, NULL);
+#else
+	cudaError_t err = cudaStreamGetCaptureInfo(stream, &status, &capture);
+#endif
+	if (err != cudaSuccess)
+		return err;
+	*id = status == cudaStreamCaptureStatusNone ? 0 : (capture != 0 ? capture : ~0ull);
+	return cudaSuccess;
+}
+
+/*
+ * Calls on one engine must run in issue order even when issued on different streams
+ * (their kernels share step counters and lanes): before a launch on another stream
+ * than the previous one of its kind, that stream waits for the event recorded right
+ * after that launch (on its stream, at its launch: that stream may be gone by now,
+ * and only the event is used).  Eager calls wait for eager calls; calls in one
+ * capture wait for earlier calls of the same capture (the wait becomes an edge of
+ * the graph).  Between an eager call and a captured one no edge can exist: the graph
+ * runs whenever it is launched, and the application orders its launch (as it must
+ * with NCCL: torch.cuda.graph synchronises before capturing, and replays on one
+ * stream).
+ */
+static ndet_status_t ndet_engine_order(struct ndet_engine *engine, cudaStream_t stream,
+				       unsigned long long capture)
+{
+	ndet_status_t status = NDET_OK;
+	const struct ndet_engine_last *last = capture == 0 ? &engine->eager : &engine->captured;
+	if (last->valid && last->capture == capture && last->stream != stream)
+		NDET_CUDA_CHECK_GOTO(cudaStreamWaitEvent(stream, last->event, 0), status, out);
+	if (engine->has_last_launch && engine->last_capture != capture &&
+	    __atomic_exchange_n(&engine->order_warned, 1, __ATOMIC_RELAXED) == 0)
+		NDET_INFO(NDET_SUBSYS_COLL,
+			  "rank %d: an all-reduce on stream %p follows one in another CUDA graph "
+			  "capture (or one eager and one captured): their order is the "
+			  "application's (launch the graph after the eager work)",
+			  engine->config.rank, (void *)stream);
+out:
+	return status;
+}
+
+/* Right after a launch on `stream`: what the next launch and teardown wait for. */
+static ndet_status_t ndet_engine_launched(struct ndet_engine *engine, cudaStream_t stream,
+					  unsigned long long capture)
+{
+	ndet_status_t status = NDET_OK;
+	struct ndet_engine_last *last = capture == 0 ? &engine->eager : &engine->captured;
+	NDET_CUDA_CHECK_GOTO(cudaEventRecord(last->event, stream), status, out);
+	last->stream = stream;
+	last->capture = capture;
+	last->valid = true;
+	engine->last_capture = capture;
+	engine->has_last_launch = true;
+out:
+	return status;
+}
+
+ndet_status_t ndet_engine_allreduce(struct ndet_engine *engine, const void *sendbuff,
+				    void *recvbuff, size_t count, ndet_dtype_t dtype,
+				    ndet_op_t op, cudaStream_t stream)
+{
+	const struct ndet_engine_call call = {.sendbuff = sendbuff,
+					      .recvbuff = recvbuff,
+					      .count = count,
+					      .dtype = dtype,
+					      .op = op};
+	return ndet_engine_collective(engine, &call, stream);
+}
+
+/*
+ * One rank: recvbuff = its block of sendbuff (block 0: the whole buffer of an
+ * all-reduce or a reduce, the one block of a reduce-scatter).
+ */
+static ndet_status_t ndet_engine_copy(const struct ndet_engine_call *call, cudaStream_t stream)
+{
+	ndet_status_t status = NDET_OK;
+	if (call->sendbuff != call->recvbuff)
+		NDET_CUDA_CHECK_GOTO(
+			cudaMemcpyAsync(call->recvbuff, call->sendbuff,
+					call->count * ndet_plan_dtype_size(call->dtype),
+					cudaMemcpyDeviceToDevice, stream),
+			status, out);
+out:
+	return status;
+}
+
+ndet_status_t ndet_engine_collective(struct ndet_engine *engine,
+				     const struct ndet_engine_call *call, cudaStream_t stream)
+{
+	ndet_status_t status = ndet_engine_error(engine, NULL);
+	int saved_device = -1;
+	unsigned long long capture = 0;
+	if (status != NDET_OK)
+		return status;
+	struct ndet_plan plan;
+	status = ndet_engine_plan_call(engine, call, &plan);
+	if (status != NDET_OK)
+		return status;
+	if (plan.path == NDET_PATH_NONE)
+		return NDET_OK;
+	/* Per call, like NCCL's own COLL lines: which protocol and grid the plan chose. */
+	NDET_INFO(NDET_SUBSYS_COLL, "rank %d: %s count %zu %s %s%s: %s, %u blocks x %llu steps",
+		  engine->config.rank,
+		  call->coll == NDET_COLL_REDUCE_SCATTER ? "reduce-scatter"
+		  : call->coll == NDET_COLL_REDUCE	 ? "reduce"
+							 : "all-reduce",
+		  call->count, ndet_dtype_name(call->dtype), ndet_op_name(call->op),
+		  call->premul != NDET_PREMUL_NONE ? " (PreMulSum)" : "",
+		  ndet_plan_path_name(plan.path), plan.blocks, (unsigned long long)plan.steps);
+
+	NDET_CUDA_CHECK_GOTO(cudaGetDevice(&saved_device), status, out);
+	if (saved_device != engine->config.cuda_device)
+		NDET_CUDA_CHECK_GOTO(cudaSetDevice(engine->config.cuda_device), status, out);
+	NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(stream, &capture), status, out);
+	status = ndet_engine_order(engine, stream, capture);
+	if (status != NDET_OK)
+		goto out;
+	if (plan.path == NDET_PATH_COPY) {
+		status = ndet_engine_copy(call, stream);
+	} else {
+		struct ndet_kernel_args args;
+		ndet_engine_fill_args(engine, &plan, call, &args);
+		NDET_CUDA_CHECK_GOTO((cudaError_t)ndet_kernel_allreduce(&args, stream), status, out);
+	}
+	status = ndet_engine_launched(engine, stream, capture);
+out:
+	if (saved_device >= 0 && saved_device != engine->config.cuda_device)
+		NDET_CUDA_CHECK_WARN(cudaSetDevice(saved_device));
+	return status;
+}
+
+ndet_status_t ndet_engine_allreduce_all_ranks(struct ndet_engine *const *engines, int nranks,
+					      const void *const *sendbuffs, void *const *recvbuffs,
+					      size_t count, ndet_dtype_t dtype, ndet_op_t op,
+					      ndet_all_ranks_launcher_fn launch,
+					      cudaStream_t stream)
+{
+	struct ndet_engine_call calls[NDET_MAX_RANKS];
+	if (nranks < 1 || nranks > NDET_MAX_RANKS)
+		return NDET_ERR_INVALID_ARGUMENT;
+	for (int r = 0; r < nranks; r++)
+		calls[r] = (struct ndet_engine_call){.sendbuff = sendbuffs[r],
+						     .recvbuff = recvbuffs[r],
+						     .count = count,
+						     .dtype = dtype,
+						     .op = op};
+	return ndet_engine_collective_all_ranks(engines, nranks, calls, launch, stream);
+}
+
+ndet_status_t ndet_engine_collective_all_ranks(struct ndet_engine *const *engines, int nranks,
+					       const struct ndet_engine_call *calls,
+					       ndet_all_ranks_launcher_fn launch,
+					       cudaStream_t stream)
+{
+	ndet_status_t status = NDET_OK;
+	struct ndet_kernel_args *host_args = NULL, *device_args = NULL;
+	const size_t args_bytes = sizeof(*host_args) * (size_t)(nranks > 0 ? nranks : 1);
+	struct ndet_plan plan;
+	if (nranks < 1 || nranks > NDET_MAX_RANKS || launch == NULL)
+		return NDET_ERR_INVALID_ARGUMENT;
+	status = ndet_engine_plan_call(engines[0], &calls[0], &plan);
+	if (status != NDET_OK)
+		return status;
+	if (plan.path != NDET_PATH_ONESHOT && plan.path != NDET_PATH_TWOSHOT &&
+	    plan.path != NDET_PATH_SCATTER && plan.path != NDET_PATH_LL &&
+	    plan.path != NDET_PATH_PUSH)
+		return NDET_ERR_INVALID_ARGUMENT;
+	host_args = calloc((size_t)nranks, sizeof(*host_args));
+	if (host_args == NULL)
+		return NDET_ERR_SYSTEM;
+	for (int r = 0; r < nranks; r++)
+		ndet_engine_fill_args(engines[r], &plan, &calls[r], &host_args[r]);
+	const int op =
+		calls[0].premul != NDET_PREMUL_NONE ? NDET_KERNEL_OP_PREMULSUM : (int)calls[0].op;
+	NDET_CUDA_CHECK_GOTO(ndet_engine_malloc(&device_args, args_bytes), status, out);
+	NDET_CUDA_CHECK_GOTO(cudaMemcpy(device_args, host_args, args_bytes, cudaMemcpyHostToDevice),
+			     status, out);
+	NDET_CUDA_CHECK_GOTO(
+		(cudaError_t)launch(device_args, (int)calls[0].dtype, op, nranks, plan.blocks,
+				    stream),
+		status, out);
+	NDET_CUDA_CHECK_GOTO(cudaStreamSynchronize(stream), status, out);
+out:
+	ndet_engine_free_memory(&device_args, args_bytes, false);
+	free(host_args);
+	return status;
+}

@@ -1,0 +1,212 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Engine setup (see ndet_engine.h): the protocol of ndet_setup.c (four rounds,
+ * every one on every rank whatever happened locally), driven here with CUDA as the
+ * local operations: the pool is allocated and exported in `prepare`, peers are
+ * opened and probed in `map_and_probe_write`, and every exchange goes through the
+ * caller's exchange callback on device buffers.  All of it runs on a private
+ * non-blocking stream in relaxed capture mode, so a setup that happens while the
+ * application captures a CUDA graph neither fails nor joins the graph.
+ */
+#include "config.h"
+
+#include "engine/ndet_engine.h"
+#include "engine/ndet_engine_internal.h"
+
+#include <stdlib.h>
+
+#include "engine/ndet_cuda.h"
+#include "common/ndet_log.h"
+#include "protocol/ndet_pool_layout.h"
+#include "protocol/ndet_setup.h"
+#include "protocol/ndet_teardown.h"
+
+/* ---------------------------------------------------------------- exchange */
+
+/*
+ * Exchange `bytes` of host data for each engine through its device buffer:
+ * all[i][r * bytes ...] = rank r's mine[i].  One call of the exchange callback for
+ * every engine, so that a thread driving several ranks can group them.
+ */
+static ndet_status_t ndet_engine_exchange(struct ndet_engine *const engines[], int count,
+					  const void *const mine[], void *const all[],
+					  size_t bytes)
+{
+	ndet_status_t status = NDET_OK;
+	void **contexts = calloc((size_t)count, sizeof(*contexts));
+	const void **sends = calloc((size_t)count, sizeof(*sends));
+	void **recvs = calloc((size_t)count, sizeof(*recvs));
+	cudaStream_t *streams = calloc((size_t)count, sizeof(*streams));
+	if (count < 1 || contexts == NULL || sends == NULL || recvs == NULL || streams == NULL) {
+		status = count < 1 ? NDET_ERR_INTERNAL : NDET_ERR_SYSTEM;
+		goto out;
+	}
+	for (int i = 0; i < count; i++) {
+		struct ndet_engine *engine = engines[i];
+		if (engine->exchange != engines[0]->exchange ||
+		    bytes * (size_t)(engine->config.nranks + 1) > engine->exchange_bytes) {
+			status = NDET_ERR_INTERNAL;
+			goto out;
+		}
+		/* NCCL may still write into an abandoned exchange's buffer: never reuse it. */
+		if (engine->exchange_abandoned) {
+			status = NDET_ERR_REMOTE;
+			goto out;
+		}
+		char *send = (char *)engine->exchange_buffer;
+		contexts[i] = engine->exchange_context;
+		sends[i] = send;
+		recvs[i] = send + bytes;
+		streams[i] = engine->setup_stream;
+		if (!ndet_engine_use_device(engine)) {
+			status = NDET_ERR_CUDA;
+			goto out;
+		}
+		/* The device buffer serves every round: nothing of the last one may remain. */
+		NDET_CUDA_CHECK_GOTO(cudaMemsetAsync(recvs[i], 0, bytes * (size_t)engine->config.nranks,
+						     engine->setup_stream),
+				     status, out);
+		NDET_CUDA_CHECK_GOTO(cudaMemcpyAsync(send, mine[i], bytes, cudaMemcpyHostToDevice,
+						     engine->setup_stream),
+				     status, out);
+		/* A callback may use a stream of its own: the send buffer must be ready. */
+		NDET_CUDA_CHECK_GOTO(cudaStreamSynchronize(engine->setup_stream), status, out);
+	}
+	status = engines[0]->exchange(contexts, count, sends, recvs, bytes, streams);
+	if (status == NDET_IN_PROGRESS) {
+		/* NCCL may still run the all-gather: its buffers outlive the engine. */
+		for (int i = 0; i < count; i++)
+			engines[i]->exchange_abandoned = true;
+		status = NDET_ERR_REMOTE;
+	}
+	if (status != NDET_OK) {
+		NDET_WARN("exchange of %zu bytes for %d communicator(s) failed: %s", bytes, count,
+			  ndet_status_name(status));
+		goto out;
+	}
+	for (int i = 0; i < count; i++) {
+		struct ndet_engine *engine = engines[i];
+		if (!ndet_engine_use_device(engine)) {
+			status = NDET_ERR_CUDA;
+			goto out;
+		}
+		NDET_CUDA_CHECK_GOTO(cudaMemcpyAsync(all[i], recvs[i],
+						     bytes * (size_t)engine->config.nranks,
+						     cudaMemcpyDeviceToHost, engine->setup_stream),
+				     status, out);
+		NDET_CUDA_CHECK_GOTO(cudaStreamSynchronize(engine->setup_stream), status, out);
+	}
+out:
+	free(streams);
+	free(recvs);
+	free(sends);
+	free(contexts);
+	return status;
+}
+
+void ndet_engine_caller_save(struct ndet_engine_caller *caller)
+{
+	caller->device = -1;
+	if (cudaGetDevice(&caller->device) != cudaSuccess) {
+		(void)cudaGetLastError();
+		caller->device = -1;
+	}
+	caller->mode = cudaStreamCaptureModeRelaxed;
+	caller->mode_saved = cudaThreadExchangeStreamCaptureMode(&caller->mode) == cudaSuccess;
+	if (!caller->mode_saved)
+		(void)cudaGetLastError();
+}
+
+void ndet_engine_caller_restore(struct ndet_engine_caller *caller)
+{
+	int current = -1;
+	if (caller->mode_saved && cudaThreadExchangeStreamCaptureMode(&caller->mode) != cudaSuccess)
+		(void)cudaGetLastError();
+	/* Only when it changed: cudaSetDevice may create a context on that device. */
+	if (cudaGetDevice(&current) != cudaSuccess)
+		(void)cudaGetLastError();
+	if (caller->device >= 0 && current != caller->device)
+		NDET_CUDA_CHECK_WARN(cudaSetDevice(caller->device));
+}
+
+/* ---------------------------------------------------------------- setup */
+
+/* The local operations of ndet_setup.h, with CUDA. */
+static void ndet_engine_setup_prepare(void *member, struct ndet_setup_payload *payload)
+{
+	struct ndet_engine *engine = member;
+	ndet_local_status_t local = NDET_LOCAL_READY;
+	if (engine->config.nranks > NDET_MAX_RANKS)
+		local = NDET_LOCAL_TOO_MANY_RANKS;
+	else if (!ndet_engine_use_device(engine))
+		local = NDET_LOCAL_CUDA_FAILED;
+	else
+		local = ndet_engine_alloc(engine);
+	ndet_engine_fill_payload(engine, local, payload);
+}
+
+static bool ndet_engine_setup_map(void *member, const struct ndet_setup_payload *table, int nranks)
+{
+	struct ndet_engine *engine = member;
+	engine->ranks_share_process = ndet_setup_table_shares_process(table, nranks);
+	engine->config.ranks_per_device = ndet_setup_table_ranks_per_device(table, nranks);
+	engine->config.device_sms = ndet_setup_table_min_sms(table, nranks);
+	engine->lane_bytes = ndet_pool_lane_bytes(&engine->config);
+	/* Before any peer can hold a pointer into our pool: from here on it is shared. */
+	engine->share = ndet_teardown_join(table, nranks, engine->config.rank);
+	engine->epoch = ndet_teardown_epoch(table, nranks);
+	if (!ndet_plan_fits_device(nranks, engine->config.device_sms,
+				   engine->config.ranks_per_device)) {
+		/* Every rank sees the same table: every rank falls back. */
+		NDET_WARN("rank %d: %d ranks share one GPU of %d SMs, fewer than one resident "
+			  "block each: the communicator runs in NCCL",
+			  engine->config.rank, engine->config.ranks_per_device,
+			  engine->config.device_sms);
+		return false;
+	}
+	if (!ndet_engine_use_device(engine))
+		return false;
+	return ndet_engine_map_peers(engine, table) && ndet_engine_probe_write(engine);
+}
+
+static bool ndet_engine_setup_verify(void *member)
+{
+	struct ndet_engine *engine = member;
+	return ndet_engine_use_device(engine) && ndet_engine_probe_verify(engine);
+}
+
+/*
+ * Peers may have mapped our pool before the refusal became known; they close their
+ * mappings before returning, but not necessarily before we get here, so the pool is
+ * freed at once only when no peer ever saw it (else with its share, or never).  No
+ * kernel ever ran: our own mappings of peers' pools can go now.
+ */
+static void ndet_engine_setup_release(void *member, bool peers_may_have_mapped)
+{
+	struct ndet_engine *engine = member;
+	bool usable = ndet_engine_use_device(engine);
+	if (usable) {
+		ndet_engine_detach_peers(engine);
+		ndet_engine_close_peers(engine);
+	}
+	ndet_teardown_release(engine->share, engine, &ndet_engine_teardown_ops, engine->config.rank,
+			      usable, usable && !peers_may_have_mapped);
+}
+
+const struct ndet_setup_member_ops ndet_engine_setup_ops = {
+	.prepare = ndet_engine_setup_prepare,
+	.map_and_probe_write = ndet_engine_setup_map,
+	.probe_verify = ndet_engine_setup_verify,
+	.release = ndet_engine_setup_release,
+};
+
+/* ndet_setup_allgather_fn over the engines' device buffers. */
+ndet_status_t ndet_engine_setup_allgather(void *context, int count, void *const members[],
+					  const void *const sends[], void *const recvs[],
+					  size_t bytes)
+{
+	(void)context;
+	return ndet_engine_exchange((struct ndet_engine *const *)members, count, sends, recvs,
+				    bytes);
+}

@@ -1,0 +1,221 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Errors and teardown (see ndet_engine.h): what the kernels published, the abort
+ * flag, and the teardown of ndet_teardown.h: waiting (bounded) for our kernels,
+ * the barrier that tells whether peers still read our pool, the release, and
+ * what is still held at exit.
+ */
+#include "config.h"
+
+#include "engine/ndet_engine.h"
+#include "engine/ndet_engine_internal.h"
+
+#include <stdlib.h>
+
+#include "engine/ndet_cuda.h"
+#include "kernels/ndet_kernels.h"
+#include "common/ndet_log.h"
+#include "protocol/ndet_pool_layout.h"
+#include "protocol/ndet_setup.h"
+#include "protocol/ndet_teardown.h"
+
+/* ---------------------------------------------------------------- errors, teardown */
+
+ndet_status_t ndet_engine_error(const struct ndet_engine *engine, uint32_t *kernel_error)
+{
+	uint32_t error = __atomic_load_n(&engine->host_status->error, __ATOMIC_ACQUIRE);
+	if (kernel_error != NULL)
+		*kernel_error = error;
+	return error == NDET_KERNEL_OK ? NDET_OK : NDET_ERR_REMOTE;
+}
+
+/*
+ * The publication protocol of struct ndet_host_status (ndet_types.h): the details
+ * are complete once `error` is published by the writer that claimed the record.
+ * `error` without the matching claim comes from a writer that published first and
+ * wrote the details after: they may be half written, so none are reported.
+ */
+bool ndet_engine_error_details(const struct ndet_engine *engine, uint32_t *block, uint32_t *peer,
+			       uint64_t *step, uint64_t *observed, uint32_t *phase)
+{
+	const struct ndet_host_status *h = engine->host_status;
+	uint32_t error = __atomic_load_n(&h->error, __ATOMIC_ACQUIRE);
+	if (error == NDET_KERNEL_OK || __atomic_load_n(&h->claim, __ATOMIC_ACQUIRE) != error)
+		return false;
+	*block = h->block;
+	*peer = h->peer;
+	*step = h->step;
+	*observed = h->observed;
+	*phase = h->phase;
+	return true;
+}
+
+void ndet_engine_abort(struct ndet_engine *engine)
+{
+	__atomic_store_n(&engine->host_status->abort, 1u, __ATOMIC_RELEASE);
+}
+
+bool ndet_engine_ranks_share_process(const struct ndet_engine *engine)
+{
+	return engine->ranks_share_process;
+}
+
+/*
+ * Our last eager launch has finished (or there was none).  A query that fails
+ * means the context is broken (a kernel faulted): nothing can be shown idle.
+ * Captured launches are not tracked: a graph runs whenever the application
+ * launches it.
+ */
+static bool ndet_engine_kernels_idle(void *member)
+{
+	struct ndet_engine *engine = member;
+	if (!engine->eager.valid)
+		return true;
+	cudaError_t err = cudaEventQuery(engine->eager.event);
+	if (err != cudaSuccess && err != cudaErrorNotReady) {
+		(void)cudaGetLastError();
+		engine->query_failed = true;
+	}
+	return err == cudaSuccess;
+}
+
+/*
+ * The kernels were told to leave (they poll both words), or the context broke (a
+ * faulted kernel): either way, waiting longer than the grace period is pointless.
+ */
+static bool ndet_engine_kernels_stopping(void *member)
+{
+	const struct ndet_engine *engine = member;
+	return engine->query_failed || ndet_engine_error(engine, NULL) != NDET_OK ||
+	       __atomic_load_n(&engine->host_status->abort, __ATOMIC_ACQUIRE) != 0;
+}
+
+/*
+ * Steps 1 and 2 of ndet_teardown.h for one engine: wait (bounded) for our kernels,
+ * then, only if they finished, close our mappings of peers' pools.
+ */
+static void ndet_engine_quiesce(struct ndet_engine *engine)
+{
+	const struct ndet_teardown_kernels kernels = {
+		.idle = ndet_engine_kernels_idle,
+		.stopping = ndet_engine_kernels_stopping,
+		.engine = engine,
+		.timeout_ms = engine->config.timeout_ms,
+	};
+	engine->idle = ndet_engine_use_device(engine) && ndet_teardown_wait(&kernels);
+	if (engine->idle) {
+		ndet_engine_detach_peers(engine);
+		ndet_engine_close_peers(engine);
+	} else {
+		NDET_INFO(NDET_SUBSYS_ENGINE,
+			  "rank %d: a kernel of ours has not finished%s: its memory and mappings "
+			  "stay allocated, and it writes no detach word",
+			  engine->config.rank,
+			  ndet_engine_kernels_stopping(engine) ? " after the abort" : "");
+	}
+	/* Without a peer, nobody else reads the pool. */
+	engine->peers_done = engine->config.nranks == 1;
+}
+
+ndet_status_t ndet_engine_quiesce_group(struct ndet_engine *const engines[], int count,
+					bool barrier)
+{
+	ndet_status_t status = NDET_OK;
+	const size_t slots = (size_t)(count > 0 ? count : 1);
+	void **meeting = calloc(slots, sizeof(*meeting));
+	int *nranks = calloc(slots, sizeof(*nranks));
+	int32_t *words = calloc(slots, sizeof(*words));
+	bool *clean = calloc(slots, sizeof(*clean));
+	int meetings = 0;
+	struct ndet_engine_caller caller;
+
+	ndet_engine_caller_save(&caller);
+	for (int i = 0; i < count; i++)
+		ndet_engine_quiesce(engines[i]);
+	if (meeting == NULL || nranks == NULL || words == NULL || clean == NULL) {
+		status = NDET_ERR_SYSTEM;
+		barrier = false;
+	}
+	for (int i = 0; i < count && barrier; i++) {
+		struct ndet_engine *engine = engines[i];
+		if (engine->config.nranks < 2)
+			continue;
+		/* A rank that is not idle still takes part: its peers are in the exchange. */
+		words[meetings] = engine->idle ? 0 : 1;
+		nranks[meetings] = engine->config.nranks;
+		meeting[meetings++] = engine;
+	}
+	if (meetings > 0)
+		status = ndet_setup_agree(meetings, meeting, nranks, words, clean,
+					  ndet_engine_setup_allgather, NULL);
+	for (int k = 0; k < meetings && status == NDET_OK; k++)
+		((struct ndet_engine *)meeting[k])->peers_done = clean[k];
+	ndet_engine_caller_restore(&caller);
+	free(clean);
+	free(words);
+	free(nranks);
+	free(meeting);
+	return status;
+}
+
+void ndet_engine_release(struct ndet_engine *engine)
+{
+	struct ndet_engine_caller caller;
+	if (engine == NULL)
+		return;
+	ndet_engine_caller_save(&caller);
+	ndet_teardown_release(engine->share, engine, &ndet_engine_teardown_ops, engine->config.rank,
+			      engine->idle, engine->peers_done);
+	/* Peers in other processes are probably tearing down now too: give them a moment. */
+	ndet_teardown_pending_retry(true);
+	ndet_engine_caller_restore(&caller);
+}
+
+void ndet_engine_at_exit(void)
+{
+	struct ndet_engine_caller caller;
+	struct ndet_resources held;
+	int device = -1;
+	/* Nothing waits: no CUDA call at all. */
+	ndet_resources_get(&held);
+	if (held.pending_pools == 0) {
+		ndet_teardown_stop();
+		return;
+	}
+	/* After the runtime's own exit handler, not one call more. */
+	if (cudaGetDevice(&device) == cudaErrorCudartUnloading) {
+		(void)cudaGetLastError();
+		ndet_teardown_stop();
+		return;
+	}
+	ndet_engine_caller_save(&caller);
+	ndet_teardown_at_exit();
+	ndet_engine_caller_restore(&caller);
+}
+
+bool ndet_engine_detach_slot_for_testing(const struct ndet_engine *engine, int writer,
+					 uint64_t **slot, uint64_t *epoch)
+{
+	if (engine->pool == NULL || writer < 0 || writer >= NDET_MAX_RANKS)
+		return false;
+	*slot = (uint64_t *)(engine->pool + NDET_POOL_DETACH_OFFSET) + writer;
+	*epoch = engine->epoch;
+	return true;
+}
+
+ndet_status_t ndet_engine_destroy_group(struct ndet_engine *const engines[], int count,
+					bool barrier)
+{
+	ndet_status_t status = ndet_engine_quiesce_group(engines, count, barrier);
+	for (int i = 0; i < count; i++)
+		ndet_engine_release(engines[i]);
+	return status;
+}
+
+ndet_status_t ndet_engine_destroy(struct ndet_engine *engine, bool barrier)
+{
+	if (engine == NULL)
+		return NDET_OK;
+	return ndet_engine_destroy_group(&engine, 1, barrier);
+}

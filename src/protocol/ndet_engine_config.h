@@ -1,0 +1,75 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * What an engine is made from: the agreed settings of one rank's engine, and the
+ * exchange callbacks its setup and teardown meet the other ranks through.  Shared by
+ * the CUDA engine (src/engine), the divert layer's backend interface and the pool
+ * layout, so that none of them needs the engine's own header.
+ */
+#ifndef NDET_ENGINE_CONFIG_H_
+#define NDET_ENGINE_CONFIG_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "common/ndet_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ndet_engine_config {
+	int rank;
+	int nranks;
+	int cuda_device;
+	uint64_t pool_size;     /* staging bytes (NCCL_DET_POOL_SIZE) */
+	int max_blocks;         /* NCCL_DET_MAX_BLOCKS */
+	/*
+	 * Set by the setup from the agreed table (whatever the input; before setup 0
+	 * counts as 1): the most ranks on one GPU, which caps the grid
+	 * (ndet_plan_grid_cap).
+	 */
+	int ranks_per_device;
+	int device_sms; /* likewise: the fewest SMs of any rank's GPU (0: unknown) */
+	uint64_t oneshot_max;   /* NCCL_DET_ONESHOT_MAX */
+	uint64_t ll_max;        /* NCCL_DET_LL_MAX: LL slots in the pool, 0 = none */
+	uint64_t push_min;      /* NCCL_DET_PUSH_MIN: all-reduces from here push, 0 = never */
+	uint64_t timeout_ms;    /* NCCL_DET_TIMEOUT; 0 = never (tests only) */
+	uint64_t max_memory;    /* NCCL_DET_MAX_MEMORY */
+	unsigned debug_delay_ns;
+	uint64_t settings_hash; /* must be equal on every rank */
+	unsigned test_fail;     /* ndet_fault_t bits */
+	int test_fail_rank;     /* -1 = every rank */
+	uint32_t setup_flags;   /* NDET_SETUP_FLAG_* this rank publishes (ndet_setup.h) */
+};
+
+/*
+ * Gather `bytes` from every rank: device_recv[r * bytes ...] = rank r's device_send.
+ * Both buffers are device memory the engine allocated (never pageable host memory:
+ * NCCL would DMA from it).  Must be collective over the same ranks as the engine,
+ * and complete when it returns.
+ */
+typedef ndet_status_t (*ndet_engine_allgather_fn)(void *context, const void *device_send,
+						  void *device_recv, size_t bytes);
+
+/*
+ * The same for several engines at once (one thread may drive several ranks, which
+ * must then exchange in one NCCL group): for each i, device_recvs[i] receives every
+ * rank's device_sends[i] of member i's communicator.  contexts[i] is member i's
+ * exchange_context.  The buffers are device memory (or pinned host memory when the
+ * device is full), never pageable.  The work may be left enqueued on streams[i] (the
+ * engine's private non-blocking stream, on member i's device): the engine
+ * synchronises streams[i] after the call.  Called in relaxed stream-capture mode.
+ */
+typedef ndet_status_t (*ndet_engine_exchange_fn)(void *const contexts[], int count,
+						 const void *const device_sends[],
+						 void *const device_recvs[], size_t bytes,
+						 const cudaStream_t streams[]);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NDET_ENGINE_CONFIG_H_ */

@@ -1,0 +1,204 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The launch plan of one collective (all-reduce, reduce, reduce-scatter): path, grid,
+ * chunking and the call signature.  A pure function of (collective, count, dtype,
+ * op, nranks, agreed settings): nothing local
+ * (pointer alignment, in-place-ness, stream, capture state, SM count) may enter it,
+ * because every rank must compute the same plan or the ranks' blocks would wait for
+ * partners that never come.  Alignment only chooses vector widths inside the kernel.
+ *
+ * Element mapping: step k, block b handles elements
+ *     [ (k*blocks + b) * chunk_elems , + chunk_elems ) clipped to count
+ * and every element is reduced with the same tree whatever the path, so one-shot,
+ * two-shot and any chunking give the same bits.  Reduce-scatter (NDET_PATH_SCATTER)
+ * maps the elements of one rank block (count = recvcount) that way, every block at
+ * once: a lane holds nranks segments of chunk_elems, so chunk_elems is at most a
+ * lane / nranks.  Its bits are the all-reduce's for the same element (same tree):
+ * an all-reduce equals the concatenation of the reduce-scatter blocks.
+ */
+#ifndef NDET_PLAN_H_
+#define NDET_PLAN_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/ndet_abi.h"
+#include "common/ndet_status.h"
+#include "kernels/ndet_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Smallest share of a message one block takes.  Small messages use few blocks (fewer
+ * flags to exchange, the cost that dominates latency); large ones use every block.
+ * One-shot (up to NCCL_DET_ONESHOT_MAX) takes a block per 8 KiB; two-shot and
+ * reduce-scatter a block per 16 KiB, within the tiers below.
+ */
+#define NDET_PLAN_ONESHOT_BYTES_PER_BLOCK (8u * 1024u)
+#define NDET_PLAN_TWOSHOT_BYTES_PER_BLOCK (16u * 1024u)
+
+/*
+ * NCCL_DET_ONESHOT_MAX=auto (the default; oneshot_max == NDET_PLAN_ONESHOT_AUTO): at
+ * 2 ranks one-shot and two-shot read the same bytes and two-shot waits for one more
+ * flag round trip, so one-shot up to NDET_PLAN_ONESHOT_AUTO_2R, where push takes over
+ * (NCCL_DET_PUSH_MIN, 4 MiB; push is planned only above the one-shot size, so at 2
+ * ranks a NCCL_DET_PUSH_MIN below 2 MiB acts as 2 MiB + 1); with more ranks one-shot
+ * reads n / 2 times as much as two-shot, and NDET_PLAN_ONESHOT_AUTO_MANY.  A
+ * reduce-scatter is never one-shot; it takes the one-shot share per block up to
+ * NDET_PLAN_ONESHOT_AUTO_MANY bytes when auto.
+ */
+#define NDET_PLAN_ONESHOT_AUTO UINT64_MAX
+#define NDET_PLAN_ONESHOT_AUTO_2R (2u * 1024u * 1024u)
+#define NDET_PLAN_ONESHOT_AUTO_MANY (64u * 1024u)
+
+/* The one-shot threshold oneshot_max stands for in a `coll` of nranks (auto resolved). */
+uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks, ndet_coll_t coll);
+
+/*
+ * The grid in tiers: blocks at the quotas above, at most NDET_PLAN_SMALL_BLOCKS below
+ * NDET_PLAN_MID_BYTES and NDET_PLAN_MID_BLOCKS from there; a message above the
+ * one-shot size (two-shot or reduce-scatter) then grows one block per
+ * NDET_PLAN_LARGE_BYTES_PER_BLOCK (from 65 MiB on), up to the cap.
+ *
+ * More blocks keep more remote loads in flight (a block's pull bandwidth is about
+ * its bytes in flight over an NVLink round trip) but exchange more flags; the tiers
+ * are the fastest of a sweep at 2 ranks (doc/performance.md).  From
+ * NCCL_DET_PUSH_MIN (4 MiB) on, an all-reduce of 2-8 ranks pushes instead (below);
+ * these tiers then serve reduce, reduce-scatter, PreMulSum, more than 8 ranks and
+ * NCCL_DET_PUSH_MIN=0.
+ */
+#define NDET_PLAN_SMALL_BLOCKS 32u
+#define NDET_PLAN_MID_BYTES (8u * 1024u * 1024u)
+#define NDET_PLAN_MID_BLOCKS 64u
+#define NDET_PLAN_LARGE_BYTES_PER_BLOCK (1024u * 1024u)
+
+/*
+ * Push takes a block per NDET_PLAN_PUSH_BYTES_PER_BLOCK, at least
+ * NDET_PLAN_PUSH_MIN_BLOCKS and at most the cap: the links fill only with many
+ * blocks storing at once (doc/performance.md).
+ */
+#define NDET_PLAN_PUSH_BYTES_PER_BLOCK (512u * 1024u)
+#define NDET_PLAN_PUSH_MIN_BLOCKS 64u
+/*
+ * ... and at least as many blocks as cover the message in this many steps of full
+ * chunks.  With the default lanes (1 MiB: 256 KiB chunks at 2 ranks) the rules above
+ * give more; with smaller lanes this one keeps the steps large, since a block's
+ * step costs a flag round trip whatever its size.
+ */
+#define NDET_PLAN_PUSH_STEPS 8u
+/*
+ * Chunks are evened out over the steps in whole multiples of this many bytes (per
+ * segment for push and two-shot; a multiple of NDET_SEGMENT_BYTES, static assertion in
+ * ndet_plan.c, so that an evened chunk splits at its granules).
+ * Evened steps keep the blocks busy to the end (full chunks leave some blocks a
+ * last step while the others idle); granules smaller than 512 bytes make copies
+ * that start off the 32-byte sectors, which costs more than it saves
+ * (doc/performance.md).
+ */
+#ifndef NDET_PLAN_EVEN_BYTES
+#define NDET_PLAN_EVEN_BYTES NDET_SEGMENT_BYTES
+#endif
+
+/*
+ * Push up to this many ranks: only the kernels of the 2/4/8-rank buckets carry it
+ * (build time); beyond 8 ranks nothing has measured it.
+ */
+#define NDET_PLAN_PUSH_MAX_RANKS 8
+
+/*
+ * Blocks of all ranks on one GPU that must be resident at once: a block spins until
+ * its peers' same-index blocks run, so ranks sharing a GPU (tests, MPS) split this
+ * between them.  Two blocks per SM for the kernels of up to 8 ranks (their launch
+ * bounds), one for more ranks (their register use), on the fewest SMs any rank's GPU
+ * has (the setup table's sm_count: a MIG slice counts its own), and never more than
+ * a 96-SM GPU holds: 192 (96 above 8 ranks).
+ */
+#define NDET_PLAN_GRID_CAPACITY 192u
+#define NDET_PLAN_GRID_CAPACITY_WIDE 96u /* nranks > 8 */
+
+struct ndet_plan_params {
+	uint64_t count; /* reduce-scatter: recvcount */
+	ndet_dtype_t dtype;
+	ndet_op_t op;
+	int nranks;
+	ndet_coll_t coll;     /* 0: all-reduce */
+	int root;             /* NDET_COLL_REDUCE only */
+	bool premul;          /* PreMulSum (op NDET_OP_SUM): never a plain copy, even on 1 rank */
+	uint64_t oneshot_max; /* bytes or NDET_PLAN_ONESHOT_AUTO; agreed NCCL_DET_ONESHOT_MAX */
+	uint64_t ll_max;      /* bytes; agreed setting NCCL_DET_LL_MAX (0: no LL) */
+	uint64_t push_min;    /* bytes; agreed setting NCCL_DET_PUSH_MIN (0: no push) */
+	int max_blocks;       /* agreed setting NCCL_DET_MAX_BLOCKS */
+	int ranks_per_device; /* agreed (setup table): most ranks on one GPU; 0 = 1 */
+	int device_sms;       /* agreed (setup table): fewest SMs of a rank's GPU; 0 = 96 */
+	uint64_t lane_bytes;  /* agreed: pool data bytes / grid cap, multiple of 256 */
+};
+
+struct ndet_plan {
+	ndet_path_t path;
+	uint32_t blocks;
+	uint64_t chunk_elems;
+	uint64_t steps;
+	uint32_t signature; /* NDET_FLAG_SIGNATURE_BITS bits, never 0 */
+};
+
+/* Short name of a path, as logs and nccl-det-perf print it ("2shot", "push", ...). */
+const char *ndet_plan_path_name(ndet_path_t path);
+
+/*
+ * Push (NDET_PATH_PUSH): an all-reduce on 2 to NDET_PLAN_PUSH_MAX_RANKS ranks, not
+ * PreMulSum, of at least push_min bytes (push_min 0: never) and above oneshot_max,
+ * with lane_bytes a multiple of 32 (each parity half 16-byte aligned; the engine's
+ * are multiples of 256); a block per NDET_PLAN_PUSH_BYTES_PER_BLOCK, or enough for
+ * NDET_PLAN_PUSH_STEPS steps of full chunks if that is more, at least
+ * NDET_PLAN_PUSH_MIN_BLOCKS, at most the cap, no tiers; its chunk is nranks segments
+ * (ndet_segment_elems, ndet_kernels.h), each at most a slot (lane_bytes / (4 x nranks),
+ * floored to whole NDET_SEGMENT_BYTES where it holds one, else to whole 16-byte packs).
+ *
+ * Every path but LL: the steps are those full chunks (a lane, or a slot per segment)
+ * need, and the chunk is then the smallest multiple of NDET_PLAN_EVEN_BYTES (per
+ * segment for push and two-shot) that covers the message in as many steps, if that
+ * is smaller.
+ *
+ * LL (NDET_PATH_LL): an all-reduce or reduce of at most ll_max bytes on two or more
+ * ranks, not PreMulSum, takes one step of NDET_LL_BLOCK_BYTES per block when that
+ * grid fits the cap (ndet_plan_grid_cap); ll_max above NDET_LL_MAX_BYTES counts as
+ * that (the pool has no more slots).
+ *
+ * Plan one call.  NDET_ERR_INVALID_ARGUMENT for an invalid dtype/op/collective,
+ * PreMulSum with an op other than sum, a root outside [0, nranks), nranks outside
+ * [1, NDET_MAX_RANKS], max_blocks outside [1, NDET_KERNEL_MAX_BLOCKS] or a lane too
+ * small for one 16-byte pack (per rank, for reduce-scatter).
+ */
+ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_plan *plan);
+
+/*
+ * The largest grid a call may get: NCCL_DET_MAX_BLOCKS, and no more than
+ * min(NDET_PLAN_GRID_CAPACITY, 2 x device_sms) (above 8 ranks
+ * min(NDET_PLAN_GRID_CAPACITY_WIDE, device_sms)) / ranks_per_device (at least 1).
+ */
+uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params);
+
+/*
+ * Can ranks_per_device ranks of an nranks communicator share a GPU of device_sms SMs
+ * (0: unknown) with at least one resident block each?  If not, the setup falls back
+ * (every rank computes the same answer from the agreed table).
+ */
+bool ndet_plan_fits_device(int nranks, int device_sms, int ranks_per_device);
+
+/*
+ * LL blocks a pool needs slots for with NCCL_DET_LL_MAX = ll_max (above
+ * NDET_LL_MAX_BYTES it counts as that); every LL plan fits them.
+ */
+uint64_t ndet_plan_ll_blocks(uint64_t ll_max);
+
+/* Bytes per element of a dtype the engine supports, else 0. */
+unsigned ndet_plan_dtype_size(ndet_dtype_t dtype);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NDET_PLAN_H_ */

@@ -1,0 +1,419 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The setup protocol (see ndet_setup.h).  Pure: every decision comes from bytes all
+ * ranks of a communicator hold alike, so they leave the protocol at the same round
+ * with the same verdict.
+ */
+#include "config.h"
+
+#include "protocol/ndet_setup.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "nccl_det.h"
+#include "common/ndet_log.h"
+
+/* Round numbers, for "peers may have mapped" and logs. */
+enum ndet_setup_round {
+	NDET_SETUP_ROUND_HEADERS = 1,
+	NDET_SETUP_ROUND_PAYLOADS,
+	NDET_SETUP_ROUND_MAPPED,
+	NDET_SETUP_ROUND_VERIFIED,
+};
+
+/* Largest communicator a record may describe (ndet_setup_record.c agrees). */
+#define NDET_SETUP_NRANKS_LIMIT 4096
+
+/*
+ * The record of rounds 3 and 4 and of the destroy barrier: a status word tagged
+ * with the round it belongs to.  A slot that holds anything else (never written by
+ * the all-gather, or left over from another round) is refused: a bare status word
+ * would read 0, "fine", from a zeroed or stale slot.  Peers of other releases never
+ * get here (round 2 refuses another library version), so this layout may change.
+ */
+struct ndet_setup_word {
+	uint32_t tag; /* NDET_SETUP_WORD_TAG(round) */
+	int32_t value;
+};
+
+#define NDET_SETUP_WORD_TAG(round) (0x4e440000u | (uint32_t)(round)) /* "ND" and the round */
+
+/* Round number of the destroy barrier (ndet_setup_agree). */
+#define NDET_SETUP_ROUND_BARRIER 5
+
+static void ndet_setup_read_boot_id(char *buffer, size_t size)
+{
+	buffer[0] = '\0';
+	FILE *file = fopen("/proc/sys/kernel/random/boot_id", "r");
+	if (file == NULL)
+		return;
+	if (fgets(buffer, (int)size, file) == NULL)
+		buffer[0] = '\0';
+	fclose(file);
+	buffer[strcspn(buffer, "\n")] = '\0';
+}
+
+static uint64_t ndet_setup_namespace(const char *path)
+{
+	struct stat info;
+	if (stat(path, &info) != 0)
+		return 0; /* unknown: the evaluation does not refuse on it */
+	return (uint64_t)info.st_ino;
+}
+
+void ndet_setup_payload_identity(struct ndet_setup_payload *payload)
+{
+	memset(payload, 0, sizeof(*payload));
+	if (gethostname(payload->hostname, sizeof(payload->hostname) - 1) != 0)
+		snprintf(payload->hostname, sizeof(payload->hostname), "unknown");
+	ndet_setup_read_boot_id(payload->boot_id, sizeof(payload->boot_id));
+	payload->pid = (uint64_t)getpid();
+	payload->pid_namespace = ndet_setup_namespace("/proc/self/ns/pid");
+	payload->ipc_namespace = ndet_setup_namespace("/proc/self/ns/ipc");
+	payload->library_version = NCCL_DET_VERSION_CODE;
+}
+
+/* Per-member bookkeeping of one run. */
+struct ndet_setup_state {
+	bool active; /* still in the protocol */
+	unsigned char *send;
+	unsigned char *recv; /* nranks * the largest record */
+	struct ndet_setup_payload *table;
+};
+
+/* Buffers big enough for every round. */
+#define NDET_SETUP_RECORD_MAX sizeof(struct ndet_setup_payload)
+
+static void ndet_setup_set_verdict(struct ndet_setup_member *member, ndet_verdict_reason_t reason,
+				   int rank, uint32_t detail)
+{
+	member->verdict.reason = reason;
+	member->verdict.offending_rank = rank;
+	member->verdict.detail = detail;
+}
+
+/* The member leaves the protocol without an engine. */
+static void ndet_setup_leave(struct ndet_setup_member *member, struct ndet_setup_state *state,
+			     const struct ndet_setup_member_ops *ops, ndet_status_t status,
+			     int round)
+{
+	member->status = status;
+	state->active = false;
+	/* Mappings are made just before round 3 is exchanged. */
+	ops->release(member->context, round >= NDET_SETUP_ROUND_MAPPED);
+}
+
+/*
+ * One round for every active member: `fill` wrote state->send; afterwards
+ * state->recv holds nranks records of `bytes`.  A failed exchange removes every
+ * member of the call (the all-gather reports one status for all of them).
+ */
+static void ndet_setup_exchange(struct ndet_setup_member *members, struct ndet_setup_state *states,
+				int count, const struct ndet_setup_member_ops *ops,
+				ndet_setup_allgather_fn allgather, void *context, size_t bytes,
+				int round)
+{
+	void **contexts = calloc((size_t)count, sizeof(*contexts));
+	const void **sends = calloc((size_t)count, sizeof(*sends));
+	void **recvs = calloc((size_t)count, sizeof(*recvs));
+	int *index = calloc((size_t)count, sizeof(*index));
+	int active = 0;
+	ndet_status_t status = NDET_ERR_SYSTEM;
+
+	if (contexts == NULL || sends == NULL || recvs == NULL || index == NULL) {
+		NDET_WARN("setup round %d: out of memory", round);
+		goto out;
+	}
+	for (int i = 0; i < count; i++) {
+		if (!states[i].active)
+			continue;
+		/* Nothing of an earlier round may pass for this one's. */
+		memset(states[i].recv, 0, (size_t)members[i].nranks * NDET_SETUP_RECORD_MAX);
+		contexts[active] = members[i].context;
+		sends[active] = states[i].send;
+		recvs[active] = states[i].recv;
+		index[active] = i;
+		active++;
+	}
+	if (active == 0) {
+		status = NDET_OK;
+		goto out;
+	}
+	status = allgather(context, active, contexts, sends, recvs, bytes);
+	if (status != NDET_OK)
+		NDET_WARN("setup round %d: the exchange of %zu bytes for %d communicator(s) "
+			  "failed: %s; these communicators fall back to NCCL",
+			  round, bytes, active, ndet_status_name(status));
+out:
+	for (int i = 0; i < count; i++) {
+		if (!states[i].active || status == NDET_OK)
+			continue;
+		ndet_setup_leave(&members[i], &states[i], ops, status, round);
+	}
+	free(index);
+	free(recvs);
+	free(sends);
+	free(contexts);
+}
+
+static void ndet_setup_check_headers(struct ndet_setup_member *member,
+				     struct ndet_setup_state *state,
+				     const struct ndet_setup_member_ops *ops)
+{
+	for (int r = 0; r < member->nranks; r++) {
+		struct ndet_setup_header header;
+		memcpy(&header, state->recv + (size_t)r * sizeof(header), sizeof(header));
+		if (ndet_setup_header_check(&header) == NDET_OK)
+			continue;
+		/*
+		 * Every rank holds the same headers, so every rank stops here.  A slot
+		 * without any record was never sent: that rank is not in the protocol.
+		 */
+		if (!ndet_setup_header_is_record(&header))
+			ndet_setup_set_verdict(member, NDET_VERDICT_NOT_IN_SETUP, r, 0);
+		else
+			ndet_setup_set_verdict(member, NDET_VERDICT_BAD_RECORD, r,
+					       header.format_version);
+		ndet_setup_leave(member, state, ops, NDET_ERR_UNSUPPORTED,
+				 NDET_SETUP_ROUND_HEADERS);
+		return;
+	}
+}
+
+static void ndet_setup_check_payloads(struct ndet_setup_member *member,
+				      struct ndet_setup_state *state,
+				      const struct ndet_setup_member_ops *ops)
+{
+	const size_t bytes = sizeof(struct ndet_setup_payload);
+	uint32_t flags = ~0u;
+	for (int r = 0; r < member->nranks; r++) {
+		if (ndet_setup_payload_parse(state->recv + (size_t)r * bytes, bytes,
+					     &state->table[r]) != NDET_OK) {
+			ndet_setup_set_verdict(member, NDET_VERDICT_BAD_RECORD, r, 0);
+			ndet_setup_leave(member, state, ops, NDET_ERR_UNSUPPORTED,
+					 NDET_SETUP_ROUND_PAYLOADS);
+			return;
+		}
+		flags &= state->table[r].flags;
+	}
+	member->agreed_flags = flags;
+	ndet_setup_evaluate(state->table, member->nranks, &member->verdict);
+	if (member->verdict.reason != NDET_VERDICT_OK)
+		ndet_setup_leave(member, state, ops, NDET_ERR_UNSUPPORTED,
+				 NDET_SETUP_ROUND_PAYLOADS);
+}
+
+static void ndet_setup_word_init(struct ndet_setup_word *word, int round, int32_t value)
+{
+	memset(word, 0, sizeof(*word));
+	word->tag = NDET_SETUP_WORD_TAG(round);
+	word->value = value;
+}
+
+/*
+ * Rank r's word of `round` from the gathered records: false when the slot holds no
+ * word of this round (the caller treats that rank as failed).
+ */
+static bool ndet_setup_word_read(const unsigned char *gathered, int r, int round, int32_t *value)
+{
+	struct ndet_setup_word word;
+	memcpy(&word, gathered + (size_t)r * sizeof(word), sizeof(word));
+	*value = word.value;
+	return word.tag == NDET_SETUP_WORD_TAG(round);
+}
+
+/* Rounds 3 and 4: the lowest rank that reported a failure fails everyone. */
+static void ndet_setup_check_agreement(struct ndet_setup_member *member,
+				       struct ndet_setup_state *state,
+				       const struct ndet_setup_member_ops *ops, int round)
+{
+	for (int r = 0; r < member->nranks; r++) {
+		int32_t value;
+		if (!ndet_setup_word_read(state->recv, r, round, &value)) {
+			ndet_setup_set_verdict(member, NDET_VERDICT_BAD_RECORD, r, 0);
+			ndet_setup_leave(member, state, ops, NDET_ERR_UNSUPPORTED, round);
+			return;
+		}
+		if (value == 0)
+			continue;
+		ndet_setup_set_verdict(member, NDET_VERDICT_LOCAL_FAILURE, r, (uint32_t)value);
+		ndet_setup_leave(member, state, ops, NDET_ERR_UNSUPPORTED, round);
+		return;
+	}
+}
+
+static bool ndet_setup_member_valid(const struct ndet_setup_member *member)
+{
+	return member->nranks >= 1 && member->nranks <= NDET_SETUP_NRANKS_LIMIT &&
+	       member->rank >= 0 && member->rank < member->nranks;
+}
+
+void ndet_setup_run(struct ndet_setup_member *members, int count,
+		    const struct ndet_setup_member_ops *ops, ndet_setup_allgather_fn allgather,
+		    void *allgather_context)
+{
+	struct ndet_setup_state *states = calloc((size_t)(count > 0 ? count : 1), sizeof(*states));
+
+	for (int i = 0; i < count; i++) {
+		struct ndet_setup_member *member = &members[i];
+		member->status =
+			ndet_setup_member_valid(member) ? NDET_OK : NDET_ERR_INVALID_ARGUMENT;
+		member->agreed_flags = 0;
+		ndet_setup_set_verdict(member, NDET_VERDICT_OK, -1, 0);
+	}
+	for (int i = 0; i < count; i++) {
+		struct ndet_setup_member *member = &members[i];
+		if (member->status != NDET_OK)
+			continue;
+		if (states == NULL)
+			goto out_of_memory;
+		struct ndet_setup_state *state = &states[i];
+		state->send = calloc(1, NDET_SETUP_RECORD_MAX);
+		state->recv = calloc((size_t)member->nranks, NDET_SETUP_RECORD_MAX);
+		state->table = calloc((size_t)member->nranks, sizeof(*state->table));
+		state->active = true;
+		if (state->send == NULL || state->recv == NULL || state->table == NULL)
+			goto out_of_memory;
+	}
+
+	/* Round 1: headers, whose size never changes across releases. */
+	for (int i = 0; i < count; i++) {
+		if (!states[i].active)
+			continue;
+		struct ndet_setup_header header;
+		ndet_setup_header_init(&header, (uint32_t)sizeof(struct ndet_setup_payload));
+		memcpy(states[i].send, &header, sizeof(header));
+	}
+	ndet_setup_exchange(members, states, count, ops, allgather, allgather_context,
+			    sizeof(struct ndet_setup_header), NDET_SETUP_ROUND_HEADERS);
+	for (int i = 0; i < count; i++)
+		if (states[i].active)
+			ndet_setup_check_headers(&members[i], &states[i], ops);
+
+	/* Round 2: payloads (prepared now: nothing is allocated for a peer we cannot read). */
+	for (int i = 0; i < count; i++) {
+		if (!states[i].active)
+			continue;
+		struct ndet_setup_payload payload;
+		ops->prepare(members[i].context, &payload);
+		memcpy(states[i].send, &payload, sizeof(payload));
+	}
+	ndet_setup_exchange(members, states, count, ops, allgather, allgather_context,
+			    sizeof(struct ndet_setup_payload), NDET_SETUP_ROUND_PAYLOADS);
+	for (int i = 0; i < count; i++)
+		if (states[i].active)
+			ndet_setup_check_payloads(&members[i], &states[i], ops);
+
+	/* Round 3: mapped and probe written. */
+	for (int i = 0; i < count; i++) {
+		if (!states[i].active)
+			continue;
+		bool ok = ops->map_and_probe_write(members[i].context, states[i].table,
+						   members[i].nranks);
+		struct ndet_setup_word word;
+		ndet_setup_word_init(&word, NDET_SETUP_ROUND_MAPPED,
+				     ok ? 0 : (int32_t)NDET_LOCAL_MAP_FAILED);
+		memcpy(states[i].send, &word, sizeof(word));
+	}
+	ndet_setup_exchange(members, states, count, ops, allgather, allgather_context,
+			    sizeof(struct ndet_setup_word), NDET_SETUP_ROUND_MAPPED);
+	for (int i = 0; i < count; i++)
+		if (states[i].active)
+			ndet_setup_check_agreement(&members[i], &states[i], ops,
+						   NDET_SETUP_ROUND_MAPPED);
+
+	/* Round 4: every probe arrived. */
+	for (int i = 0; i < count; i++) {
+		if (!states[i].active)
+			continue;
+		struct ndet_setup_word word;
+		ndet_setup_word_init(&word, NDET_SETUP_ROUND_VERIFIED,
+				     ops->probe_verify(members[i].context)
+					     ? 0
+					     : (int32_t)NDET_LOCAL_PROBE_FAILED);
+		memcpy(states[i].send, &word, sizeof(word));
+	}
+	ndet_setup_exchange(members, states, count, ops, allgather, allgather_context,
+			    sizeof(struct ndet_setup_word), NDET_SETUP_ROUND_VERIFIED);
+	for (int i = 0; i < count; i++)
+		if (states[i].active)
+			ndet_setup_check_agreement(&members[i], &states[i], ops,
+						   NDET_SETUP_ROUND_VERIFIED);
+	goto out;
+
+out_of_memory:
+	/*
+	 * Before any exchange: no member has sent anything, and the caller's peers are
+	 * in the same state only if their allocation failed too.  Nothing better exists
+	 * than failing every member here (a few hundred bytes per rank).
+	 */
+	NDET_WARN("setup of %d communicator(s): out of memory before the first exchange", count);
+	for (int i = 0; i < count; i++) {
+		if (members[i].status != NDET_OK)
+			continue;
+		members[i].status = NDET_ERR_SYSTEM;
+		ops->release(members[i].context, false);
+		if (states != NULL)
+			states[i].active = false;
+	}
+out:
+	if (states != NULL) {
+		for (int i = 0; i < count; i++) {
+			free(states[i].send);
+			free(states[i].recv);
+			free(states[i].table);
+		}
+	}
+	free(states);
+}
+
+ndet_status_t ndet_setup_agree(int count, void *const members[], const int nranks[],
+			       const int32_t words[], bool clean[],
+			       ndet_setup_allgather_fn allgather, void *allgather_context)
+{
+	ndet_status_t status = NDET_OK;
+	const size_t slots = (size_t)(count > 0 ? count : 1);
+	struct ndet_setup_word *mine = calloc(slots, sizeof(*mine));
+	const void **sends = calloc(slots, sizeof(*sends));
+	unsigned char **gathered = calloc(slots, sizeof(*gathered));
+	if (count < 1)
+		goto out;
+	if (mine == NULL || sends == NULL || gathered == NULL) {
+		status = NDET_ERR_SYSTEM;
+		goto out;
+	}
+	for (int i = 0; i < count; i++) {
+		ndet_setup_word_init(&mine[i], NDET_SETUP_ROUND_BARRIER, words[i]);
+		sends[i] = &mine[i];
+		/* Zeroed: a slot the all-gather never wrote is no word, hence not clean. */
+		gathered[i] = calloc((size_t)nranks[i], sizeof(struct ndet_setup_word));
+		if (gathered[i] == NULL) {
+			status = NDET_ERR_SYSTEM;
+			goto out;
+		}
+	}
+	status = allgather(allgather_context, count, members, sends, (void *const *)gathered,
+			   sizeof(struct ndet_setup_word));
+	for (int i = 0; i < count && status == NDET_OK; i++) {
+		clean[i] = true;
+		for (int r = 0; r < nranks[i]; r++) {
+			int32_t value;
+			clean[i] = clean[i] &&
+				   ndet_setup_word_read(gathered[i], r, NDET_SETUP_ROUND_BARRIER,
+							&value) &&
+				   value == 0;
+		}
+	}
+out:
+	for (int i = 0; gathered != NULL && i < count; i++)
+		free(gathered[i]);
+	free(gathered);
+	free(sends);
+	free(mine);
+	return status;
+}

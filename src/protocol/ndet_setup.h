@@ -1,0 +1,137 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The per-communicator setup protocol (doc/design.md, "Setup"), with no CUDA and no NCCL:
+ * the caller supplies what one member (one rank of one communicator) does locally,
+ * and one all-gather that exchanges bytes for several members at once.
+ *
+ * Rounds, each an all-gather over every member still in the protocol:
+ *   1. fixed-size headers (magic, format version, payload length);
+ *   2. payloads, judged by ndet_setup_evaluate() into one verdict;
+ *   3. "I mapped every peer and wrote my probe word into its pool";
+ *   4. "I found every peer's probe word in my pool".
+ * Every receive buffer is zeroed before its round, and the status words of rounds
+ * 3 and 4 carry their round number: a slot the all-gather left unwritten, or one
+ * holding another round's record, is refused (NDET_VERDICT_BAD_RECORD naming that
+ * rank), never read as "fine".
+ * A local failure never skips a round: it travels as a status (the payload's
+ * local_status, the agreement words of rounds 3 and 4), so no peer is left waiting
+ * in an exchange.  A member leaves the protocol only on a verdict its peers reach
+ * from the same bytes (bad header, refused table, a failed agreement), so every rank
+ * of a communicator leaves at the same round.
+ *
+ * Lockstep: ndet_setup_run() drives several members at once, one round at a time,
+ * and hands every member's round to ONE all-gather call.  A thread that drives
+ * several ranks (nccl-tests -g, ncclCommInitAll, several inits in one group) thus
+ * never blocks in an exchange waiting for a rank it must drive itself.
+ */
+#ifndef NDET_SETUP_H_
+#define NDET_SETUP_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "protocol/ndet_setup_record.h"
+#include "common/ndet_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What one member does locally; `member` is ndet_setup_member.context. */
+struct ndet_setup_member_ops {
+	/*
+	 * Allocate and export what the member publishes, and fill every field of
+	 * `payload`.  A local failure goes into payload->local_status; prepare never
+	 * fails otherwise.
+	 */
+	void (*prepare)(void *member, struct ndet_setup_payload *payload);
+	/*
+	 * Map every peer of the agreed `table` and write this member's probe word into
+	 * each peer's pool.  false when any of it failed (the cause logged here).
+	 */
+	bool (*map_and_probe_write)(void *member, const struct ndet_setup_payload *table,
+				    int nranks);
+	/* true when every peer's probe word arrived in this member's pool. */
+	bool (*probe_verify)(void *member);
+	/*
+	 * The member leaves without an engine: undo what prepare and map did.  With
+	 * `peers_may_have_mapped`, peers may already hold mappings of this member's pool
+	 * (round 3 was reached), so it must not be freed now (ndet_teardown.h: with the
+	 * other ranks of its process, or at exit).  May come without a prepare (out of
+	 * memory before the first exchange).
+	 */
+	void (*release)(void *member, bool peers_may_have_mapped);
+};
+
+/*
+ * Exchange `bytes` for each of `count` members at once: recvs[i] receives, in rank
+ * order, what every rank of member i's communicator sent (nranks * bytes), sends[i]
+ * is this member's contribution.  Buffers are host memory.  `members[i]` is the
+ * context of the member that sends[i] belongs to.  Collective over the members'
+ * communicators; the members of one call may belong to different communicators.
+ */
+typedef ndet_status_t (*ndet_setup_allgather_fn)(void *context, int count, void *const members[],
+						 const void *const sends[], void *const recvs[],
+						 size_t bytes);
+
+/* Flags a rank publishes (ndet_setup_payload.flags). */
+#define NDET_SETUP_FLAG_STRICT 0x1u /* NCCL_DET_STRICT=1 on that rank */
+/*
+ * fp8: the rank's GPU is sm_90 or newer (NCCL reduces fp8 nowhere else: below, it
+ * returns ncclInvalidArgument), and this build's fp8 kernels load on it
+ * (ndet_kernel_fp8_check).  Set by the engine (ndet_engine_pool.c), not by settings.
+ */
+#define NDET_SETUP_FLAG_SM90 0x2u
+#define NDET_SETUP_FLAG_FP8  0x4u
+
+struct ndet_setup_member {
+	/* in */
+	void *context; /* handed to the ops and to the all-gather */
+	int rank;
+	int nranks; /* 1 ... 4096 */
+	/* out */
+	ndet_status_t status; /* NDET_OK: engine ready; NDET_ERR_UNSUPPORTED: the ranks
+			       * agreed to fall back (verdict says why); else the exchange
+			       * itself failed */
+	struct ndet_setup_verdict verdict;
+	/*
+	 * AND of every rank's payload flags (NDET_SETUP_FLAG_*), 0 when payloads were
+	 * not exchanged: a fact every rank derives from the same table.
+	 */
+	uint32_t agreed_flags;
+};
+
+/*
+ * Zero `payload` and fill what identifies this process and library: hostname, boot
+ * id, pid, PID and IPC namespaces, library version.  The rest is the backend's.
+ */
+void ndet_setup_payload_identity(struct ndet_setup_payload *payload);
+
+/*
+ * Run the protocol for `count` members in lockstep.  Every member ends with a
+ * status and a verdict; ops->release() has been called for every member whose status
+ * is not NDET_OK.  Members with an invalid rank/nranks get NDET_ERR_INVALID_ARGUMENT
+ * and take no part (a caller bug, not a rank-dependent fact).
+ */
+void ndet_setup_run(struct ndet_setup_member *members, int count,
+		    const struct ndet_setup_member_ops *ops, ndet_setup_allgather_fn allgather,
+		    void *allgather_context);
+
+/*
+ * One agreement round outside the setup (the barrier before pools are freed):
+ * member i (members[i], nranks[i] ranks) contributes words[i]; clean[i] becomes
+ * true when every rank of its communicator contributed 0 (a slot without a word of
+ * this round, never written or stale, is not clean).  One all-gather call for all
+ * members.  Returns that call's status; clean[] is set only on NDET_OK.
+ */
+ndet_status_t ndet_setup_agree(int count, void *const members[], const int nranks[],
+			       const int32_t words[], bool clean[],
+			       ndet_setup_allgather_fn allgather, void *allgather_context);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NDET_SETUP_H_ */

@@ -1,0 +1,413 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Setup record: wire format checks and the table verdict.  Pure functions of their
+ * arguments (no logging, no CUDA, no clock), so every rank that holds the same bytes
+ * reaches the same verdict: a split verdict would leave some ranks diverting and the
+ * others calling NCCL, which hangs.
+ */
+#include "config.h"
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "protocol/ndet_setup_record.h"
+#include "kernels/ndet_types.h"
+
+#define NDET_STRINGIFY_VALUE(x) #x
+#define NDET_STRINGIFY(x)       NDET_STRINGIFY_VALUE(x)
+
+/*
+ * The wire format.  Peers of one release exchange these bytes; a field moved by an
+ * innocent edit would make ranks misread each other, so the layout is pinned here and
+ * any change needs a new NDET_SETUP_FORMAT_VERSION.
+ */
+static_assert(sizeof(struct ndet_setup_header) == 16, "round one header is 16 bytes forever");
+static_assert(offsetof(struct ndet_setup_header, magic) == 0, "header layout");
+static_assert(offsetof(struct ndet_setup_header, format_version) == 4, "header layout");
+static_assert(offsetof(struct ndet_setup_header, payload_length) == 8, "header layout");
+static_assert(offsetof(struct ndet_setup_header, checksum) == 12, "header layout");
+
+static_assert(sizeof(struct ndet_setup_payload) == 280, "payload v2 size");
+static_assert(offsetof(struct ndet_setup_payload, hostname) == 0, "payload v1 layout");
+static_assert(offsetof(struct ndet_setup_payload, boot_id) == 64, "payload v1 layout");
+static_assert(offsetof(struct ndet_setup_payload, pid) == 104, "payload v1 layout");
+static_assert(offsetof(struct ndet_setup_payload, pid_namespace) == 112, "payload v1 layout");
+static_assert(offsetof(struct ndet_setup_payload, ipc_namespace) == 120, "payload v1 layout");
+static_assert(offsetof(struct ndet_setup_payload, device_uuid) == 128, "payload v1 layout");
+static_assert(offsetof(struct ndet_setup_payload, cuda_device) == 144, "payload v1 layout");
+static_assert(offsetof(struct ndet_setup_payload, rank) == 148, "payload v1 layout");
+static_assert(offsetof(struct ndet_setup_payload, nranks) == 152, "payload v1 layout");
+static_assert(offsetof(struct ndet_setup_payload, local_status) == 156, "payload v1 layout");
+static_assert(offsetof(struct ndet_setup_payload, library_version) == 160, "payload v1 layout");
+static_assert(offsetof(struct ndet_setup_payload, flags) == 164, "payload v1 layout");
+static_assert(offsetof(struct ndet_setup_payload, settings_hash) == 168, "payload v1 layout");
+static_assert(offsetof(struct ndet_setup_payload, pool_bytes) == 176, "payload v1 layout");
+static_assert(offsetof(struct ndet_setup_payload, pool_address) == 184, "payload v1 layout");
+static_assert(offsetof(struct ndet_setup_payload, flags_offset) == 192, "payload v1 layout");
+static_assert(offsetof(struct ndet_setup_payload, data_offset) == 200, "payload v1 layout");
+static_assert(offsetof(struct ndet_setup_payload, ipc_handle) == 208, "payload v1 layout");
+static_assert(offsetof(struct ndet_setup_payload, sm_count) == 272, "payload v2 layout");
+static_assert(offsetof(struct ndet_setup_payload, reserved) == 276, "payload v2 layout");
+
+/* Largest communicator a record may describe; anything above is a corrupt record. */
+#define NDET_SETUP_NRANKS_LIMIT 4096
+
+uint32_t ndet_setup_header_checksum(const struct ndet_setup_header *header)
+{
+	const uint32_t fields[3] = {header->magic, header->format_version, header->payload_length};
+	const unsigned char *bytes = (const unsigned char *)fields;
+	uint32_t hash = 0x811c9dc5u; /* FNV-1a 32-bit offset basis */
+
+	for (size_t i = 0; i < sizeof(fields); i++) {
+		hash ^= bytes[i];
+		hash *= 0x01000193u; /* FNV-1a 32-bit prime */
+	}
+	return hash;
+}
+
+void ndet_setup_header_init(struct ndet_setup_header *header, uint32_t payload_length)
+{
+	memset(header, 0, sizeof(*header));
+	header->magic = NDET_SETUP_MAGIC;
+	header->format_version = NDET_SETUP_FORMAT_VERSION;
+	header->payload_length = payload_length;
+	header->checksum = ndet_setup_header_checksum(header);
+}
+
+bool ndet_setup_header_is_record(const struct ndet_setup_header *header)
+{
+	return header != NULL && header->magic == NDET_SETUP_MAGIC &&
+	       header->checksum == ndet_setup_header_checksum(header);
+}
+
+ndet_status_t ndet_setup_header_check(const struct ndet_setup_header *header)
+{
+	if (header == NULL)
+		return NDET_ERR_INVALID_ARGUMENT;
+	if (!ndet_setup_header_is_record(header))
+		return NDET_ERR_UNSUPPORTED;
+	/* A different version is a peer running another release: it cannot agree. */
+	if (header->format_version != NDET_SETUP_FORMAT_VERSION)
+		return NDET_ERR_UNSUPPORTED;
+	if (header->payload_length != sizeof(struct ndet_setup_payload))
+		return NDET_ERR_UNSUPPORTED;
+	return NDET_OK;
+}
+
+static bool ndet_string_terminated(const char *field, size_t size)
+{
+	return memchr(field, '\0', size) != NULL;
+}
+
+/*
+ * The field ranges every version-2 record satisfies.  The pool (offsets, address),
+ * the device ordinal and the SM count are checked only for ready ranks: a rank whose
+ * allocation failed has no pool to describe, and its record must still parse so the
+ * verdict can name its local failure.  reserved is 0 in every version-2 record: a
+ * later use of it comes with a new format version.
+ */
+static bool ndet_setup_payload_well_formed(const struct ndet_setup_payload *payload)
+{
+	if (!ndet_string_terminated(payload->hostname, sizeof(payload->hostname)) ||
+	    !ndet_string_terminated(payload->boot_id, sizeof(payload->boot_id)))
+		return false;
+	if (payload->nranks < 1 || payload->nranks > NDET_SETUP_NRANKS_LIMIT)
+		return false;
+	if (payload->rank < 0 || payload->rank >= payload->nranks)
+		return false;
+	if (payload->local_status >= NDET_LOCAL_REASON_COUNT)
+		return false;
+	if (payload->reserved != 0)
+		return false;
+	if (payload->local_status == NDET_LOCAL_READY &&
+	    (payload->flags_offset >= payload->pool_bytes ||
+	     payload->data_offset >= payload->pool_bytes || payload->pool_address == 0 ||
+	     payload->cuda_device < 0 || payload->sm_count == 0))
+		return false;
+	return true;
+}
+
+ndet_status_t ndet_setup_payload_parse(const void *bytes, size_t length,
+				       struct ndet_setup_payload *payload)
+{
+	struct ndet_setup_payload candidate;
+
+	if (bytes == NULL || payload == NULL)
+		return NDET_ERR_INVALID_ARGUMENT;
+	if (length != sizeof(candidate))
+		return NDET_ERR_UNSUPPORTED;
+	/* Received bytes carry no alignment guarantee: copy before reading fields. */
+	memcpy(&candidate, bytes, sizeof(candidate));
+	if (!ndet_setup_payload_well_formed(&candidate))
+		return NDET_ERR_UNSUPPORTED;
+	*payload = candidate;
+	return NDET_OK;
+}
+
+static void ndet_verdict_set(struct ndet_setup_verdict *verdict, ndet_verdict_reason_t reason,
+			     int offending_rank, uint32_t detail)
+{
+	verdict->reason = reason;
+	verdict->offending_rank = offending_rank;
+	verdict->detail = detail;
+}
+
+static bool ndet_same_host(const struct ndet_setup_payload *a, const struct ndet_setup_payload *b)
+{
+	return strcmp(a->hostname, b->hostname) == 0 && strcmp(a->boot_id, b->boot_id) == 0;
+}
+
+static bool ndet_same_pool_geometry(const struct ndet_setup_payload *a,
+				    const struct ndet_setup_payload *b)
+{
+	return a->pool_bytes == b->pool_bytes && a->flags_offset == b->flags_offset &&
+	       a->data_offset == b->data_offset;
+}
+
+/*
+ * The first known (non-zero) namespace id of one kind, or 0 when no rank knows it.
+ * Ranks are compared against it rather than against rank 0, whose id may be unknown.
+ */
+static uint64_t ndet_first_known_namespace(const struct ndet_setup_payload *table, int nranks,
+					   size_t field_offset)
+{
+	for (int r = 0; r < nranks; r++) {
+		uint64_t id;
+
+		memcpy(&id, (const char *)&table[r] + field_offset, sizeof(id));
+		if (id != 0)
+			return id;
+	}
+	return 0;
+}
+
+static bool ndet_namespace_differs(uint64_t id, uint64_t reference)
+{
+	/* Unknown ids are not comparable: refusing on them would refuse on no evidence. */
+	return id != 0 && reference != 0 && id != reference;
+}
+
+void ndet_setup_evaluate(const struct ndet_setup_payload *table, int nranks,
+			 struct ndet_setup_verdict *verdict)
+{
+	if (verdict == NULL)
+		return;
+	if (table == NULL || nranks < 1) {
+		ndet_verdict_set(verdict, NDET_VERDICT_BAD_RECORD, -1, 0);
+		return;
+	}
+
+	for (int r = 0; r < nranks; r++)
+		if (!ndet_setup_payload_well_formed(&table[r])) {
+			ndet_verdict_set(verdict, NDET_VERDICT_BAD_RECORD, r, 0);
+			return;
+		}
+	for (int r = 0; r < nranks; r++)
+		if (table[r].rank != r || table[r].nranks != nranks) {
+			ndet_verdict_set(verdict, NDET_VERDICT_RANK_MISMATCH, r, 0);
+			return;
+		}
+	/*
+	 * One host comes before everything else a rank reports: on a multi-host
+	 * communicator the other checks compare machines that were never meant to share
+	 * memory, and their fixes ("set the same settings") would send the user chasing
+	 * differences that do not matter.
+	 */
+	for (int r = 1; r < nranks; r++)
+		if (!ndet_same_host(&table[r], &table[0])) {
+			ndet_verdict_set(verdict, NDET_VERDICT_MULTI_HOST, r, 0);
+			return;
+		}
+	if (nranks > NDET_MAX_RANKS) {
+		ndet_verdict_set(verdict, NDET_VERDICT_TOO_MANY_RANKS, NDET_MAX_RANKS,
+				 (uint32_t)nranks);
+		return;
+	}
+	for (int r = 0; r < nranks; r++)
+		if (table[r].local_status != NDET_LOCAL_READY) {
+			ndet_verdict_set(verdict, NDET_VERDICT_LOCAL_FAILURE, r,
+					 table[r].local_status);
+			return;
+		}
+	for (int r = 1; r < nranks; r++)
+		if (table[r].library_version != table[0].library_version) {
+			ndet_verdict_set(verdict, NDET_VERDICT_VERSION_MISMATCH, r,
+					 table[r].library_version);
+			return;
+		}
+	for (int r = 1; r < nranks; r++)
+		if (table[r].settings_hash != table[0].settings_hash) {
+			ndet_verdict_set(verdict, NDET_VERDICT_SETTINGS_MISMATCH, r, 0);
+			return;
+		}
+
+	uint64_t pid_reference = ndet_first_known_namespace(
+	    table, nranks, offsetof(struct ndet_setup_payload, pid_namespace));
+	uint64_t ipc_reference = ndet_first_known_namespace(
+	    table, nranks, offsetof(struct ndet_setup_payload, ipc_namespace));
+
+	for (int r = 0; r < nranks; r++) {
+		uint32_t differs = 0;
+
+		if (ndet_namespace_differs(table[r].pid_namespace, pid_reference))
+			differs |= NDET_VERDICT_DETAIL_PID_NAMESPACE;
+		if (ndet_namespace_differs(table[r].ipc_namespace, ipc_reference))
+			differs |= NDET_VERDICT_DETAIL_IPC_NAMESPACE;
+		if (differs != 0) {
+			ndet_verdict_set(verdict, NDET_VERDICT_NAMESPACE, r, differs);
+			return;
+		}
+	}
+	for (int r = 1; r < nranks; r++)
+		if (!ndet_same_pool_geometry(&table[r], &table[0])) {
+			ndet_verdict_set(verdict, NDET_VERDICT_POOL_MISMATCH, r, 0);
+			return;
+		}
+	ndet_verdict_set(verdict, NDET_VERDICT_OK, -1, 0);
+}
+
+/*
+ * Same process needs proof: equal pids in one known PID namespace.  When a namespace
+ * is unknown, IPC is the safe guess: a wrong IPC guess makes cudaIpcOpenMemHandle fail
+ * and setup fall back, while a wrong direct pointer would be dereferenced.
+ */
+ndet_peer_kind_t ndet_setup_peer_kind(const struct ndet_setup_payload *table, int my_rank, int peer)
+{
+	if (table == NULL || my_rank < 0 || peer < 0)
+		return NDET_PEER_IPC;
+	if (my_rank == peer)
+		return NDET_PEER_SELF;
+
+	const struct ndet_setup_payload *mine = &table[my_rank];
+	const struct ndet_setup_payload *theirs = &table[peer];
+
+	if (mine->pid == theirs->pid && mine->pid_namespace != 0 &&
+	    mine->pid_namespace == theirs->pid_namespace)
+		return NDET_PEER_SAME_PROCESS;
+	return NDET_PEER_IPC;
+}
+
+bool ndet_setup_table_shares_process(const struct ndet_setup_payload *table, int nranks)
+{
+	for (int r = 0; r < nranks; r++)
+		for (int q = r + 1; q < nranks; q++)
+			if (ndet_setup_peer_kind(table, r, q) == NDET_PEER_SAME_PROCESS)
+				return true;
+	return false;
+}
+
+int ndet_setup_table_ranks_per_device(const struct ndet_setup_payload *table, int nranks)
+{
+	int most = nranks > 0 ? 1 : 0;
+	for (int r = 0; r < nranks; r++) {
+		int same = 0;
+		for (int q = 0; q < nranks; q++)
+			same += memcmp(table[r].device_uuid, table[q].device_uuid,
+				       sizeof(table[r].device_uuid)) == 0;
+		if (same > most)
+			most = same;
+	}
+	return most;
+}
+
+int ndet_setup_table_min_sms(const struct ndet_setup_payload *table, int nranks)
+{
+	int fewest = 0;
+	for (int r = 0; r < nranks; r++) {
+		const int sms = table[r].sm_count > (uint32_t)INT32_MAX ? INT32_MAX
+									 : (int)table[r].sm_count;
+		if (r == 0 || sms < fewest)
+			fewest = sms;
+	}
+	return fewest;
+}
+
+const char *ndet_verdict_reason_name(ndet_verdict_reason_t reason)
+{
+	static const char *const names[NDET_VERDICT_COUNT] = {
+		[NDET_VERDICT_OK] = "ok",
+		[NDET_VERDICT_BAD_RECORD] = "bad setup record",
+		[NDET_VERDICT_RANK_MISMATCH] = "rank mismatch",
+		[NDET_VERDICT_MULTI_HOST] = "multi-host",
+		[NDET_VERDICT_VERSION_MISMATCH] = "library version mismatch",
+		[NDET_VERDICT_SETTINGS_MISMATCH] = "settings mismatch",
+		[NDET_VERDICT_POOL_MISMATCH] = "pool geometry mismatch",
+		[NDET_VERDICT_NAMESPACE] = "namespace mismatch",
+		[NDET_VERDICT_LOCAL_FAILURE] = "local failure",
+		[NDET_VERDICT_TOO_MANY_RANKS] = "too many ranks",
+		[NDET_VERDICT_NOT_IN_SETUP] = "a rank did not take part in nccl-det's setup",
+	};
+	if ((unsigned)reason >= NDET_VERDICT_COUNT)
+		return "unknown verdict";
+	return names[reason];
+}
+
+const char *ndet_verdict_reason_fix(ndet_verdict_reason_t reason)
+{
+	static const char *const fixes[NDET_VERDICT_COUNT] = {
+		[NDET_VERDICT_OK] = "all ranks agree; nccl-det diverts this communicator's "
+				    "eligible all-reduces: nothing to fix",
+		[NDET_VERDICT_BAD_RECORD] =
+			"a rank sent a setup record this release cannot read (another nccl-det "
+			"format version, or corrupt bytes); load the same nccl-det build on "
+			"every rank (nccl-det-run does this)",
+		[NDET_VERDICT_RANK_MISMATCH] =
+			"a rank's record names a different rank or communicator size than its "
+			"position in the exchange; this is a bug in nccl-det or NCCL: please "
+			"report it with NCCL_DET_DEBUG=INFO logs",
+		[NDET_VERDICT_MULTI_HOST] =
+			"ranks are on more than one host; nccl-det diverts only single-host "
+			"communicators: nothing to fix, NCCL runs these calls",
+		[NDET_VERDICT_VERSION_MISMATCH] =
+			"ranks loaded different nccl-det versions; install one version and load "
+			"it on every rank (nccl-det-run checks this)",
+		[NDET_VERDICT_SETTINGS_MISMATCH] =
+			"NCCL_DET_* settings differ between ranks; set the same values on every "
+			"rank (nccl-det-run checks this)",
+		[NDET_VERDICT_POOL_MISMATCH] =
+			"ranks laid out their pools differently (NCCL_DET_POOL_SIZE or a "
+			"different build); set the same NCCL_DET_* values and load the same "
+			"nccl-det build on every rank",
+		[NDET_VERDICT_NAMESPACE] =
+			"ranks run in different PID or IPC namespaces (containers), where CUDA "
+			"IPC is refused; run all ranks in one container, or share the host's "
+			"namespaces (docker --ipc=host --pid=host)",
+		[NDET_VERDICT_LOCAL_FAILURE] =
+			"a rank could not prepare nccl-det (see that rank's WARN for the local "
+			"cause); fix that cause, e.g. raise NCCL_DET_MAX_MEMORY, or keep NCCL",
+		[NDET_VERDICT_TOO_MANY_RANKS] =
+			"the communicator has more ranks than nccl-det's kernels handle "
+			"(" NDET_STRINGIFY(NDET_MAX_RANKS) "); "
+							   "nothing to fix, NCCL runs these calls",
+		[NDET_VERDICT_NOT_IN_SETUP] =
+			"that rank runs without nccl-det (NCCL_DET_ENABLE=0 there, or the library "
+			"not loaded), so NCCL paired one of its collectives with nccl-det's setup "
+			"exchange and this communicator's collectives no longer match across "
+			"ranks; load nccl-det with the same NCCL_DET_ENABLE on every rank "
+			"(nccl-det-run does) and restart the job",
+	};
+	if ((unsigned)reason >= NDET_VERDICT_COUNT)
+		return "unknown verdict; this is a bug in nccl-det: please report it";
+	return fixes[reason];
+}
+
+const char *ndet_local_status_name(ndet_local_status_t status)
+{
+	static const char *const names[NDET_LOCAL_REASON_COUNT] = {
+	    [NDET_LOCAL_READY] = "ready",
+	    [NDET_LOCAL_DISABLED] = "disabled (NCCL_DET_ENABLE=0)",
+	    [NDET_LOCAL_ALLOC_FAILED] = "pool allocation failed or over NCCL_DET_MAX_MEMORY",
+	    [NDET_LOCAL_EXPORT_FAILED] = "cudaIpcGetMemHandle failed",
+	    [NDET_LOCAL_UNSUPPORTED_GPU] = "driver or GPU cannot run the kernels",
+	    [NDET_LOCAL_TOO_MANY_RANKS] = "more ranks than nccl-det's kernels handle",
+	    [NDET_LOCAL_CUDA_FAILED] = "a CUDA call of the setup failed",
+	    [NDET_LOCAL_MAP_FAILED] = "opening or mapping a peer's pool failed",
+	    [NDET_LOCAL_PROBE_FAILED] = "a peer's probe write did not arrive",
+	};
+	if ((unsigned)status >= NDET_LOCAL_REASON_COUNT)
+		return "unknown local status";
+	return names[status];
+}

@@ -1,0 +1,963 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The host-only engine of the CPU tests (see ndet_fake_backend.h).
+ */
+#include "config.h"
+
+#include "test/support/ndet_fake_backend.h"
+
+#include "protocol/ndet_pool_layout.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/ndet_abi.h"
+#include "common/ndet_log.h"
+#include "reference/ndet_reference.h"
+#include "common/ndet_settings.h"
+#include "protocol/ndet_setup.h"
+#include "protocol/ndet_teardown.h"
+
+#define NDET_FAKE_PROBE_TAG   0x46414b4550000000ull /* "FAKEP" */
+#define NDET_FAKE_DATA_OFFSET 4096u
+
+/*
+ * A pool: the words of the kernels' flag region (ndet_kernels.h) that the host-only
+ * protocol needs, and where its owner's input of the current call lies.  Peers write
+ * ready/done/abort_word/probe, the owner polls them; staging is the owner's.
+ */
+struct ndet_fake_pool {
+	struct ndet_fake_pool *next_quarantined;
+	uint64_t probe[NDET_MAX_RANKS];
+	uint64_t ready[NDET_MAX_RANKS];  /* peer q's step << 24 | call signature */
+	uint64_t done[NDET_MAX_RANKS];   /* peer q's step: it finished reading my staging */
+	uint64_t abort_word;             /* 1 + the rank that failed: leave at once */
+	uint64_t detach[NDET_MAX_RANKS]; /* peer q let go of this pool (ndet_teardown.h) */
+	void *staging;                   /* a copy of the owner's sendbuff for this call */
+	uint64_t scalar;                 /* PreMulSum: the owner's scalar (dtype bits) */
+};
+
+struct ndet_fake_engine {
+	struct ndet_engine_config config;
+	ndet_engine_exchange_fn exchange;
+	void *exchange_context;
+	struct ndet_fake_pool *pool;
+	uint64_t pool_bytes; /* what the pool stands for (ndet_resources) */
+	struct ndet_fake_pool *peers[NDET_MAX_RANKS];
+	bool imported[NDET_MAX_RANKS]; /* peers[q] "opened" like an IPC peer's pool */
+	bool shares_process;
+	struct ndet_teardown_share *share;
+	uint64_t epoch; /* of the setup: what our detach words carry */
+	uint32_t error; /* atomics: as the host-mapped words of the real engine */
+	uint32_t abort;
+	uint64_t step; /* calls that ran the protocol: the kernels' step counter */
+	/* A "kernel" still running in the background (ndet_fake_backend_spin_rank). */
+	int running; /* atomic */
+	pthread_t spinner;
+	bool spinner_joinable;
+	/* Teardown. */
+	bool idle, peers_done;
+};
+
+static pthread_mutex_t ndet_fake_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ndet_fake_pool *ndet_fake_quarantine;
+static struct ndet_fake_backend_counters ndet_fake_counts;
+static int ndet_fake_version_rank = -1; /* ndet_fake_backend_set_library_version */
+static uint32_t ndet_fake_version;
+static int ndet_fake_gpu_rank = -1; /* ndet_fake_backend_set_gpu */
+static uint32_t ndet_fake_gpu_flags;
+static int ndet_fake_spin_rank = -1; /* ndet_fake_backend_spin_rank */
+/* Per-rank "processes" that ended (ndet_fake_backend_end_process): their pids. */
+static uint64_t ndet_fake_ended[NDET_MAX_RANKS];
+static int ndet_fake_ended_count;
+
+/*
+ * The CUDA runtime registers its exit handler at its first call, so a late exit
+ * handler of the application finds it gone.  So does this engine's: any use of it
+ * after exit() began and its handler ran is a crash in the making, made visible.
+ */
+static pthread_once_t ndet_fake_runtime_once = PTHREAD_ONCE_INIT;
+static int ndet_fake_runtime_down; /* atomic */
+
+static void ndet_fake_runtime_shutdown(void)
+{
+	__atomic_store_n(&ndet_fake_runtime_down, 1, __ATOMIC_RELEASE);
+}
+
+static void ndet_fake_runtime_start(void)
+{
+	if (atexit(ndet_fake_runtime_shutdown) != 0)
+		NDET_WARN("fake backend: atexit failed");
+}
+
+static void ndet_fake_runtime_check(const char *what)
+{
+	if (!__atomic_load_n(&ndet_fake_runtime_down, __ATOMIC_ACQUIRE))
+		return;
+	fprintf(stderr, "fake backend: %s after the (CUDA) runtime shut down at exit\n", what);
+	abort();
+}
+
+static void ndet_fake_count(int *counter)
+{
+	pthread_mutex_lock(&ndet_fake_lock);
+	(*counter)++;
+	pthread_mutex_unlock(&ndet_fake_lock);
+}
+
+static bool ndet_fake_fault(const struct ndet_engine_config *config, unsigned fault)
+{
+	return (config->test_fail & fault) != 0 &&
+	       (config->test_fail_rank < 0 || config->test_fail_rank == config->rank);
+}
+
+static bool ndet_fake_process_per_rank(void)
+{
+	const char *value = getenv("FAKE_BACKEND_PROCESS_PER_RANK");
+	return value != NULL && strcmp(value, "1") == 0;
+}
+
+static uint64_t ndet_fake_probe_token(int writer, int owner)
+{
+	return NDET_FAKE_PROBE_TAG | ((uint64_t)writer << 12) | (uint64_t)owner;
+}
+
+/* The pid a rank publishes when every rank poses as a process of its own. */
+static uint64_t ndet_fake_rank_pid(int rank)
+{
+	return (uint64_t)getpid() * 1000u + (uint64_t)rank + 1u;
+}
+
+static bool ndet_fake_process_gone(uint64_t pid);
+
+/*
+ * As the CUDA engine's detach: our last access to each pool we "imported".  A rank
+ * whose "process" ended writes nothing (the driver took its mappings).
+ */
+static void ndet_fake_detach_peers(struct ndet_fake_engine *engine)
+{
+	const int me = engine->config.rank;
+	if (ndet_fake_process_per_rank() && ndet_fake_process_gone(ndet_fake_rank_pid(me)))
+		return;
+	for (int q = 0; q < NDET_MAX_RANKS; q++)
+		if (engine->imported[q])
+			__atomic_store_n(&engine->peers[q]->detach[me],
+					 ndet_teardown_detach_word(engine->epoch, me, q),
+					 __ATOMIC_RELEASE);
+}
+
+/* "Close" our mappings of peers' pools. */
+static void ndet_fake_close_peers(struct ndet_fake_engine *engine)
+{
+	for (int q = 0; q < NDET_MAX_RANKS; q++) {
+		if (!engine->imported[q])
+			continue;
+		engine->imported[q] = false;
+		ndet_resources_imported(-1);
+	}
+}
+
+/* ndet_teardown_ops.free: nobody can read the pool any more. */
+static void ndet_fake_free(void *member)
+{
+	struct ndet_fake_engine *engine = member;
+	ndet_fake_close_peers(engine);
+	if (engine->pool != NULL) {
+		ndet_fake_count(&ndet_fake_counts.pools_freed);
+		free(engine->pool->staging);
+		free(engine->pool);
+		ndet_resources_freed(engine->pool_bytes);
+	}
+	free(engine);
+}
+
+/*
+ * ndet_teardown_ops.abandon: kept until ndet_fake_backend_reset (a peer may still
+ * hold a pointer).  An engine whose "kernel" still runs is kept as well.
+ */
+static uint64_t ndet_fake_abandon(void *member)
+{
+	struct ndet_fake_engine *engine = member;
+	uint64_t kept = engine->pool != NULL ? engine->pool_bytes : 0;
+	pthread_mutex_lock(&ndet_fake_lock);
+	if (engine->pool != NULL) {
+		ndet_fake_counts.pools_quarantined++;
+		engine->pool->next_quarantined = ndet_fake_quarantine;
+		ndet_fake_quarantine = engine->pool;
+	}
+	pthread_mutex_unlock(&ndet_fake_lock);
+	if (__atomic_load_n(&engine->running, __ATOMIC_ACQUIRE) == 0) {
+		if (engine->spinner_joinable)
+			pthread_join(engine->spinner, NULL);
+		free(engine);
+	}
+	return kept;
+}
+
+static ndet_teardown_read_t ndet_fake_read_detach(void *member, uint64_t *words)
+{
+	struct ndet_fake_engine *engine = member;
+	if (__atomic_load_n(&ndet_fake_runtime_down, __ATOMIC_ACQUIRE))
+		return NDET_TEARDOWN_READ_DOWN;
+	for (int q = 0; q < NDET_MAX_RANKS; q++)
+		words[q] = __atomic_load_n(&engine->pool->detach[q], __ATOMIC_ACQUIRE);
+	return NDET_TEARDOWN_READ_OK;
+}
+
+/* The per-rank "processes" live until ndet_fake_backend_end_process; real ones as kill says. */
+static bool ndet_fake_process_gone(uint64_t pid)
+{
+	bool gone = false, fake = pid / 1000u == (uint64_t)getpid() && pid % 1000u != 0;
+	pthread_mutex_lock(&ndet_fake_lock);
+	for (int i = 0; i < ndet_fake_ended_count; i++)
+		gone = gone || ndet_fake_ended[i] == pid;
+	pthread_mutex_unlock(&ndet_fake_lock);
+	return gone || (!fake && ndet_teardown_process_gone(pid));
+}
+
+static const struct ndet_teardown_ops ndet_fake_teardown_ops = {
+	.free = ndet_fake_free,
+	.abandon = ndet_fake_abandon,
+	.read_detach = ndet_fake_read_detach,
+	.process_gone = ndet_fake_process_gone,
+};
+
+/* ---------------------------------------------------------------- setup */
+
+static void ndet_fake_prepare(void *member, struct ndet_setup_payload *payload)
+{
+	struct ndet_fake_engine *engine = member;
+	const struct ndet_engine_config *config = &engine->config;
+	ndet_local_status_t local = NDET_LOCAL_READY;
+	uint64_t bytes = ndet_pool_memory_bytes(config);
+
+	if (config->nranks > NDET_MAX_RANKS) {
+		local = NDET_LOCAL_TOO_MANY_RANKS;
+	} else if (bytes > config->max_memory) {
+		NDET_WARN("rank %d: pool of %llu bytes exceeds NCCL_DET_MAX_MEMORY=%llu; "
+			  "raise NCCL_DET_MAX_MEMORY or lower NCCL_DET_POOL_SIZE or NCCL_DET_LL_MAX",
+			  config->rank, (unsigned long long)bytes,
+			  (unsigned long long)config->max_memory);
+		local = NDET_LOCAL_ALLOC_FAILED;
+	} else if (ndet_fake_fault(config, NDET_FAULT_ALLOC)) {
+		NDET_WARN(
+			"rank %d: NCCL_DET_TEST_FAIL=alloc: pretending the pool allocation failed",
+			config->rank);
+		local = NDET_LOCAL_ALLOC_FAILED;
+	} else {
+		engine->pool = calloc(1, sizeof(*engine->pool));
+		if (engine->pool == NULL) {
+			local = NDET_LOCAL_ALLOC_FAILED;
+		} else {
+			engine->pool_bytes = bytes;
+			ndet_resources_allocated(bytes);
+		}
+	}
+	ndet_setup_payload_identity(payload);
+	if (ndet_fake_process_per_rank())
+		payload->pid = ndet_fake_rank_pid(config->rank);
+	payload->cuda_device = config->cuda_device;
+	payload->rank = config->rank;
+	payload->nranks = config->nranks;
+	payload->flags = config->setup_flags;
+	payload->settings_hash = config->settings_hash;
+	payload->pool_bytes = bytes;
+	payload->pool_address = (uint64_t)(uintptr_t)engine->pool;
+	payload->flags_offset = 0;
+	payload->data_offset = NDET_FAKE_DATA_OFFSET;
+	payload->sm_count = 132;
+	payload->local_status = (uint32_t)local;
+	pthread_mutex_lock(&ndet_fake_lock);
+	if (ndet_fake_version_rank == config->rank)
+		payload->library_version = ndet_fake_version;
+	/*
+	 * The GPU a fake rank stands for: sm_90 with our fp8 kernels, as the engine
+	 * would publish it (ndet_engine_pool.c), unless FAKE_CUDA_MAJOR names an older GPU
+	 * for every rank or ndet_fake_backend_set_gpu another for one rank.
+	 */
+	const char *major = getenv("FAKE_CUDA_MAJOR");
+	uint32_t gpu = major != NULL && atoi(major) > 0 && atoi(major) < 9
+			       ? 0u
+			       : NDET_SETUP_FLAG_SM90 | NDET_SETUP_FLAG_FP8;
+	if (ndet_fake_gpu_rank == config->rank)
+		gpu = ndet_fake_gpu_flags;
+	payload->flags |= gpu;
+	pthread_mutex_unlock(&ndet_fake_lock);
+}
+
+static bool ndet_fake_map_and_probe(void *member, const struct ndet_setup_payload *table,
+				    int nranks)
+{
+	struct ndet_fake_engine *engine = member;
+	const struct ndet_engine_config *config = &engine->config;
+	bool ok = true;
+	engine->shares_process = ndet_setup_table_shares_process(table, nranks);
+	engine->share = ndet_teardown_join(table, nranks, config->rank);
+	engine->epoch = ndet_teardown_epoch(table, nranks);
+	for (int q = 0; q < nranks; q++) {
+		ndet_peer_kind_t kind = ndet_setup_peer_kind(table, config->rank, q);
+		if (kind == NDET_PEER_IPC && ndet_fake_fault(config, NDET_FAULT_IPC_OPEN)) {
+			NDET_WARN(
+				"rank %d: NCCL_DET_TEST_FAIL=ipc_open: pretending the pool of rank "
+				"%d cannot be opened",
+				config->rank, q);
+			ok = false;
+			continue;
+		}
+		/* One address space: an "IPC" peer's pool is its published address too. */
+		engine->peers[q] = (struct ndet_fake_pool *)(uintptr_t)table[q].pool_address;
+		if (kind == NDET_PEER_IPC) {
+			engine->imported[q] = true;
+			ndet_resources_imported(1);
+		}
+	}
+	for (int q = 0; q < nranks && ok; q++) {
+		if (q == config->rank)
+			continue;
+		uint64_t token = ndet_fake_probe_token(config->rank, q);
+		if (ndet_fake_fault(config, NDET_FAULT_PROBE))
+			token ^= 0xdead; /* the owner must notice */
+		engine->peers[q]->probe[config->rank] = token;
+	}
+	return ok;
+}
+
+static bool ndet_fake_verify(void *member)
+{
+	struct ndet_fake_engine *engine = member;
+	const struct ndet_engine_config *config = &engine->config;
+	bool ok = true;
+	for (int q = 0; q < config->nranks; q++) {
+		if (q != config->rank &&
+		    engine->pool->probe[q] != ndet_fake_probe_token(q, config->rank)) {
+			NDET_WARN("rank %d: probe word of rank %d is 0x%llx, expected 0x%llx: its "
+				  "writes do not reach this GPU's memory",
+				  config->rank, q, (unsigned long long)engine->pool->probe[q],
+				  (unsigned long long)ndet_fake_probe_token(q, config->rank));
+			ok = false;
+		}
+	}
+	return ok;
+}
+
+/* As the CUDA engine's: no kernel ran, our mappings go; the pool if no peer saw it. */
+static void ndet_fake_release(void *member, bool peers_may_have_mapped)
+{
+	struct ndet_fake_engine *engine = member;
+	ndet_fake_detach_peers(engine);
+	ndet_fake_close_peers(engine);
+	ndet_teardown_release(engine->share, engine, &ndet_fake_teardown_ops, engine->config.rank,
+			      true, !peers_may_have_mapped);
+}
+
+static const struct ndet_setup_member_ops ndet_fake_ops = {
+	.prepare = ndet_fake_prepare,
+	.map_and_probe_write = ndet_fake_map_and_probe,
+	.probe_verify = ndet_fake_verify,
+	.release = ndet_fake_release,
+};
+
+/* The exchange of `count` engines at once, on host buffers (the fake NCCL's memory). */
+static ndet_status_t ndet_fake_exchange(struct ndet_fake_engine *const engines[], int count,
+					const void *const sends[], void *const recvs[],
+					size_t bytes)
+{
+	void **contexts = calloc((size_t)count, sizeof(*contexts));
+	if (contexts == NULL)
+		return NDET_ERR_SYSTEM;
+	for (int i = 0; i < count; i++)
+		contexts[i] = engines[i]->exchange_context;
+	ndet_status_t status = engines[0]->exchange(contexts, count, sends, recvs, bytes, NULL);
+	free(contexts);
+	return status;
+}
+
+static ndet_status_t ndet_fake_setup_allgather(void *context, int count, void *const members[],
+					       const void *const sends[], void *const recvs[],
+					       size_t bytes)
+{
+	(void)context;
+	return ndet_fake_exchange((struct ndet_fake_engine *const *)members, count, sends, recvs,
+				  bytes);
+}
+
+static void ndet_fake_create_group(struct ndet_backend_member *members, int count,
+				   ndet_engine_exchange_fn exchange)
+{
+	(void)pthread_once(&ndet_fake_runtime_once, ndet_fake_runtime_start);
+	ndet_fake_runtime_check("setup");
+	struct ndet_setup_member *setup = calloc((size_t)(count > 0 ? count : 1), sizeof(*setup));
+	for (int i = 0; i < count; i++) {
+		members[i].engine = NULL;
+		members[i].agreed_flags = 0;
+		members[i].verdict.reason = NDET_VERDICT_OK;
+		members[i].verdict.offending_rank = -1;
+		members[i].verdict.detail = 0;
+		members[i].status = NDET_ERR_SYSTEM;
+		const struct ndet_engine_config *config = &members[i].config;
+		if (config->nranks < 1 || config->rank < 0 || config->rank >= config->nranks) {
+			members[i].status = NDET_ERR_INVALID_ARGUMENT;
+			continue;
+		}
+		struct ndet_fake_engine *engine = setup != NULL ? calloc(1, sizeof(*engine)) : NULL;
+		if (engine == NULL)
+			continue;
+		engine->config = members[i].config;
+		engine->exchange = exchange;
+		engine->exchange_context = members[i].exchange_context;
+		setup[i].context = engine;
+		setup[i].rank = members[i].config.rank;
+		setup[i].nranks = members[i].config.nranks;
+	}
+	if (setup == NULL)
+		return;
+	/* Members without an engine (invalid, out of memory) are left out: nranks 0. */
+	ndet_setup_run(setup, count, &ndet_fake_ops, ndet_fake_setup_allgather, NULL);
+	for (int i = 0; i < count; i++) {
+		if (setup[i].context == NULL)
+			continue;
+		members[i].status = setup[i].status;
+		members[i].verdict = setup[i].verdict;
+		members[i].agreed_flags = setup[i].agreed_flags;
+		/* The protocol released every engine it did not finish. */
+		if (setup[i].status == NDET_OK) {
+			members[i].engine = setup[i].context;
+			ndet_fake_count(&ndet_fake_counts.engines_created);
+		}
+	}
+	free(setup);
+}
+
+/* ---------------------------------------------------------------- calls */
+
+/* ---------------------------------------------------------------- the "kernel" */
+
+#define NDET_FAKE_SIGNATURE_BITS 24
+#define NDET_FAKE_SIGNATURE_MASK ((UINT64_C(1) << NDET_FAKE_SIGNATURE_BITS) - 1)
+
+static void ndet_fake_count_failure(uint32_t kernel_error)
+{
+	pthread_mutex_lock(&ndet_fake_lock);
+	if (kernel_error == NDET_FAKE_KERNEL_FAULT)
+		ndet_fake_counts.faults++;
+	else if (kernel_error < NDET_FAKE_ERROR_SLOTS)
+		ndet_fake_counts.kernel_errors[kernel_error]++;
+	pthread_mutex_unlock(&ndet_fake_lock);
+}
+
+/* First writer wins, as in the kernels. */
+static void ndet_fake_fail(struct ndet_fake_engine *engine, uint32_t kernel_error)
+{
+	uint32_t expected = NDET_KERNEL_OK;
+	if (__atomic_compare_exchange_n(&engine->error, &expected, kernel_error, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		ndet_fake_count_failure(kernel_error);
+}
+
+/* A failing "kernel": record the error and tell every rank to leave (ndet_fail). */
+static void ndet_fake_fail_all(struct ndet_fake_engine *engine, uint32_t kernel_error)
+{
+	ndet_fake_fail(engine, kernel_error);
+	for (int q = 0; q < engine->config.nranks; q++)
+		if (engine->peers[q] != NULL)
+			__atomic_store_n(&engine->peers[q]->abort_word,
+					 1u + (uint64_t)engine->config.rank, __ATOMIC_RELAXED);
+}
+
+static ndet_status_t ndet_fake_error(void *opaque, uint32_t *kernel_error)
+{
+	struct ndet_fake_engine *engine = opaque;
+	uint32_t error = __atomic_load_n(&engine->error, __ATOMIC_ACQUIRE);
+	if (kernel_error != NULL)
+		*kernel_error = error;
+	return error == NDET_KERNEL_OK ? NDET_OK : NDET_ERR_REMOTE;
+}
+
+/* The kernels' signature: calls that differ in any of these must not meet. */
+static uint64_t ndet_fake_signature(const struct ndet_backend_call *call, int nranks)
+{
+	const uint64_t words[] = {call->count,
+				  (uint64_t)call->dtype,
+				  (uint64_t)call->op,
+				  (uint64_t)nranks,
+				  (uint64_t)call->coll,
+				  call->coll == NDET_COLL_REDUCE ? (uint64_t)call->root : 0,
+				  call->premul != NDET_PREMUL_NONE};
+	uint64_t hash = UINT64_C(0xcbf29ce484222325);
+	const unsigned char *bytes = (const unsigned char *)words;
+	for (size_t i = 0; i < sizeof(words); i++) {
+		hash ^= bytes[i];
+		hash *= UINT64_C(0x100000001b3);
+	}
+	hash &= NDET_FAKE_SIGNATURE_MASK;
+	return hash == 0 ? 1 : hash; /* 0 is a never-written flag */
+}
+
+static uint64_t ndet_fake_now_ns(void)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)now.tv_sec * UINT64_C(1000000000) + (uint64_t)now.tv_nsec;
+}
+
+/* A spin of the host "kernel": yield at first, then sleep up to 1 ms (2 cores, many ranks). */
+static void ndet_fake_pause(unsigned spins)
+{
+	if (spins < 64) {
+		sched_yield();
+		return;
+	}
+	unsigned shift = spins < 74 ? spins - 64 : 10;
+	struct timespec pause = {.tv_sec = 0, .tv_nsec = 1000L << shift};
+	nanosleep(&pause, NULL);
+}
+
+/*
+ * ndet_wait: until `flag` holds step `step` (and, with `check`, `signature`),
+ * polling the abort word, the host abort flag and the deadline.  NDET_KERNEL_OK or
+ * the error to record.
+ */
+static uint32_t ndet_fake_wait(struct ndet_fake_engine *engine, const uint64_t *flag, uint64_t step,
+			       bool check, uint64_t signature, uint64_t *deadline_ns)
+{
+	for (unsigned spins = 0;; spins++) {
+		uint64_t value = __atomic_load_n(flag, __ATOMIC_ACQUIRE);
+		if (value >> NDET_FAKE_SIGNATURE_BITS == step) {
+			if (check && (value & NDET_FAKE_SIGNATURE_MASK) != signature)
+				return NDET_KERNEL_ERR_SIGNATURE;
+			/* Progress: the deadline starts again, as in the kernels. */
+			if (*deadline_ns != 0)
+				*deadline_ns = ndet_fake_now_ns() +
+					       engine->config.timeout_ms * UINT64_C(1000000);
+			return NDET_KERNEL_OK;
+		}
+		if (__atomic_load_n(&engine->pool->abort_word, __ATOMIC_RELAXED) != 0)
+			return NDET_KERNEL_ERR_PEER;
+		if (__atomic_load_n(&engine->abort, __ATOMIC_ACQUIRE) != 0)
+			return NDET_KERNEL_ERR_ABORTED;
+		if (*deadline_ns != 0 && ndet_fake_now_ns() > *deadline_ns)
+			return NDET_KERNEL_ERR_TIMEOUT;
+		ndet_fake_pause(spins);
+	}
+}
+
+/* One call of a batch as its "kernel" runs it. */
+struct ndet_fake_run {
+	struct ndet_backend_call *call;
+	struct ndet_fake_engine *engine;
+	uint64_t step;
+	uint64_t signature;
+	uint64_t deadline_ns; /* 0: never; moves on after every successful wait */
+	bool posted;          /* ready published: peers may read our staging */
+	bool reduced;         /* done published */
+};
+
+/*
+ * Kernel start: a poisoned engine fails fast, a NULL buffer faults (a CUDA kernel
+ * would die with an illegal address; here the peers are told at once instead of
+ * timing out).  Then copy-in and publish.  False when nothing was posted.
+ */
+static bool ndet_fake_post(struct ndet_fake_run *run)
+{
+	struct ndet_backend_call *call = run->call;
+	struct ndet_fake_engine *engine = run->engine;
+	const int me = engine->config.rank;
+	uint64_t abort_word = __atomic_load_n(&engine->pool->abort_word, __ATOMIC_RELAXED);
+	if (abort_word != 0) {
+		ndet_fake_fail(engine, NDET_KERNEL_ERR_PEER);
+		return false;
+	}
+	if (__atomic_load_n(&engine->abort, __ATOMIC_ACQUIRE) != 0) {
+		ndet_fake_fail_all(engine, NDET_KERNEL_ERR_ABORTED);
+		return false;
+	}
+	/* An ncclReduce's non-root ranks never touch recvbuff (it may be NULL). */
+	const bool writes = call->coll != NDET_COLL_REDUCE || call->root == me;
+	if (call->sendbuff == NULL || (writes && call->recvbuff == NULL)) {
+		ndet_fake_fail_all(engine, NDET_FAKE_KERNEL_FAULT);
+		return false;
+	}
+	/* A reduce-scatter's sendbuff holds one block per rank. */
+	const size_t blocks =
+		call->coll == NDET_COLL_REDUCE_SCATTER ? (size_t)engine->config.nranks : 1;
+	size_t bytes = call->count * ndet_dtype_size(call->dtype) * blocks;
+	void *staging = malloc(bytes);
+	if (staging == NULL) {
+		/* A launch that cannot start: the peers must not wait for it. */
+		ndet_fake_fail_all(engine, NDET_KERNEL_ERR_PEER);
+		return false;
+	}
+	memcpy(staging, call->sendbuff, bytes);
+	engine->pool->staging = staging;
+	/* The kernels read a device scalar when they run; so does this one. */
+	engine->pool->scalar = call->scalar_bits;
+	if (call->premul == NDET_PREMUL_DEVICE)
+		memcpy(&engine->pool->scalar, call->scalar, ndet_dtype_size(call->dtype));
+	run->step = ++engine->step;
+	run->signature = ndet_fake_signature(call, engine->config.nranks);
+	run->deadline_ns = engine->config.timeout_ms == 0
+				   ? 0
+				   : ndet_fake_now_ns() + engine->config.timeout_ms * UINT64_C(1000000);
+	uint64_t ready = run->step << NDET_FAKE_SIGNATURE_BITS | run->signature;
+	for (int q = 0; q < engine->config.nranks; q++)
+		if (q != me)
+			__atomic_store_n(&engine->peers[q]->ready[me], ready, __ATOMIC_RELEASE);
+	run->posted = true;
+	return true;
+}
+
+/* Every peer's input is staged and it is the same call: reduce, then say so. */
+static void ndet_fake_reduce(struct ndet_fake_run *run)
+{
+	struct ndet_fake_engine *engine = run->engine;
+	const int me = engine->config.rank, nranks = engine->config.nranks;
+	const void *inputs[NDET_MAX_RANKS];
+	for (int q = 0; q < nranks; q++) {
+		if (q == me)
+			continue;
+		uint32_t error = ndet_fake_wait(engine, &engine->pool->ready[q], run->step, true,
+						run->signature, &run->deadline_ns);
+		if (error != NDET_KERNEL_OK) {
+			ndet_fake_fail_all(engine, error);
+			return;
+		}
+	}
+	const struct ndet_backend_call *call = run->call;
+	const size_t size = ndet_dtype_size(call->dtype);
+	/* Reduce-scatter: block `me` of every rank's input, the all-reduce's elements. */
+	const size_t offset =
+		call->coll == NDET_COLL_REDUCE_SCATTER ? (size_t)me * call->count * size : 0;
+	unsigned char scalars[NDET_MAX_RANKS * sizeof(uint64_t)];
+	for (int q = 0; q < nranks; q++) {
+		inputs[q] = (const char *)engine->peers[q]->staging + offset;
+		memcpy(scalars + (size_t)q * size, &engine->peers[q]->scalar, size);
+	}
+	ndet_status_t status = NDET_OK;
+	if (call->coll == NDET_COLL_REDUCE && call->root != me)
+		status = NDET_OK; /* only the root receives */
+	else if (call->premul != NDET_PREMUL_NONE)
+		status = ndet_reference_premulsum(inputs, scalars, nranks, call->recvbuff,
+						  call->count, call->dtype);
+	else
+		status = ndet_reference_allreduce(inputs, nranks, call->recvbuff, call->count,
+						  call->dtype, call->op);
+	if (status != NDET_OK) {
+		/* The launch itself is what fails: a kernel with bad arguments never starts. */
+		run->call->status = status;
+	}
+	for (int q = 0; q < nranks; q++)
+		if (q != me)
+			__atomic_store_n(&engine->peers[q]->done[me],
+					 run->step << NDET_FAKE_SIGNATURE_BITS, __ATOMIC_RELEASE);
+	run->reduced = true;
+	pthread_mutex_lock(&ndet_fake_lock);
+	ndet_fake_counts.allreduces++;
+	pthread_mutex_unlock(&ndet_fake_lock);
+}
+
+/* Every peer finished reading my staging: it can go.  Else it stays with the pool. */
+static void ndet_fake_finish(struct ndet_fake_run *run)
+{
+	struct ndet_fake_engine *engine = run->engine;
+	const int me = engine->config.rank;
+	for (int q = 0; q < engine->config.nranks; q++) {
+		if (q == me)
+			continue;
+		uint32_t error = ndet_fake_wait(engine, &engine->pool->done[q], run->step, false, 0,
+						&run->deadline_ns);
+		if (error != NDET_KERNEL_OK) {
+			ndet_fake_fail_all(engine, error);
+			return;
+		}
+	}
+	free(engine->pool->staging);
+	engine->pool->staging = NULL;
+}
+
+/*
+ * A "kernel" that never meets its peers (queued work that will not finish on its
+ * own): it runs in the background until the engine's abort flag or its deadline,
+ * then records the error as a kernel would.  ndet_fake_backend_spin_rank().
+ */
+static void *ndet_fake_spin(void *opaque)
+{
+	struct ndet_fake_engine *engine = opaque;
+	const uint64_t deadline_ns =
+		engine->config.timeout_ms == 0
+			? 0
+			: ndet_fake_now_ns() + engine->config.timeout_ms * UINT64_C(1000000);
+	for (unsigned spins = 0;; spins++) {
+		if (__atomic_load_n(&engine->abort, __ATOMIC_ACQUIRE) != 0) {
+			ndet_fake_fail(engine, NDET_KERNEL_ERR_ABORTED);
+			break;
+		}
+		if (deadline_ns != 0 && ndet_fake_now_ns() > deadline_ns) {
+			ndet_fake_fail(engine, NDET_KERNEL_ERR_TIMEOUT);
+			break;
+		}
+		ndet_fake_pause(spins);
+	}
+	__atomic_store_n(&engine->running, 0, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static bool ndet_fake_spins(const struct ndet_fake_engine *engine)
+{
+	pthread_mutex_lock(&ndet_fake_lock);
+	bool spins = ndet_fake_spin_rank == engine->config.rank;
+	pthread_mutex_unlock(&ndet_fake_lock);
+	return spins;
+}
+
+/* The launch returns at once, as a real one does; the "kernel" runs on. */
+static ndet_status_t ndet_fake_start_spinner(struct ndet_fake_engine *engine)
+{
+	if (__atomic_load_n(&engine->running, __ATOMIC_ACQUIRE) != 0)
+		return NDET_ERR_INTERNAL; /* one at a time */
+	if (engine->spinner_joinable)
+		pthread_join(engine->spinner, NULL);
+	engine->spinner_joinable = false;
+	__atomic_store_n(&engine->running, 1, __ATOMIC_RELEASE);
+	if (pthread_create(&engine->spinner, NULL, ndet_fake_spin, engine) != 0) {
+		__atomic_store_n(&engine->running, 0, __ATOMIC_RELEASE);
+		return NDET_ERR_SYSTEM;
+	}
+	engine->spinner_joinable = true;
+	return NDET_OK;
+}
+
+/*
+ * The kernels' protocol (ndet_kernels.h), run on the caller's thread: every call of
+ * the batch posts before any waits, so a thread that drives several ranks of one
+ * communicator never waits for itself.  Like a launch, a call whose "kernel" fails
+ * still returns NDET_OK: the error is in the engine's error word
+ * (ncclCommGetAsyncError), and the next call fails fast.
+ */
+static void ndet_fake_allreduce_group(struct ndet_backend_call *calls, int count)
+{
+	ndet_fake_runtime_check("an all-reduce");
+	struct ndet_fake_run *runs = calloc((size_t)(count > 0 ? count : 1), sizeof(*runs));
+	if (runs == NULL) {
+		for (int i = 0; i < count; i++)
+			calls[i].status = NDET_ERR_SYSTEM;
+		return;
+	}
+	for (int i = 0; i < count; i++) {
+		struct ndet_fake_engine *engine = calls[i].engine;
+		runs[i].call = &calls[i];
+		runs[i].engine = engine;
+		calls[i].status = NDET_OK;
+		if (ndet_fake_error(engine, NULL) != NDET_OK)
+			calls[i].status = NDET_ERR_REMOTE; /* poisoned: refused at launch */
+		else if (calls[i].count > 0 && ndet_fake_spins(engine))
+			calls[i].status = ndet_fake_start_spinner(engine);
+		else if (calls[i].count > 0)
+			(void)ndet_fake_post(&runs[i]);
+	}
+	for (int i = 0; i < count; i++)
+		if (runs[i].posted)
+			ndet_fake_reduce(&runs[i]);
+	for (int i = 0; i < count; i++)
+		if (runs[i].reduced)
+			ndet_fake_finish(&runs[i]);
+	free(runs);
+}
+
+static void ndet_fake_abort(void *opaque)
+{
+	ndet_fake_runtime_check("an abort");
+	struct ndet_fake_engine *engine = opaque;
+	__atomic_store_n(&engine->abort, 1u, __ATOMIC_RELEASE);
+}
+
+/* ---------------------------------------------------------------- teardown */
+
+static bool ndet_fake_kernels_idle(void *opaque)
+{
+	struct ndet_fake_engine *engine = opaque;
+	return __atomic_load_n(&engine->running, __ATOMIC_ACQUIRE) == 0;
+}
+
+static bool ndet_fake_kernels_stopping(void *opaque)
+{
+	struct ndet_fake_engine *engine = opaque;
+	return ndet_fake_error(engine, NULL) != NDET_OK ||
+	       __atomic_load_n(&engine->abort, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* As ndet_engine_quiesce_group (ndet_teardown.h, steps 1 to 3). */
+static ndet_status_t ndet_fake_quiesce_group(void *const opaque[], int count, bool barrier)
+{
+	ndet_fake_runtime_check("a teardown");
+	ndet_status_t status = NDET_OK;
+	const size_t slots = (size_t)(count > 0 ? count : 1);
+	void **meeting = calloc(slots, sizeof(*meeting));
+	int *nranks = calloc(slots, sizeof(*nranks));
+	int32_t *words = calloc(slots, sizeof(*words));
+	bool *clean = calloc(slots, sizeof(*clean));
+	int meetings = 0;
+	for (int i = 0; i < count; i++) {
+		struct ndet_fake_engine *engine = opaque[i];
+		const struct ndet_teardown_kernels kernels = {
+			.idle = ndet_fake_kernels_idle,
+			.stopping = ndet_fake_kernels_stopping,
+			.engine = engine,
+			.timeout_ms = engine->config.timeout_ms,
+		};
+		engine->idle = ndet_teardown_wait(&kernels);
+		if (engine->idle) {
+			if (engine->spinner_joinable)
+				pthread_join(engine->spinner, NULL);
+			engine->spinner_joinable = false;
+			ndet_fake_detach_peers(engine);
+			ndet_fake_close_peers(engine);
+		}
+		engine->peers_done = engine->config.nranks == 1;
+	}
+	if (meeting == NULL || nranks == NULL || words == NULL || clean == NULL) {
+		status = NDET_ERR_SYSTEM;
+		barrier = false;
+	}
+	for (int i = 0; i < count && barrier; i++) {
+		struct ndet_fake_engine *engine = opaque[i];
+		if (engine->config.nranks < 2)
+			continue;
+		words[meetings] = engine->idle ? 0 : 1;
+		nranks[meetings] = engine->config.nranks;
+		meeting[meetings++] = engine;
+	}
+	if (meetings > 0)
+		status = ndet_setup_agree(meetings, meeting, nranks, words, clean,
+					  ndet_fake_setup_allgather, NULL);
+	for (int k = 0; k < meetings && status == NDET_OK; k++) {
+		struct ndet_fake_engine *engine = meeting[k];
+		engine->peers_done = clean[k];
+		ndet_fake_count(&ndet_fake_counts.barriers);
+	}
+	free(clean);
+	free(words);
+	free(nranks);
+	free(meeting);
+	return status;
+}
+
+static void ndet_fake_release_engine(void *opaque)
+{
+	ndet_fake_runtime_check("a release");
+	struct ndet_fake_engine *engine = opaque;
+	ndet_fake_count(&ndet_fake_counts.engines_destroyed);
+	ndet_teardown_release(engine->share, engine, &ndet_fake_teardown_ops, engine->config.rank,
+			      engine->idle, engine->peers_done);
+	ndet_teardown_pending_retry(true);
+}
+
+static void ndet_fake_at_exit(void)
+{
+	ndet_teardown_at_exit();
+}
+
+static bool ndet_fake_shares_process(void *opaque)
+{
+	const struct ndet_fake_engine *engine = opaque;
+	return engine->shares_process;
+}
+
+/* Host memory is the fake NCCL's device memory: only NULL fails NCCL's check there. */
+static bool ndet_fake_pointer_valid(int cuda_device, const void *pointer)
+{
+	(void)cuda_device;
+	return pointer != NULL;
+}
+
+const struct ndet_backend ndet_fake_backend = {
+	.name = "fake (host memory, CPU reference)",
+	.create_group = ndet_fake_create_group,
+	.allreduce_group = ndet_fake_allreduce_group,
+	.error = ndet_fake_error,
+	.abort = ndet_fake_abort,
+	.quiesce_group = ndet_fake_quiesce_group,
+	.release = ndet_fake_release_engine,
+	.shares_process = ndet_fake_shares_process,
+	.memory_bytes = ndet_pool_memory_bytes,
+	.pointer_valid = ndet_fake_pointer_valid,
+	.at_exit = ndet_fake_at_exit,
+};
+
+void ndet_fake_backend_counters(struct ndet_fake_backend_counters *counters)
+{
+	pthread_mutex_lock(&ndet_fake_lock);
+	*counters = ndet_fake_counts;
+	pthread_mutex_unlock(&ndet_fake_lock);
+}
+
+void ndet_fake_backend_reset(void)
+{
+	/* Pending pools go to the quarantine, freed below. */
+	ndet_teardown_abandon_pending_for_testing();
+	ndet_teardown_set_detach_wait_for_testing(NDET_TEARDOWN_DETACH_WAIT_MS);
+	pthread_mutex_lock(&ndet_fake_lock);
+	ndet_fake_ended_count = 0;
+	struct ndet_fake_pool *pool = ndet_fake_quarantine;
+	ndet_fake_quarantine = NULL;
+	memset(&ndet_fake_counts, 0, sizeof(ndet_fake_counts));
+	ndet_fake_version_rank = -1;
+	ndet_fake_gpu_rank = -1;
+	ndet_fake_spin_rank = -1;
+	pthread_mutex_unlock(&ndet_fake_lock);
+	ndet_resources_reset_for_testing();
+	while (pool != NULL) {
+		struct ndet_fake_pool *next = pool->next_quarantined;
+		free(pool->staging);
+		free(pool);
+		pool = next;
+	}
+}
+
+void ndet_fake_backend_set_gpu(int rank, bool sm90, bool fp8)
+{
+	pthread_mutex_lock(&ndet_fake_lock);
+	ndet_fake_gpu_rank = rank;
+	ndet_fake_gpu_flags = (sm90 ? NDET_SETUP_FLAG_SM90 : 0u) | (fp8 ? NDET_SETUP_FLAG_FP8 : 0u);
+	pthread_mutex_unlock(&ndet_fake_lock);
+}
+
+void ndet_fake_backend_set_error(void *engine, uint32_t kernel_error)
+{
+	ndet_fake_fail(engine, kernel_error);
+}
+
+void ndet_fake_backend_spin_rank(int rank)
+{
+	pthread_mutex_lock(&ndet_fake_lock);
+	ndet_fake_spin_rank = rank;
+	pthread_mutex_unlock(&ndet_fake_lock);
+}
+
+void ndet_fake_backend_set_library_version(int rank, uint32_t version)
+{
+	pthread_mutex_lock(&ndet_fake_lock);
+	ndet_fake_version_rank = rank;
+	ndet_fake_version = version;
+	pthread_mutex_unlock(&ndet_fake_lock);
+}
+
+void ndet_fake_backend_end_process(int rank)
+{
+	pthread_mutex_lock(&ndet_fake_lock);
+	if (ndet_fake_ended_count < NDET_MAX_RANKS)
+		ndet_fake_ended[ndet_fake_ended_count++] = ndet_fake_rank_pid(rank);
+	pthread_mutex_unlock(&ndet_fake_lock);
+}
+
+/* The backend of a link that takes this library after libndet_divert.la. */
+const struct ndet_backend *ndet_backend_default(void)
+{
+	return &ndet_fake_backend;
+}

@@ -1,0 +1,339 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * nccl-det-perf's command line: every option once in a table, from which getopt_long's
+ * tables and --help are made; parsing and the checks of the values together.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/ndet_dtype.h"
+#include "tools/perf/perf.h"
+
+/* NULL on success, else why `text` is no value for this option. */
+typedef const char *(*perf_parse_fn)(const char *text, void *field);
+
+struct perf_option {
+	const char *name;     /* long name */
+	int key;              /* short letter, or 0 for a long-only option */
+	const char *argument; /* NULL for a flag */
+	size_t offset;        /* of the field in struct perf_options */
+	perf_parse_fn parse;  /* NULL for a flag: its int field gets flag_value */
+	int flag_value;
+	const char *help;
+};
+
+static const char *perf_parse_int(const char *text, void *field)
+{
+	char *end = NULL;
+	long value = strtol(text, &end, 10);
+	if (end == text || *end != '\0' || value < 0 || value > 1000000000)
+		return "not a number from 0 to 10^9";
+	*(int *)field = (int)value;
+	return NULL;
+}
+
+static const char *perf_parse_size(const char *text, void *field)
+{
+	char *end = NULL;
+	double value = strtod(text, &end);
+	if (end == text || !(value >= 0))
+		return "not a size (a number with an optional K, M or G suffix)";
+	switch (*end) {
+	case 'K':
+	case 'k':
+		value *= 1024;
+		end++;
+		break;
+	case 'M':
+	case 'm':
+		value *= 1024 * 1024;
+		end++;
+		break;
+	case 'G':
+	case 'g':
+		value *= 1024.0 * 1024 * 1024;
+		end++;
+		break;
+	default:
+		break;
+	}
+	if (*end != '\0' || value > 1e15)
+		return "not a size (a number with an optional K, M or G suffix)";
+	*(size_t *)field = (size_t)value;
+	return NULL;
+}
+
+static const char *perf_parse_double(const char *text, void *field)
+{
+	char *end = NULL;
+	double value = strtod(text, &end);
+	if (end == text || *end != '\0' || !isfinite(value))
+		return "not a number";
+	*(double *)field = value;
+	return NULL;
+}
+
+static const char *perf_parse_graph_mode(const char *text, void *field)
+{
+	if (strcmp(text, "0") != 0 && strcmp(text, "1") != 0 && strcmp(text, "2") != 0)
+		return "must be 0 (eager), 1 (graph) or 2 (both)";
+	*(int *)field = text[0] - '0';
+	return NULL;
+}
+
+static const char *perf_parse_bool(const char *text, void *field)
+{
+	if (strcmp(text, "0") != 0 && strcmp(text, "1") != 0)
+		return "must be 0 or 1";
+	*(bool *)field = text[0] == '1';
+	return NULL;
+}
+
+/* nccl-tests' name of a dtype (its -d), or NULL where it uses ours. */
+static const char *perf_dtype_alias(int dtype)
+{
+	switch (dtype) {
+	case NDET_DTYPE_F32:
+		return "float";
+	case NDET_DTYPE_F16:
+		return "half";
+	case NDET_DTYPE_BF16:
+		return "bfloat16";
+	case NDET_DTYPE_F64:
+		return "double";
+	default:
+		return NULL;
+	}
+}
+
+/* A comma list of dtype (or op) names, or "all", into a bit mask. */
+static const char *perf_parse_names(const char *text, unsigned *mask, bool dtypes)
+{
+	const int count = dtypes ? NDET_DTYPE_COUNT : NDET_OP_COUNT;
+	unsigned result = 0;
+	const char *cursor = text;
+	while (*cursor != '\0') {
+		size_t length = strcspn(cursor, ",");
+		bool found = false;
+		for (int i = 0; i < count; i++) {
+			const char *candidate = dtypes ? ndet_dtype_name((ndet_dtype_t)i)
+						       : ndet_op_name((ndet_op_t)i);
+			/* nccl-tests' names of the same types (its -d). */
+			const char *alias = dtypes ? perf_dtype_alias(i) : NULL;
+			if ((strlen(candidate) == length &&
+			     strncmp(cursor, candidate, length) == 0) ||
+			    (alias != NULL && strlen(alias) == length &&
+			     strncmp(cursor, alias, length) == 0) ||
+			    (length == 3 && strncmp(cursor, "all", 3) == 0)) {
+				result |= 1u << i;
+				found = true;
+			}
+		}
+		if (!found)
+			return dtypes ? "unknown name in the list (f32 or float, f16 or half, bf16 or "
+					"bfloat16, f64 or double, f8e4m3, f8e5m2, all)"
+				      : "unknown name in the list (sum, prod, min, max, avg, all)";
+		cursor += length;
+		if (*cursor == ',')
+			cursor++;
+	}
+	if (result == 0)
+		return "empty list";
+	*mask = result;
+	return NULL;
+}
+
+static const char *perf_parse_dtypes(const char *text, void *field)
+{
+	return perf_parse_names(text, field, true);
+}
+
+static const char *perf_parse_ops(const char *text, void *field)
+{
+	return perf_parse_names(text, field, false);
+}
+
+static const char *perf_parse_coll(const char *text, void *field)
+{
+	if (strcmp(text, "allreduce") == 0)
+		*(int *)field = NDET_COLL_ALLREDUCE;
+	else if (strcmp(text, "reducescatter") == 0)
+		*(int *)field = NDET_COLL_REDUCE_SCATTER;
+	else
+		return "allreduce or reducescatter";
+	return NULL;
+}
+
+static const char *perf_parse_string(const char *text, void *field)
+{
+	if (text[0] == '\0')
+		return "empty";
+	*(const char **)field = text;
+	return NULL;
+}
+
+#define PERF_FIELD(member) offsetof(struct perf_options, member)
+
+/*
+ * Every option, once: getopt_long's tables and the help are made from it.  A new option
+ * is a field in struct perf_options, its default in main() and one row here.
+ */
+static const struct perf_option perf_option_table[] = {
+    {"ranks", 'n', "RANKS", PERF_FIELD(nranks), perf_parse_int, 0,
+     "ranks (default: one per GPU; 4 sharing GPU 0 on a one-GPU machine)"},
+    {"minbytes", 'b', "BYTES", PERF_FIELD(min_bytes), perf_parse_size, 0,
+     "smallest size (default 8; K, M, G suffixes)"},
+    {"maxbytes", 'e', "BYTES", PERF_FIELD(max_bytes), perf_parse_size, 0,
+     "largest size (default 1G)"},
+    {"stepfactor", 'f', "FACTOR", PERF_FIELD(factor), perf_parse_double, 0,
+     "size step factor (default 2)"},
+    {"datatype", 'd', "TYPES", PERF_FIELD(dtypes), perf_parse_dtypes, 0,
+     "comma list of f32,f16,bf16,f64,f8e4m3,f8e5m2 or all (default bf16,f32; fp8 on sm_90+);\n"
+     "nccl-tests' float, half, bfloat16 and double too"},
+    {"op", 'o', "OPS", PERF_FIELD(ops), perf_parse_ops, 0,
+     "comma list of sum,prod,min,max,avg or all (default sum)"},
+    {"warmup_iters", 'w', "N", PERF_FIELD(warmup), perf_parse_int, 0,
+     "warm-up calls (default 5)"},
+    {"iters", 'i', "N", PERF_FIELD(iters), perf_parse_int, 0, "timed calls (default 20)"},
+    {"cudagraph", 'G', "MODE", PERF_FIELD(graph), perf_parse_graph_mode, 0,
+     "0 eager, 1 CUDA graph, 2 both (default 2)"},
+    {"check", 'c', "0|1", PERF_FIELD(check), perf_parse_bool, 0,
+     "bit-exact and size-invariance checks (default 1, sizes up to --check-max)"},
+    {"check-max", 0, "BYTES", PERF_FIELD(check_max_bytes), perf_parse_size, 0,
+     "the largest size checked (default 256M: the CPU reference holds every\n"
+     "rank's input in host memory and takes about a second per GiB)"},
+    {"nccl", 0, NULL, PERF_FIELD(nccl), NULL, PERF_NCCL_REQUIRED,
+     "require the side-by-side NCCL columns: exit 2 when NCCL cannot run here\n"
+     "(default: run NCCL whenever it can, else say why not)"},
+    {"no-nccl", 0, NULL, PERF_FIELD(nccl), NULL, PERF_NCCL_OFF, "nccl-det only"},
+    {"nccl-symmetric", 0, NULL, PERF_FIELD(nccl_symmetric), NULL, 1,
+     "also time NCCL on ncclMemAlloc buffers registered as symmetric windows\n"
+     "(NCCL >= 2.27; else say why not)"},
+    {"csv", 0, "FILE", PERF_FIELD(csv_path), perf_parse_string, 0,
+     "also write every row to FILE as CSV (one header line)"},
+    {"dry-run", 0, NULL, PERF_FIELD(dry_run), NULL, 1,
+     "print the setup and the rows the run would measure, and load NCCL,\n"
+     "without running anything on a GPU"},
+    {"gpus", 0, "N", PERF_FIELD(assume_gpus), perf_parse_int, 0,
+     "with --dry-run: plan as if N GPUs were visible (default: those visible)"},
+    {"coll", 'C', "C", PERF_FIELD(coll), perf_parse_coll, 0,
+     "allreduce (default) or reducescatter (sizes: whole send buffers,\n"
+     "each rank receives size/ranks)"},
+    {"link-probe", 0, NULL, PERF_FIELD(link_probe), NULL, 1,
+     "measure copy bandwidth local, peer-read and peer-write between GPUs 0 and 1 (one way, "
+     "both ways, alongside a local copy), then exit"},
+    {"trace", 0, NULL, PERF_FIELD(trace), NULL, 1,
+     "after each row, one more call that records the timeline of its first and\n"
+     "last block on every rank (where the time of a call goes; the first 510\n"
+     "events of a block)"},
+    {"help", 'h', NULL, PERF_FIELD(help), NULL, 1, "this help"},
+    {"version", 0, NULL, PERF_FIELD(version), NULL, 1, "print the version and exit"},
+};
+
+#define PERF_OPTION_COUNT   (sizeof(perf_option_table) / sizeof(perf_option_table[0]))
+#define PERF_LONG_ONLY_BASE 256
+
+void perf_usage(FILE *out)
+{
+	fprintf(out, "Usage: nccl-det-perf [options]\n");
+	for (size_t i = 0; i < PERF_OPTION_COUNT; i++) {
+		const struct perf_option *option = &perf_option_table[i];
+		char synopsis[64];
+		int used = option->key != 0
+				   ? snprintf(synopsis, sizeof(synopsis), "-%c, --%s", option->key,
+					      option->name)
+				   : snprintf(synopsis, sizeof(synopsis), "    --%s", option->name);
+		if (option->argument != NULL && used > 0 && (size_t)used < sizeof(synopsis))
+			snprintf(synopsis + used, sizeof(synopsis) - (size_t)used, " %s",
+				 option->argument);
+		/* Continuation lines of the help align under its first line. */
+		fprintf(out, "  %-26s ", synopsis);
+		for (const char *line = option->help; *line != '\0';) {
+			size_t length = strcspn(line, "\n");
+			fprintf(out, "%.*s\n", (int)length, line);
+			line += length;
+			if (*line == '\n') {
+				line++;
+				fprintf(out, "  %-26s ", "");
+			}
+		}
+	}
+	fprintf(out, "Settings come from NCCL_DET_* variables (doc/settings.md); NCCL is the library\n"
+		     "NCCL_DET_NCCL_LIBRARY names, else libnccl.so.2.  ratio = NCCL time /\n"
+		     "nccl-det time: above 1, nccl-det is faster; s-ratio (--nccl-symmetric) is\n"
+		     "the same for NCCL on symmetric windows.\n");
+}
+
+void perf_parse_options(int argc, char **argv, struct perf_options *o)
+{
+	struct option long_options[PERF_OPTION_COUNT + 1];
+	char short_options[3 * PERF_OPTION_COUNT + 1];
+	size_t used = 0;
+	for (size_t i = 0; i < PERF_OPTION_COUNT; i++) {
+		const struct perf_option *option = &perf_option_table[i];
+		int key = option->key != 0 ? option->key : PERF_LONG_ONLY_BASE + (int)i;
+		long_options[i] = (struct option){option->name,
+						  option->argument != NULL ? required_argument
+									   : no_argument,
+						  NULL, key};
+		if (option->key != 0) {
+			short_options[used++] = (char)option->key;
+			if (option->argument != NULL)
+				short_options[used++] = ':';
+		}
+	}
+	long_options[PERF_OPTION_COUNT] = (struct option){NULL, 0, NULL, 0};
+	short_options[used] = '\0';
+
+	int key;
+	while ((key = getopt_long(argc, argv, short_options, long_options, NULL)) != -1) {
+		const struct perf_option *option = NULL;
+		for (size_t i = 0; i < PERF_OPTION_COUNT && option == NULL; i++) {
+			int own = perf_option_table[i].key != 0 ? perf_option_table[i].key
+								: PERF_LONG_ONLY_BASE + (int)i;
+			if (own == key)
+				option = &perf_option_table[i];
+		}
+		if (option == NULL) {
+			perf_usage(stderr);
+			exit(2);
+		}
+		void *field = (char *)o + option->offset;
+		if (option->parse == NULL) {
+			*(int *)field = option->flag_value;
+			continue;
+		}
+		const char *why = option->parse(optarg, field);
+		if (why != NULL) {
+			fprintf(stderr, "nccl-det-perf: --%s %s: %s\n", option->name, optarg, why);
+			exit(2);
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "nccl-det-perf: unexpected argument '%s'\n", argv[optind]);
+		exit(2);
+	}
+	const char *why = NULL;
+	if (o->factor <= 1.0)
+		why = "--stepfactor must be above 1";
+	else if (o->iters < 1)
+		why = "--iters must be at least 1";
+	else if (o->min_bytes < 1 || o->max_bytes < o->min_bytes)
+		why = "sizes must satisfy 1 <= --minbytes <= --maxbytes";
+	else if (o->assume_gpus >= 0 && !o->dry_run)
+		why = "--gpus only goes with --dry-run";
+	else if (o->nranks > NDET_MAX_RANKS)
+		why = "--ranks is above the largest number of ranks nccl-det supports";
+	if (why != NULL) {
+		fprintf(stderr, "nccl-det-perf: %s\n", why);
+		exit(2);
+	}
+}

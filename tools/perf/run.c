@@ -1,0 +1,550 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * nccl-det-perf's measured run: one thread per rank, each with its engine (set up
+ * through an all-gather over the threads) and, when NCCL's columns run, its NCCL
+ * communicator; per row the timed calls of each implementation and mode, then the
+ * checks of nccl-det's result against the CPU reference and of its size invariance.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/ndet_bench.h"
+#include "kernels/ndet_kernels.h"
+#include "common/ndet_dtype.h"
+#include "reference/ndet_reference.h"
+#include "common/ndet_settings.h"
+#include "tools/perf/perf.h"
+
+/*
+ * A fatal error, possibly on one rank's thread while the others are inside CUDA or
+ * NCCL calls: exit() would run exit handlers under their feet; leave at once with the
+ * output flushed.
+ */
+_Noreturn void perf_die(void)
+{
+	fflush(NULL);
+	_exit(1);
+}
+
+/* Rank `rank`'s engine configuration, from the settings and the layout of the ranks. */
+struct ndet_engine_config perf_engine_config(const struct perf_world *world, int rank)
+{
+	const struct ndet_settings *settings = ndet_settings_get();
+	return (struct ndet_engine_config){
+		.rank = rank,
+		.nranks = world->options.nranks,
+		.cuda_device = rank % world->ngpus,
+		.pool_size = settings->pool_size,
+		.max_blocks = settings->max_blocks,
+		/* What the setup will agree (rank r on GPU r % ngpus), for planned rows. */
+		.ranks_per_device = (world->options.nranks + world->ngpus - 1) / world->ngpus,
+		.device_sms = world->device_sms,
+		.oneshot_max = settings->oneshot_max,
+		.ll_max = settings->ll_max,
+		.push_min = settings->push_min,
+		.timeout_ms = 20000,
+		.max_memory = settings->max_memory,
+		.settings_hash = ndet_settings_agreement_hash(settings),
+		.test_fail_rank = -1,
+	};
+}
+
+/*
+ * Bytes one rank's kernel reads + writes for one call (see kernels/ndet_kernels.h),
+ * with this tool's send buffers, which cudaMalloc aligns: two-shot and push take
+ * the rank's own segment straight from sendbuff, so it is neither copied into the
+ * pool nor read back from it.
+ */
+static double perf_kernel_bytes(ndet_path_t path, double bytes, int n)
+{
+	if (path == NDET_PATH_ONESHOT)
+		return (n + 3) * bytes;
+	if (path == NDET_PATH_LL) /* send read once, 2x lines to and from n-1 peers, out */
+		return bytes + 4 * (n - 1) * bytes + bytes;
+	/*
+	 * Two-shot and push alike: the other n - 1 segments copied into a pool (read +
+	 * write), n segments read by the reduce, recvbuff and n - 1 pool copies of the
+	 * result written, n - 1 reduced segments gathered (read + write).
+	 */
+	if (path == NDET_PATH_TWOSHOT || path == NDET_PATH_PUSH)
+		return 2 * (n - 1) * bytes / n + bytes + bytes + 2 * (n - 1) * bytes / n;
+	/* Reduce-scatter (bytes: the send buffer): copy-in, n segments read, recvbuff. */
+	if (path == NDET_PATH_SCATTER)
+		return 2 * bytes + bytes + bytes / n;
+	return 2 * bytes;
+}
+
+double perf_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static ndet_status_t perf_allgather(void *context, const void *send, void *recv, size_t bytes)
+{
+	struct perf_rank *me = context;
+	struct perf_world *world = me->world;
+	world->sends[me->rank] = send;
+	pthread_barrier_wait(&world->barrier);
+	for (int r = 0; r < world->options.nranks; r++) {
+		if (cudaMemcpyAsync((char *)recv + (size_t)r * bytes, world->sends[r], bytes,
+				    cudaMemcpyDefault, 0) != cudaSuccess)
+			return NDET_ERR_CUDA;
+	}
+	/*
+	 * The contract is "complete when it returns": a device-to-device cudaMemcpy may
+	 * return before its copy lands, and the peers reuse their send buffers once past
+	 * the barrier below.  The legacy stream: no stream of our own (several ranks
+	 * share one GPU's hardware queues in one process).
+	 */
+	if (cudaStreamSynchronize(0) != cudaSuccess)
+		return NDET_ERR_CUDA;
+	pthread_barrier_wait(&world->barrier);
+	return NDET_OK;
+}
+
+static void perf_fill(ndet_dtype_t dtype, void *buffer, size_t count, uint64_t seed)
+{
+	uint64_t state = seed * 0x9E3779B97F4A7C15ull + 7;
+	for (size_t i = 0; i < count; i++) {
+		state ^= state << 13;
+		state ^= state >> 7;
+		state ^= state << 17;
+		double value = ldexp(1.0 + (double)(state >> 40) / 16777216.0,
+				     (int)(state % 17) - 8) *
+			       ((state >> 20) & 1 ? -1.0 : 1.0);
+		switch (dtype) {
+		case NDET_DTYPE_F32:
+			((float *)buffer)[i] = (float)value;
+			break;
+		case NDET_DTYPE_F64:
+			((double *)buffer)[i] = value;
+			break;
+		case NDET_DTYPE_F16:
+			((uint16_t *)buffer)[i] = ndet_float_to_half((float)value);
+			break;
+		case NDET_DTYPE_BF16:
+			((uint16_t *)buffer)[i] = ndet_float_to_bfloat16((float)value);
+			break;
+		case NDET_DTYPE_F8E4M3:
+			/* 2^-4 ... 2^4: sums of 16 stay below its largest finite, 448 */
+			((uint8_t *)buffer)[i] = ndet_float_to_fp8_e4m3((float)ldexp(value, -4));
+			break;
+		case NDET_DTYPE_F8E5M2:
+			((uint8_t *)buffer)[i] = ndet_float_to_fp8_e5m2((float)value);
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+static uint64_t perf_seed(int rank, size_t count)
+{
+	return (uint64_t)rank * 7777 + count;
+}
+
+/* A failed call would time as a fast no-op: stop with the reason instead. */
+void perf_check_engine(struct perf_rank *me)
+{
+	uint32_t kernel_error = 0;
+	if (ndet_engine_error(me->world->engines[me->rank], &kernel_error) != NDET_OK) {
+		fprintf(stderr,
+			"nccl-det-perf: rank %d: the engine failed (kernel error %u: 1 timeout, 2 "
+			"abort, 3 diverging call, 4 peer failure). With ranks sharing one GPU, "
+			"every rank's blocks must be resident at once: lower NCCL_DET_MAX_BLOCKS so "
+			"that ranks x blocks fits the GPU.\n",
+			me->rank, kernel_error);
+		perf_die();
+	}
+}
+
+void perf_launch(struct perf_rank *me, enum perf_impl impl, const void *send, void *recv,
+		 const struct perf_row *row)
+{
+	struct perf_world *world = me->world;
+	const bool scatter = world->options.coll == NDET_COLL_REDUCE_SCATTER;
+	/* Reduce-scatter: row->count is the whole send buffer, a multiple of the ranks. */
+	const size_t count = scatter ? row->count / (size_t)world->options.nranks : row->count;
+	if (impl == PERF_NDET) {
+		const struct ndet_engine_call call = {.coll = (ndet_coll_t)world->options.coll,
+						      .sendbuff = send,
+						      .recvbuff = recv,
+						      .count = count,
+						      .dtype = row->dtype,
+						      .op = row->op,
+						      .root = -1};
+		/* Failures are read from the engine after the calls (perf_check_engine). */
+		(void)ndet_engine_collective(world->engines[me->rank], &call, me->stream);
+		return;
+	}
+	ncclResult_t result =
+		(scatter ? world->nccl.fn.ncclReduceScatter : world->nccl.fn.ncclAllReduce)(
+			send, recv, count, ndet_dtype_to_nccl(row->dtype), ndet_op_to_nccl(row->op),
+			world->comms[me->rank], me->stream);
+	if (result != ncclSuccess)
+		perf_check_nccl(me, result, scatter ? "ncclReduceScatter" : "ncclAllReduce");
+}
+
+/* Time `iters` calls (eager) or one graph of `iters` calls, between barriers. */
+static double perf_time(struct perf_rank *me, enum perf_impl impl, enum perf_mode mode,
+			const struct perf_row *row)
+{
+	struct perf_world *world = me->world;
+	const int iters = world->options.iters;
+	const bool symmetric = impl == PERF_NCCL_SYMMETRIC;
+	const char *send = symmetric ? me->symmetric_send : me->send;
+	char *recv = symmetric ? me->symmetric_recv : me->recv;
+	cudaGraphExec_t exec = NULL;
+	/*
+	 * Eager warm-up first in both modes: NCCL connects lazily at a communicator's
+	 * first call of a kind, which fails inside a capture.
+	 */
+	for (int i = 0; i < world->options.warmup; i++)
+		perf_launch(me, impl, send, recv, row);
+	PERF_CHECK(cudaStreamSynchronize(me->stream));
+	pthread_barrier_wait(&world->barrier);
+	if (mode == PERF_GRAPH) {
+		cudaGraph_t graph;
+		PERF_CHECK(cudaStreamBeginCapture(me->stream, cudaStreamCaptureModeThreadLocal));
+		for (int i = 0; i < iters; i++)
+			perf_launch(me, impl, send, recv, row);
+		PERF_CHECK(cudaStreamEndCapture(me->stream, &graph));
+		PERF_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+		PERF_CHECK(cudaGraphDestroy(graph));
+		PERF_CHECK(cudaGraphLaunch(exec, me->stream)); /* the graph's own warm-up */
+	}
+	PERF_CHECK(cudaStreamSynchronize(me->stream));
+	pthread_barrier_wait(&world->barrier);
+	double start = perf_now();
+	if (mode == PERF_GRAPH) {
+		PERF_CHECK(cudaGraphLaunch(exec, me->stream));
+	} else {
+		for (int i = 0; i < iters; i++)
+			perf_launch(me, impl, send, recv, row);
+	}
+	PERF_CHECK(cudaStreamSynchronize(me->stream));
+	pthread_barrier_wait(&world->barrier);
+	double elapsed = perf_now() - start;
+	if (impl == PERF_NDET)
+		perf_check_engine(me);
+	else
+		perf_check_nccl(me, ncclSuccess, "all-reduce");
+	if (exec != NULL)
+		PERF_CHECK(cudaGraphExecDestroy(exec));
+	return elapsed / iters;
+}
+
+static void perf_measure_copy(struct perf_world *world)
+{
+	const size_t bytes = 256u << 20;
+	void *a, *b;
+	cudaEvent_t start, stop;
+	PERF_CHECK(cudaMalloc(&a, bytes));
+	PERF_CHECK(cudaMalloc(&b, bytes));
+	PERF_CHECK(cudaEventCreate(&start));
+	PERF_CHECK(cudaEventCreate(&stop));
+	PERF_CHECK(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
+	PERF_CHECK(cudaEventRecord(start, 0));
+	for (int i = 0; i < 10; i++)
+		PERF_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0));
+	PERF_CHECK(cudaEventRecord(stop, 0));
+	PERF_CHECK(cudaEventSynchronize(stop));
+	float ms = 0;
+	PERF_CHECK(cudaEventElapsedTime(&ms, start, stop));
+	world->copy_gbps = 2.0 * (double)bytes * 10 / (ms * 1e-3) / 1e9;
+	PERF_CHECK(cudaFree(a));
+	PERF_CHECK(cudaFree(b));
+	PERF_CHECK(cudaEventDestroy(start));
+	PERF_CHECK(cudaEventDestroy(stop));
+}
+
+/* Ranks 0 and 1 ping-pong a flag; the floor under any all-reduce's latency. */
+static void perf_measure_flag_rtt(struct perf_rank *me)
+{
+	struct perf_world *world = me->world;
+	const int iters = 2000;
+	if (me->rank < 2) {
+		PERF_CHECK(cudaMalloc((void **)&world->flag_pair[me->rank], sizeof(uint64_t)));
+		PERF_CHECK(cudaMemset(world->flag_pair[me->rank], 0, sizeof(uint64_t)));
+		PERF_CHECK(cudaDeviceSynchronize());
+	}
+	pthread_barrier_wait(&world->barrier);
+	if (me->rank < 2) {
+		int peer = 1 - me->rank;
+		if (world->ngpus > 1 && me->rank == 0) {
+			cudaError_t err = cudaDeviceEnablePeerAccess(peer % world->ngpus, 0);
+			if (err != cudaSuccess)
+				(void)cudaGetLastError();
+		}
+		uint64_t *result = NULL;
+		PERF_CHECK(cudaMalloc((void **)&result, sizeof(uint64_t)));
+		PERF_CHECK((cudaError_t)ndet_kernel_flag_pingpong(world->flag_pair[me->rank],
+								  world->flag_pair[peer], iters,
+								  me->rank == 0, result, me->stream));
+		PERF_CHECK(cudaStreamSynchronize(me->stream));
+		uint64_t ns = 0;
+		PERF_CHECK(cudaMemcpy(&ns, result, sizeof(ns), cudaMemcpyDeviceToHost));
+		if (me->rank == 0)
+			world->flag_rtt_us = ns == 0 ? -1.0 : (double)ns / iters / 1000.0;
+		PERF_CHECK(cudaFree(result));
+	}
+	pthread_barrier_wait(&world->barrier);
+	if (me->rank < 2)
+		PERF_CHECK(cudaFree(world->flag_pair[me->rank]));
+}
+
+/* Elements whose bits differ between `got` and `want` (element size `size`). */
+static long long perf_count_differ(const char *got, const char *want, size_t count, size_t size)
+{
+	long long differ = 0;
+	for (size_t i = 0; i < count; i++)
+		differ += memcmp(got + i * size, want + i * size, size) != 0;
+	return differ;
+}
+
+/*
+ * Rank 0, after every rank's fresh result is in recv_host: bit-exact against the CPU
+ * reference, size invariance against the offset call in recv2, NCCL's elements off
+ * the tree.
+ */
+static void perf_judge(struct perf_rank *me, struct perf_row *row)
+{
+	struct perf_world *world = me->world;
+	const int n = world->options.nranks;
+	const size_t size = ndet_dtype_size(row->dtype), bytes = row->bytes;
+	void *inputs[NDET_MAX_RANKS];
+	const void *views[NDET_MAX_RANKS];
+	for (int r = 0; r < n; r++) {
+		inputs[r] = malloc(bytes);
+		perf_fill(row->dtype, inputs[r], row->count, perf_seed(r, row->count));
+		views[r] = inputs[r];
+	}
+	char *expected = malloc(bytes);
+	ndet_reference_allreduce(views, n, expected, row->count, row->dtype, row->op);
+	/* Reduce-scatter: rank r's block is block r of the all-reduce, bit for bit. */
+	const bool scatter = world->options.coll == NDET_COLL_REDUCE_SCATTER;
+	const size_t block = scatter ? bytes / (size_t)n : bytes;
+	bool same = true;
+	for (int r = 0; r < n && same; r++)
+		same = memcmp(world->recv_host[r], expected + (scatter ? (size_t)r * block : 0),
+			      block) == 0;
+	row->exact = same ? "OK" : "FAIL";
+	for (int r = 0; r < n; r++)
+		free(inputs[r]);
+	if (row->count > 1 && !scatter) {
+		char *second = malloc(bytes);
+		PERF_CHECK(cudaMemcpy(second, me->recv2 + size + 8, bytes - size,
+				      cudaMemcpyDeviceToHost));
+		row->invariant =
+			memcmp(second, world->recv_host[0] + size, bytes - size) == 0 ? "OK"
+										      : "FAIL";
+		free(second);
+	}
+	if (world->nccl_on)
+		row->nccl_differ = perf_count_differ(world->nccl_host, expected, block / size, size);
+	free(expected);
+	if (!same || strcmp(row->invariant, "FAIL") == 0)
+		world->failures++;
+}
+
+/* One fresh call, the same elements [1, count) in a smaller call at another offset,
+ * and NCCL's result of the fresh call. */
+static void perf_check(struct perf_rank *me, struct perf_row *row)
+{
+	struct perf_world *world = me->world;
+	const size_t size = ndet_dtype_size(row->dtype), bytes = row->bytes;
+	PERF_CHECK(cudaMemsetAsync(me->recv, 0x5a, bytes, me->stream));
+	PERF_CHECK(cudaMemsetAsync(me->recv2, 0x5a, bytes + 16, me->stream));
+	perf_launch(me, PERF_NDET, me->send, me->recv, row);
+	/* The size-invariance call: all-reduce only (a smaller reduce-scatter moves blocks). */
+	if (row->count > 1 && world->options.coll == NDET_COLL_ALLREDUCE) {
+		struct perf_row smaller = *row;
+		smaller.count--;
+		perf_launch(me, PERF_NDET, me->send + size, me->recv2 + size + 8, &smaller);
+	}
+	PERF_CHECK(cudaStreamSynchronize(me->stream));
+	perf_check_engine(me);
+	PERF_CHECK(cudaMemcpy(world->recv_host[me->rank], me->recv, bytes, cudaMemcpyDeviceToHost));
+	if (world->nccl_on) {
+		perf_launch(me, PERF_NCCL, me->send, me->recv, row);
+		PERF_CHECK(cudaStreamSynchronize(me->stream));
+		perf_check_nccl(me, ncclSuccess, "all-reduce");
+		if (me->rank == 0)
+			PERF_CHECK(cudaMemcpy(world->nccl_host, me->recv, bytes,
+					      cudaMemcpyDeviceToHost));
+	}
+	pthread_barrier_wait(&world->barrier);
+	if (me->rank == 0)
+		perf_judge(me, row);
+}
+
+/* perf_for_each_row's visitor of a rank thread: measure, check, rank 0 prints. */
+static void perf_rank_row(void *context, struct perf_row *row)
+{
+	struct perf_rank *me = context;
+	struct perf_world *world = me->world;
+	const struct perf_options *o = &world->options;
+	const int n = o->nranks;
+
+	perf_fill(row->dtype, me->host_in, row->count, perf_seed(me->rank, row->count));
+	/* Ordered on the stream the calls use: a pageable cudaMemcpy may return before its
+	 * DMA lands, and a non-blocking stream does not wait for the legacy stream. */
+	PERF_CHECK(cudaMemcpyAsync(me->send, me->host_in, row->bytes, cudaMemcpyHostToDevice,
+				   me->stream));
+	if (world->symmetric_on)
+		PERF_CHECK(cudaMemcpyAsync(me->symmetric_send, me->host_in, row->bytes,
+					   cudaMemcpyHostToDevice, me->stream));
+	PERF_CHECK(cudaStreamSynchronize(me->stream));
+	/* Every rank's upload is done before any rank launches a call its peers wait in. */
+	pthread_barrier_wait(&world->barrier);
+	for (int mode = 0; mode < PERF_MODE_COUNT; mode++) {
+		if (o->graph != 2 && o->graph != mode)
+			continue;
+		for (int impl = 0; impl < PERF_IMPL_COUNT; impl++)
+			if (impl == PERF_NDET || (impl == PERF_NCCL && world->nccl_on) ||
+			    (impl == PERF_NCCL_SYMMETRIC && world->symmetric_on))
+				row->seconds[mode][impl] = perf_time(me, (enum perf_impl)impl,
+								     (enum perf_mode)mode, row);
+	}
+	if (o->check && row->bytes <= o->check_max_bytes)
+		perf_check(me, row);
+	if (o->trace && row->blocks > 0)
+		perf_trace(me, row);
+	pthread_barrier_wait(&world->barrier);
+	if (me->rank != 0)
+		return;
+
+	double best = -1;
+	for (int mode = 0; mode < PERF_MODE_COUNT; mode++) {
+		double s = row->seconds[mode][PERF_NDET];
+		if (s > 0 && (best < 0 || s < best))
+			best = s;
+	}
+	row->kernel_gbps = perf_kernel_bytes(row->path, (double)row->bytes, n) * n / best / 1e9;
+	if (world->ngpus == 1) {
+		row->vs_copy = row->kernel_gbps / world->copy_gbps;
+		if (row->bytes >= PERF_LARGE_MIN_BYTES) {
+			world->large_rows++;
+			world->ratio_sum_large += row->vs_copy;
+			if (row->vs_copy > world->best_ratio_large)
+				world->best_ratio_large = row->vs_copy;
+		}
+	}
+	perf_print_row(world, row);
+	perf_note_ratios(world, row);
+	if (o->trace && row->blocks > 0)
+		perf_trace_print(world, row);
+	const double eager = row->seconds[PERF_EAGER][PERF_NDET];
+	if (row->bytes <= 64 && n >= 2 && world->flag_rtt_us > 0 && eager > 0)
+		printf("#   %zu-byte call: %.2f us = %.1f bare flag round trips\n", row->bytes,
+		       eager * 1e6, eager * 1e6 / world->flag_rtt_us);
+}
+
+/* A rank's thread: its engine, the copy and flag baselines, then every row. */
+static void *perf_rank_main(void *argument)
+{
+	struct perf_rank *me = argument;
+	struct perf_world *world = me->world;
+	const struct perf_options *o = &world->options;
+	struct ndet_engine_config config = perf_engine_config(world, me->rank);
+	PERF_CHECK(cudaSetDevice(config.cuda_device));
+	PERF_CHECK(cudaStreamCreateWithFlags(&me->stream, cudaStreamNonBlocking));
+
+	struct ndet_setup_verdict verdict;
+	ndet_status_t st =
+		ndet_engine_create(&config, perf_allgather, me, &world->engines[me->rank], &verdict);
+	if (st != NDET_OK) {
+		fprintf(stderr, "nccl-det-perf: rank %d: engine setup failed: %s (%s, rank %d)\n",
+			me->rank, ndet_status_name(st), ndet_verdict_reason_name(verdict.reason),
+			verdict.offending_rank);
+		perf_die();
+	}
+	if (me->rank == 0)
+		perf_measure_copy(world);
+	if (o->nranks >= 2)
+		perf_measure_flag_rtt(me);
+	if (me->rank == 0) {
+		printf("# device-to-device copy: %.1f GB/s (bytes read + written)", world->copy_gbps);
+		if (o->nranks >= 2)
+			printf(", bare flag round trip: %.2f us", world->flag_rtt_us);
+		printf("\n#\n");
+		perf_print_header(world);
+	}
+
+	PERF_CHECK(cudaMalloc((void **)&me->send, o->max_bytes + 16));
+	PERF_CHECK(cudaMalloc((void **)&me->recv, o->max_bytes + 16));
+	PERF_CHECK(cudaMalloc((void **)&me->recv2, o->max_bytes + 16));
+	me->host_in = malloc(o->max_bytes + 16);
+	world->recv_host[me->rank] = malloc(o->max_bytes + 16);
+	if (me->host_in == NULL || world->recv_host[me->rank] == NULL) {
+		fprintf(stderr, "nccl-det-perf: rank %d: out of host memory\n", me->rank);
+		perf_die();
+	}
+	if (world->symmetric_on)
+		perf_symmetric_setup(me);
+	perf_for_each_row(world, perf_rank_row, me);
+	if (world->symmetric_on)
+		perf_symmetric_teardown(me);
+
+	PERF_CHECK(cudaFree(me->send));
+	PERF_CHECK(cudaFree(me->recv));
+	PERF_CHECK(cudaFree(me->recv2));
+	free(me->host_in);
+	pthread_barrier_wait(&world->barrier);
+	ndet_engine_destroy(world->engines[me->rank], true);
+	free(world->recv_host[me->rank]);
+	PERF_CHECK(cudaStreamDestroy(me->stream));
+	return NULL;
+}
+
+int perf_run(struct perf_world *world)
+{
+	const struct perf_options *o = &world->options;
+	if (world->nccl_on) {
+		int devices[NDET_MAX_RANKS];
+		for (int r = 0; r < o->nranks; r++)
+			devices[r] = r;
+		ncclResult_t result = world->nccl.fn.ncclCommInitAll(world->comms, o->nranks, devices);
+		if (result != ncclSuccess) {
+			fprintf(stderr, "nccl-det-perf: ncclCommInitAll failed: %s\n",
+				world->nccl.fn.ncclGetErrorString(result));
+			return 1;
+		}
+		/* Only checked sizes come back to the host. */
+		world->nccl_host = malloc((o->max_bytes < o->check_max_bytes ? o->max_bytes
+									     : o->check_max_bytes) +
+					  16);
+		if (world->nccl_host == NULL) {
+			fprintf(stderr, "nccl-det-perf: out of host memory\n");
+			return 1;
+		}
+	}
+	pthread_barrier_init(&world->barrier, NULL, (unsigned)o->nranks);
+	pthread_t threads[NDET_MAX_RANKS];
+	struct perf_rank ranks[NDET_MAX_RANKS];
+	for (int r = 0; r < o->nranks; r++) {
+		ranks[r] = (struct perf_rank){.world = world, .rank = r};
+		pthread_create(&threads[r], NULL, perf_rank_main, &ranks[r]);
+	}
+	for (int r = 0; r < o->nranks; r++)
+		pthread_join(threads[r], NULL);
+	if (world->nccl_on) {
+		for (int r = 0; r < o->nranks; r++)
+			(void)world->nccl.fn.ncclCommDestroy(world->comms[r]);
+		free(world->nccl_host);
+	}
+	return 0;
+}
