@@ -53,10 +53,10 @@ typedef enum {
 
 /* LL geometry: lines per thread, payload bytes per block, bytes of one slot. */
 #define NDET_LL_LINES_PER_THREAD 2
-#define NDET_LL_BLOCK_BYTES (NDET_KERNEL_THREADS * NDET_LL_LINES_PER_THREAD * 8)
-#define NDET_LL_SLOT_BYTES (NDET_KERNEL_THREADS * NDET_LL_LINES_PER_THREAD * 16)
+#define NDET_LL_BLOCK_BYTES      (NDET_KERNEL_THREADS * NDET_LL_LINES_PER_THREAD * 8)
+#define NDET_LL_SLOT_BYTES       (NDET_KERNEL_THREADS * NDET_LL_LINES_PER_THREAD * 16)
 /* Upper bound of NCCL_DET_LL_MAX, and the most LL blocks a pool has slots for. */
-#define NDET_LL_MAX_BYTES (256u * 1024u)
+#define NDET_LL_MAX_BYTES  (256u * 1024u)
 #define NDET_LL_MAX_BLOCKS (NDET_LL_MAX_BYTES / NDET_LL_BLOCK_BYTES)
 
 /*
@@ -162,14 +162,14 @@ struct ndet_kernel_args {
 	uint64_t chunk_elems; /* elements per block per step */
 	uint64_t steps;
 	uint64_t lane_bytes;
-	uint64_t timeout_ns;  /* 0: never */
-	int32_t dtype;        /* ndet_dtype_t */
-	int32_t op;           /* ndet_op_t */
-	int32_t path;         /* ndet_path_t */
+	uint64_t timeout_ns; /* 0: never */
+	int32_t dtype;       /* ndet_dtype_t */
+	int32_t op;          /* ndet_op_t */
+	int32_t path;        /* ndet_path_t */
 	int32_t nranks;
 	int32_t rank;
 	uint32_t blocks;
-	uint32_t signature;   /* NDET_FLAG_SIGNATURE_BITS bits */
+	uint32_t signature; /* NDET_FLAG_SIGNATURE_BITS bits */
 	uint32_t debug_delay_ns;
 	int32_t root;         /* ncclReduce: the rank that writes recvbuff; -1 every rank */
 	int32_t premul;       /* ndet_premul_t; op is NDET_OP_SUM when set */
@@ -199,20 +199,20 @@ struct ndet_kernel_args {
 
 #define NDET_TRACE_WORDS 512
 enum ndet_trace_code {
-	NDET_TRACE_START = 1,   /* kernel start (the deadline's t0) */
-	NDET_TRACE_OPENED,      /* the opening released/done wait returned (pull, LL: each step) */
-	NDET_TRACE_SCATTERED,   /* a step's segments (pull: copy-in; LL: lines) stored,
-				   ready released */
-	NDET_TRACE_READY,       /* every peer's segment of the step arrived */
-	NDET_TRACE_REDUCED,     /* own segment reduced and stored, reduced released
-				   (LL: every line reduced) */
-	NDET_TRACE_PEERS_DONE,  /* every peer's reduced segment of the step arrived */
-	NDET_TRACE_GATHERED,    /* the peers' segments copied out to recvbuff (pull: the
-				   block's reads of the step done, before done is released) */
-	NDET_TRACE_STEP,        /* pull: a step begins (before its released wait) */
-	NDET_TRACE_COPIED,      /* thread 0 stored its share of a segment / reduction */
-	NDET_TRACE_SYNCED,      /* the block's threads all did (before the release) */
-	NDET_TRACE_END,         /* the block's last event */
+	NDET_TRACE_START = 1,  /* kernel start (the deadline's t0) */
+	NDET_TRACE_OPENED,     /* the opening released/done wait returned (pull, LL: each step) */
+	NDET_TRACE_SCATTERED,  /* a step's segments (pull: copy-in; LL: lines) stored,
+				  ready released */
+	NDET_TRACE_READY,      /* every peer's segment of the step arrived */
+	NDET_TRACE_REDUCED,    /* own segment reduced and stored, reduced released
+				  (LL: every line reduced) */
+	NDET_TRACE_PEERS_DONE, /* every peer's reduced segment of the step arrived */
+	NDET_TRACE_GATHERED,   /* the peers' segments copied out to recvbuff (pull: the
+				  block's reads of the step done, before done is released) */
+	NDET_TRACE_STEP,       /* pull: a step begins (before its released wait) */
+	NDET_TRACE_COPIED,     /* thread 0 stored its share of a segment / reduction */
+	NDET_TRACE_SYNCED,     /* the block's threads all did (before the release) */
+	NDET_TRACE_END,        /* the block's last event */
 };
 
 #ifdef __cplusplus

@@ -13,7 +13,8 @@
 #include "kernels/device/ndet_sync.cuh"
 #include "kernels/device/ndet_copy.cuh"
 
-namespace {
+namespace
+{
 
 /* Bare flag round trip between two ranks: the floor of any synchronisation. */
 __global__ void ndet_pingpong_kernel(uint64_t *mine, uint64_t *peer, int iters, int initiator,
@@ -44,8 +45,8 @@ __global__ void ndet_fill_u32_kernel(unsigned *dst, size_t count, unsigned value
 }
 
 /* Benchmark copy: block b copies its own contiguous slice of `bytes`. */
-__global__ void __launch_bounds__(NDET_KERNEL_THREADS) ndet_copy_kernel(char *dst, const char *src,
-									 size_t bytes)
+__global__ void __launch_bounds__(NDET_KERNEL_THREADS)
+	ndet_copy_kernel(char *dst, const char *src, size_t bytes)
 {
 	size_t per = (bytes + gridDim.x - 1) / gridDim.x;
 	per = (per + 15) / 16 * 16;
@@ -60,7 +61,7 @@ extern "C" int ndet_kernel_flag_pingpong(uint64_t *mine, uint64_t *peer, int ite
 					 uint64_t *result_ns, void *stream)
 {
 	ndet_pingpong_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(mine, peer, iters, initiator,
-								 result_ns);
+								result_ns);
 	return (int)cudaGetLastError();
 }
 

@@ -12,7 +12,8 @@
 #include "kernels/ndet_kernels.h"
 #include "kernels/device/ndet_tables.cuh"
 
-namespace {
+namespace
+{
 
 /* Every element type's kernels, indexed by ndet_dtype_t. */
 struct ndet_type_kernels {
@@ -60,9 +61,8 @@ extern "C" int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *
 	if (!ndet_kernel_valid(args->dtype, args->op) || args->op >= NDET_OP_COUNT ||
 	    (args->premul != NDET_PREMUL_NONE && args->op != NDET_OP_SUM) ||
 	    (args->path == NDET_PATH_LL && args->premul != NDET_PREMUL_NONE) ||
-	    (args->path == NDET_PATH_PUSH &&
-	     (args->premul != NDET_PREMUL_NONE || args->root >= 0 || args->nranks < 2 ||
-	      args->nranks > 8)))
+	    (args->path == NDET_PATH_PUSH && (args->premul != NDET_PREMUL_NONE || args->root >= 0 ||
+					      args->nranks < 2 || args->nranks > 8)))
 		return (int)cudaErrorInvalidValue;
 	ndet_kernel_select(*args)<<<args->blocks, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
 		*args);
@@ -102,8 +102,10 @@ extern "C" int ndet_kernel_fp8_check(void)
 {
 	/* One kernel of each fp8 table: the tables of a type may be two units. */
 	const ndet_kernel_fn kernels[] = {
-		ndet_pull_kernels_f8e4m3.sum[0], ndet_push_ll_kernels_f8e4m3.ll_sum[0],
-		ndet_pull_kernels_f8e5m2.sum[0], ndet_push_ll_kernels_f8e5m2.ll_sum[0],
+		ndet_pull_kernels_f8e4m3.sum[0],
+		ndet_push_ll_kernels_f8e4m3.ll_sum[0],
+		ndet_pull_kernels_f8e5m2.sum[0],
+		ndet_push_ll_kernels_f8e5m2.ll_sum[0],
 	};
 	return ndet_kernel_probe(kernels, sizeof(kernels) / sizeof(kernels[0]));
 }

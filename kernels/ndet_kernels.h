@@ -35,8 +35,8 @@ int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *stream);
  */
 typedef int (*ndet_all_ranks_launcher_fn)(const struct ndet_kernel_args *device_args, int dtype,
 					  int op, int nranks, uint32_t blocks, void *stream);
-int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *device_args, int dtype,
-				    int op, int nranks, uint32_t blocks, void *stream);
+int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *device_args, int dtype, int op,
+				    int nranks, uint32_t blocks, void *stream);
 
 /*
  * Load the all-ranks kernels of the dtypes in `dtype_mask` (bit per ndet_dtype_t) now

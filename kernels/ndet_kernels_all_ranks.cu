@@ -13,7 +13,8 @@
 #include "kernels/ndet_kernels.h"
 #include "kernels/device/ndet_tables.cuh"
 
-namespace {
+namespace
+{
 
 /* Every element type's all-ranks kernels, indexed by ndet_dtype_t. */
 const ndet_all_ranks_kernels *const ndet_all_ranks_tables[NDET_DTYPE_COUNT] = {

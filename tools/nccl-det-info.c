@@ -45,7 +45,8 @@ struct info_copy {
 static void info_usage(FILE *out)
 {
 	fprintf(out,
-		"Usage: nccl-det-info [--help] [--version] [--no-gpu] [--all] [--check] [--get NAME]\n"
+		"Usage: nccl-det-info [--help] [--version] [--no-gpu] [--all] [--check] [--get "
+		"NAME]\n"
 		"\n"
 		"Prints what nccl-det does in this environment: its version; every NCCL_DET_*\n"
 		"setting with its value and source (environment, $NCCL_CONF_FILE or\n"
@@ -105,7 +106,8 @@ static const char *info_det_item(const char *value, const char *file, char *item
 		return NULL;
 	snprintf(item, size, "%s", value);
 	char *saved = NULL;
-	for (char *one = strtok_r(item, ",", &saved); one != NULL; one = strtok_r(NULL, ",", &saved)) {
+	for (char *one = strtok_r(item, ",", &saved); one != NULL;
+	     one = strtok_r(NULL, ",", &saved)) {
 		const char *base = strrchr(one, '/');
 		base = base != NULL ? base + 1 : one;
 		if (strcmp(one, "det") == 0 || strcmp(base, file) == 0)
@@ -200,7 +202,8 @@ static bool info_plugin_loads(const char *value, const char *kind, char *detail,
 	void *handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
 	if (handle == NULL) {
 		const char *error = dlerror();
-		snprintf(detail, size, "%s cannot be loaded: %s", name, error != NULL ? error : "?");
+		snprintf(detail, size, "%s cannot be loaded: %s", name,
+			 error != NULL ? error : "?");
 		return false;
 	}
 	struct link_map *map = NULL;
@@ -277,17 +280,20 @@ static void info_loading(struct info_verdict *verdict)
 
 	/* A plugin named but not loadable gives NCCL's own behaviour: say so. */
 	bool plugin_loads = false;
-	const char *variables[2][4] = {{"NCCL_TUNER_PLUGIN", tuner, "tuner", "libnccl-tuner-det.so"},
-				       {"NCCL_NET_PLUGIN", net, "net", "libnccl-net-det.so"}};
+	const char *variables[2][4] = {
+		{"NCCL_TUNER_PLUGIN", tuner, "tuner", "libnccl-tuner-det.so"},
+		{"NCCL_NET_PLUGIN", net, "net", "libnccl-net-det.so"}};
 	for (int i = 0; i < 2; i++) {
 		char item[INFO_PATH_MAX], detail[INFO_PATH_MAX + 128];
 		const char *plugin =
 			info_det_item(variables[i][1], variables[i][3], item, sizeof(item));
 		if (plugin == NULL)
 			continue;
-		const bool loads = info_plugin_loads(plugin, variables[i][2], detail, sizeof(detail));
+		const bool loads =
+			info_plugin_loads(plugin, variables[i][2], detail, sizeof(detail));
 		plugin_loads = plugin_loads || loads;
-		printf("  %-18s %s\n", i == 0 ? "tuner plugin ......" : "net plugin ........", detail);
+		printf("  %-18s %s\n", i == 0 ? "tuner plugin ......" : "net plugin ........",
+		       detail);
 	}
 
 	const char *mode;
@@ -365,8 +371,9 @@ static void info_build(void)
 	if (cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0)
 		printf("  driver here ........ supports CUDA %d.%d%s\n", driver / 1000,
 		       (driver % 1000) / 10,
-		       driver < CUDART_VERSION ? " (older than the runtime: every call goes to NCCL)"
-					       : "");
+		       driver < CUDART_VERSION
+			       ? " (older than the runtime: every call goes to NCCL)"
+			       : "");
 	else
 		printf("  driver here ........ none\n");
 	(void)cudaGetLastError();

@@ -12,7 +12,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-namespace {
+namespace
+{
 
 /*
  * Loads from the lanes (peers' and our own) bypass L1 (ld.global.cg): lanes are
@@ -63,8 +64,7 @@ template <typename T> __device__ __forceinline__ void ndet_store_elem(char *dst,
  * Block-wide copy with the widest access both addresses allow.  With kFromLane the
  * source is a lane and every load bypasses L1 (see ndet_load_lane).
  */
-template <bool kFromLane = false>
-__device__ __forceinline__ uint4 ndet_copy_load(const uint4 *p)
+template <bool kFromLane = false> __device__ __forceinline__ uint4 ndet_copy_load(const uint4 *p)
 {
 	return kFromLane ? __ldcg(p) : *p;
 }

@@ -15,15 +15,22 @@
 
 #include "kernels/ndet_abi.h"
 
-namespace {
+namespace
+{
 
 template <int DT> struct ndet_dtype;
 /* from_bits: an element from the low bits of a word (a PreMulSum scalar's bits). */
 template <> struct ndet_dtype<NDET_DTYPE_F32> {
 	typedef float T;
 	typedef float Acc;
-	static __device__ __forceinline__ Acc widen(T x) { return x; }
-	static __device__ __forceinline__ T narrow(Acc x) { return x; }
+	static __device__ __forceinline__ Acc widen(T x)
+	{
+		return x;
+	}
+	static __device__ __forceinline__ T narrow(Acc x)
+	{
+		return x;
+	}
 	static __device__ __forceinline__ T from_bits(uint64_t b)
 	{
 		return __uint_as_float((unsigned)b);
@@ -32,8 +39,14 @@ template <> struct ndet_dtype<NDET_DTYPE_F32> {
 template <> struct ndet_dtype<NDET_DTYPE_F16> {
 	typedef __half T;
 	typedef float Acc;
-	static __device__ __forceinline__ Acc widen(T x) { return __half2float(x); }
-	static __device__ __forceinline__ T narrow(Acc x) { return __float2half_rn(x); }
+	static __device__ __forceinline__ Acc widen(T x)
+	{
+		return __half2float(x);
+	}
+	static __device__ __forceinline__ T narrow(Acc x)
+	{
+		return __float2half_rn(x);
+	}
 	static __device__ __forceinline__ T from_bits(uint64_t b)
 	{
 		return __ushort_as_half((unsigned short)b);
@@ -42,8 +55,14 @@ template <> struct ndet_dtype<NDET_DTYPE_F16> {
 template <> struct ndet_dtype<NDET_DTYPE_BF16> {
 	typedef __nv_bfloat16 T;
 	typedef float Acc;
-	static __device__ __forceinline__ Acc widen(T x) { return __bfloat162float(x); }
-	static __device__ __forceinline__ T narrow(Acc x) { return __float2bfloat16_rn(x); }
+	static __device__ __forceinline__ Acc widen(T x)
+	{
+		return __bfloat162float(x);
+	}
+	static __device__ __forceinline__ T narrow(Acc x)
+	{
+		return __float2bfloat16_rn(x);
+	}
 	static __device__ __forceinline__ T from_bits(uint64_t b)
 	{
 		return __ushort_as_bfloat16((unsigned short)b);
@@ -52,8 +71,14 @@ template <> struct ndet_dtype<NDET_DTYPE_BF16> {
 template <> struct ndet_dtype<NDET_DTYPE_F64> {
 	typedef double T;
 	typedef double Acc;
-	static __device__ __forceinline__ Acc widen(T x) { return x; }
-	static __device__ __forceinline__ T narrow(Acc x) { return x; }
+	static __device__ __forceinline__ Acc widen(T x)
+	{
+		return x;
+	}
+	static __device__ __forceinline__ T narrow(Acc x)
+	{
+		return x;
+	}
 	static __device__ __forceinline__ T from_bits(uint64_t b)
 	{
 		return __longlong_as_double((long long)b);
@@ -82,7 +107,10 @@ template <__nv_fp8_interpretation_t KIND> struct ndet_fp8_dtype {
 			return (T)(signbit(x) ? 0xfcu : 0x7cu);
 		return (T)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, KIND);
 	}
-	static __device__ __forceinline__ T from_bits(uint64_t b) { return (T)b; }
+	static __device__ __forceinline__ T from_bits(uint64_t b)
+	{
+		return (T)b;
+	}
 	/*
 	 * Two neighbouring elements at once (low byte first), one conversion
 	 * instruction for both where widen/narrow take one each: the same values.
@@ -107,8 +135,10 @@ template <__nv_fp8_interpretation_t KIND> struct ndet_fp8_dtype {
 		return r;
 	}
 };
-template <> struct ndet_dtype<NDET_DTYPE_F8E4M3> : ndet_fp8_dtype<__NV_E4M3> {};
-template <> struct ndet_dtype<NDET_DTYPE_F8E5M2> : ndet_fp8_dtype<__NV_E5M2> {};
+template <> struct ndet_dtype<NDET_DTYPE_F8E4M3> : ndet_fp8_dtype<__NV_E4M3> {
+};
+template <> struct ndet_dtype<NDET_DTYPE_F8E5M2> : ndet_fp8_dtype<__NV_E5M2> {
+};
 
 /* Does the dtype convert element pairs at once (widen2, narrow2)? */
 template <typename D, typename = void> struct ndet_has_pairs {

@@ -15,7 +15,8 @@
 #include "kernels/ndet_abi.h"
 #include "kernels/device/ndet_sync.cuh"
 
-namespace {
+namespace
+{
 
 /* Debug knob: a pseudo-random pause, so ordering bugs show up in tests. */
 __device__ void ndet_debug_delay(const ndet_kernel_args &a, uint64_t step, unsigned phase)
@@ -53,7 +54,7 @@ struct ndet_block_state {
 	 * flag that is long set costs no extra memory latency at the opening wait.
 	 */
 	uint64_t opening;
-	uint32_t traced;       /* ndet_trace events written by this thread */
+	uint32_t traced; /* ndet_trace events written by this thread */
 };
 
 /* nccl-det-perf --trace: one event of block 0 or the last block (ndet_abi.h). */
@@ -202,8 +203,8 @@ __device__ void ndet_signal_all(const ndet_kernel_args &a, size_t which_offset, 
  * (each a release pattern with the fence: the PTX memory model's fence.acq_rel
  * followed by a strong write).
  */
-__device__ void ndet_signal2_all(const ndet_kernel_args &a, size_t first_offset,
-				 uint64_t first, size_t second_offset, uint64_t second)
+__device__ void ndet_signal2_all(const ndet_kernel_args &a, size_t first_offset, uint64_t first,
+				 size_t second_offset, uint64_t second)
 {
 	const int q = threadIdx.x;
 	if (q < a.nranks && q != a.rank) {

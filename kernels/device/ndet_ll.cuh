@@ -17,7 +17,8 @@
 #include "kernels/device/ndet_sync.cuh"
 #include "kernels/device/ndet_tree.cuh"
 
-namespace {
+namespace
+{
 
 /*
  * LL lines: 16 bytes {data0, tag, data1, tag} stored and loaded as one vector of
@@ -62,8 +63,8 @@ __device__ __forceinline__ uint64_t ndet_ll_payload(const char *src, uint64_t by
  * missing) and *observed its ready.
  */
 template <int NR>
-__device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &st,
-				   uint64_t parity, uint64_t chunk_bytes, uint32_t tag, uint64_t step,
+__device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &st, uint64_t parity,
+				   uint64_t chunk_bytes, uint32_t tag, uint64_t step,
 				   uint64_t (&payload)[NDET_LL_LINES_PER_THREAD][NR], int *bad_peer,
 				   uint64_t *observed)
 {
@@ -90,8 +91,11 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 #pragma unroll
 			for (int r = 0; r < NR; r++) {
 				if ((pending >> (l * NR + r)) & 1) {
-					const uint64_t line = (uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
-					ndet_ll_load(slots + ((b * n + r) * 2 + parity) * NDET_LL_SLOT_BYTES +
+					const uint64_t line =
+						(uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
+					ndet_ll_load(slots +
+							     ((b * n + r) * 2 + parity) *
+								     NDET_LL_SLOT_BYTES +
 							     line * 16,
 						     w[l][r]);
 				}
@@ -107,7 +111,8 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 				if (!(pending & bit))
 					continue;
 				if (w[l][r][1] == tag && w[l][r][3] == tag) {
-					payload[l][r] = (uint64_t)w[l][r][0] | ((uint64_t)w[l][r][2] << 32);
+					payload[l][r] =
+						(uint64_t)w[l][r][0] | ((uint64_t)w[l][r][2] << 32);
 					pending &= ~bit;
 				} else {
 					peers |= 1u << r;
@@ -131,7 +136,8 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 			const uint64_t ready = ndet_load_relaxed(&st.me->ready[b][r]);
 			if (r == first)
 				*observed = ready;
-			if (((ready >> NDET_FLAG_SIGNATURE_BITS) & kStepMask) == (step & kStepMask) &&
+			if (((ready >> NDET_FLAG_SIGNATURE_BITS) & kStepMask) ==
+				    (step & kStepMask) &&
 			    (uint32_t)(ready & NDET_FLAG_SIGNATURE_MASK) != a.signature) {
 				*bad_peer = r;
 				*observed = ready;
@@ -280,8 +286,8 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	uint64_t payload[L][NR];
 	int bad_peer = 0;
 	uint64_t observed = 0;
-	const uint32_t code =
-		ndet_ll_gather<NR>(a, st, parity, chunk_bytes, tag, step, payload, &bad_peer, &observed);
+	const uint32_t code = ndet_ll_gather<NR>(a, st, parity, chunk_bytes, tag, step, payload,
+						 &bad_peer, &observed);
 	if (code == NDET_KERNEL_OK && writes) {
 		/*
 		 * avg's division as a branch around the whole loop, not one per element:

@@ -13,7 +13,8 @@
 #include "kernels/device/ndet_flags.cuh"
 #include "kernels/device/ndet_sync.cuh"
 
-namespace {
+namespace
+{
 
 /* Thread 32 reads the host abort flag at kernel start (ndet_block_open). */
 static_assert(NDET_KERNEL_THREADS > 32, "the kernel needs a second warp");
@@ -50,10 +51,10 @@ __device__ bool ndet_block_open(const ndet_kernel_args &a, ndet_block_state &st,
 	 * which a poisoned engine may still do.
 	 */
 	const bool opens = threadIdx.x < (unsigned)a.nranks && threadIdx.x != (unsigned)a.rank;
-	const uint64_t *opening_flag =
-		!opens ? nullptr
-		       : a.path == NDET_PATH_PUSH ? &st.me->done[b][threadIdx.x]
-						  : &st.me->released[b][threadIdx.x];
+	const uint64_t *opening_flag = !opens ? nullptr
+				       : a.path == NDET_PATH_PUSH
+					       ? &st.me->done[b][threadIdx.x]
+					       : &st.me->released[b][threadIdx.x];
 	if (threadIdx.x == 0) {
 		const uint64_t counter = a.step_counters[b];
 		const uint64_t ll_counter = a.step_counters[NDET_KERNEL_MAX_BLOCKS + b];

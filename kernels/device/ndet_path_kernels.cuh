@@ -21,7 +21,8 @@
 #include "kernels/device/ndet_pull.cuh"
 #include "kernels/device/ndet_tables.cuh"
 
-namespace {
+namespace
+{
 
 /*
  * The kernels: one per (path, class, rank bucket), each only its path's code, so
@@ -91,29 +92,29 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(8))
 		ndet_path_kernel<PATH, DT, CLASS, 8>
 
 /* In ndet_pull_<dtype>.cu and ndet_push_ll_<dtype>.cu (kernels/libndet_kernels.la). */
-#define NDET_PULL_KERNELS(DT, SUFFIX)                                                            \
-	const ndet_pull_kernels ndet_pull_kernels_##SUFFIX = {                                   \
-		{NDET_BUCKETS_OF(NDET_PATH_ONESHOT, DT, kSum)},                                  \
-		{NDET_BUCKETS_OF(NDET_PATH_ONESHOT, DT, kPremul)},                               \
-		{ndet_path_kernel<NDET_PATH_ONESHOT, DT, kGeneric, 2>,                           \
-		 ndet_path_kernel<NDET_PATH_ONESHOT, DT, kGeneric, NDET_MAX_RANKS>},             \
+#define NDET_PULL_KERNELS(DT, SUFFIX)                                                              \
+	const ndet_pull_kernels ndet_pull_kernels_##SUFFIX = {                                     \
+		{NDET_BUCKETS_OF(NDET_PATH_ONESHOT, DT, kSum)},                                    \
+		{NDET_BUCKETS_OF(NDET_PATH_ONESHOT, DT, kPremul)},                                 \
+		{ndet_path_kernel<NDET_PATH_ONESHOT, DT, kGeneric, 2>,                             \
+		 ndet_path_kernel<NDET_PATH_ONESHOT, DT, kGeneric, NDET_MAX_RANKS>},               \
 	}
-#define NDET_PUSH_LL_KERNELS(DT, SUFFIX)                                                         \
-	const ndet_push_ll_kernels ndet_push_ll_kernels_##SUFFIX = {                             \
-		{NDET_BUCKETS_OF(NDET_PATH_PUSH, DT, kSum)},                                     \
-		{NDET_BUCKETS_OF(NDET_PATH_LL, DT, kSum)},                                       \
-		{ndet_path_kernel<NDET_PATH_PUSH, DT, kGeneric, 2>,                              \
-		 ndet_path_kernel<NDET_PATH_PUSH, DT, kGeneric, 8>},                             \
-		{ndet_path_kernel<NDET_PATH_LL, DT, kGeneric, 2>,                                \
-		 ndet_path_kernel<NDET_PATH_LL, DT, kGeneric, NDET_MAX_RANKS>},                  \
+#define NDET_PUSH_LL_KERNELS(DT, SUFFIX)                                                           \
+	const ndet_push_ll_kernels ndet_push_ll_kernels_##SUFFIX = {                               \
+		{NDET_BUCKETS_OF(NDET_PATH_PUSH, DT, kSum)},                                       \
+		{NDET_BUCKETS_OF(NDET_PATH_LL, DT, kSum)},                                         \
+		{ndet_path_kernel<NDET_PATH_PUSH, DT, kGeneric, 2>,                                \
+		 ndet_path_kernel<NDET_PATH_PUSH, DT, kGeneric, 8>},                               \
+		{ndet_path_kernel<NDET_PATH_LL, DT, kGeneric, 2>,                                  \
+		 ndet_path_kernel<NDET_PATH_LL, DT, kGeneric, NDET_MAX_RANKS>},                    \
 	}
 
 /* In ndet_kernels_all_ranks_<dtype>.cu: kernels/libndet_all_ranks.la (local.mk). */
-#define NDET_ALL_RANKS_KERNELS(DT, SUFFIX)                                                       \
-	const ndet_all_ranks_kernels ndet_all_ranks_kernels_##SUFFIX = {                         \
-		ndet_all_ranks_kernel<DT, kSum>,                                                 \
-		ndet_all_ranks_kernel<DT, kPremul>,                                              \
-		ndet_all_ranks_kernel<DT, kGeneric>,                                             \
+#define NDET_ALL_RANKS_KERNELS(DT, SUFFIX)                                                         \
+	const ndet_all_ranks_kernels ndet_all_ranks_kernels_##SUFFIX = {                           \
+		ndet_all_ranks_kernel<DT, kSum>,                                                   \
+		ndet_all_ranks_kernel<DT, kPremul>,                                                \
+		ndet_all_ranks_kernel<DT, kGeneric>,                                               \
 	}
 
 #endif /* NDET_DEVICE_PATH_KERNELS_CUH_ */

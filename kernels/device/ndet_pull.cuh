@@ -18,7 +18,8 @@
 #include "kernels/device/ndet_sync.cuh"
 #include "kernels/device/ndet_tree.cuh"
 
-namespace {
+namespace
+{
 
 /*
  * Pull (one-shot, two-shot, reduce-scatter; reduce through either): steps
@@ -122,7 +123,7 @@ __device__ void ndet_pull_block(const ndet_kernel_args &a, ndet_block_state &st,
 			const uint64_t lane_off = scatter ? (uint64_t)a.rank * a.chunk_elems : 0;
 			if (writes)
 				ndet_reduce_range<DT, K, NR>(a, lane_base, lane_off, len,
-							      recv + start * sizeof(T), scales);
+							     recv + start * sizeof(T), scales);
 		} else {
 			/*
 			 * Segment `rank` of every lane (of my own: sendbuff where own_direct),
@@ -137,18 +138,18 @@ __device__ void ndet_pull_block(const ndet_kernel_args &a, ndet_block_state &st,
 #pragma unroll
 			for (int r = 0; r < NR; r++) {
 				src[r] = r >= a.nranks ? nullptr
-				       : r == a.rank && own_direct
-					       ? send + (start + my_begin) * sizeof(T)
-					       : a.lanes[r] + lane_base + my_begin * sizeof(T);
+					 : r == a.rank && own_direct
+						 ? send + (start + my_begin) * sizeof(T)
+						 : a.lanes[r] + lane_base + my_begin * sizeof(T);
 				const int q = (a.rank + r + 1) % a.nranks;
 				copies[r] = r + 1 < a.nranks && (a.root < 0 || a.root == q)
 						    ? a.lanes[q] + lane_base + my_begin * sizeof(T)
 						    : nullptr;
 			}
 			ndet_reduce_core<DT, K, NR>(a, src, my_end - my_begin,
-						     writes ? recv + (start + my_begin) * sizeof(T)
-							    : nullptr,
-						     copies, a.nranks - 1, scales);
+						    writes ? recv + (start + my_begin) * sizeof(T)
+							   : nullptr,
+						    copies, a.nranks - 1, scales);
 			/*
 			 * 5. Released: my accesses to the peers' lanes of this step are over,
 			 * so their next step may start.  Reduced: my segment is in their lanes.
@@ -168,8 +169,8 @@ __device__ void ndet_pull_block(const ndet_kernel_args &a, ndet_block_state &st,
 				const uint64_t q_end = min(len, q_begin + seg);
 				if (q_end > q_begin)
 					ndet_copy_bytes<true>(recv + (start + q_begin) * sizeof(T),
-							own_lane + q_begin * sizeof(T),
-							(q_end - q_begin) * sizeof(T));
+							      own_lane + q_begin * sizeof(T),
+							      (q_end - q_begin) * sizeof(T));
 			}
 			/* 6. Done: nothing of this step is left in any pool (push waits for it). */
 			__syncthreads();

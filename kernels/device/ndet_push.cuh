@@ -16,7 +16,8 @@
 #include "kernels/device/ndet_reduce.cuh"
 #include "kernels/device/ndet_sync.cuh"
 
-namespace {
+namespace
+{
 
 /*
  * Push two-shot (NDET_PATH_PUSH, doc/protocol.md): steps first_step + 1 ... of block b,
@@ -71,7 +72,8 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 			const uint64_t start = segment(k, q, &qb, &qe);
 			if (qe > qb && !(q == me && own_direct))
 				ndet_copy_bytes(region(q, s & 1) + (uint64_t)me * slot_bytes,
-						send + (start + qb) * sizeof(T), (qe - qb) * sizeof(T));
+						send + (start + qb) * sizeof(T),
+						(qe - qb) * sizeof(T));
 			ndet_trace(a, st, NDET_TRACE_COPIED);
 		}
 		__syncthreads();
@@ -113,16 +115,16 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 		char *copies[NR];
 #pragma unroll
 		for (int r = 0; r < NR; r++) {
-			src[r] = r >= n ? nullptr
-			       : r == me && own_direct ? send + (start + mb) * sizeof(T)
-						       : region(me, p) + (uint64_t)r * slot_bytes;
+			src[r] = r >= n                  ? nullptr
+				 : r == me && own_direct ? send + (start + mb) * sizeof(T)
+							 : region(me, p) + (uint64_t)r * slot_bytes;
 			/* Constant indices keep the pointers in registers. */
 			copies[r] = r + 1 < n ? region((me + r + 1) % n, p) +
 							(uint64_t)(n + me) * slot_bytes
 					      : nullptr;
 		}
 		ndet_reduce_core<DT, K, NR>(a, src, me_end - mb, recv + (start + mb) * sizeof(T),
-					     copies, n - 1, nullptr);
+					    copies, n - 1, nullptr);
 		ndet_trace(a, st, NDET_TRACE_COPIED);
 		__syncthreads();
 		ndet_trace(a, st, NDET_TRACE_SYNCED);
@@ -146,7 +148,8 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 			segment(k, q, &qb, &qe);
 			if (qe > qb)
 				ndet_copy_bytes<true>(recv + (start + qb) * sizeof(T),
-						      region(me, p) + (uint64_t)(n + q) * slot_bytes,
+						      region(me, p) +
+							      (uint64_t)(n + q) * slot_bytes,
 						      (qe - qb) * sizeof(T));
 		}
 		ndet_trace(a, st, NDET_TRACE_GATHERED);

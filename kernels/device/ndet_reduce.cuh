@@ -14,7 +14,8 @@
 #include "kernels/device/ndet_dtype.cuh"
 #include "kernels/device/ndet_tree.cuh"
 
-namespace {
+namespace
+{
 
 /*
  * Reduce `len` elements, rank r's at src[r] (r < n; 16-byte aligned: pool memory, or
@@ -80,16 +81,19 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 #pragma unroll
 					for (int r = 0; r < NR; r++) {
 						if (r < n) {
-							const float2 x = D::widen2(
-								reinterpret_cast<const unsigned short *>(
+							const float2 x =
+								D::widen2(reinterpret_cast<
+									  const unsigned short *>(
 									&raw[u][r])[e]);
 							lo[r] = ndet_scaled<K>(a, x.x, scale[r]);
 							hi[r] = ndet_scaled<K>(a, x.y, scale[r]);
 						}
 					}
 					result.pair[e] = D::narrow2(
-						ndet_averaged<K>(a, ndet_tree<K, Acc, NR>(a, lo, n), n),
-						ndet_averaged<K>(a, ndet_tree<K, Acc, NR>(a, hi, n), n));
+						ndet_averaged<K>(a, ndet_tree<K, Acc, NR>(a, lo, n),
+								 n),
+						ndet_averaged<K>(a, ndet_tree<K, Acc, NR>(a, hi, n),
+								 n));
 				}
 			} else {
 #pragma unroll
@@ -100,11 +104,12 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 						if (r < n)
 							v[r] = ndet_leaf<DT, K>(
 								a,
-								reinterpret_cast<const T *>(&raw[u][r])[e],
+								reinterpret_cast<const T *>(
+									&raw[u][r])[e],
 								scale[r]);
 					}
-					result.e[e] =
-						ndet_finish<DT, K>(a, ndet_tree<K, Acc, NR>(a, v, n), n);
+					result.e[e] = ndet_finish<DT, K>(
+						a, ndet_tree<K, Acc, NR>(a, v, n), n);
 				}
 			}
 			if (!to_out) {

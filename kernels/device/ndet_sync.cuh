@@ -12,7 +12,8 @@
 
 #include "kernels/ndet_abi.h"
 
-namespace {
+namespace
+{
 
 constexpr uint64_t kStepMask = (1ull << (64 - NDET_FLAG_SIGNATURE_BITS)) - 1;
 

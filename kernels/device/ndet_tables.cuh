@@ -25,7 +25,7 @@ static inline bool ndet_kernel_valid(int dtype, int op)
  * cost prod, min and max most (doc/kernels.md has the figures), and up to
  * NDET_MAX_RANKS (push: 8, the most it is planned for).
  */
-#define NDET_KERNEL_BUCKETS 3
+#define NDET_KERNEL_BUCKETS         3
 #define NDET_KERNEL_GENERIC_BUCKETS 2
 
 /*
@@ -48,9 +48,9 @@ struct ndet_all_ranks_kernels {
 	ndet_all_ranks_fn sum, premul, generic;
 };
 
-#define NDET_KERNEL_TABLE_DECLARE(SUFFIX)                                                        \
-	extern const ndet_pull_kernels ndet_pull_kernels_##SUFFIX;                               \
-	extern const ndet_push_ll_kernels ndet_push_ll_kernels_##SUFFIX;                         \
+#define NDET_KERNEL_TABLE_DECLARE(SUFFIX)                                                          \
+	extern const ndet_pull_kernels ndet_pull_kernels_##SUFFIX;                                 \
+	extern const ndet_push_ll_kernels ndet_push_ll_kernels_##SUFFIX;                           \
 	extern const ndet_all_ranks_kernels ndet_all_ranks_kernels_##SUFFIX
 
 NDET_KERNEL_TABLE_DECLARE(f32);

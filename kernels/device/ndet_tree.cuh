@@ -16,14 +16,33 @@
 #include "kernels/ndet_abi.h"
 #include "kernels/device/ndet_dtype.cuh"
 
-namespace {
+namespace
+{
 
-__device__ __forceinline__ float ndet_add(float a, float b) { return __fadd_rn(a, b); }
-__device__ __forceinline__ double ndet_add(double a, double b) { return __dadd_rn(a, b); }
-__device__ __forceinline__ float ndet_mul(float a, float b) { return __fmul_rn(a, b); }
-__device__ __forceinline__ double ndet_mul(double a, double b) { return __dmul_rn(a, b); }
-__device__ __forceinline__ float ndet_div(float a, float b) { return __fdiv_rn(a, b); }
-__device__ __forceinline__ double ndet_div(double a, double b) { return __ddiv_rn(a, b); }
+__device__ __forceinline__ float ndet_add(float a, float b)
+{
+	return __fadd_rn(a, b);
+}
+__device__ __forceinline__ double ndet_add(double a, double b)
+{
+	return __dadd_rn(a, b);
+}
+__device__ __forceinline__ float ndet_mul(float a, float b)
+{
+	return __fmul_rn(a, b);
+}
+__device__ __forceinline__ double ndet_mul(double a, double b)
+{
+	return __dmul_rn(a, b);
+}
+__device__ __forceinline__ float ndet_div(float a, float b)
+{
+	return __fdiv_rn(a, b);
+}
+__device__ __forceinline__ double ndet_div(double a, double b)
+{
+	return __ddiv_rn(a, b);
+}
 
 /* NaN-suppressing like NCCL's fminf/__hmin; -0 below +0 so bits never depend on order. */
 template <typename Acc> __device__ __forceinline__ Acc ndet_min(Acc a, Acc b)
@@ -123,8 +142,7 @@ __device__ __forceinline__ Acc ndet_tree_of(Acc (&v)[NDET_MAX_RANKS], int n)
 
 /* The tree of kernel class K: sums, or args.op's operator (kGeneric). */
 template <int K, typename Acc, int NR>
-__device__ __forceinline__ Acc ndet_tree(const ndet_kernel_args &a, Acc (&v)[NDET_MAX_RANKS],
-					 int n)
+__device__ __forceinline__ Acc ndet_tree(const ndet_kernel_args &a, Acc (&v)[NDET_MAX_RANKS], int n)
 {
 	if (K == kGeneric) {
 		switch (a.op) {

@@ -12,12 +12,12 @@ struct ndet_dtype_fact {
 };
 
 static const struct ndet_dtype_fact ndet_dtype_facts[NDET_DTYPE_COUNT] = {
-    [NDET_DTYPE_F32] = {"f32", 4, ncclFloat32},
-    [NDET_DTYPE_F16] = {"f16", 2, ncclFloat16},
-    [NDET_DTYPE_BF16] = {"bf16", 2, ncclBfloat16},
-    [NDET_DTYPE_F64] = {"f64", 8, ncclFloat64},
-    [NDET_DTYPE_F8E4M3] = {"f8e4m3", 1, NDET_NCCL_FP8_E4M3},
-    [NDET_DTYPE_F8E5M2] = {"f8e5m2", 1, NDET_NCCL_FP8_E5M2},
+	[NDET_DTYPE_F32] = {"f32", 4, ncclFloat32},
+	[NDET_DTYPE_F16] = {"f16", 2, ncclFloat16},
+	[NDET_DTYPE_BF16] = {"bf16", 2, ncclBfloat16},
+	[NDET_DTYPE_F64] = {"f64", 8, ncclFloat64},
+	[NDET_DTYPE_F8E4M3] = {"f8e4m3", 1, NDET_NCCL_FP8_E4M3},
+	[NDET_DTYPE_F8E5M2] = {"f8e5m2", 1, NDET_NCCL_FP8_E5M2},
 };
 
 struct ndet_op_fact {
@@ -26,9 +26,9 @@ struct ndet_op_fact {
 };
 
 static const struct ndet_op_fact ndet_op_facts[NDET_OP_COUNT] = {
-    [NDET_OP_SUM] = {"sum", ncclSum}, [NDET_OP_PROD] = {"prod", ncclProd},
-    [NDET_OP_MIN] = {"min", ncclMin}, [NDET_OP_MAX] = {"max", ncclMax},
-    [NDET_OP_AVG] = {"avg", ncclAvg},
+	[NDET_OP_SUM] = {"sum", ncclSum}, [NDET_OP_PROD] = {"prod", ncclProd},
+	[NDET_OP_MIN] = {"min", ncclMin}, [NDET_OP_MAX] = {"max", ncclMax},
+	[NDET_OP_AVG] = {"avg", ncclAvg},
 };
 
 size_t ndet_dtype_size(ndet_dtype_t dtype)

@@ -58,7 +58,7 @@ static bool ndet_env_add(const char *name, const char *value, ndet_env_source_t 
 	if (ndet_env_entry_count == ndet_env_entry_capacity) {
 		int capacity = ndet_env_entry_capacity == 0 ? 32 : 2 * ndet_env_entry_capacity;
 		struct ndet_env_entry *grown =
-		    realloc(ndet_env_entries, (size_t)capacity * sizeof(*grown));
+			realloc(ndet_env_entries, (size_t)capacity * sizeof(*grown));
 		if (grown == NULL)
 			return false;
 		ndet_env_entries = grown;
@@ -194,7 +194,8 @@ const char *ndet_env_source_name(ndet_env_source_t source)
 	case NDET_ENV_SOURCE_ENVIRONMENT:
 		return "environment";
 	case NDET_ENV_SOURCE_USER_CONF:
-		return ndet_env_user_conf_path[0] != '\0' ? ndet_env_user_conf_path : "user conf file";
+		return ndet_env_user_conf_path[0] != '\0' ? ndet_env_user_conf_path
+							  : "user conf file";
 	case NDET_ENV_SOURCE_SYSTEM_CONF:
 		return ndet_env_system_conf;
 	case NDET_ENV_SOURCE_DEFAULT:

@@ -28,9 +28,8 @@ static const struct {
 	const char *name;
 	unsigned bit;
 } ndet_log_subsys_names[] = {
-	{"INIT", NDET_SUBSYS_INIT},     {"ENV", NDET_SUBSYS_ENV},
-	{"SETUP", NDET_SUBSYS_SETUP},   {"COLL", NDET_SUBSYS_COLL},
-	{"ENGINE", NDET_SUBSYS_ENGINE}, {"ALLOC", NDET_SUBSYS_ALLOC},
+	{"INIT", NDET_SUBSYS_INIT}, {"ENV", NDET_SUBSYS_ENV},       {"SETUP", NDET_SUBSYS_SETUP},
+	{"COLL", NDET_SUBSYS_COLL}, {"ENGINE", NDET_SUBSYS_ENGINE}, {"ALLOC", NDET_SUBSYS_ALLOC},
 	{"ALL", NDET_SUBSYS_ALL},
 };
 
@@ -94,8 +93,8 @@ static bool ndet_log_subsys_of(const char *value, unsigned *mask, bool strict)
 	for (char *token = strtok_r(buffer, ",", &save); token != NULL;
 	     token = strtok_r(NULL, ",", &save)) {
 		bool found = false;
-		for (size_t i = 0; i < sizeof(ndet_log_subsys_names) / sizeof(ndet_log_subsys_names[0]);
-		     i++) {
+		for (size_t i = 0;
+		     i < sizeof(ndet_log_subsys_names) / sizeof(ndet_log_subsys_names[0]); i++) {
 			if (strcasecmp(token, ndet_log_subsys_names[i].name) == 0) {
 				bits |= ndet_log_subsys_names[i].bit;
 				found = true;
@@ -111,7 +110,8 @@ static bool ndet_log_subsys_of(const char *value, unsigned *mask, bool strict)
 const char *ndet_log_check_subsys(const char *value)
 {
 	unsigned mask;
-	return ndet_log_subsys_of(value, &mask, true) ? NULL : "names a subsystem that does not exist";
+	return ndet_log_subsys_of(value, &mask, true) ? NULL
+						      : "names a subsystem that does not exist";
 }
 
 /*
@@ -168,7 +168,8 @@ static void ndet_log_init_locked(void)
 {
 	if (__atomic_load_n(&ndet_log_level_cached, __ATOMIC_ACQUIRE) >= 0)
 		return;
-	ndet_log_level_t level = ndet_log_parse_level(ndet_log_lookup("NCCL_DET_DEBUG", "NCCL_DEBUG"));
+	ndet_log_level_t level =
+		ndet_log_parse_level(ndet_log_lookup("NCCL_DET_DEBUG", "NCCL_DEBUG"));
 	ndet_log_subsys_mask = ndet_log_parse_subsys(ndet_env_get("NCCL_DET_DEBUG_SUBSYS", NULL),
 						     ndet_env_get("NCCL_DEBUG_SUBSYS", NULL));
 	if (ndet_log_file == NULL)
@@ -231,8 +232,8 @@ static void ndet_log_write(const char *label, const char *where, const char *fmt
 	pthread_mutex_unlock(&ndet_log_lock);
 }
 
-void ndet_log(ndet_log_level_t level, unsigned subsys, const char *file, int line,
-	      const char *fmt, ...)
+void ndet_log(ndet_log_level_t level, unsigned subsys, const char *file, int line, const char *fmt,
+	      ...)
 {
 	int saved_errno = errno;
 	if (!ndet_log_enabled(level, subsys))

@@ -41,8 +41,8 @@ ndet_log_level_t ndet_log_level(void);
 /* Is a message of this level and subsystem printed? Cheap after the first call. */
 bool ndet_log_enabled(ndet_log_level_t level, unsigned subsys);
 
-void ndet_log(ndet_log_level_t level, unsigned subsys, const char *file, int line,
-	      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void ndet_log(ndet_log_level_t level, unsigned subsys, const char *file, int line, const char *fmt,
+	      ...) __attribute__((format(printf, 5, 6)));
 
 /*
  * A report the user asked for (NCCL_DET_STATS=1): printed as "NCCL-DET STATS ..." at
@@ -63,27 +63,28 @@ const char *ndet_log_check_subsys(const char *value);
 /* Test hook: forget the parsed level so the next call reads the environment again. */
 void ndet_log_reset_for_testing(void);
 
-#define NDET_WARN(fmt, ...) \
+#define NDET_WARN(fmt, ...)                                                                        \
 	ndet_log(NDET_LOG_WARN, NDET_SUBSYS_ALL, __FILE__, __LINE__, fmt, ##__VA_ARGS__)
-#define NDET_INFO(subsys, fmt, ...) \
-	do { \
-		if (ndet_log_enabled(NDET_LOG_INFO, (subsys))) \
+#define NDET_INFO(subsys, fmt, ...)                                                                \
+	do {                                                                                       \
+		if (ndet_log_enabled(NDET_LOG_INFO, (subsys)))                                     \
 			ndet_log(NDET_LOG_INFO, (subsys), __FILE__, __LINE__, fmt, ##__VA_ARGS__); \
 	} while (0)
-#define NDET_TRACE(subsys, fmt, ...) \
-	do { \
-		if (ndet_log_enabled(NDET_LOG_TRACE, (subsys))) \
-			ndet_log(NDET_LOG_TRACE, (subsys), __FILE__, __LINE__, fmt, ##__VA_ARGS__); \
+#define NDET_TRACE(subsys, fmt, ...)                                                               \
+	do {                                                                                       \
+		if (ndet_log_enabled(NDET_LOG_TRACE, (subsys)))                                    \
+			ndet_log(NDET_LOG_TRACE, (subsys), __FILE__, __LINE__, fmt,                \
+				 ##__VA_ARGS__);                                                   \
 	} while (0)
 
 /*
  * WARN at most once per `once_flag` (an `int` the caller owns: per process, per
  * communicator, per reason...).  Thread-safe.
  */
-#define NDET_WARN_ONCE(once_flag, fmt, ...) \
-	do { \
-		if (__atomic_exchange_n((once_flag), 1, __ATOMIC_RELAXED) == 0) \
-			NDET_WARN(fmt, ##__VA_ARGS__); \
+#define NDET_WARN_ONCE(once_flag, fmt, ...)                                                        \
+	do {                                                                                       \
+		if (__atomic_exchange_n((once_flag), 1, __ATOMIC_RELAXED) == 0)                    \
+			NDET_WARN(fmt, ##__VA_ARGS__);                                             \
 	} while (0)
 
 #ifdef __cplusplus

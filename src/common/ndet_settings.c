@@ -49,7 +49,8 @@
 typedef enum {
 	NDET_SETTING_BOOL,        /* bool field */
 	NDET_SETTING_SIZE,        /* uint64_t field, bytes */
-	NDET_SETTING_SIZE_AUTO,   /* the same, or "auto": NDET_SETTINGS_SIZE_AUTO (the planner decides) */
+	NDET_SETTING_SIZE_AUTO,   /* the same, or "auto": NDET_SETTINGS_SIZE_AUTO (the planner
+				     decides) */
 	NDET_SETTING_SECONDS,     /* uint64_t field in milliseconds; the variable counts seconds */
 	NDET_SETTING_INT,         /* int field */
 	NDET_SETTING_NANOSECONDS, /* unsigned field */
@@ -82,116 +83,122 @@ static const struct {
 	size_t offset;
 	const char *const *words;
 } ndet_settings_choices[] = {
-    {NDET_FIELD(tuner_algo), ndet_settings_tuner_algos},
-    {NDET_FIELD(tuner_proto), ndet_settings_tuner_protos},
+	{NDET_FIELD(tuner_algo), ndet_settings_tuner_algos},
+	{NDET_FIELD(tuner_proto), ndet_settings_tuner_protos},
 };
 
 static const struct ndet_setting ndet_settings_table[] = {
-    /*
-     * Every rank must load nccl-det with the same value (doc/loading.md precondition,
-     * enforced by nccl-det-run): a disabled rank never joins our setup exchange.
-     */
-    {"NCCL_DET_ENABLE", NDET_SETTING_BOOL, "1", 0, 1, NDET_FIELD(enable),
-     "0 = pass-through: every call goes to the real NCCL, no CUDA call of ours"},
-    {"NCCL_DET_STRICT", NDET_SETTING_BOOL, "0", 0, 1, NDET_FIELD(strict),
-     "1 = a floating-point all-reduce that cannot be deterministic fails with "
-     "ncclInvalidUsage instead of falling back to NCCL"},
-    {"NCCL_DET_STATS", NDET_SETTING_BOOL, "0", 0, 1, NDET_FIELD(stats),
-     "1 = report calls, bytes diverted and fallbacks by reason when a communicator is destroyed, or at exit"},
-    /*
-     * Large messages stream through the pool in chunks, so this bounds memory,
-     * not message size.  Below 1 MiB the per-chunk flag round trip dominates.
-     */
-    {"NCCL_DET_POOL_SIZE", NDET_SETTING_SIZE, "96MiB", NDET_MIB, 16 * NDET_GIB,
-     NDET_FIELD(pool_size),
-     "staging pool per rank and communicator, bytes (K/M/G/T suffixes); equal on all ranks"},
-    /*
-     * One-shot reads every peer's whole buffer: (n - 1) x the message per rank, where
-     * two-shot reads 2 (n - 1) / n x and waits for one more flag round trip.  At 2 ranks
-     * they read the same bytes, so one-shot wins until push takes over; with more ranks
-     * one-shot's extra traffic soon costs more than the round trip.  "auto" (the
-     * default): NDET_PLAN_ONESHOT_AUTO_2R (2 MiB) at 2 ranks, NDET_PLAN_ONESHOT_AUTO_MANY
-     * (64 KiB) otherwise (ndet_plan.h; figures in doc/performance.md).
-     */
-    {"NCCL_DET_ONESHOT_MAX", NDET_SETTING_SIZE_AUTO, "auto", 0, NDET_GIB, NDET_FIELD(oneshot_max),
-     "largest message reduced one-shot, bytes, or auto (2 MiB at 2 ranks, 64 KiB at more); "
-     "larger ones go two-shot; equal on all ranks"},
-    /*
-     * LL (ndet_kernels.h): data and flag in each 8-byte word, pushed straight from
-     * the caller's buffer, so a call costs one one-way NVLink latency instead of a
-     * flag round trip plus a remote read.  Half of each line is flag, so it pays
-     * only while latency dominates; the pool grows by its slots (2 x 8 KiB per
-     * rank for each 4 KiB of NCCL_DET_LL_MAX: 1 MiB x ranks at 256 KiB).  All-reduce
-     * and reduce only.  On by default up to its upper bound, where it beats the pull
-     * one-shot and two-shot at 2 ranks (doc/performance.md); each rank stores
-     * (n - 1) x 2 bytes per byte, so more ranks may want less.
-     */
-    {"NCCL_DET_LL_MAX", NDET_SETTING_SIZE, "256KiB", 0, NDET_LL_MAX_BYTES, NDET_FIELD(ll_max),
-     "largest all-reduce sent with the low-latency protocol, bytes (0 = never); equal on "
-     "all ranks"},
-    /*
-     * Push (ndet_kernels.h, PUSH): stores cross NVLink instead of loads, and a block
-     * sends step s + 1 while it waits for step s, so large all-reduces run at the
-     * links' write rate.  Both ways at once NVLink takes writes faster than reads, and
-     * a pull protocol cannot reach 0.95x NCCL there; with the grid of ndet_plan.h (64
-     * blocks or more) push wins from 4 MiB at 2 ranks (doc/performance.md).
-     */
-    {"NCCL_DET_PUSH_MIN", NDET_SETTING_SIZE, "4MiB", 0, NDET_TIB, NDET_FIELD(push_min),
-     "smallest all-reduce sent with the push protocol, bytes (0 = never); equal on all "
-     "ranks"},
-    /*
-     * Longer than PyTorch's 10-minute watchdog so that its diagnostics come first.
-     * 0 is refused: a kernel that may spin forever is never what a user wants.
-     */
-    {"NCCL_DET_TIMEOUT", NDET_SETTING_SECONDS, "1800", 1, 604800, NDET_FIELD(timeout_ms),
-     "seconds a kernel waits for a peer before it fails the communicator"},
-    {"NCCL_DET_MAX_MEMORY", NDET_SETTING_SIZE, "1GiB", NDET_MIB, NDET_TIB, NDET_FIELD(max_memory),
-     "device memory nccl-det may use per communicator, bytes; above it the communicator "
-     "falls back to NCCL"},
-    /*
-     * The cap of the grid; pulled messages get past 64 blocks from 65 MiB, pushed
-     * ones (from NCCL_DET_PUSH_MIN) take at least 64 (ndet_plan.h: many loads or
-     * stores in flight fill NVLink), and ranks that share a GPU split 192 blocks (96
-     * above 8 ranks) between them, fewer on GPUs with fewer than 96 SMs
-     * (ndet_plan_grid_cap).  Below 64, push at 4-32 MiB runs with fewer blocks than it
-     * was chosen with (doc/settings.md, NCCL_DET_PUSH_MIN).
-     */
-    {"NCCL_DET_MAX_BLOCKS", NDET_SETTING_INT, "96", 1, 128, NDET_FIELD(max_blocks),
-     "largest grid of one all-reduce kernel; equal on all ranks"},
-    /* Shakes out missing synchronisation; 10 ms keeps test runs bounded. */
-    {"NCCL_DET_DEBUG_DELAY", NDET_SETTING_NANOSECONDS, "0", 0, 10000000, NDET_FIELD(debug_delay_ns),
-     "debug: largest random delay (ns) injected in kernels at copy-in, publish and wait"},
-    {"NCCL_DET_NCCL_LIBRARY", NDET_SETTING_PATH, "", 0, NDET_FIELD_SIZE(nccl_library),
-     NDET_FIELD(nccl_library),
-     "path of the real NCCL library; empty = search (loaded libnccl, framework wheel, system)"},
-    /* Compiled into release builds on purpose: fallbacks one GPU never hits must be testable. */
-    {"NCCL_DET_TEST_FAIL", NDET_SETTING_FAULTS, "none", 0, 0, NDET_FIELD(test_fail),
-     "TEST ONLY: make alloc, ipc_open and/or probe fail (comma list), on every rank or only "
-     "on RANK with a trailing @RANK"},
-    {"NCCL_DET_DEBUG", NDET_SETTING_LOG, "", 0, 0, 0,
-     "log level VERSION, WARN, INFO or TRACE; unset = NCCL_DEBUG, else WARN"},
-    {"NCCL_DET_DEBUG_SUBSYS", NDET_SETTING_LOG, "", 0, 0, 0,
-     "INFO subsystems INIT, ENV, SETUP, COLL, ENGINE, ALLOC, ALL (^ negates); unset = "
-     "NCCL_DEBUG_SUBSYS, else INIT,ENV"},
-    {"NCCL_DET_DEBUG_FILE", NDET_SETTING_LOG, "", 0, 0, 0,
-     "log file (%h host, %p pid); unset = NCCL_DEBUG_FILE, else stdout"},
-    /*
-     * The tuner plugin (NCCL_TUNER_PLUGIN=det) pins what NCCL runs for the all-reduces
-     * nccl-det does not take: one fixed tree on one channel reduces every element in
-     * the same order whatever the message size (NCCL shrinks the channel count of
-     * small messages, which reorders them; ring order follows the chunk position).
-     */
-    {"NCCL_DET_TUNER_ALGO", NDET_SETTING_CHOICE, "tree", 0, 0, NDET_FIELD(tuner_algo),
-     "tuner plugin: algorithm of NCCL's all-reduce: tree, ring, or nccl (NCCL's choice)"},
-    {"NCCL_DET_TUNER_PROTO", NDET_SETTING_CHOICE, "simple", 0, 0, NDET_FIELD(tuner_proto),
-     "tuner plugin: protocol of NCCL's all-reduce: simple, ll, ll128, or nccl (NCCL's choice)"},
-    /* More channels buy bandwidth, but their count then follows the message size again. */
-    {"NCCL_DET_TUNER_CHANNELS", NDET_SETTING_INT, "1", 0, 64, NDET_FIELD(tuner_channels),
-     "tuner plugin: channels of NCCL's all-reduce; 1 keeps one order at every size; 0 = "
-     "NCCL's choice"},
-    /* Set by nccl-det-run so that a process that got another library or setting says so. */
-    {"NCCL_DET_EXPECT", NDET_SETTING_TEXT, "", 0, NDET_FIELD_SIZE(expect), NDET_FIELD(expect),
-     "set by nccl-det-run: VERSION:ENABLE every process of the job must have; a mismatch WARNs"},
+	/*
+	 * Every rank must load nccl-det with the same value (doc/loading.md precondition,
+	 * enforced by nccl-det-run): a disabled rank never joins our setup exchange.
+	 */
+	{"NCCL_DET_ENABLE", NDET_SETTING_BOOL, "1", 0, 1, NDET_FIELD(enable),
+	 "0 = pass-through: every call goes to the real NCCL, no CUDA call of ours"},
+	{"NCCL_DET_STRICT", NDET_SETTING_BOOL, "0", 0, 1, NDET_FIELD(strict),
+	 "1 = a floating-point all-reduce that cannot be deterministic fails with "
+	 "ncclInvalidUsage instead of falling back to NCCL"},
+	{"NCCL_DET_STATS", NDET_SETTING_BOOL, "0", 0, 1, NDET_FIELD(stats),
+	 "1 = report calls, bytes diverted and fallbacks by reason when a communicator is "
+	 "destroyed, or at exit"},
+	/*
+	 * Large messages stream through the pool in chunks, so this bounds memory,
+	 * not message size.  Below 1 MiB the per-chunk flag round trip dominates.
+	 */
+	{"NCCL_DET_POOL_SIZE", NDET_SETTING_SIZE, "96MiB", NDET_MIB, 16 * NDET_GIB,
+	 NDET_FIELD(pool_size),
+	 "staging pool per rank and communicator, bytes (K/M/G/T suffixes); equal on all ranks"},
+	/*
+	 * One-shot reads every peer's whole buffer: (n - 1) x the message per rank, where
+	 * two-shot reads 2 (n - 1) / n x and waits for one more flag round trip.  At 2 ranks
+	 * they read the same bytes, so one-shot wins until push takes over; with more ranks
+	 * one-shot's extra traffic soon costs more than the round trip.  "auto" (the
+	 * default): NDET_PLAN_ONESHOT_AUTO_2R (2 MiB) at 2 ranks, NDET_PLAN_ONESHOT_AUTO_MANY
+	 * (64 KiB) otherwise (ndet_plan.h; figures in doc/performance.md).
+	 */
+	{"NCCL_DET_ONESHOT_MAX", NDET_SETTING_SIZE_AUTO, "auto", 0, NDET_GIB,
+	 NDET_FIELD(oneshot_max),
+	 "largest message reduced one-shot, bytes, or auto (2 MiB at 2 ranks, 64 KiB at more); "
+	 "larger ones go two-shot; equal on all ranks"},
+	/*
+	 * LL (ndet_kernels.h): data and flag in each 8-byte word, pushed straight from
+	 * the caller's buffer, so a call costs one one-way NVLink latency instead of a
+	 * flag round trip plus a remote read.  Half of each line is flag, so it pays
+	 * only while latency dominates; the pool grows by its slots (2 x 8 KiB per
+	 * rank for each 4 KiB of NCCL_DET_LL_MAX: 1 MiB x ranks at 256 KiB).  All-reduce
+	 * and reduce only.  On by default up to its upper bound, where it beats the pull
+	 * one-shot and two-shot at 2 ranks (doc/performance.md); each rank stores
+	 * (n - 1) x 2 bytes per byte, so more ranks may want less.
+	 */
+	{"NCCL_DET_LL_MAX", NDET_SETTING_SIZE, "256KiB", 0, NDET_LL_MAX_BYTES, NDET_FIELD(ll_max),
+	 "largest all-reduce sent with the low-latency protocol, bytes (0 = never); equal on "
+	 "all ranks"},
+	/*
+	 * Push (ndet_kernels.h, PUSH): stores cross NVLink instead of loads, and a block
+	 * sends step s + 1 while it waits for step s, so large all-reduces run at the
+	 * links' write rate.  Both ways at once NVLink takes writes faster than reads, and
+	 * a pull protocol cannot reach 0.95x NCCL there; with the grid of ndet_plan.h (64
+	 * blocks or more) push wins from 4 MiB at 2 ranks (doc/performance.md).
+	 */
+	{"NCCL_DET_PUSH_MIN", NDET_SETTING_SIZE, "4MiB", 0, NDET_TIB, NDET_FIELD(push_min),
+	 "smallest all-reduce sent with the push protocol, bytes (0 = never); equal on all "
+	 "ranks"},
+	/*
+	 * Longer than PyTorch's 10-minute watchdog so that its diagnostics come first.
+	 * 0 is refused: a kernel that may spin forever is never what a user wants.
+	 */
+	{"NCCL_DET_TIMEOUT", NDET_SETTING_SECONDS, "1800", 1, 604800, NDET_FIELD(timeout_ms),
+	 "seconds a kernel waits for a peer before it fails the communicator"},
+	{"NCCL_DET_MAX_MEMORY", NDET_SETTING_SIZE, "1GiB", NDET_MIB, NDET_TIB,
+	 NDET_FIELD(max_memory),
+	 "device memory nccl-det may use per communicator, bytes; above it the communicator "
+	 "falls back to NCCL"},
+	/*
+	 * The cap of the grid; pulled messages get past 64 blocks from 65 MiB, pushed
+	 * ones (from NCCL_DET_PUSH_MIN) take at least 64 (ndet_plan.h: many loads or
+	 * stores in flight fill NVLink), and ranks that share a GPU split 192 blocks (96
+	 * above 8 ranks) between them, fewer on GPUs with fewer than 96 SMs
+	 * (ndet_plan_grid_cap).  Below 64, push at 4-32 MiB runs with fewer blocks than it
+	 * was chosen with (doc/settings.md, NCCL_DET_PUSH_MIN).
+	 */
+	{"NCCL_DET_MAX_BLOCKS", NDET_SETTING_INT, "96", 1, 128, NDET_FIELD(max_blocks),
+	 "largest grid of one all-reduce kernel; equal on all ranks"},
+	/* Shakes out missing synchronisation; 10 ms keeps test runs bounded. */
+	{"NCCL_DET_DEBUG_DELAY", NDET_SETTING_NANOSECONDS, "0", 0, 10000000,
+	 NDET_FIELD(debug_delay_ns),
+	 "debug: largest random delay (ns) injected in kernels at copy-in, publish and wait"},
+	{"NCCL_DET_NCCL_LIBRARY", NDET_SETTING_PATH, "", 0, NDET_FIELD_SIZE(nccl_library),
+	 NDET_FIELD(nccl_library),
+	 "path of the real NCCL library; empty = search (loaded libnccl, framework wheel, system)"},
+	/* Compiled into release builds on purpose: fallbacks one GPU never hits must be testable.
+	 */
+	{"NCCL_DET_TEST_FAIL", NDET_SETTING_FAULTS, "none", 0, 0, NDET_FIELD(test_fail),
+	 "TEST ONLY: make alloc, ipc_open and/or probe fail (comma list), on every rank or only "
+	 "on RANK with a trailing @RANK"},
+	{"NCCL_DET_DEBUG", NDET_SETTING_LOG, "", 0, 0, 0,
+	 "log level VERSION, WARN, INFO or TRACE; unset = NCCL_DEBUG, else WARN"},
+	{"NCCL_DET_DEBUG_SUBSYS", NDET_SETTING_LOG, "", 0, 0, 0,
+	 "INFO subsystems INIT, ENV, SETUP, COLL, ENGINE, ALLOC, ALL (^ negates); unset = "
+	 "NCCL_DEBUG_SUBSYS, else INIT,ENV"},
+	{"NCCL_DET_DEBUG_FILE", NDET_SETTING_LOG, "", 0, 0, 0,
+	 "log file (%h host, %p pid); unset = NCCL_DEBUG_FILE, else stdout"},
+	/*
+	 * The tuner plugin (NCCL_TUNER_PLUGIN=det) pins what NCCL runs for the all-reduces
+	 * nccl-det does not take: one fixed tree on one channel reduces every element in
+	 * the same order whatever the message size (NCCL shrinks the channel count of
+	 * small messages, which reorders them; ring order follows the chunk position).
+	 */
+	{"NCCL_DET_TUNER_ALGO", NDET_SETTING_CHOICE, "tree", 0, 0, NDET_FIELD(tuner_algo),
+	 "tuner plugin: algorithm of NCCL's all-reduce: tree, ring, or nccl (NCCL's choice)"},
+	{"NCCL_DET_TUNER_PROTO", NDET_SETTING_CHOICE, "simple", 0, 0, NDET_FIELD(tuner_proto),
+	 "tuner plugin: protocol of NCCL's all-reduce: simple, ll, ll128, or nccl (NCCL's choice)"},
+	/* More channels buy bandwidth, but their count then follows the message size again. */
+	{"NCCL_DET_TUNER_CHANNELS", NDET_SETTING_INT, "1", 0, 64, NDET_FIELD(tuner_channels),
+	 "tuner plugin: channels of NCCL's all-reduce; 1 keeps one order at every size; 0 = "
+	 "NCCL's choice"},
+	/* Set by nccl-det-run so that a process that got another library or setting says so. */
+	{"NCCL_DET_EXPECT", NDET_SETTING_TEXT, "", 0, NDET_FIELD_SIZE(expect), NDET_FIELD(expect),
+	 "set by nccl-det-run: VERSION:ENABLE every process of the job must have; a mismatch "
+	 "WARNs"},
 };
 
 #define NDET_SETTINGS_COUNT (sizeof(ndet_settings_table) / sizeof(ndet_settings_table[0]))
@@ -200,9 +207,9 @@ static const struct {
 	const char *name;
 	ndet_fault_t bit;
 } ndet_settings_fault_names[] = {
-    {"alloc", NDET_FAULT_ALLOC},
-    {"ipc_open", NDET_FAULT_IPC_OPEN},
-    {"probe", NDET_FAULT_PROBE},
+	{"alloc", NDET_FAULT_ALLOC},
+	{"ipc_open", NDET_FAULT_IPC_OPEN},
+	{"probe", NDET_FAULT_PROBE},
 };
 
 /* Where each row's effective value came from; a rejected value keeps its source here. */
@@ -636,8 +643,9 @@ static void ndet_settings_describe_accepted(const struct ndet_setting *row, char
 			return;
 		}
 		if (strcmp(row->name, "NCCL_DET_DEBUG_SUBSYS") == 0) {
-			snprintf(text, size, "a comma list of INIT, ENV, SETUP, COLL, ENGINE, ALLOC, "
-					     "ALL, optionally behind ^");
+			snprintf(text, size,
+				 "a comma list of INIT, ENV, SETUP, COLL, ENGINE, ALLOC, "
+				 "ALL, optionally behind ^");
 			return;
 		}
 		break;
@@ -736,9 +744,9 @@ const char *ndet_settings_closest_name(const char *name)
 
 /* Names of the family that nccl-det-run reads, not the library (tools/nccl-det-run.in). */
 static const char *const ndet_settings_tool_names[] = {
-    "NCCL_DET_RUN_LIBDIR",
-    "NCCL_DET_RUN_PRELOAD_LIB",
-    "NCCL_DET_RUN_DROPIN_DIR",
+	"NCCL_DET_RUN_LIBDIR",
+	"NCCL_DET_RUN_PRELOAD_LIB",
+	"NCCL_DET_RUN_DROPIN_DIR",
 };
 
 bool ndet_settings_known_name(const char *name)
@@ -747,8 +755,8 @@ bool ndet_settings_known_name(const char *name)
 		if (strcmp(name, ndet_settings_table[i].name) == 0)
 			return true;
 	}
-	for (size_t i = 0; i < sizeof(ndet_settings_tool_names) / sizeof(ndet_settings_tool_names[0]);
-	     i++) {
+	for (size_t i = 0;
+	     i < sizeof(ndet_settings_tool_names) / sizeof(ndet_settings_tool_names[0]); i++) {
 		if (strcmp(name, ndet_settings_tool_names[i]) == 0)
 			return true;
 	}
@@ -823,9 +831,9 @@ static void ndet_settings_log_all(const struct ndet_settings *settings)
 		char value[NDET_SETTINGS_SHOWN_MAX];
 		char source[NDET_SETTINGS_SHOWN_MAX];
 		ndet_settings_format(&ndet_settings_table[i], settings, value, sizeof(value));
-		NDET_INFO(
-		    NDET_SUBSYS_ENV, "%s=%s (%s)", ndet_settings_table[i].name, value,
-		    ndet_settings_source_text(&ndet_settings_origins[i], source, sizeof(source)));
+		NDET_INFO(NDET_SUBSYS_ENV, "%s=%s (%s)", ndet_settings_table[i].name, value,
+			  ndet_settings_source_text(&ndet_settings_origins[i], source,
+						    sizeof(source)));
 	}
 }
 
@@ -937,8 +945,9 @@ void ndet_settings_dump_some(FILE *out, bool all)
 			return;
 	}
 	if (left_out > 0)
-		(void)fprintf(out, "# and %u test-only and internal settings, unset (--all lists them)\n",
-			      left_out);
+		(void)fprintf(
+			out, "# and %u test-only and internal settings, unset (--all lists them)\n",
+			left_out);
 }
 
 void ndet_settings_reset_for_testing(void)

@@ -16,15 +16,15 @@ extern "C" {
 
 typedef enum {
 	NDET_OK = 0,
-	NDET_IN_PROGRESS,           /* non-blocking operation still running */
-	NDET_ERR_INVALID_ARGUMENT,  /* caller passed a bad argument */
-	NDET_ERR_INVALID_USAGE,     /* caller used the API wrongly, or strict mode refused */
-	NDET_ERR_SYSTEM,            /* OS, IPC or allocation failure */
-	NDET_ERR_CUDA,              /* a CUDA call failed */
-	NDET_ERR_NCCL,              /* the real NCCL returned an error we cannot classify */
-	NDET_ERR_REMOTE,            /* a peer failed, timed out, diverged, or the comm was aborted */
-	NDET_ERR_INTERNAL,          /* a bug in nccl-det */
-	NDET_ERR_UNSUPPORTED,       /* not an error for the user: the request must fall back */
+	NDET_IN_PROGRESS,          /* non-blocking operation still running */
+	NDET_ERR_INVALID_ARGUMENT, /* caller passed a bad argument */
+	NDET_ERR_INVALID_USAGE,    /* caller used the API wrongly, or strict mode refused */
+	NDET_ERR_SYSTEM,           /* OS, IPC or allocation failure */
+	NDET_ERR_CUDA,             /* a CUDA call failed */
+	NDET_ERR_NCCL,             /* the real NCCL returned an error we cannot classify */
+	NDET_ERR_REMOTE,           /* a peer failed, timed out, diverged, or the comm was aborted */
+	NDET_ERR_INTERNAL,         /* a bug in nccl-det */
+	NDET_ERR_UNSUPPORTED,      /* not an error for the user: the request must fall back */
 	NDET_STATUS_COUNT
 } ndet_status_t;
 

@@ -396,7 +396,8 @@ struct ndet_comm *ndet_comm_take_next(bool (*take)(struct ndet_comm *comm, void 
 	struct ndet_comm *found = NULL;
 	pthread_mutex_lock(&ndet_comm_registry_lock);
 	for (unsigned b = 0; b < NDET_COMM_BUCKETS && found == NULL; b++) {
-		for (struct ndet_comm *comm = ndet_comm_buckets[b]; comm != NULL; comm = comm->next) {
+		for (struct ndet_comm *comm = ndet_comm_buckets[b]; comm != NULL;
+		     comm = comm->next) {
 			if (take(comm, context)) {
 				comm->refs++;
 				found = comm;

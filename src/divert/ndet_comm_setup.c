@@ -233,7 +233,8 @@ static void ndet_comm_announce(const struct ndet_comm *comm,
 			 ndet_verdict_reason_name(member->verdict.reason),
 			 member->verdict.offending_rank);
 	else
-		snprintf(cause, sizeof(cause), "setup failed: %s", ndet_status_name(member->status));
+		snprintf(cause, sizeof(cause), "setup failed: %s",
+			 ndet_status_name(member->status));
 	char verdict[512];
 	if (state == NDET_COMM_READY)
 		snprintf(verdict, sizeof(verdict),
@@ -249,7 +250,8 @@ static void ndet_comm_announce(const struct ndet_comm *comm,
 			 cause);
 	else
 		snprintf(verdict, sizeof(verdict),
-			 "NOT deterministic: its floating-point reductions run in NCCL (%s)", cause);
+			 "NOT deterministic: its floating-point reductions run in NCCL (%s)",
+			 cause);
 	ndet_log(NDET_LOG_VERSION, NDET_SUBSYS_ALL, __FILE__, __LINE__,
 		 "nccl-det %s (%s): communicator %p of %d ranks: %s", PACKAGE_VERSION,
 		 ndet_resolve_loading_mode(), (void *)comm->nccl, nranks, verdict);

@@ -16,27 +16,27 @@
 #include "common/ndet_log.h"
 #include "common/ndet_status.h"
 
-#define NDET_CUDA_CHECK_GOTO(call, status, label) \
-	do { \
-		cudaError_t ndet_cuda_err_ = (call); \
-		if (ndet_cuda_err_ != cudaSuccess) { \
+#define NDET_CUDA_CHECK_GOTO(call, status, label)                                                  \
+	do {                                                                                       \
+		cudaError_t ndet_cuda_err_ = (call);                                               \
+		if (ndet_cuda_err_ != cudaSuccess) {                                               \
 			NDET_WARN("%s failed: %s (%d)", #call, cudaGetErrorString(ndet_cuda_err_), \
-				  (int)ndet_cuda_err_); \
-			(void)cudaGetLastError(); \
-			(status) = NDET_ERR_CUDA; \
-			goto label; \
-		} \
+				  (int)ndet_cuda_err_);                                            \
+			(void)cudaGetLastError();                                                  \
+			(status) = NDET_ERR_CUDA;                                                  \
+			goto label;                                                                \
+		}                                                                                  \
 	} while (0)
 
 /* For cleanup paths: log and clear, keep going. */
-#define NDET_CUDA_CHECK_WARN(call) \
-	do { \
-		cudaError_t ndet_cuda_err_ = (call); \
-		if (ndet_cuda_err_ != cudaSuccess) { \
+#define NDET_CUDA_CHECK_WARN(call)                                                                 \
+	do {                                                                                       \
+		cudaError_t ndet_cuda_err_ = (call);                                               \
+		if (ndet_cuda_err_ != cudaSuccess) {                                               \
 			NDET_WARN("%s failed: %s (%d)", #call, cudaGetErrorString(ndet_cuda_err_), \
-				  (int)ndet_cuda_err_); \
-			(void)cudaGetLastError(); \
-		} \
+				  (int)ndet_cuda_err_);                                            \
+			(void)cudaGetLastError();                                                  \
+		}                                                                                  \
 	} while (0)
 
 #endif /* NDET_CUDA_H_ */

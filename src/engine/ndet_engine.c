@@ -59,11 +59,11 @@ static ndet_status_t ndet_engine_start(const struct ndet_engine_member *member,
 		status = NDET_ERR_CUDA;
 		goto fail;
 	}
-	NDET_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&engine->setup_stream,
-						       cudaStreamNonBlocking),
-			     status, fail);
+	NDET_CUDA_CHECK_GOTO(
+		cudaStreamCreateWithFlags(&engine->setup_stream, cudaStreamNonBlocking), status,
+		fail);
 	engine->exchange_bytes =
-	    sizeof(struct ndet_setup_payload) * (size_t)(member->config.nranks + 1);
+		sizeof(struct ndet_setup_payload) * (size_t)(member->config.nranks + 1);
 	cudaError_t err = ndet_engine_malloc(&engine->exchange_buffer, engine->exchange_bytes);
 	if (err != cudaSuccess) {
 		(void)cudaGetLastError();
@@ -168,7 +168,7 @@ static ndet_status_t ndet_engine_single_exchange(void *const contexts[], int cou
 	for (int i = 0; i < count; i++) {
 		const struct ndet_engine_single_exchange *single = contexts[i];
 		ndet_status_t status =
-		    single->allgather(single->context, device_sends[i], device_recvs[i], bytes);
+			single->allgather(single->context, device_sends[i], device_recvs[i], bytes);
 		if (status != NDET_OK)
 			return status;
 	}
@@ -177,7 +177,8 @@ static ndet_status_t ndet_engine_single_exchange(void *const contexts[], int cou
 
 ndet_status_t ndet_engine_create(const struct ndet_engine_config *config,
 				 ndet_engine_allgather_fn allgather, void *context,
-				 struct ndet_engine **engine_out, struct ndet_setup_verdict *verdict)
+				 struct ndet_engine **engine_out,
+				 struct ndet_setup_verdict *verdict)
 {
 	*engine_out = NULL;
 	ndet_engine_set_verdict(verdict, NDET_VERDICT_OK, -1, 0);

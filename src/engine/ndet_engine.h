@@ -75,8 +75,8 @@ void ndet_engine_create_group(struct ndet_engine_member *members, int count,
  * earlier call's stream again: the application may destroy it).
  */
 ndet_status_t ndet_engine_allreduce(struct ndet_engine *engine, const void *sendbuff,
-				    void *recvbuff, size_t count, ndet_dtype_t dtype,
-				    ndet_op_t op, cudaStream_t stream);
+				    void *recvbuff, size_t count, ndet_dtype_t dtype, ndet_op_t op,
+				    cudaStream_t stream);
 
 /*
  * One collective of any kind (zero-initialised: an all-reduce with a plain op).
@@ -141,8 +141,8 @@ ndet_status_t ndet_engine_allreduce_all_ranks(struct ndet_engine *const *engines
 void ndet_engine_set_trace(struct ndet_engine *engine, uint64_t *device_words);
 
 /* The plan this engine would use (for tools and tests). */
-ndet_status_t ndet_engine_plan(const struct ndet_engine *engine, size_t count,
-			       ndet_dtype_t dtype, ndet_op_t op, struct ndet_plan *plan);
+ndet_status_t ndet_engine_plan(const struct ndet_engine *engine, size_t count, ndet_dtype_t dtype,
+			       ndet_op_t op, struct ndet_plan *plan);
 
 /* ndet_engine_plan_call from a configuration alone (no engine: nccl-det-perf --dry-run). */
 ndet_status_t ndet_engine_plan_call_for_config(const struct ndet_engine_config *config,

@@ -31,16 +31,16 @@ struct ndet_engine {
 	struct ndet_engine_config config;
 	ndet_engine_exchange_fn exchange;
 	void *exchange_context;
-	void *owned_context; /* freed with the engine (ndet_engine_create's adapter) */
+	void *owned_context;       /* freed with the engine (ndet_engine_create's adapter) */
 	cudaStream_t setup_stream; /* private, non-blocking: setup copies and exchanges */
 
 	char *pool; /* flags at 0, lanes at data_offset */
 	uint64_t pool_bytes;
 	uint64_t data_offset;
-	uint64_t lane_bytes; /* set once the table is agreed (ndet_engine_setup_map) */
-	uint64_t ll_offset; /* LL slots, from the first lane (ndet_kernels.h) */
-	uint64_t *step_counters;                  /* device, one per block */
-	uint64_t *trace;                          /* ndet_engine_set_trace; NULL: none */
+	uint64_t lane_bytes;     /* set once the table is agreed (ndet_engine_setup_map) */
+	uint64_t ll_offset;      /* LL slots, from the first lane (ndet_kernels.h) */
+	uint64_t *step_counters; /* device, one per block */
+	uint64_t *trace;         /* ndet_engine_set_trace; NULL: none */
 	struct ndet_host_status *host_status;     /* host view */
 	struct ndet_host_status *host_status_dev; /* device view */
 	void *exchange_buffer;                    /* device (or pinned host) memory */
@@ -76,8 +76,8 @@ struct ndet_engine {
 
 	/* Teardown (ndet_engine_quiesce_group, ndet_engine_release). */
 	bool query_failed; /* the context is broken: no kernel can be shown finished */
-	bool idle;       /* no kernel of ours can still run */
-	bool peers_done; /* no peer can read our pool any more */
+	bool idle;         /* no kernel of ours can still run */
+	bool peers_done;   /* no peer can read our pool any more */
 };
 
 /*

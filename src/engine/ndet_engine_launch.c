@@ -64,8 +64,8 @@ void ndet_engine_set_trace(struct ndet_engine *engine, uint64_t *device_words)
 	engine->trace = device_words;
 }
 
-ndet_status_t ndet_engine_plan(const struct ndet_engine *engine, size_t count,
-			       ndet_dtype_t dtype, ndet_op_t op, struct ndet_plan *plan)
+ndet_status_t ndet_engine_plan(const struct ndet_engine *engine, size_t count, ndet_dtype_t dtype,
+			       ndet_op_t op, struct ndet_plan *plan)
 {
 	return ndet_engine_plan_for_config(&engine->config, count, dtype, op, plan);
 }
@@ -111,7 +111,7 @@ static cudaError_t ndet_engine_capture_id(cudaStream_t stream, unsigned long lon
 	unsigned long long capture = 0;
 #if CUDART_VERSION >= 13000
 	cudaError_t err =
-	    cudaStreamGetCaptureInfo(stream, &status, &capture, NULL, NULL, NULL, NULL);
+		cudaStreamGetCaptureInfo(stream, &status, &capture, NULL, NULL, NULL, NULL);
 #elif CUDART_VERSION >= 12000
 	cudaError_t err = cudaStreamGetCaptureInfo(stream, &status, &capture, NULL, NULL, NULL);
 #else
@@ -170,8 +170,8 @@ out:
 }
 
 ndet_status_t ndet_engine_allreduce(struct ndet_engine *engine, const void *sendbuff,
-				    void *recvbuff, size_t count, ndet_dtype_t dtype,
-				    ndet_op_t op, cudaStream_t stream)
+				    void *recvbuff, size_t count, ndet_dtype_t dtype, ndet_op_t op,
+				    cudaStream_t stream)
 {
 	const struct ndet_engine_call call = {.sendbuff = sendbuff,
 					      .recvbuff = recvbuff,
@@ -216,7 +216,7 @@ ndet_status_t ndet_engine_collective(struct ndet_engine *engine,
 	NDET_INFO(NDET_SUBSYS_COLL, "rank %d: %s count %zu %s %s%s: %s, %u blocks x %llu steps",
 		  engine->config.rank,
 		  call->coll == NDET_COLL_REDUCE_SCATTER ? "reduce-scatter"
-		  : call->coll == NDET_COLL_REDUCE	 ? "reduce"
+		  : call->coll == NDET_COLL_REDUCE       ? "reduce"
 							 : "all-reduce",
 		  call->count, ndet_dtype_name(call->dtype), ndet_op_name(call->op),
 		  call->premul != NDET_PREMUL_NONE ? " (PreMulSum)" : "",
@@ -234,7 +234,8 @@ ndet_status_t ndet_engine_collective(struct ndet_engine *engine,
 	} else {
 		struct ndet_kernel_args args;
 		ndet_engine_fill_args(engine, &plan, call, &args);
-		NDET_CUDA_CHECK_GOTO((cudaError_t)ndet_kernel_allreduce(&args, stream), status, out);
+		NDET_CUDA_CHECK_GOTO((cudaError_t)ndet_kernel_allreduce(&args, stream), status,
+				     out);
 	}
 	status = ndet_engine_launched(engine, stream, capture);
 out:
@@ -289,10 +290,9 @@ ndet_status_t ndet_engine_collective_all_ranks(struct ndet_engine *const *engine
 	NDET_CUDA_CHECK_GOTO(ndet_engine_malloc(&device_args, args_bytes), status, out);
 	NDET_CUDA_CHECK_GOTO(cudaMemcpy(device_args, host_args, args_bytes, cudaMemcpyHostToDevice),
 			     status, out);
-	NDET_CUDA_CHECK_GOTO(
-		(cudaError_t)launch(device_args, (int)calls[0].dtype, op, nranks, plan.blocks,
-				    stream),
-		status, out);
+	NDET_CUDA_CHECK_GOTO((cudaError_t)launch(device_args, (int)calls[0].dtype, op, nranks,
+						 plan.blocks, stream),
+			     status, out);
 	NDET_CUDA_CHECK_GOTO(cudaStreamSynchronize(stream), status, out);
 out:
 	ndet_engine_free_memory(&device_args, args_bytes, false);

@@ -95,15 +95,17 @@ ndet_local_status_t ndet_engine_alloc(struct ndet_engine *engine)
 	const struct ndet_engine_config *config = &engine->config;
 	ndet_status_t status = NDET_OK;
 	if (ndet_pool_memory_bytes(config) > config->max_memory) {
-		NDET_WARN("rank %d: pool of %llu bytes exceeds NCCL_DET_MAX_MEMORY=%llu; "
-			  "raise NCCL_DET_MAX_MEMORY or lower NCCL_DET_POOL_SIZE or NCCL_DET_LL_MAX",
-			  config->rank, (unsigned long long)ndet_pool_memory_bytes(config),
-			  (unsigned long long)config->max_memory);
+		NDET_WARN(
+			"rank %d: pool of %llu bytes exceeds NCCL_DET_MAX_MEMORY=%llu; "
+			"raise NCCL_DET_MAX_MEMORY or lower NCCL_DET_POOL_SIZE or NCCL_DET_LL_MAX",
+			config->rank, (unsigned long long)ndet_pool_memory_bytes(config),
+			(unsigned long long)config->max_memory);
 		return NDET_LOCAL_ALLOC_FAILED;
 	}
 	if (ndet_engine_fault(config, NDET_FAULT_ALLOC)) {
-		NDET_WARN("rank %d: NCCL_DET_TEST_FAIL=alloc: pretending the pool allocation failed",
-			  config->rank);
+		NDET_WARN(
+			"rank %d: NCCL_DET_TEST_FAIL=alloc: pretending the pool allocation failed",
+			config->rank);
 		return NDET_LOCAL_ALLOC_FAILED;
 	}
 	engine->data_offset = ndet_pool_flags_bytes();
@@ -117,13 +119,14 @@ ndet_local_status_t ndet_engine_alloc(struct ndet_engine *engine)
 	 * Zero the flags and the LL slots before any peer can see the pool: a stale flag
 	 * is a wrong step, a stale LL tag a wrong line.
 	 */
-	NDET_CUDA_CHECK_GOTO(cudaMemsetAsync(engine->pool, 0, engine->data_offset,
-					     engine->setup_stream),
-			     status, cuda_failed);
+	NDET_CUDA_CHECK_GOTO(
+		cudaMemsetAsync(engine->pool, 0, engine->data_offset, engine->setup_stream), status,
+		cuda_failed);
 	if (engine->pool_bytes > engine->data_offset + engine->ll_offset)
 		NDET_CUDA_CHECK_GOTO(
 			cudaMemsetAsync(engine->pool + engine->data_offset + engine->ll_offset, 0,
-					engine->pool_bytes - engine->data_offset - engine->ll_offset,
+					engine->pool_bytes - engine->data_offset -
+						engine->ll_offset,
 					engine->setup_stream),
 			status, cuda_failed);
 	NDET_CUDA_CHECK_GOTO(ndet_engine_malloc(&engine->step_counters, NDET_POOL_COUNTER_BYTES),
@@ -137,9 +140,9 @@ ndet_local_status_t ndet_engine_alloc(struct ndet_engine *engine)
 	memset((void *)engine->host_status, 0, sizeof(struct ndet_host_status));
 	NDET_CUDA_CHECK_GOTO(ndet_engine_host_alloc(&engine->detach_host, NDET_POOL_DETACH_BYTES),
 			     status, alloc_failed);
-	NDET_CUDA_CHECK_GOTO(cudaHostGetDevicePointer((void **)&engine->host_status_dev,
-						      engine->host_status, 0),
-			     status, cuda_failed);
+	NDET_CUDA_CHECK_GOTO(
+		cudaHostGetDevicePointer((void **)&engine->host_status_dev, engine->host_status, 0),
+		status, cuda_failed);
 	NDET_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&engine->eager.event, cudaEventDisableTiming),
 			     status, cuda_failed);
 	NDET_CUDA_CHECK_GOTO(
@@ -173,19 +176,24 @@ void ndet_engine_fill_payload(struct ndet_engine *engine, ndet_local_status_t lo
 	struct cudaDeviceProp properties;
 	if (local == NDET_LOCAL_READY) {
 		if (cudaGetDeviceProperties(&properties, config->cuda_device) == cudaSuccess) {
-			memcpy(payload->device_uuid, &properties.uuid, sizeof(payload->device_uuid));
+			memcpy(payload->device_uuid, &properties.uuid,
+			       sizeof(payload->device_uuid));
 			payload->sm_count = properties.multiProcessorCount > 0
 						    ? (uint32_t)properties.multiProcessorCount
 						    : 1u;
 			cudaError_t image;
 			if (properties.major < 7) {
-				NDET_WARN("rank %d: GPU %d is sm_%d%d; nccl-det needs sm_70 or newer",
-					  config->rank, config->cuda_device, properties.major,
-					  properties.minor);
+				NDET_WARN(
+					"rank %d: GPU %d is sm_%d%d; nccl-det needs sm_70 or newer",
+					config->rank, config->cuda_device, properties.major,
+					properties.minor);
 				local = NDET_LOCAL_UNSUPPORTED_GPU;
-			} else if ((image = (cudaError_t)ndet_kernel_device_check()) != cudaSuccess) {
-				/* Built for other GPUs: NCCL runs the communicator (the verdict). */
-				NDET_WARN("rank %d: GPU %d (sm_%d%d) cannot run this build's kernels: %s "
+			} else if ((image = (cudaError_t)ndet_kernel_device_check()) !=
+				   cudaSuccess) {
+				/* Built for other GPUs: NCCL runs the communicator (the verdict).
+				 */
+				NDET_WARN("rank %d: GPU %d (sm_%d%d) cannot run this build's "
+					  "kernels: %s "
 					  "(rebuild with --with-nvcc-gencode for it)",
 					  config->rank, config->cuda_device, properties.major,
 					  properties.minor, cudaGetErrorString(image));
@@ -195,12 +203,12 @@ void ndet_engine_fill_payload(struct ndet_engine *engine, ndet_local_status_t lo
 				if ((image = (cudaError_t)ndet_kernel_fp8_check()) == cudaSuccess)
 					payload->flags |= NDET_SETUP_FLAG_FP8;
 				else
-					NDET_WARN("rank %d: GPU %d (sm_%d%d) cannot run this build's "
-						  "fp8 kernels: %s (fp8 reductions go to NCCL; "
-						  "rebuild with --with-nvcc-fp8-gencode for it)",
-						  config->rank, config->cuda_device,
-						  properties.major, properties.minor,
-						  cudaGetErrorString(image));
+					NDET_WARN(
+						"rank %d: GPU %d (sm_%d%d) cannot run this build's "
+						"fp8 kernels: %s (fp8 reductions go to NCCL; "
+						"rebuild with --with-nvcc-fp8-gencode for it)",
+						config->rank, config->cuda_device, properties.major,
+						properties.minor, cudaGetErrorString(image));
 			}
 		} else {
 			(void)cudaGetLastError();
@@ -223,8 +231,7 @@ void ndet_engine_fill_payload(struct ndet_engine *engine, ndet_local_status_t lo
 }
 
 /* Open or point at every peer's pool.  Returns false if any peer failed. */
-bool ndet_engine_map_peers(struct ndet_engine *engine,
-			   const struct ndet_setup_payload *table)
+bool ndet_engine_map_peers(struct ndet_engine *engine, const struct ndet_setup_payload *table)
 {
 	const struct ndet_engine_config *config = &engine->config;
 	bool ok = true;
@@ -238,11 +245,13 @@ bool ndet_engine_map_peers(struct ndet_engine *engine,
 			/* cudaIpcOpenMemHandle refuses our own process's handles by design. */
 			base = (char *)(uintptr_t)table[q].pool_address;
 			if (table[q].cuda_device != config->cuda_device) {
-				cudaError_t err = cudaDeviceEnablePeerAccess(table[q].cuda_device, 0);
+				cudaError_t err =
+					cudaDeviceEnablePeerAccess(table[q].cuda_device, 0);
 				if (err == cudaErrorPeerAccessAlreadyEnabled) {
 					(void)cudaGetLastError();
 				} else if (err != cudaSuccess) {
-					NDET_WARN("rank %d: peer access to device %d (rank %d) failed: "
+					NDET_WARN("rank %d: peer access to device %d (rank %d) "
+						  "failed: "
 						  "%s",
 						  config->rank, table[q].cuda_device, q,
 						  cudaGetErrorString(err));
@@ -253,19 +262,21 @@ bool ndet_engine_map_peers(struct ndet_engine *engine,
 			}
 		} else {
 			if (ndet_engine_fault(config, NDET_FAULT_IPC_OPEN)) {
-				NDET_WARN("rank %d: NCCL_DET_TEST_FAIL=ipc_open: pretending the pool "
-					  "of rank %d cannot be opened",
-					  config->rank, q);
+				NDET_WARN(
+					"rank %d: NCCL_DET_TEST_FAIL=ipc_open: pretending the pool "
+					"of rank %d cannot be opened",
+					config->rank, q);
 				ok = false;
 				continue;
 			}
 			cudaIpcMemHandle_t handle;
 			memcpy(&handle, table[q].ipc_handle, sizeof(handle));
 			void *mapped = NULL;
-			cudaError_t err =
-				cudaIpcOpenMemHandle(&mapped, handle, cudaIpcMemLazyEnablePeerAccess);
+			cudaError_t err = cudaIpcOpenMemHandle(&mapped, handle,
+							       cudaIpcMemLazyEnablePeerAccess);
 			if (err != cudaSuccess) {
-				NDET_WARN("rank %d: cudaIpcOpenMemHandle of rank %d's pool failed: %s",
+				NDET_WARN("rank %d: cudaIpcOpenMemHandle of rank %d's pool failed: "
+					  "%s",
 					  config->rank, q, cudaGetErrorString(err));
 				(void)cudaGetLastError();
 				ok = false;
@@ -280,7 +291,6 @@ bool ndet_engine_map_peers(struct ndet_engine *engine,
 	}
 	return ok;
 }
-
 
 static uint64_t ndet_engine_probe_token(int writer, int owner)
 {
@@ -299,12 +309,12 @@ bool ndet_engine_probe_write(struct ndet_engine *engine)
 		tokens[q] = ndet_engine_probe_token(config->rank, q);
 		if (ndet_engine_fault(config, NDET_FAULT_PROBE))
 			tokens[q] ^= 0xdead; /* the owner must notice */
-		cudaError_t err = cudaMemcpyAsync(&engine->peer_flags[q]->probe[config->rank],
-						  &tokens[q], sizeof(tokens[q]), cudaMemcpyDefault,
-						  engine->setup_stream);
+		cudaError_t err =
+			cudaMemcpyAsync(&engine->peer_flags[q]->probe[config->rank], &tokens[q],
+					sizeof(tokens[q]), cudaMemcpyDefault, engine->setup_stream);
 		if (err != cudaSuccess) {
-			NDET_WARN("rank %d: probe write into rank %d's pool failed: %s", config->rank,
-				  q, cudaGetErrorString(err));
+			NDET_WARN("rank %d: probe write into rank %d's pool failed: %s",
+				  config->rank, q, cudaGetErrorString(err));
 			(void)cudaGetLastError();
 			ok = false;
 		}

@@ -30,8 +30,7 @@
  * every engine, so that a thread driving several ranks can group them.
  */
 static ndet_status_t ndet_engine_exchange(struct ndet_engine *const engines[], int count,
-					  const void *const mine[], void *const all[],
-					  size_t bytes)
+					  const void *const mine[], void *const all[], size_t bytes)
 {
 	ndet_status_t status = NDET_OK;
 	void **contexts = calloc((size_t)count, sizeof(*contexts));
@@ -64,7 +63,8 @@ static ndet_status_t ndet_engine_exchange(struct ndet_engine *const engines[], i
 			goto out;
 		}
 		/* The device buffer serves every round: nothing of the last one may remain. */
-		NDET_CUDA_CHECK_GOTO(cudaMemsetAsync(recvs[i], 0, bytes * (size_t)engine->config.nranks,
+		NDET_CUDA_CHECK_GOTO(cudaMemsetAsync(recvs[i], 0,
+						     bytes * (size_t)engine->config.nranks,
 						     engine->setup_stream),
 				     status, out);
 		NDET_CUDA_CHECK_GOTO(cudaMemcpyAsync(send, mine[i], bytes, cudaMemcpyHostToDevice,

@@ -333,8 +333,8 @@ NDET_EXPORT ncclResult_t ncclDetCommQuery(ncclComm_t comm, int *diverted, const 
 {
 	/* Behind another copy of nccl-det: that copy knows the communicator. */
 	ncclResult_t (*other)(ncclComm_t, int *, const char **) =
-	    (ncclResult_t(*)(ncclComm_t, int *, const char **))ndet_resolve_other_copy_symbol(
-		"ncclDetCommQuery");
+		(ncclResult_t(*)(ncclComm_t, int *, const char **))ndet_resolve_other_copy_symbol(
+			"ncclDetCommQuery");
 	if (other != NULL)
 		return other(comm, diverted, reason);
 	bool enabled = ndet_settings_get()->enable;
@@ -360,9 +360,8 @@ NDET_EXPORT ncclResult_t ncclDetGetResources(ncclDetResources_t *resources)
 	if (resources == NULL)
 		return ncclInvalidArgument;
 	/* The copy that diverts holds the engines (a drop-in and a preload in one process). */
-	ncclResult_t (*other)(ncclDetResources_t *) =
-	    (ncclResult_t(*)(ncclDetResources_t *))ndet_resolve_other_copy_symbol(
-		"ncclDetGetResources");
+	ncclResult_t (*other)(ncclDetResources_t *) = (ncclResult_t(*)(
+		ncclDetResources_t *))ndet_resolve_other_copy_symbol("ncclDetGetResources");
 	if (other != NULL)
 		return other(resources);
 	struct ndet_resources now;
@@ -391,8 +390,8 @@ NDET_EXPORT ncclResult_t ncclDetGetNcclLibrary(const char **path, int *version,
 	if (path == NULL || version == NULL)
 		return ncclInvalidArgument;
 	ncclResult_t (*other)(const char **, int *, const char **) =
-	    (ncclResult_t(*)(const char **, int *, const char **))ndet_resolve_other_copy_symbol(
-		"ncclDetGetNcclLibrary");
+		(ncclResult_t(*)(const char **, int *, const char **))
+			ndet_resolve_other_copy_symbol("ncclDetGetNcclLibrary");
 	if (other != NULL)
 		return other(path, version, found_by);
 	enum ndet_resolve_strategy strategy = ndet_resolve_strategy();

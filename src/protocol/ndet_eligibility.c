@@ -101,16 +101,17 @@ void ndet_eligibility_decide(const struct ndet_eligibility_facts *facts,
 				     reason);
 		return;
 	}
-	const bool fp8 = decision->dtype == NDET_DTYPE_F8E4M3 || decision->dtype == NDET_DTYPE_F8E5M2;
+	const bool fp8 =
+		decision->dtype == NDET_DTYPE_F8E4M3 || decision->dtype == NDET_DTYPE_F8E5M2;
 	switch (facts->state) {
 	case NDET_COMM_READY:
 		if (fp8 && !facts->sm90) {
 			/* NCCL reduces fp8 on sm_90+ only: its ncclInvalidArgument to return. */
 			ndet_eligibility_set(decision, NDET_ACTION_FORWARD, NDET_FALLBACK_INVALID);
 		} else if (fp8 && !facts->fp8) {
-			ndet_eligibility_set(decision,
-					     facts->strict ? NDET_ACTION_REFUSE : NDET_ACTION_FORWARD,
-					     NDET_FALLBACK_DATATYPE);
+			ndet_eligibility_set(
+				decision, facts->strict ? NDET_ACTION_REFUSE : NDET_ACTION_FORWARD,
+				NDET_FALLBACK_DATATYPE);
 		} else {
 			ndet_eligibility_set(decision, NDET_ACTION_DIVERT, NDET_FALLBACK_NONE);
 		}

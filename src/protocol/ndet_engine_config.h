@@ -24,20 +24,20 @@ struct ndet_engine_config {
 	int rank;
 	int nranks;
 	int cuda_device;
-	uint64_t pool_size;     /* staging bytes (NCCL_DET_POOL_SIZE) */
-	int max_blocks;         /* NCCL_DET_MAX_BLOCKS */
+	uint64_t pool_size; /* staging bytes (NCCL_DET_POOL_SIZE) */
+	int max_blocks;     /* NCCL_DET_MAX_BLOCKS */
 	/*
 	 * Set by the setup from the agreed table (whatever the input; before setup 0
 	 * counts as 1): the most ranks on one GPU, which caps the grid
 	 * (ndet_plan_grid_cap).
 	 */
 	int ranks_per_device;
-	int device_sms; /* likewise: the fewest SMs of any rank's GPU (0: unknown) */
-	uint64_t oneshot_max;   /* NCCL_DET_ONESHOT_MAX */
-	uint64_t ll_max;        /* NCCL_DET_LL_MAX: LL slots in the pool, 0 = none */
-	uint64_t push_min;      /* NCCL_DET_PUSH_MIN: all-reduces from here push, 0 = never */
-	uint64_t timeout_ms;    /* NCCL_DET_TIMEOUT; 0 = never (tests only) */
-	uint64_t max_memory;    /* NCCL_DET_MAX_MEMORY */
+	int device_sms;       /* likewise: the fewest SMs of any rank's GPU (0: unknown) */
+	uint64_t oneshot_max; /* NCCL_DET_ONESHOT_MAX */
+	uint64_t ll_max;      /* NCCL_DET_LL_MAX: LL slots in the pool, 0 = none */
+	uint64_t push_min;    /* NCCL_DET_PUSH_MIN: all-reduces from here push, 0 = never */
+	uint64_t timeout_ms;  /* NCCL_DET_TIMEOUT; 0 = never (tests only) */
+	uint64_t max_memory;  /* NCCL_DET_MAX_MEMORY */
 	unsigned debug_delay_ns;
 	uint64_t settings_hash; /* must be equal on every rank */
 	unsigned test_fail;     /* ndet_fault_t bits */

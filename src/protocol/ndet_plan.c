@@ -105,7 +105,8 @@ uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks, ndet_coll_t col
 
 uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params)
 {
-	const uint64_t sharing = params->ranks_per_device > 1 ? (uint64_t)params->ranks_per_device : 1;
+	const uint64_t sharing =
+		params->ranks_per_device > 1 ? (uint64_t)params->ranks_per_device : 1;
 	const uint64_t capacity = ndet_plan_device_capacity(params->nranks, params->device_sms);
 	uint64_t cap = capacity / sharing;
 	if (cap > (uint64_t)params->max_blocks)
@@ -177,9 +178,8 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 		 */
 		uint64_t slot_elems = params->lane_bytes / size / (4u * (uint64_t)params->nranks);
 		/* Whole segments (ndet_kernels.h) where a slot holds one, else whole packs. */
-		const uint64_t slot_unit = slot_elems * size >= NDET_SEGMENT_BYTES
-						   ? NDET_SEGMENT_BYTES / size
-						   : pack;
+		const uint64_t slot_unit =
+			slot_elems * size >= NDET_SEGMENT_BYTES ? NDET_SEGMENT_BYTES / size : pack;
 		slot_elems = slot_elems / slot_unit * slot_unit;
 		const bool push = params->coll == NDET_COLL_ALLREDUCE && !params->premul &&
 				  params->nranks <= NDET_PLAN_PUSH_MAX_RANKS &&

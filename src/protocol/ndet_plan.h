@@ -50,8 +50,8 @@ extern "C" {
  * reduce-scatter is never one-shot; it takes the one-shot share per block up to
  * NDET_PLAN_ONESHOT_AUTO_MANY bytes when auto.
  */
-#define NDET_PLAN_ONESHOT_AUTO UINT64_MAX
-#define NDET_PLAN_ONESHOT_AUTO_2R (2u * 1024u * 1024u)
+#define NDET_PLAN_ONESHOT_AUTO      UINT64_MAX
+#define NDET_PLAN_ONESHOT_AUTO_2R   (2u * 1024u * 1024u)
 #define NDET_PLAN_ONESHOT_AUTO_MANY (64u * 1024u)
 
 /* The one-shot threshold oneshot_max stands for in a `coll` of nranks (auto resolved). */
@@ -70,9 +70,9 @@ uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks, ndet_coll_t col
  * these tiers then serve reduce, reduce-scatter, PreMulSum, more than 8 ranks and
  * NCCL_DET_PUSH_MIN=0.
  */
-#define NDET_PLAN_SMALL_BLOCKS 32u
-#define NDET_PLAN_MID_BYTES (8u * 1024u * 1024u)
-#define NDET_PLAN_MID_BLOCKS 64u
+#define NDET_PLAN_SMALL_BLOCKS          32u
+#define NDET_PLAN_MID_BYTES             (8u * 1024u * 1024u)
+#define NDET_PLAN_MID_BLOCKS            64u
 #define NDET_PLAN_LARGE_BYTES_PER_BLOCK (1024u * 1024u)
 
 /*
@@ -81,7 +81,7 @@ uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks, ndet_coll_t col
  * blocks storing at once (doc/performance.md).
  */
 #define NDET_PLAN_PUSH_BYTES_PER_BLOCK (512u * 1024u)
-#define NDET_PLAN_PUSH_MIN_BLOCKS 64u
+#define NDET_PLAN_PUSH_MIN_BLOCKS      64u
 /*
  * ... and at least as many blocks as cover the message in this many steps of full
  * chunks.  With the default lanes (1 MiB: 256 KiB chunks at 2 ranks) the rules above
@@ -116,7 +116,7 @@ uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks, ndet_coll_t col
  * has (the setup table's sm_count: a MIG slice counts its own), and never more than
  * a 96-SM GPU holds: 192 (96 above 8 ranks).
  */
-#define NDET_PLAN_GRID_CAPACITY 192u
+#define NDET_PLAN_GRID_CAPACITY      192u
 #define NDET_PLAN_GRID_CAPACITY_WIDE 96u /* nranks > 8 */
 
 struct ndet_plan_params {

@@ -47,8 +47,8 @@ uint64_t ndet_pool_lanes(const struct ndet_engine_config *config)
 
 uint64_t ndet_pool_lane_bytes(const struct ndet_engine_config *config)
 {
-	return ndet_pool_data_bytes(config) / ndet_pool_lanes(config) /
-	       NDET_POOL_LANE_ALIGN * NDET_POOL_LANE_ALIGN;
+	return ndet_pool_data_bytes(config) / ndet_pool_lanes(config) / NDET_POOL_LANE_ALIGN *
+	       NDET_POOL_LANE_ALIGN;
 }
 
 /* The LL slots after the lanes: (block, source rank, parity) each (ndet_kernels.h). */
@@ -56,12 +56,12 @@ uint64_t ndet_pool_ll_bytes(const struct ndet_engine_config *config)
 {
 	if (config->nranks < 2)
 		return 0;
-	return ndet_plan_ll_blocks(config->ll_max) * (uint64_t)config->nranks * 2u * NDET_LL_SLOT_BYTES;
+	return ndet_plan_ll_blocks(config->ll_max) * (uint64_t)config->nranks * 2u *
+	       NDET_LL_SLOT_BYTES;
 }
 
 uint64_t ndet_pool_memory_bytes(const struct ndet_engine_config *config)
 {
-	return ndet_pool_flags_bytes() + ndet_pool_data_bytes(config) +
-	       ndet_pool_ll_bytes(config) + NDET_POOL_COUNTER_BYTES;
+	return ndet_pool_flags_bytes() + ndet_pool_data_bytes(config) + ndet_pool_ll_bytes(config) +
+	       NDET_POOL_COUNTER_BYTES;
 }
-

@@ -245,9 +245,9 @@ void ndet_setup_evaluate(const struct ndet_setup_payload *table, int nranks,
 		}
 
 	uint64_t pid_reference = ndet_first_known_namespace(
-	    table, nranks, offsetof(struct ndet_setup_payload, pid_namespace));
+		table, nranks, offsetof(struct ndet_setup_payload, pid_namespace));
 	uint64_t ipc_reference = ndet_first_known_namespace(
-	    table, nranks, offsetof(struct ndet_setup_payload, ipc_namespace));
+		table, nranks, offsetof(struct ndet_setup_payload, ipc_namespace));
 
 	for (int r = 0; r < nranks; r++) {
 		uint32_t differs = 0;
@@ -318,7 +318,7 @@ int ndet_setup_table_min_sms(const struct ndet_setup_payload *table, int nranks)
 	int fewest = 0;
 	for (int r = 0; r < nranks; r++) {
 		const int sms = table[r].sm_count > (uint32_t)INT32_MAX ? INT32_MAX
-									 : (int)table[r].sm_count;
+									: (int)table[r].sm_count;
 		if (r == 0 || sms < fewest)
 			fewest = sms;
 	}
@@ -397,15 +397,15 @@ const char *ndet_verdict_reason_fix(ndet_verdict_reason_t reason)
 const char *ndet_local_status_name(ndet_local_status_t status)
 {
 	static const char *const names[NDET_LOCAL_REASON_COUNT] = {
-	    [NDET_LOCAL_READY] = "ready",
-	    [NDET_LOCAL_DISABLED] = "disabled (NCCL_DET_ENABLE=0)",
-	    [NDET_LOCAL_ALLOC_FAILED] = "pool allocation failed or over NCCL_DET_MAX_MEMORY",
-	    [NDET_LOCAL_EXPORT_FAILED] = "cudaIpcGetMemHandle failed",
-	    [NDET_LOCAL_UNSUPPORTED_GPU] = "driver or GPU cannot run the kernels",
-	    [NDET_LOCAL_TOO_MANY_RANKS] = "more ranks than nccl-det's kernels handle",
-	    [NDET_LOCAL_CUDA_FAILED] = "a CUDA call of the setup failed",
-	    [NDET_LOCAL_MAP_FAILED] = "opening or mapping a peer's pool failed",
-	    [NDET_LOCAL_PROBE_FAILED] = "a peer's probe write did not arrive",
+		[NDET_LOCAL_READY] = "ready",
+		[NDET_LOCAL_DISABLED] = "disabled (NCCL_DET_ENABLE=0)",
+		[NDET_LOCAL_ALLOC_FAILED] = "pool allocation failed or over NCCL_DET_MAX_MEMORY",
+		[NDET_LOCAL_EXPORT_FAILED] = "cudaIpcGetMemHandle failed",
+		[NDET_LOCAL_UNSUPPORTED_GPU] = "driver or GPU cannot run the kernels",
+		[NDET_LOCAL_TOO_MANY_RANKS] = "more ranks than nccl-det's kernels handle",
+		[NDET_LOCAL_CUDA_FAILED] = "a CUDA call of the setup failed",
+		[NDET_LOCAL_MAP_FAILED] = "opening or mapping a peer's pool failed",
+		[NDET_LOCAL_PROBE_FAILED] = "a peer's probe write did not arrive",
 	};
 	if ((unsigned)status >= NDET_LOCAL_REASON_COUNT)
 		return "unknown local status";

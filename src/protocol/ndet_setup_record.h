@@ -23,8 +23,8 @@
 extern "C" {
 #endif
 
-#define NDET_SETUP_MAGIC 0x5445444eu /* "NDET" in memory order */
-#define NDET_SETUP_FORMAT_VERSION 2u /* 2: sm_count */
+#define NDET_SETUP_MAGIC          0x5445444eu /* "NDET" in memory order */
+#define NDET_SETUP_FORMAT_VERSION 2u          /* 2: sm_count */
 
 /* Round one.  16 bytes, forever. */
 struct ndet_setup_header {
@@ -34,33 +34,34 @@ struct ndet_setup_header {
 	uint32_t checksum; /* of the three fields above: see ndet_setup_header_checksum */
 };
 
-#define NDET_SETUP_HOSTNAME_LENGTH 64
-#define NDET_SETUP_BOOT_ID_LENGTH 40
+#define NDET_SETUP_HOSTNAME_LENGTH   64
+#define NDET_SETUP_BOOT_ID_LENGTH    40
 #define NDET_SETUP_IPC_HANDLE_LENGTH 64
 
 /* Local readiness a rank reports in its payload (0 = ready). */
 typedef enum {
 	NDET_LOCAL_READY = 0,
-	NDET_LOCAL_DISABLED,         /* NCCL_DET_ENABLE=0 on that rank */
-	NDET_LOCAL_ALLOC_FAILED,     /* pool allocation failed or over NCCL_DET_MAX_MEMORY */
-	NDET_LOCAL_EXPORT_FAILED,    /* cudaIpcGetMemHandle failed */
-	NDET_LOCAL_UNSUPPORTED_GPU,  /* driver or GPU cannot run the kernels */
-	NDET_LOCAL_TOO_MANY_RANKS,   /* nranks > NDET_MAX_RANKS */
-	NDET_LOCAL_CUDA_FAILED,      /* another CUDA call of the setup failed */
-	NDET_LOCAL_MAP_FAILED,       /* opening or mapping a peer's pool failed (round 3) */
-	NDET_LOCAL_PROBE_FAILED,     /* the write-and-verify probe of a peer failed (round 4) */
+	NDET_LOCAL_DISABLED,        /* NCCL_DET_ENABLE=0 on that rank */
+	NDET_LOCAL_ALLOC_FAILED,    /* pool allocation failed or over NCCL_DET_MAX_MEMORY */
+	NDET_LOCAL_EXPORT_FAILED,   /* cudaIpcGetMemHandle failed */
+	NDET_LOCAL_UNSUPPORTED_GPU, /* driver or GPU cannot run the kernels */
+	NDET_LOCAL_TOO_MANY_RANKS,  /* nranks > NDET_MAX_RANKS */
+	NDET_LOCAL_CUDA_FAILED,     /* another CUDA call of the setup failed */
+	NDET_LOCAL_MAP_FAILED,      /* opening or mapping a peer's pool failed (round 3) */
+	NDET_LOCAL_PROBE_FAILED,    /* the write-and-verify probe of a peer failed (round 4) */
 	NDET_LOCAL_REASON_COUNT
 } ndet_local_status_t;
 
 /* Round two payload, format version 1. */
 struct ndet_setup_payload {
-	char hostname[NDET_SETUP_HOSTNAME_LENGTH];  /* NUL-terminated */
-	char boot_id[NDET_SETUP_BOOT_ID_LENGTH];    /* /proc/sys/kernel/random/boot_id, NUL-terminated */
+	char hostname[NDET_SETUP_HOSTNAME_LENGTH]; /* NUL-terminated */
+	char boot_id[NDET_SETUP_BOOT_ID_LENGTH]; /* /proc/sys/kernel/random/boot_id, NUL-terminated
+						  */
 	uint64_t pid;
-	uint64_t pid_namespace;  /* inode of /proc/self/ns/pid, 0 if unknown */
-	uint64_t ipc_namespace;  /* inode of /proc/self/ns/ipc, 0 if unknown */
+	uint64_t pid_namespace; /* inode of /proc/self/ns/pid, 0 if unknown */
+	uint64_t ipc_namespace; /* inode of /proc/self/ns/ipc, 0 if unknown */
 	uint8_t device_uuid[16];
-	int32_t cuda_device;      /* ordinal in the publishing process */
+	int32_t cuda_device; /* ordinal in the publishing process */
 	int32_t rank;
 	int32_t nranks;
 	uint32_t local_status;    /* ndet_local_status_t */

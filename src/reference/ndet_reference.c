@@ -176,9 +176,9 @@ struct ndet_fp8_format {
 };
 
 static const struct ndet_fp8_format ndet_fp8_e4m3 = {
-    .mantissa_bits = 3, .bias = 7, .largest = 0x7e, .nan = 0x7f, .has_infinity = false};
+	.mantissa_bits = 3, .bias = 7, .largest = 0x7e, .nan = 0x7f, .has_infinity = false};
 static const struct ndet_fp8_format ndet_fp8_e5m2 = {
-    .mantissa_bits = 2, .bias = 15, .largest = 0x7b, .nan = 0x7e, .has_infinity = true};
+	.mantissa_bits = 2, .bias = 15, .largest = 0x7b, .nan = 0x7e, .has_infinity = true};
 
 static float ndet_fp8_to_float(uint8_t bits, const struct ndet_fp8_format *format)
 {
@@ -231,7 +231,8 @@ static uint8_t ndet_float_to_fp8(float value, const struct ndet_fp8_format *form
 	if (exponent == 0xff && mantissa != 0)
 		return sign | format->nan;
 	if (exponent == 0xff)
-		return sign | (format->has_infinity ? (uint8_t)(format->largest + 1) : format->largest);
+		return sign |
+		       (format->has_infinity ? (uint8_t)(format->largest + 1) : format->largest);
 	/* Float subnormals are below 2^-126, far under half of either smallest subnormal. */
 	if (exponent == 0)
 		return sign;
@@ -489,7 +490,7 @@ static float ndet_sequential_float(const void *const *inputs, int nranks, size_t
 
 	for (int r = 1; r < nranks; r++)
 		accumulator =
-		    ndet_combine_float(accumulator, ndet_load_float(inputs[r], dtype, i), op);
+			ndet_combine_float(accumulator, ndet_load_float(inputs[r], dtype, i), op);
 	return accumulator;
 }
 
@@ -602,8 +603,8 @@ ndet_status_t ndet_reference_reduce_scatter(const void *const *inputs, int nrank
 	return ndet_reference_allreduce(shifted, nranks, output, recvcount, dtype, op);
 }
 
-ndet_status_t ndet_reference_premulsum(const void *const *inputs, const void *scalars,
-				       int nranks, void *output, size_t count, ndet_dtype_t dtype)
+ndet_status_t ndet_reference_premulsum(const void *const *inputs, const void *scalars, int nranks,
+				       void *output, size_t count, ndet_dtype_t dtype)
 {
 	const bool wide = dtype == NDET_DTYPE_F64;
 	const size_t acc_size = wide ? sizeof(double) : sizeof(float);
@@ -631,8 +632,9 @@ ndet_status_t ndet_reference_premulsum(const void *const *inputs, const void *sc
 				((double *)scaled[r])[i] = ((const double *)inputs[r])[i] *
 							   ((const double *)scalars)[r];
 			else
-				((float *)scaled[r])[i] = ndet_load_float(inputs[r], dtype, i) *
-							  ndet_load_float(scalars, dtype, (size_t)r);
+				((float *)scaled[r])[i] =
+					ndet_load_float(inputs[r], dtype, i) *
+					ndet_load_float(scalars, dtype, (size_t)r);
 		}
 		scaled_views[r] = scaled[r];
 	}

@@ -114,8 +114,8 @@ ndet_status_t ndet_reference_reduce_scatter(const void *const *inputs, int nrank
  * have at most 8 significand bits); for f32 (f64) each product is rounded to f32
  * (f64) before it is added, never fused with the add.
  */
-ndet_status_t ndet_reference_premulsum(const void *const *inputs, const void *scalars,
-				       int nranks, void *output, size_t count, ndet_dtype_t dtype);
+ndet_status_t ndet_reference_premulsum(const void *const *inputs, const void *scalars, int nranks,
+				       void *output, size_t count, ndet_dtype_t dtype);
 
 /*
  * The tree for n as text, e.g. "((0+1)+2)" for n = 3, "0" for n = 1.  Returns the

@@ -52,7 +52,7 @@ void ndet_resolve_set_system_root_for_testing(const char *root)
 
 static const char *const ndet_resolve_names[NDET_NCCL_FUNCTION_COUNT] = {
 #define NDET_NCCL_NAME(ret, name, params) #name,
-    NDET_NCCL_FUNCTIONS(NDET_NCCL_NAME)
+	NDET_NCCL_FUNCTIONS(NDET_NCCL_NAME)
 #undef NDET_NCCL_NAME
 };
 
@@ -61,9 +61,13 @@ static const char *const ndet_resolve_names[NDET_NCCL_FUNCTION_COUNT] = {
  * toolkit (NVIDIA's packages put NCCL there) and the loader's default directories.
  */
 static const char *const ndet_resolve_system_dirs[] = {
-    "/usr/local/cuda/lib64", "/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu",
-    "/usr/lib64",            "/lib64",                    "/usr/lib",
-    "/lib",
+	"/usr/local/cuda/lib64",
+	"/usr/lib/x86_64-linux-gnu",
+	"/lib/x86_64-linux-gnu",
+	"/usr/lib64",
+	"/lib64",
+	"/usr/lib",
+	"/lib",
 };
 
 /*
@@ -92,7 +96,7 @@ static bool ndet_resolve_behind_copy;
 /* The found library was loaded with RTLD_DEEPBIND (for the INFO line). */
 static bool ndet_resolve_deepbind;
 static int ndet_resolve_version; /* 0 = not asked yet, -1 = unknown, else the version */
-static int ndet_resolve_divert; /* 0 = not decided yet, 1 = allowed, -1 = refused */
+static int ndet_resolve_divert;  /* 0 = not decided yet, 1 = allowed, -1 = refused */
 static int ndet_resolve_library_warned;
 static int ndet_resolve_old_warned;
 static int ndet_resolve_symbol_warned[NDET_NCCL_FUNCTION_COUNT];
@@ -314,7 +318,8 @@ static bool ndet_resolve_open_file(const char *path, char *why, size_t why_size)
 	}
 	void *version = ndet_resolve_lookup(handle, "ncclGetVersion");
 	if (version == NULL) {
-		snprintf(why, why_size, "not a real NCCL (no ncclGetVersion other than nccl-det's own)");
+		snprintf(why, why_size,
+			 "not a real NCCL (no ncclGetVersion other than nccl-det's own)");
 		ndet_resolve_close(handle);
 		return false;
 	}
@@ -367,8 +372,7 @@ static bool ndet_resolve_object_contains(const struct dl_phdr_info *info, const 
 	return false;
 }
 
-static void ndet_resolve_add_candidate(struct ndet_resolve_candidates *candidates,
-				       const char *path)
+static void ndet_resolve_add_candidate(struct ndet_resolve_candidates *candidates, const char *path)
 {
 	for (int i = 0; i < candidates->count; i++) {
 		if (strcmp(candidates->paths[i], path) == 0)
@@ -533,8 +537,8 @@ static uint32_t ndet_resolve_read_u32(const char *bytes)
 	return value;
 }
 
-int ndet_resolve_ld_cache_find(const char *data, size_t size, const char *name,
-			       char (*paths)[4096], int max)
+int ndet_resolve_ld_cache_find(const char *data, size_t size, const char *name, char (*paths)[4096],
+			       int max)
 {
 	/* After the old format's table (glibc < 2.32 writes both), or at the start. */
 	const char *header = NULL;
@@ -554,7 +558,7 @@ int ndet_resolve_ld_cache_find(const char *data, size_t size, const char *name,
 	int count = 0;
 	for (uint32_t i = 0; i < entries && count < max; i++) {
 		const char *entry =
-		    header + NDET_LD_CACHE_HEADER_SIZE + (size_t)i * NDET_LD_CACHE_ENTRY_SIZE;
+			header + NDET_LD_CACHE_HEADER_SIZE + (size_t)i * NDET_LD_CACHE_ENTRY_SIZE;
 		uint32_t flags = ndet_resolve_read_u32(entry);
 		uint32_t key = ndet_resolve_read_u32(entry + 4);
 		uint32_t value = ndet_resolve_read_u32(entry + 8);
@@ -642,9 +646,10 @@ static bool ndet_resolve_try_system(void)
 		search = end != NULL ? end + 1 : NULL;
 	}
 	ndet_resolve_add_ld_cache(candidates);
-	for (size_t i = 0; i < sizeof(ndet_resolve_system_dirs) / sizeof(ndet_resolve_system_dirs[0]);
-	     i++)
-		ndet_resolve_add_dir(candidates, ndet_resolve_system_root, ndet_resolve_system_dirs[i],
+	for (size_t i = 0;
+	     i < sizeof(ndet_resolve_system_dirs) / sizeof(ndet_resolve_system_dirs[0]); i++)
+		ndet_resolve_add_dir(candidates, ndet_resolve_system_root,
+				     ndet_resolve_system_dirs[i],
 				     strlen(ndet_resolve_system_dirs[i]));
 	return ndet_resolve_try_candidates(candidates);
 }
@@ -654,17 +659,17 @@ static bool ndet_resolve_try_system(void)
 #ifdef NDET_BUILD_DROPIN
 /* We are libnccl.so.2: the user's choice, the application's copy, its wheel, the system. */
 static const enum ndet_resolve_strategy ndet_resolve_order[] = {
-    NDET_RESOLVE_EXPLICIT,
-    NDET_RESOLVE_LOADED,
-    NDET_RESOLVE_WHEEL,
-    NDET_RESOLVE_SYSTEM,
+	NDET_RESOLVE_EXPLICIT,
+	NDET_RESOLVE_LOADED,
+	NDET_RESOLVE_WHEEL,
+	NDET_RESOLVE_SYSTEM,
 };
 #else
 /* Preloaded in front of the application's NCCL: that one first. */
 static const enum ndet_resolve_strategy ndet_resolve_order[] = {
-    NDET_RESOLVE_NEXT,
-    NDET_RESOLVE_LOADED,
-    NDET_RESOLVE_EXPLICIT,
+	NDET_RESOLVE_NEXT,
+	NDET_RESOLVE_LOADED,
+	NDET_RESOLVE_EXPLICIT,
 };
 #endif
 
@@ -830,11 +835,12 @@ bool ndet_resolve_divert_allowed(void)
 		int version = ndet_resolve_nccl_version();
 		if (version != 0 && version < NDET_NCCL_MIN_VERSION) {
 			allowed = false;
-			NDET_WARN_ONCE(&ndet_resolve_old_warned,
-				       "the real NCCL %s is version %d, older than 2.21, the oldest "
-				       "nccl-det supports: every call goes to NCCL unchanged (no "
-				       "deterministic all-reduce).  Fix: use NCCL >= 2.21",
-				       ndet_resolve_file, version);
+			NDET_WARN_ONCE(
+				&ndet_resolve_old_warned,
+				"the real NCCL %s is version %d, older than 2.21, the oldest "
+				"nccl-det supports: every call goes to NCCL unchanged (no "
+				"deterministic all-reduce).  Fix: use NCCL >= 2.21",
+				ndet_resolve_file, version);
 		} else if (version > NDET_NCCL_TESTED_VERSION) {
 			NDET_INFO(NDET_SUBSYS_INIT,
 				  "the real NCCL is version %d, newer than nccl-det was tested "
@@ -883,9 +889,9 @@ static ndet_status_t ndet_resolve_explain_missing(const char *name, int *warned)
 {
 	if (ndet_resolve_in_progress) {
 		NDET_WARN(
-		    "%s was called while nccl-det was still looking for the real NCCL (from a "
-		    "library constructor?); the call fails with ncclSystemError",
-		    name);
+			"%s was called while nccl-det was still looking for the real NCCL (from a "
+			"library constructor?); the call fails with ncclSystemError",
+			name);
 		return NDET_ERR_SYSTEM;
 	}
 	if (ndet_resolve_strategy() == NDET_RESOLVE_NONE) {

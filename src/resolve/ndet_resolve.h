@@ -249,8 +249,8 @@ ndet_status_t ndet_resolve_missing_symbol(const char *name, int *warned);
  * library `name` on x86-64, into paths[0..max-1]; returns how many (0 for a cache in
  * a format it does not know).  Exposed for the tests.
  */
-int ndet_resolve_ld_cache_find(const char *data, size_t size, const char *name,
-			       char (*paths)[4096], int max);
+int ndet_resolve_ld_cache_find(const char *data, size_t size, const char *name, char (*paths)[4096],
+			       int max);
 
 /* Test hook: forget everything so the next call resolves again.  Not thread-safe. */
 void ndet_resolve_reset_for_testing(void);

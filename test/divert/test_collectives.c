@@ -326,8 +326,7 @@ static void test_premulsum_host_and_device_scalars(void **state)
 	(void)state;
 	enum { N = 4 };
 	static _Alignas(16) unsigned char input[N][N * RECV * 8], all[N][N * RECV * 8],
-		scatter[N][RECV * 8],
-		root[N * RECV * 8], want[N * RECV * 8], nccl[N][N * RECV * 8];
+		scatter[N][RECV * 8], root[N * RECV * 8], want[N * RECV * 8], nccl[N][N * RECV * 8];
 	static const double values[N] = {0.75, -1.5, 3.0, 1.25};
 	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
 		const ndet_dtype_t dt = (ndet_dtype_t)dtype;
@@ -677,10 +676,12 @@ static void test_strict_names_the_collective(void **state)
 	assert_int_equal(ndet_divert_count_log("NCCL_DET_STRICT=1: ", NULL), 2);
 	/* The verdict line, on rank 0 alone: refused, not run in NCCL. */
 	assert_int_equal(ndet_divert_count_log("NCCL-DET VERSION nccl-det", NULL), 1);
-	assert_int_equal(ndet_divert_count_log("NCCL-DET VERSION nccl-det", "not diverted (local "
-					       "failure, rank 1): its floating-point reductions fail "
-					       "with ncclInvalidUsage (NCCL_DET_STRICT=1)"),
-			 1);
+	assert_int_equal(
+		ndet_divert_count_log("NCCL-DET VERSION nccl-det",
+				      "not diverted (local "
+				      "failure, rank 1): its floating-point reductions fail "
+				      "with ncclInvalidUsage (NCCL_DET_STRICT=1)"),
+		1);
 	for (int r = 0; r < 2; r++) {
 		struct ndet_comm_stats stats;
 		assert_true(ndet_comm_stats(comms[r], &stats));

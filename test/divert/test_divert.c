@@ -53,16 +53,11 @@
 /* ------------------------------------------------------------------ fixtures */
 
 static const char *const knobs[] = {
-	"NCCL_DET_TEST_FAIL",
-	"NCCL_DET_TIMEOUT",
-	"NCCL_DET_STRICT",
-	"NCCL_DET_STATS",
-	"NCCL_DET_MAX_MEMORY",
-	"NCCL_DET_POOL_SIZE",
-	"NCCL_COMM_BLOCKING",
-	"FAKE_BACKEND_PROCESS_PER_RANK",
-	"FAKE_NCCL_TRACE",
-	"FAKE_NCCL_FAIL",
+	"NCCL_DET_TEST_FAIL",  "NCCL_DET_TIMEOUT",
+	"NCCL_DET_STRICT",     "NCCL_DET_STATS",
+	"NCCL_DET_MAX_MEMORY", "NCCL_DET_POOL_SIZE",
+	"NCCL_COMM_BLOCKING",  "FAKE_BACKEND_PROCESS_PER_RANK",
+	"FAKE_NCCL_TRACE",     "FAKE_NCCL_FAIL",
 };
 
 static int setup(void **state)
@@ -198,7 +193,8 @@ static void test_thread_per_rank_tree_results(void **state)
 				 * agree with NCCL's; f16, bf16 and fp8 still differ (the fake
 				 * rounds every step, the tree once).  n = 4 differs in all.
 				 */
-				bool rounds_once = dtype != NDET_DTYPE_F32 && dtype != NDET_DTYPE_F64;
+				bool rounds_once =
+					dtype != NDET_DTYPE_F32 && dtype != NDET_DTYPE_F64;
 				if ((op == NDET_OP_SUM || op == NDET_OP_AVG) &&
 				    (nranks == 4 || rounds_once)) {
 					/* A visible share, else the data could not catch a wrong
@@ -769,8 +765,9 @@ static void test_injected_failures(void **state)
 		assert_int_equal(ndet_divert_count_log("not deterministic", needle), 3);
 		assert_int_equal(ndet_divert_count_log("not deterministic", NULL), 3);
 		/* The verdict line of rank 0 names the same cause. */
-		snprintf(needle, sizeof(needle), "NOT deterministic: its floating-point reductions "
-						 "run in NCCL (local failure, rank %d)",
+		snprintf(needle, sizeof(needle),
+			 "NOT deterministic: its floating-point reductions "
+			 "run in NCCL (local failure, rank %d)",
 			 cases[c].offending);
 		assert_int_equal(ndet_divert_count_log("NCCL-DET VERSION", NULL), 1);
 		assert_int_equal(ndet_divert_count_log("NCCL-DET VERSION", needle), 1);
@@ -880,11 +877,11 @@ static void test_fp8_without_kernels(void **state)
 			}
 		assert_int_equal(ncclGroupStart(), ncclSuccess);
 		for (int r = 0; r < 3; r++) {
-			assert_int_equal(ncclAllReduce(values[r], values[r], 4, ncclFloat32, ncclSum,
-						       comms[r], NULL),
+			assert_int_equal(ncclAllReduce(values[r], values[r], 4, ncclFloat32,
+						       ncclSum, comms[r], NULL),
 					 ncclSuccess);
-			assert_int_equal(ncclAllReduce(fp8[r], fp8[r], 4, (ncclDataType_t)10, ncclSum,
-						       comms[r], NULL),
+			assert_int_equal(ncclAllReduce(fp8[r], fp8[r], 4, (ncclDataType_t)10,
+						       ncclSum, comms[r], NULL),
 					 strict ? ncclInvalidUsage : ncclSuccess);
 		}
 		assert_int_equal(ncclGroupEnd(), ncclSuccess);

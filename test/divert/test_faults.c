@@ -1030,14 +1030,14 @@ static void odd_rank(int rank, void *opaque)
 		job->premul[rank] = ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32,
 							     ncclScalarHostImmediate, comm);
 		if (job->premul[rank] == ncclSuccess) {
-			job->premul[rank] = settle(comm, ncclAllReduce(values, job->output[rank],
-								       COUNT, ncclFloat32, op,
-								       comm, NULL));
+			job->premul[rank] =
+				settle(comm, ncclAllReduce(values, job->output[rank], COUNT,
+							   ncclFloat32, op, comm, NULL));
 			ncclRedOpDestroy(op, comm);
 		}
 	}
-	job->call[rank] = settle(comm, ncclAllReduce(values, job->output[rank], COUNT,
-						     ncclFloat32, ncclSum, comm, NULL));
+	job->call[rank] = settle(comm, ncclAllReduce(values, job->output[rank], COUNT, ncclFloat32,
+						     ncclSum, comm, NULL));
 	job->async[rank] = async_error(comm);
 	job->diverted[rank] = diverted(comm);
 	ncclCommDestroy(comm);

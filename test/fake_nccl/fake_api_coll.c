@@ -101,7 +101,7 @@ ncclResult_t ncclGetVersion(int *version)
 			result = ncclInvalidArgument;
 		else
 			*version =
-			    (int)fake_env_long("FAKE_NCCL_VERSION", FAKE_NCCL_DEFAULT_VERSION);
+				(int)fake_env_long("FAKE_NCCL_VERSION", FAKE_NCCL_DEFAULT_VERSION);
 	}
 	if (result == ncclSuccess)
 		fake_arg(&line, "version=>%d", *version);
@@ -149,7 +149,7 @@ static ncclResult_t fake_token_create(ncclComm_t comm, bool window, struct fake_
 	if (result != ncclSuccess)
 		return result;
 	struct fake_token *token =
-	    window ? calloc(1, sizeof(struct ncclWindow_vidmem)) : calloc(1, sizeof(*token));
+		window ? calloc(1, sizeof(struct ncclWindow_vidmem)) : calloc(1, sizeof(*token));
 	if (token == NULL) {
 		fake_comm_release(comm);
 		return ncclSystemError;
@@ -755,7 +755,7 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
 			result = ncclInvalidArgument;
 		} else if (fake_group.depth == 0) {
 			fake_set_last_error(
-			    "fake NCCL: ncclGroupSimulateEnd without ncclGroupStart");
+				"fake NCCL: ncclGroupSimulateEnd without ncclGroupStart");
 			result = ncclInvalidUsage;
 		} else {
 			if (--fake_group.depth == 0)

@@ -65,7 +65,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
 	struct fake_line line;
 	fake_line_begin(&line, "ncclCommInitRankConfig");
 	ncclResult_t result =
-	    fake_init_rank("ncclCommInitRankConfig", comm, nranks, &commId, rank, config);
+		fake_init_rank("ncclCommInitRankConfig", comm, nranks, &commId, rank, config);
 	fake_arg_comm_out(&line, "comm", comm, result == ncclSuccess || result == ncclInProgress);
 	fake_arg(&line, "nranks=%d", nranks);
 	fake_arg_id(&line, "commId=", &commId);

@@ -251,7 +251,7 @@ union fake_value fake_load(const void *base, size_t index, ncclDataType_t dataty
 {
 	union fake_value value = {0};
 	const unsigned char *bytes =
-	    (const unsigned char *)base + index * fake_datatype_size(datatype);
+		(const unsigned char *)base + index * fake_datatype_size(datatype);
 	switch (datatype) {
 	case ncclInt8: {
 		int8_t x;
@@ -529,7 +529,7 @@ ncclResult_t fake_config_blocking(const ncclConfig_t *config, int inherited, boo
 		if (config->magic != FAKE_CONFIG_MAGIC ||
 		    config->size < offsetof(ncclConfig_t, blocking) + sizeof(config->blocking)) {
 			fake_set_last_error(
-			    "fake NCCL: config not initialized with NCCL_CONFIG_INITIALIZER");
+				"fake NCCL: config not initialized with NCCL_CONFIG_INITIALIZER");
 			return ncclInvalidArgument;
 		}
 		value = config->blocking;

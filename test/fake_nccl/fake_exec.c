@@ -58,8 +58,8 @@ static ncclResult_t fake_reduce_all(struct fake_slot *slot, int nranks, size_t t
 	for (size_t i = 0; i < total; i++) {
 		union fake_value value = fake_input(first, i);
 		for (int r = 1; r < nranks; r++)
-			value =
-			    fake_combine(datatype, first->op, value, fake_input(slot->posts[r], i));
+			value = fake_combine(datatype, first->op, value,
+					     fake_input(slot->posts[r], i));
 		if (first->op == ncclAvg) {
 			if (fake_datatype_is_float(datatype))
 				value.f /= nranks;
@@ -473,7 +473,7 @@ ncclResult_t fake_group_defer(const struct fake_post *post)
 void fake_note_nonblocking_locked(struct ncclComm *comm)
 {
 	comm->polls_left =
-	    (int)fake_env_long("FAKE_NCCL_ASYNC_POLLS", FAKE_NCCL_DEFAULT_ASYNC_POLLS);
+		(int)fake_env_long("FAKE_NCCL_ASYNC_POLLS", FAKE_NCCL_DEFAULT_ASYNC_POLLS);
 	if (comm->polls_left < 0)
 		comm->polls_left = 0;
 }

@@ -240,7 +240,7 @@ ncclResult_t fake_wait_init_locked(struct ncclComm *comm);
 
 /* fake_trace.c: the FAKE_NCCL_TRACE log */
 void fake_line_add(struct fake_line *line, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+	__attribute__((format(printf, 2, 3)));
 void fake_line_begin(struct fake_line *line, const char *function);
 void fake_arg(struct fake_line *line, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void fake_line_write(struct fake_line *line);

@@ -60,7 +60,7 @@ void fake_line_add(struct fake_line *line, const char *fmt, ...)
 	va_list args;
 	va_start(args, fmt);
 	int written =
-	    vsnprintf(line->text + line->length, sizeof(line->text) - line->length, fmt, args);
+		vsnprintf(line->text + line->length, sizeof(line->text) - line->length, fmt, args);
 	va_end(args);
 	if (written < 0)
 		return;
@@ -87,7 +87,7 @@ void fake_arg(struct fake_line *line, const char *fmt, ...)
 	va_list args;
 	va_start(args, fmt);
 	int written =
-	    vsnprintf(line->text + line->length, sizeof(line->text) - line->length, fmt, args);
+		vsnprintf(line->text + line->length, sizeof(line->text) - line->length, fmt, args);
 	va_end(args);
 	if (written < 0)
 		return;
@@ -183,9 +183,9 @@ static void fake_pointer_name(const void *pointer, char *name, size_t size)
 	if (id == 0) {
 		if (fake_pointer_count == fake_pointer_capacity) {
 			size_t capacity =
-			    fake_pointer_capacity == 0 ? 64 : 2 * fake_pointer_capacity;
-			void *grown =
-			    realloc(fake_pointer_names, capacity * sizeof(fake_pointer_names[0]));
+				fake_pointer_capacity == 0 ? 64 : 2 * fake_pointer_capacity;
+			void *grown = realloc(fake_pointer_names,
+					      capacity * sizeof(fake_pointer_names[0]));
 			if (grown != NULL) {
 				fake_pointer_names = grown;
 				fake_pointer_capacity = capacity;
@@ -267,9 +267,9 @@ void fake_arg_comm_out(struct fake_line *line, const char *what, ncclComm_t *com
 static const char *fake_datatype_name(ncclDataType_t datatype)
 {
 	static const char *const names[] = {
-	    "ncclInt8",    "ncclUint8",    "ncclInt32",      "ncclUint32",
-	    "ncclInt64",   "ncclUint64",   "ncclFloat16",    "ncclFloat32",
-	    "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2",
+		"ncclInt8",    "ncclUint8",    "ncclInt32",      "ncclUint32",
+		"ncclInt64",   "ncclUint64",   "ncclFloat16",    "ncclFloat32",
+		"ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2",
 	};
 	if ((int)datatype >= 0 && (size_t)datatype < sizeof(names) / sizeof(names[0]))
 		return names[datatype];
@@ -335,9 +335,9 @@ void fake_arg_config(struct fake_line *line, const ncclConfig_t *config)
 				used += (size_t)snprintf(text + used, sizeof(text) - used,         \
 							 "%s%s=undef", used ? "," : "", #field);   \
 			else                                                                       \
-				used +=                                                            \
-				    (size_t)snprintf(text + used, sizeof(text) - used, "%s%s=%d",  \
-						     used ? "," : "", #field, config->field);      \
+				used += (size_t)snprintf(text + used, sizeof(text) - used,         \
+							 "%s%s=%d", used ? "," : "", #field,       \
+							 config->field);                           \
 		}                                                                                  \
 	} while (0)
 	FAKE_CONFIG_INT(blocking);

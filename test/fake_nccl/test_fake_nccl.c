@@ -26,47 +26,47 @@
 #define MAX_RANKS 8
 
 static const char *const all_functions[] = {
-    "ncclMemAlloc",
-    "ncclMemFree",
-    "ncclGetVersion",
-    "ncclGetUniqueId",
-    "ncclCommInitRankConfig",
-    "ncclCommInitRank",
-    "ncclCommInitAll",
-    "ncclCommFinalize",
-    "ncclCommDestroy",
-    "ncclCommAbort",
-    "ncclCommRevoke",
-    "ncclCommSplit",
-    "ncclCommShrink",
-    "ncclCommInitRankScalable",
-    "ncclGetErrorString",
-    "ncclGetLastError",
-    "ncclResetDebugInit",
-    "ncclCommGetAsyncError",
-    "ncclCommCount",
-    "ncclCommCuDevice",
-    "ncclCommUserRank",
-    "ncclCommRegister",
-    "ncclCommDeregister",
-    "ncclCommWindowRegister",
-    "ncclCommWindowDeregister",
-    "ncclRedOpCreatePreMulSum",
-    "ncclRedOpDestroy",
-    "ncclReduce",
-    "ncclBcast",
-    "ncclBroadcast",
-    "ncclAllReduce",
-    "ncclReduceScatter",
-    "ncclAllGather",
-    "ncclAlltoAll",
-    "ncclGather",
-    "ncclScatter",
-    "ncclSend",
-    "ncclRecv",
-    "ncclGroupStart",
-    "ncclGroupEnd",
-    "ncclGroupSimulateEnd",
+	"ncclMemAlloc",
+	"ncclMemFree",
+	"ncclGetVersion",
+	"ncclGetUniqueId",
+	"ncclCommInitRankConfig",
+	"ncclCommInitRank",
+	"ncclCommInitAll",
+	"ncclCommFinalize",
+	"ncclCommDestroy",
+	"ncclCommAbort",
+	"ncclCommRevoke",
+	"ncclCommSplit",
+	"ncclCommShrink",
+	"ncclCommInitRankScalable",
+	"ncclGetErrorString",
+	"ncclGetLastError",
+	"ncclResetDebugInit",
+	"ncclCommGetAsyncError",
+	"ncclCommCount",
+	"ncclCommCuDevice",
+	"ncclCommUserRank",
+	"ncclCommRegister",
+	"ncclCommDeregister",
+	"ncclCommWindowRegister",
+	"ncclCommWindowDeregister",
+	"ncclRedOpCreatePreMulSum",
+	"ncclRedOpDestroy",
+	"ncclReduce",
+	"ncclBcast",
+	"ncclBroadcast",
+	"ncclAllReduce",
+	"ncclReduceScatter",
+	"ncclAllGather",
+	"ncclAlltoAll",
+	"ncclGather",
+	"ncclScatter",
+	"ncclSend",
+	"ncclRecv",
+	"ncclGroupStart",
+	"ncclGroupEnd",
+	"ncclGroupSimulateEnd",
 };
 
 static char trace_path[4096];
@@ -211,7 +211,7 @@ static void collectives_rank(int rank, void *arg)
 	EXPECT(test, "allreduce bf16", rank,
 	       ncclAllReduce(&bf16, &bf16, 1, ncclBfloat16, ncclSum, comm, NULL), ncclSuccess);
 	EXPECT(test, "bf16 sum", rank, bf16, 0x4040); /* 3.0 */
-	uint8_t fp8 = 0x38; /* e4m3 1.0 */
+	uint8_t fp8 = 0x38;                           /* e4m3 1.0 */
 	EXPECT(test, "allreduce fp8", rank,
 	       ncclAllReduce(&fp8, &fp8, 1, ncclFloat8e4m3, ncclSum, comm, NULL), ncclSuccess);
 	EXPECT(test, "fp8 sum", rank, fp8, 0x44); /* 3.0 */
@@ -314,16 +314,16 @@ static void test_one_thread_drives_ranks(void **state)
 	assert_int_equal(ncclGroupStart(), ncclSuccess);
 	for (int r = 0; r < 4; r++) {
 		assert_int_equal(
-		    ncclAllReduce(data[r], data[r], 2, ncclFloat32, ncclSum, comms[r], NULL),
-		    ncclSuccess);
+			ncclAllReduce(data[r], data[r], 2, ncclFloat32, ncclSum, comms[r], NULL),
+			ncclSuccess);
 		/* Issued, not run: the group has not ended. */
 		assert_true(data[r][1] == 1.0f);
 	}
 	assert_int_equal(ncclGroupStart(), ncclSuccess); /* nested */
 	for (int r = 0; r < 2; r++)
 		assert_int_equal(
-		    ncclAllReduce(other[r], other[r], 1, ncclFloat32, ncclMax, others[r], NULL),
-		    ncclSuccess);
+			ncclAllReduce(other[r], other[r], 1, ncclFloat32, ncclMax, others[r], NULL),
+			ncclSuccess);
 	assert_int_equal(ncclGroupEnd(), ncclSuccess);
 	assert_true(data[0][1] == 1.0f); /* inner end is not the outermost */
 	assert_int_equal(ncclGroupEnd(), ncclSuccess);
@@ -370,9 +370,9 @@ static void test_init_all_and_scalable(void **state)
 	int32_t values[3] = {1, 2, 3};
 	assert_int_equal(ncclGroupStart(), ncclSuccess);
 	for (int r = 0; r < 3; r++)
-		assert_int_equal(
-		    ncclAllReduce(&values[r], &values[r], 1, ncclInt32, ncclSum, comms[r], NULL),
-		    ncclSuccess);
+		assert_int_equal(ncclAllReduce(&values[r], &values[r], 1, ncclInt32, ncclSum,
+					       comms[r], NULL),
+				 ncclSuccess);
 	assert_int_equal(ncclGroupEnd(), ncclSuccess);
 	assert_int_equal(values[1], 6);
 	for (int r = 0; r < 3; r++)
@@ -488,8 +488,8 @@ static void test_split_and_shrink(void **state)
 	assert_int_equal(ncclGroupStart(), ncclSuccess);
 	for (int r = 0; r < 3; r++)
 		assert_int_equal(
-		    ncclCommShrink(comms[r], exclude, 1, &shrunk[r], NULL, NCCL_SHRINK_DEFAULT),
-		    ncclSuccess);
+			ncclCommShrink(comms[r], exclude, 1, &shrunk[r], NULL, NCCL_SHRINK_DEFAULT),
+			ncclSuccess);
 	assert_int_equal(ncclGroupEnd(), ncclSuccess);
 	assert_int_equal(ncclCommCount(shrunk[2], &count), ncclSuccess);
 	assert_int_equal(count, 3);
@@ -514,7 +514,7 @@ static void abort_rank(int rank, void *arg)
 		float x = 1;
 		/* Rank 1 never joins this all-reduce: only the abort ends it. */
 		test->waiter_result =
-		    ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, test->comms[0], NULL);
+			ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, test->comms[0], NULL);
 		test->async = ncclSuccess;
 		if (ncclCommGetAsyncError(test->comms[0], &test->async) != ncclSuccess)
 			test->async = ncclInternalError;
@@ -581,9 +581,9 @@ static void test_pointer_check_mode(void **state)
 {
 	(void)state;
 	const char *const modes[][2] = {
-	    {"NCCL_CHECK_POINTERS", "1"},
-	    {"NCCL_CHECK_MODE", "DEBUG_LOCAL"},
-	    {"NCCL_CHECK_MODE", "DEBUG_GLOBAL"},
+		{"NCCL_CHECK_POINTERS", "1"},
+		{"NCCL_CHECK_MODE", "DEBUG_LOCAL"},
+		{"NCCL_CHECK_MODE", "DEBUG_GLOBAL"},
 	};
 	ncclComm_t comm;
 	ncclUniqueId id;
@@ -667,11 +667,11 @@ static void test_trace_format(void **state)
 		 "comm=comm%u, stream=NULL) = ncclSuccess\n",
 		 comm_serial);
 	assert_non_null(strstr(text, expected));
-	snprintf(
-	    expected, sizeof(expected),
-	    "ncclAllReduce(sendbuff=p1, recvbuff=p2, count=1, datatype=ncclFloat32, op=ncclAvg, "
-	    "comm=comm%u, stream=NULL) = ncclSuccess\n",
-	    comm_serial);
+	snprintf(expected, sizeof(expected),
+		 "ncclAllReduce(sendbuff=p1, recvbuff=p2, count=1, datatype=ncclFloat32, "
+		 "op=ncclAvg, "
+		 "comm=comm%u, stream=NULL) = ncclSuccess\n",
+		 comm_serial);
 	assert_non_null(strstr(text, expected));
 	assert_non_null(strstr(text, "ncclMemAlloc(ptr=>mem"));
 	assert_non_null(strstr(text, ", size=100) = ncclSuccess\n"));
@@ -691,22 +691,25 @@ static void test_trace_format(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_export_shape),
-	    cmocka_unit_test(test_version_and_errors),
-	    cmocka_unit_test_setup_teardown(test_single_rank, setup_trace, teardown_trace),
-	    cmocka_unit_test_setup_teardown(test_collectives_threads, setup_trace, teardown_trace),
-	    cmocka_unit_test_setup_teardown(test_one_thread_drives_ranks, setup_trace,
-					    teardown_trace),
-	    cmocka_unit_test_setup_teardown(test_init_all_and_scalable, setup_trace,
-					    teardown_trace),
-	    cmocka_unit_test_setup_teardown(test_nonblocking, setup_trace, teardown_trace),
-	    cmocka_unit_test_setup_teardown(test_split_and_shrink, setup_trace, teardown_trace),
-	    cmocka_unit_test_setup_teardown(test_abort_wakes_peers, setup_trace, teardown_trace),
-	    cmocka_unit_test_setup_teardown(test_timeout_does_not_hang, setup_trace,
-					    teardown_trace),
-	    cmocka_unit_test_setup_teardown(test_fault_knobs, setup_trace, teardown_trace),
-	    cmocka_unit_test_setup_teardown(test_pointer_check_mode, setup_trace, teardown_trace),
-	    cmocka_unit_test_setup_teardown(test_trace_format, setup_trace, teardown_trace),
+		cmocka_unit_test(test_export_shape),
+		cmocka_unit_test(test_version_and_errors),
+		cmocka_unit_test_setup_teardown(test_single_rank, setup_trace, teardown_trace),
+		cmocka_unit_test_setup_teardown(test_collectives_threads, setup_trace,
+						teardown_trace),
+		cmocka_unit_test_setup_teardown(test_one_thread_drives_ranks, setup_trace,
+						teardown_trace),
+		cmocka_unit_test_setup_teardown(test_init_all_and_scalable, setup_trace,
+						teardown_trace),
+		cmocka_unit_test_setup_teardown(test_nonblocking, setup_trace, teardown_trace),
+		cmocka_unit_test_setup_teardown(test_split_and_shrink, setup_trace, teardown_trace),
+		cmocka_unit_test_setup_teardown(test_abort_wakes_peers, setup_trace,
+						teardown_trace),
+		cmocka_unit_test_setup_teardown(test_timeout_does_not_hang, setup_trace,
+						teardown_trace),
+		cmocka_unit_test_setup_teardown(test_fault_knobs, setup_trace, teardown_trace),
+		cmocka_unit_test_setup_teardown(test_pointer_check_mode, setup_trace,
+						teardown_trace),
+		cmocka_unit_test_setup_teardown(test_trace_format, setup_trace, teardown_trace),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

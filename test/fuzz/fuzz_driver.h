@@ -20,7 +20,10 @@ struct fuzz_seed {
 };
 
 /* A seed from a string literal (its terminating NUL left out). */
-#define FUZZ_SEED(literal) {(literal), sizeof(literal) - 1}
+#define FUZZ_SEED(literal)                                                                         \
+	{                                                                                          \
+		(literal), sizeof(literal) - 1                                                     \
+	}
 
 /* Provided by each target. */
 extern const char fuzz_name[];

@@ -210,15 +210,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 /* datatype(4) op(4) count(4) shift state flags version mode premul coll root nranks */
 const struct fuzz_seed fuzz_seeds[] = {
-	FUZZ_SEED("\x07\0\0\0\0\0\0\0\x61\0\0\0\0\x01\0\x04\0\0"),         /* f32 sum READY */
-	FUZZ_SEED("\x09\0\0\0\x04\0\0\0\x61\0\0\0\0\x00\x01\x04\0\0"),     /* bf16 avg PENDING */
-	FUZZ_SEED("\x07\0\0\0\x05\0\0\0\x61\0\0\0\0\x01\x01\x04\0\0"),     /* PreMulSum strict */
-	FUZZ_SEED("\x0a\0\0\0\0\0\0\0\x61\0\0\0\0\x00\x01\x01\0\0"),       /* fp8, pending, 2.21 */
-	FUZZ_SEED("\x0a\0\0\0\0\0\0\0\x61\0\0\0\0\x01\x0c\x04\0\0"),       /* fp8, ready, sm90 + code */
-	FUZZ_SEED("\x0b\0\0\0\0\0\0\0\x61\0\0\0\0\x01\x05\x04\0\0"),       /* e5m2, no fp8 code, strict */
-	FUZZ_SEED("\x02\0\0\0\0\0\0\0\x61\0\0\0\0\x03\x00\x04\0\0"),       /* int32 poisoned */
-	FUZZ_SEED("\xff\xff\xff\xff\0\0\0\0\x61\0\0\0\0\x01\0\x04\x01\0"), /* datatype -1 */
-	FUZZ_SEED("\x07\0\0\0\x00\0\0\x80\x61\0\0\0\0\x01\0\x04\x02\0"),   /* op INT_MIN */
+	FUZZ_SEED("\x07\0\0\0\0\0\0\0\x61\0\0\0\0\x01\0\x04\0\0"),     /* f32 sum READY */
+	FUZZ_SEED("\x09\0\0\0\x04\0\0\0\x61\0\0\0\0\x00\x01\x04\0\0"), /* bf16 avg PENDING */
+	FUZZ_SEED("\x07\0\0\0\x05\0\0\0\x61\0\0\0\0\x01\x01\x04\0\0"), /* PreMulSum strict */
+	FUZZ_SEED("\x0a\0\0\0\0\0\0\0\x61\0\0\0\0\x00\x01\x01\0\0"),   /* fp8, pending, 2.21 */
+	FUZZ_SEED("\x0a\0\0\0\0\0\0\0\x61\0\0\0\0\x01\x0c\x04\0\0"),   /* fp8, ready, sm90 + code */
+	FUZZ_SEED("\x0b\0\0\0\0\0\0\0\x61\0\0\0\0\x01\x05\x04\0\0"), /* e5m2, no fp8 code, strict */
+	FUZZ_SEED("\x02\0\0\0\0\0\0\0\x61\0\0\0\0\x03\x00\x04\0\0"), /* int32 poisoned */
+	FUZZ_SEED("\xff\xff\xff\xff\0\0\0\0\x61\0\0\0\0\x01\0\x04\x01\0"),   /* datatype -1 */
+	FUZZ_SEED("\x07\0\0\0\x00\0\0\x80\x61\0\0\0\0\x01\0\x04\x02\0"),     /* op INT_MIN */
 	FUZZ_SEED("\x06\0\0\0\0\0\0\0\xff\xff\xff\xff\x27\x04\x02\x04\0\0"), /* f16 DEAD */
 	FUZZ_SEED("\x08\0\0\0\x03\0\0\0\x61\0\0\0\0\x02\x03\x04\0\0"),       /* f64 max FALLBACK */
 	FUZZ_SEED("\x07\0\0\0\x05\0\0\0\x61\0\0\0\0\x01\0\x04\0\x03\x01\0\x05"), /* PreMulSum RS */

@@ -35,14 +35,14 @@ static const struct {
 	const char *name;
 	int round_trip; /* the dump prints it in the syntax the parser reads */
 } fuzz_variables[] = {
-    {"NCCL_DET_ENABLE", 1},       {"NCCL_DET_STRICT", 1},      {"NCCL_DET_STATS", 1},
-    {"NCCL_DET_POOL_SIZE", 1},    {"NCCL_DET_ONESHOT_MAX", 1}, {"NCCL_DET_TIMEOUT", 1},
-    {"NCCL_DET_MAX_MEMORY", 1},   {"NCCL_DET_MAX_BLOCKS", 1},  {"NCCL_DET_DEBUG_DELAY", 1},
-    {"NCCL_DET_NCCL_LIBRARY", 0}, {"NCCL_DET_TEST_FAIL", 1},   {"NCCL_DET_DEBUG", 0},
-    {"NCCL_DET_DEBUG_SUBSYS", 0}, {"NCCL_DET_TUNER_ALGO", 1},  {"NCCL_DET_TUNER_PROTO", 1},
-    {"NCCL_DET_TUNER_CHANNELS", 1}, {"NCCL_DET_EXPECT", 0},      {"NCCL_DET_LL_MAX", 1},
-    {"NCCL_DET_PUSH_MIN", 1},
-    /* Not NCCL_DET_DEBUG_FILE: the fuzzer would create files wherever it names. */
+	{"NCCL_DET_ENABLE", 1},         {"NCCL_DET_STRICT", 1},      {"NCCL_DET_STATS", 1},
+	{"NCCL_DET_POOL_SIZE", 1},      {"NCCL_DET_ONESHOT_MAX", 1}, {"NCCL_DET_TIMEOUT", 1},
+	{"NCCL_DET_MAX_MEMORY", 1},     {"NCCL_DET_MAX_BLOCKS", 1},  {"NCCL_DET_DEBUG_DELAY", 1},
+	{"NCCL_DET_NCCL_LIBRARY", 0},   {"NCCL_DET_TEST_FAIL", 1},   {"NCCL_DET_DEBUG", 0},
+	{"NCCL_DET_DEBUG_SUBSYS", 0},   {"NCCL_DET_TUNER_ALGO", 1},  {"NCCL_DET_TUNER_PROTO", 1},
+	{"NCCL_DET_TUNER_CHANNELS", 1}, {"NCCL_DET_EXPECT", 0},      {"NCCL_DET_LL_MAX", 1},
+	{"NCCL_DET_PUSH_MIN", 1},
+	/* Not NCCL_DET_DEBUG_FILE: the fuzzer would create files wherever it names. */
 };
 
 #define FUZZ_VARIABLE_COUNT (sizeof(fuzz_variables) / sizeof(fuzz_variables[0]))
@@ -243,33 +243,33 @@ static const struct {
 	unsigned variable;
 	const char *text;
 } fuzz_corpus[] = {
-    {0, "1"},
-    {0, "off"},
-    {1, "YES"},
-    {2, "2"},
-    {3, "64MiB"},
-    {3, "18446744073709551616"},
-    {3, "16777216T"},
-    {3, "1Ki"},
-    {3, "-1"},
-    {4, "0"},
-    {4, "1GiB"},
-    {5, "0"},
-    {5, "604800"},
-    {6, "1T"},
-    {7, "4294967320"},
-    {8, "10000000"},
-    {9, "/opt/nccl/lib/libnccl.so.2"},
-    {9, "/path\twith\ncontrol\x01bytes"},
-    {10, "alloc,probe@0"},
-    {10, "ipc_open@"},
-    {10, "alloc,,probe"},
-    {10, "none"},
-    {11, "INFO"},
-    {12, "^COLL"},
-    {3, "NCCL_DET_POOL_SIZE=64M\n# comment\n\n  NCCL_DET_TEST_FAIL = alloc@1\n"},
-    {5, "NCCL_DET_TIMEOUT=0\nNCCL_DET_TIMEOUT=60\n=\n==\nno equals\n"},
-    {7, "NCCL_DET_MAX_BLOCKS=\nNCCL_DET_ENABLE=maybe\nNCCL_DET_DEBUG_DELAY=1\r\n"},
+	{0, "1"},
+	{0, "off"},
+	{1, "YES"},
+	{2, "2"},
+	{3, "64MiB"},
+	{3, "18446744073709551616"},
+	{3, "16777216T"},
+	{3, "1Ki"},
+	{3, "-1"},
+	{4, "0"},
+	{4, "1GiB"},
+	{5, "0"},
+	{5, "604800"},
+	{6, "1T"},
+	{7, "4294967320"},
+	{8, "10000000"},
+	{9, "/opt/nccl/lib/libnccl.so.2"},
+	{9, "/path\twith\ncontrol\x01bytes"},
+	{10, "alloc,probe@0"},
+	{10, "ipc_open@"},
+	{10, "alloc,,probe"},
+	{10, "none"},
+	{11, "INFO"},
+	{12, "^COLL"},
+	{3, "NCCL_DET_POOL_SIZE=64M\n# comment\n\n  NCCL_DET_TEST_FAIL = alloc@1\n"},
+	{5, "NCCL_DET_TIMEOUT=0\nNCCL_DET_TIMEOUT=60\n=\n==\nno equals\n"},
+	{7, "NCCL_DET_MAX_BLOCKS=\nNCCL_DET_ENABLE=maybe\nNCCL_DET_DEBUG_DELAY=1\r\n"},
 };
 
 /* Inputs named on the command line (crashes, a libFuzzer corpus), then the built-in ones. */

@@ -16,8 +16,9 @@
 
 static int ndet_all_ranks_missing(void)
 {
-	fprintf(stderr, "ndet_gpu_test: this build has no one-launch kernels; configure with "
-			"--enable-all-ranks-kernels (the default where an NVIDIA driver is found)\n");
+	fprintf(stderr,
+		"ndet_gpu_test: this build has no one-launch kernels; configure with "
+		"--enable-all-ranks-kernels (the default where an NVIDIA driver is found)\n");
 	return (int)cudaErrorNotSupported;
 }
 

@@ -728,7 +728,8 @@ static void case_leak(int variant)
 		fault_check(held.leakedPools == 0, "%lld pools kept until exit",
 			    (long long)held.leakedPools);
 		fault_check(held.allocations == 0 || held.pendingPools > 0,
-			    "%lld allocations held with no pool pending", (long long)held.allocations);
+			    "%lld allocations held with no pool pending",
+			    (long long)held.allocations);
 	}
 	fault_buffers_free(&buffers);
 }

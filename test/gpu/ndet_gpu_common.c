@@ -81,8 +81,8 @@ void gpu_fill(ndet_dtype_t dtype, void *buffer, size_t count, uint64_t seed, boo
 	uint64_t state = seed * 0x2545F4914F6CDD1Dull + 1;
 	/* Exponent spread per type: wide enough that order matters, narrow enough that sums
 	 * of 16 values rarely overflow. */
-	int spread = dtype == NDET_DTYPE_F16	? 8
-		     : dtype == NDET_DTYPE_F64	? 40
+	int spread = dtype == NDET_DTYPE_F16      ? 8
+		     : dtype == NDET_DTYPE_F64    ? 40
 		     : dtype == NDET_DTYPE_F8E4M3 ? 4
 		     : dtype == NDET_DTYPE_F8E5M2 ? 10
 						  : 20;
@@ -92,7 +92,8 @@ void gpu_fill(ndet_dtype_t dtype, void *buffer, size_t count, uint64_t seed, boo
 		int exponent = (int)(bits % (uint64_t)(2 * spread + 1)) - spread;
 		double value = ldexp(mantissa, exponent) * ((bits >> 11) & 1 ? -1.0 : 1.0);
 		if (specials && (bits & 0xff00) == 0x1100) {
-			static const double special_values[] = {INFINITY, -INFINITY, NAN, 0.0, -0.0};
+			static const double special_values[] = {INFINITY, -INFINITY, NAN, 0.0,
+								-0.0};
 			value = special_values[(bits >> 20) % 5];
 		}
 		bool subnormal = specials && (bits & 0xff00) == 0x2200;
@@ -114,7 +115,8 @@ void gpu_fill(ndet_dtype_t dtype, void *buffer, size_t count, uint64_t seed, boo
 		case NDET_DTYPE_F16: {
 			uint16_t h = ndet_float_to_half((float)value);
 			if (subnormal)
-				h = (uint16_t)(((bits >> 40) % 1023 + 1) | ((bits >> 50) & 1) << 15);
+				h = (uint16_t)(((bits >> 40) % 1023 + 1) | ((bits >> 50) & 1)
+										   << 15);
 			((uint16_t *)buffer)[i] = h;
 			break;
 		}
@@ -206,11 +208,11 @@ static void gpu_case_prepare(struct gpu_case *c, int nranks, int variant, bool s
 	const size_t bytes = c->count * gpu_size(c->dtype) + 16;
 	const void *inputs[NDET_MAX_RANKS];
 	/*
-	 * The shared test data (test/support/ndet_test_data.h, proven on the CPU by test_reference):
-	 * cancelling pairs across ranks, so that even f16 and bf16 results, rounded once
-	 * from f32 sums, show a wrong order; specials in about one element in 32 per rank.
-	 * Products keep gpu_fill's values: f16 products of the cancelling pairs' large
-	 * values overflow, and of many small ones underflow, in most elements.
+	 * The shared test data (test/support/ndet_test_data.h, proven on the CPU by
+	 * test_reference): cancelling pairs across ranks, so that even f16 and bf16 results,
+	 * rounded once from f32 sums, show a wrong order; specials in about one element in 32 per
+	 * rank. Products keep gpu_fill's values: f16 products of the cancelling pairs' large values
+	 * overflow, and of many small ones underflow, in most elements.
 	 */
 	const unsigned flags = (nranks >= 2 ? NDET_TEST_DATA_CANCEL : 0u) |
 			       (specials ? NDET_TEST_DATA_SPECIALS : 0u);
@@ -267,8 +269,8 @@ static void gpu_check_engine(struct gpu_rank *rank, const char *what)
 		fprintf(stderr,
 			"FAIL rank %d: %s: engine error %u (block %u, peer %u, step %llu, wait %u, "
 			"flag seen step %llu)\n",
-			rank->rank, what, kernel_error, block, peer, (unsigned long long)step, phase,
-			(unsigned long long)(observed >> 24));
+			rank->rank, what, kernel_error, block, peer, (unsigned long long)step,
+			phase, (unsigned long long)(observed >> 24));
 	}
 }
 
@@ -294,14 +296,15 @@ void gpu_run_matrix(struct gpu_rank *rank, bool quick)
 	 * tree and the right-to-left sequential order (for n = 3 the tree is the
 	 * left-to-right one) differ in more than 5 % of the elements of a sum.
 	 * Otherwise a kernel that added in another order would pass.  e4m3 sums of up to
-	 * 16 values are exact in f32 (src/reference/ndet_reference.h), so no order can differ there;
-	 * what could is rounding at every tree node instead of once: its data must tell
+	 * 16 values are exact in f32 (src/reference/ndet_reference.h), so no order can differ
+	 * there; what could is rounding at every tree node instead of once: its data must tell
 	 * those apart instead.
 	 */
 	for (int dtype = 0; dtype < NDET_DTYPE_COUNT && rank->nranks >= 3; dtype++) {
 		if (!gpu_dtype_selected((ndet_dtype_t)dtype))
 			continue;
-		struct gpu_case c = {.dtype = (ndet_dtype_t)dtype, .op = NDET_OP_SUM, .count = 65541};
+		struct gpu_case c = {
+			.dtype = (ndet_dtype_t)dtype, .op = NDET_OP_SUM, .count = 65541};
 		gpu_case_prepare(&c, rank->nranks, 0, false, 0);
 		const bool exact = c.dtype == NDET_DTYPE_F8E4M3;
 		const void *inputs[NDET_MAX_RANKS];
@@ -352,15 +355,18 @@ void gpu_run_matrix(struct gpu_rank *rank, bool quick)
 					struct gpu_case c = {.dtype = (ndet_dtype_t)dtype,
 							     .op = (ndet_op_t)op,
 							     .count = sizes[s]};
-					gpu_case_prepare(&c, rank->nranks, variant, variant == 1, 0);
+					gpu_case_prepare(&c, rank->nranks, variant, variant == 1,
+							 0);
 					const size_t size = gpu_size(c.dtype);
 					const size_t bytes = c.count * size;
 					size_t send_off = 0, recv_off = 0;
 					if (variant == 1) {
 						/* A different offset on every rank (up to 16 and 18
 						 * elements: 5 and 7 are prime to 17 and 19). */
-						send_off = (size_t)((rank->rank * 5 + 1) % 17) * size;
-						recv_off = (size_t)((rank->rank * 7 + 2) % 19) * size;
+						send_off =
+							(size_t)((rank->rank * 5 + 1) % 17) * size;
+						recv_off =
+							(size_t)((rank->rank * 7 + 2) % 19) * size;
 					} else if (variant == 2) {
 						send_off = 1 + (size_t)rank->rank % 3;
 						recv_off = 3;
@@ -375,29 +381,34 @@ void gpu_run_matrix(struct gpu_rank *rank, bool quick)
 					 * every element must be overwritten, and no byte around
 					 * the output touched.
 					 */
-					GPU_CHECK(cudaMemsetAsync(recv_base, 0x5a, span, rank->stream));
-					GPU_CHECK(cudaMemsetAsync(send_base, 0x5a, span, rank->stream));
+					GPU_CHECK(cudaMemsetAsync(recv_base, 0x5a, span,
+								  rank->stream));
+					GPU_CHECK(cudaMemsetAsync(send_base, 0x5a, span,
+								  rank->stream));
 					gpu_upload(send, c.inputs[rank->rank], bytes, rank->stream);
 					rank->barrier(rank->barrier_context);
 					ndet_status_t st = ndet_engine_allreduce(
 						rank->engine, send, recv, c.count, c.dtype, c.op,
 						rank->stream);
 					if (st != NDET_OK) {
-						fprintf(stderr, "FAIL rank %d: allreduce returned %s\n",
+						fprintf(stderr,
+							"FAIL rank %d: allreduce returned %s\n",
 							rank->rank, ndet_status_name(st));
 						rank->failures++;
 					}
 					GPU_CHECK(cudaStreamSynchronize(rank->stream));
 					gpu_check_engine(rank, "matrix");
-					GPU_CHECK(cudaMemcpy(c.got, recv, bytes, cudaMemcpyDeviceToHost));
+					GPU_CHECK(cudaMemcpy(c.got, recv, bytes,
+							     cudaMemcpyDeviceToHost));
 					size_t first = 0;
-					size_t bad = gpu_compare(c.dtype, c.got, c.expected, c.count,
-								 &first);
-					const char *what = variant == 0	  ? "aligned"
+					size_t bad = gpu_compare(c.dtype, c.got, c.expected,
+								 c.count, &first);
+					const char *what = variant == 0   ? "aligned"
 							   : variant == 1 ? "offset/in-place"
 									  : "misaligned";
 					gpu_report(rank, &c, what, bad, first);
-					/* The bytes just before and after the output: poison still. */
+					/* The bytes just before and after the output: poison still.
+					 */
 					const char *out_base = in_place ? send_base : recv_base;
 					const size_t before = (size_t)(recv - out_base) < kGuard
 								      ? (size_t)(recv - out_base)
@@ -413,7 +424,8 @@ void gpu_run_matrix(struct gpu_rank *rank, bool quick)
 					if (touched != 0) {
 						rank->failures++;
 						fprintf(stderr,
-							"FAIL rank %d: %s %s/%s count %zu: %zu bytes "
+							"FAIL rank %d: %s %s/%s count %zu: %zu "
+							"bytes "
 							"around the output changed\n",
 							rank->rank, what, ndet_dtype_name(c.dtype),
 							ndet_op_name(c.op), c.count, touched);
@@ -423,10 +435,12 @@ void gpu_run_matrix(struct gpu_rank *rank, bool quick)
 						GPU_CHECK(cudaMemcpy(c.got, send, bytes,
 								     cudaMemcpyDeviceToHost));
 						rank->checks++;
-						if (memcmp(c.got, c.inputs[rank->rank], bytes) != 0) {
+						if (memcmp(c.got, c.inputs[rank->rank], bytes) !=
+						    0) {
 							rank->failures++;
 							fprintf(stderr,
-								"FAIL rank %d: %s %s/%s count %zu: the "
+								"FAIL rank %d: %s %s/%s count %zu: "
+								"the "
 								"call changed its send buffer\n",
 								rank->rank, what,
 								ndet_dtype_name(c.dtype),
@@ -454,8 +468,8 @@ void gpu_run_graph(struct gpu_rank *rank, int replays)
 	cudaGraphExec_t exec;
 	rank->barrier(rank->barrier_context);
 	GPU_CHECK(cudaStreamBeginCapture(rank->stream, cudaStreamCaptureModeThreadLocal));
-	ndet_status_t st = ndet_engine_allreduce(rank->engine, send, recv, count, c.dtype, c.op,
-						 rank->stream);
+	ndet_status_t st =
+		ndet_engine_allreduce(rank->engine, send, recv, count, c.dtype, c.op, rank->stream);
 	GPU_CHECK(cudaStreamEndCapture(rank->stream, &graph));
 	if (st != NDET_OK) {
 		fprintf(stderr, "FAIL rank %d: capture returned %s\n", rank->rank,
@@ -574,10 +588,10 @@ void gpu_run_streams(struct gpu_rank *rank, int calls)
 		GPU_CHECK(cudaMemcpy(cases[i].got, recv + (size_t)i * count * size, count * size,
 				     cudaMemcpyDeviceToHost));
 		size_t first = 0;
-		gpu_report(rank, &cases[i], "two-stream",
-			   gpu_compare(cases[i].dtype, cases[i].got, cases[i].expected, count,
-				       &first),
-			   first);
+		gpu_report(
+			rank, &cases[i], "two-stream",
+			gpu_compare(cases[i].dtype, cases[i].got, cases[i].expected, count, &first),
+			first);
 		gpu_case_free(&cases[i], rank->nranks);
 	}
 	free(cases);
@@ -603,7 +617,8 @@ void gpu_run_divergence_call(struct gpu_rank *rank, int silent_rank, int divergi
 	if (rank->rank != silent_rank) {
 		const bool odd = rank->rank == diverging_rank;
 		ndet_engine_allreduce(rank->engine, buffer, buffer, odd ? diverging_count : count,
-				      NDET_DTYPE_F32, odd ? diverging_op : NDET_OP_SUM, rank->stream);
+				      NDET_DTYPE_F32, odd ? diverging_op : NDET_OP_SUM,
+				      rank->stream);
 		/* The error must come from the kernels, without any host synchronisation. */
 		uint32_t kernel_error = 0;
 		while (ndet_engine_error(rank->engine, &kernel_error) == NDET_OK &&
@@ -612,8 +627,9 @@ void gpu_run_divergence_call(struct gpu_rank *rank, int silent_rank, int divergi
 		double elapsed = gpu_now() - start;
 		rank->checks++;
 		if (kernel_error == 0) {
-			fprintf(stderr, "FAIL rank %d: no error %.1f s after a %s call\n", rank->rank,
-				elapsed, silent_rank >= 0 ? "silent-peer" : "diverging");
+			fprintf(stderr, "FAIL rank %d: no error %.1f s after a %s call\n",
+				rank->rank, elapsed,
+				silent_rank >= 0 ? "silent-peer" : "diverging");
 			rank->failures++;
 		} else if (rank->timeout_ms > 0 &&
 			   elapsed > (double)rank->timeout_ms / 1000.0 + 1.0) {
@@ -636,7 +652,7 @@ void gpu_run_divergence_call(struct gpu_rank *rank, int silent_rank, int divergi
 		} else {
 			printf("rank %d: error %u after %.3f s (%s)\n", rank->rank, kernel_error,
 			       elapsed,
-			       silent_rank >= 0 ? "silent peer"
+			       silent_rank >= 0              ? "silent peer"
 			       : diverging_op != NDET_OP_SUM ? "diverging op"
 							     : "diverging count");
 		}

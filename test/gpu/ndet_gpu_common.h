@@ -24,25 +24,25 @@
  */
 void gpu_die(void) __attribute__((noreturn));
 
-#define GPU_CHECK(call) \
-	do { \
-		cudaError_t gpu_err_ = (call); \
-		if (gpu_err_ != cudaSuccess) { \
-			fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
-				cudaGetErrorString(gpu_err_)); \
-			gpu_die(); \
-		} \
+#define GPU_CHECK(call)                                                                            \
+	do {                                                                                       \
+		cudaError_t gpu_err_ = (call);                                                     \
+		if (gpu_err_ != cudaSuccess) {                                                     \
+			fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,       \
+				cudaGetErrorString(gpu_err_));                                     \
+			gpu_die();                                                                 \
+		}                                                                                  \
 	} while (0)
 
 /* For the programs that call NCCL: a failed call is a setup error (exit 2). */
-#define NCCL_OK(call) \
-	do { \
-		ncclResult_t nccl_res_ = (call); \
-		if (nccl_res_ != ncclSuccess) { \
-			fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
-				ncclGetErrorString(nccl_res_)); \
-			gpu_die(); \
-		} \
+#define NCCL_OK(call)                                                                              \
+	do {                                                                                       \
+		ncclResult_t nccl_res_ = (call);                                                   \
+		if (nccl_res_ != ncclSuccess) {                                                    \
+			fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,       \
+				ncclGetErrorString(nccl_res_));                                    \
+			gpu_die();                                                                 \
+		}                                                                                  \
 	} while (0)
 
 /* Deterministic test values: wide exponents, mixed signs; specials on request. */

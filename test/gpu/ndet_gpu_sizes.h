@@ -10,7 +10,7 @@
 #define NDET_GPU_SIZES_H_
 
 /* The harness's defaults (NDET_TEST_POOL, _BLOCKS, _ONESHOT, _LL and _PUSH override). */
-#define NDET_GPU_TEST_POOL    (1u << 20)  /* small lanes: moderate sizes cross chunks */
+#define NDET_GPU_TEST_POOL    (1u << 20) /* small lanes: moderate sizes cross chunks */
 #define NDET_GPU_TEST_BLOCKS  4
 #define NDET_GPU_TEST_ONESHOT (64u << 10)
 #define NDET_GPU_TEST_LL      (64u << 10) /* LL stops at 16 KiB: a block per 4 KiB */
@@ -27,17 +27,28 @@
  * adds sizes of many push steps for every dtype (the largest, most of the host's
  * work, aligned only).
  */
-#define NDET_GPU_MATRIX_QUICK_SIZES {1, 2, 7, 33, 1023, 5003, 9001, 33001, 65541, 300001}
-#define NDET_GPU_MATRIX_FULL_SIZES \
-	{1, 3, 7, 33, 1023, 4100, 9001, 33001, 65541, 300001, 1048579, 3145739}
+#define NDET_GPU_MATRIX_QUICK_SIZES                                                                \
+	{                                                                                          \
+		1, 2, 7, 33, 1023, 5003, 9001, 33001, 65541, 300001                                \
+	}
+#define NDET_GPU_MATRIX_FULL_SIZES                                                                 \
+	{                                                                                          \
+		1, 3, 7, 33, 1023, 4100, 9001, 33001, 65541, 300001, 1048579, 3145739              \
+	}
 
 /*
  * sanitize_run, with the sanitizers' settings: LL, LL, LL, one-shot (fp8: LL), fp8's
  * one-shot (the others' two-shot), two-shot or push.
  */
-#define NDET_GPU_SANITIZE_SIZES {1, 5, 1023, 4097, 33001, 70001}
+#define NDET_GPU_SANITIZE_SIZES                                                                    \
+	{                                                                                          \
+		1, 5, 1023, 4097, 33001, 70001                                                     \
+	}
 
 /* run_delay_phase, f32 sum: LL, one-shot, two-shot (pull), push. */
-#define NDET_GPU_DELAY_COUNTS {777, 9001, 70001, 300001}
+#define NDET_GPU_DELAY_COUNTS                                                                      \
+	{                                                                                          \
+		777, 9001, 70001, 300001                                                           \
+	}
 
 #endif /* NDET_GPU_SIZES_H_ */

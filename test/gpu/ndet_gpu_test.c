@@ -170,7 +170,8 @@ static void run_delay_phase(struct gpu_rank *gpu, int calls)
 			for (int j = i - i % kSlots; j <= i; j++) {
 				const size_t n = counts[j % ncounts];
 				GPU_CHECK(cudaMemcpy(got, recv + (size_t)(j % kSlots) * slot_elems,
-						     (n + 1) * sizeof(float), cudaMemcpyDeviceToHost));
+						     (n + 1) * sizeof(float),
+						     cudaMemcpyDeviceToHost));
 				size_t first = 0;
 				size_t bad = gpu_compare(NDET_DTYPE_F32, got, expected, n, &first);
 				uint32_t after;
@@ -179,10 +180,12 @@ static void run_delay_phase(struct gpu_rank *gpu, int calls)
 				if (bad != 0 || after != poison) {
 					gpu->failures++;
 					fprintf(stderr,
-						"FAIL rank %d: delayed call %d (count %zu): %zu elements "
+						"FAIL rank %d: delayed call %d (count %zu): %zu "
+						"elements "
 						"differ (first %zu)%s\n",
 						gpu->rank, j, n, bad, first,
-						after != poison ? ", and it wrote past its count" : "");
+						after != poison ? ", and it wrote past its count"
+								: "");
 				}
 			}
 			/* No rank launches the next call while a peer still blocks in a copy. */
@@ -204,7 +207,8 @@ static void run_delay_phase(struct gpu_rank *gpu, int calls)
 			"FAIL rank %d: delay phase: engine error %u (block %u, peer %u, step %llu, "
 			"wait %u, flag seen step %llu sig 0x%llx)\n",
 			gpu->rank, kernel_error, block, peer, (unsigned long long)step, phase,
-			(unsigned long long)(observed >> 24), (unsigned long long)(observed & 0xffffff));
+			(unsigned long long)(observed >> 24),
+			(unsigned long long)(observed & 0xffffff));
 	}
 	for (int r = 0; r < gpu->nranks; r++)
 		free(inputs[r]);
@@ -218,7 +222,8 @@ static void run_delay_phase(struct gpu_rank *gpu, int calls)
 static bool recreate(struct gpu_rank *gpu, const struct ndet_engine_config *config,
 		     struct loopback_rank *me, struct ndet_setup_verdict *verdict)
 {
-	ndet_status_t st = ndet_engine_create(config, loopback_allgather, me, &gpu->engine, verdict);
+	ndet_status_t st =
+		ndet_engine_create(config, loopback_allgather, me, &gpu->engine, verdict);
 	gpu->checks++;
 	if (st == NDET_OK)
 		return true;
@@ -243,7 +248,8 @@ static void *loopback_thread(void *argument)
 	struct ndet_engine_config config;
 	test_config(&config, me->rank, world->nranks);
 	struct ndet_setup_verdict verdict;
-	ndet_status_t st = ndet_engine_create(&config, loopback_allgather, me, &gpu.engine, &verdict);
+	ndet_status_t st =
+		ndet_engine_create(&config, loopback_allgather, me, &gpu.engine, &verdict);
 	if (st != NDET_OK) {
 		fprintf(stderr, "rank %d: engine create: %s (verdict %d, rank %d)\n", me->rank,
 			ndet_status_name(st), verdict.reason, verdict.offending_rank);
@@ -263,7 +269,8 @@ static void *loopback_thread(void *argument)
 		config.debug_delay_ns = (unsigned)env_u64("NDET_TEST_DELAY_NS", 3000);
 		if (!recreate(&gpu, &config, me, &verdict))
 			goto done;
-		run_delay_phase(&gpu, (int)env_u64("NDET_TEST_DELAY_CALLS", world->quick ? 1000 : 10000));
+		run_delay_phase(&gpu,
+				(int)env_u64("NDET_TEST_DELAY_CALLS", world->quick ? 1000 : 10000));
 		ndet_engine_destroy(gpu.engine, true);
 
 		/*
@@ -366,9 +373,8 @@ static void sanitize_collectives(struct loopback_world *world, cudaStream_t stre
 			};
 		}
 		ndet_reference_premulsum(views, scalars, n, expected, total, dt);
-		ndet_status_t st =
-			ndet_engine_collective_all_ranks(world->engines, n, calls,
-							 ndet_kernel_allreduce_all_ranks, stream);
+		ndet_status_t st = ndet_engine_collective_all_ranks(
+			world->engines, n, calls, ndet_kernel_allreduce_all_ranks, stream);
 		world->checks++;
 		if (st != NDET_OK) {
 			world->failures++;
@@ -416,7 +422,8 @@ static void sanitize_run(struct loopback_world *world)
 			continue;
 		for (int op = 0; op < NDET_OP_COUNT; op++) {
 			for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-				const size_t count = sizes[s], size = ndet_dtype_size((ndet_dtype_t)dtype);
+				const size_t count = sizes[s],
+					     size = ndet_dtype_size((ndet_dtype_t)dtype);
 				void *host_in[NDET_MAX_RANKS];
 				const void *views[NDET_MAX_RANKS];
 				const void *sends[NDET_MAX_RANKS];
@@ -425,7 +432,9 @@ static void sanitize_run(struct loopback_world *world)
 				for (int r = 0; r < n; r++) {
 					host_in[r] = malloc(count * size);
 					gpu_fill((ndet_dtype_t)dtype, host_in[r], count,
-						 (uint64_t)(r * 7919 + dtype * 31 + op * 17) + count, true);
+						 (uint64_t)(r * 7919 + dtype * 31 + op * 17) +
+							 count,
+						 true);
 					views[r] = host_in[r];
 					void *send, *recv;
 					GPU_CHECK(cudaMalloc(&send, count * size));
@@ -434,25 +443,29 @@ static void sanitize_run(struct loopback_world *world)
 					sends[r] = send;
 					recvs[r] = recv;
 				}
-				ndet_reference_allreduce(views, n, expected, count, (ndet_dtype_t)dtype,
-							 (ndet_op_t)op);
+				ndet_reference_allreduce(views, n, expected, count,
+							 (ndet_dtype_t)dtype, (ndet_op_t)op);
 				ndet_status_t st = ndet_engine_allreduce_all_ranks(
 					world->engines, n, sends, recvs, count, (ndet_dtype_t)dtype,
 					(ndet_op_t)op, ndet_kernel_allreduce_all_ranks, stream);
 				world->checks++;
 				if (st != NDET_OK) {
 					world->failures++;
-					fprintf(stderr, "FAIL sanitize launch: %s\n", ndet_status_name(st));
+					fprintf(stderr, "FAIL sanitize launch: %s\n",
+						ndet_status_name(st));
 				}
 				for (int r = 0; r < n; r++) {
 					GPU_CHECK(cudaMemcpy(got, recvs[r], count * size,
 							     cudaMemcpyDeviceToHost));
-					size_t first = 0, bad = gpu_compare((ndet_dtype_t)dtype, got,
-									    expected, count, &first);
+					size_t first = 0,
+					       bad = gpu_compare((ndet_dtype_t)dtype, got, expected,
+								 count, &first);
 					world->checks++;
 					if (bad != 0) {
 						world->failures++;
-						fprintf(stderr, "FAIL sanitize rank %d %s/%s count %zu: %zu differ\n",
+						fprintf(stderr,
+							"FAIL sanitize rank %d %s/%s count %zu: "
+							"%zu differ\n",
 							r, ndet_dtype_name((ndet_dtype_t)dtype),
 							ndet_op_name((ndet_op_t)op), count, bad);
 					}
@@ -573,8 +586,9 @@ static int run_mp(bool quick)
 		st = ndet_engine_create(&config, mp_allgather, &mp, &gpu.engine, &verdict);
 		if (st != NDET_OK) {
 			gpu.failures++;
-			fprintf(stderr, "FAIL rank %d: engine re-create: %s (verdict %d, rank %d)\n",
-				rank, ndet_status_name(st), verdict.reason, verdict.offending_rank);
+			fprintf(stderr,
+				"FAIL rank %d: engine re-create: %s (verdict %d, rank %d)\n", rank,
+				ndet_status_name(st), verdict.reason, verdict.offending_rank);
 			break;
 		}
 		if (silent)
@@ -603,7 +617,8 @@ static int run_load_all_ranks(void)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	const cudaError_t err = (cudaError_t)ndet_kernel_all_ranks_load(mask);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	const double seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	const double seconds =
+		(double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
 	if (err != cudaSuccess) {
 		printf("SUMMARY ndet_gpu_test load-all-ranks: FAILED after %.1f s: %s\n", seconds,
 		       cudaGetErrorString(err));
@@ -625,8 +640,8 @@ int main(int argc, char **argv)
 	 * GPUs or processes need nothing, and under MPS 32 queues per client cost: a
 	 * fourth such client failed to start (cudaSetDevice: out of memory).
 	 */
-	const bool one_process = argc >= 2 && (strcmp(argv[1], "loopback") == 0 ||
-					       strcmp(argv[1], "sanitize") == 0);
+	const bool one_process =
+		argc >= 2 && (strcmp(argv[1], "loopback") == 0 || strcmp(argv[1], "sanitize") == 0);
 	if (one_process)
 		setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
 	int devices = 0;

@@ -160,8 +160,8 @@ static void preload_collectives(struct preload_run *run)
 			device ? ncclScalarDevice : ncclScalarHostImmediate, run->comm));
 		for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
 			const int op = (int)(c + (size_t)dtype) % NDET_OP_COUNT;
-			preload_collectives_case(run, dt, ndet_op_to_nccl((ndet_op_t)op), (ndet_op_t)op, false, NULL,
-						 counts[c], c % 2 == 0);
+			preload_collectives_case(run, dt, ndet_op_to_nccl((ndet_op_t)op),
+						 (ndet_op_t)op, false, NULL, counts[c], c % 2 == 0);
 			preload_collectives_case(run, dt, premul, NDET_OP_SUM, true, scalars,
 						 counts[c], c % 2 == 1);
 		}
@@ -214,7 +214,8 @@ int main(void)
 			continue;
 		for (int op = 0; op < NDET_OP_COUNT; op++) {
 			for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-				const size_t count = sizes[s], size = ndet_dtype_size((ndet_dtype_t)dtype);
+				const size_t count = sizes[s],
+					     size = ndet_dtype_size((ndet_dtype_t)dtype);
 				const bool in_place = (s + op) % 2 == 1;
 				/* Interior offsets, as nccl-tests' -O / offset buffers produce. */
 				char *sendp = send + (size_t)(rank % 3 + 1) * size;
@@ -224,29 +225,36 @@ int main(void)
 				for (int r = 0; r < nranks; r++) {
 					host[r] = malloc(count * size);
 					gpu_fill((ndet_dtype_t)dtype, host[r], count,
-						 (uint64_t)(r + 1) * 7919u + count * 31u + (uint64_t)op,
+						 (uint64_t)(r + 1) * 7919u + count * 31u +
+							 (uint64_t)op,
 						 false);
 					views[r] = host[r];
 				}
 				void *want = malloc(count * size), *got = malloc(count * size);
-				ndet_reference_allreduce(views, nranks, want, count, (ndet_dtype_t)dtype,
-							 (ndet_op_t)op);
-				/* On the call's stream: a cudaMemcpy from pageable memory may return
-				 * before its DMA lands, and a non-blocking stream does not wait for it. */
+				ndet_reference_allreduce(views, nranks, want, count,
+							 (ndet_dtype_t)dtype, (ndet_op_t)op);
+				/* On the call's stream: a cudaMemcpy from pageable memory may
+				 * return before its DMA lands, and a non-blocking stream does not
+				 * wait for it. */
 				GPU_CHECK(cudaMemcpyAsync(sendp, host[rank], count * size,
 							  cudaMemcpyHostToDevice, stream));
 				NCCL_OK(ncclGroupStart());
-				NCCL_OK(ncclAllReduce(sendp, recvp, count, ndet_dtype_to_nccl((ndet_dtype_t)dtype),
-						      ndet_op_to_nccl((ndet_op_t)op), comm, stream));
+				NCCL_OK(ncclAllReduce(sendp, recvp, count,
+						      ndet_dtype_to_nccl((ndet_dtype_t)dtype),
+						      ndet_op_to_nccl((ndet_op_t)op), comm,
+						      stream));
 				NCCL_OK(ncclGroupEnd());
 				GPU_CHECK(cudaStreamSynchronize(stream));
-				GPU_CHECK(cudaMemcpy(got, recvp, count * size, cudaMemcpyDeviceToHost));
-				size_t first = 0, bad = gpu_compare((ndet_dtype_t)dtype, got, want, count,
-								    &first);
+				GPU_CHECK(cudaMemcpy(got, recvp, count * size,
+						     cudaMemcpyDeviceToHost));
+				size_t first = 0, bad = gpu_compare((ndet_dtype_t)dtype, got, want,
+								    count, &first);
 				checks++;
 				if (bad != 0 && diverted == 1) {
 					failures++;
-					fprintf(stderr, "FAIL rank %d %s/%s count %zu%s: %zu differ (first %zu)\n",
+					fprintf(stderr,
+						"FAIL rank %d %s/%s count %zu%s: %zu differ (first "
+						"%zu)\n",
 						rank, ndet_dtype_name((ndet_dtype_t)dtype),
 						ndet_op_name((ndet_op_t)op), count,
 						in_place ? " in place" : "", bad, first);
@@ -264,17 +272,19 @@ int main(void)
 		int32_t *host = malloc(count * sizeof(int32_t));
 		for (size_t i = 0; i < count; i++)
 			host[i] = (int32_t)(i * 3 + (size_t)rank);
-		GPU_CHECK(cudaMemcpyAsync(send, host, count * sizeof(int32_t), cudaMemcpyHostToDevice,
-					  stream));
+		GPU_CHECK(cudaMemcpyAsync(send, host, count * sizeof(int32_t),
+					  cudaMemcpyHostToDevice, stream));
 		NCCL_OK(ncclAllReduce(send, recv, count, ncclInt32, ncclSum, comm, stream));
 		GPU_CHECK(cudaStreamSynchronize(stream));
 		GPU_CHECK(cudaMemcpy(host, recv, count * sizeof(int32_t), cudaMemcpyDeviceToHost));
 		checks++;
 		for (size_t i = 0; i < count; i++) {
-			int32_t want = (int32_t)(i * 3 * (size_t)nranks) + nranks * (nranks - 1) / 2;
+			int32_t want =
+				(int32_t)(i * 3 * (size_t)nranks) + nranks * (nranks - 1) / 2;
 			if (host[i] != want) {
 				failures++;
-				fprintf(stderr, "FAIL rank %d int32 fallback: element %zu is %d, want %d\n",
+				fprintf(stderr,
+					"FAIL rank %d int32 fallback: element %zu is %d, want %d\n",
 					rank, i, host[i], want);
 				break;
 			}

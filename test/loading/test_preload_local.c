@@ -89,7 +89,7 @@ int main(void)
 		return 77;
 	}
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_calls_through_local_library_reach_nccl),
+		cmocka_unit_test(test_calls_through_local_library_reach_nccl),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

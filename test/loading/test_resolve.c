@@ -343,7 +343,7 @@ static ncclResult_t call_premulsum(void)
 	static float scalar = 2;
 	ncclRedOp_t op;
 	ncclResult_t result =
-	    ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, ncclScalarHostImmediate, comm1);
+		ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, ncclScalarHostImmediate, comm1);
 	if (result == ncclSuccess)
 		assert_int_equal(pncclRedOpDestroy(op, comm1), ncclSuccess);
 	return result;
@@ -353,9 +353,9 @@ static ncclResult_t call_red_op_destroy(void)
 {
 	static float scalar = 2;
 	ncclRedOp_t op;
-	assert_int_equal(
-	    pncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, ncclScalarHostImmediate, comm1),
-	    ncclSuccess);
+	assert_int_equal(pncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32,
+						   ncclScalarHostImmediate, comm1),
+			 ncclSuccess);
 	ncclResult_t result = ncclRedOpDestroy(op, comm1);
 	if (result != ncclSuccess)
 		assert_int_equal(pncclRedOpDestroy(op, comm1), ncclSuccess);
@@ -366,23 +366,23 @@ static const struct {
 	const char *name;
 	ncclResult_t (*call)(void);
 } entry_points[] = {
-    {"ncclAllReduce", call_allreduce},
-    {"ncclCommInitRank", call_init_rank},
-    {"ncclCommInitRankConfig", call_init_rank_config},
-    {"ncclCommInitRankScalable", call_init_rank_scalable},
-    {"ncclCommInitAll", call_init_all},
-    {"ncclCommSplit", call_split},
-    {"ncclCommShrink", call_shrink},
-    {"ncclCommDestroy", call_destroy},
-    {"ncclCommFinalize", call_finalize},
-    {"ncclCommAbort", call_abort},
-    {"ncclCommRevoke", call_revoke},
-    {"ncclGroupStart", call_group_start},
-    {"ncclGroupEnd", call_group_end},
-    {"ncclGroupSimulateEnd", call_group_simulate_end},
-    {"ncclCommGetAsyncError", call_get_async_error},
-    {"ncclRedOpCreatePreMulSum", call_premulsum},
-    {"ncclRedOpDestroy", call_red_op_destroy},
+	{"ncclAllReduce", call_allreduce},
+	{"ncclCommInitRank", call_init_rank},
+	{"ncclCommInitRankConfig", call_init_rank_config},
+	{"ncclCommInitRankScalable", call_init_rank_scalable},
+	{"ncclCommInitAll", call_init_all},
+	{"ncclCommSplit", call_split},
+	{"ncclCommShrink", call_shrink},
+	{"ncclCommDestroy", call_destroy},
+	{"ncclCommFinalize", call_finalize},
+	{"ncclCommAbort", call_abort},
+	{"ncclCommRevoke", call_revoke},
+	{"ncclGroupStart", call_group_start},
+	{"ncclGroupEnd", call_group_end},
+	{"ncclGroupSimulateEnd", call_group_simulate_end},
+	{"ncclCommGetAsyncError", call_get_async_error},
+	{"ncclRedOpCreatePreMulSum", call_premulsum},
+	{"ncclRedOpDestroy", call_red_op_destroy},
 };
 #define ENTRY_POINT_COUNT (sizeof(entry_points) / sizeof(entry_points[0]))
 
@@ -412,7 +412,8 @@ static void test_resolve_rtld_next(void **state)
 	}
 	assert_int_equal(ndet_resolve_nccl_version(), FAKE_NCCL_DEFAULT_VERSION);
 	assert_int_equal(
-	    count_log_lines("NCCL-DET INFO real NCCL", "(found by RTLD_NEXT), version 22809"), 1);
+		count_log_lines("NCCL-DET INFO real NCCL", "(found by RTLD_NEXT), version 22809"),
+		1);
 	assert_int_equal(mock.dlopens, 0);
 	for (size_t i = 0; i < ENTRY_POINT_COUNT; i++)
 		assert_int_equal(entry_points[i].call(), ncclSuccess);
@@ -498,9 +499,9 @@ static void test_resolve_explicit_path_broken(void **state)
 	assert_int_equal(call_allreduce(), ncclSystemError);
 	assert_int_equal(call_group_start(), ncclSystemError);
 	assert_int_equal(
-	    count_log_lines("NCCL-DET WARN",
-			    "NCCL_DET_NCCL_LIBRARY=/nonexistent/libnccl.so.2 cannot be loaded"),
-	    1);
+		count_log_lines("NCCL-DET WARN",
+				"NCCL_DET_NCCL_LIBRARY=/nonexistent/libnccl.so.2 cannot be loaded"),
+		1);
 	assert_int_equal(count_log_lines("NCCL-DET WARN", NULL), 1);
 }
 
@@ -517,7 +518,7 @@ static void test_resolve_each_symbol_missing(void **state)
 		for (int round = 0; round < 2; round++) {
 			for (size_t i = 0; i < ENTRY_POINT_COUNT; i++) {
 				ncclResult_t expected =
-				    i == missing ? ncclInvalidUsage : ncclSuccess;
+					i == missing ? ncclInvalidUsage : ncclSuccess;
 				ncclResult_t result = entry_points[i].call();
 				if (result != expected)
 					fail_msg("%s missing: %s returned %d, expected %d",
@@ -649,17 +650,20 @@ static void test_resolve_ld_cache(void **state)
 		cache_entry(image, header, 2, 0x0003, nccl, i386);
 		cache_entry(image, header, 3, 0x0303, nccl, 60000);
 		cache_entry(image, header, 4, 0x0303, nccl, second);
-		assert_int_equal(ndet_resolve_ld_cache_find(image, used, "libnccl.so.2", paths, 4), 2);
+		assert_int_equal(ndet_resolve_ld_cache_find(image, used, "libnccl.so.2", paths, 4),
+				 2);
 		assert_string_equal(paths[0], "/opt/a/libnccl.so.2");
 		assert_string_equal(paths[1], "/opt/b/libnccl.so.2");
-		assert_int_equal(ndet_resolve_ld_cache_find(image, used, "libnccl.so.2", paths, 1), 1);
+		assert_int_equal(ndet_resolve_ld_cache_find(image, used, "libnccl.so.2", paths, 1),
+				 1);
 		assert_int_equal(ndet_resolve_ld_cache_find(image, used, "libbar.so", paths, 4), 0);
 		/* Truncated: the entry table does not fit. */
-		assert_int_equal(ndet_resolve_ld_cache_find(image, header + 60, "libnccl.so.2", paths,
-							    4),
-				 0);
+		assert_int_equal(
+			ndet_resolve_ld_cache_find(image, header + 60, "libnccl.so.2", paths, 4),
+			0);
 	}
-	assert_int_equal(ndet_resolve_ld_cache_find("not a cache", 11, "libnccl.so.2", paths, 4), 0);
+	assert_int_equal(ndet_resolve_ld_cache_find("not a cache", 11, "libnccl.so.2", paths, 4),
+			 0);
 
 	/* This machine's cache knows libc. */
 	FILE *file = fopen("/etc/ld.so.cache", "rb");
@@ -694,19 +698,19 @@ static void test_resolve_disabled_asks_nothing(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup(test_resolve_rtld_next, setup),
-	    cmocka_unit_test_setup(test_resolve_loaded_object, setup),
-	    cmocka_unit_test_setup(test_resolve_explicit_path, setup),
-	    cmocka_unit_test_setup(test_resolve_order, setup),
-	    cmocka_unit_test_setup(test_resolve_library_missing, setup),
-	    cmocka_unit_test_setup(test_resolve_explicit_path_broken, setup),
-	    cmocka_unit_test_setup(test_resolve_each_symbol_missing, setup),
-	    cmocka_unit_test_setup(test_resolve_refuses_self, setup),
-	    cmocka_unit_test_setup(test_resolve_refuses_self_both, setup),
-	    cmocka_unit_test_setup(test_resolve_concurrent, setup),
-	    cmocka_unit_test_setup(test_resolve_disabled_asks_nothing, setup),
-	    cmocka_unit_test_setup(test_resolve_ld_cache, setup),
-	    cmocka_unit_test_setup(test_resolve_old_nccl_passes_through, setup),
+		cmocka_unit_test_setup(test_resolve_rtld_next, setup),
+		cmocka_unit_test_setup(test_resolve_loaded_object, setup),
+		cmocka_unit_test_setup(test_resolve_explicit_path, setup),
+		cmocka_unit_test_setup(test_resolve_order, setup),
+		cmocka_unit_test_setup(test_resolve_library_missing, setup),
+		cmocka_unit_test_setup(test_resolve_explicit_path_broken, setup),
+		cmocka_unit_test_setup(test_resolve_each_symbol_missing, setup),
+		cmocka_unit_test_setup(test_resolve_refuses_self, setup),
+		cmocka_unit_test_setup(test_resolve_refuses_self_both, setup),
+		cmocka_unit_test_setup(test_resolve_concurrent, setup),
+		cmocka_unit_test_setup(test_resolve_disabled_asks_nothing, setup),
+		cmocka_unit_test_setup(test_resolve_ld_cache, setup),
+		cmocka_unit_test_setup(test_resolve_old_nccl_passes_through, setup),
 	};
 	return cmocka_run_group_tests(tests, setup_group, teardown_group);
 }

@@ -63,8 +63,8 @@ void ndet_divert_fixture_stop(const char *log_path, const char *trace_path)
 ncclDataType_t ndet_divert_nccl_type(ndet_dtype_t dtype)
 {
 	static const ncclDataType_t types[NDET_DTYPE_COUNT] = {
-		ncclFloat32, ncclFloat16, ncclBfloat16, ncclFloat64, NDET_NCCL_FP8_E4M3,
-		NDET_NCCL_FP8_E5M2};
+		ncclFloat32, ncclFloat16,        ncclBfloat16,
+		ncclFloat64, NDET_NCCL_FP8_E4M3, NDET_NCCL_FP8_E5M2};
 	return types[dtype];
 }
 

@@ -241,10 +241,11 @@ static void ndet_fake_prepare(void *member, struct ndet_setup_payload *payload)
 	if (config->nranks > NDET_MAX_RANKS) {
 		local = NDET_LOCAL_TOO_MANY_RANKS;
 	} else if (bytes > config->max_memory) {
-		NDET_WARN("rank %d: pool of %llu bytes exceeds NCCL_DET_MAX_MEMORY=%llu; "
-			  "raise NCCL_DET_MAX_MEMORY or lower NCCL_DET_POOL_SIZE or NCCL_DET_LL_MAX",
-			  config->rank, (unsigned long long)bytes,
-			  (unsigned long long)config->max_memory);
+		NDET_WARN(
+			"rank %d: pool of %llu bytes exceeds NCCL_DET_MAX_MEMORY=%llu; "
+			"raise NCCL_DET_MAX_MEMORY or lower NCCL_DET_POOL_SIZE or NCCL_DET_LL_MAX",
+			config->rank, (unsigned long long)bytes,
+			(unsigned long long)config->max_memory);
 		local = NDET_LOCAL_ALLOC_FAILED;
 	} else if (ndet_fake_fault(config, NDET_FAULT_ALLOC)) {
 		NDET_WARN(
@@ -602,9 +603,10 @@ static bool ndet_fake_post(struct ndet_fake_run *run)
 		memcpy(&engine->pool->scalar, call->scalar, ndet_dtype_size(call->dtype));
 	run->step = ++engine->step;
 	run->signature = ndet_fake_signature(call, engine->config.nranks);
-	run->deadline_ns = engine->config.timeout_ms == 0
-				   ? 0
-				   : ndet_fake_now_ns() + engine->config.timeout_ms * UINT64_C(1000000);
+	run->deadline_ns =
+		engine->config.timeout_ms == 0
+			? 0
+			: ndet_fake_now_ns() + engine->config.timeout_ms * UINT64_C(1000000);
 	uint64_t ready = run->step << NDET_FAKE_SIGNATURE_BITS | run->signature;
 	for (int q = 0; q < engine->config.nranks; q++)
 		if (q != me)

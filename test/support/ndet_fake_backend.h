@@ -71,8 +71,8 @@ struct ndet_fake_backend_counters {
 	int engines_created;
 	int engines_destroyed; /* released */
 	int pools_freed;
-	int pools_quarantined; /* kept on purpose (ndet_teardown_leak): a peer may read */
-	int barriers;          /* engines that met their peers in a teardown barrier */
+	int pools_quarantined;         /* kept on purpose (ndet_teardown_leak): a peer may read */
+	int barriers;                  /* engines that met their peers in a teardown barrier */
 	unsigned long long allreduces; /* collectives of any kind that reduced */
 	int kernel_errors[NDET_FAKE_ERROR_SLOTS]; /* first errors by ndet_kernel_error_t */
 	int faults;                               /* NDET_FAKE_KERNEL_FAULT */

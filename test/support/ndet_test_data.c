@@ -48,12 +48,12 @@ struct ndet_test_layout {
  *   shows fewer differences).  wide: 16 x 3584 = 57344.
  */
 static const struct ndet_test_layout ndet_test_layouts[NDET_DTYPE_COUNT] = {
-    [NDET_DTYPE_F32] = {4, 23, 8, 127, -30, 30, 20, 30, -20, 5},
-    [NDET_DTYPE_F16] = {2, 10, 5, 15, -20, 10, 9, 10, -24, -4},
-    [NDET_DTYPE_BF16] = {2, 7, 8, 127, -30, 30, 20, 30, -20, 5},
-    [NDET_DTYPE_F64] = {8, 52, 11, 1023, -60, 60, 50, 60, -20, 10},
-    [NDET_DTYPE_F8E4M3] = {1, 3, 4, 7, -9, 3, 5, 7, -9, 3, 1},
-    [NDET_DTYPE_F8E5M2] = {1, 2, 5, 15, -16, 11, 12, 15, -16, -9, 0},
+	[NDET_DTYPE_F32] = {4, 23, 8, 127, -30, 30, 20, 30, -20, 5},
+	[NDET_DTYPE_F16] = {2, 10, 5, 15, -20, 10, 9, 10, -24, -4},
+	[NDET_DTYPE_BF16] = {2, 7, 8, 127, -30, 30, 20, 30, -20, 5},
+	[NDET_DTYPE_F64] = {8, 52, 11, 1023, -60, 60, 50, 60, -20, 10},
+	[NDET_DTYPE_F8E4M3] = {1, 3, 4, 7, -9, 3, 5, 7, -9, 3, 1},
+	[NDET_DTYPE_F8E5M2] = {1, 2, 5, 15, -16, 11, 12, 15, -16, -9, 0},
 };
 
 /* Hash lanes: separate streams for the shared per-element draws. */
@@ -219,7 +219,7 @@ void ndet_test_fill_rank(ndet_dtype_t dtype, void *buffer, size_t first_index, s
 		uint64_t i = first_index + k;
 		uint64_t own = ndet_test_hash(seed, i, (uint64_t)rank);
 		uint64_t bits =
-		    ndet_test_random_in_range(layout, own, layout->wide_min, layout->wide_max);
+			ndet_test_random_in_range(layout, own, layout->wide_min, layout->wide_max);
 
 		if (cancel) {
 			uint64_t choice = ndet_test_hash(seed, i, NDET_TEST_LANE_CANCEL);
@@ -231,8 +231,8 @@ void ndet_test_fill_rank(ndet_dtype_t dtype, void *buffer, size_t first_index, s
 						(int)((choice >> 32) % (uint64_t)(nranks - 1))) %
 					       nranks;
 				uint64_t large = ndet_test_random_in_range(
-				    layout, ndet_test_hash(seed, i, NDET_TEST_LANE_LARGE),
-				    layout->large_min, layout->large_max);
+					layout, ndet_test_hash(seed, i, NDET_TEST_LANE_LARGE),
+					layout->large_min, layout->large_max);
 
 				large &= ~ndet_test_sign_bit(layout);
 				if (rank == positive)
@@ -241,7 +241,7 @@ void ndet_test_fill_rank(ndet_dtype_t dtype, void *buffer, size_t first_index, s
 					bits = large | ndet_test_sign_bit(layout);
 				else
 					bits = ndet_test_random_in_range(
-					    layout, own, layout->small_min, layout->small_max);
+						layout, own, layout->small_min, layout->small_max);
 			}
 		}
 		/* Separate draw, so specials land independently of the value kind. */

@@ -463,9 +463,9 @@ static void test_launch_args_trace_and_coll_line(void **state)
 	struct group group;
 	group_create(&group, 2, false);
 	struct ndet_plan plan;
-	assert_int_equal(ndet_engine_plan(group.engines[1], COUNT, NDET_DTYPE_F32, NDET_OP_SUM,
-					  &plan),
-			 NDET_OK);
+	assert_int_equal(
+		ndet_engine_plan(group.engines[1], COUNT, NDET_DTYPE_F32, NDET_OP_SUM, &plan),
+		NDET_OK);
 	static uint64_t trace_words[2 * NDET_TRACE_WORDS];
 	ndet_engine_set_trace(group.engines[1], trace_words);
 	for (int r = 0; r < 2; r++)
@@ -490,10 +490,10 @@ static void test_launch_args_trace_and_coll_line(void **state)
 
 	log_stop();
 	char want[160];
-	snprintf(want, sizeof(want), "rank 1: all-reduce count %d f32 sum: %s, %u blocks x %llu steps",
-		 COUNT, ndet_plan_path_name(plan.path), plan.blocks,
-		 (unsigned long long)plan.steps);
-	assert_int_equal(file_lines_with(log_path, want), 2); /* rank 1's calls */
+	snprintf(want, sizeof(want),
+		 "rank 1: all-reduce count %d f32 sum: %s, %u blocks x %llu steps", COUNT,
+		 ndet_plan_path_name(plan.path), plan.blocks, (unsigned long long)plan.steps);
+	assert_int_equal(file_lines_with(log_path, want), 2);                  /* rank 1's calls */
 	assert_int_equal(file_lines_with(log_path, ": all-reduce count "), 4); /* all */
 	unlink(log_path);
 }
@@ -1002,14 +1002,14 @@ static void test_gpu_harness_sizes_reach_every_path(void **state)
 		const int n = rank_counts[k];
 		const bool push = n <= NDET_PLAN_PUSH_MAX_RANKS;
 		const struct ndet_engine_config test =
-		    harness_config(n, NDET_GPU_TEST_BLOCKS, NDET_GPU_TEST_PUSH);
+			harness_config(n, NDET_GPU_TEST_BLOCKS, NDET_GPU_TEST_PUSH);
 		const struct ndet_engine_config sanitizer =
-		    harness_config(n, NDET_GPU_SANITIZE_BLOCKS, NDET_GPU_SANITIZE_PUSH);
+			harness_config(n, NDET_GPU_SANITIZE_BLOCKS, NDET_GPU_SANITIZE_PUSH);
 
 		for (int pass = 0; pass < 2; pass++) {
 			if (pass == 0)
-				paths_of(test, quick, (int)(sizeof(quick) / sizeof(quick[0])), paths,
-					 multi);
+				paths_of(test, quick, (int)(sizeof(quick) / sizeof(quick[0])),
+					 paths, multi);
 			else
 				paths_of(test, full, (int)(sizeof(full) / sizeof(full[0])), paths,
 					 multi);
@@ -1023,7 +1023,8 @@ static void test_gpu_harness_sizes_reach_every_path(void **state)
 				    (!multi[dt] && (wide || pass == 1)))
 					fail_msg("n=%d %s %s matrix: paths 0x%x, several steps %d",
 						 n, ndet_dtype_name((ndet_dtype_t)dt),
-						 pass == 0 ? "quick" : "full", paths[dt], multi[dt]);
+						 pass == 0 ? "quick" : "full", paths[dt],
+						 multi[dt]);
 				if (push && (wide || pass == 1) &&
 				    (paths[dt] & BIT(NDET_PATH_PUSH)) == 0)
 					fail_msg("n=%d %s matrix: no push", n,
@@ -1036,7 +1037,8 @@ static void test_gpu_harness_sizes_reach_every_path(void **state)
 			for (int dt = 0; dt < NDET_DTYPE_COUNT; dt++)
 				if ((paths[dt] & BIT(NDET_PATH_LL)) == 0 ||
 				    (paths[dt] & BIT(NDET_PATH_ONESHOT)) == 0 ||
-				    (paths[dt] & (BIT(NDET_PATH_TWOSHOT) | BIT(NDET_PATH_PUSH))) == 0)
+				    (paths[dt] & (BIT(NDET_PATH_TWOSHOT) | BIT(NDET_PATH_PUSH))) ==
+					    0)
 					fail_msg("n=%d %s sanitize sizes: paths 0x%x", n,
 						 ndet_dtype_name((ndet_dtype_t)dt), paths[dt]);
 		}
@@ -1066,7 +1068,7 @@ static ndet_status_t exchange_checking_memory(void *const contexts[], int count,
 		const struct member *member = contexts[i];
 		exchange_memory_seen[fake_cuda_memory_kind(sends[i], bytes)]++;
 		exchange_memory_seen[fake_cuda_memory_kind(
-		    recvs[i], bytes * (size_t)member->world->nranks)]++;
+			recvs[i], bytes * (size_t)member->world->nranks)]++;
 	}
 	return exchange(contexts, count, sends, recvs, bytes, streams);
 }
@@ -1079,9 +1081,8 @@ static void test_setup_records_never_pageable(void **state)
 		struct group group;
 		memset(exchange_memory_seen, 0, sizeof(exchange_memory_seen));
 		/* The exchange buffer: a header or payload slot per rank, plus the send slot. */
-		fake_cuda_fail_malloc_of(pinned ? sizeof(struct ndet_setup_payload) *
-						      (size_t)(nranks + 1)
-						: 0);
+		fake_cuda_fail_malloc_of(
+			pinned ? sizeof(struct ndet_setup_payload) * (size_t)(nranks + 1) : 0);
 		group_init(&group, nranks, pinned == 1);
 		for (int r = 0; r < nranks; r++)
 			group.results[r] = rank_member(&group, r);
@@ -1091,7 +1092,8 @@ static void test_setup_records_never_pageable(void **state)
 		assert_int_equal(exchange_memory_seen[FAKE_CUDA_MEMORY_NONE], 0);
 		/* Every round (header, payload, map, probe) of every rank, send and recv. */
 		assert_true(exchange_memory_seen[pinned ? FAKE_CUDA_MEMORY_PINNED
-							: FAKE_CUDA_MEMORY_DEVICE] >= 2 * 2 * nranks);
+							: FAKE_CUDA_MEMORY_DEVICE] >=
+			    2 * 2 * nranks);
 		assert_int_equal(exchange_memory_seen[pinned ? FAKE_CUDA_MEMORY_DEVICE
 							     : FAKE_CUDA_MEMORY_PINNED],
 				 0);
@@ -1110,7 +1112,10 @@ static void test_setup_records_never_pageable(void **state)
  */
 #define PLAN_COUNT_MOST 300001
 /* f32 counts of every all-reduce path with group_create_every_path's settings. */
-#define PATH_COUNTS {1, 777, 5000, 70001, PLAN_COUNT_MOST}
+#define PATH_COUNTS                                                                                \
+	{                                                                                          \
+		1, 777, 5000, 70001, PLAN_COUNT_MOST                                               \
+	}
 static float plan_send[PLAN_COUNT_MOST + 16], plan_recv[PLAN_COUNT_MOST + 16];
 
 /* Two ranks with LL to 4 KiB, one-shot to 64 KiB, two-shot, and push from 1 MiB. */
@@ -1169,12 +1174,12 @@ static void test_plan_ignores_pointers(void **state)
 				recv += 5 * sizeof(float);
 			}
 			for (int r = 0; r < 2; r++)
-				assert_int_equal(ndet_engine_allreduce(group.engines[r], send,
-								       variant == 2 ? (void *)send
-										    : recv,
-								       counts[c], NDET_DTYPE_F32,
-								       NDET_OP_SUM, NULL),
-						 NDET_OK);
+				assert_int_equal(
+					ndet_engine_allreduce(group.engines[r], send,
+							      variant == 2 ? (void *)send : recv,
+							      counts[c], NDET_DTYPE_F32,
+							      NDET_OP_SUM, NULL),
+					NDET_OK);
 			for (int r = 0; r < 2; r++) {
 				struct ndet_kernel_args args;
 				assert_true(fake_cuda_last_launch(r, &args));
@@ -1215,7 +1220,8 @@ static void test_calls_never_block_the_host(void **state)
 	const int before = runtime().blocking;
 	for (int captured = 0; captured < 2; captured++) {
 		for (int r = 0; r < 2; r++)
-			fake_cuda_set_capture(streams[r], captured ? 11 + (unsigned long long)r : 0);
+			fake_cuda_set_capture(streams[r],
+					      captured ? 11 + (unsigned long long)r : 0);
 		for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
 			for (int r = 0; r < 2; r++)
 				assert_int_equal(ndet_engine_allreduce(group.engines[r], plan_send,
@@ -1237,10 +1243,12 @@ static void test_calls_never_block_the_host(void **state)
 								.dtype = NDET_DTYPE_F32,
 								.op = NDET_OP_SUM,
 								.root = 1};
-			assert_int_equal(ndet_engine_collective(group.engines[r], &scatter, streams[r]),
-					 NDET_OK);
-			assert_int_equal(ndet_engine_collective(group.engines[r], &reduce, streams[r]),
-					 NDET_OK);
+			assert_int_equal(
+				ndet_engine_collective(group.engines[r], &scatter, streams[r]),
+				NDET_OK);
+			assert_int_equal(
+				ndet_engine_collective(group.engines[r], &reduce, streams[r]),
+				NDET_OK);
 		}
 	}
 	for (int r = 0; r < 2; r++)
@@ -1282,9 +1290,11 @@ static void test_setup_gpu_without_kernel_image(void **state)
 		for (int r = 0; r < 3; r++) {
 			assert_int_not_equal(group.results[r].status, NDET_OK);
 			assert_null(group.results[r].engine);
-			assert_int_equal(group.results[r].verdict.reason, NDET_VERDICT_LOCAL_FAILURE);
+			assert_int_equal(group.results[r].verdict.reason,
+					 NDET_VERDICT_LOCAL_FAILURE);
 			assert_int_equal(group.results[r].verdict.offending_rank, 0);
-			assert_int_equal(group.results[r].verdict.detail, NDET_LOCAL_UNSUPPORTED_GPU);
+			assert_int_equal(group.results[r].verdict.detail,
+					 NDET_LOCAL_UNSUPPORTED_GPU);
 		}
 		assert_int_equal(runtime().launches, 0);
 		assert_nothing_held();
@@ -1386,10 +1396,9 @@ static void test_lanes_follow_grid_cap(void **state)
 		for (size_t count = 100; count <= COUNT * 64; count *= 4) {
 			for (int r = 0; r < 4; r++) {
 				assert_int_equal(group.results[r].status, NDET_OK);
-				assert_int_equal(ndet_engine_allreduce(group.engines[r], send_big,
-								       recv_big, count,
-								       NDET_DTYPE_F32, NDET_OP_SUM,
-								       NULL),
+				assert_int_equal(ndet_engine_allreduce(
+							 group.engines[r], send_big, recv_big,
+							 count, NDET_DTYPE_F32, NDET_OP_SUM, NULL),
 						 NDET_OK);
 				struct ndet_kernel_args args;
 				assert_true(fake_cuda_last_launch(r, &args));

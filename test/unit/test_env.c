@@ -268,21 +268,23 @@ static void test_env_many_definitions(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_env_nothing_set, test_setup, test_teardown),
-	    cmocka_unit_test_setup_teardown(test_env_conf_file_syntax, test_setup, test_teardown),
-	    cmocka_unit_test_setup_teardown(test_env_value_copied_from_conf_by_nccl, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_env_environment_beats_conf_files, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_env_system_file_read_after_user_file, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_env_nccl_conf_file_replaces_home_file, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_env_files_read_once_until_reset, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_env_long_lines_are_read_whole, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_env_many_definitions, test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_env_nothing_set, test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_env_conf_file_syntax, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_env_value_copied_from_conf_by_nccl, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_env_environment_beats_conf_files, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_env_system_file_read_after_user_file,
+						test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_env_nccl_conf_file_replaces_home_file,
+						test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_env_files_read_once_until_reset, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_env_long_lines_are_read_whole, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_env_many_definitions, test_setup,
+						test_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,8 +27,8 @@
 #include "common/ndet_log.h"
 
 static const char *const test_variables[] = {
-    "NCCL_DET_DEBUG",    "NCCL_DET_DEBUG_SUBSYS", "NCCL_DET_DEBUG_FILE", "NCCL_DEBUG",
-    "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE",       "NCCL_CONF_FILE",
+	"NCCL_DET_DEBUG",    "NCCL_DET_DEBUG_SUBSYS", "NCCL_DET_DEBUG_FILE", "NCCL_DEBUG",
+	"NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE",       "NCCL_CONF_FILE",
 };
 
 static const unsigned test_subsystems[] = {NDET_SUBSYS_INIT, NDET_SUBSYS_ENV,    NDET_SUBSYS_SETUP,
@@ -152,9 +152,9 @@ static void test_log_level_names(void **state)
 		const char *text;
 		ndet_log_level_t level;
 	} cases[] = {
-	    {"VERSION", NDET_LOG_VERSION}, {"WARN", NDET_LOG_WARN},  {"warn", NDET_LOG_WARN},
-	    {"INFO", NDET_LOG_INFO},       {"Info", NDET_LOG_INFO},  {"TRACE", NDET_LOG_TRACE},
-	    {"NONE", NDET_LOG_NONE},       {"bogus", NDET_LOG_WARN},
+		{"VERSION", NDET_LOG_VERSION}, {"WARN", NDET_LOG_WARN},  {"warn", NDET_LOG_WARN},
+		{"INFO", NDET_LOG_INFO},       {"Info", NDET_LOG_INFO},  {"TRACE", NDET_LOG_TRACE},
+		{"NONE", NDET_LOG_NONE},       {"bogus", NDET_LOG_WARN},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		test_setenv("NCCL_DET_DEBUG", cases[i].text);
@@ -246,8 +246,8 @@ static void test_log_subsys_list(void **state)
 	test_setenv("NCCL_DET_DEBUG_SUBSYS", "ALL");
 	test_relog();
 	assert_int_equal(test_info_mask(), NDET_SUBSYS_INIT | NDET_SUBSYS_ENV | NDET_SUBSYS_SETUP |
-					       NDET_SUBSYS_COLL | NDET_SUBSYS_ENGINE |
-					       NDET_SUBSYS_ALLOC);
+						   NDET_SUBSYS_COLL | NDET_SUBSYS_ENGINE |
+						   NDET_SUBSYS_ALLOC);
 }
 
 static void test_log_subsys_negation(void **state)
@@ -256,11 +256,11 @@ static void test_log_subsys_negation(void **state)
 	test_setenv("NCCL_DET_DEBUG_SUBSYS", "^COLL");
 	test_relog();
 	assert_int_equal(test_info_mask(), NDET_SUBSYS_INIT | NDET_SUBSYS_ENV | NDET_SUBSYS_SETUP |
-					       NDET_SUBSYS_ENGINE | NDET_SUBSYS_ALLOC);
+						   NDET_SUBSYS_ENGINE | NDET_SUBSYS_ALLOC);
 	test_setenv("NCCL_DET_DEBUG_SUBSYS", "^COLL,ENV");
 	test_relog();
 	assert_int_equal(test_info_mask(), NDET_SUBSYS_INIT | NDET_SUBSYS_SETUP |
-					       NDET_SUBSYS_ENGINE | NDET_SUBSYS_ALLOC);
+						   NDET_SUBSYS_ENGINE | NDET_SUBSYS_ALLOC);
 }
 
 /* A bad value of our own keeps the default mask: a typo never turns INFO off. */
@@ -289,7 +289,7 @@ static void test_log_subsys_falls_back_to_nccl(void **state)
 	test_setenv("NCCL_DEBUG_SUBSYS", "^INIT");
 	test_relog();
 	assert_int_equal(test_info_mask(), NDET_SUBSYS_ENV | NDET_SUBSYS_SETUP | NDET_SUBSYS_COLL |
-					       NDET_SUBSYS_ENGINE | NDET_SUBSYS_ALLOC);
+						   NDET_SUBSYS_ENGINE | NDET_SUBSYS_ALLOC);
 	test_setenv("NCCL_DET_DEBUG_SUBSYS", "ENGINE");
 	test_relog();
 	assert_int_equal(test_info_mask(), NDET_SUBSYS_ENGINE);
@@ -412,27 +412,28 @@ static void test_log_warn_once_from_many_threads(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_log_default_level_is_warn, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_log_level_names, test_setup, test_teardown),
-	    cmocka_unit_test_setup_teardown(test_log_det_debug_beats_nccl_debug, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_log_level_from_conf_file, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_log_subsys_default_is_init_env, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_log_subsys_list, test_setup, test_teardown),
-	    cmocka_unit_test_setup_teardown(test_log_subsys_negation, test_setup, test_teardown),
-	    cmocka_unit_test_setup_teardown(test_log_subsys_typo_keeps_default, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_log_subsys_falls_back_to_nccl, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_log_line_format, test_setup, test_teardown),
-	    cmocka_unit_test_setup_teardown(test_log_file_pattern_and_nccl_fallback, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_log_keeps_errno, test_setup, test_teardown),
-	    cmocka_unit_test_setup_teardown(test_log_warn_once_from_many_threads, test_setup,
-					    test_teardown),
+		cmocka_unit_test_setup_teardown(test_log_default_level_is_warn, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_log_level_names, test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_log_det_debug_beats_nccl_debug, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_log_level_from_conf_file, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_log_subsys_default_is_init_env, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_log_subsys_list, test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_log_subsys_negation, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_log_subsys_typo_keeps_default, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_log_subsys_falls_back_to_nccl, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_log_line_format, test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_log_file_pattern_and_nccl_fallback, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_log_keeps_errno, test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_log_warn_once_from_many_threads, test_setup,
+						test_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -46,7 +46,7 @@ static void test_plan_ll(void **state)
 	assert_int_equal(plan.steps, 1);
 	assert_int_equal(plan.chunk_elems, NDET_LL_BLOCK_BYTES / 4);
 	/* Inclusive, in bytes; every element in exactly one block. */
-	const ndet_dtype_t dtypes[] = {NDET_DTYPE_F32, NDET_DTYPE_F16, NDET_DTYPE_BF16,
+	const ndet_dtype_t dtypes[] = {NDET_DTYPE_F32, NDET_DTYPE_F16,    NDET_DTYPE_BF16,
 				       NDET_DTYPE_F64, NDET_DTYPE_F8E4M3, NDET_DTYPE_F8E5M2};
 	for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
 		const uint64_t size = ndet_plan_dtype_size(dtypes[d]);
@@ -205,7 +205,7 @@ static void test_plan_oneshot_auto(void **state)
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_ONESHOT);
 	assert_int_equal(plan.blocks, 32); /* a block per 8 KiB, held at 32 below 8 MiB */
-	p.count += 8; /* one 16-byte pack past 2 MiB */
+	p.count += 8;                      /* one 16-byte pack past 2 MiB */
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_TWOSHOT);
 	p.count = (4u << 20) / 2;
@@ -256,9 +256,9 @@ static void test_plan_path_names(void **state)
 	static const struct {
 		ndet_path_t path;
 		const char *name;
-	} names[] = {{NDET_PATH_NONE, "none"},       {NDET_PATH_COPY, "copy"},
-		     {NDET_PATH_ONESHOT, "1shot"},   {NDET_PATH_TWOSHOT, "2shot"},
-		     {NDET_PATH_SCATTER, "rs"},      {NDET_PATH_LL, "ll"},
+	} names[] = {{NDET_PATH_NONE, "none"},     {NDET_PATH_COPY, "copy"},
+		     {NDET_PATH_ONESHOT, "1shot"}, {NDET_PATH_TWOSHOT, "2shot"},
+		     {NDET_PATH_SCATTER, "rs"},    {NDET_PATH_LL, "ll"},
 		     {NDET_PATH_PUSH, "push"}};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		assert_string_equal(ndet_plan_path_name(names[i].path), names[i].name);
@@ -337,7 +337,7 @@ static void test_plan_push(void **state)
 	const struct {
 		uint64_t bytes;
 		uint32_t blocks;
-	} grids[] = {{1u << 20, 64},  {8u << 20, 64},  {32u << 20, 64}, {(32u << 20) + 4, 65},
+	} grids[] = {{1u << 20, 64},  {8u << 20, 64},   {32u << 20, 64}, {(32u << 20) + 4, 65},
 		     {48u << 20, 96}, {64u << 20, 128}, {1u << 30, 128}};
 	for (size_t i = 0; i < sizeof(grids) / sizeof(grids[0]); i++) {
 		q.count = grids[i].bytes / 4;
@@ -422,15 +422,18 @@ static void check_coverage(const struct ndet_plan_params *p, const struct ndet_p
 					assert_true((n - 1) * seg < len);
 				uint64_t covered = 0;
 				for (int r = 0; r < p->nranks; r++) {
-					uint64_t begin = (uint64_t)r * seg < len ? (uint64_t)r * seg : len;
+					uint64_t begin =
+						(uint64_t)r * seg < len ? (uint64_t)r * seg : len;
 					uint64_t end = begin + seg < len ? begin + seg : len;
 					covered += end - begin;
 				}
 				assert_int_equal(covered, len);
 				/* Push: a segment fits its slot, and 2 x 2n slots the lane. */
 				if (plan->path == NDET_PATH_PUSH) {
-					const uint64_t slot = plan->chunk_elems / (uint64_t)p->nranks;
-					assert_int_equal(plan->chunk_elems % (uint64_t)p->nranks, 0);
+					const uint64_t slot =
+						plan->chunk_elems / (uint64_t)p->nranks;
+					assert_int_equal(plan->chunk_elems % (uint64_t)p->nranks,
+							 0);
 					assert_int_equal(slot % pack, 0);
 					assert_true(seg <= slot);
 					/* A full chunk splits into exactly its slots. */
@@ -547,13 +550,13 @@ static void test_plan_chunks_large_messages(void **state)
 	assert_int_equal(plan.chunk_elems, (1u << 20) / 4);
 	assert_int_equal(ndet_segment_elems(plan.chunk_elems, 3, 4) * 4, 349696);
 	/* Hand-computed splits: 512-byte units from n of them per share, else packs. */
-	assert_int_equal(ndet_segment_elems(100, 2, 4), 52);       /* 200 B: packs */
-	assert_int_equal(ndet_segment_elems(512, 2, 4), 256);      /* 1 KiB: 2 units */
-	assert_int_equal(ndet_segment_elems(514, 2, 4), 384);      /* 1028 B -> 1536 */
-	assert_int_equal(ndet_segment_elems(1530, 3, 2), 512);     /* 1020 B: packs */
-	assert_int_equal(ndet_segment_elems(1500, 3, 2), 504);     /* 1000 B < 3 units */
-	assert_int_equal(ndet_segment_elems(2310, 3, 2), 1024);    /* 1540 B -> 2048 */
-	assert_int_equal(ndet_segment_elems(1, 8, 8), 2);          /* one f64 pack */
+	assert_int_equal(ndet_segment_elems(100, 2, 4), 52);          /* 200 B: packs */
+	assert_int_equal(ndet_segment_elems(512, 2, 4), 256);         /* 1 KiB: 2 units */
+	assert_int_equal(ndet_segment_elems(514, 2, 4), 384);         /* 1028 B -> 1536 */
+	assert_int_equal(ndet_segment_elems(1530, 3, 2), 512);        /* 1020 B: packs */
+	assert_int_equal(ndet_segment_elems(1500, 3, 2), 504);        /* 1000 B < 3 units */
+	assert_int_equal(ndet_segment_elems(2310, 3, 2), 1024);       /* 1540 B -> 2048 */
+	assert_int_equal(ndet_segment_elems(1, 8, 8), 2);             /* one f64 pack */
 	assert_int_equal(ndet_segment_elems(16 * 1100, 16, 8), 1152); /* 8800 B -> 9216 */
 	/* Small messages use few blocks. */
 	p = params_of(1024, NDET_DTYPE_F32, 8);
@@ -665,21 +668,21 @@ static void test_plan_grid_tiers(void **state)
 		uint32_t blocks;
 	} cases[] = {
 		{8, 1, 1},
-		{32 << 10, 1, 4},         /* one-shot quota: 8 KiB */
-		{(64 << 10) + 2, 1, 5},   /* two-shot quota: 16 KiB */
+		{32 << 10, 1, 4},       /* one-shot quota: 8 KiB */
+		{(64 << 10) + 2, 1, 5}, /* two-shot quota: 16 KiB */
 		{256 << 10, 1, 16},
-		{2 << 20, 1, 32},         /* 128 by quota, held at 32 below 8 MiB */
+		{2 << 20, 1, 32}, /* 128 by quota, held at 32 below 8 MiB */
 		{(8 << 20) - 16, 1, 32},
-		{8 << 20, 1, 64},         /* 64 from 8 MiB */
+		{8 << 20, 1, 64}, /* 64 from 8 MiB */
 		{16 << 20, 1, 64},
-		{(64 << 20), 1, 64},      /* 64 MiB: still 64 */
-		{(65 << 20), 1, 65},      /* one block per MiB from 65 MiB */
+		{(64 << 20), 1, 64}, /* 64 MiB: still 64 */
+		{(65 << 20), 1, 65}, /* one block per MiB from 65 MiB */
 		{80 << 20, 1, 80},
-		{1ull << 30, 1, 96},      /* the setting */
-		{1ull << 30, 3, 64},      /* 192 / 3 */
-		{1ull << 30, 8, 24},      /* 192 / 8 */
-		{8 << 20, 16, 12},        /* 192 / 16 */
-		{1ull << 30, 300, 1},     /* never below one block */
+		{1ull << 30, 1, 96},  /* the setting */
+		{1ull << 30, 3, 64},  /* 192 / 3 */
+		{1ull << 30, 8, 24},  /* 192 / 8 */
+		{8 << 20, 16, 12},    /* 192 / 16 */
+		{1ull << 30, 300, 1}, /* never below one block */
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		p.count = cases[i].bytes / 2;
@@ -714,9 +717,8 @@ static void test_plan_grid_tiers(void **state)
 		int nranks, sms, ranks_per_device;
 		uint32_t blocks;
 	} small[] = {
-		{2, 16, 1, 32}, {2, 16, 4, 8}, {2, 1, 1, 2},   {2, 1, 4, 1},
-		{2, 0, 1, 96},  {2, 200, 2, 96}, {2, 200, 4, 48}, {16, 16, 1, 16},
-		{16, 16, 4, 4}, {16, 200, 1, 96},
+		{2, 16, 1, 32},  {2, 16, 4, 8},   {2, 1, 1, 2},    {2, 1, 4, 1},   {2, 0, 1, 96},
+		{2, 200, 2, 96}, {2, 200, 4, 48}, {16, 16, 1, 16}, {16, 16, 4, 4}, {16, 200, 1, 96},
 	};
 	for (size_t i = 0; i < sizeof(small) / sizeof(small[0]); i++) {
 		p.nranks = small[i].nranks;

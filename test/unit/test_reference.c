@@ -88,9 +88,9 @@ static void reduce_one(ndet_dtype_t dtype, ndet_op_t op, int nranks, const void 
 		inputs[r] = (const char *)values + (size_t)r * size;
 	assert_int_equal(ndet_reference_allreduce(inputs, nranks, tree, 1, dtype, op), NDET_OK);
 	if (sequential != NULL)
-		assert_int_equal(
-		    ndet_reference_allreduce_sequential(inputs, nranks, sequential, 1, dtype, op),
-		    NDET_OK);
+		assert_int_equal(ndet_reference_allreduce_sequential(inputs, nranks, sequential, 1,
+								     dtype, op),
+				 NDET_OK);
 }
 
 static float tree_f32(ndet_op_t op, int nranks, const float *values)
@@ -158,8 +158,8 @@ static uint16_t slow_round_to_16(ndet_dtype_t dtype, float value)
 	uint16_t above_pattern = (uint16_t)(low + 1);
 	double below = ndet_test_element_to_double(dtype, &low, 0);
 	double above = low == largest_finite
-			   ? beyond_largest
-			   : ndet_test_element_to_double(dtype, &above_pattern, 0);
+			       ? beyond_largest
+			       : ndet_test_element_to_double(dtype, &above_pattern, 0);
 	uint16_t pick;
 
 	/* 2 * magnitude and below + above are exact in double. */
@@ -188,8 +188,8 @@ struct fp8_spec {
 };
 
 static const struct fp8_spec fp8_specs[] = {
-    {NDET_DTYPE_F8E4M3, 4, 3, 7, 0x7e, 0, ndet_fp8_e4m3_to_float, ndet_float_to_fp8_e4m3},
-    {NDET_DTYPE_F8E5M2, 5, 2, 15, 0x7b, 1, ndet_fp8_e5m2_to_float, ndet_float_to_fp8_e5m2},
+	{NDET_DTYPE_F8E4M3, 4, 3, 7, 0x7e, 0, ndet_fp8_e4m3_to_float, ndet_float_to_fp8_e4m3},
+	{NDET_DTYPE_F8E5M2, 5, 2, 15, 0x7b, 1, ndet_fp8_e5m2_to_float, ndet_float_to_fp8_e5m2},
 };
 
 static const struct fp8_spec *fp8_spec_of(ndet_dtype_t dtype)
@@ -298,8 +298,8 @@ static void reduce_one_node_rounded(ndet_dtype_t dtype, ndet_op_t op, int nranks
 	for (int r = 0; r < nranks; r++)
 		inputs[r] = (const char *)values + (size_t)r * size;
 	assert_int_equal(
-	    ndet_reference_allreduce_node_rounded(inputs, nranks, result, 1, dtype, op),
-	    NDET_OK);
+		ndet_reference_allreduce_node_rounded(inputs, nranks, result, 1, dtype, op),
+		NDET_OK);
 }
 
 static uint8_t tree_8(ndet_dtype_t dtype, ndet_op_t op, int nranks, const uint8_t *values)
@@ -326,8 +326,7 @@ static uint8_t sequential_8(ndet_dtype_t dtype, ndet_op_t op, int nranks, const 
 	return sequential;
 }
 
-static uint8_t node_rounded_8(ndet_dtype_t dtype, ndet_op_t op, int nranks,
-			      const uint8_t *values)
+static uint8_t node_rounded_8(ndet_dtype_t dtype, ndet_op_t op, int nranks, const uint8_t *values)
 {
 	uint8_t result;
 
@@ -388,22 +387,22 @@ static void test_tree_string_hand_written(void **state)
 		int nranks;
 		const char *text;
 	} cases[] = {
-	    {1, "0"},
-	    {2, "(0+1)"},
-	    {3, "((0+1)+2)"},
-	    {4, "((0+1)+(2+3))"},
-	    {5, "(((0+1)+(2+3))+4)"},
-	    {6, "(((0+1)+(2+3))+(4+5))"},
-	    {7, "(((0+1)+(2+3))+((4+5)+6))"},
-	    {8, "(((0+1)+(2+3))+((4+5)+(6+7)))"},
-	    {9, "((((0+1)+(2+3))+((4+5)+(6+7)))+8)"},
-	    {10, "((((0+1)+(2+3))+((4+5)+(6+7)))+(8+9))"},
-	    {11, "((((0+1)+(2+3))+((4+5)+(6+7)))+((8+9)+10))"},
-	    {12, "((((0+1)+(2+3))+((4+5)+(6+7)))+((8+9)+(10+11)))"},
-	    {13, "((((0+1)+(2+3))+((4+5)+(6+7)))+(((8+9)+(10+11))+12))"},
-	    {14, "((((0+1)+(2+3))+((4+5)+(6+7)))+(((8+9)+(10+11))+(12+13)))"},
-	    {15, "((((0+1)+(2+3))+((4+5)+(6+7)))+(((8+9)+(10+11))+((12+13)+14)))"},
-	    {16, "((((0+1)+(2+3))+((4+5)+(6+7)))+(((8+9)+(10+11))+((12+13)+(14+15))))"},
+		{1, "0"},
+		{2, "(0+1)"},
+		{3, "((0+1)+2)"},
+		{4, "((0+1)+(2+3))"},
+		{5, "(((0+1)+(2+3))+4)"},
+		{6, "(((0+1)+(2+3))+(4+5))"},
+		{7, "(((0+1)+(2+3))+((4+5)+6))"},
+		{8, "(((0+1)+(2+3))+((4+5)+(6+7)))"},
+		{9, "((((0+1)+(2+3))+((4+5)+(6+7)))+8)"},
+		{10, "((((0+1)+(2+3))+((4+5)+(6+7)))+(8+9))"},
+		{11, "((((0+1)+(2+3))+((4+5)+(6+7)))+((8+9)+10))"},
+		{12, "((((0+1)+(2+3))+((4+5)+(6+7)))+((8+9)+(10+11)))"},
+		{13, "((((0+1)+(2+3))+((4+5)+(6+7)))+(((8+9)+(10+11))+12))"},
+		{14, "((((0+1)+(2+3))+((4+5)+(6+7)))+(((8+9)+(10+11))+(12+13)))"},
+		{15, "((((0+1)+(2+3))+((4+5)+(6+7)))+(((8+9)+(10+11))+((12+13)+14)))"},
+		{16, "((((0+1)+(2+3))+((4+5)+(6+7)))+(((8+9)+(10+11))+((12+13)+(14+15))))"},
 	};
 	char text[256];
 
@@ -545,9 +544,9 @@ static void test_tree_evaluation_matches_tree_string(void **state)
 					    NDET_TEST_DATA_CANCEL);
 			inputs[r] = data[r];
 		}
-		assert_int_equal(
-		    ndet_reference_allreduce(inputs, n, result, count, NDET_DTYPE_F32, NDET_OP_SUM),
-		    NDET_OK);
+		assert_int_equal(ndet_reference_allreduce(inputs, n, result, count, NDET_DTYPE_F32,
+							  NDET_OP_SUM),
+				 NDET_OK);
 		for (size_t i = 0; i < count; i++) {
 			float x[NDET_MAX_RANKS];
 
@@ -574,44 +573,44 @@ static void test_f32_sum_hand_values_order_matters(void **state)
 		float tree;       /* by hand, following the tree */
 		float sequential; /* by hand, left to right */
 	} cases[] = {
-	    /* n = 3: the tree is ((0+1)+2), the sequential order itself. */
-	    {3, {1e8f, 1, -1e8f}, 0, 0},
-	    {3, {1e8f, -1e8f, 1}, 1, 1},
-	    /* (1+1e8)+(-1e8+1) = 1e8-1e8 = 0; ((1+1e8)-1e8)+1 = 1 */
-	    {4, {1, 1e8f, -1e8f, 1}, 0, 1},
-	    /* ((1e8+1)+(-1e8+1))+1 = 1; 1e8+1-1e8+1+1 = 2 */
-	    {5, {1e8f, 1, -1e8f, 1, 1}, 1, 2},
-	    {6, {1e8f, 1, -1e8f, 1, 1, 1}, 2, 3},
-	    {7, {1e8f, 1, -1e8f, 1, 1, 1, 1}, 3, 4},
-	    {8, {1e8f, 1, -1e8f, 1, 1, 1, 1, 1}, 4, 5},
-	    /* 4 + ((1e8+1)+(-1e8+1)) = 4; 4+1e8 is a tie that goes to 1e8 (even) ... = 1 */
-	    {8, {1, 1, 1, 1, 1e8f, 1, -1e8f, 1}, 4, 1},
-	    /*
-	     * n = 9 ... 16: 1e8 at rank 0, -1e8 at rank 4, ones elsewhere.  Tree: the
-	     * first eight ranks give ((1e8+1)+(1+1)) + ((-1e8+1)+(1+1)) = 1e8 + -1e8 = 0
-	     * (1e8+2 rounds to 1e8), and the n - 8 ranks after them n - 8 ones exactly:
-	     * n - 8.  Left to right: ranks 1-3 vanish into 1e8, rank 4 cancels it, and
-	     * the n - 5 ones after it count: n - 5.
-	     */
-	    {9, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1}, 1, 4},
-	    {10, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1}, 2, 5},
-	    {11, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1, 1}, 3, 6},
-	    {12, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1, 1, 1}, 4, 7},
-	    {13, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1, 1, 1, 1}, 5, 8},
-	    {14, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 6, 9},
-	    {15, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 7, 10},
-	    {16, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 8, 11},
-	    /*
-	     * The right subtree's shape: 1e8 at rank 8 and -1e8 at rank 12, ones
-	     * elsewhere.  Tree: the first eight ranks give 8; ranks 8-11 give
-	     * (1e8+1)+(1+1) = 1e8; ranks 12..n-1 give -1e8 (the ones after it vanish,
-	     * at most three of them); 8 + (1e8 + -1e8) = 8.  Left to right: 8 + 1e8 =
-	     * 100000008 exactly, ranks 9-11 each round back to it (100000009 is nearer
-	     * 100000008), rank 12 leaves 8, and the n - 13 ones after it count: n - 5.
-	     */
-	    {14, {1, 1, 1, 1, 1, 1, 1, 1, 1e8f, 1, 1, 1, -1e8f, 1}, 8, 9},
-	    {15, {1, 1, 1, 1, 1, 1, 1, 1, 1e8f, 1, 1, 1, -1e8f, 1, 1}, 8, 10},
-	    {16, {1, 1, 1, 1, 1, 1, 1, 1, 1e8f, 1, 1, 1, -1e8f, 1, 1, 1}, 8, 11},
+		/* n = 3: the tree is ((0+1)+2), the sequential order itself. */
+		{3, {1e8f, 1, -1e8f}, 0, 0},
+		{3, {1e8f, -1e8f, 1}, 1, 1},
+		/* (1+1e8)+(-1e8+1) = 1e8-1e8 = 0; ((1+1e8)-1e8)+1 = 1 */
+		{4, {1, 1e8f, -1e8f, 1}, 0, 1},
+		/* ((1e8+1)+(-1e8+1))+1 = 1; 1e8+1-1e8+1+1 = 2 */
+		{5, {1e8f, 1, -1e8f, 1, 1}, 1, 2},
+		{6, {1e8f, 1, -1e8f, 1, 1, 1}, 2, 3},
+		{7, {1e8f, 1, -1e8f, 1, 1, 1, 1}, 3, 4},
+		{8, {1e8f, 1, -1e8f, 1, 1, 1, 1, 1}, 4, 5},
+		/* 4 + ((1e8+1)+(-1e8+1)) = 4; 4+1e8 is a tie that goes to 1e8 (even) ... = 1 */
+		{8, {1, 1, 1, 1, 1e8f, 1, -1e8f, 1}, 4, 1},
+		/*
+		 * n = 9 ... 16: 1e8 at rank 0, -1e8 at rank 4, ones elsewhere.  Tree: the
+		 * first eight ranks give ((1e8+1)+(1+1)) + ((-1e8+1)+(1+1)) = 1e8 + -1e8 = 0
+		 * (1e8+2 rounds to 1e8), and the n - 8 ranks after them n - 8 ones exactly:
+		 * n - 8.  Left to right: ranks 1-3 vanish into 1e8, rank 4 cancels it, and
+		 * the n - 5 ones after it count: n - 5.
+		 */
+		{9, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1}, 1, 4},
+		{10, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1}, 2, 5},
+		{11, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1, 1}, 3, 6},
+		{12, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1, 1, 1}, 4, 7},
+		{13, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1, 1, 1, 1}, 5, 8},
+		{14, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 6, 9},
+		{15, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 7, 10},
+		{16, {1e8f, 1, 1, 1, -1e8f, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 8, 11},
+		/*
+		 * The right subtree's shape: 1e8 at rank 8 and -1e8 at rank 12, ones
+		 * elsewhere.  Tree: the first eight ranks give 8; ranks 8-11 give
+		 * (1e8+1)+(1+1) = 1e8; ranks 12..n-1 give -1e8 (the ones after it vanish,
+		 * at most three of them); 8 + (1e8 + -1e8) = 8.  Left to right: 8 + 1e8 =
+		 * 100000008 exactly, ranks 9-11 each round back to it (100000009 is nearer
+		 * 100000008), rank 12 leaves 8, and the n - 13 ones after it count: n - 5.
+		 */
+		{14, {1, 1, 1, 1, 1, 1, 1, 1, 1e8f, 1, 1, 1, -1e8f, 1}, 8, 9},
+		{15, {1, 1, 1, 1, 1, 1, 1, 1, 1e8f, 1, 1, 1, -1e8f, 1, 1}, 8, 10},
+		{16, {1, 1, 1, 1, 1, 1, 1, 1, 1e8f, 1, 1, 1, -1e8f, 1, 1, 1}, 8, 11},
 	};
 
 	for (size_t c = 0; c < ARRAY_SIZE(cases); c++) {
@@ -749,8 +748,8 @@ static void test_f16_bf16_match_tree_expression(void **state)
 
 		fill_cancelling_ranks(dtype, data, sizeof(data[0]), count, n, inputs);
 		assert_int_equal(
-		    ndet_reference_allreduce(inputs, n, result, count, dtype, NDET_OP_SUM),
-		    NDET_OK);
+			ndet_reference_allreduce(inputs, n, result, count, dtype, NDET_OP_SUM),
+			NDET_OK);
 		for (size_t i = 0; i < count; i++) {
 			float x[n];
 
@@ -846,9 +845,9 @@ static void test_specials_inf_nan(void **state)
 	const uint16_t half_nan[3] = {0x7e00, 0x4000, 0x7e00};
 
 	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_MIN, 3, half_nan), 0x4000);
-	assert_int_equal(
-	    tree_16(NDET_DTYPE_BF16, NDET_OP_MAX, 3, (const uint16_t[]){0x7fc0, 0x4000, 0x3f80}),
-	    0x4000);
+	assert_int_equal(tree_16(NDET_DTYPE_BF16, NDET_OP_MAX, 3,
+				 (const uint16_t[]){0x7fc0, 0x4000, 0x3f80}),
+			 0x4000);
 	assert_true(half_is_nan(tree_16(NDET_DTYPE_F16, NDET_OP_SUM, 3, half_nan)));
 	/* bf16: NaN = 0x7fc0, inf = 0x7f80; sums, products and averages of them. */
 	const uint16_t bf16_nan[4] = {0x3f80, 0x7fc0, 0x4000, 0x4040};
@@ -858,19 +857,22 @@ static void test_specials_inf_nan(void **state)
 		if (op == NDET_OP_MIN || op == NDET_OP_MAX)
 			continue;
 		assert_true(bfloat16_is_nan(tree_16(NDET_DTYPE_BF16, op, 4, bf16_nan)));
-		assert_true(half_is_nan(tree_16(NDET_DTYPE_F16, op, 4,
-						(const uint16_t[]){0x3c00, 0x7e00, 0x4000,
-								   0x4200})));
+		assert_true(
+			half_is_nan(tree_16(NDET_DTYPE_F16, op, 4,
+					    (const uint16_t[]){0x3c00, 0x7e00, 0x4000, 0x4200})));
 	}
 	assert_true(bfloat16_is_nan(tree_16(NDET_DTYPE_BF16, NDET_OP_SUM, 3, bf16_inf_minus_inf)));
-	assert_int_equal(tree_16(NDET_DTYPE_BF16, NDET_OP_SUM, 2, (const uint16_t[]){0x7f80, 0x3f80}),
-			 0x7f80);
+	assert_int_equal(
+		tree_16(NDET_DTYPE_BF16, NDET_OP_SUM, 2, (const uint16_t[]){0x7f80, 0x3f80}),
+		0x7f80);
 	/* Twice the largest bf16 (3.39e38) is past f32's range as well: inf. */
-	assert_int_equal(tree_16(NDET_DTYPE_BF16, NDET_OP_SUM, 2, (const uint16_t[]){0x7f7f, 0x7f7f}),
-			 0x7f80);
+	assert_int_equal(
+		tree_16(NDET_DTYPE_BF16, NDET_OP_SUM, 2, (const uint16_t[]){0x7f7f, 0x7f7f}),
+		0x7f80);
 	/* f16: 65504 + 65504 = 131008 in f32, inf in f16. */
-	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_SUM, 2, (const uint16_t[]){0x7bff, 0x7bff}),
-			 0x7c00);
+	assert_int_equal(
+		tree_16(NDET_DTYPE_F16, NDET_OP_SUM, 2, (const uint16_t[]){0x7bff, 0x7bff}),
+		0x7c00);
 
 	const double double_nan[3] = {NAN, -2, NAN};
 
@@ -914,9 +916,9 @@ static void test_specials_signed_zero(void **state)
 					 (const uint16_t[]){0x8000, 0x8000, 0x8000, 0x8000}),
 				 0x8000);
 		assert_int_equal(tree_16(dtype, NDET_OP_SUM, 2, half_zeros_swapped), 0x0000);
-		assert_int_equal(tree_16(dtype, NDET_OP_AVG, 3,
-					 (const uint16_t[]){0x8000, 0x8000, 0x8000}),
-				 0x8000);
+		assert_int_equal(
+			tree_16(dtype, NDET_OP_AVG, 3, (const uint16_t[]){0x8000, 0x8000, 0x8000}),
+			0x8000);
 		/* -0 * +0 = -0. */
 		assert_int_equal(tree_16(dtype, NDET_OP_PROD, 2, half_zeros), 0x8000);
 	}
@@ -951,9 +953,9 @@ static void test_specials_subnormals_survive(void **state)
 
 	assert_int_equal(float_bits(tree_f32(NDET_OP_SUM, 2, to_normal)), 0x00800000u);
 	/* A subnormal product: 2^-100 * 2^-40 = 2^-140. */
-	assert_int_equal(
-	    float_bits(tree_f32(NDET_OP_PROD, 2, (const float[]){ldexpf(1, -100), ldexpf(1, -40)})),
-	    float_bits(ldexpf(1, -140)));
+	assert_int_equal(float_bits(tree_f32(NDET_OP_PROD, 2,
+					     (const float[]){ldexpf(1, -100), ldexpf(1, -40)})),
+			 float_bits(ldexpf(1, -140)));
 
 	const double double_tiny = ldexp(1, -1074);
 	const double f64_tiny[3] = {double_tiny, double_tiny, double_tiny};
@@ -972,9 +974,9 @@ static void test_specials_subnormals_survive(void **state)
 	/* avg of 3 units and 0: 1.5 units rounds to the even 2 units. */
 	assert_int_equal(tree_16(NDET_DTYPE_F16, NDET_OP_AVG, 2, (const uint16_t[]){0x0003, 0}),
 			 0x0002);
-	assert_int_equal(
-	    tree_16(NDET_DTYPE_BF16, NDET_OP_SUM, 3, (const uint16_t[]){0x0001, 0x0001, 0x0001}),
-	    0x0003);
+	assert_int_equal(tree_16(NDET_DTYPE_BF16, NDET_OP_SUM, 3,
+				 (const uint16_t[]){0x0001, 0x0001, 0x0001}),
+			 0x0003);
 }
 
 /* ---------------------------------------------------------------- conversions */
@@ -1022,7 +1024,7 @@ static void test_bfloat16_round_trip_every_pattern(void **state)
 static void check_float_to_16(ndet_dtype_t dtype, float value)
 {
 	uint16_t got =
-	    dtype == NDET_DTYPE_F16 ? ndet_float_to_half(value) : ndet_float_to_bfloat16(value);
+		dtype == NDET_DTYPE_F16 ? ndet_float_to_half(value) : ndet_float_to_bfloat16(value);
 
 	if (isnan(value)) {
 		if (dtype == NDET_DTYPE_F16) {
@@ -1078,7 +1080,7 @@ static void check_neighbourhoods(ndet_dtype_t dtype)
 	for (int delta = -3; delta <= 3; delta++) {
 		check_float_to_16(dtype, float_from_bits(threshold_bits + (uint32_t)delta));
 		check_float_to_16(
-		    dtype, float_from_bits((threshold_bits + (uint32_t)delta) | 0x80000000u));
+			dtype, float_from_bits((threshold_bits + (uint32_t)delta) | 0x80000000u));
 	}
 }
 
@@ -1289,17 +1291,32 @@ static void check_fp8_rounding(const struct fp8_spec *f, uint64_t seed)
 
 	/* Half the smallest subnormal and around it. */
 	const double smallest = slow_fp8_value(f, 1);
-	const double tiny[] = {smallest / 2, smallest / 4, smallest * 1.5, smallest * 0.75,
-			       smallest / 1024, (double)FLT_MIN, (double)float_from_bits(1)};
+	const double tiny[] = {smallest / 2,
+			       smallest / 4,
+			       smallest * 1.5,
+			       smallest * 0.75,
+			       smallest / 1024,
+			       (double)FLT_MIN,
+			       (double)float_from_bits(1)};
 
 	for (size_t k = 0; k < ARRAY_SIZE(tiny); k++) {
 		check_float_to_fp8_around(f->dtype, (float)tiny[k]);
 		check_float_to_fp8_around(f->dtype, (float)-tiny[k]);
 	}
 
-	const float edges[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN,
-			       float_from_bits(0x7f800001u), float_from_bits(0xff800001u),
-			       float_from_bits(0x7fffffffu), 464.0f, 480.0f, 61440.0f, 57344.0f};
+	const float edges[] = {0.0f,
+			       -0.0f,
+			       INFINITY,
+			       -INFINITY,
+			       NAN,
+			       -NAN,
+			       float_from_bits(0x7f800001u),
+			       float_from_bits(0xff800001u),
+			       float_from_bits(0x7fffffffu),
+			       464.0f,
+			       480.0f,
+			       61440.0f,
+			       57344.0f};
 
 	for (size_t e = 0; e < ARRAY_SIZE(edges); e++)
 		check_float_to_fp8(f->dtype, edges[e]);
@@ -1314,8 +1331,8 @@ static void check_fp8_rounding(const struct fp8_spec *f, uint64_t seed)
 
 		check_float_to_fp8(f->dtype, float_from_bits((uint32_t)r));
 
-		int exponent = low_exponent + (int)((r >> 32) % (uint64_t)(high_exponent -
-									    low_exponent + 1));
+		int exponent = low_exponent +
+			       (int)((r >> 32) % (uint64_t)(high_exponent - low_exponent + 1));
 		float near = ldexpf(1.0f + (float)((r >> 40) & 0x7fffff) / 8388608.0f, exponent);
 
 		check_float_to_fp8(f->dtype, (r >> 63) ? -near : near);
@@ -1438,7 +1455,8 @@ static void test_fp8_specials_by_hand(void **state)
 	assert_int_equal(tree_8(e4m3, NDET_OP_SUM, 4, (const uint8_t[]){0x7e, 0x7e, 0xfe, 0x00}),
 			 0x7e);
 	assert_int_equal(
-	    node_rounded_8(e4m3, NDET_OP_SUM, 4, (const uint8_t[]){0x7e, 0x7e, 0xfe, 0x00}), 0x00);
+		node_rounded_8(e4m3, NDET_OP_SUM, 4, (const uint8_t[]){0x7e, 0x7e, 0xfe, 0x00}),
+		0x00);
 	assert_int_equal(tree_8(e4m3, NDET_OP_SUM, 4, (const uint8_t[]){0x7e, 0x7e, 0xfe, 0xf0}),
 			 0x7a /* 896 - 576 = 320 */);
 
@@ -1478,7 +1496,7 @@ static void test_fp8_specials_by_hand(void **state)
 			if (op == NDET_OP_MIN || op == NDET_OP_MAX)
 				continue;
 			assert_true(fp8_is_nan(
-			    dtype, tree_8(dtype, op, 3, (const uint8_t[]){one, nan, two})));
+				dtype, tree_8(dtype, op, 3, (const uint8_t[]){one, nan, two})));
 			const uint8_t negative_nan[3] = {one, two, (uint8_t)(nan | 0x80)};
 
 			assert_true(fp8_is_nan(dtype, tree_8(dtype, op, 3, negative_nan)));
@@ -1489,11 +1507,11 @@ static void test_fp8_specials_by_hand(void **state)
 		assert_int_equal(tree_8(dtype, NDET_OP_MAX, 3,
 					(const uint8_t[]){(uint8_t)(nan | 0x80), minus_two, nan}),
 				 minus_two);
-		assert_int_equal(tree_8(dtype, NDET_OP_MIN, 4,
-					(const uint8_t[]){one, nan, minus_two, nan}),
-				 minus_two);
+		assert_int_equal(
+			tree_8(dtype, NDET_OP_MIN, 4, (const uint8_t[]){one, nan, minus_two, nan}),
+			minus_two);
 		assert_true(
-		    fp8_is_nan(dtype, pair_8(dtype, NDET_OP_MAX, nan, (uint8_t)(nan | 0x80))));
+			fp8_is_nan(dtype, pair_8(dtype, NDET_OP_MAX, nan, (uint8_t)(nan | 0x80))));
 		/* Two different NaNs: the same bits in either order. */
 		assert_int_equal(pair_8(dtype, NDET_OP_MIN, 0x7f, 0xff),
 				 pair_8(dtype, NDET_OP_MIN, 0xff, 0x7f));
@@ -1504,7 +1522,8 @@ static void test_fp8_specials_by_hand(void **state)
 		assert_int_equal(pair_8(dtype, NDET_OP_MAX, 0x00, 0x80), 0x00);
 		assert_int_equal(pair_8(dtype, NDET_OP_MAX, 0x80, 0x00), 0x00);
 		assert_int_equal(
-		    tree_8(dtype, NDET_OP_SUM, 4, (const uint8_t[]){0x80, 0x80, 0x80, 0x80}), 0x80);
+			tree_8(dtype, NDET_OP_SUM, 4, (const uint8_t[]){0x80, 0x80, 0x80, 0x80}),
+			0x80);
 		assert_int_equal(pair_8(dtype, NDET_OP_SUM, 0x80, 0x00), 0x00);
 		assert_int_equal(pair_8(dtype, NDET_OP_PROD, 0x00, 0x80), 0x80);
 		assert_int_equal(tree_8(dtype, NDET_OP_AVG, 3, (const uint8_t[]){0x80, 0x80, 0x80}),
@@ -1552,7 +1571,8 @@ static void test_fp8_avg_prod_by_hand(void **state)
 	assert_int_equal(tree_8(e4m3, NDET_OP_PROD, 4, (const uint8_t[]){0x39, 0x39, 0x39, 0x39}),
 			 0x3d);
 	assert_int_equal(
-	    node_rounded_8(e4m3, NDET_OP_PROD, 4, (const uint8_t[]){0x39, 0x39, 0x39, 0x39}), 0x3c);
+		node_rounded_8(e4m3, NDET_OP_PROD, 4, (const uint8_t[]){0x39, 0x39, 0x39, 0x39}),
+		0x3c);
 }
 
 /*
@@ -1571,8 +1591,8 @@ static void test_fp8_premulsum_by_hand(void **state)
 	uint8_t out = 0xff;
 
 	assert_int_equal(
-	    ndet_reference_premulsum(e4m3_views, e4m3_scalars, 2, &out, 1, NDET_DTYPE_F8E4M3),
-	    NDET_OK);
+		ndet_reference_premulsum(e4m3_views, e4m3_scalars, 2, &out, 1, NDET_DTYPE_F8E4M3),
+		NDET_OK);
 	assert_int_equal(out, 0x20);
 	assert_int_equal(ndet_float_to_fp8_e4m3(3.375f), 0x46); /* what a rounded product is */
 
@@ -1582,8 +1602,8 @@ static void test_fp8_premulsum_by_hand(void **state)
 
 	out = 0xff;
 	assert_int_equal(
-	    ndet_reference_premulsum(e5m2_views, e5m2_scalars, 2, &out, 1, NDET_DTYPE_F8E5M2),
-	    NDET_OK);
+		ndet_reference_premulsum(e5m2_views, e5m2_scalars, 2, &out, 1, NDET_DTYPE_F8E5M2),
+		NDET_OK);
 	assert_int_equal(out, 0x2c);
 	assert_int_equal(ndet_float_to_fp8_e5m2(1.5625f), 0x3e);
 
@@ -1614,8 +1634,8 @@ static void test_fp8_match_tree_expression(void **state)
 
 		fill_cancelling_ranks(dtype, data, sizeof(data[0]), count, n, inputs);
 		assert_int_equal(
-		    ndet_reference_allreduce(inputs, n, result, count, dtype, NDET_OP_SUM),
-		    NDET_OK);
+			ndet_reference_allreduce(inputs, n, result, count, dtype, NDET_OP_SUM),
+			NDET_OK);
 		assert_int_equal(ndet_reference_allreduce_node_rounded(inputs, n, rounded, count,
 								       dtype, NDET_OP_SUM),
 				 NDET_OK);
@@ -1627,9 +1647,10 @@ static void test_fp8_match_tree_expression(void **state)
 
 			float sum = ((x[0] + x[1]) + (x[2] + x[3])) + x[4];
 			float node = slow_fp8_node(
-			    dtype, slow_fp8_node(dtype, slow_fp8_node(dtype, x[0] + x[1]) +
-							    slow_fp8_node(dtype, x[2] + x[3])) +
-				       x[4]);
+				dtype,
+				slow_fp8_node(dtype, slow_fp8_node(dtype, x[0] + x[1]) +
+							     slow_fp8_node(dtype, x[2] + x[3])) +
+					x[4]);
 
 			if (isnan(sum))
 				assert_true(fp8_is_nan(dtype, result[i]));
@@ -1667,12 +1688,13 @@ static void test_node_rounded_reference(void **state)
 		}
 		for (ndet_op_t op = 0; op < NDET_OP_COUNT; op++) {
 			assert_int_equal(
-			    ndet_reference_allreduce(inputs, n, tree, count, dtype, op), NDET_OK);
+				ndet_reference_allreduce(inputs, n, tree, count, dtype, op),
+				NDET_OK);
 			assert_int_equal(ndet_reference_allreduce_node_rounded(inputs, n, rounded,
 									       count, dtype, op),
 					 NDET_OK);
 			size_t differences =
-			    ndet_test_count_differences(dtype, tree, rounded, count, NULL);
+				ndet_test_count_differences(dtype, tree, rounded, count, NULL);
 
 			if (exact || op == NDET_OP_MIN || op == NDET_OP_MAX)
 				assert_int_equal(differences, 0);
@@ -1753,8 +1775,8 @@ static void check_e4m3_order_free(struct rank_buffers *b, int n, size_t count, n
 	ndet_reference_allreduce_sequential(b->reversed, n, b->other, count, dtype, op);
 	assert_int_equal(ndet_test_count_differences(dtype, b->tree, b->other, count, NULL), 0);
 	assert_int_equal(
-	    ndet_reference_allreduce_node_rounded(b->inputs, n, b->other, count, dtype, op),
-	    NDET_OK);
+		ndet_reference_allreduce_node_rounded(b->inputs, n, b->other, count, dtype, op),
+		NDET_OK);
 	differences = ndet_test_count_differences(dtype, b->tree, b->other, count, NULL);
 	if (differences <= count / 20)
 		fail_msg("f8e4m3 %s n=%d: one rounding and per-node rounding differ in %zu of %zu "
@@ -1778,15 +1800,15 @@ static void test_random_data_discriminates_orders(void **state)
 				ndet_test_fill_rank(dtype, b.data[r], 0, count, 100 + (uint64_t)n,
 						    r, n, NDET_TEST_DATA_CANCEL);
 			for (ndet_op_t op = NDET_OP_SUM; op <= NDET_OP_AVG; op += NDET_OP_AVG) {
-				assert_int_equal(
-				    ndet_reference_allreduce(b.inputs, n, b.tree, count, dtype, op),
-				    NDET_OK);
+				assert_int_equal(ndet_reference_allreduce(b.inputs, n, b.tree,
+									  count, dtype, op),
+						 NDET_OK);
 				if (dtype == NDET_DTYPE_F8E4M3) {
 					check_e4m3_order_free(&b, n, count, op);
 					continue;
 				}
 				assert_int_equal(ndet_reference_allreduce_sequential(
-						     b.inputs, n, b.other, count, dtype, op),
+							 b.inputs, n, b.other, count, dtype, op),
 						 NDET_OK);
 				differences = ndet_test_count_differences(dtype, b.tree, b.other,
 									  count, NULL);
@@ -1798,7 +1820,7 @@ static void test_random_data_discriminates_orders(void **state)
 						 ndet_dtype_name(dtype), ndet_op_name(op), n,
 						 differences, count);
 				assert_int_equal(ndet_reference_allreduce_sequential(
-						     b.reversed, n, b.other, count, dtype, op),
+							 b.reversed, n, b.other, count, dtype, op),
 						 NDET_OK);
 				differences = ndet_test_count_differences(dtype, b.tree, b.other,
 									  count, NULL);
@@ -1838,7 +1860,7 @@ static void test_independent_random_data_discriminates_f32_f64(void **state)
 				ndet_reference_allreduce_sequential(b.inputs, n, b.other, count,
 								    dtypes[d], ops[o]);
 				size_t differences = ndet_test_count_differences(
-				    dtypes[d], b.tree, b.other, count, NULL);
+					dtypes[d], b.tree, b.other, count, NULL);
 
 				if (differences <= count / 20)
 					fail_msg("%s %s n=%d: %zu of %d differ",
@@ -1894,7 +1916,7 @@ static void test_avg_is_tree_sum_divided_by_n(void **state)
 			for (int r = 0; r < n; r++)
 				ndet_test_fill_rank(dtype, b.data[r], 0, count, 77, r, n,
 						    NDET_TEST_DATA_CANCEL |
-							NDET_TEST_DATA_SPECIALS);
+							    NDET_TEST_DATA_SPECIALS);
 			ndet_reference_allreduce(b.inputs, n, b.tree, count, dtype, NDET_OP_AVG);
 			if (dtype == NDET_DTYPE_F64) {
 				ndet_reference_allreduce(b.inputs, n, b.other, count, dtype,
@@ -1906,7 +1928,7 @@ static void test_avg_is_tree_sum_divided_by_n(void **state)
 				for (int r = 0; r < n; r++) {
 					for (size_t i = 0; i < count; i++)
 						widened[r][i] = (float)ndet_test_element_to_double(
-						    dtype, b.data[r], i);
+							dtype, b.data[r], i);
 					widened_inputs[r] = widened[r];
 				}
 				ndet_reference_allreduce(widened_inputs, n, sum, count,
@@ -1918,13 +1940,13 @@ static void test_avg_is_tree_sum_divided_by_n(void **state)
 						((float *)b.other)[i] = average;
 					else if (dtype == NDET_DTYPE_F16)
 						((uint16_t *)b.other)[i] =
-						    gcc_float_to_half(average);
+							gcc_float_to_half(average);
 					else if (dtype == NDET_DTYPE_BF16)
 						((uint16_t *)b.other)[i] =
-						    slow_round_to_16(dtype, average);
+							slow_round_to_16(dtype, average);
 					else
 						((uint8_t *)b.other)[i] =
-						    slow_round_to_fp8(dtype, average);
+							slow_round_to_fp8(dtype, average);
 				}
 			}
 			size_t first;
@@ -2129,18 +2151,17 @@ static void test_large_reduction_is_fast_enough(void **state)
 		ndet_test_fill_rank(NDET_DTYPE_BF16, b.data[r], 0, count, 1, r, n, 0);
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	assert_int_equal(
-	    ndet_reference_allreduce(b.inputs, n, b.tree, count, NDET_DTYPE_BF16, NDET_OP_SUM),
-	    NDET_OK);
+		ndet_reference_allreduce(b.inputs, n, b.tree, count, NDET_DTYPE_BF16, NDET_OP_SUM),
+		NDET_OK);
 	clock_gettime(CLOCK_MONOTONIC, &end);
 
 	double seconds =
-	    (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) * 1e-9;
+		(double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) * 1e-9;
 
 	print_message("bf16 sum, 8 ranks x 4 Mi elements: %.3f s\n", seconds);
 	assert_true(seconds < limit);
 	buffers_free(&b, n);
 }
-
 
 /* Reduce-scatter blocks, concatenated, are the all-reduce bit for bit. */
 static void test_reduce_scatter_blocks_equal_allreduce(void **state)
@@ -2168,13 +2189,15 @@ static void test_reduce_scatter_blocks_equal_allreduce(void **state)
 				for (int rank = 0; rank < n; rank++) {
 					assert_int_equal(ndet_reference_reduce_scatter(
 								 views, n, rank, block, recvcount,
-								 (ndet_dtype_t)dtype, (ndet_op_t)op),
+								 (ndet_dtype_t)dtype,
+								 (ndet_op_t)op),
 							 NDET_OK);
-					assert_int_equal(ndet_test_count_differences(
-								 (ndet_dtype_t)dtype, block,
-								 all + (size_t)rank * recvcount * size,
-								 recvcount, NULL),
-							 0);
+					assert_int_equal(
+						ndet_test_count_differences(
+							(ndet_dtype_t)dtype, block,
+							all + (size_t)rank * recvcount * size,
+							recvcount, NULL),
+						0);
 				}
 				free(all);
 				free(block);
@@ -2186,10 +2209,12 @@ static void test_reduce_scatter_blocks_equal_allreduce(void **state)
 	float x = 1;
 	const void *one[1] = {&x};
 	float out;
-	assert_int_equal(ndet_reference_reduce_scatter(one, 1, 1, &out, 1, NDET_DTYPE_F32, NDET_OP_SUM),
-			 NDET_ERR_INVALID_ARGUMENT);
-	assert_int_equal(ndet_reference_reduce_scatter(one, 0, 0, &out, 1, NDET_DTYPE_F32, NDET_OP_SUM),
-			 NDET_ERR_INVALID_ARGUMENT);
+	assert_int_equal(
+		ndet_reference_reduce_scatter(one, 1, 1, &out, 1, NDET_DTYPE_F32, NDET_OP_SUM),
+		NDET_ERR_INVALID_ARGUMENT);
+	assert_int_equal(
+		ndet_reference_reduce_scatter(one, 0, 0, &out, 1, NDET_DTYPE_F32, NDET_OP_SUM),
+		NDET_ERR_INVALID_ARGUMENT);
 }
 
 static void test_premulsum(void **state)
@@ -2203,7 +2228,8 @@ static void test_premulsum(void **state)
 		const void *views[5];
 		for (int r = 0; r < 5; r++) {
 			in[r] = malloc(count * size);
-			ndet_test_fill_random((ndet_dtype_t)dtype, in[r], count, (uint64_t)(r + 77), 0);
+			ndet_test_fill_random((ndet_dtype_t)dtype, in[r], count, (uint64_t)(r + 77),
+					      0);
 			views[r] = in[r];
 			if (dtype == NDET_DTYPE_F32)
 				((float *)ones)[r] = 1.0f;
@@ -2218,12 +2244,14 @@ static void test_premulsum(void **state)
 			else
 				((uint8_t *)ones)[r] = 0x3c;
 		}
-		assert_int_equal(ndet_reference_premulsum(views, ones, 5, a, count, (ndet_dtype_t)dtype),
-				 NDET_OK);
+		assert_int_equal(
+			ndet_reference_premulsum(views, ones, 5, a, count, (ndet_dtype_t)dtype),
+			NDET_OK);
 		assert_int_equal(ndet_reference_allreduce(views, 5, b, count, (ndet_dtype_t)dtype,
 							  NDET_OP_SUM),
 				 NDET_OK);
-		assert_int_equal(ndet_test_count_differences((ndet_dtype_t)dtype, a, b, count, NULL), 0);
+		assert_int_equal(
+			ndet_test_count_differences((ndet_dtype_t)dtype, a, b, count, NULL), 0);
 		for (int r = 0; r < 5; r++)
 			free(in[r]);
 		free(ones);
@@ -2236,7 +2264,8 @@ static void test_premulsum(void **state)
 	const float scalars[3] = {1.0f, 3.0f, 1.0f};
 	float out = -1;
 	/* (2^24 + 3) rounds to 2^24 + 4 in f32; minus 2^24 leaves 4. */
-	assert_int_equal(ndet_reference_premulsum(views, scalars, 3, &out, 1, NDET_DTYPE_F32), NDET_OK);
+	assert_int_equal(ndet_reference_premulsum(views, scalars, 3, &out, 1, NDET_DTYPE_F32),
+			 NDET_OK);
 	assert_true(out == 4.0f);
 	/* A product that rounds: 3 x (1 + 2^-23) = 3 + 3*2^-23 -> 3 + 2^-21 (ties to even). */
 	const float y0[1] = {1.00000012f}, y1[1] = {0.0f};

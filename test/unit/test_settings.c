@@ -32,14 +32,34 @@
 
 /* Every variable the code under test reads; cleared before each test. */
 static const char *const test_variables[] = {
-    "NCCL_DET_ENABLE",       "NCCL_DET_STRICT",       "NCCL_DET_STATS",      "NCCL_DET_POOL_SIZE",
-    "NCCL_DET_ONESHOT_MAX",  "NCCL_DET_TIMEOUT",      "NCCL_DET_MAX_MEMORY", "NCCL_DET_MAX_BLOCKS",
-    "NCCL_DET_DEBUG_DELAY",  "NCCL_DET_NCCL_LIBRARY", "NCCL_DET_TEST_FAIL",  "NCCL_DET_DEBUG",
-    "NCCL_DET_DEBUG_SUBSYS", "NCCL_DET_DEBUG_FILE",   "NCCL_DEBUG",          "NCCL_DEBUG_SUBSYS",
-    "NCCL_DEBUG_FILE",       "NCCL_CONF_FILE",        "NCCL_DET_TUNER_ALGO", "NCCL_DET_TUNER_PROTO",
-    "NCCL_DET_TUNER_CHANNELS", "NCCL_DET_EXPECT", "NCCL_DET_LL_MAX", "NCCL_DET_PUSH_MIN",
-    /* Misspellings the unknown-name test sets. */
-    "NCCL_DET_ENABLED", "NCCL_DET_POOLSIZE", "NCCL_DET_XYZZY_FROBNICATE",
+	"NCCL_DET_ENABLE",
+	"NCCL_DET_STRICT",
+	"NCCL_DET_STATS",
+	"NCCL_DET_POOL_SIZE",
+	"NCCL_DET_ONESHOT_MAX",
+	"NCCL_DET_TIMEOUT",
+	"NCCL_DET_MAX_MEMORY",
+	"NCCL_DET_MAX_BLOCKS",
+	"NCCL_DET_DEBUG_DELAY",
+	"NCCL_DET_NCCL_LIBRARY",
+	"NCCL_DET_TEST_FAIL",
+	"NCCL_DET_DEBUG",
+	"NCCL_DET_DEBUG_SUBSYS",
+	"NCCL_DET_DEBUG_FILE",
+	"NCCL_DEBUG",
+	"NCCL_DEBUG_SUBSYS",
+	"NCCL_DEBUG_FILE",
+	"NCCL_CONF_FILE",
+	"NCCL_DET_TUNER_ALGO",
+	"NCCL_DET_TUNER_PROTO",
+	"NCCL_DET_TUNER_CHANNELS",
+	"NCCL_DET_EXPECT",
+	"NCCL_DET_LL_MAX",
+	"NCCL_DET_PUSH_MIN",
+	/* Misspellings the unknown-name test sets. */
+	"NCCL_DET_ENABLED",
+	"NCCL_DET_POOLSIZE",
+	"NCCL_DET_XYZZY_FROBNICATE",
 };
 
 static const char *const test_files[] = {"log", "system.conf", ".nccl.conf", "other.conf"};
@@ -200,12 +220,12 @@ static void test_settings_tuner_values(void **state)
 		const char *algo, *proto, *channels;
 		int want_algo, want_proto, want_channels, warnings;
 	} cases[] = {
-	    {"ring", "LL128", "0", NDET_TUNER_ALGO_RING, NDET_TUNER_PROTO_LL128, 0, 0},
-	    {"NCCL", "nccl", "64", NDET_TUNER_ALGO_NCCL, NDET_TUNER_PROTO_NCCL, 64, 0},
-	    {"Tree", "ll", "8", NDET_TUNER_ALGO_TREE, NDET_TUNER_PROTO_LL, 8, 0},
-	    /* NVLS and CollNet are not deterministic: refused like any unknown word. */
-	    {"nvls", "simple", "65", NDET_TUNER_ALGO_TREE, NDET_TUNER_PROTO_SIMPLE, 1, 2},
-	    {"tree ", "simple2", "-1", NDET_TUNER_ALGO_TREE, NDET_TUNER_PROTO_SIMPLE, 1, 3},
+		{"ring", "LL128", "0", NDET_TUNER_ALGO_RING, NDET_TUNER_PROTO_LL128, 0, 0},
+		{"NCCL", "nccl", "64", NDET_TUNER_ALGO_NCCL, NDET_TUNER_PROTO_NCCL, 64, 0},
+		{"Tree", "ll", "8", NDET_TUNER_ALGO_TREE, NDET_TUNER_PROTO_LL, 8, 0},
+		/* NVLS and CollNet are not deterministic: refused like any unknown word. */
+		{"nvls", "simple", "65", NDET_TUNER_ALGO_TREE, NDET_TUNER_PROTO_SIMPLE, 1, 2},
+		{"tree ", "simple2", "-1", NDET_TUNER_ALGO_TREE, NDET_TUNER_PROTO_SIMPLE, 1, 3},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		test_setenv("NCCL_DET_TUNER_ALGO", cases[i].algo);
@@ -218,14 +238,16 @@ static void test_settings_tuner_values(void **state)
 		assert_int_equal(test_count_log_lines("NCCL-DET WARN"), cases[i].warnings);
 	}
 	assert_int_equal(test_count_log_lines("NCCL_DET_TUNER_CHANNELS=\"-1\""), 1);
-	assert_int_equal(test_count_log_lines("expected one of nccl, tree, ring; using default tree"),
-			 1);
+	assert_int_equal(
+		test_count_log_lines("expected one of nccl, tree, ring; using default tree"), 1);
 	test_setenv("NCCL_DET_TUNER_ALGO", "ring");
 	test_setenv("NCCL_DET_TUNER_PROTO", "ll");
 	test_reparse();
 	char *dump = test_dump();
-	assert_int_equal(test_count_lines(dump, "NCCL_DET_TUNER_ALGO      ring         environment"), 1);
-	assert_int_equal(test_count_lines(dump, "NCCL_DET_TUNER_PROTO     ll           environment"), 1);
+	assert_int_equal(
+		test_count_lines(dump, "NCCL_DET_TUNER_ALGO      ring         environment"), 1);
+	assert_int_equal(
+		test_count_lines(dump, "NCCL_DET_TUNER_PROTO     ll           environment"), 1);
 	free(dump);
 }
 
@@ -240,9 +262,10 @@ static void test_settings_expect(void **state)
 
 	test_setenv("NCCL_DET_EXPECT", "999.0.0:1");
 	test_reparse();
-	assert_int_equal(test_count_log_lines("but nccl-det-run started the job for another version "
-					      "(NCCL_DET_EXPECT=999.0.0:1)"),
-			 1);
+	assert_int_equal(
+		test_count_log_lines("but nccl-det-run started the job for another version "
+				     "(NCCL_DET_EXPECT=999.0.0:1)"),
+		1);
 	assert_int_equal(test_count_log_lines("NCCL-DET WARN"), 1);
 
 	snprintf(matching, sizeof(matching), "%s:0", PACKAGE_VERSION);
@@ -320,9 +343,9 @@ static void test_settings_bool_spellings(void **state)
 		const char *text;
 		bool value;
 	} cases[] = {
-	    {"1", true},      {"true", true}, {"TRUE", true}, {"yes", true},
-	    {"Yes", true},    {"on", true},   {"0", false},   {"false", false},
-	    {"False", false}, {"no", false},  {"NO", false},  {"off", false},
+		{"1", true},      {"true", true}, {"TRUE", true}, {"yes", true},
+		{"Yes", true},    {"on", true},   {"0", false},   {"false", false},
+		{"False", false}, {"no", false},  {"NO", false},  {"off", false},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		/* Start from the opposite of the expected value so a no-op parse fails. */
@@ -341,11 +364,11 @@ static void test_settings_size_suffixes(void **state)
 		const char *text;
 		uint64_t bytes;
 	} cases[] = {
-	    {"1048576", MIB},     {"1024K", MIB},   {"1024k", MIB},  {"1024KiB", MIB},
-	    {"1024KB", MIB},      {"1024kib", MIB}, {"3M", 3 * MIB}, {"3MiB", 3 * MIB},
-	    {"3MB", 3 * MIB},     {"3m", 3 * MIB},  {"2G", 2 * GIB}, {"2GiB", 2 * GIB},
-	    {"2gb", 2 * GIB},     {"1T", TIB},      {"1TiB", TIB},   {"1048577B", MIB + 1},
-	    {"1048577", MIB + 1}, {"0001M", MIB},
+		{"1048576", MIB},     {"1024K", MIB},   {"1024k", MIB},  {"1024KiB", MIB},
+		{"1024KB", MIB},      {"1024kib", MIB}, {"3M", 3 * MIB}, {"3MiB", 3 * MIB},
+		{"3MB", 3 * MIB},     {"3m", 3 * MIB},  {"2G", 2 * GIB}, {"2GiB", 2 * GIB},
+		{"2gb", 2 * GIB},     {"1T", TIB},      {"1TiB", TIB},   {"1048577B", MIB + 1},
+		{"1048577", MIB + 1}, {"0001M", MIB},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		test_setenv("NCCL_DET_MAX_MEMORY", cases[i].text);
@@ -366,71 +389,74 @@ struct test_bad_value {
 };
 
 static const struct test_bad_value test_bad_values[] = {
-    {"NCCL_DET_ENABLE", "2", "\"2\"", "0/1, true/false", "using default 1"},
-    /* The logger's own: a bad value WARNs and the logger keeps its default. */
-    {"NCCL_DET_DEBUG", "LOUD", "\"LOUD\"", "VERSION, WARN, INFO, TRACE or NONE",
-     "using default \"\""},
-    {"NCCL_DET_DEBUG_SUBSYS", "BOGUS", "\"BOGUS\"", "INIT, ENV, SETUP", "using default \"\""},
-    {"NCCL_DET_DEBUG_SUBSYS", "INIT,COLLS", "\"INIT,COLLS\"", "optionally behind ^",
-     "using default \"\""},
-    {"NCCL_DET_ENABLE", "maybe", "\"maybe\"", "yes/no or on/off", "using default 1"},
-    {"NCCL_DET_ENABLE", "1 ", "\"1 \"", "0/1", "using default 1"},
-    {"NCCL_DET_STRICT", "enable", "\"enable\"", "0/1", "using default 0"},
-    {"NCCL_DET_STATS", "-1", "\"-1\"", "0/1", "using default 0"},
-    {"NCCL_DET_POOL_SIZE", "abc", "\"abc\"", "[1MiB, 16GiB]", "using default 96MiB"},
-    {"NCCL_DET_POOL_SIZE", "32MiBx", "\"32MiBx\"", "[1MiB, 16GiB]", "using default 96MiB"},
-    {"NCCL_DET_POOL_SIZE", "32Ki", "\"32Ki\"", "[1MiB, 16GiB]", "using default 96MiB"},
-    {"NCCL_DET_POOL_SIZE", "32MiBB", "\"32MiBB\"", "[1MiB, 16GiB]", "using default 96MiB"},
-    {"NCCL_DET_POOL_SIZE", "-1", "\"-1\"", "[1MiB, 16GiB]", "using default 96MiB"},
-    {"NCCL_DET_POOL_SIZE", "-64M", "\"-64M\"", "[1MiB, 16GiB]", "using default 96MiB"},
-    {"NCCL_DET_POOL_SIZE", "+64M", "\"+64M\"", "[1MiB, 16GiB]", "using default 96MiB"},
-    {"NCCL_DET_POOL_SIZE", "18446744073709551616", "\"18446744073709551616\"", "[1MiB, 16GiB]",
-     "using default 96MiB"},
-    {"NCCL_DET_POOL_SIZE", "18446744073709551615", "\"18446744073709551615\"", "[1MiB, 16GiB]",
-     "using default 96MiB"},
-    {"NCCL_DET_POOL_SIZE", "17179869184T", "\"17179869184T\"", "[1MiB, 16GiB]",
-     "using default 96MiB"},
-    /* 2^64 + 2 MiB and 2^64 + 1 TiB: wrapped around they would look in range. */
-    {"NCCL_DET_POOL_SIZE", "18446744073711648768", "\"18446744073711648768\"", "[1MiB, 16GiB]",
-     "using default 96MiB"},
-    {"NCCL_DET_MAX_MEMORY", "16777217T", "\"16777217T\"", "[1MiB, 1TiB]", "using default 1GiB"},
-    {"NCCL_DET_POOL_SIZE", "1023K", "\"1023K\"", "[1MiB, 16GiB]", "using default 96MiB"},
-    {"NCCL_DET_POOL_SIZE", "16385M", "\"16385M\"", "[1MiB, 16GiB]", "using default 96MiB"},
-    {"NCCL_DET_POOL_SIZE", "1.5M", "\"1.5M\"", "[1MiB, 16GiB]", "using default 96MiB"},
-    {"NCCL_DET_POOL_SIZE", " 32M", "\" 32M\"", "[1MiB, 16GiB]", "using default 96MiB"},
-    {"NCCL_DET_POOL_SIZE", "0x2000000", "\"0x2000000\"", "[1MiB, 16GiB]", "using default 96MiB"},
-    {"NCCL_DET_POOL_SIZE", "M", "\"M\"", "[1MiB, 16GiB]", "using default 96MiB"},
-    {"NCCL_DET_ONESHOT_MAX", "1025M", "\"1025M\"", "[0, 1GiB]", "using default auto"},
-    {"NCCL_DET_ONESHOT_MAX", "1P", "\"1P\"", "[0, 1GiB]", "using default auto"},
-    {"NCCL_DET_ONESHOT_MAX", "automatic", "\"automatic\"", "auto, or bytes", "using default auto"},
-    {"NCCL_DET_POOL_SIZE", "auto", "\"auto\"", "[1MiB, 16GiB]", "using default 96MiB"},
-    {"NCCL_DET_LL_MAX", "257K", "\"257K\"", "[0, 256KiB]", "using default 256KiB"},
-    {"NCCL_DET_TIMEOUT", "0", "\"0\"", "[1, 604800]", "using default 1800"},
-    {"NCCL_DET_TIMEOUT", "604801", "\"604801\"", "[1, 604800]", "using default 1800"},
-    {"NCCL_DET_TIMEOUT", "10s", "\"10s\"", "[1, 604800]", "using default 1800"},
-    {"NCCL_DET_TIMEOUT", "-5", "\"-5\"", "[1, 604800]", "using default 1800"},
-    {"NCCL_DET_TIMEOUT", "99999999999999999999", "\"99999999999999999999\"", "[1, 604800]",
-     "using default 1800"},
-    {"NCCL_DET_MAX_MEMORY", "1023K", "\"1023K\"", "[1MiB, 1TiB]", "using default 1GiB"},
-    {"NCCL_DET_MAX_MEMORY", "2T", "\"2T\"", "[1MiB, 1TiB]", "using default 1GiB"},
-    {"NCCL_DET_MAX_BLOCKS", "0", "\"0\"", "[1, 128]", "using default 96"},
-    {"NCCL_DET_MAX_BLOCKS", "129", "\"129\"", "[1, 128]", "using default 96"},
-    {"NCCL_DET_MAX_BLOCKS", "24abc", "\"24abc\"", "[1, 128]", "using default 96"},
-    {"NCCL_DET_MAX_BLOCKS", "4294967320", "\"4294967320\"", "[1, 128]", "using default 96"},
-    {"NCCL_DET_MAX_BLOCKS", "24K", "\"24K\"", "[1, 128]", "using default 96"},
-    {"NCCL_DET_DEBUG_DELAY", "10000001", "\"10000001\"", "[0, 10000000]", "using default 0"},
-    {"NCCL_DET_TEST_FAIL", "bogus", "\"bogus\"", "alloc, ipc_open, probe", "using default none"},
-    {"NCCL_DET_TEST_FAIL", "alloc@", "\"alloc@\"", "@RANK", "using default none"},
-    {"NCCL_DET_TEST_FAIL", "alloc@x", "\"alloc@x\"", "@RANK", "using default none"},
-    {"NCCL_DET_TEST_FAIL", "@1", "\"@1\"", "@RANK", "using default none"},
-    {"NCCL_DET_TEST_FAIL", "alloc,,probe", "\"alloc,,probe\"", "@RANK", "using default none"},
-    {"NCCL_DET_TEST_FAIL", "alloc,", "\"alloc,\"", "@RANK", "using default none"},
-    {"NCCL_DET_TEST_FAIL", "alloc@1,probe", "\"alloc@1,probe\"", "@RANK", "using default none"},
-    {"NCCL_DET_TEST_FAIL", "alloc@-1", "\"alloc@-1\"", "@RANK", "using default none"},
-    {"NCCL_DET_TEST_FAIL", "alloc@2147483648", "\"alloc@2147483648\"", "@RANK",
-     "using default none"},
-    {"NCCL_DET_TEST_FAIL", "alloc probe", "\"alloc probe\"", "@RANK", "using default none"},
-    {"NCCL_DET_TEST_FAIL", "none,alloc", "\"none,alloc\"", "@RANK", "using default none"},
+	{"NCCL_DET_ENABLE", "2", "\"2\"", "0/1, true/false", "using default 1"},
+	/* The logger's own: a bad value WARNs and the logger keeps its default. */
+	{"NCCL_DET_DEBUG", "LOUD", "\"LOUD\"", "VERSION, WARN, INFO, TRACE or NONE",
+	 "using default \"\""},
+	{"NCCL_DET_DEBUG_SUBSYS", "BOGUS", "\"BOGUS\"", "INIT, ENV, SETUP", "using default \"\""},
+	{"NCCL_DET_DEBUG_SUBSYS", "INIT,COLLS", "\"INIT,COLLS\"", "optionally behind ^",
+	 "using default \"\""},
+	{"NCCL_DET_ENABLE", "maybe", "\"maybe\"", "yes/no or on/off", "using default 1"},
+	{"NCCL_DET_ENABLE", "1 ", "\"1 \"", "0/1", "using default 1"},
+	{"NCCL_DET_STRICT", "enable", "\"enable\"", "0/1", "using default 0"},
+	{"NCCL_DET_STATS", "-1", "\"-1\"", "0/1", "using default 0"},
+	{"NCCL_DET_POOL_SIZE", "abc", "\"abc\"", "[1MiB, 16GiB]", "using default 96MiB"},
+	{"NCCL_DET_POOL_SIZE", "32MiBx", "\"32MiBx\"", "[1MiB, 16GiB]", "using default 96MiB"},
+	{"NCCL_DET_POOL_SIZE", "32Ki", "\"32Ki\"", "[1MiB, 16GiB]", "using default 96MiB"},
+	{"NCCL_DET_POOL_SIZE", "32MiBB", "\"32MiBB\"", "[1MiB, 16GiB]", "using default 96MiB"},
+	{"NCCL_DET_POOL_SIZE", "-1", "\"-1\"", "[1MiB, 16GiB]", "using default 96MiB"},
+	{"NCCL_DET_POOL_SIZE", "-64M", "\"-64M\"", "[1MiB, 16GiB]", "using default 96MiB"},
+	{"NCCL_DET_POOL_SIZE", "+64M", "\"+64M\"", "[1MiB, 16GiB]", "using default 96MiB"},
+	{"NCCL_DET_POOL_SIZE", "18446744073709551616", "\"18446744073709551616\"", "[1MiB, 16GiB]",
+	 "using default 96MiB"},
+	{"NCCL_DET_POOL_SIZE", "18446744073709551615", "\"18446744073709551615\"", "[1MiB, 16GiB]",
+	 "using default 96MiB"},
+	{"NCCL_DET_POOL_SIZE", "17179869184T", "\"17179869184T\"", "[1MiB, 16GiB]",
+	 "using default 96MiB"},
+	/* 2^64 + 2 MiB and 2^64 + 1 TiB: wrapped around they would look in range. */
+	{"NCCL_DET_POOL_SIZE", "18446744073711648768", "\"18446744073711648768\"", "[1MiB, 16GiB]",
+	 "using default 96MiB"},
+	{"NCCL_DET_MAX_MEMORY", "16777217T", "\"16777217T\"", "[1MiB, 1TiB]", "using default 1GiB"},
+	{"NCCL_DET_POOL_SIZE", "1023K", "\"1023K\"", "[1MiB, 16GiB]", "using default 96MiB"},
+	{"NCCL_DET_POOL_SIZE", "16385M", "\"16385M\"", "[1MiB, 16GiB]", "using default 96MiB"},
+	{"NCCL_DET_POOL_SIZE", "1.5M", "\"1.5M\"", "[1MiB, 16GiB]", "using default 96MiB"},
+	{"NCCL_DET_POOL_SIZE", " 32M", "\" 32M\"", "[1MiB, 16GiB]", "using default 96MiB"},
+	{"NCCL_DET_POOL_SIZE", "0x2000000", "\"0x2000000\"", "[1MiB, 16GiB]",
+	 "using default 96MiB"},
+	{"NCCL_DET_POOL_SIZE", "M", "\"M\"", "[1MiB, 16GiB]", "using default 96MiB"},
+	{"NCCL_DET_ONESHOT_MAX", "1025M", "\"1025M\"", "[0, 1GiB]", "using default auto"},
+	{"NCCL_DET_ONESHOT_MAX", "1P", "\"1P\"", "[0, 1GiB]", "using default auto"},
+	{"NCCL_DET_ONESHOT_MAX", "automatic", "\"automatic\"", "auto, or bytes",
+	 "using default auto"},
+	{"NCCL_DET_POOL_SIZE", "auto", "\"auto\"", "[1MiB, 16GiB]", "using default 96MiB"},
+	{"NCCL_DET_LL_MAX", "257K", "\"257K\"", "[0, 256KiB]", "using default 256KiB"},
+	{"NCCL_DET_TIMEOUT", "0", "\"0\"", "[1, 604800]", "using default 1800"},
+	{"NCCL_DET_TIMEOUT", "604801", "\"604801\"", "[1, 604800]", "using default 1800"},
+	{"NCCL_DET_TIMEOUT", "10s", "\"10s\"", "[1, 604800]", "using default 1800"},
+	{"NCCL_DET_TIMEOUT", "-5", "\"-5\"", "[1, 604800]", "using default 1800"},
+	{"NCCL_DET_TIMEOUT", "99999999999999999999", "\"99999999999999999999\"", "[1, 604800]",
+	 "using default 1800"},
+	{"NCCL_DET_MAX_MEMORY", "1023K", "\"1023K\"", "[1MiB, 1TiB]", "using default 1GiB"},
+	{"NCCL_DET_MAX_MEMORY", "2T", "\"2T\"", "[1MiB, 1TiB]", "using default 1GiB"},
+	{"NCCL_DET_MAX_BLOCKS", "0", "\"0\"", "[1, 128]", "using default 96"},
+	{"NCCL_DET_MAX_BLOCKS", "129", "\"129\"", "[1, 128]", "using default 96"},
+	{"NCCL_DET_MAX_BLOCKS", "24abc", "\"24abc\"", "[1, 128]", "using default 96"},
+	{"NCCL_DET_MAX_BLOCKS", "4294967320", "\"4294967320\"", "[1, 128]", "using default 96"},
+	{"NCCL_DET_MAX_BLOCKS", "24K", "\"24K\"", "[1, 128]", "using default 96"},
+	{"NCCL_DET_DEBUG_DELAY", "10000001", "\"10000001\"", "[0, 10000000]", "using default 0"},
+	{"NCCL_DET_TEST_FAIL", "bogus", "\"bogus\"", "alloc, ipc_open, probe",
+	 "using default none"},
+	{"NCCL_DET_TEST_FAIL", "alloc@", "\"alloc@\"", "@RANK", "using default none"},
+	{"NCCL_DET_TEST_FAIL", "alloc@x", "\"alloc@x\"", "@RANK", "using default none"},
+	{"NCCL_DET_TEST_FAIL", "@1", "\"@1\"", "@RANK", "using default none"},
+	{"NCCL_DET_TEST_FAIL", "alloc,,probe", "\"alloc,,probe\"", "@RANK", "using default none"},
+	{"NCCL_DET_TEST_FAIL", "alloc,", "\"alloc,\"", "@RANK", "using default none"},
+	{"NCCL_DET_TEST_FAIL", "alloc@1,probe", "\"alloc@1,probe\"", "@RANK", "using default none"},
+	{"NCCL_DET_TEST_FAIL", "alloc@-1", "\"alloc@-1\"", "@RANK", "using default none"},
+	{"NCCL_DET_TEST_FAIL", "alloc@2147483648", "\"alloc@2147483648\"", "@RANK",
+	 "using default none"},
+	{"NCCL_DET_TEST_FAIL", "alloc probe", "\"alloc probe\"", "@RANK", "using default none"},
+	{"NCCL_DET_TEST_FAIL", "none,alloc", "\"none,alloc\"", "@RANK", "using default none"},
 };
 
 static void test_settings_invalid_values_keep_default_and_warn_once(void **state)
@@ -534,15 +560,16 @@ static void test_settings_test_fail_parsing(void **state)
 		unsigned faults;
 		int rank;
 	} cases[] = {
-	    {"alloc", NDET_FAULT_ALLOC, -1},
-	    {"ipc_open", NDET_FAULT_IPC_OPEN, -1},
-	    {"probe", NDET_FAULT_PROBE, -1},
-	    {"ipc_open@1", NDET_FAULT_IPC_OPEN, 1},
-	    {"alloc,probe@0", NDET_FAULT_ALLOC | NDET_FAULT_PROBE, 0},
-	    {"alloc,ipc_open,probe", NDET_FAULT_ALLOC | NDET_FAULT_IPC_OPEN | NDET_FAULT_PROBE, -1},
-	    {"probe,alloc,probe@7", NDET_FAULT_ALLOC | NDET_FAULT_PROBE, 7},
-	    {"IPC_OPEN@2147483647", NDET_FAULT_IPC_OPEN, 2147483647},
-	    {"none", NDET_FAULT_NONE, -1},
+		{"alloc", NDET_FAULT_ALLOC, -1},
+		{"ipc_open", NDET_FAULT_IPC_OPEN, -1},
+		{"probe", NDET_FAULT_PROBE, -1},
+		{"ipc_open@1", NDET_FAULT_IPC_OPEN, 1},
+		{"alloc,probe@0", NDET_FAULT_ALLOC | NDET_FAULT_PROBE, 0},
+		{"alloc,ipc_open,probe", NDET_FAULT_ALLOC | NDET_FAULT_IPC_OPEN | NDET_FAULT_PROBE,
+		 -1},
+		{"probe,alloc,probe@7", NDET_FAULT_ALLOC | NDET_FAULT_PROBE, 7},
+		{"IPC_OPEN@2147483647", NDET_FAULT_IPC_OPEN, 2147483647},
+		{"none", NDET_FAULT_NONE, -1},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		test_setenv("NCCL_DET_TEST_FAIL", cases[i].text);
@@ -558,7 +585,7 @@ static void test_settings_test_fail_parsing(void **state)
 	test_reparse();
 	char *dump = test_dump();
 	assert_int_equal(
-	    test_count_lines(dump, "NCCL_DET_TEST_FAIL       alloc,probe@3 environment"), 1);
+		test_count_lines(dump, "NCCL_DET_TEST_FAIL       alloc,probe@3 environment"), 1);
 	free(dump);
 }
 
@@ -586,7 +613,7 @@ static void test_settings_conf_file_precedence(void **state)
 		 test_system_conf);
 	assert_int_equal(test_count_lines(dump, expected), 1);
 	assert_int_equal(
-	    test_count_lines(dump, "NCCL_DET_MAX_BLOCKS      7            environment "), 1);
+		test_count_lines(dump, "NCCL_DET_MAX_BLOCKS      7            environment "), 1);
 	assert_int_equal(test_count_lines(dump, "NCCL_DET_TIMEOUT         1800         default "),
 			 1);
 	free(dump);
@@ -713,7 +740,7 @@ static void test_settings_info_dump(void **state)
 	test_reparse();
 	char *log = test_read_log();
 	assert_int_equal(
-	    test_count_lines(log, "NCCL-DET INFO NCCL_DET_POOL_SIZE=1536KiB (environment)"), 1);
+		test_count_lines(log, "NCCL-DET INFO NCCL_DET_POOL_SIZE=1536KiB (environment)"), 1);
 	char expected[PATH_MAX + 64];
 	snprintf(expected, sizeof(expected), "NCCL-DET INFO NCCL_DET_STRICT=1 (%s)",
 		 test_system_conf);
@@ -738,13 +765,13 @@ static void test_settings_info_dump(void **state)
 static void test_settings_dump_table(void **state)
 {
 	static const char *const names[] = {
-	    "NCCL_DET_ENABLE",       "NCCL_DET_STRICT",      "NCCL_DET_STATS",
-	    "NCCL_DET_POOL_SIZE",    "NCCL_DET_ONESHOT_MAX", "NCCL_DET_TIMEOUT",
-	    "NCCL_DET_MAX_MEMORY",   "NCCL_DET_MAX_BLOCKS",  "NCCL_DET_DEBUG_DELAY",
-	    "NCCL_DET_NCCL_LIBRARY", "NCCL_DET_TEST_FAIL",   "NCCL_DET_DEBUG",
-	    "NCCL_DET_DEBUG_SUBSYS", "NCCL_DET_DEBUG_FILE",  "NCCL_DET_TUNER_ALGO",
-	    "NCCL_DET_TUNER_PROTO",  "NCCL_DET_TUNER_CHANNELS", "NCCL_DET_EXPECT",
-	    "NCCL_DET_LL_MAX",       "NCCL_DET_PUSH_MIN",
+		"NCCL_DET_ENABLE",       "NCCL_DET_STRICT",         "NCCL_DET_STATS",
+		"NCCL_DET_POOL_SIZE",    "NCCL_DET_ONESHOT_MAX",    "NCCL_DET_TIMEOUT",
+		"NCCL_DET_MAX_MEMORY",   "NCCL_DET_MAX_BLOCKS",     "NCCL_DET_DEBUG_DELAY",
+		"NCCL_DET_NCCL_LIBRARY", "NCCL_DET_TEST_FAIL",      "NCCL_DET_DEBUG",
+		"NCCL_DET_DEBUG_SUBSYS", "NCCL_DET_DEBUG_FILE",     "NCCL_DET_TUNER_ALGO",
+		"NCCL_DET_TUNER_PROTO",  "NCCL_DET_TUNER_CHANNELS", "NCCL_DET_EXPECT",
+		"NCCL_DET_LL_MAX",       "NCCL_DET_PUSH_MIN",
 	};
 	test_setenv("NCCL_DET_MAX_MEMORY", "1048577");
 	test_setenv("NCCL_DET_STRICT", "bad");
@@ -763,11 +790,12 @@ static void test_settings_dump_table(void **state)
 		lines += *c == '\n';
 	assert_int_equal(lines, 1 + sizeof(names) / sizeof(names[0]));
 	assert_int_equal(
-	    test_count_lines(dump, "NCCL_DET_MAX_MEMORY      1048577      environment "), 1);
+		test_count_lines(dump, "NCCL_DET_MAX_MEMORY      1048577      environment "), 1);
 	assert_int_equal(
-	    test_count_lines(dump, "NCCL_DET_STRICT          0            default, bad value in "
-				   "environment ignored"),
-	    1);
+		test_count_lines(dump,
+				 "NCCL_DET_STRICT          0            default, bad value in "
+				 "environment ignored"),
+		1);
 	assert_int_equal(test_count_lines(dump, "NCCL_DET_DEBUG_FILE "), 1);
 	assert_int_equal(test_count_lines(dump, test_log_path), 1);
 	assert_int_equal(test_count_lines(dump, "TEST ONLY"), 1);
@@ -904,40 +932,46 @@ static void test_settings_concurrent_get_parses_once(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_settings_tuner_values, test_setup, test_teardown),
-	    cmocka_unit_test_setup_teardown(test_settings_expect, test_setup, test_teardown),
-	    cmocka_unit_test_setup_teardown(test_settings_defaults, test_setup, test_teardown),
-	    cmocka_unit_test_setup_teardown(test_settings_valid_values, test_setup, test_teardown),
-	    cmocka_unit_test_setup_teardown(test_settings_bool_spellings, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_settings_size_suffixes, test_setup, test_teardown),
-	    cmocka_unit_test_setup_teardown(test_settings_invalid_values_keep_default_and_warn_once,
-					    test_setup, test_teardown),
-	    cmocka_unit_test_setup_teardown(test_settings_too_long_library_path, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_settings_empty_value_is_unset, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_settings_control_bytes_cannot_forge_log_lines,
-					    test_setup, test_teardown),
-	    cmocka_unit_test_setup_teardown(test_settings_test_fail_parsing, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_settings_conf_file_precedence, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_settings_bad_conf_value_names_its_file, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_settings_parsed_once_until_reset, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_settings_unknown_names_warn, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_settings_closest_name, test_setup, test_teardown),
-	    cmocka_unit_test_setup_teardown(test_settings_info_dump, test_setup, test_teardown),
-	    cmocka_unit_test_setup_teardown(test_settings_dump_table, test_setup, test_teardown),
-	    cmocka_unit_test_setup_teardown(test_settings_agreement_hash_fields, test_setup,
-					    test_teardown),
-	    cmocka_unit_test_setup_teardown(test_settings_agreement_hash_follows_environment,
-					    test_setup, test_teardown),
-	    cmocka_unit_test_setup_teardown(test_settings_concurrent_get_parses_once, test_setup,
-					    test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_tuner_values, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_expect, test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_defaults, test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_valid_values, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_bool_spellings, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_size_suffixes, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(
+			test_settings_invalid_values_keep_default_and_warn_once, test_setup,
+			test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_too_long_library_path, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_empty_value_is_unset, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_control_bytes_cannot_forge_log_lines,
+						test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_test_fail_parsing, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_conf_file_precedence, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_bad_conf_value_names_its_file,
+						test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_parsed_once_until_reset, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_unknown_names_warn, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_closest_name, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_info_dump, test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_dump_table, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_agreement_hash_fields, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_agreement_hash_follows_environment,
+						test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_concurrent_get_parses_once,
+						test_setup, test_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

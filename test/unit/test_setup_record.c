@@ -382,8 +382,8 @@ static void test_evaluate_good_tables_and_peer_kinds(void **state)
 			for (int peer = 0; peer < n; peer++) {
 				ndet_peer_kind_t expected = me == peer ? NDET_PEER_SELF
 							    : me / 2 == peer / 2
-								? NDET_PEER_SAME_PROCESS
-								: NDET_PEER_IPC;
+								    ? NDET_PEER_SAME_PROCESS
+								    : NDET_PEER_IPC;
 
 				assert_int_equal(ndet_setup_peer_kind(table, me, peer), expected);
 			}
@@ -434,33 +434,33 @@ struct mutation_expectation {
 };
 
 static const struct mutation_expectation mutation_expectations[MUTATE_COUNT] = {
-    [MUTATE_HOSTNAME] = {NDET_VERDICT_MULTI_HOST, 1},
-    [MUTATE_BOOT_ID] = {NDET_VERDICT_MULTI_HOST, 1},
-    [MUTATE_LIBRARY_VERSION] = {NDET_VERDICT_VERSION_MISMATCH, 1},
-    [MUTATE_SETTINGS_HASH] = {NDET_VERDICT_SETTINGS_MISMATCH, 1},
-    [MUTATE_POOL_BYTES] = {NDET_VERDICT_POOL_MISMATCH, 1},
-    [MUTATE_FLAGS_OFFSET] = {NDET_VERDICT_POOL_MISMATCH, 1},
-    [MUTATE_DATA_OFFSET] = {NDET_VERDICT_POOL_MISMATCH, 1},
-    [MUTATE_PID_NAMESPACE] = {NDET_VERDICT_NAMESPACE, 1},
-    [MUTATE_IPC_NAMESPACE] = {NDET_VERDICT_NAMESPACE, 1},
-    [MUTATE_BOTH_NAMESPACES] = {NDET_VERDICT_NAMESPACE, 1},
-    [MUTATE_RANK_FIELD] = {NDET_VERDICT_RANK_MISMATCH, 0},
-    [MUTATE_NRANKS_FIELD] = {NDET_VERDICT_RANK_MISMATCH, 0},
-    [MUTATE_UNTERMINATED_HOSTNAME] = {NDET_VERDICT_BAD_RECORD, 0},
-    [MUTATE_UNKNOWN_NAMESPACES] = {NDET_VERDICT_OK, 0},
-    [MUTATE_UNTERMINATED_BOOT_ID] = {NDET_VERDICT_BAD_RECORD, 0},
-    [MUTATE_LOCAL_STATUS] = {NDET_VERDICT_LOCAL_FAILURE, 0},
-    [MUTATE_RESERVED] = {NDET_VERDICT_BAD_RECORD, 0},
-    [MUTATE_NEGATIVE_CUDA_DEVICE] = {NDET_VERDICT_BAD_RECORD, 0},
-    [MUTATE_NULL_POOL_ADDRESS] = {NDET_VERDICT_BAD_RECORD, 0},
-    [MUTATE_NO_SMS] = {NDET_VERDICT_BAD_RECORD, 0},
-    [MUTATE_PID] = {NDET_VERDICT_OK, 0},
-    [MUTATE_DEVICE_UUID] = {NDET_VERDICT_OK, 0},
-    [MUTATE_CUDA_DEVICE] = {NDET_VERDICT_OK, 0},
-    [MUTATE_FLAGS] = {NDET_VERDICT_OK, 0},
-    [MUTATE_POOL_ADDRESS] = {NDET_VERDICT_OK, 0},
-    [MUTATE_IPC_HANDLE] = {NDET_VERDICT_OK, 0},
-    [MUTATE_SM_COUNT] = {NDET_VERDICT_OK, 0},
+	[MUTATE_HOSTNAME] = {NDET_VERDICT_MULTI_HOST, 1},
+	[MUTATE_BOOT_ID] = {NDET_VERDICT_MULTI_HOST, 1},
+	[MUTATE_LIBRARY_VERSION] = {NDET_VERDICT_VERSION_MISMATCH, 1},
+	[MUTATE_SETTINGS_HASH] = {NDET_VERDICT_SETTINGS_MISMATCH, 1},
+	[MUTATE_POOL_BYTES] = {NDET_VERDICT_POOL_MISMATCH, 1},
+	[MUTATE_FLAGS_OFFSET] = {NDET_VERDICT_POOL_MISMATCH, 1},
+	[MUTATE_DATA_OFFSET] = {NDET_VERDICT_POOL_MISMATCH, 1},
+	[MUTATE_PID_NAMESPACE] = {NDET_VERDICT_NAMESPACE, 1},
+	[MUTATE_IPC_NAMESPACE] = {NDET_VERDICT_NAMESPACE, 1},
+	[MUTATE_BOTH_NAMESPACES] = {NDET_VERDICT_NAMESPACE, 1},
+	[MUTATE_RANK_FIELD] = {NDET_VERDICT_RANK_MISMATCH, 0},
+	[MUTATE_NRANKS_FIELD] = {NDET_VERDICT_RANK_MISMATCH, 0},
+	[MUTATE_UNTERMINATED_HOSTNAME] = {NDET_VERDICT_BAD_RECORD, 0},
+	[MUTATE_UNKNOWN_NAMESPACES] = {NDET_VERDICT_OK, 0},
+	[MUTATE_UNTERMINATED_BOOT_ID] = {NDET_VERDICT_BAD_RECORD, 0},
+	[MUTATE_LOCAL_STATUS] = {NDET_VERDICT_LOCAL_FAILURE, 0},
+	[MUTATE_RESERVED] = {NDET_VERDICT_BAD_RECORD, 0},
+	[MUTATE_NEGATIVE_CUDA_DEVICE] = {NDET_VERDICT_BAD_RECORD, 0},
+	[MUTATE_NULL_POOL_ADDRESS] = {NDET_VERDICT_BAD_RECORD, 0},
+	[MUTATE_NO_SMS] = {NDET_VERDICT_BAD_RECORD, 0},
+	[MUTATE_PID] = {NDET_VERDICT_OK, 0},
+	[MUTATE_DEVICE_UUID] = {NDET_VERDICT_OK, 0},
+	[MUTATE_CUDA_DEVICE] = {NDET_VERDICT_OK, 0},
+	[MUTATE_FLAGS] = {NDET_VERDICT_OK, 0},
+	[MUTATE_POOL_ADDRESS] = {NDET_VERDICT_OK, 0},
+	[MUTATE_IPC_HANDLE] = {NDET_VERDICT_OK, 0},
+	[MUTATE_SM_COUNT] = {NDET_VERDICT_OK, 0},
 };
 
 static void mutate(struct ndet_setup_payload *record, enum mutation mutation, int nranks)
@@ -582,14 +582,14 @@ static void test_evaluate_each_mismatch_on_each_rank(void **state)
 		for (int bad = 0; bad < n; bad++) {
 			for (int m = 0; m < MUTATE_COUNT; m++) {
 				const struct mutation_expectation *expect =
-				    &mutation_expectations[m];
+					&mutation_expectations[m];
 
 				make_table(table, n);
 				mutate(&table[bad], (enum mutation)m, n);
 
 				/* A changed rank 0 makes rank 1 the first to differ from it. */
 				int offending =
-				    expect->compared_with_rank_zero && bad == 0 ? 1 : bad;
+					expect->compared_with_rank_zero && bad == 0 ? 1 : bad;
 
 				if (expect->reason == NDET_VERDICT_OK)
 					offending = -1;
@@ -618,8 +618,8 @@ static void test_evaluate_each_mismatch_on_each_rank(void **state)
  */
 #define PAYLOAD_FIELD(name)                                                                        \
 	{                                                                                          \
-		#name, offsetof(struct ndet_setup_payload, name),                                  \
-		    sizeof(((struct ndet_setup_payload *)0)->name)                                 \
+#name, offsetof(struct ndet_setup_payload, name),                                  \
+			sizeof(((struct ndet_setup_payload *)0)->name)                             \
 	}
 
 static void test_mutations_cover_every_field(void **state)
@@ -630,16 +630,26 @@ static void test_mutations_cover_every_field(void **state)
 		size_t offset;
 		size_t size;
 	} fields[] = {
-	    PAYLOAD_FIELD(hostname),	 PAYLOAD_FIELD(boot_id),
-	    PAYLOAD_FIELD(pid),		 PAYLOAD_FIELD(pid_namespace),
-	    PAYLOAD_FIELD(ipc_namespace),	 PAYLOAD_FIELD(device_uuid),
-	    PAYLOAD_FIELD(cuda_device),	 PAYLOAD_FIELD(rank),
-	    PAYLOAD_FIELD(nranks),	 PAYLOAD_FIELD(local_status),
-	    PAYLOAD_FIELD(library_version), PAYLOAD_FIELD(flags),
-	    PAYLOAD_FIELD(settings_hash),	 PAYLOAD_FIELD(pool_bytes),
-	    PAYLOAD_FIELD(pool_address),	 PAYLOAD_FIELD(flags_offset),
-	    PAYLOAD_FIELD(data_offset),	 PAYLOAD_FIELD(ipc_handle),
-	    PAYLOAD_FIELD(sm_count),	 PAYLOAD_FIELD(reserved),
+		PAYLOAD_FIELD(hostname),
+		PAYLOAD_FIELD(boot_id),
+		PAYLOAD_FIELD(pid),
+		PAYLOAD_FIELD(pid_namespace),
+		PAYLOAD_FIELD(ipc_namespace),
+		PAYLOAD_FIELD(device_uuid),
+		PAYLOAD_FIELD(cuda_device),
+		PAYLOAD_FIELD(rank),
+		PAYLOAD_FIELD(nranks),
+		PAYLOAD_FIELD(local_status),
+		PAYLOAD_FIELD(library_version),
+		PAYLOAD_FIELD(flags),
+		PAYLOAD_FIELD(settings_hash),
+		PAYLOAD_FIELD(pool_bytes),
+		PAYLOAD_FIELD(pool_address),
+		PAYLOAD_FIELD(flags_offset),
+		PAYLOAD_FIELD(data_offset),
+		PAYLOAD_FIELD(ipc_handle),
+		PAYLOAD_FIELD(sm_count),
+		PAYLOAD_FIELD(reserved),
 	};
 	unsigned char owned[sizeof(struct ndet_setup_payload)] = {0};
 	bool changed[ARRAY_SIZE(fields)] = {false};

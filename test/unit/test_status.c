@@ -32,10 +32,9 @@ static void test_status_to_nccl_maps_every_status(void **state)
 static void test_status_round_trips_nccl_codes(void **state)
 {
 	(void)state;
-	const ncclResult_t codes[] = {ncclSuccess,         ncclUnhandledCudaError,
-				      ncclSystemError,     ncclInternalError,
-				      ncclInvalidArgument, ncclInvalidUsage,
-				      ncclRemoteError,     ncclInProgress};
+	const ncclResult_t codes[] = {ncclSuccess,       ncclUnhandledCudaError, ncclSystemError,
+				      ncclInternalError, ncclInvalidArgument,    ncclInvalidUsage,
+				      ncclRemoteError,   ncclInProgress};
 	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
 		assert_int_equal(ndet_status_to_nccl(ndet_status_from_nccl(codes[i])), codes[i]);
 	assert_int_equal(ndet_status_from_nccl((ncclResult_t)77), NDET_ERR_NCCL);

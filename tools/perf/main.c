@@ -113,8 +113,7 @@ int main(int argc, char **argv)
 				 : "one thread per GPU");
 	printf("# pool %llu B, max blocks %d, one-shot up to %llu B, %d warm-up, %d timed calls\n",
 	       (unsigned long long)settings->pool_size, settings->max_blocks,
-	       (unsigned long long)ndet_plan_oneshot_max(settings->oneshot_max, o->nranks,
-							 o->coll),
+	       (unsigned long long)ndet_plan_oneshot_max(settings->oneshot_max, o->nranks, o->coll),
 	       o->warmup, o->iters);
 	if (o->check)
 		printf("# checks: bit-exact against the CPU tree and size-invariant, sizes up to "
@@ -124,7 +123,8 @@ int main(int argc, char **argv)
 		printf("# checks: off (-c 0)\n");
 	printf("# collective: %s\n",
 	       o->coll == NDET_COLL_REDUCE_SCATTER
-		       ? "reduce-scatter (size: the whole send buffer; each rank receives size/ranks; "
+		       ? "reduce-scatter (size: the whole send buffer; each rank receives "
+			 "size/ranks; "
 			 "exact = every rank's block equals its slice of the all-reduce tree)"
 		       : "all-reduce");
 	perf_nccl_decide(&world);
@@ -150,7 +150,8 @@ int main(int argc, char **argv)
 	if (world.large_rows > 0)
 		printf("# large messages (>= 64 MiB): kernel bytes/s = %.1f%% of a device copy on "
 		       "average, %.1f%% best (target >= 85%%)\n",
-		       100 * world.ratio_sum_large / world.large_rows, 100 * world.best_ratio_large);
+		       100 * world.ratio_sum_large / world.large_rows,
+		       100 * world.best_ratio_large);
 	perf_print_ratio_summary(&world);
 	if (world.csv != NULL && fclose(world.csv) != 0) {
 		fprintf(stderr, "nccl-det-perf: writing %s failed\n", o->csv_path);
@@ -158,7 +159,7 @@ int main(int argc, char **argv)
 	}
 	printf("# SUMMARY nccl-det-perf: %s\n",
 	       world.failures != 0 ? "CHECK FAILURES (see FAIL above)"
-	       : o->check         ? "every checked result bit-exact and size-invariant"
-				  : "timed only: no result was checked (-c 0)");
+	       : o->check          ? "every checked result bit-exact and size-invariant"
+				   : "timed only: no result was checked (-c 0)");
 	return world.failures == 0 ? 0 : 1;
 }

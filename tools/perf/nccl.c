@@ -22,30 +22,30 @@
  * Where each function of ndet_resolve.h's table lies in struct ndet_nccl, and its
  * name, by NDET_NCCL_FN_ index.
  */
-#define PERF_NCCL_OFFSET(ret, name, params) [NDET_NCCL_FN_##name] = \
-	offsetof(struct ndet_nccl, name),
-#define PERF_NCCL_NAME(ret, name, params)   [NDET_NCCL_FN_##name] = #name,
+#define PERF_NCCL_OFFSET(ret, name, params)                                                        \
+	[NDET_NCCL_FN_##name] = offsetof(struct ndet_nccl, name),
+#define PERF_NCCL_NAME(ret, name, params) [NDET_NCCL_FN_##name] = #name,
 static const size_t perf_nccl_offsets[NDET_NCCL_FUNCTION_COUNT] = {
-    NDET_NCCL_FUNCTIONS(PERF_NCCL_OFFSET)};
+	NDET_NCCL_FUNCTIONS(PERF_NCCL_OFFSET)};
 static const char *const perf_nccl_names[NDET_NCCL_FUNCTION_COUNT] = {
-    NDET_NCCL_FUNCTIONS(PERF_NCCL_NAME)};
+	NDET_NCCL_FUNCTIONS(PERF_NCCL_NAME)};
 #undef PERF_NCCL_OFFSET
 #undef PERF_NCCL_NAME
 
 /* What the tool calls: without one of them NCCL's columns cannot run. */
 static const enum ndet_nccl_function perf_nccl_required[] = {
-    NDET_NCCL_FN_ncclGetVersion,        NDET_NCCL_FN_ncclCommInitAll,
-    NDET_NCCL_FN_ncclAllReduce,         NDET_NCCL_FN_ncclReduceScatter,
-    NDET_NCCL_FN_ncclCommGetAsyncError, NDET_NCCL_FN_ncclCommDestroy,
-    NDET_NCCL_FN_ncclGetErrorString,
+	NDET_NCCL_FN_ncclGetVersion,        NDET_NCCL_FN_ncclCommInitAll,
+	NDET_NCCL_FN_ncclAllReduce,         NDET_NCCL_FN_ncclReduceScatter,
+	NDET_NCCL_FN_ncclCommGetAsyncError, NDET_NCCL_FN_ncclCommDestroy,
+	NDET_NCCL_FN_ncclGetErrorString,
 };
 
 /* Looked up only for --nccl-symmetric (NCCL >= 2.27); an older NCCL runs without them. */
 static const enum ndet_nccl_function perf_nccl_symmetric[] = {
-    NDET_NCCL_FN_ncclMemAlloc,
-    NDET_NCCL_FN_ncclMemFree,
-    NDET_NCCL_FN_ncclCommWindowRegister,
-    NDET_NCCL_FN_ncclCommWindowDeregister,
+	NDET_NCCL_FN_ncclMemAlloc,
+	NDET_NCCL_FN_ncclMemFree,
+	NDET_NCCL_FN_ncclCommWindowRegister,
+	NDET_NCCL_FN_ncclCommWindowDeregister,
 };
 
 /* Fill `nccl`'s pointers of `functions`, in order; NULL, or the first name it lacks. */
@@ -85,15 +85,17 @@ static bool perf_nccl_load(struct perf_nccl *nccl, char *why, size_t size)
 	/* RTLD_LOCAL: NCCL's names stay out of the process's global scope. */
 	nccl->handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
 	if (nccl->handle == NULL) {
-		snprintf(why, size, "cannot load %s (%s); set NCCL_DET_NCCL_LIBRARY to the real "
-				    "libnccl.so.2",
+		snprintf(why, size,
+			 "cannot load %s (%s); set NCCL_DET_NCCL_LIBRARY to the real "
+			 "libnccl.so.2",
 			 name, dlerror());
 		return false;
 	}
 	/* Every copy of nccl-det exports ncclDetGetVersion; the real NCCL never does. */
 	if (dlsym(nccl->handle, "ncclDetGetVersion") != NULL) {
-		snprintf(why, size, "%s is nccl-det (its drop-in libnccl.so.2), not NCCL; set "
-				    "NCCL_DET_NCCL_LIBRARY to the real libnccl.so.2",
+		snprintf(why, size,
+			 "%s is nccl-det (its drop-in libnccl.so.2), not NCCL; set "
+			 "NCCL_DET_NCCL_LIBRARY to the real libnccl.so.2",
 			 name);
 		goto refused;
 	}

@@ -138,7 +138,8 @@ static const char *perf_parse_names(const char *text, unsigned *mask, bool dtype
 			}
 		}
 		if (!found)
-			return dtypes ? "unknown name in the list (f32 or float, f16 or half, bf16 or "
+			return dtypes ? "unknown name in the list (f32 or float, f16 or half, bf16 "
+					"or "
 					"bfloat16, f64 or double, f8e4m3, f8e5m2, all)"
 				      : "unknown name in the list (sum, prod, min, max, avg, all)";
 		cursor += length;
@@ -187,55 +188,55 @@ static const char *perf_parse_string(const char *text, void *field)
  * is a field in struct perf_options, its default in main() and one row here.
  */
 static const struct perf_option perf_option_table[] = {
-    {"ranks", 'n', "RANKS", PERF_FIELD(nranks), perf_parse_int, 0,
-     "ranks (default: one per GPU; 4 sharing GPU 0 on a one-GPU machine)"},
-    {"minbytes", 'b', "BYTES", PERF_FIELD(min_bytes), perf_parse_size, 0,
-     "smallest size (default 8; K, M, G suffixes)"},
-    {"maxbytes", 'e', "BYTES", PERF_FIELD(max_bytes), perf_parse_size, 0,
-     "largest size (default 1G)"},
-    {"stepfactor", 'f', "FACTOR", PERF_FIELD(factor), perf_parse_double, 0,
-     "size step factor (default 2)"},
-    {"datatype", 'd', "TYPES", PERF_FIELD(dtypes), perf_parse_dtypes, 0,
-     "comma list of f32,f16,bf16,f64,f8e4m3,f8e5m2 or all (default bf16,f32; fp8 on sm_90+);\n"
-     "nccl-tests' float, half, bfloat16 and double too"},
-    {"op", 'o', "OPS", PERF_FIELD(ops), perf_parse_ops, 0,
-     "comma list of sum,prod,min,max,avg or all (default sum)"},
-    {"warmup_iters", 'w', "N", PERF_FIELD(warmup), perf_parse_int, 0,
-     "warm-up calls (default 5)"},
-    {"iters", 'i', "N", PERF_FIELD(iters), perf_parse_int, 0, "timed calls (default 20)"},
-    {"cudagraph", 'G', "MODE", PERF_FIELD(graph), perf_parse_graph_mode, 0,
-     "0 eager, 1 CUDA graph, 2 both (default 2)"},
-    {"check", 'c', "0|1", PERF_FIELD(check), perf_parse_bool, 0,
-     "bit-exact and size-invariance checks (default 1, sizes up to --check-max)"},
-    {"check-max", 0, "BYTES", PERF_FIELD(check_max_bytes), perf_parse_size, 0,
-     "the largest size checked (default 256M: the CPU reference holds every\n"
-     "rank's input in host memory and takes about a second per GiB)"},
-    {"nccl", 0, NULL, PERF_FIELD(nccl), NULL, PERF_NCCL_REQUIRED,
-     "require the side-by-side NCCL columns: exit 2 when NCCL cannot run here\n"
-     "(default: run NCCL whenever it can, else say why not)"},
-    {"no-nccl", 0, NULL, PERF_FIELD(nccl), NULL, PERF_NCCL_OFF, "nccl-det only"},
-    {"nccl-symmetric", 0, NULL, PERF_FIELD(nccl_symmetric), NULL, 1,
-     "also time NCCL on ncclMemAlloc buffers registered as symmetric windows\n"
-     "(NCCL >= 2.27; else say why not)"},
-    {"csv", 0, "FILE", PERF_FIELD(csv_path), perf_parse_string, 0,
-     "also write every row to FILE as CSV (one header line)"},
-    {"dry-run", 0, NULL, PERF_FIELD(dry_run), NULL, 1,
-     "print the setup and the rows the run would measure, and load NCCL,\n"
-     "without running anything on a GPU"},
-    {"gpus", 0, "N", PERF_FIELD(assume_gpus), perf_parse_int, 0,
-     "with --dry-run: plan as if N GPUs were visible (default: those visible)"},
-    {"coll", 'C', "C", PERF_FIELD(coll), perf_parse_coll, 0,
-     "allreduce (default) or reducescatter (sizes: whole send buffers,\n"
-     "each rank receives size/ranks)"},
-    {"link-probe", 0, NULL, PERF_FIELD(link_probe), NULL, 1,
-     "measure copy bandwidth local, peer-read and peer-write between GPUs 0 and 1 (one way, "
-     "both ways, alongside a local copy), then exit"},
-    {"trace", 0, NULL, PERF_FIELD(trace), NULL, 1,
-     "after each row, one more call that records the timeline of its first and\n"
-     "last block on every rank (where the time of a call goes; the first 510\n"
-     "events of a block)"},
-    {"help", 'h', NULL, PERF_FIELD(help), NULL, 1, "this help"},
-    {"version", 0, NULL, PERF_FIELD(version), NULL, 1, "print the version and exit"},
+	{"ranks", 'n', "RANKS", PERF_FIELD(nranks), perf_parse_int, 0,
+	 "ranks (default: one per GPU; 4 sharing GPU 0 on a one-GPU machine)"},
+	{"minbytes", 'b', "BYTES", PERF_FIELD(min_bytes), perf_parse_size, 0,
+	 "smallest size (default 8; K, M, G suffixes)"},
+	{"maxbytes", 'e', "BYTES", PERF_FIELD(max_bytes), perf_parse_size, 0,
+	 "largest size (default 1G)"},
+	{"stepfactor", 'f', "FACTOR", PERF_FIELD(factor), perf_parse_double, 0,
+	 "size step factor (default 2)"},
+	{"datatype", 'd', "TYPES", PERF_FIELD(dtypes), perf_parse_dtypes, 0,
+	 "comma list of f32,f16,bf16,f64,f8e4m3,f8e5m2 or all (default bf16,f32; fp8 on sm_90+);\n"
+	 "nccl-tests' float, half, bfloat16 and double too"},
+	{"op", 'o', "OPS", PERF_FIELD(ops), perf_parse_ops, 0,
+	 "comma list of sum,prod,min,max,avg or all (default sum)"},
+	{"warmup_iters", 'w', "N", PERF_FIELD(warmup), perf_parse_int, 0,
+	 "warm-up calls (default 5)"},
+	{"iters", 'i', "N", PERF_FIELD(iters), perf_parse_int, 0, "timed calls (default 20)"},
+	{"cudagraph", 'G', "MODE", PERF_FIELD(graph), perf_parse_graph_mode, 0,
+	 "0 eager, 1 CUDA graph, 2 both (default 2)"},
+	{"check", 'c', "0|1", PERF_FIELD(check), perf_parse_bool, 0,
+	 "bit-exact and size-invariance checks (default 1, sizes up to --check-max)"},
+	{"check-max", 0, "BYTES", PERF_FIELD(check_max_bytes), perf_parse_size, 0,
+	 "the largest size checked (default 256M: the CPU reference holds every\n"
+	 "rank's input in host memory and takes about a second per GiB)"},
+	{"nccl", 0, NULL, PERF_FIELD(nccl), NULL, PERF_NCCL_REQUIRED,
+	 "require the side-by-side NCCL columns: exit 2 when NCCL cannot run here\n"
+	 "(default: run NCCL whenever it can, else say why not)"},
+	{"no-nccl", 0, NULL, PERF_FIELD(nccl), NULL, PERF_NCCL_OFF, "nccl-det only"},
+	{"nccl-symmetric", 0, NULL, PERF_FIELD(nccl_symmetric), NULL, 1,
+	 "also time NCCL on ncclMemAlloc buffers registered as symmetric windows\n"
+	 "(NCCL >= 2.27; else say why not)"},
+	{"csv", 0, "FILE", PERF_FIELD(csv_path), perf_parse_string, 0,
+	 "also write every row to FILE as CSV (one header line)"},
+	{"dry-run", 0, NULL, PERF_FIELD(dry_run), NULL, 1,
+	 "print the setup and the rows the run would measure, and load NCCL,\n"
+	 "without running anything on a GPU"},
+	{"gpus", 0, "N", PERF_FIELD(assume_gpus), perf_parse_int, 0,
+	 "with --dry-run: plan as if N GPUs were visible (default: those visible)"},
+	{"coll", 'C', "C", PERF_FIELD(coll), perf_parse_coll, 0,
+	 "allreduce (default) or reducescatter (sizes: whole send buffers,\n"
+	 "each rank receives size/ranks)"},
+	{"link-probe", 0, NULL, PERF_FIELD(link_probe), NULL, 1,
+	 "measure copy bandwidth local, peer-read and peer-write between GPUs 0 and 1 (one way, "
+	 "both ways, alongside a local copy), then exit"},
+	{"trace", 0, NULL, PERF_FIELD(trace), NULL, 1,
+	 "after each row, one more call that records the timeline of its first and\n"
+	 "last block on every rank (where the time of a call goes; the first 510\n"
+	 "events of a block)"},
+	{"help", 'h', NULL, PERF_FIELD(help), NULL, 1, "this help"},
+	{"version", 0, NULL, PERF_FIELD(version), NULL, 1, "print the version and exit"},
 };
 
 #define PERF_OPTION_COUNT   (sizeof(perf_option_table) / sizeof(perf_option_table[0]))
@@ -266,10 +267,11 @@ void perf_usage(FILE *out)
 			}
 		}
 	}
-	fprintf(out, "Settings come from NCCL_DET_* variables (doc/settings.md); NCCL is the library\n"
-		     "NCCL_DET_NCCL_LIBRARY names, else libnccl.so.2.  ratio = NCCL time /\n"
-		     "nccl-det time: above 1, nccl-det is faster; s-ratio (--nccl-symmetric) is\n"
-		     "the same for NCCL on symmetric windows.\n");
+	fprintf(out,
+		"Settings come from NCCL_DET_* variables (doc/settings.md); NCCL is the library\n"
+		"NCCL_DET_NCCL_LIBRARY names, else libnccl.so.2.  ratio = NCCL time /\n"
+		"nccl-det time: above 1, nccl-det is faster; s-ratio (--nccl-symmetric) is\n"
+		"the same for NCCL on symmetric windows.\n");
 }
 
 void perf_parse_options(int argc, char **argv, struct perf_options *o)
@@ -280,10 +282,9 @@ void perf_parse_options(int argc, char **argv, struct perf_options *o)
 	for (size_t i = 0; i < PERF_OPTION_COUNT; i++) {
 		const struct perf_option *option = &perf_option_table[i];
 		int key = option->key != 0 ? option->key : PERF_LONG_ONLY_BASE + (int)i;
-		long_options[i] = (struct option){option->name,
-						  option->argument != NULL ? required_argument
-									   : no_argument,
-						  NULL, key};
+		long_options[i] = (struct option){
+			option->name, option->argument != NULL ? required_argument : no_argument,
+			NULL, key};
 		if (option->key != 0) {
 			short_options[used++] = (char)option->key;
 			if (option->argument != NULL)

@@ -46,14 +46,14 @@
 /* A fatal error, possibly on one rank's thread: leave at once (perf_die in run.c). */
 _Noreturn void perf_die(void);
 
-#define PERF_CHECK(call) \
-	do { \
-		cudaError_t perf_err_ = (call); \
-		if (perf_err_ != cudaSuccess) { \
-			fprintf(stderr, "nccl-det-perf: %s failed: %s\n", #call, \
-				cudaGetErrorString(perf_err_)); \
-			perf_die(); \
-		} \
+#define PERF_CHECK(call)                                                                           \
+	do {                                                                                       \
+		cudaError_t perf_err_ = (call);                                                    \
+		if (perf_err_ != cudaSuccess) {                                                    \
+			fprintf(stderr, "nccl-det-perf: %s failed: %s\n", #call,                   \
+				cudaGetErrorString(perf_err_));                                    \
+			perf_die();                                                                \
+		}                                                                                  \
 	} while (0)
 
 /* The two size classes of the ratio summary: latency-bound and bandwidth-bound. */
@@ -111,7 +111,6 @@ struct perf_nccl {
 	int version;
 	struct ndet_nccl fn;
 };
-
 
 /* ---------------------------------------------------------------- rows */
 

@@ -86,7 +86,8 @@ int perf_link_probe(int ngpus)
 			PERF_CHECK(cudaMemset(p.buffer[g][k], k + 1, p.bytes));
 		}
 		for (int l = 0; l < 2; l++)
-			PERF_CHECK(cudaStreamCreateWithFlags(&p.stream[g][l], cudaStreamNonBlocking));
+			PERF_CHECK(
+				cudaStreamCreateWithFlags(&p.stream[g][l], cudaStreamNonBlocking));
 	}
 	printf("# link probe, GPUs 0 and 1 (%s, %d SMs), %zu MiB per copy, the all-reduce "
 	       "kernel's copy loop\n",
@@ -103,25 +104,39 @@ int perf_link_probe(int ngpus)
 			struct perf_probe_copy c[4];
 			double scale; /* bytes counted per copy of p.bytes */
 		} cases[] = {
-		    {"local copy, GPU 0", 1, {{0, 0, b[0][1], b[0][0], G}}, 2},
-		    {"pull one way (GPU 0 reads GPU 1)", 1, {{0, 0, b[0][1], b[1][0], G}}, 1},
-		    {"push one way (GPU 0 writes GPU 1)", 1, {{0, 0, b[1][1], b[0][0], G}}, 1},
-		    {"pull both ways", 2, {{0, 0, b[0][1], b[1][0], G}, {1, 0, b[1][1], b[0][0], G}}, 1},
-		    {"push both ways", 2, {{0, 0, b[1][1], b[0][0], G}, {1, 0, b[0][1], b[1][0], G}}, 1},
-		    {"pull both ways, half grid", 2,
-		     {{0, 0, b[0][1], b[1][0], H}, {1, 0, b[1][1], b[0][0], H}}, 1},
-		    {"push both ways, half grid", 2,
-		     {{0, 0, b[1][1], b[0][0], H}, {1, 0, b[0][1], b[1][0], H}}, 1},
-		    {"pull both ways || local copy (half each)", 4,
-		     {{0, 0, b[0][1], b[1][0], H},
-		      {1, 0, b[1][1], b[0][0], H},
-		      {0, 1, b[0][2], b[0][0], H},
-		      {1, 1, b[1][2], b[1][0], H}}, 1},
-		    {"push both ways || local copy (half each)", 4,
-		     {{0, 0, b[1][1], b[0][0], H},
-		      {1, 0, b[0][1], b[1][0], H},
-		      {0, 1, b[0][2], b[0][0], H},
-		      {1, 1, b[1][2], b[1][0], H}}, 1},
+			{"local copy, GPU 0", 1, {{0, 0, b[0][1], b[0][0], G}}, 2},
+			{"pull one way (GPU 0 reads GPU 1)", 1, {{0, 0, b[0][1], b[1][0], G}}, 1},
+			{"push one way (GPU 0 writes GPU 1)", 1, {{0, 0, b[1][1], b[0][0], G}}, 1},
+			{"pull both ways",
+			 2,
+			 {{0, 0, b[0][1], b[1][0], G}, {1, 0, b[1][1], b[0][0], G}},
+			 1},
+			{"push both ways",
+			 2,
+			 {{0, 0, b[1][1], b[0][0], G}, {1, 0, b[0][1], b[1][0], G}},
+			 1},
+			{"pull both ways, half grid",
+			 2,
+			 {{0, 0, b[0][1], b[1][0], H}, {1, 0, b[1][1], b[0][0], H}},
+			 1},
+			{"push both ways, half grid",
+			 2,
+			 {{0, 0, b[1][1], b[0][0], H}, {1, 0, b[0][1], b[1][0], H}},
+			 1},
+			{"pull both ways || local copy (half each)",
+			 4,
+			 {{0, 0, b[0][1], b[1][0], H},
+			  {1, 0, b[1][1], b[0][0], H},
+			  {0, 1, b[0][2], b[0][0], H},
+			  {1, 1, b[1][2], b[1][0], H}},
+			 1},
+			{"push both ways || local copy (half each)",
+			 4,
+			 {{0, 0, b[1][1], b[0][0], H},
+			  {1, 0, b[0][1], b[1][0], H},
+			  {0, 1, b[0][2], b[0][0], H},
+			  {1, 1, b[1][2], b[1][0], H}},
+			 1},
 		};
 		for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
 			const double s = perf_probe_time(&p, cases[k].c, cases[k].n);

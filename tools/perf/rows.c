@@ -60,7 +60,8 @@ void perf_for_each_row(const struct perf_world *world,
 					.op = row.op,
 					.root = -1};
 				struct ndet_plan plan;
-				if (ndet_engine_plan_call_for_config(&config, &call, &plan) == NDET_OK) {
+				if (ndet_engine_plan_call_for_config(&config, &call, &plan) ==
+				    NDET_OK) {
 					row.path = plan.path;
 					row.blocks = plan.blocks;
 					row.steps = plan.steps;
@@ -80,8 +81,7 @@ static const char *perf_cell(char *buffer, size_t size, const char *format, doub
 	return buffer;
 }
 
-static double perf_busbw(const struct perf_world *world, const struct perf_row *row,
-			 double seconds)
+static double perf_busbw(const struct perf_world *world, const struct perf_row *row, double seconds)
 {
 	const int n = world->options.nranks;
 	if (seconds <= 0)
@@ -143,9 +143,11 @@ void perf_print_row(struct perf_world *world, const struct perf_row *row)
 	/* blocks x steps of the plan: how the engine cuts the message. */
 	char grid[32] = "-";
 	if (row->blocks > 0)
-		snprintf(grid, sizeof(grid), "%ux%llu", row->blocks, (unsigned long long)row->steps);
+		snprintf(grid, sizeof(grid), "%ux%llu", row->blocks,
+			 (unsigned long long)row->steps);
 	printf("  %12zu %12zu %5s %5s %6s %8s |", row->bytes, row->count,
-	       ndet_dtype_name(row->dtype), ndet_op_name(row->op), ndet_plan_path_name(row->path), grid);
+	       ndet_dtype_name(row->dtype), ndet_op_name(row->op), ndet_plan_path_name(row->path),
+	       grid);
 	for (int m = 0; m < PERF_MODE_COUNT; m++) {
 		const double *s = row->seconds[m];
 		printf(" %9s %8s %9s %8s %6s",
@@ -229,10 +231,10 @@ void perf_print_ratio_summary(const struct perf_world *world)
 	 * NCCL on symmetric windows at most its latency (no busbw target).
 	 */
 	static const char *const names[PERF_IMPL_COUNT] = {
-	    [PERF_NCCL] = "NCCL", [PERF_NCCL_SYMMETRIC] = "NCCL-symm"};
+		[PERF_NCCL] = "NCCL", [PERF_NCCL_SYMMETRIC] = "NCCL-symm"};
 	static const char *const classes[PERF_IMPL_COUNT][2] = {
-	    [PERF_NCCL] = {"<= 64 KiB (target >= 1.25)", ">= 64 MiB (target >= 0.95)"},
-	    [PERF_NCCL_SYMMETRIC] = {"<= 64 KiB (target >= 1.0)", ">= 64 MiB (no target)"}};
+		[PERF_NCCL] = {"<= 64 KiB (target >= 1.25)", ">= 64 MiB (target >= 0.95)"},
+		[PERF_NCCL_SYMMETRIC] = {"<= 64 KiB (target >= 1.0)", ">= 64 MiB (no target)"}};
 	for (int impl = PERF_NCCL; impl < PERF_IMPL_COUNT; impl++)
 		for (int m = 0; m < PERF_MODE_COUNT; m++)
 			for (int c = 0; c < 2; c++) {

@@ -122,9 +122,9 @@ static void perf_fill(ndet_dtype_t dtype, void *buffer, size_t count, uint64_t s
 		state ^= state << 13;
 		state ^= state >> 7;
 		state ^= state << 17;
-		double value = ldexp(1.0 + (double)(state >> 40) / 16777216.0,
-				     (int)(state % 17) - 8) *
-			       ((state >> 20) & 1 ? -1.0 : 1.0);
+		double value =
+			ldexp(1.0 + (double)(state >> 40) / 16777216.0, (int)(state % 17) - 8) *
+			((state >> 20) & 1 ? -1.0 : 1.0);
 		switch (dtype) {
 		case NDET_DTYPE_F32:
 			((float *)buffer)[i] = (float)value;
@@ -164,7 +164,8 @@ void perf_check_engine(struct perf_rank *me)
 		fprintf(stderr,
 			"nccl-det-perf: rank %d: the engine failed (kernel error %u: 1 timeout, 2 "
 			"abort, 3 diverging call, 4 peer failure). With ranks sharing one GPU, "
-			"every rank's blocks must be resident at once: lower NCCL_DET_MAX_BLOCKS so "
+			"every rank's blocks must be resident at once: lower NCCL_DET_MAX_BLOCKS "
+			"so "
 			"that ranks x blocks fits the GPU.\n",
 			me->rank, kernel_error);
 		perf_die();
@@ -291,9 +292,9 @@ static void perf_measure_flag_rtt(struct perf_rank *me)
 		}
 		uint64_t *result = NULL;
 		PERF_CHECK(cudaMalloc((void **)&result, sizeof(uint64_t)));
-		PERF_CHECK((cudaError_t)ndet_kernel_flag_pingpong(world->flag_pair[me->rank],
-								  world->flag_pair[peer], iters,
-								  me->rank == 0, result, me->stream));
+		PERF_CHECK((cudaError_t)ndet_kernel_flag_pingpong(
+			world->flag_pair[me->rank], world->flag_pair[peer], iters, me->rank == 0,
+			result, me->stream));
 		PERF_CHECK(cudaStreamSynchronize(me->stream));
 		uint64_t ns = 0;
 		PERF_CHECK(cudaMemcpy(&ns, result, sizeof(ns), cudaMemcpyDeviceToHost));
@@ -348,13 +349,14 @@ static void perf_judge(struct perf_rank *me, struct perf_row *row)
 		char *second = malloc(bytes);
 		PERF_CHECK(cudaMemcpy(second, me->recv2 + size + 8, bytes - size,
 				      cudaMemcpyDeviceToHost));
-		row->invariant =
-			memcmp(second, world->recv_host[0] + size, bytes - size) == 0 ? "OK"
-										      : "FAIL";
+		row->invariant = memcmp(second, world->recv_host[0] + size, bytes - size) == 0
+					 ? "OK"
+					 : "FAIL";
 		free(second);
 	}
 	if (world->nccl_on)
-		row->nccl_differ = perf_count_differ(world->nccl_host, expected, block / size, size);
+		row->nccl_differ =
+			perf_count_differ(world->nccl_host, expected, block / size, size);
 	free(expected);
 	if (!same || strcmp(row->invariant, "FAIL") == 0)
 		world->failures++;
@@ -464,8 +466,8 @@ static void *perf_rank_main(void *argument)
 	PERF_CHECK(cudaStreamCreateWithFlags(&me->stream, cudaStreamNonBlocking));
 
 	struct ndet_setup_verdict verdict;
-	ndet_status_t st =
-		ndet_engine_create(&config, perf_allgather, me, &world->engines[me->rank], &verdict);
+	ndet_status_t st = ndet_engine_create(&config, perf_allgather, me,
+					      &world->engines[me->rank], &verdict);
 	if (st != NDET_OK) {
 		fprintf(stderr, "nccl-det-perf: rank %d: engine setup failed: %s (%s, rank %d)\n",
 			me->rank, ndet_status_name(st), ndet_verdict_reason_name(verdict.reason),
@@ -477,7 +479,8 @@ static void *perf_rank_main(void *argument)
 	if (o->nranks >= 2)
 		perf_measure_flag_rtt(me);
 	if (me->rank == 0) {
-		printf("# device-to-device copy: %.1f GB/s (bytes read + written)", world->copy_gbps);
+		printf("# device-to-device copy: %.1f GB/s (bytes read + written)",
+		       world->copy_gbps);
 		if (o->nranks >= 2)
 			printf(", bare flag round trip: %.2f us", world->flag_rtt_us);
 		printf("\n#\n");
@@ -517,16 +520,17 @@ int perf_run(struct perf_world *world)
 		int devices[NDET_MAX_RANKS];
 		for (int r = 0; r < o->nranks; r++)
 			devices[r] = r;
-		ncclResult_t result = world->nccl.fn.ncclCommInitAll(world->comms, o->nranks, devices);
+		ncclResult_t result =
+			world->nccl.fn.ncclCommInitAll(world->comms, o->nranks, devices);
 		if (result != ncclSuccess) {
 			fprintf(stderr, "nccl-det-perf: ncclCommInitAll failed: %s\n",
 				world->nccl.fn.ncclGetErrorString(result));
 			return 1;
 		}
 		/* Only checked sizes come back to the host. */
-		world->nccl_host = malloc((o->max_bytes < o->check_max_bytes ? o->max_bytes
-									     : o->check_max_bytes) +
-					  16);
+		world->nccl_host = malloc(
+			(o->max_bytes < o->check_max_bytes ? o->max_bytes : o->check_max_bytes) +
+			16);
 		if (world->nccl_host == NULL) {
 			fprintf(stderr, "nccl-det-perf: out of host memory\n");
 			return 1;

@@ -18,12 +18,17 @@
 static const char *perf_trace_name(unsigned code)
 {
 	static const char *const names[] = {
-	    [NDET_TRACE_START] = "start",	    [NDET_TRACE_OPENED] = "opened",
-	    [NDET_TRACE_SCATTERED] = "scattered", [NDET_TRACE_READY] = "ready",
-	    [NDET_TRACE_REDUCED] = "reduced",	    [NDET_TRACE_PEERS_DONE] = "peers-reduced",
-	    [NDET_TRACE_GATHERED] = "gathered",   [NDET_TRACE_STEP] = "step",
-	    [NDET_TRACE_COPIED] = "copied",	    [NDET_TRACE_SYNCED] = "synced",
-	    [NDET_TRACE_END] = "end",
+		[NDET_TRACE_START] = "start",
+		[NDET_TRACE_OPENED] = "opened",
+		[NDET_TRACE_SCATTERED] = "scattered",
+		[NDET_TRACE_READY] = "ready",
+		[NDET_TRACE_REDUCED] = "reduced",
+		[NDET_TRACE_PEERS_DONE] = "peers-reduced",
+		[NDET_TRACE_GATHERED] = "gathered",
+		[NDET_TRACE_STEP] = "step",
+		[NDET_TRACE_COPIED] = "copied",
+		[NDET_TRACE_SYNCED] = "synced",
+		[NDET_TRACE_END] = "end",
 	};
 	return code < sizeof(names) / sizeof(names[0]) && names[code] != NULL ? names[code] : "?";
 }
@@ -47,8 +52,8 @@ static void perf_print_trace(int rank, const char *which, const uint64_t *t, uin
 	/* Other GPUs' %globaltimer may be offset from rank 0's: read with care. */
 	printf("#   trace rank %d %s block (starts %+.1f us after rank 0's first): %llu events "
 	       "over %.1f us:",
-	       rank, which, ((double)t0 - (double)(base & mask)) / 1e3,
-	       (unsigned long long)events, span);
+	       rank, which, ((double)t0 - (double)(base & mask)) / 1e3, (unsigned long long)events,
+	       span);
 	for (uint64_t i = 1; i <= events && i <= 24; i++)
 		printf(" %s %.1f", perf_trace_name((unsigned)(t[i] >> 56)),
 		       (double)((t[i] & mask) - t0) / 1e3);
@@ -65,8 +70,8 @@ static void perf_print_trace(int rank, const char *which, const uint64_t *t, uin
 	printf("#   trace rank %d %s block, time to reach each event:", rank, which);
 	for (unsigned code = 0; code <= NDET_TRACE_END; code++)
 		if (count[code] > 0)
-			printf(" %s %.1f (%u x %.2f)", perf_trace_name(code), sum[code], count[code],
-			       sum[code] / count[code]);
+			printf(" %s %.1f (%u x %.2f)", perf_trace_name(code), sum[code],
+			       count[code], sum[code] / count[code]);
 	printf("\n");
 }
 
@@ -106,4 +111,3 @@ void perf_trace_print(const struct perf_world *world, const struct perf_row *row
 		perf_print_trace(r, "last", perf_trace_words[r] + NDET_TRACE_WORDS, base);
 	}
 }
-
