@@ -8,6 +8,10 @@
 #
 #   test/gpu/ab_perf.sh A/nccl-det-perf B/nccl-det-perf
 #
+# Both binaries must have nccl-det-perf's nccl-tests-style interface (--ranks, -G 0 for
+# eager only, one row per size, dtype, op and mode): an older build's -n is its rank
+# count, here the iterations, and its rows have another layout.
+#
 # Environment: ROUNDS (default 3), NRANKS (the rank counts of the judged runs, in the
 # order they run: default "2 4 8"; put 8 first where the budget may not reach it),
 # AB_BUDGET (seconds: no run starts after it; default 480, above one round of every
@@ -39,13 +43,13 @@ run() {
 	shift 3
 	[ "$SECONDS" -lt "$budget" ] || return 0
 	local n
-	n=$(echo "$*" | sed -E 's/.*-n ([0-9]+).*/\1/')
+	n=$(echo "$*" | sed -E 's/.*--ranks ([0-9]+).*/\1/')
 	echo "# $tag $judged: $*" >>"$raw"
 	"$binary" "$@" -c 0 --no-nccl 2>&1 | awk -v tag="$tag" -v n="$n" -v judged="$judged" '
 		/^#/ { next }
-		NF >= 25 && $7 == "|" {
-			print tag, judged, n, $3, $4, $1, "eager", $8
-			if ($14 != "-") print tag, judged, n, $3, $4, $1, "graph", $14
+		# size count type redop mode path, then nccl-det time algbw busbw #wrong, ...
+		NF == 17 && ($5 == "eager" || $5 == "graph") {
+			print tag, judged, n, $3, $4, $1, $5, $7
 		}' >>"$raw"
 }
 
@@ -55,9 +59,9 @@ for round in $(seq 1 "$rounds"); do
 			binary=$a
 			[ "$tag" = B ] && binary=$b
 			# shellcheck disable=SC2086
-			run "$tag" "$binary" judged -n "$n" $large -d all -o sum,avg -G 0
+			run "$tag" "$binary" judged --ranks "$n" $large -d all -o sum,avg -G 0
 			# shellcheck disable=SC2086
-			run "$tag" "$binary" judged -n "$n" $small -d all -o sum,avg -G 2
+			run "$tag" "$binary" judged --ranks "$n" $small -d all -o sum,avg
 		done
 	done
 	echo "round $round of $rounds done ($SECONDS s)"
@@ -68,9 +72,9 @@ for tag in A B; do
 	binary=$a
 	[ "$tag" = B ] && binary=$b
 	for n in 2 8; do
-		run "$tag" "$binary" rare -n "$n" -b 8 -e 256M -f 32 -d f32,bf16 -o prod,min,max -G 2
+		run "$tag" "$binary" rare --ranks "$n" -b 8 -e 256M -f 32 -d f32,bf16 -o prod,min,max
 	done
-	run "$tag" "$binary" rare -n 12 -b 8 -e 256M -f 32 -d f32,bf16 -o sum,avg -G 2
+	run "$tag" "$binary" rare --ranks 12 -b 8 -e 256M -f 32 -d f32,bf16 -o sum,avg
 done
 
 # shellcheck disable=SC2086

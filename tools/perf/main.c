@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,13 +36,15 @@ int main(int argc, char **argv)
 	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
 	static struct perf_world world;
 	struct perf_options *o = &world.options;
+	world.wrong = -1; /* no row checked yet */
 	*o = (struct perf_options){.nranks = 0,
 				   .min_bytes = 8,
 				   .max_bytes = 1u << 30,
-				   .factor = 2,
+				   .factor = NAN,
 				   .warmup = 5,
 				   .iters = 20,
-				   .graph = 2,
+				   .graph_launches = 1,
+				   .modes = (1u << PERF_EAGER) | (1u << PERF_GRAPH),
 				   .check = true,
 				   .check_max_bytes = 256u << 20,
 				   .dtypes = (1u << NDET_DTYPE_BF16) | (1u << NDET_DTYPE_F32),
@@ -111,10 +114,23 @@ int main(int argc, char **argv)
 	       o->nranks, ngpus < o->nranks ? 1 : o->nranks, device_name,
 	       ngpus < o->nranks ? "ranks share GPU 0 as threads (one-GPU proxy)"
 				 : "one thread per GPU");
-	printf("# pool %llu B, max blocks %d, one-shot up to %llu B, %d warm-up, %d timed calls\n",
+	printf("# pool %llu B, max blocks %d, one-shot up to %llu B\n",
 	       (unsigned long long)settings->pool_size, settings->max_blocks,
-	       (unsigned long long)ndet_plan_oneshot_max(settings->oneshot_max, o->nranks, o->coll),
-	       o->warmup, o->iters);
+	       (unsigned long long)ndet_plan_oneshot_max(settings->oneshot_max, o->nranks,
+							 o->coll));
+	/* nccl-tests' line of its options, with the rank count first. */
+	char step[64];
+	if (o->step_bytes > 0)
+		snprintf(step, sizeof(step), "%zu(bytes)", o->step_bytes);
+	else
+		snprintf(step, sizeof(step), "%g(factor)", o->factor);
+	printf("# ranks %d minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d "
+	       "validation: %d graph: %d modes: %s\n",
+	       o->nranks, o->min_bytes, o->max_bytes, step, o->warmup, o->iters, o->check ? 1 : 0,
+	       o->graph_launches,
+	       o->modes == (1u << PERF_EAGER)   ? "eager"
+	       : o->modes == (1u << PERF_GRAPH) ? "graph"
+						: "eager,graph");
 	if (o->check)
 		printf("# checks: bit-exact against the CPU tree and size-invariant, sizes up to "
 		       "%zu B\n",
@@ -139,6 +155,7 @@ int main(int argc, char **argv)
 	if (o->dry_run) {
 		perf_print_header(&world);
 		perf_for_each_row(&world, perf_dry_row, &world);
+		perf_print_totals(&world);
 		printf("# SUMMARY nccl-det-perf: dry run, nothing measured\n");
 		if (world.csv != NULL && fclose(world.csv) != 0)
 			return 1;
@@ -153,6 +170,7 @@ int main(int argc, char **argv)
 		       100 * world.ratio_sum_large / world.large_rows,
 		       100 * world.best_ratio_large);
 	perf_print_ratio_summary(&world);
+	perf_print_totals(&world);
 	if (world.csv != NULL && fclose(world.csv) != 0) {
 		fprintf(stderr, "nccl-det-perf: writing %s failed\n", o->csv_path);
 		return 1;

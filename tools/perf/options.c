@@ -81,11 +81,25 @@ static const char *perf_parse_double(const char *text, void *field)
 	return NULL;
 }
 
-static const char *perf_parse_graph_mode(const char *text, void *field)
+/* A comma list of eager and graph into a bit mask of 1 << enum perf_mode. */
+static const char *perf_parse_modes(const char *text, void *field)
 {
-	if (strcmp(text, "0") != 0 && strcmp(text, "1") != 0 && strcmp(text, "2") != 0)
-		return "must be 0 (eager), 1 (graph) or 2 (both)";
-	*(int *)field = text[0] - '0';
+	unsigned mask = 0;
+	for (const char *cursor = text; *cursor != '\0';) {
+		size_t length = strcspn(cursor, ",");
+		if (length == 5 && strncmp(cursor, "eager", 5) == 0)
+			mask |= 1u << PERF_EAGER;
+		else if (length == 5 && strncmp(cursor, "graph", 5) == 0)
+			mask |= 1u << PERF_GRAPH;
+		else
+			return "a comma list of eager and graph";
+		cursor += length;
+		if (*cursor == ',')
+			cursor++;
+	}
+	if (mask == 0)
+		return "a comma list of eager and graph";
+	*(unsigned *)field = mask;
 	return NULL;
 }
 
@@ -188,26 +202,39 @@ static const char *perf_parse_string(const char *text, void *field)
  * is a field in struct perf_options, its default in main() and one row here.
  */
 static const struct perf_option perf_option_table[] = {
-	{"ranks", 'n', "RANKS", PERF_FIELD(nranks), perf_parse_int, 0,
-	 "ranks (default: one per GPU; 4 sharing GPU 0 on a one-GPU machine)"},
+	/* nccl-tests' options, by its letters and long names. */
 	{"minbytes", 'b', "BYTES", PERF_FIELD(min_bytes), perf_parse_size, 0,
 	 "smallest size (default 8; K, M, G suffixes)"},
 	{"maxbytes", 'e', "BYTES", PERF_FIELD(max_bytes), perf_parse_size, 0,
 	 "largest size (default 1G)"},
 	{"stepfactor", 'f', "FACTOR", PERF_FIELD(factor), perf_parse_double, 0,
 	 "size step factor (default 2)"},
+	{"stepbytes", 'i', "BYTES", PERF_FIELD(step_bytes), perf_parse_size, 0,
+	 "size step in bytes instead of a factor (not with -f)"},
+	{"iters", 'n', "N", PERF_FIELD(iters), perf_parse_int, 0, "timed iterations (default 20)"},
+	{"warmup_iters", 'w', "N", PERF_FIELD(warmup), perf_parse_int, 0,
+	 "warm-up iterations (default 5)"},
+	{"check", 'c', "0|1", PERF_FIELD(check), perf_parse_bool, 0,
+	 "bit-exact and size-invariance checks (default 1, sizes up to --check-max)"},
+	{"op", 'o', "OPS", PERF_FIELD(ops), perf_parse_ops, 0,
+	 "comma list of sum,prod,min,max,avg or all (default sum)"},
 	{"datatype", 'd', "TYPES", PERF_FIELD(dtypes), perf_parse_dtypes, 0,
 	 "comma list of f32,f16,bf16,f64,f8e4m3,f8e5m2 or all (default bf16,f32; fp8 on sm_90+);\n"
 	 "nccl-tests' float, half, bfloat16 and double too"},
-	{"op", 'o', "OPS", PERF_FIELD(ops), perf_parse_ops, 0,
-	 "comma list of sum,prod,min,max,avg or all (default sum)"},
-	{"warmup_iters", 'w', "N", PERF_FIELD(warmup), perf_parse_int, 0,
-	 "warm-up calls (default 5)"},
-	{"iters", 'i', "N", PERF_FIELD(iters), perf_parse_int, 0, "timed calls (default 20)"},
-	{"cudagraph", 'G', "MODE", PERF_FIELD(graph), perf_parse_graph_mode, 0,
-	 "0 eager, 1 CUDA graph, 2 both (default 2)"},
-	{"check", 'c', "0|1", PERF_FIELD(check), perf_parse_bool, 0,
-	 "bit-exact and size-invariance checks (default 1, sizes up to --check-max)"},
+	{"cudagraph", 'G', "N", PERF_FIELD(graph_launches), perf_parse_int, 0,
+	 "graph rows: the -n iterations captured in one CUDA graph, launched N times\n"
+	 "(default 1); 0 = eager rows only"},
+	{"output_file", 'F', "FILE", PERF_FIELD(csv_path), perf_parse_string, 0,
+	 "also write every size, dtype and op to FILE as CSV (one header line)"},
+	{"help", 'h', NULL, PERF_FIELD(help), NULL, 1, "this help"},
+	/* nccl-det-perf's own. */
+	{"ranks", 0, "N", PERF_FIELD(nranks), perf_parse_int, 0,
+	 "ranks (default: one per GPU; 4 sharing GPU 0 on a one-GPU machine)"},
+	{"modes", 0, "MODES", PERF_FIELD(modes), perf_parse_modes, 0,
+	 "comma list of eager,graph: the rows of each size (default eager,graph)"},
+	{"coll", 0, "C", PERF_FIELD(coll), perf_parse_coll, 0,
+	 "allreduce (default) or reducescatter (sizes: whole send buffers,\n"
+	 "each rank receives size/ranks)"},
 	{"check-max", 0, "BYTES", PERF_FIELD(check_max_bytes), perf_parse_size, 0,
 	 "the largest size checked (default 256M: the CPU reference holds every\n"
 	 "rank's input in host memory and takes about a second per GiB)"},
@@ -218,16 +245,12 @@ static const struct perf_option perf_option_table[] = {
 	{"nccl-symmetric", 0, NULL, PERF_FIELD(nccl_symmetric), NULL, 1,
 	 "also time NCCL on ncclMemAlloc buffers registered as symmetric windows\n"
 	 "(NCCL >= 2.27; else say why not)"},
-	{"csv", 0, "FILE", PERF_FIELD(csv_path), perf_parse_string, 0,
-	 "also write every row to FILE as CSV (one header line)"},
+	{"csv", 0, "FILE", PERF_FIELD(csv_path), perf_parse_string, 0, "the same as -F FILE"},
 	{"dry-run", 0, NULL, PERF_FIELD(dry_run), NULL, 1,
 	 "print the setup and the rows the run would measure, and load NCCL,\n"
 	 "without running anything on a GPU"},
 	{"gpus", 0, "N", PERF_FIELD(assume_gpus), perf_parse_int, 0,
 	 "with --dry-run: plan as if N GPUs were visible (default: those visible)"},
-	{"coll", 'C', "C", PERF_FIELD(coll), perf_parse_coll, 0,
-	 "allreduce (default) or reducescatter (sizes: whole send buffers,\n"
-	 "each rank receives size/ranks)"},
 	{"link-probe", 0, NULL, PERF_FIELD(link_probe), NULL, 1,
 	 "measure copy bandwidth local, peer-read and peer-write between GPUs 0 and 1 (one way, "
 	 "both ways, alongside a local copy), then exit"},
@@ -235,7 +258,6 @@ static const struct perf_option perf_option_table[] = {
 	 "after each row, one more call that records the timeline of its first and\n"
 	 "last block on every rank (where the time of a call goes; the first 510\n"
 	 "events of a block)"},
-	{"help", 'h', NULL, PERF_FIELD(help), NULL, 1, "this help"},
 	{"version", 0, NULL, PERF_FIELD(version), NULL, 1, "print the version and exit"},
 };
 
@@ -269,16 +291,41 @@ void perf_usage(FILE *out)
 	}
 	fprintf(out,
 		"Settings come from NCCL_DET_* variables (doc/settings.md); NCCL is the library\n"
-		"NCCL_DET_NCCL_LIBRARY names, else libnccl.so.2.  ratio = NCCL time /\n"
-		"nccl-det time: above 1, nccl-det is faster; s-ratio (--nccl-symmetric) is\n"
-		"the same for NCCL on symmetric windows.\n");
+		"NCCL_DET_NCCL_LIBRARY names, else libnccl.so.2.  One row per size, type, op\n"
+		"and mode; ratio = NCCL time / nccl-det time: above 1, nccl-det is faster\n"
+		"(with --nccl-symmetric, symm-t: NCCL's time on symmetric windows instead;\n"
+		"both ratios in the CSV and the summary).\n");
+}
+
+/*
+ * An option this tool does not have (getopt's '?') or one without its argument (':'),
+ * like nccl-tests: what was wrong, then the usage.  The letters this tool once used
+ * for its own options, and nccl-tests' options it has no counterpart for, say so.
+ */
+static void perf_bad_option(int key, const char *word)
+{
+	if (key == ':')
+		fprintf(stderr, "nccl-det-perf: option '%s' needs an argument\n", word);
+	else if (optopt == 'C')
+		fprintf(stderr, "nccl-det-perf: invalid option '-C' (the collective is --coll)\n");
+	else if (optopt != 0 && strchr("tgmprzyTa", optopt) != NULL)
+		fprintf(stderr,
+			"nccl-det-perf: invalid option '-%c' (nccl-tests' -%c has no counterpart "
+			"here)\n",
+			optopt, optopt);
+	else if (optopt != 0)
+		fprintf(stderr, "nccl-det-perf: invalid option '-%c'\n", optopt);
+	else
+		fprintf(stderr, "nccl-det-perf: invalid option '%s'\n", word);
+	perf_usage(stderr);
 }
 
 void perf_parse_options(int argc, char **argv, struct perf_options *o)
 {
 	struct option long_options[PERF_OPTION_COUNT + 1];
-	char short_options[3 * PERF_OPTION_COUNT + 1];
+	char short_options[3 * PERF_OPTION_COUNT + 2];
 	size_t used = 0;
+	short_options[used++] = ':'; /* a missing argument returns ':', not '?' */
 	for (size_t i = 0; i < PERF_OPTION_COUNT; i++) {
 		const struct perf_option *option = &perf_option_table[i];
 		int key = option->key != 0 ? option->key : PERF_LONG_ONLY_BASE + (int)i;
@@ -293,6 +340,8 @@ void perf_parse_options(int argc, char **argv, struct perf_options *o)
 	}
 	long_options[PERF_OPTION_COUNT] = (struct option){NULL, 0, NULL, 0};
 	short_options[used] = '\0';
+	/* The messages below name the tool, not argv[0] (a libtool wrapper's lt-...). */
+	opterr = 0;
 
 	int key;
 	while ((key = getopt_long(argc, argv, short_options, long_options, NULL)) != -1) {
@@ -304,7 +353,7 @@ void perf_parse_options(int argc, char **argv, struct perf_options *o)
 				option = &perf_option_table[i];
 		}
 		if (option == NULL) {
-			perf_usage(stderr);
+			perf_bad_option(key, argv[optind - 1]);
 			exit(2);
 		}
 		void *field = (char *)o + option->offset;
@@ -322,9 +371,19 @@ void perf_parse_options(int argc, char **argv, struct perf_options *o)
 		fprintf(stderr, "nccl-det-perf: unexpected argument '%s'\n", argv[optind]);
 		exit(2);
 	}
+	/* The factor stays unset (NaN) unless -f gives one; -G 0 leaves the graph rows out. */
+	const bool factor_given = !isnan(o->factor);
+	if (!factor_given && o->step_bytes == 0)
+		o->factor = 2;
+	if (o->graph_launches == 0)
+		o->modes &= ~(1u << PERF_GRAPH);
 	const char *why = NULL;
-	if (o->factor <= 1.0)
+	if (factor_given && o->step_bytes > 0)
+		why = "-f (--stepfactor) and -i (--stepbytes) exclude each other";
+	else if (factor_given && o->factor <= 1.0)
 		why = "--stepfactor must be above 1";
+	else if (o->modes == 0)
+		why = "--modes graph needs -G (--cudagraph) of at least 1";
 	else if (o->iters < 1)
 		why = "--iters must be at least 1";
 	else if (o->min_bytes < 1 || o->max_bytes < o->min_bytes)

@@ -64,6 +64,8 @@ _Noreturn void perf_die(void);
 
 /* ---------------------------------------------------------------- options */
 
+enum perf_mode { PERF_EAGER = 0, PERF_GRAPH, PERF_MODE_COUNT };
+
 enum perf_nccl_choice {
 	PERF_NCCL_AUTO = 0, /* when it can run; otherwise say why */
 	PERF_NCCL_REQUIRED, /* --nccl: exit 2 when it cannot run */
@@ -73,9 +75,11 @@ enum perf_nccl_choice {
 struct perf_options {
 	int nranks;
 	size_t min_bytes, max_bytes;
-	double factor;
+	double factor;     /* NaN when sizes step by step_bytes (-i) */
+	size_t step_bytes; /* -i; 0 = step by the factor */
 	int warmup, iters;
-	int graph; /* 0 eager, 1 graph, 2 both */
+	int graph_launches; /* -G: launches of the captured graph per graph row; 0 = none */
+	unsigned modes;     /* --modes: bit per enum perf_mode (-G 0 clears the graph's) */
 	bool check;
 	size_t check_max_bytes;
 	unsigned dtypes;    /* bit per ndet_dtype_t */
@@ -116,7 +120,6 @@ struct perf_nccl {
 
 /* PERF_NCCL_SYMMETRIC: NCCL on buffers registered as symmetric windows. */
 enum perf_impl { PERF_NDET = 0, PERF_NCCL, PERF_NCCL_SYMMETRIC, PERF_IMPL_COUNT };
-enum perf_mode { PERF_EAGER = 0, PERF_GRAPH, PERF_MODE_COUNT };
 
 /* One line of the table: one size, dtype and op. */
 struct perf_row {
@@ -128,8 +131,9 @@ struct perf_row {
 	uint64_t steps;
 	double seconds[PERF_MODE_COUNT][PERF_IMPL_COUNT]; /* per call; < 0 = not run */
 	const char *exact, *invariant;                    /* "OK", "FAIL", "-" */
-	long long nccl_differ;                            /* elements; < 0 = not checked */
-	double kernel_gbps, vs_copy;                      /* < 0 = not applicable */
+	long long wrong;             /* nccl-det's elements off the CPU tree; < 0 = not checked */
+	long long nccl_differ;       /* elements; < 0 = not checked */
+	double kernel_gbps, vs_copy; /* < 0 = not applicable */
 };
 
 /* Ratio NCCL / nccl-det over one class of sizes in one mode. */
@@ -160,6 +164,9 @@ struct perf_world {
 	int large_rows;
 	double ratio_sum_large;
 	int failures;
+	long long wrong;  /* nccl-det's elements off the tree; < 0: none checked */
+	double busbw_sum; /* nccl-det's busbw over the measured table rows */
+	int busbw_rows;
 	/* [impl][mode][small, large]; the PERF_NDET row stays empty. */
 	struct perf_ratio_stats ratios[PERF_IMPL_COUNT][PERF_MODE_COUNT][2];
 	uint64_t *flag_pair[2];
@@ -186,13 +193,15 @@ void perf_symmetric_teardown(struct perf_rank *me);
 /* nccl.c: stop with the reason when `result` or the communicator's async error is one. */
 void perf_check_nccl(struct perf_rank *me, ncclResult_t result, const char *what);
 
-/* rows.c */
+/* rows.c; perf_print_row also adds nccl-det's busbw to the world's average. */
 void perf_for_each_row(const struct perf_world *world,
 		       void (*visit)(void *context, struct perf_row *row), void *context);
 void perf_print_header(struct perf_world *world);
 void perf_print_row(struct perf_world *world, const struct perf_row *row);
 void perf_note_ratios(struct perf_world *world, const struct perf_row *row);
 void perf_print_ratio_summary(const struct perf_world *world);
+/* nccl-tests' closing lines: the elements off the tree, the average bus bandwidth. */
+void perf_print_totals(const struct perf_world *world);
 
 /* run.c */
 struct ndet_engine_config perf_engine_config(const struct perf_world *world, int rank);

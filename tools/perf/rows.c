@@ -32,7 +32,9 @@ void perf_for_each_row(const struct perf_world *world,
 				continue;
 			const size_t size = ndet_dtype_size((ndet_dtype_t)dtype);
 			for (double b = (double)o->min_bytes; b <= (double)o->max_bytes + 0.5;
-			     b = b * o->factor > b ? b * o->factor : b + 1) {
+			     b = o->step_bytes > 0   ? b + (double)o->step_bytes
+				 : b * o->factor > b ? b * o->factor
+						     : b + 1) {
 				struct perf_row row = {
 					.count = (size_t)b / size > 0 ? (size_t)b / size : 1,
 					.dtype = (ndet_dtype_t)dtype,
@@ -41,6 +43,7 @@ void perf_for_each_row(const struct perf_world *world,
 					.exact = "-",
 					.invariant = "-",
 					.nccl_differ = -1,
+					.wrong = -1,
 					.kernel_gbps = -1,
 					.vs_copy = -1,
 				};
@@ -97,25 +100,51 @@ static double perf_ratio(const struct perf_row *row, int mode, enum perf_impl im
 	return ndet > 0 && other > 0 ? other / ndet : -1;
 }
 
+/*
+ * The table, one row per size, dtype, op and mode, in 132 columns: nccl-tests' columns
+ * (time, algbw, busbw, #wrong) for nccl-det and time, algbw, busbw for NCCL (whose
+ * result is not judged right or wrong: nccl-diff counts its elements off the tree),
+ * then NCCL's time over nccl-det's (with --nccl-symmetric NCCL's time on symmetric
+ * windows instead; both ratios go to the summary and the CSV), then the determinism
+ * checks.  The one-GPU proxy's kernel bytes per second are in the CSV and the summary.
+ */
+#define PERF_ROW_LEAD   "%12s %10s %6s %5s %5s %5s"
+#define PERF_ROW_NDET   " %7s %6s %6s %6s"
+#define PERF_ROW_NCCL   " %7s %6s %6s"
+#define PERF_ROW_RATIO  " %5s"
+#define PERF_ROW_SYMM   " %7s"
+#define PERF_ROW_CHECKS " %5s %8s %9s"
+
+/* " <--- label --->" in `width` columns: which implementation columns are whose. */
+static void perf_banner(const char *label, int width)
+{
+	const int dashes = width - 5 - (int)strlen(label);
+	printf(" <%.*s %s %.*s>", dashes / 2, "--------------------", label, dashes - dashes / 2,
+	       "--------------------");
+}
+
 void perf_print_header(struct perf_world *world)
 {
 	const bool symmetric = world->options.nccl_symmetric;
-	printf("# %12s %12s %5s %5s %6s %8s |", "", "", "", "", "", "");
-	for (int m = 0; m < PERF_MODE_COUNT; m++)
-		printf(" %s: %-*s|", perf_mode_names[m], symmetric ? 66 : 38,
-		       symmetric ? "nccl-det, NCCL, NCCL/nccl-det, NCCL-symm, symm/nccl-det"
-				 : "nccl-det, NCCL, NCCL/nccl-det");
+	printf("#%11s %10s %6s %5s %5s %5s", "", "", "", "", "", "");
+	perf_banner("nccl-det", 29);
+	perf_banner("NCCL", 22);
+	printf("%*s", symmetric ? 8 : 6, "");
+	perf_banner("checks", 25);
 	printf("\n");
-	printf("# %12s %12s %5s %5s %6s %8s |", "size(B)", "count", "type", "redop", "path",
-	       "grid");
-	for (int m = 0; m < PERF_MODE_COUNT; m++) {
-		printf(" %9s %8s %9s %8s %6s", "ndet(us)", "busbw", "nccl(us)", "busbw", "ratio");
-		if (symmetric)
-			printf(" %9s %8s %8s", "symm(us)", "busbw", "s-ratio");
-		printf(" |");
-	}
-	printf(" %5s %8s %9s | %9s %7s\n", "exact", "size-inv", "nccl-diff", "kern GB/s",
-	       "vs copy");
+	printf("#%11s %10s %6s %5s %5s %5s" PERF_ROW_NDET PERF_ROW_NCCL "%s" PERF_ROW_CHECKS "\n",
+	       "size", "count", "type", "redop", "mode", "path", "time", "algbw", "busbw", "#wrong",
+	       "time", "algbw", "busbw", symmetric ? "  symm-t" : " ratio", "exact", "size-inv",
+	       "nccl-diff");
+	/* The units, without the blank cells that end the line. */
+	char units[160];
+	int length = snprintf(units, sizeof(units),
+			      "#%11s %10s %6s %5s %5s %5s" PERF_ROW_NDET PERF_ROW_NCCL "%s", "(B)",
+			      "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
+			      "(GB/s)", "(GB/s)", symmetric ? "    (us)" : "");
+	while (length > 0 && units[length - 1] == ' ')
+		units[--length] = '\0';
+	printf("%s\n", units);
 	if (world->csv != NULL) {
 		fprintf(world->csv, "ranks,size_bytes,count,dtype,op,path,blocks,steps");
 		for (int m = 0; m < PERF_MODE_COUNT; m++)
@@ -129,6 +158,21 @@ void perf_print_header(struct perf_world *world)
 	}
 }
 
+/* nccl-tests' time cell: fewer decimals as the time grows, so it stays 7 wide. */
+static const char *perf_time_cell(char *buffer, size_t size, double seconds)
+{
+	if (seconds < 0)
+		return "-";
+	const double us = seconds * 1e6;
+	snprintf(buffer, size, us >= 10000 ? "%.0f" : us >= 100 ? "%.1f" : "%.2f", us);
+	return buffer;
+}
+
+static double perf_algbw(const struct perf_row *row, double seconds)
+{
+	return seconds > 0 ? (double)row->bytes / seconds / 1e9 : -1;
+}
+
 /* CSV field: the value, or empty when not measured. */
 static void perf_csv_value(FILE *csv, const char *format, double value)
 {
@@ -139,40 +183,40 @@ static void perf_csv_value(FILE *csv, const char *format, double value)
 
 void perf_print_row(struct perf_world *world, const struct perf_row *row)
 {
-	char cells[8][32];
-	/* blocks x steps of the plan: how the engine cuts the message. */
-	char grid[32] = "-";
-	if (row->blocks > 0)
-		snprintf(grid, sizeof(grid), "%ux%llu", row->blocks,
-			 (unsigned long long)row->steps);
-	printf("  %12zu %12zu %5s %5s %6s %8s |", row->bytes, row->count,
-	       ndet_dtype_name(row->dtype), ndet_op_name(row->op), ndet_plan_path_name(row->path),
-	       grid);
+	const struct perf_options *o = &world->options;
+	char cells[12][32];
 	for (int m = 0; m < PERF_MODE_COUNT; m++) {
+		if (!(o->modes & (1u << m)))
+			continue;
 		const double *s = row->seconds[m];
-		printf(" %9s %8s %9s %8s %6s",
-		       perf_cell(cells[0], sizeof(cells[0]), "%.2f", s[PERF_NDET] * 1e6),
-		       perf_cell(cells[1], sizeof(cells[1]), "%.2f",
-				 perf_busbw(world, row, s[PERF_NDET])),
-		       perf_cell(cells[2], sizeof(cells[2]), "%.2f", s[PERF_NCCL] * 1e6),
-		       perf_cell(cells[3], sizeof(cells[3]), "%.2f",
+		snprintf(cells[0], sizeof(cells[0]), "%zu", row->bytes);
+		snprintf(cells[1], sizeof(cells[1]), "%zu", row->count);
+		const double busbw = perf_busbw(world, row, s[PERF_NDET]);
+		if (busbw >= 0) {
+			world->busbw_sum += busbw;
+			world->busbw_rows++;
+		}
+		/* NCCL's time over nccl-det's, or with --nccl-symmetric NCCL's on windows. */
+		char extra[48];
+		snprintf(extra, sizeof(extra), o->nccl_symmetric ? PERF_ROW_SYMM : PERF_ROW_RATIO,
+			 o->nccl_symmetric ? perf_time_cell(cells[9], sizeof(cells[9]),
+							    s[PERF_NCCL_SYMMETRIC])
+					   : perf_cell(cells[9], sizeof(cells[9]), "%.2f",
+						       perf_ratio(row, m, PERF_NCCL)));
+		printf(PERF_ROW_LEAD PERF_ROW_NDET PERF_ROW_NCCL "%s" PERF_ROW_CHECKS "\n",
+		       cells[0], cells[1], ndet_dtype_name(row->dtype), ndet_op_name(row->op),
+		       perf_mode_names[m], ndet_plan_path_name(row->path),
+		       perf_time_cell(cells[2], sizeof(cells[2]), s[PERF_NDET]),
+		       perf_cell(cells[3], sizeof(cells[3]), "%.2f", perf_algbw(row, s[PERF_NDET])),
+		       perf_cell(cells[4], sizeof(cells[4]), "%.2f", busbw),
+		       perf_cell(cells[5], sizeof(cells[5]), "%.0f", (double)row->wrong),
+		       perf_time_cell(cells[6], sizeof(cells[6]), s[PERF_NCCL]),
+		       perf_cell(cells[7], sizeof(cells[7]), "%.2f", perf_algbw(row, s[PERF_NCCL])),
+		       perf_cell(cells[8], sizeof(cells[8]), "%.2f",
 				 perf_busbw(world, row, s[PERF_NCCL])),
-		       perf_cell(cells[4], sizeof(cells[4]), "%.2f",
-				 perf_ratio(row, m, PERF_NCCL)));
-		if (world->options.nccl_symmetric)
-			printf(" %9s %8s %8s",
-			       perf_cell(cells[5], sizeof(cells[5]), "%.2f",
-					 s[PERF_NCCL_SYMMETRIC] * 1e6),
-			       perf_cell(cells[6], sizeof(cells[6]), "%.2f",
-					 perf_busbw(world, row, s[PERF_NCCL_SYMMETRIC])),
-			       perf_cell(cells[7], sizeof(cells[7]), "%.2f",
-					 perf_ratio(row, m, PERF_NCCL_SYMMETRIC)));
-		printf(" |");
+		       extra, row->exact, row->invariant,
+		       perf_cell(cells[10], sizeof(cells[10]), "%.0f", (double)row->nccl_differ));
 	}
-	printf(" %5s %8s %9s | %9s %7s\n", row->exact, row->invariant,
-	       perf_cell(cells[0], sizeof(cells[0]), "%.0f", (double)row->nccl_differ),
-	       perf_cell(cells[1], sizeof(cells[1]), "%.1f", row->kernel_gbps),
-	       perf_cell(cells[2], sizeof(cells[2]), "%.1f%%", 100 * row->vs_copy));
 	if (world->csv == NULL)
 		return;
 	fprintf(world->csv, "%d,%zu,%zu,%s,%s,%s", world->options.nranks, row->bytes, row->count,
@@ -246,4 +290,15 @@ void perf_print_ratio_summary(const struct perf_world *world)
 				       names[impl], perf_mode_names[m], classes[impl][c],
 				       exp(stats->log_sum / stats->rows), stats->min, stats->rows);
 			}
+}
+
+void perf_print_totals(const struct perf_world *world)
+{
+	if (world->wrong >= 0) /* some row was checked */
+		printf("# Out of bounds values : %lld %s\n", world->wrong,
+		       world->failures != 0 ? "FAILED" : "OK");
+	if (world->busbw_rows > 0)
+		printf("# Avg bus bandwidth    : %g\n", world->busbw_sum / world->busbw_rows);
+	else
+		printf("# Avg bus bandwidth    : - (nothing measured)\n");
 }
