@@ -17,7 +17,7 @@ build=${1:?usage: test/fuzz/libfuzzer.sh BUILD_DIR [SECONDS] [TARGET...]}
 seconds=${2:-60}
 [ $# -ge 2 ] && shift 2 || shift $#
 targets=${*:-fuzz_settings fuzz_env fuzz_setup_table fuzz_eligibility}
-src=$(cd "$(dirname "$0")/.." && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "$build" && pwd) || exit 1
 clang=${CLANG:-clang}
 [ -f "$build/config.h" ] || { echo "libfuzzer.sh: $build is not configured" >&2; exit 1; }
