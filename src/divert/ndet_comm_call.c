@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/ndet_log.h"
+#include "common/ndet_dtype.h"
 #include "protocol/ndet_plan.h"
 #include "protocol/ndet_setup.h"
 #include "resolve/ndet_resolve.h"
@@ -275,7 +276,7 @@ ncclResult_t ndet_comm_launch_group(struct ndet_call *calls, int count)
 				__atomic_add_fetch(&stats->diverted_premul, 1, __ATOMIC_RELAXED);
 			__atomic_add_fetch(&stats->diverted_bytes,
 					   (uint64_t)call->count * blocks *
-						   ndet_plan_dtype_size(call->decision.dtype),
+						   ndet_dtype_size(call->decision.dtype),
 					   __ATOMIC_RELAXED);
 			continue;
 		}

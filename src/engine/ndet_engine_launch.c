@@ -189,11 +189,10 @@ static ndet_status_t ndet_engine_copy(const struct ndet_engine_call *call, cudaS
 {
 	ndet_status_t status = NDET_OK;
 	if (call->sendbuff != call->recvbuff)
-		NDET_CUDA_CHECK_GOTO(
-			cudaMemcpyAsync(call->recvbuff, call->sendbuff,
-					call->count * ndet_plan_dtype_size(call->dtype),
-					cudaMemcpyDeviceToDevice, stream),
-			status, out);
+		NDET_CUDA_CHECK_GOTO(cudaMemcpyAsync(call->recvbuff, call->sendbuff,
+						     call->count * ndet_dtype_size(call->dtype),
+						     cudaMemcpyDeviceToDevice, stream),
+				     status, out);
 out:
 	return status;
 }

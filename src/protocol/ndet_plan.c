@@ -9,12 +9,6 @@
 
 #include <string.h>
 
-unsigned ndet_plan_dtype_size(ndet_dtype_t dtype)
-{
-	/* Every dtype the reference knows has a kernel. */
-	return (unsigned)ndet_dtype_size(dtype);
-}
-
 static uint64_t ndet_plan_div_up(uint64_t a, uint64_t b)
 {
 	return a / b + (a % b != 0);
@@ -125,7 +119,7 @@ _Static_assert(NDET_PLAN_EVEN_BYTES >= NDET_SEGMENT_BYTES &&
 
 ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_plan *plan)
 {
-	const unsigned size = ndet_plan_dtype_size(params->dtype);
+	const unsigned size = (unsigned)ndet_dtype_size(params->dtype);
 	const bool scatter = params->coll == NDET_COLL_REDUCE_SCATTER;
 	if (size == 0 || (unsigned)params->op >= NDET_OP_COUNT || params->nranks < 1 ||
 	    params->nranks > NDET_MAX_RANKS || params->max_blocks < 1 ||

@@ -194,9 +194,6 @@ bool ndet_plan_fits_device(int nranks, int device_sms, int ranks_per_device);
  */
 uint64_t ndet_plan_ll_blocks(uint64_t ll_max);
 
-/* Bytes per element of a dtype the engine supports, else 0. */
-unsigned ndet_plan_dtype_size(ndet_dtype_t dtype);
-
 #ifdef __cplusplus
 }
 #endif

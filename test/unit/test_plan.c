@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "common/ndet_dtype.h"
 #include "protocol/ndet_plan.h"
 #include "reference/ndet_reference.h"
 
@@ -49,7 +50,7 @@ static void test_plan_ll(void **state)
 	const ndet_dtype_t dtypes[] = {NDET_DTYPE_F32, NDET_DTYPE_F16,    NDET_DTYPE_BF16,
 				       NDET_DTYPE_F64, NDET_DTYPE_F8E4M3, NDET_DTYPE_F8E5M2};
 	for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
-		const uint64_t size = ndet_plan_dtype_size(dtypes[d]);
+		const uint64_t size = ndet_dtype_size(dtypes[d]);
 		for (uint64_t count = 1; count <= 64 * 1024 / size; count += 997) {
 			p = params_of(count, dtypes[d], 8);
 			p.ll_max = 64 * 1024;
@@ -377,7 +378,7 @@ static void test_plan_push(void **state)
 /* Walk the kernel's mapping and check every element is visited exactly once. */
 static void check_coverage(const struct ndet_plan_params *p, const struct ndet_plan *plan)
 {
-	const unsigned size = ndet_plan_dtype_size(p->dtype);
+	const unsigned size = ndet_dtype_size(p->dtype);
 	const uint64_t pack = 16 / size;
 	assert_true(plan->blocks >= 1 && plan->blocks <= (uint32_t)p->max_blocks);
 	assert_int_equal(plan->chunk_elems % pack, 0);
@@ -495,7 +496,7 @@ static void check_coverage_matrix(ndet_coll_t coll, uint64_t push_min)
 						continue;
 					assert_int_equal(plan.path, NDET_PATH_SCATTER);
 					assert_true(plan.chunk_elems * (uint64_t)n *
-							    ndet_plan_dtype_size(p.dtype) <=
+							    ndet_dtype_size(p.dtype) <=
 						    p.lane_bytes);
 				}
 			}
