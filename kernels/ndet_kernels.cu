@@ -31,8 +31,9 @@ const ndet_type_kernels ndet_kernels[NDET_DTYPE_COUNT] = {
 
 /*
  * The kernel of one checked call: its path, the class of its op and its rank bucket
- * (device/ndet_path_kernels.cuh).  Sum and avg share their kernels; prod, min and max
- * take the generic ones, which also serve every op beyond 8 ranks.
+ * (device/ndet_path_kernels.cuh).  Sum and avg share their kernels but on the LL path,
+ * where each has its own; prod, min and max take the generic ones, which also serve
+ * every op beyond 8 ranks.
  */
 ndet_kernel_fn ndet_kernel_select(const ndet_kernel_args &args)
 {
@@ -44,7 +45,9 @@ ndet_kernel_fn ndet_kernel_select(const ndet_kernel_args &args)
 	const ndet_type_kernels &k = ndet_kernels[args.dtype];
 	switch (args.path) {
 	case NDET_PATH_LL:
-		return special ? k.push_ll->ll_sum[bucket] : k.push_ll->ll_generic[generic];
+		if (!special)
+			return k.push_ll->ll_generic[generic];
+		return args.op == NDET_OP_AVG ? k.push_ll->ll_avg[bucket] : k.push_ll->ll_sum[bucket];
 	case NDET_PATH_PUSH: /* 2-8 ranks, never PreMulSum (checked) */
 		return sum ? k.push_ll->push_sum[bucket] : k.push_ll->push_generic[generic];
 	default:

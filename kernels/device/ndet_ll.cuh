@@ -205,10 +205,20 @@ ndet_ll_reduce(const ndet_kernel_args &a, const uint64_t (&mine)[NDET_LL_LINES_P
 }
 
 /*
+ * Which ops an LL kernel serves: sum only, avg only (each with no code of the other:
+ * the unrolled loop of a sum kernel carries no division, and fp8's conversions are
+ * scheduled best without the second loop beside them), or args.op's at run time (the
+ * generic and the all-ranks kernels).
+ */
+constexpr int kLLOpRuntime = 0;
+constexpr int kLLOpSum = 1;
+constexpr int kLLOpAvg = 2;
+
+/*
  * One LL step of block b (doc/protocol.md): step `step` of the block's flags, LL step
  * `t` of its slots.  Thread i carries lines i, i + threads, ... of the block's chunk.
  */
-template <int DT, int K, int NR>
+template <int DT, int K, int NR, int LLOP>
 __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, uint64_t step,
 			      uint64_t t, uint32_t host_abort)
 {
@@ -289,11 +299,8 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	const uint32_t code = ndet_ll_gather<NR>(a, st, parity, chunk_bytes, tag, step, payload,
 						 &bad_peer, &observed);
 	if (code == NDET_KERNEL_OK && writes) {
-		/*
-		 * avg's division as a branch around the whole loop, not one per element:
-		 * the sum kernels then carry no division in their unrolled loop.
-		 */
-		if (a.op == NDET_OP_AVG)
+		/* At run time: avg's division as a branch around the whole loop. */
+		if (LLOP == kLLOpAvg || (LLOP == kLLOpRuntime && a.op == NDET_OP_AVG))
 			ndet_ll_reduce<DT, K, NR, true>(a, mine, payload, start, chunk_bytes);
 		else
 			ndet_ll_reduce<DT, K, NR, false>(a, mine, payload, start, chunk_bytes);

@@ -40,15 +40,16 @@ namespace
  * One path's blocks after the prologue: pull (NDET_PATH_ONESHOT stands for one-shot,
  * two-shot and reduce-scatter, which args.path tells apart), push or LL.  Push and
  * LL are never planned with PreMulSum (ndet_plan.h): they have no kPremul kernels.
+ * LLOP: the ops an LL kernel serves (ndet_ll.cuh); the other paths ignore it.
  */
-template <int PATH, int DT, int K, int NR>
+template <int PATH, int DT, int K, int NR, int LLOP = kLLOpRuntime>
 __device__ __forceinline__ void ndet_path_block(const ndet_kernel_args &a, ndet_block_state &st,
 						const ndet_block_start &start)
 {
 	if constexpr (PATH == NDET_PATH_LL) {
 		static_assert(K != kPremul, "LL: no PreMulSum");
-		ndet_ll_block<DT, K, NR>(a, st, start.first_step + 1, start.first_ll + 1,
-					 start.host_abort);
+		ndet_ll_block<DT, K, NR, LLOP>(a, st, start.first_step + 1, start.first_ll + 1,
+					       start.host_abort);
 	} else if constexpr (PATH == NDET_PATH_PUSH) {
 		static_assert(K != kPremul && NR <= 8, "push: no PreMulSum, at most 8 ranks");
 		ndet_push_block<DT, K, NR>(a, st, start.first_step, start.host_abort);
@@ -57,14 +58,14 @@ __device__ __forceinline__ void ndet_path_block(const ndet_kernel_args &a, ndet_
 	}
 }
 
-template <int PATH, int DT, int K, int NR>
+template <int PATH, int DT, int K, int NR, int LLOP = kLLOpRuntime>
 __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(NR))
 	ndet_path_kernel(const ndet_kernel_args args)
 {
 	ndet_block_state st;
 	ndet_block_start start;
 	if (ndet_block_open(args, st, start))
-		ndet_path_block<PATH, DT, K, NR>(args, st, start);
+		ndet_path_block<PATH, DT, K, NR, LLOP>(args, st, start);
 }
 
 template <int DT, int K>
@@ -90,6 +91,10 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(8))
 #define NDET_BUCKETS_OF(PATH, DT, CLASS)                                                           \
 	ndet_path_kernel<PATH, DT, CLASS, 2>, ndet_path_kernel<PATH, DT, CLASS, 4>,                \
 		ndet_path_kernel<PATH, DT, CLASS, 8>
+#define NDET_LL_BUCKETS_OF(DT, LLOP)                                                               \
+	ndet_path_kernel<NDET_PATH_LL, DT, kSum, 2, LLOP>,                                         \
+		ndet_path_kernel<NDET_PATH_LL, DT, kSum, 4, LLOP>,                                 \
+		ndet_path_kernel<NDET_PATH_LL, DT, kSum, 8, LLOP>
 
 /* In ndet_pull_<dtype>.cu and ndet_push_ll_<dtype>.cu (kernels/libndet_kernels.la). */
 #define NDET_PULL_KERNELS(DT, SUFFIX)                                                              \
@@ -102,7 +107,8 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(8))
 #define NDET_PUSH_LL_KERNELS(DT, SUFFIX)                                                           \
 	const ndet_push_ll_kernels ndet_push_ll_kernels_##SUFFIX = {                               \
 		{NDET_BUCKETS_OF(NDET_PATH_PUSH, DT, kSum)},                                       \
-		{NDET_BUCKETS_OF(NDET_PATH_LL, DT, kSum)},                                         \
+		{NDET_LL_BUCKETS_OF(DT, kLLOpSum)},                                                \
+		{NDET_LL_BUCKETS_OF(DT, kLLOpAvg)},                                                \
 		{ndet_path_kernel<NDET_PATH_PUSH, DT, kGeneric, 2>,                                \
 		 ndet_path_kernel<NDET_PATH_PUSH, DT, kGeneric, 8>},                               \
 		{ndet_path_kernel<NDET_PATH_LL, DT, kGeneric, 2>,                                  \

@@ -26,6 +26,11 @@ Cases (test/gpu/torch_extras.sh runs each with N processes on one GPU):
               NCCL_DET_TEST_FAIL=ipc_open@1 every call must reach NCCL.
   ineligible  eligible calls (bit-exact), int64 (exact, forwarded), a PreMulSum op (diverted)
               with one WARN, or with NCCL_DET_STRICT=1 refused with ncclInvalidUsage.
+  query       the basic calls, then the README's way for a PyTorch user to ask whether the
+              process group's communicator is diverted (ProcessGroupNCCL's _comm_ptr()
+              handed to ncclDetCommQuery through ctypes); the process group is never
+              destroyed, so the STATS line must come from the process's exit, and rank
+              0's log must hold the verdict line (NCCL_DEBUG's VERSION level).
 
 Every case ends with one int32 all-reduce (forwarded by nccl-det), so that NCCL's COLL
 log is known to be read right.  Each rank prints one JSON line: ok, errors, the calls
@@ -153,7 +158,8 @@ class Rank:
             self.phase("final int32 all-reduce")
         except Exception as error:  # e.g. a process group broken by an earlier error
             self.expect(False, "the final int32 all-reduce failed: %s" % str(error)[:300])
-        self.dist.destroy_process_group()
+        if os.environ.get("EXTRAS_NO_DESTROY") != "1":
+            self.dist.destroy_process_group()
         self.result["ok"] = not self.result["errors"]
         print(json.dumps(self.result), flush=True)
         return 0 if self.result["ok"] else 1
@@ -326,12 +332,32 @@ def case_ineligible(me):
     me.expect(bad == 0, "PreMulSum(2): %d of %d elements off twice the tree" % (bad, count))
 
 
-CASES = {"graph": case_graph, "expandable": case_expandable, "streams": case_streams,
+def case_query(me):
+    """The snippet of doc/loading.md, as a user would paste it."""
+    import ctypes
+    torch, dist = me.torch, me.dist
+    case_basic(me)
+    pg = dist.distributed_c10d._get_default_group()
+    comm = ctypes.c_void_p(pg._get_backend(torch.device("cuda"))._comm_ptr())
+    query = ctypes.CDLL(None).ncclDetCommQuery
+    diverted, reason = ctypes.c_int(), ctypes.c_char_p()
+    status = query(comm, ctypes.byref(diverted), ctypes.byref(reason))
+    me.result["query"] = {"status": status, "diverted": diverted.value,
+                          "reason": (reason.value or b"").decode(errors="replace")}
+    me.expect(status == 0 and diverted.value == 1 and me.diverting or
+              status == 0 and diverted.value == 0 and not me.diverting,
+              "ncclDetCommQuery: status %d, diverted %d, reason %r" % (
+                  status, diverted.value, me.result["query"]["reason"]))
+
+
+CASES = {"query": case_query, "graph": case_graph, "expandable": case_expandable, "streams": case_streams,
          "ddp": case_ddp, "basic": case_basic, "ineligible": case_ineligible}
 
 
 # ---------------------------------------------------------------- check mode
 
+VERDICT = re.compile(r"NCCL-DET VERSION nccl-det \S+ \(([^)]*)\): communicator \S+ of (\d+) "
+                     r"ranks: (.*)")
 STATS = re.compile(r"NCCL-DET STATS communicator \S+ rank \d+/\d+ \(([^)]*)\): diverted (\d+) "
                    r"calls, \d+ bytes(?: \([^)]*\))?; fallbacks: (.*); refused \(strict\) (\d+); "
                    r"failed (\d+)")
@@ -339,7 +365,7 @@ STATS = re.compile(r"NCCL-DET STATS communicator \S+ rank \d+/\d+ \(([^)]*)\): d
 
 def parse_log(path):
     """The rank's JSON line, nccl-det's STATS and WARN lines, NCCL's AllReduce lines."""
-    found = {"json": None, "stats": [], "warns": [], "nccl_allreduce": 0}
+    found = {"json": None, "stats": [], "warns": [], "nccl_allreduce": 0, "verdicts": []}
     with open(path, errors="replace") as log:
         for line in log:
             if line.startswith("{"):
@@ -348,6 +374,9 @@ def parse_log(path):
                 found["warns"].append(line.strip())
             elif "NCCL INFO AllReduce: opCount" in line:
                 found["nccl_allreduce"] += 1
+            verdict = VERDICT.search(line)
+            if verdict:
+                found["verdicts"].append(verdict.groups())
             match = STATS.search(line)
             if match:
                 fallbacks = {} if match.group(3) == "none" else {
@@ -444,6 +473,18 @@ def check(case, paths):
                                         "expected" if any(differ) else
                                         "the bucket sizes did NOT change the final weights "
                                         "in this run (reported, not a failure)"))
+    if case == "query":
+        for path in paths:
+            log = parse_log(path)
+            result = log["json"] or {}
+            rank = result.get("rank")
+            print("  rank %s: ncclDetCommQuery %s; verdict lines %s" % (
+                rank, result.get("query"), log["verdicts"]))
+            # One verdict per communicator on its rank 0 (PyTorch's default group here).
+            if rank == 0 and not any(v[2].startswith("deterministic") for v in log["verdicts"]):
+                problems.append("%s: no 'deterministic' verdict line on rank 0" % path)
+            if rank not in (None, 0) and log["verdicts"]:
+                problems.append("%s: a verdict line on rank %s" % (path, rank))
     if case == "ineligible" and results and "strict_error" in results[0]:
         print("  strict: %s" % results[0]["strict_error"])
     for problem in problems:

@@ -11,6 +11,7 @@
 #   disabled                   NCCL_DET_ENABLE=0 on every rank: nothing diverted
 #   ipcfail                    NCCL_DET_TEST_FAIL=ipc_open@1: every rank falls back, one WARN
 #   ineligible, strict         int64 forwarded, PreMulSum diverted (bit-exact); strict refuses nothing of these
+#   query                      ncclDetCommQuery through _comm_ptr(); no destroy: STATS at exit, rank 0's verdict
 # Each job's ranks log to $OUT/extras-<mps>-<case>-<rank>.log; torch_extras.py check
 # judges them.  The last line is the SUMMARY.
 #
@@ -22,7 +23,7 @@ n=${1:-4}
 here=$(cd "$(dirname "$0")" && pwd)
 NDET_LIB=${NDET_LIB:-$here/../../src/.libs/libnccl-det.so}
 OUT=${OUT:-/tmp/ndet-gpu-out}
-CASES=${CASES:-graph graph-nonblocking expandable streams ddp ddp-nccl disabled ipcfail ineligible strict}
+CASES=${CASES:-graph graph-nonblocking expandable streams ddp ddp-nccl disabled ipcfail ineligible strict query}
 MPS=${MPS:-off on}
 LIMIT=${LIMIT:-300}
 PYTHON=${PYTHON:-python3}
@@ -53,6 +54,7 @@ job_env() {
 	disabled) echo "basic NCCL_DET_ENABLE=0" ;;
 	ipcfail) echo "basic NCCL_DET_TEST_FAIL=ipc_open@1" ;;
 	strict) echo "ineligible NCCL_DET_STRICT=1" ;;
+	query) echo "query EXTRAS_NO_DESTROY=1" ;;
 	*) return 1 ;;
 	esac
 }
