@@ -65,7 +65,8 @@ preload       90 test/gpu/suite.sh preload
 preload-nomps 150 test/gpu/suite.sh preload-nomps
 defaults     120 test/gpu/suite.sh defaults
 leak         300 env NDET_FAULT_CYCLES=100 FAULTS_MPS=on FAULTS_BUDGET=280 test/gpu/faults.sh leak-destroy leak-abort
-faults       450 test/gpu/faults.sh
+faults       240 env FAULTS_BUDGET=230 test/gpu/faults.sh kill kill-during stop abort-thread diverge-count diverge-dtype diverge-op many-comms fork fork-exit exit-live torch-teardown torch-skip
+faults-leak  420 env FAULTS_BUDGET=410 test/gpu/faults.sh leak-finalize leak-destroy leak-abort
 graph-nb     200 env "CASES=graph-nonblocking nonblocking graph-nonblocking-nccl" "MPS=on off" LIMIT=60 test/gpu/torch_extras.sh 3
 extras-nomps 400 env MPS=off LIMIT=90 test/gpu/torch_extras.sh 4
 torch-rs     200 test/gpu/torch_rs.sh $NDET_LIB 4
