@@ -39,6 +39,13 @@ LOG=$OUT/batch.log
 PERF=$BUILD/tools/nccl-det-perf
 [ -x "$PERF" ] || PERF=$top/tools/nccl-det-perf
 export PERF
+# The 2-rank steps compare with NCCL where there are two GPUs (NCCL refuses ranks that
+# share a GPU in one process); on one GPU they time nccl-det alone.
+if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -ge 2 ]; then
+	export NCCL2=--nccl
+else
+	export NCCL2=--no-nccl
+fi
 # PyTorch and JAX steps need the machine's Python environment.
 if [ -z "${VIRTUAL_ENV:-}" ] && [ -f /opt/torch/.venv/bin/activate ]; then
 	# shellcheck disable=SC1091
@@ -80,18 +87,18 @@ ranks        150 test/gpu/suite.sh ranks
 mp4          130 test/gpu/suite.sh mp4
 ll256        150 test/gpu/suite.sh ll256
 torch-large  200 bash -c '. test/gpu/mps.sh && trap mps_stop EXIT && mps_start && DIVERT_LARGE=16777216 test/gpu/torch_divert.sh $NDET_LIB 4'
-perf-trace-small 60 env NCCL_NVLS_ENABLE=0 NCCL_DET_LL_MAX=0 $PERF --ranks 2 -b 8 -e 64K -f 8 -d bf16 --nccl -c 0 --trace && env NCCL_NVLS_ENABLE=0 NCCL_DET_LL_MAX=64K $PERF --ranks 2 -b 8 -e 64K -f 8 -d bf16 --nccl -c 0 --trace
-probe-small  120 export NCCL_NVLS_ENABLE=0; P="$PERF --ranks 2 -d bf16 --nccl -G 0 -c 0"; NCCL_DET_LL_MAX=0 $P -b 8 -e 64K -f 8 --trace; NCCL_DET_LL_MAX=64K $P -b 8 -e 4K -f 8 --trace; $P -b 1M -e 16M -f 4 --trace; NCCL_DET_POOL_SIZE=8M $P -b 1M -e 16M -f 4; NCCL_DET_MAX_BLOCKS=4 $P -b 1M -e 16M -f 4; NCCL_DET_MAX_BLOCKS=8 $P -b 1M -e 16M -f 4
+perf-trace-small 60 env NCCL_NVLS_ENABLE=0 NCCL_DET_LL_MAX=0 $PERF --ranks 2 -b 8 -e 64K -f 8 -d bf16 $NCCL2 -c 0 --trace && env NCCL_NVLS_ENABLE=0 NCCL_DET_LL_MAX=64K $PERF --ranks 2 -b 8 -e 64K -f 8 -d bf16 $NCCL2 -c 0 --trace
+probe-small  120 export NCCL_NVLS_ENABLE=0; P="$PERF --ranks 2 -d bf16 $NCCL2 -G 0 -c 0"; NCCL_DET_LL_MAX=0 $P -b 8 -e 64K -f 8 --trace; NCCL_DET_LL_MAX=64K $P -b 8 -e 4K -f 8 --trace; $P -b 1M -e 16M -f 4 --trace; NCCL_DET_POOL_SIZE=8M $P -b 1M -e 16M -f 4; NCCL_DET_MAX_BLOCKS=4 $P -b 1M -e 16M -f 4; NCCL_DET_MAX_BLOCKS=8 $P -b 1M -e 16M -f 4
 faults-abort 150 env FAULTS_MPS=on FAULTS_BUDGET=140 test/gpu/faults.sh abort-thread kill diverge-count
-perf-mid     40 env NCCL_NVLS_ENABLE=0 $PERF --ranks 2 -b 32K -e 64M -f 2 -d bf16 --nccl -G 0 -c 0 --trace
-perf-trace    60 env NCCL_NVLS_ENABLE=0 $PERF --ranks 2 -b 4M -e 256M -f 4 -d bf16 --nccl -G 0 -c 0 --trace
+perf-mid     40 env NCCL_NVLS_ENABLE=0 $PERF --ranks 2 -b 32K -e 64M -f 2 -d bf16 $NCCL2 -G 0 -c 0 --trace
+perf-trace    60 env NCCL_NVLS_ENABLE=0 $PERF --ranks 2 -b 4M -e 256M -f 4 -d bf16 $NCCL2 -G 0 -c 0 --trace
 link-probe    30 $PERF --link-probe
 perf2         60 env NCCL_NVLS_ENABLE=0 $PERF --ranks 2 -b 8 -e 1G -f 8 -d bf16 --nccl --nccl-symmetric --csv $OUT/perf2.csv
 perf-push     60 env NCCL_NVLS_ENABLE=0 $PERF --ranks 2 -b 1M -e 1G -f 4 -d bf16 --nccl --csv $OUT/perf-push.csv
 vs-copy      60 env CUDA_VISIBLE_DEVICES=0 $PERF --ranks 4 -b 64M -e 512M -f 8 -d f32,bf16 -G 0 -c 0 && env CUDA_VISIBLE_DEVICES=0 NCCL_DET_PUSH_MIN=0 $PERF --ranks 4 -b 64M -e 512M -f 8 -d f32,bf16 -G 0 -c 0
 vs-lanes    150 P="env CUDA_VISIBLE_DEVICES=0 $PERF -G 0 -c 0"; for i in 1 2; do for pool in 96M 48M; do NCCL_DET_POOL_SIZE=$pool $P --ranks 4 -b 4M -e 512M -f 2 -d f32,bf16; done; done; for pool in 96M 48M; do NCCL_DET_PUSH_MIN=0 NCCL_DET_POOL_SIZE=$pool $P --ranks 4 -b 4M -e 512M -f 2 -d bf16; done; for pool in 96M 24M; do NCCL_DET_POOL_SIZE=$pool $P --ranks 8 -b 4M -e 512M -f 4 -d bf16; done; env CUDA_VISIBLE_DEVICES=0 $PERF --ranks 4 -b 1M -e 256M -f 4 -d f32,bf16 -w 1 -n 2 && env CUDA_VISIBLE_DEVICES=0 $PERF --ranks 8 -b 3M -e 192M -f 4 -d bf16 -w 1 -n 2
 vs-copy-fp8  60 env CUDA_VISIBLE_DEVICES=0 $PERF --ranks 4 -b 64M -e 512M -f 8 -d f8e4m3,f8e5m2,bf16 -G 0 -c 0 && env CUDA_VISIBLE_DEVICES=0 $PERF --ranks 4 -b 8 -e 64M -f 64 -d f8e4m3,f8e5m2 -o all -w 2 -n 5
-ll-probe     40 env NCCL_NVLS_ENABLE=0 NCCL_DET_LL_MAX=256K $PERF --ranks 2 -b 32K -e 256K -f 2 -d bf16 --nccl -c 1 && env NCCL_NVLS_ENABLE=0 NCCL_DET_LL_MAX=0 $PERF --ranks 2 -b 32K -e 256K -f 2 -d bf16 --nccl -c 0
+ll-probe     40 env NCCL_NVLS_ENABLE=0 NCCL_DET_LL_MAX=256K $PERF --ranks 2 -b 32K -e 256K -f 2 -d bf16 $NCCL2 -c 1 && env NCCL_NVLS_ENABLE=0 NCCL_DET_LL_MAX=0 $PERF --ranks 2 -b 32K -e 256K -f 2 -d bf16 $NCCL2 -c 0
 perf-pull     60 env NCCL_NVLS_ENABLE=0 NCCL_DET_PUSH_MIN=0 $PERF --ranks 2 -b 1M -e 1G -f 4 -d bf16 --nccl -G 0 -c 0
 perf-pool32   60 env NCCL_NVLS_ENABLE=0 NCCL_DET_POOL_SIZE=32M $PERF --ranks 2 -b 16M -e 1G -f 4 -d bf16 --nccl -G 0 -c 0
 perf-push-mid 60 env NCCL_NVLS_ENABLE=0 NCCL_DET_LL_MAX=0 NCCL_DET_PUSH_MIN=256K $PERF --ranks 2 -b 256K -e 16M -f 4 -d bf16 --nccl -G 0 -c 0
