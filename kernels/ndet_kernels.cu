@@ -47,7 +47,8 @@ ndet_kernel_fn ndet_kernel_select(const ndet_kernel_args &args)
 	case NDET_PATH_LL:
 		if (!special)
 			return k.push_ll->ll_generic[generic];
-		return args.op == NDET_OP_AVG ? k.push_ll->ll_avg[bucket] : k.push_ll->ll_sum[bucket];
+		return args.op == NDET_OP_AVG ? k.push_ll->ll_avg[bucket]
+					      : k.push_ll->ll_sum[bucket];
 	case NDET_PATH_PUSH: /* 2-8 ranks, never PreMulSum (checked) */
 		return sum ? k.push_ll->push_sum[bucket] : k.push_ll->push_generic[generic];
 	default:
