@@ -1,11 +1,13 @@
 /*
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
- * The CPU reference of the determinism contract.  Written for clarity: one recursive
- * evaluation of the tree per element, in the accumulation type.  The GPU must match
- * these bits, so every arithmetic step here is a single IEEE operation: the file is
- * built in its own convenience library with -ffp-contract=off -fno-fast-math
- * (src/local.mk), and refuses to build in a mode that would change results.
+ * The CPU reference of the determinism contract.  Written for clarity: per element,
+ * the leaves in the accumulation type, one recursive evaluation of the tree per host
+ * and one over the hosts' partials (one host: the tree over every rank).  The GPU
+ * must match these bits, so every arithmetic step here is a single IEEE operation:
+ * the file is built in its own convenience library with -ffp-contract=off
+ * -fno-fast-math (src/local.mk), and refuses to build in a mode that would change
+ * results.
  */
 #include "config.h"
 
@@ -453,54 +455,228 @@ static int ndet_tree_left_size(int m)
 	return p;
 }
 
+/* The orders the reference evaluates: only the tree is the contract. */
+enum ndet_reference_order {
+	NDET_ORDER_TREE,
+	NDET_ORDER_SEQUENTIAL,
+	NDET_ORDER_TREE_NODE_ROUNDED,
+};
+
 /*
- * The contract's T(lo, m) for element i; with round_nodes, every node's result is
- * rounded to the storage type (the tests' counterexample, never the contract).
+ * The ranks grouped by host: host after host in host order, ascending within a host,
+ * so that host h's ranks are ranks[start[h]] ... ranks[start[h + 1] - 1].  One host
+ * holding every rank in rank order is the single-host contract.
  */
-static float ndet_tree_float(const void *const *inputs, int lo, int m, size_t i, ndet_dtype_t dtype,
-			     ndet_op_t op, bool round_nodes)
+struct ndet_host_groups {
+	int nhosts;
+	int *ranks; /* [nranks] */
+	int *start; /* [nhosts + 1] */
+};
+
+/* One reduction: what each element combines, and in what order. */
+struct ndet_reduction {
+	const void *const *inputs;
+	const void *scalars; /* PreMulSum: leaf r is x_r * scalars[r]; NULL otherwise */
+	int nranks;
+	ndet_dtype_t dtype;
+	ndet_op_t op;
+	enum ndet_reference_order order;
+	struct ndet_host_groups hosts;
+};
+
+/*
+ * The contract's T over the m values v[0 .. m): T(v, 1) = v[0], T(v, m) = T(v, p) (op)
+ * T(v + p, m - p).  With round_nodes, every node's result is rounded to the storage
+ * type (the tests' counterexample, never the contract).
+ */
+static float ndet_tree_float(const float *v, int m, ndet_dtype_t dtype, ndet_op_t op,
+			     bool round_nodes)
 {
 	if (m == 1)
-		return ndet_load_float(inputs[lo], dtype, i);
+		return v[0];
 
 	int p = ndet_tree_left_size(m);
-	float left = ndet_tree_float(inputs, lo, p, i, dtype, op, round_nodes);
-	float right = ndet_tree_float(inputs, lo + p, m - p, i, dtype, op, round_nodes);
+	float left = ndet_tree_float(v, p, dtype, op, round_nodes);
+	float right = ndet_tree_float(v + p, m - p, dtype, op, round_nodes);
 	float value = ndet_combine_float(left, right, op);
 
 	return round_nodes ? ndet_round_float(value, dtype) : value;
 }
 
-static double ndet_tree_double(const void *const *inputs, int lo, int m, size_t i, ndet_op_t op)
+static double ndet_tree_double(const double *v, int m, ndet_op_t op)
 {
 	if (m == 1)
-		return ((const double *)inputs[lo])[i];
+		return v[0];
 
 	int p = ndet_tree_left_size(m);
-	double left = ndet_tree_double(inputs, lo, p, i, op);
-	double right = ndet_tree_double(inputs, lo + p, m - p, i, op);
+	double left = ndet_tree_double(v, p, op);
+	double right = ndet_tree_double(v + p, m - p, op);
 
 	return ndet_combine_double(left, right, op);
 }
 
-static float ndet_sequential_float(const void *const *inputs, int nranks, size_t i,
-				   ndet_dtype_t dtype, ndet_op_t op)
+static float ndet_sequential_float(const float *v, int m, ndet_op_t op)
 {
-	float accumulator = ndet_load_float(inputs[0], dtype, i);
+	float accumulator = v[0];
 
-	for (int r = 1; r < nranks; r++)
-		accumulator =
-			ndet_combine_float(accumulator, ndet_load_float(inputs[r], dtype, i), op);
+	for (int k = 1; k < m; k++)
+		accumulator = ndet_combine_float(accumulator, v[k], op);
 	return accumulator;
 }
 
-static double ndet_sequential_double(const void *const *inputs, int nranks, size_t i, ndet_op_t op)
+static double ndet_sequential_double(const double *v, int m, ndet_op_t op)
 {
-	double accumulator = ((const double *)inputs[0])[i];
+	double accumulator = v[0];
 
-	for (int r = 1; r < nranks; r++)
-		accumulator = ndet_combine_double(accumulator, ((const double *)inputs[r])[i], op);
+	for (int k = 1; k < m; k++)
+		accumulator = ndet_combine_double(accumulator, v[k], op);
 	return accumulator;
+}
+
+/* One level (a host's ranks, or the hosts' partials) in the reduction's order. */
+static float ndet_level_float(const struct ndet_reduction *red, const float *v, int m)
+{
+	if (red->order == NDET_ORDER_SEQUENTIAL)
+		return ndet_sequential_float(v, m, red->op);
+	return ndet_tree_float(v, m, red->dtype, red->op,
+			       red->order == NDET_ORDER_TREE_NODE_ROUNDED);
+}
+
+static double ndet_level_double(const struct ndet_reduction *red, const double *v, int m)
+{
+	if (red->order == NDET_ORDER_SEQUENTIAL)
+		return ndet_sequential_double(v, m, red->op);
+	return ndet_tree_double(v, m, red->op);
+}
+
+/*
+ * Leaf r of element i in the accumulation type: x_r[i] widened exactly, for PreMulSum
+ * times s_r with one rounding there (exact for f16, bf16 and fp8).
+ */
+static float ndet_leaf_float(const struct ndet_reduction *red, int rank, size_t i)
+{
+	float x = ndet_load_float(red->inputs[rank], red->dtype, i);
+
+	if (red->scalars == NULL)
+		return x;
+	return x * ndet_load_float(red->scalars, red->dtype, (size_t)rank);
+}
+
+static double ndet_leaf_double(const struct ndet_reduction *red, int rank, size_t i)
+{
+	double x = ((const double *)red->inputs[rank])[i];
+
+	if (red->scalars == NULL)
+		return x;
+	return x * ((const double *)red->scalars)[rank];
+}
+
+/*
+ * Element i before its one rounding: each host's tree over its leaves, then the tree
+ * over the hosts' partials, all in the accumulation type; avg divides once, by the
+ * number of ranks (g x H).  leaves and partials are scratch of nranks and nhosts.
+ */
+static float ndet_element_float(const struct ndet_reduction *red, size_t i, float *leaves,
+				float *partials)
+{
+	const struct ndet_host_groups *hosts = &red->hosts;
+
+	for (int k = 0; k < red->nranks; k++)
+		leaves[k] = ndet_leaf_float(red, hosts->ranks[k], i);
+	for (int h = 0; h < hosts->nhosts; h++)
+		partials[h] = ndet_level_float(red, leaves + hosts->start[h],
+					       hosts->start[h + 1] - hosts->start[h]);
+
+	float value = ndet_level_float(red, partials, hosts->nhosts);
+
+	/* n is exact in f32 for any n below 2^24. */
+	return red->op == NDET_OP_AVG ? value / (float)red->nranks : value;
+}
+
+static double ndet_element_double(const struct ndet_reduction *red, size_t i, double *leaves,
+				  double *partials)
+{
+	const struct ndet_host_groups *hosts = &red->hosts;
+
+	for (int k = 0; k < red->nranks; k++)
+		leaves[k] = ndet_leaf_double(red, hosts->ranks[k], i);
+	for (int h = 0; h < hosts->nhosts; h++)
+		partials[h] = ndet_level_double(red, leaves + hosts->start[h],
+						hosts->start[h + 1] - hosts->start[h]);
+
+	double value = ndet_level_double(red, partials, hosts->nhosts);
+
+	return red->op == NDET_OP_AVG ? value / (double)red->nranks : value;
+}
+
+/*
+ * Element i reads every input before it writes output[i], so an output that is one
+ * of the inputs is fine.
+ */
+static ndet_status_t ndet_reduction_run(const struct ndet_reduction *red, void *output,
+					size_t count)
+{
+	const int n = red->nranks, nhosts = red->hosts.nhosts;
+
+	if (red->dtype == NDET_DTYPE_F64) {
+		double *leaves = malloc((size_t)(n + nhosts) * sizeof(double));
+
+		if (leaves == NULL)
+			return NDET_ERR_SYSTEM;
+		for (size_t i = 0; i < count; i++)
+			((double *)output)[i] = ndet_element_double(red, i, leaves, leaves + n);
+		free(leaves);
+		return NDET_OK;
+	}
+
+	float *leaves = malloc((size_t)(n + nhosts) * sizeof(float));
+
+	if (leaves == NULL)
+		return NDET_ERR_SYSTEM;
+	for (size_t i = 0; i < count; i++)
+		ndet_store_float(output, red->dtype, i,
+				 ndet_element_float(red, i, leaves, leaves + n));
+	free(leaves);
+	return NDET_OK;
+}
+
+/*
+ * The number of hosts host_of numbers (NULL: every rank on host 0).  host_of must
+ * number the hosts by their lowest rank: host_of[0] == 0 and each host_of[r] at most
+ * one above every host_of before it.  false for any other numbering.
+ */
+static bool ndet_host_groups_count(const int *host_of, int nranks, int *nhosts)
+{
+	*nhosts = 0;
+	for (int r = 0; r < nranks; r++) {
+		int h = host_of == NULL ? 0 : host_of[r];
+
+		if (h < 0 || h > *nhosts)
+			return false;
+		if (h == *nhosts)
+			(*nhosts)++;
+	}
+	return true;
+}
+
+/* Fill hosts->ranks and hosts->start for the hosts->nhosts that host_of numbers. */
+static ndet_status_t ndet_host_groups_fill(const int *host_of, int nranks,
+					   struct ndet_host_groups *hosts)
+{
+	int k = 0;
+
+	hosts->ranks = malloc((size_t)(nranks + hosts->nhosts + 1) * sizeof(int));
+	if (hosts->ranks == NULL)
+		return NDET_ERR_SYSTEM;
+	hosts->start = hosts->ranks + nranks;
+	for (int h = 0; h < hosts->nhosts; h++) {
+		hosts->start[h] = k;
+		for (int r = 0; r < nranks; r++)
+			if (host_of == NULL || host_of[r] == h)
+				hosts->ranks[k++] = r;
+	}
+	hosts->start[hosts->nhosts] = k;
+	return NDET_OK;
 }
 
 static bool ndet_arguments_valid(const void *const *inputs, int nranks, const void *output,
@@ -518,61 +694,49 @@ static bool ndet_arguments_valid(const void *const *inputs, int nranks, const vo
 	return true;
 }
 
-/* The orders the reference evaluates: only the tree is the contract. */
-enum ndet_reference_order {
-	NDET_ORDER_TREE,
-	NDET_ORDER_SEQUENTIAL,
-	NDET_ORDER_TREE_NODE_ROUNDED,
-};
-
 /*
- * Element i reads every input before it writes output[i], so an output that is one
- * of the inputs is fine.
+ * Every reference: host_of NULL is one host; scalars non-NULL is PreMulSum (op sum).
+ * The host numbering is checked even where count is 0.
  */
-static ndet_status_t ndet_reference_reduce(const void *const *inputs, int nranks, void *output,
+static ndet_status_t ndet_reference_reduce(const void *const *inputs, const void *scalars,
+					   const int *host_of, int nranks, void *output,
 					   size_t count, ndet_dtype_t dtype, ndet_op_t op,
 					   enum ndet_reference_order order)
 {
-	const bool tree = order != NDET_ORDER_SEQUENTIAL;
-	const bool round_nodes = order == NDET_ORDER_TREE_NODE_ROUNDED;
+	struct ndet_reduction red = {.inputs = inputs,
+				     .scalars = scalars,
+				     .nranks = nranks,
+				     .dtype = dtype,
+				     .op = op,
+				     .order = order};
+	ndet_status_t status;
 
 	if (!ndet_arguments_valid(inputs, nranks, output, count, dtype, op))
 		return NDET_ERR_INVALID_ARGUMENT;
-
-	if (dtype == NDET_DTYPE_F64) {
-		for (size_t i = 0; i < count; i++) {
-			double value = tree ? ndet_tree_double(inputs, 0, nranks, i, op)
-					    : ndet_sequential_double(inputs, nranks, i, op);
-
-			if (op == NDET_OP_AVG)
-				value = value / (double)nranks;
-			((double *)output)[i] = value;
-		}
+	if (!ndet_host_groups_count(host_of, nranks, &red.hosts.nhosts))
+		return NDET_ERR_INVALID_ARGUMENT;
+	if (count == 0)
 		return NDET_OK;
-	}
-	for (size_t i = 0; i < count; i++) {
-		float value = tree ? ndet_tree_float(inputs, 0, nranks, i, dtype, op, round_nodes)
-				   : ndet_sequential_float(inputs, nranks, i, dtype, op);
-
-		/* n is exact in f32 for any n below 2^24. */
-		if (op == NDET_OP_AVG)
-			value = value / (float)nranks;
-		ndet_store_float(output, dtype, i, value);
-	}
-	return NDET_OK;
+	status = ndet_host_groups_fill(host_of, nranks, &red.hosts);
+	if (status != NDET_OK)
+		return status;
+	status = ndet_reduction_run(&red, output, count);
+	free(red.hosts.ranks);
+	return status;
 }
 
 ndet_status_t ndet_reference_allreduce(const void *const *inputs, int nranks, void *output,
 				       size_t count, ndet_dtype_t dtype, ndet_op_t op)
 {
-	return ndet_reference_reduce(inputs, nranks, output, count, dtype, op, NDET_ORDER_TREE);
+	return ndet_reference_reduce(inputs, NULL, NULL, nranks, output, count, dtype, op,
+				     NDET_ORDER_TREE);
 }
 
 ndet_status_t ndet_reference_allreduce_sequential(const void *const *inputs, int nranks,
 						  void *output, size_t count, ndet_dtype_t dtype,
 						  ndet_op_t op)
 {
-	return ndet_reference_reduce(inputs, nranks, output, count, dtype, op,
+	return ndet_reference_reduce(inputs, NULL, NULL, nranks, output, count, dtype, op,
 				     NDET_ORDER_SEQUENTIAL);
 }
 
@@ -580,13 +744,46 @@ ndet_status_t ndet_reference_allreduce_node_rounded(const void *const *inputs, i
 						    void *output, size_t count, ndet_dtype_t dtype,
 						    ndet_op_t op)
 {
-	return ndet_reference_reduce(inputs, nranks, output, count, dtype, op,
+	return ndet_reference_reduce(inputs, NULL, NULL, nranks, output, count, dtype, op,
 				     NDET_ORDER_TREE_NODE_ROUNDED);
 }
 
-ndet_status_t ndet_reference_reduce_scatter(const void *const *inputs, int nranks, int rank,
-					    void *output, size_t recvcount, ndet_dtype_t dtype,
-					    ndet_op_t op)
+ndet_status_t ndet_reference_allreduce_hosts(const void *const *inputs, const int *host_of,
+					     int nranks, void *output, size_t count,
+					     ndet_dtype_t dtype, ndet_op_t op)
+{
+	if (host_of == NULL)
+		return NDET_ERR_INVALID_ARGUMENT;
+	return ndet_reference_reduce(inputs, NULL, host_of, nranks, output, count, dtype, op,
+				     NDET_ORDER_TREE);
+}
+
+ndet_status_t ndet_reference_premulsum(const void *const *inputs, const void *scalars, int nranks,
+				       void *output, size_t count, ndet_dtype_t dtype)
+{
+	if (scalars == NULL)
+		return NDET_ERR_INVALID_ARGUMENT;
+	return ndet_reference_reduce(inputs, scalars, NULL, nranks, output, count, dtype,
+				     NDET_OP_SUM, NDET_ORDER_TREE);
+}
+
+ndet_status_t ndet_reference_premulsum_hosts(const void *const *inputs, const void *scalars,
+					     const int *host_of, int nranks, void *output,
+					     size_t count, ndet_dtype_t dtype)
+{
+	if (scalars == NULL || host_of == NULL)
+		return NDET_ERR_INVALID_ARGUMENT;
+	return ndet_reference_reduce(inputs, scalars, host_of, nranks, output, count, dtype,
+				     NDET_OP_SUM, NDET_ORDER_TREE);
+}
+
+/*
+ * Reduce-scatter: block `rank` of every input, reduced like the all-reduce (host_of
+ * NULL: one host), is block `rank` of the all-reduce.
+ */
+static ndet_status_t ndet_reference_block(const void *const *inputs, const int *host_of, int nranks,
+					  int rank, void *output, size_t recvcount,
+					  ndet_dtype_t dtype, ndet_op_t op)
 {
 	const void *shifted[NDET_REFERENCE_MAX_RANKS];
 	const size_t size = ndet_dtype_size(dtype);
@@ -597,62 +794,27 @@ ndet_status_t ndet_reference_reduce_scatter(const void *const *inputs, int nrank
 	for (int r = 0; r < nranks && recvcount > 0; r++) {
 		if (inputs[r] == NULL)
 			return NDET_ERR_INVALID_ARGUMENT;
-		/* Block `rank` of every input: the same elements the all-reduce reduces. */
 		shifted[r] = (const char *)inputs[r] + (size_t)rank * recvcount * size;
 	}
-	return ndet_reference_allreduce(shifted, nranks, output, recvcount, dtype, op);
+	return ndet_reference_reduce(shifted, NULL, host_of, nranks, output, recvcount, dtype, op,
+				     NDET_ORDER_TREE);
 }
 
-ndet_status_t ndet_reference_premulsum(const void *const *inputs, const void *scalars, int nranks,
-				       void *output, size_t count, ndet_dtype_t dtype)
+ndet_status_t ndet_reference_reduce_scatter(const void *const *inputs, int nranks, int rank,
+					    void *output, size_t recvcount, ndet_dtype_t dtype,
+					    ndet_op_t op)
 {
-	const bool wide = dtype == NDET_DTYPE_F64;
-	const size_t acc_size = wide ? sizeof(double) : sizeof(float);
-	const void *scaled_views[NDET_REFERENCE_MAX_RANKS];
-	void *scaled[NDET_REFERENCE_MAX_RANKS] = {NULL};
-	void *sum = NULL;
-	ndet_status_t status = NDET_ERR_INVALID_ARGUMENT;
+	return ndet_reference_block(inputs, NULL, nranks, rank, output, recvcount, dtype, op);
+}
 
-	if (nranks < 1 || nranks > NDET_REFERENCE_MAX_RANKS || scalars == NULL ||
-	    !ndet_arguments_valid(inputs, nranks, output, count, dtype, NDET_OP_SUM))
+ndet_status_t ndet_reference_reduce_scatter_hosts(const void *const *inputs, const int *host_of,
+						  int nranks, int rank, void *output,
+						  size_t recvcount, ndet_dtype_t dtype,
+						  ndet_op_t op)
+{
+	if (host_of == NULL)
 		return NDET_ERR_INVALID_ARGUMENT;
-	if (count == 0)
-		return NDET_OK;
-	status = NDET_ERR_SYSTEM;
-	sum = malloc(count * acc_size);
-	if (sum == NULL)
-		goto out;
-	for (int r = 0; r < nranks; r++) {
-		scaled[r] = malloc(count * acc_size);
-		if (scaled[r] == NULL)
-			goto out;
-		/* x_r[i] * s_r in the accumulation type, rounded once there. */
-		for (size_t i = 0; i < count; i++) {
-			if (wide)
-				((double *)scaled[r])[i] = ((const double *)inputs[r])[i] *
-							   ((const double *)scalars)[r];
-			else
-				((float *)scaled[r])[i] =
-					ndet_load_float(inputs[r], dtype, i) *
-					ndet_load_float(scalars, dtype, (size_t)r);
-		}
-		scaled_views[r] = scaled[r];
-	}
-	status = ndet_reference_allreduce(scaled_views, nranks, sum, count,
-					  wide ? NDET_DTYPE_F64 : NDET_DTYPE_F32, NDET_OP_SUM);
-	if (status != NDET_OK)
-		goto out;
-	for (size_t i = 0; i < count; i++) {
-		if (wide)
-			((double *)output)[i] = ((double *)sum)[i];
-		else
-			ndet_store_float(output, dtype, i, ((float *)sum)[i]);
-	}
-out:
-	for (int r = 0; r < nranks; r++)
-		free(scaled[r]);
-	free(sum);
-	return status;
+	return ndet_reference_block(inputs, host_of, nranks, rank, output, recvcount, dtype, op);
 }
 
 /* snprintf-style text accumulation: counts the full length, writes what fits. */

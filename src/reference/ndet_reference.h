@@ -19,6 +19,16 @@
  * never depend on operand order.  avg: the tree sum in the accumulation type, then
  * one IEEE division by n in the accumulation type, then the final rounding.
  *
+ * HOSTS (doc/multihost.md).  On H > 1 hosts, hosts are ordered by their lowest rank
+ * and a host's ranks by rank (protocol/ndet_host_order.h computes that order), and
+ * element i is T_hosts(T_local(host 0), ..., T_local(host H-1)): T over each host's
+ * ranks, then T over the H partials, all in the accumulation type, rounded once at
+ * the end.  avg divides once, by n = g x H (the number of ranks); PreMulSum scalars
+ * apply at the leaves only, the host stage being a plain sum; prod, min and max use
+ * their operator at both stages.  Where every host holds the same power-of-two number
+ * of consecutive ranks this is the single-host tree over rank order, bit for bit; one
+ * host is the single-host contract itself.
+ *
  * FP8.  Two OCP 8-bit formats, stored one byte per element:
  *   f8e4m3 (E4M3, "FN"): sign, 4 exponent bits (bias 7), 3 mantissa bits.  No
  *     infinities; the only NaNs are S.1111.111 (0x7f, 0xff), so the other patterns
@@ -67,7 +77,8 @@ extern "C" {
 /*
  * output[i] = T(inputs[0][i], ..., inputs[nranks-1][i]) for i < count.
  * `output` may alias one of the inputs.  NDET_ERR_INVALID_ARGUMENT for nranks < 1,
- * a bad dtype/op or NULL pointers with count > 0.
+ * a bad dtype/op or NULL pointers with count > 0; NDET_ERR_SYSTEM when scratch
+ * memory (nranks elements) runs out.  The other references answer the same.
  */
 ndet_status_t ndet_reference_allreduce(const void *const *inputs, int nranks, void *output,
 				       size_t count, ndet_dtype_t dtype, ndet_op_t op);
@@ -91,7 +102,7 @@ ndet_status_t ndet_reference_allreduce_node_rounded(const void *const *inputs, i
 						    void *output, size_t count, ndet_dtype_t dtype,
 						    ndet_op_t op);
 
-/* Largest communicator the reduce-scatter and PreMulSum references take. */
+/* Largest communicator the reduce-scatter references take. */
 #define NDET_REFERENCE_MAX_RANKS 4096
 
 /*
@@ -116,6 +127,35 @@ ndet_status_t ndet_reference_reduce_scatter(const void *const *inputs, int nrank
  */
 ndet_status_t ndet_reference_premulsum(const void *const *inputs, const void *scalars, int nranks,
 				       void *output, size_t count, ndet_dtype_t dtype);
+
+/*
+ * The multi-host references (HOSTS above).  host_of[r] is rank r's host index, the
+ * hosts numbered by their lowest rank (host_of[0] == 0, and every host_of[r] is at
+ * most one above each host_of before it): ndet_host_order's numbering.  Any other
+ * numbering, or a NULL host_of, is NDET_ERR_INVALID_ARGUMENT, as are the arguments
+ * the single-host references refuse.  All ranks on host 0 give the single-host
+ * references' bits.
+ *
+ * The all-reduce.  `output` may alias one of the inputs.
+ */
+ndet_status_t ndet_reference_allreduce_hosts(const void *const *inputs, const int *host_of,
+					     int nranks, void *output, size_t count,
+					     ndet_dtype_t dtype, ndet_op_t op);
+
+/* PreMulSum: leaf r is x_r * scalars[r] as in ndet_reference_premulsum; then sums. */
+ndet_status_t ndet_reference_premulsum_hosts(const void *const *inputs, const void *scalars,
+					     const int *host_of, int nranks, void *output,
+					     size_t count, ndet_dtype_t dtype);
+
+/*
+ * Reduce-scatter: block `rank` of ndet_reference_allreduce_hosts of the same inputs
+ * (nranks * recvcount elements each), bit for bit.  ncclReduce: the root receives the
+ * all-reduce.
+ */
+ndet_status_t ndet_reference_reduce_scatter_hosts(const void *const *inputs, const int *host_of,
+						  int nranks, int rank, void *output,
+						  size_t recvcount, ndet_dtype_t dtype,
+						  ndet_op_t op);
 
 /*
  * The tree for n as text, e.g. "((0+1)+2)" for n = 3, "0" for n = 1.  Returns the

@@ -2,10 +2,12 @@
 if HAVE_CMOCKA
 UNIT_TESTS = test/unit/test_status test/unit/test_settings test/unit/test_env \
 	test/unit/test_log test/unit/test_setup_record test/unit/test_setup \
-	test/unit/test_eligibility test/unit/test_plan test/unit/test_check
-check_PROGRAMS += $(UNIT_TESTS) test/unit/test_reference test/unit/test_engine \
-	test/unit/test_tuner
-TESTS += $(UNIT_TESTS) test/unit/test_reference test/unit/test_engine test/unit/test_tuner
+	test/unit/test_eligibility test/unit/test_plan test/unit/test_check \
+	test/unit/test_host_order
+check_PROGRAMS += $(UNIT_TESTS) test/unit/test_reference test/unit/test_reference_hosts \
+	test/unit/test_engine test/unit/test_tuner
+TESTS += $(UNIT_TESTS) test/unit/test_reference test/unit/test_reference_hosts \
+	test/unit/test_engine test/unit/test_tuner
 
 test_unit_test_status_CFLAGS = $(TEST_CFLAGS)
 test_unit_test_status_LDADD = $(NDET_PURE_TEST_LIBS) $(TEST_LIBS)
@@ -27,11 +29,18 @@ test_unit_test_plan_CFLAGS = $(TEST_CFLAGS)
 test_unit_test_plan_LDADD = $(NDET_PURE_TEST_LIBS) $(TEST_LIBS)
 test_unit_test_check_CFLAGS = $(TEST_CFLAGS)
 test_unit_test_check_LDADD = $(NDET_PURE_TEST_LIBS) $(TEST_LIBS)
+# The host order (hosts by lowest rank) of a multi-host communicator.
+test_unit_test_host_order_CFLAGS = $(TEST_CFLAGS)
+test_unit_test_host_order_LDADD = $(NDET_PURE_TEST_LIBS) $(TEST_LIBS)
 
 # -ffp-contract=off: the tests compute expected values with plain float arithmetic.
 test_unit_test_reference_CFLAGS = $(TEST_CFLAGS) -ffp-contract=off -fno-fast-math
 test_unit_test_reference_LDADD = $(NDET_PURE_TEST_LIBS) test/support/libndet_test_data.la \
 	$(TEST_LIBS)
+# The multi-host contract of the reference (two-level tree), the same flags.
+test_unit_test_reference_hosts_CFLAGS = $(TEST_CFLAGS) -ffp-contract=off -fno-fast-math
+test_unit_test_reference_hosts_LDADD = $(NDET_PURE_TEST_LIBS) \
+	test/support/libndet_test_data.la $(TEST_LIBS)
 
 # The CUDA engine (compiled in) on a fake CUDA runtime, no GPU: teardown order, what
 # stays allocated, launch order across streams, error publication.  getpid() is
