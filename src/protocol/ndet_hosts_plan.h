@@ -83,11 +83,17 @@ struct ndet_hosts_params {
 	uint64_t staging_bytes;
 };
 
-/* The layout of one staging slot, in bytes from the slot's start. */
+/*
+ * The layout of one staging slot, in bytes from the slot's start.  With p the chunk's
+ * block_elems, block (l, h') of this rank's partial segment is at partial_offset +
+ * h' x p x partial_size, the partial received from host h' at received_offset + j x
+ * received_stride (j = h' below this rank's host h, else h' - 1), and result block h'
+ * at result_offset + h' x p x elem_size: what the kernels of stages 1, 3 and 5 use,
+ * and what ndet_hosts_transfers' staging offsets point to.
+ */
 struct ndet_hosts_slot_layout {
 	uint64_t partial_offset;  /* this rank's partial segment: H blocks, partial type */
-	uint64_t received_offset; /* the H - 1 received partial blocks, host order without
-				     this rank's host */
+	uint64_t received_offset; /* the H - 1 received partial blocks */
 	uint64_t received_stride; /* bytes from one received block to the next */
 	uint64_t result_offset;   /* the result segment: H blocks, data type */
 	uint64_t bytes;           /* the slot, a multiple of NDET_HOSTS_STAGING_ALIGN */
