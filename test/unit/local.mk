@@ -2,8 +2,8 @@
 if HAVE_CMOCKA
 UNIT_TESTS = test/unit/test_status test/unit/test_settings test/unit/test_env \
 	test/unit/test_log test/unit/test_setup_record test/unit/test_setup \
-	test/unit/test_eligibility test/unit/test_plan test/unit/test_check \
-	test/unit/test_host_order
+	test/unit/test_eligibility test/unit/test_plan test/unit/test_hosts_plan \
+	test/unit/test_check test/unit/test_host_order
 check_PROGRAMS += $(UNIT_TESTS) test/unit/test_reference test/unit/test_reference_hosts \
 	test/unit/test_engine test/unit/test_tuner
 TESTS += $(UNIT_TESTS) test/unit/test_reference test/unit/test_reference_hosts \
@@ -27,6 +27,9 @@ test_unit_test_eligibility_CFLAGS = $(TEST_CFLAGS)
 test_unit_test_eligibility_LDADD = $(NDET_PURE_TEST_LIBS) $(TEST_LIBS)
 test_unit_test_plan_CFLAGS = $(TEST_CFLAGS)
 test_unit_test_plan_LDADD = $(NDET_PURE_TEST_LIBS) $(TEST_LIBS)
+# The multi-host schedule: coverage, matching sends and receives, bytes, staging.
+test_unit_test_hosts_plan_CFLAGS = $(TEST_CFLAGS)
+test_unit_test_hosts_plan_LDADD = $(NDET_PURE_TEST_LIBS) $(TEST_LIBS)
 test_unit_test_check_CFLAGS = $(TEST_CFLAGS)
 test_unit_test_check_LDADD = $(NDET_PURE_TEST_LIBS) $(TEST_LIBS)
 # The host order (hosts by lowest rank) of a multi-host communicator.

@@ -1,0 +1,265 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The schedule of a deterministic all-reduce over several hosts (see
+ * ndet_hosts_plan.h).
+ */
+#include "config.h"
+
+#include "protocol/ndet_hosts_plan.h"
+
+#include "common/ndet_dtype.h"
+#include "kernels/ndet_abi.h"
+
+static uint64_t ndet_hosts_div_up(uint64_t a, uint64_t b)
+{
+	return a / b + (a % b != 0);
+}
+
+static uint64_t ndet_hosts_align(uint64_t bytes, uint64_t align)
+{
+	return ndet_hosts_div_up(bytes, align) * align;
+}
+
+static bool ndet_hosts_size_ok(uint32_t size)
+{
+	return size == 1 || size == 2 || size == 4 || size == 8;
+}
+
+static bool ndet_hosts_shape_ok(const struct ndet_hosts_shape *shape)
+{
+	return ndet_hosts_size_ok(shape->elem_size) && ndet_hosts_size_ok(shape->partial_size) &&
+	       shape->partial_size >= shape->elem_size && shape->hosts >= 1 &&
+	       shape->hosts <= NDET_HOSTS_MAX_HOSTS && shape->local_ranks >= 1 &&
+	       shape->local_ranks <= NDET_HOSTS_MAX_LOCAL;
+}
+
+/* g x H: the blocks of a chunk. */
+static uint64_t ndet_hosts_blocks(const struct ndet_hosts_shape *shape)
+{
+	return (uint64_t)shape->hosts * (uint64_t)shape->local_ranks;
+}
+
+/* Elements of one 512-byte unit of the data type. */
+static uint64_t ndet_hosts_unit(const struct ndet_hosts_shape *shape)
+{
+	return NDET_SEGMENT_BYTES / shape->elem_size;
+}
+
+uint32_t ndet_hosts_partial_size(ndet_dtype_t dtype, ndet_op_t op, bool premul, int local_ranks)
+{
+	const uint32_t size = (uint32_t)ndet_dtype_size(dtype);
+	if (size == 0 || (unsigned)op >= NDET_OP_COUNT)
+		return 0;
+	if (op == NDET_OP_MIN || op == NDET_OP_MAX || (local_ranks == 1 && !premul))
+		return size;
+	return dtype == NDET_DTYPE_F64 ? 8u : 4u;
+}
+
+struct ndet_hosts_slot_layout ndet_hosts_slot_for(const struct ndet_hosts_shape *shape,
+						  uint64_t chunk_elems)
+{
+	const uint64_t hosts = (uint64_t)shape->hosts;
+	const uint64_t block = chunk_elems / ndet_hosts_blocks(shape);
+	const uint64_t segment = block * hosts;
+	struct ndet_hosts_slot_layout slot;
+	slot.partial_offset = 0;
+	slot.received_offset =
+		ndet_hosts_align(segment * shape->partial_size, NDET_HOSTS_STAGING_ALIGN);
+	slot.received_stride = ndet_hosts_align(block * shape->partial_size, 16);
+	slot.result_offset =
+		slot.received_offset +
+		ndet_hosts_align((hosts - 1) * slot.received_stride, NDET_HOSTS_STAGING_ALIGN);
+	slot.bytes = slot.result_offset +
+		     ndet_hosts_align(segment * shape->elem_size, NDET_HOSTS_STAGING_ALIGN);
+	return slot;
+}
+
+uint64_t ndet_hosts_staging_for(const struct ndet_hosts_shape *shape, uint64_t chunk_elems)
+{
+	return NDET_HOSTS_SLOTS * ndet_hosts_slot_for(shape, chunk_elems).bytes;
+}
+
+uint64_t ndet_hosts_min_staging_bytes(const struct ndet_hosts_shape *shape)
+{
+	return ndet_hosts_staging_for(shape, ndet_hosts_blocks(shape) * ndet_hosts_unit(shape));
+}
+
+/*
+ * Units per block of a full chunk (chunk_elems = m x g x H x unit): NDET_HOSTS_CHUNKS
+ * chunks, at least NDET_HOSTS_MIN_STAGE_BYTES of stage 2 per rank, at most what the
+ * staging holds; then the fewest chunks that allows, evened out (the last chunk
+ * then is as long as the others, or nearly).  0 when the staging is too small.
+ */
+static uint64_t ndet_hosts_units_per_block(const struct ndet_hosts_params *params)
+{
+	const struct ndet_hosts_shape *shape = &params->shape;
+	const uint64_t granule = ndet_hosts_blocks(shape) * ndet_hosts_unit(shape);
+	uint64_t most = params->staging_bytes / ndet_hosts_staging_for(shape, granule);
+	while (most > 0 && ndet_hosts_staging_for(shape, most * granule) > params->staging_bytes)
+		most--;
+	if (most == 0)
+		return 0;
+	uint64_t least = 1;
+	if (shape->hosts > 1) {
+		const uint64_t stage_bytes_per_unit =
+			(uint64_t)(shape->hosts - 1) * ndet_hosts_unit(shape) * shape->partial_size;
+		least = ndet_hosts_div_up(NDET_HOSTS_MIN_STAGE_BYTES, stage_bytes_per_unit);
+	}
+	uint64_t units = ndet_hosts_div_up(params->count, NDET_HOSTS_CHUNKS * granule);
+	if (units < least)
+		units = least;
+	if (units > most)
+		units = most;
+	const uint64_t chunks = ndet_hosts_div_up(params->count, units * granule);
+	if (chunks > 0)
+		units = ndet_hosts_div_up(params->count, chunks * granule);
+	return units;
+}
+
+ndet_status_t ndet_hosts_plan_make(const struct ndet_hosts_params *params,
+				   struct ndet_hosts_plan *plan)
+{
+	if (!ndet_hosts_shape_ok(&params->shape))
+		return NDET_ERR_INVALID_ARGUMENT;
+	const uint64_t units = ndet_hosts_units_per_block(params);
+	if (units == 0)
+		return NDET_ERR_INVALID_ARGUMENT;
+	struct ndet_hosts_plan result;
+	result.params = *params;
+	result.chunk_elems =
+		units * ndet_hosts_blocks(&params->shape) * ndet_hosts_unit(&params->shape);
+	result.chunks = ndet_hosts_div_up(params->count, result.chunk_elems);
+	result.slot = ndet_hosts_slot_for(&params->shape, result.chunk_elems);
+	result.staging_bytes = NDET_HOSTS_SLOTS * result.slot.bytes;
+	*plan = result;
+	return NDET_OK;
+}
+
+struct ndet_hosts_chunk ndet_hosts_chunk_at(const struct ndet_hosts_plan *plan, uint64_t index)
+{
+	struct ndet_hosts_chunk chunk;
+	chunk.index = index;
+	chunk.elems.offset = index * plan->chunk_elems;
+	const uint64_t left = plan->params.count - chunk.elems.offset;
+	chunk.elems.count = left < plan->chunk_elems ? left : plan->chunk_elems;
+	chunk.block_elems = ndet_segment_elems(chunk.elems.count,
+					       (uint32_t)ndet_hosts_blocks(&plan->params.shape),
+					       plan->params.shape.elem_size);
+	chunk.slot = (uint32_t)(index % NDET_HOSTS_SLOTS);
+	chunk.slot_offset = chunk.slot * plan->slot.bytes;
+	return chunk;
+}
+
+/* Elements [first x p, (first + blocks) x p) of the chunk, clipped to it. */
+static struct ndet_hosts_range ndet_hosts_blocks_range(const struct ndet_hosts_chunk *chunk,
+						       uint64_t first, uint64_t blocks)
+{
+	const uint64_t len = chunk->elems.count;
+	uint64_t begin = first * chunk->block_elems;
+	uint64_t end = begin + blocks * chunk->block_elems;
+	if (begin > len)
+		begin = len;
+	if (end > len)
+		end = len;
+	struct ndet_hosts_range range = {chunk->elems.offset + begin, end - begin};
+	return range;
+}
+
+struct ndet_hosts_range ndet_hosts_block(const struct ndet_hosts_plan *plan,
+					 const struct ndet_hosts_chunk *chunk, int local, int host)
+{
+	const uint64_t hosts = (uint64_t)plan->params.shape.hosts;
+	return ndet_hosts_blocks_range(chunk, (uint64_t)local * hosts + (uint64_t)host, 1);
+}
+
+struct ndet_hosts_range ndet_hosts_segment(const struct ndet_hosts_plan *plan,
+					   const struct ndet_hosts_chunk *chunk, int local)
+{
+	const uint64_t hosts = (uint64_t)plan->params.shape.hosts;
+	return ndet_hosts_blocks_range(chunk, (uint64_t)local * hosts, hosts);
+}
+
+/*
+ * The staging bytes a transfer with peer host `peer` sends from or receives into
+ * (doc/multihost-design.md, "Staging"), from the slot's start.
+ */
+static uint64_t ndet_hosts_staging_of(const struct ndet_hosts_plan *plan,
+				      const struct ndet_hosts_chunk *chunk, int host, int peer,
+				      ndet_hosts_stage_t stage, bool send)
+{
+	const struct ndet_hosts_shape *shape = &plan->params.shape;
+	const uint64_t p = chunk->block_elems;
+	if (stage == NDET_HOSTS_STAGE_PARTIALS) {
+		if (send) /* block (l, peer) of this rank's partial segment */
+			return plan->slot.partial_offset + (uint64_t)peer * p * shape->partial_size;
+		const uint64_t index = (uint64_t)(peer < host ? peer : peer - 1);
+		return plan->slot.received_offset + index * plan->slot.received_stride;
+	}
+	/* Result segment: this rank's block h goes out, block (l, peer) comes in. */
+	return plan->slot.result_offset + (uint64_t)(send ? host : peer) * p * shape->elem_size;
+}
+
+ndet_status_t ndet_hosts_transfers(const struct ndet_hosts_plan *plan,
+				   const struct ndet_hosts_chunk *chunk,
+				   const struct ndet_hosts_rank *rank, ndet_hosts_stage_t stage,
+				   bool send, struct ndet_hosts_transfer *out, uint32_t *n)
+{
+	const struct ndet_hosts_shape *shape = &plan->params.shape;
+	*n = 0;
+	if (rank->host < 0 || rank->host >= shape->hosts || rank->local < 0 ||
+	    rank->local >= shape->local_ranks ||
+	    (stage != NDET_HOSTS_STAGE_PARTIALS && stage != NDET_HOSTS_STAGE_RESULTS))
+		return NDET_ERR_INVALID_ARGUMENT;
+	const uint32_t size =
+		stage == NDET_HOSTS_STAGE_PARTIALS ? shape->partial_size : shape->elem_size;
+	/*
+	 * Stage 2 sends and stage 4 receives move block (l, peer); stage 2 receives and
+	 * stage 4 sends this rank's own block (l, h).
+	 */
+	const bool peer_block = (stage == NDET_HOSTS_STAGE_PARTIALS) == send;
+	uint32_t count = 0;
+	for (int peer = 0; peer < shape->hosts; peer++) {
+		if (peer == rank->host)
+			continue;
+		const int global = rank->ranks[peer * shape->local_ranks + rank->local];
+		if (global < 0)
+			return NDET_ERR_INVALID_ARGUMENT;
+		const struct ndet_hosts_range block =
+			ndet_hosts_block(plan, chunk, rank->local, peer_block ? peer : rank->host);
+		if (block.count == 0)
+			continue;
+		struct ndet_hosts_transfer transfer = {
+			.peer = global,
+			.peer_host = peer,
+			.offset = block.offset,
+			.count = block.count,
+			.bytes = block.count * size,
+			.staging_offset =
+				chunk->slot_offset +
+				ndet_hosts_staging_of(plan, chunk, rank->host, peer, stage, send),
+		};
+		out[count++] = transfer;
+	}
+	*n = count;
+	return NDET_OK;
+}
+
+uint64_t ndet_hosts_inter_bytes(const struct ndet_hosts_shape *shape, uint64_t count)
+{
+	const uint64_t blocks = ndet_hosts_blocks(shape);
+	const uint64_t factor =
+		(uint64_t)(shape->hosts - 1) * (shape->partial_size + shape->elem_size);
+	/* count x factor / blocks without overflow: the quotient, then the remainder. */
+	const uint64_t whole = count / blocks;
+	const uint64_t rest = (count % blocks) * factor / blocks;
+	if (factor != 0 && whole > (UINT64_MAX - rest) / factor)
+		return UINT64_MAX;
+	return whole * factor + rest;
+}
+
+uint64_t ndet_hosts_rank_excess_bound(const struct ndet_hosts_shape *shape)
+{
+	return (uint64_t)(shape->hosts - 1) * NDET_SEGMENT_BYTES *
+	       (shape->elem_size + shape->partial_size) / shape->elem_size;
+}
