@@ -26,9 +26,6 @@ enum ndet_setup_round {
 	NDET_SETUP_ROUND_VERIFIED,
 };
 
-/* Largest communicator a record may describe (ndet_setup_record.c agrees). */
-#define NDET_SETUP_NRANKS_LIMIT 4096
-
 /*
  * The record of rounds 3 and 4 and of the destroy barrier: a status word tagged
  * with the round it belongs to.  A slot that holds anything else (never written by

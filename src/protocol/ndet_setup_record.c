@@ -52,9 +52,6 @@ static_assert(offsetof(struct ndet_setup_payload, ipc_handle) == 208, "payload v
 static_assert(offsetof(struct ndet_setup_payload, sm_count) == 272, "payload v2 layout");
 static_assert(offsetof(struct ndet_setup_payload, reserved) == 276, "payload v2 layout");
 
-/* Largest communicator a record may describe; anything above is a corrupt record. */
-#define NDET_SETUP_NRANKS_LIMIT 4096
-
 uint32_t ndet_setup_header_checksum(const struct ndet_setup_header *header)
 {
 	const uint32_t fields[3] = {header->magic, header->format_version, header->payload_length};
@@ -155,9 +152,10 @@ static void ndet_verdict_set(struct ndet_setup_verdict *verdict, ndet_verdict_re
 	verdict->detail = detail;
 }
 
-static bool ndet_same_host(const struct ndet_setup_payload *a, const struct ndet_setup_payload *b)
+bool ndet_setup_same_host(const struct ndet_setup_payload *a, const struct ndet_setup_payload *b)
 {
-	return strcmp(a->hostname, b->hostname) == 0 && strcmp(a->boot_id, b->boot_id) == 0;
+	return strncmp(a->hostname, b->hostname, sizeof(a->hostname)) == 0 &&
+	       strncmp(a->boot_id, b->boot_id, sizeof(a->boot_id)) == 0;
 }
 
 static bool ndet_same_pool_geometry(const struct ndet_setup_payload *a,
@@ -217,7 +215,7 @@ void ndet_setup_evaluate(const struct ndet_setup_payload *table, int nranks,
 	 * differences that do not matter.
 	 */
 	for (int r = 1; r < nranks; r++)
-		if (!ndet_same_host(&table[r], &table[0])) {
+		if (!ndet_setup_same_host(&table[r], &table[0])) {
 			ndet_verdict_set(verdict, NDET_VERDICT_MULTI_HOST, r, 0);
 			return;
 		}

@@ -34,6 +34,9 @@ struct ndet_setup_header {
 	uint32_t checksum; /* of the three fields above: see ndet_setup_header_checksum */
 };
 
+/* Largest communicator a record may describe; anything above is a corrupt record. */
+#define NDET_SETUP_NRANKS_LIMIT 4096
+
 #define NDET_SETUP_HOSTNAME_LENGTH   64
 #define NDET_SETUP_BOOT_ID_LENGTH    40
 #define NDET_SETUP_IPC_HANDLE_LENGTH 64
@@ -169,6 +172,12 @@ ndet_status_t ndet_setup_payload_parse(const void *bytes, size_t length,
  */
 void ndet_setup_evaluate(const struct ndet_setup_payload *table, int nranks,
 			 struct ndet_setup_verdict *verdict);
+
+/*
+ * Are two records of one host (equal hostname and boot id)?  Compared within their
+ * fields, so unterminated strings are compared whole, never read past.
+ */
+bool ndet_setup_same_host(const struct ndet_setup_payload *a, const struct ndet_setup_payload *b);
 
 /*
  * How `my_rank` reaches `peer` (self, same process, or IPC), given an OK table.  Same
