@@ -268,7 +268,8 @@ void ndet_setup_evaluate(const struct ndet_setup_payload *table, int nranks,
 }
 
 /*
- * Same process needs proof: equal pids in one known PID namespace.  When a namespace
+ * Another host first: a pid or a namespace inode means nothing there.  Same process
+ * needs proof: equal pids in one known PID namespace of one host.  When a namespace
  * is unknown, IPC is the safe guess: a wrong IPC guess makes cudaIpcOpenMemHandle fail
  * and setup fall back, while a wrong direct pointer would be dereferenced.
  */
@@ -282,6 +283,8 @@ ndet_peer_kind_t ndet_setup_peer_kind(const struct ndet_setup_payload *table, in
 	const struct ndet_setup_payload *mine = &table[my_rank];
 	const struct ndet_setup_payload *theirs = &table[peer];
 
+	if (!ndet_setup_same_host(mine, theirs))
+		return NDET_PEER_REMOTE;
 	if (mine->pid == theirs->pid && mine->pid_namespace != 0 &&
 	    mine->pid_namespace == theirs->pid_namespace)
 		return NDET_PEER_SAME_PROCESS;

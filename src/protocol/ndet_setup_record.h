@@ -86,6 +86,7 @@ typedef enum {
 	NDET_PEER_SELF = 0,
 	NDET_PEER_SAME_PROCESS, /* direct pointer (+ peer access when on another device) */
 	NDET_PEER_IPC,          /* cudaIpcOpenMemHandle */
+	NDET_PEER_REMOTE,       /* another host: no mapping, no probe, no pid to judge */
 } ndet_peer_kind_t;
 
 /* Why a table was refused.  Same on every rank for the same table. */
@@ -180,9 +181,12 @@ void ndet_setup_evaluate(const struct ndet_setup_payload *table, int nranks,
 bool ndet_setup_same_host(const struct ndet_setup_payload *a, const struct ndet_setup_payload *b);
 
 /*
- * How `my_rank` reaches `peer` (self, same process, or IPC), given an OK table.  Same
- * process = equal pids in one known (non-zero) PID namespace; otherwise IPC, whose
- * failure is safe.
+ * How `my_rank` reaches `peer` (self, same process, IPC, or remote), given a table
+ * whose records parsed.  Remote = another host (ndet_setup_same_host), decided first:
+ * across hosts equal pids and namespace inodes prove nothing (the initial PID
+ * namespace has the same inode on every Linux host, and container pids collide).  On
+ * one host, same process = equal pids in one known (non-zero) PID namespace;
+ * otherwise IPC, whose failure is safe.
  */
 ndet_peer_kind_t ndet_setup_peer_kind(const struct ndet_setup_payload *table, int my_rank,
 				      int peer);

@@ -187,8 +187,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (int r = 0; r < nranks; r++) {
 			for (int q = 0; q < nranks; q++) {
 				ndet_peer_kind_t kind = ndet_setup_peer_kind(table, r, q);
+				const bool remote = !ndet_setup_same_host(&table[r], &table[q]);
 				if ((r == q) != (kind == NDET_PEER_SELF) ||
-				    (unsigned)kind > NDET_PEER_IPC)
+				    remote != (kind == NDET_PEER_REMOTE) ||
+				    (unsigned)kind > NDET_PEER_REMOTE)
 					fuzz_fail("peer kind", "wrong");
 				found = found || kind == NDET_PEER_SAME_PROCESS;
 			}

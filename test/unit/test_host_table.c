@@ -4,7 +4,9 @@
  * The hosts of a setup table (src/protocol/ndet_host_table.h): for layouts of one and
  * several hosts, consecutive or interleaved, with equal and unequal ranks per host,
  * the host and local index of every rank, each host's size and ranks, the caller's
- * own host, and the same answer whichever rank builds it.
+ * own host, and the same answer whichever rank builds it.  Then what hosts change
+ * elsewhere: ranks on other hosts are remote peers even where pids and namespace
+ * inodes collide, and a teardown neither shares nor waits for them.
  */
 #include "config.h"
 
@@ -18,6 +20,8 @@
 #include <cmocka.h>
 
 #include "protocol/ndet_host_table.h"
+#include "protocol/ndet_teardown.h"
+#include "kernels/ndet_types.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define MAX_RANKS     8
@@ -286,6 +290,172 @@ static void test_largest_tables(void **state)
 	ndet_host_table_destroy(hosts);
 }
 
+/* ---------------------------------------------------------------- peers on other hosts */
+
+/*
+ * Hosts `letters`, every rank in the initial PID and IPC namespaces (whose inodes are
+ * the same constants on every Linux host), pids[r] as given, a pool each.
+ */
+static void make_colliding(struct ndet_setup_payload *table, const char *letters,
+			   const uint64_t *pids)
+{
+	make_hosts(table, letters);
+	for (int r = 0; r < (int)strlen(letters); r++) {
+		table[r].pid = pids[r];
+		table[r].pid_namespace = 4026531836ull;
+		table[r].ipc_namespace = 4026531839ull;
+		table[r].pool_address = 0x7f0000000000ull + ((uint64_t)r << 32);
+		table[r].pool_bytes = 1 << 20;
+	}
+}
+
+static void test_colliding_pids_are_remote(void **state)
+{
+	(void)state;
+	struct ndet_setup_payload table[4];
+	/* Host A: ranks 0 and 1 in one process; host B: the same pid for its ranks. */
+	const uint64_t one_pid[4] = {4242, 4242, 4242, 4242};
+	make_colliding(table, "AABB", one_pid);
+	assert_int_equal(ndet_setup_peer_kind(table, 0, 1), NDET_PEER_SAME_PROCESS);
+	assert_int_equal(ndet_setup_peer_kind(table, 2, 3), NDET_PEER_SAME_PROCESS);
+	assert_int_equal(ndet_setup_peer_kind(table, 3, 3), NDET_PEER_SELF);
+	for (int a = 0; a < 2; a++)
+		for (int b = 2; b < 4; b++) {
+			assert_int_equal(ndet_setup_peer_kind(table, a, b), NDET_PEER_REMOTE);
+			assert_int_equal(ndet_setup_peer_kind(table, b, a), NDET_PEER_REMOTE);
+		}
+	assert_true(ndet_setup_table_shares_process(table, 4));
+
+	/* Interleaved: the same pids, the other pairs. */
+	make_colliding(table, "ABAB", one_pid);
+	assert_int_equal(ndet_setup_peer_kind(table, 0, 2), NDET_PEER_SAME_PROCESS);
+	assert_int_equal(ndet_setup_peer_kind(table, 0, 1), NDET_PEER_REMOTE);
+	assert_int_equal(ndet_setup_peer_kind(table, 3, 0), NDET_PEER_REMOTE);
+
+	/* One process per rank, pids colliding across hosts: IPC on a host, else remote. */
+	const uint64_t per_host[4] = {100, 101, 100, 101};
+	make_colliding(table, "AABB", per_host);
+	assert_int_equal(ndet_setup_peer_kind(table, 0, 1), NDET_PEER_IPC);
+	assert_int_equal(ndet_setup_peer_kind(table, 0, 2), NDET_PEER_REMOTE);
+	assert_int_equal(ndet_setup_peer_kind(table, 1, 3), NDET_PEER_REMOTE);
+	assert_false(ndet_setup_table_shares_process(table, 4));
+
+	/* Every rank its own host, all with one pid: nobody shares anything. */
+	make_colliding(table, "ABCD", one_pid);
+	for (int a = 0; a < 4; a++)
+		for (int b = 0; b < 4; b++)
+			assert_int_equal(ndet_setup_peer_kind(table, a, b),
+					 a == b ? NDET_PEER_SELF : NDET_PEER_REMOTE);
+	assert_false(ndet_setup_table_shares_process(table, 4));
+}
+
+/* A teardown's view: engines of this test stand for pools; "freed" counts them. */
+struct pool_stub {
+	int rank;
+	bool freed;
+};
+
+static uint64_t detach_words[NDET_MAX_RANKS];
+static uint64_t pids_judged[8];
+static int pids_judged_count;
+
+static void stub_free(void *engine)
+{
+	((struct pool_stub *)engine)->freed = true;
+}
+
+static uint64_t stub_abandon(void *engine)
+{
+	(void)engine;
+	return 0;
+}
+
+static ndet_teardown_read_t stub_read_detach(void *engine, uint64_t *words)
+{
+	(void)engine;
+	memcpy(words, detach_words, sizeof(detach_words));
+	return NDET_TEARDOWN_READ_OK;
+}
+
+static bool stub_process_gone(uint64_t pid)
+{
+	if (pids_judged_count < (int)ARRAY_SIZE(pids_judged))
+		pids_judged[pids_judged_count++] = pid;
+	return false;
+}
+
+static const struct ndet_teardown_ops stub_ops = {
+	.free = stub_free,
+	.abandon = stub_abandon,
+	.read_detach = stub_read_detach,
+	.process_gone = stub_process_gone,
+};
+
+static void teardown_reset(void)
+{
+	memset(detach_words, 0, sizeof(detach_words));
+	pids_judged_count = 0;
+	ndet_resources_reset_for_testing();
+	ndet_teardown_set_detach_wait_for_testing(0);
+}
+
+static void test_teardown_ignores_other_hosts(void **state)
+{
+	(void)state;
+	struct ndet_setup_payload table[4];
+	struct ndet_resources resources;
+
+	/*
+	 * Ranks 0 and 1 are this process on host A; host B's ranks have the same pid.
+	 * Their share is the two of them: the last release frees both pools, with no
+	 * wait for host B (whose ranks never import them).
+	 */
+	teardown_reset();
+	const uint64_t one_pid[4] = {4242, 4242, 4242, 4242};
+	make_colliding(table, "AABB", one_pid);
+	struct pool_stub pools[2] = {{0, false}, {1, false}};
+	struct ndet_teardown_share *share0 = ndet_teardown_join(table, 4, 0);
+	struct ndet_teardown_share *share1 = ndet_teardown_join(table, 4, 1);
+	assert_non_null(share0);
+	assert_ptr_equal(share0, share1);
+	ndet_teardown_release(share0, &pools[0], &stub_ops, 0, true, false);
+	assert_false(pools[0].freed);
+	ndet_teardown_release(share1, &pools[1], &stub_ops, 1, true, false);
+	assert_true(pools[0].freed && pools[1].freed);
+	ndet_resources_get(&resources);
+	assert_int_equal(resources.deferred_pools, 0);
+	assert_int_equal(resources.pending_pools, 0);
+	assert_int_equal(ndet_teardown_shares_for_testing(), 0);
+
+	/*
+	 * Rank 0 alone here, pid 100; rank 1 (pid 101) on this host imports our pool;
+	 * host B reuses both pids.  The pool waits for rank 1 only, and only rank 1's
+	 * pid is ever judged.
+	 */
+	teardown_reset();
+	const uint64_t per_host[4] = {100, 101, 100, 101};
+	make_colliding(table, "AABB", per_host);
+	struct pool_stub alone = {0, false};
+	struct ndet_teardown_share *share = ndet_teardown_join(table, 4, 0);
+	assert_non_null(share);
+	ndet_teardown_release(share, &alone, &stub_ops, 0, true, false);
+	assert_false(alone.freed);
+	ndet_teardown_pending_retry(false);
+	assert_false(alone.freed);
+	ndet_resources_get(&resources);
+	assert_int_equal(resources.pending_pools, 1);
+	assert_true(pids_judged_count >= 1);
+	for (int i = 0; i < pids_judged_count; i++)
+		assert_int_equal(pids_judged[i], 101);
+	/* Rank 1's detach word is all it takes. */
+	detach_words[1] = ndet_teardown_detach_word(ndet_teardown_epoch(table, 4), 1, 0);
+	ndet_teardown_pending_retry(false);
+	assert_true(alone.freed);
+	ndet_resources_get(&resources);
+	assert_int_equal(resources.pending_pools, 0);
+	ndet_teardown_set_detach_wait_for_testing(NDET_TEARDOWN_DETACH_WAIT_MS);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -293,6 +463,8 @@ int main(void)
 		cmocka_unit_test(test_identity),
 		cmocka_unit_test(test_storage_and_bad_arguments),
 		cmocka_unit_test(test_largest_tables),
+		cmocka_unit_test(test_colliding_pids_are_remote),
+		cmocka_unit_test(test_teardown_ignores_other_hosts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
