@@ -183,6 +183,7 @@ static void ndet_comm_engine_config(const struct ndet_comm *comm, struct ndet_en
 	config->test_fail = settings->test_fail;
 	config->test_fail_rank = settings->test_fail_rank;
 	config->setup_flags = settings->strict ? NDET_SETUP_FLAG_STRICT : 0;
+	config->nonblocking = !comm->blocking;
 }
 
 /* What the setup needs from NCCL: the communicator ready, its rank, size and device. */

@@ -167,6 +167,7 @@ void ndet_engine_fill_payload(struct ndet_engine *engine, ndet_local_status_t lo
 	payload->rank = config->rank;
 	payload->nranks = config->nranks;
 	payload->flags = config->setup_flags;
+	payload->blocking = config->nonblocking ? 0 : 1;
 	payload->settings_hash = config->settings_hash;
 	payload->pool_bytes = engine->pool_bytes;
 	payload->pool_address = (uint64_t)(uintptr_t)engine->pool;

@@ -9,6 +9,7 @@
 #ifndef NDET_ENGINE_CONFIG_H_
 #define NDET_ENGINE_CONFIG_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,7 @@ struct ndet_engine_config {
 	unsigned test_fail;     /* ndet_fault_t bits */
 	int test_fail_rank;     /* -1 = every rank */
 	uint32_t setup_flags;   /* NDET_SETUP_FLAG_* this rank publishes (ndet_setup.h) */
+	bool nonblocking;       /* NCCL's config.blocking = 0: the record's blocking is 0 */
 };
 
 /*

@@ -17,6 +17,7 @@
 
 #include "nccl_det.h"
 #include "common/ndet_log.h"
+#include "protocol/ndet_host_table.h"
 
 /* Round numbers, for "peers may have mapped" and logs. */
 enum ndet_setup_round {
@@ -81,6 +82,9 @@ struct ndet_setup_state {
 	unsigned char *send;
 	unsigned char *recv; /* nranks * the largest record */
 	struct ndet_setup_payload *table;
+	/* The hosts of the table, for the verdict: allocated with the buffers, before any
+	 * exchange, so that judging the table never fails on this rank alone. */
+	struct ndet_host_table *hosts;
 };
 
 /* Buffers big enough for every round. */
@@ -199,7 +203,7 @@ static void ndet_setup_check_payloads(struct ndet_setup_member *member,
 		flags &= state->table[r].flags;
 	}
 	member->agreed_flags = flags;
-	ndet_setup_evaluate(state->table, member->nranks, &member->verdict);
+	ndet_setup_evaluate(state->table, member->nranks, state->hosts, &member->verdict);
 	if (member->verdict.reason != NDET_VERDICT_OK)
 		ndet_setup_leave(member, state, ops, NDET_ERR_UNSUPPORTED,
 				 NDET_SETUP_ROUND_PAYLOADS);
@@ -273,8 +277,10 @@ void ndet_setup_run(struct ndet_setup_member *members, int count,
 		state->send = calloc(1, NDET_SETUP_RECORD_MAX);
 		state->recv = calloc((size_t)member->nranks, NDET_SETUP_RECORD_MAX);
 		state->table = calloc((size_t)member->nranks, sizeof(*state->table));
+		state->hosts = ndet_host_table_create(member->nranks);
 		state->active = true;
-		if (state->send == NULL || state->recv == NULL || state->table == NULL)
+		if (state->send == NULL || state->recv == NULL || state->table == NULL ||
+		    state->hosts == NULL)
 			goto out_of_memory;
 	}
 
@@ -364,6 +370,7 @@ out:
 			free(states[i].send);
 			free(states[i].recv);
 			free(states[i].table);
+			ndet_host_table_destroy(states[i].hosts);
 		}
 	}
 	free(states);

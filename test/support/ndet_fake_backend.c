@@ -269,6 +269,7 @@ static void ndet_fake_prepare(void *member, struct ndet_setup_payload *payload)
 	payload->rank = config->rank;
 	payload->nranks = config->nranks;
 	payload->flags = config->setup_flags;
+	payload->blocking = config->nonblocking ? 0 : 1;
 	payload->settings_hash = config->settings_hash;
 	payload->pool_bytes = bytes;
 	payload->pool_address = (uint64_t)(uintptr_t)engine->pool;

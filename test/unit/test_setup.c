@@ -154,6 +154,7 @@ static void add_comm(int comm, int nranks)
 		payload->pool_address = 0x10000 * (uint64_t)(r + 1);
 		payload->data_offset = 4096;
 		payload->flags = NDET_SETUP_FLAG_STRICT;
+		payload->blocking = 1;
 	}
 }
 
@@ -301,8 +302,9 @@ static void spoil_hostname_unterminated(struct ndet_setup_payload *p)
 static void test_every_mismatch_kind(void **state)
 {
 	const struct mismatch cases[] = {
-		{"hostname", spoil_hostname, NDET_VERDICT_MULTI_HOST, 0},
-		{"boot id", spoil_boot_id, NDET_VERDICT_MULTI_HOST, 0},
+		/* Rank 2 alone on another host: 3 + 1 ranks. */
+		{"hostname", spoil_hostname, NDET_VERDICT_MULTI_HOST_UNEQUAL, 1},
+		{"boot id", spoil_boot_id, NDET_VERDICT_MULTI_HOST_UNEQUAL, 1},
 		{"library version", spoil_version, NDET_VERDICT_VERSION_MISMATCH, 999},
 		{"settings hash", spoil_settings, NDET_VERDICT_SETTINGS_MISMATCH, 0},
 		{"pool geometry", spoil_pool, NDET_VERDICT_POOL_MISMATCH, 0},
@@ -333,6 +335,32 @@ static void test_every_mismatch_kind(void **state)
 		assert_comm(1, NDET_ERR_UNSUPPORTED, cases[c].reason, 2, cases[c].detail, 2);
 		assert_comm(2, NDET_OK, NDET_VERDICT_OK, -1, 0, 4);
 		assert_int_equal(world.round, 4);
+	}
+}
+
+/*
+ * Two hosts of two (ranks 2 and 3 on host B): every rank leaves after the payloads,
+ * with the multi-host verdict, or the non-blocking one when a rank is non-blocking;
+ * the single-host communicator driven in the same lockstep goes on.
+ */
+static void test_multi_host(void **state)
+{
+	for (int nonblocking = 0; nonblocking < 2; nonblocking++) {
+		reset(state);
+		add_comm(1, 4);
+		add_comm(2, 3);
+		/* Every rank has this process's pid and namespaces: nothing to go by. */
+		spoil_hostname(&member_of(1, 2)->payload);
+		spoil_hostname(&member_of(1, 3)->payload);
+		if (nonblocking)
+			member_of(1, 3)->payload.blocking = 0;
+		run();
+		if (nonblocking)
+			assert_comm(1, NDET_ERR_UNSUPPORTED, NDET_VERDICT_MULTI_HOST_NONBLOCKING, 3,
+				    2, 2);
+		else
+			assert_comm(1, NDET_ERR_UNSUPPORTED, NDET_VERDICT_MULTI_HOST, 2, 2, 2);
+		assert_comm(2, NDET_OK, NDET_VERDICT_OK, -1, 0, 4);
 	}
 }
 
@@ -562,6 +590,7 @@ int main(void)
 		cmocka_unit_test_setup(test_two_comms_in_lockstep, reset),
 		cmocka_unit_test_setup(test_agreed_flags, reset),
 		cmocka_unit_test_setup(test_every_mismatch_kind, reset),
+		cmocka_unit_test_setup(test_multi_host, reset),
 		cmocka_unit_test_setup(test_too_many_ranks, reset),
 		cmocka_unit_test_setup(test_header_checks, reset),
 		cmocka_unit_test_setup(test_map_failure, reset),
