@@ -162,7 +162,7 @@ void ndet_engine_fill_payload(struct ndet_engine *engine, ndet_local_status_t lo
 			      struct ndet_setup_payload *payload)
 {
 	const struct ndet_engine_config *config = &engine->config;
-	ndet_setup_payload_identity(payload);
+	ndet_setup_payload_identity(payload, config->test_host);
 	payload->cuda_device = config->cuda_device;
 	payload->rank = config->rank;
 	payload->nranks = config->nranks;

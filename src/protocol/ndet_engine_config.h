@@ -16,6 +16,7 @@
 #include <cuda_runtime_api.h>
 
 #include "common/ndet_status.h"
+#include "protocol/ndet_setup_record.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -45,6 +46,8 @@ struct ndet_engine_config {
 	int test_fail_rank;     /* -1 = every rank */
 	uint32_t setup_flags;   /* NDET_SETUP_FLAG_* this rank publishes (ndet_setup.h) */
 	bool nonblocking;       /* NCCL's config.blocking = 0: the record's blocking is 0 */
+	/* NCCL_DET_TEST_HOST's name for this rank (tests), "" = the real host */
+	char test_host[NDET_SETUP_HOSTNAME_LENGTH];
 };
 
 /*

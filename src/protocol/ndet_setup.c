@@ -17,7 +17,14 @@
 
 #include "nccl_det.h"
 #include "common/ndet_log.h"
+#include "common/ndet_settings.h"
 #include "protocol/ndet_host_table.h"
+
+/* A name of NCCL_DET_TEST_HOST fits the record's hostname, terminator included. */
+_Static_assert(NDET_SETTINGS_TEST_HOST_NAME_MAX < NDET_SETUP_HOSTNAME_LENGTH,
+	       "NCCL_DET_TEST_HOST names must fit the setup record");
+_Static_assert(sizeof(NDET_SETUP_TEST_HOST_BOOT_ID) <= NDET_SETUP_BOOT_ID_LENGTH,
+	       "the test boot id must fit the setup record");
 
 /* Round numbers, for "peers may have mapped" and logs. */
 enum ndet_setup_round {
@@ -64,12 +71,18 @@ static uint64_t ndet_setup_namespace(const char *path)
 	return (uint64_t)info.st_ino;
 }
 
-void ndet_setup_payload_identity(struct ndet_setup_payload *payload)
+void ndet_setup_payload_identity(struct ndet_setup_payload *payload, const char *test_host)
 {
 	memset(payload, 0, sizeof(*payload));
-	if (gethostname(payload->hostname, sizeof(payload->hostname) - 1) != 0)
-		snprintf(payload->hostname, sizeof(payload->hostname), "unknown");
-	ndet_setup_read_boot_id(payload->boot_id, sizeof(payload->boot_id));
+	if (test_host != NULL && test_host[0] != '\0') {
+		snprintf(payload->hostname, sizeof(payload->hostname), "%s", test_host);
+		snprintf(payload->boot_id, sizeof(payload->boot_id), "%s",
+			 NDET_SETUP_TEST_HOST_BOOT_ID);
+	} else {
+		if (gethostname(payload->hostname, sizeof(payload->hostname) - 1) != 0)
+			snprintf(payload->hostname, sizeof(payload->hostname), "unknown");
+		ndet_setup_read_boot_id(payload->boot_id, sizeof(payload->boot_id));
+	}
 	payload->pid = (uint64_t)getpid();
 	payload->pid_namespace = ndet_setup_namespace("/proc/self/ns/pid");
 	payload->ipc_namespace = ndet_setup_namespace("/proc/self/ns/ipc");

@@ -262,7 +262,7 @@ static void ndet_fake_prepare(void *member, struct ndet_setup_payload *payload)
 			ndet_resources_allocated(bytes);
 		}
 	}
-	ndet_setup_payload_identity(payload);
+	ndet_setup_payload_identity(payload, config->test_host);
 	if (ndet_fake_process_per_rank())
 		payload->pid = ndet_fake_rank_pid(config->rank);
 	payload->cuda_device = config->cuda_device;

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "protocol/ndet_setup.h"
+#include "common/ndet_settings.h"
 #include "kernels/ndet_types.h"
 
 #define MAX_MEMBERS 40
@@ -144,7 +145,7 @@ static void add_comm(int comm, int nranks)
 		member->rank = r;
 		member->nranks = nranks;
 		struct ndet_setup_payload *payload = &member->payload;
-		ndet_setup_payload_identity(payload);
+		ndet_setup_payload_identity(payload, NULL);
 		payload->rank = r;
 		payload->nranks = nranks;
 		payload->cuda_device = r % 2;
@@ -574,7 +575,7 @@ static void test_identity(void **state)
 	(void)state;
 	struct ndet_setup_payload payload;
 	memset(&payload, 0x5a, sizeof(payload));
-	ndet_setup_payload_identity(&payload);
+	ndet_setup_payload_identity(&payload, NULL);
 	assert_non_null(memchr(payload.hostname, '\0', sizeof(payload.hostname)));
 	assert_true(strlen(payload.hostname) > 0);
 	assert_non_null(memchr(payload.boot_id, '\0', sizeof(payload.boot_id)));
@@ -582,6 +583,31 @@ static void test_identity(void **state)
 	assert_int_equal(payload.local_status, NDET_LOCAL_READY);
 	assert_int_equal(payload.flags, 0);
 	assert_true(payload.library_version > 0);
+	struct ndet_setup_payload real = payload;
+
+	/* "" is no test host either. */
+	ndet_setup_payload_identity(&payload, "");
+	assert_memory_equal(&payload, &real, sizeof(payload));
+
+	/* NCCL_DET_TEST_HOST's name replaces hostname and boot id, nothing else. */
+	ndet_setup_payload_identity(&payload, "node-B");
+	assert_string_equal(payload.hostname, "node-B");
+	assert_string_equal(payload.boot_id, NDET_SETUP_TEST_HOST_BOOT_ID);
+	assert_int_equal(payload.pid, real.pid);
+	assert_int_equal(payload.pid_namespace, real.pid_namespace);
+	assert_int_equal(payload.library_version, real.library_version);
+	struct ndet_setup_payload other;
+	ndet_setup_payload_identity(&other, "node-C");
+	assert_false(ndet_setup_same_host(&payload, &other));
+	ndet_setup_payload_identity(&other, "node-B");
+	assert_true(ndet_setup_same_host(&payload, &other));
+	assert_false(ndet_setup_same_host(&payload, &real));
+	/* The longest name the setting takes fits. */
+	char longest[NDET_SETTINGS_TEST_HOST_NAME_MAX + 1];
+	memset(longest, 'n', sizeof(longest) - 1);
+	longest[sizeof(longest) - 1] = '\0';
+	ndet_setup_payload_identity(&payload, longest);
+	assert_string_equal(payload.hostname, longest);
 }
 
 int main(void)
