@@ -233,6 +233,10 @@ const struct fuzz_seed fuzz_seeds[] = {
 	FUZZ_SEED("\x03\x01\x02\x78\x00\x01"),                     /* rank 2's IPC namespace */
 	FUZZ_SEED("\x01\x00NDET\x01\x00\x00\x00\x10\x01\x00\x00"), /* raw, a header */
 	FUZZ_SEED("\x00\x00"), /* raw zeros: nobody sent anything */
+	/* Ranks 2 and 3 on another host: two hosts of two; then rank 3 non-blocking. */
+	FUZZ_SEED("\x03\x01\x02\x00\x00\x58\x03\x00\x00\x58"),
+	FUZZ_SEED("\x03\x01\x02\x00\x00\x58\x03\x00\x00\x58\x03\x14\x01\x00"),
+	FUZZ_SEED("\x02\x01\x02\x00\x00\x58"), /* 2 + 1 ranks */
 };
 const size_t fuzz_seed_count = sizeof(fuzz_seeds) / sizeof(fuzz_seeds[0]);
 const unsigned fuzz_generated_inputs = 20000;
