@@ -11,6 +11,8 @@
  *   size     DIGITS [K|M|G|T][iB|B] or DIGITS [B], binary units (any case)
  *   integer  DIGITS                   (no sign, blanks, hex or fraction)
  *   faults   POINT[,POINT...][@RANK] with POINT in alloc ipc_open probe, or none
+ *   hosts    NAME, or NAME@RANK[,RANK...][;NAME@RANK[,RANK...]...], each rank once;
+ *            NAME is 1 to 63 letters, digits, '.', '-' or '_'
  *   choice   one word of the row's list                        (any case)
  * The empty string means "unset", as NCCL treats its own variables.
  */
@@ -59,6 +61,7 @@ typedef enum {
 	NDET_SETTING_LOG,         /* no field: ndet_log.c reads it; listed for the dump */
 	NDET_SETTING_CHOICE,      /* int field: index of the word in `choices` */
 	NDET_SETTING_TEXT,        /* like PATH, any text */
+	NDET_SETTING_HOSTS,       /* like TEXT, in the hosts grammar (NCCL_DET_TEST_HOST) */
 } ndet_setting_type_t;
 
 struct ndet_setting {
@@ -174,6 +177,14 @@ static const struct ndet_setting ndet_settings_table[] = {
 	{"NCCL_DET_TEST_FAIL", NDET_SETTING_FAULTS, "none", 0, 0, NDET_FIELD(test_fail),
 	 "TEST ONLY: make alloc, ipc_open and/or probe fail (comma list), on every rank or only "
 	 "on RANK with a trailing @RANK"},
+	/*
+	 * Multi-host setups on one machine: processes (or the threads of the fake NCCL and
+	 * the loopback harness) that publish one name are one host, others are not.
+	 */
+	{"NCCL_DET_TEST_HOST", NDET_SETTING_HOSTS, "", 0, NDET_FIELD_SIZE(test_host),
+	 NDET_FIELD(test_host),
+	 "TEST ONLY: host name the setup record publishes instead of the hostname and boot id: "
+	 "NAME for every rank, or NAME@RANK,...;NAME@RANK,... per rank (others keep theirs)"},
 	{"NCCL_DET_DEBUG", NDET_SETTING_LOG, "", 0, 0, 0,
 	 "log level VERSION, WARN, INFO or TRACE; unset = NCCL_DEBUG, else WARN"},
 	{"NCCL_DET_DEBUG_SUBSYS", NDET_SETTING_LOG, "", 0, 0, 0,
@@ -372,6 +383,109 @@ static const char *ndet_settings_parse_faults(const char *text, unsigned *faults
 	return NULL;
 }
 
+/* The length of the host name at the start of `text` (letters, digits, '.', '-', '_'). */
+static size_t ndet_settings_host_name_length(const char *text)
+{
+	size_t length = 0;
+	while (isalnum((unsigned char)text[length]) || text[length] == '.' || text[length] == '-' ||
+	       text[length] == '_')
+		length++;
+	return length;
+}
+
+static const char *ndet_settings_check_host_name(size_t length)
+{
+	if (length == 0)
+		return "a host name is empty or holds other than letters, digits, '.', '-', '_'";
+	if (length > NDET_SETTINGS_TEST_HOST_NAME_MAX)
+		return "a host name is longer than 63 characters";
+	return NULL;
+}
+
+/* Ranks one value can list: each takes a digit and a separator. */
+#define NDET_SETTINGS_HOST_RANKS (NDET_SETTINGS_TEST_HOST_MAX / 2)
+
+/*
+ * The ranks of one NAME@RANK,... item from `*cursor` (past the '@'): adds them to
+ * `seen` (refusing one listed before) and says whether `rank` is among them.
+ */
+static const char *ndet_settings_scan_host_ranks(const char **cursor, int rank, int *seen,
+						 int *count, bool *listed)
+{
+	for (;;) {
+		uint64_t value;
+		if (ndet_settings_parse_digits(cursor, &value) != NULL)
+			return "bad rank after '@' or ','";
+		if (value > INT_MAX)
+			return "rank too large";
+		for (int i = 0; i < *count; i++)
+			if (seen[i] == (int)value)
+				return "a rank is listed twice";
+		if (*count == NDET_SETTINGS_HOST_RANKS)
+			return "too many ranks";
+		seen[(*count)++] = (int)value;
+		*listed = *listed || (int)value == rank;
+		if (**cursor != ',')
+			return NULL;
+		(*cursor)++;
+	}
+}
+
+/*
+ * Check NCCL_DET_TEST_HOST's text (the hosts grammar) and find the name it gives
+ * `rank` (-1: check only): NULL, or why the text is refused.  *name and *length
+ * locate that name inside `text`; *length is 0 when the text gives `rank` none.
+ */
+static const char *ndet_settings_scan_hosts(const char *text, int rank, const char **name,
+					    size_t *length)
+{
+	int seen[NDET_SETTINGS_HOST_RANKS];
+	int count = 0;
+	const char *cursor = text;
+	*name = text;
+	*length = 0;
+	for (;;) {
+		const char *item = cursor;
+		const size_t item_length = ndet_settings_host_name_length(cursor);
+		const char *why = ndet_settings_check_host_name(item_length);
+		if (why != NULL)
+			return why;
+		cursor += item_length;
+		/* A bare name, alone: every rank. */
+		if (item == text && *cursor == '\0') {
+			*length = item_length;
+			return NULL;
+		}
+		if (*cursor != '@')
+			return "expected NAME, or NAME@RANK[,RANK...] items separated by ';'";
+		cursor++;
+		bool listed = false;
+		why = ndet_settings_scan_host_ranks(&cursor, rank, seen, &count, &listed);
+		if (why != NULL)
+			return why;
+		if (listed) {
+			*name = item;
+			*length = item_length;
+		}
+		if (*cursor == '\0')
+			return NULL;
+		if (*cursor != ';')
+			return "trailing characters after a rank";
+		cursor++;
+	}
+}
+
+/*
+ * NULL when `text` is a value of NCCL_DET_TEST_HOST ("" is its default: unset), else
+ * why not.  A value is stored as written.
+ */
+static const char *ndet_settings_check_hosts(const char *text)
+{
+	const char *name;
+	size_t length;
+	return text[0] == '\0' ? NULL : ndet_settings_scan_hosts(text, -1, &name, &length);
+}
+
 /*
  * Parse `text` for `row` and store it into `settings`; nothing is stored on error.
  * Returns NULL, or why the value was refused.
@@ -416,6 +530,11 @@ static const char *ndet_settings_parse_row(const struct ndet_setting *row, const
 	case NDET_SETTING_NANOSECONDS:
 		why = ndet_settings_parse_integer(text, &value);
 		break;
+	case NDET_SETTING_HOSTS:
+		why = ndet_settings_check_hosts(text);
+		if (why != NULL)
+			return why;
+		/* fall through */
 	case NDET_SETTING_PATH:
 	case NDET_SETTING_TEXT: {
 		size_t length = strlen(text);
@@ -561,6 +680,7 @@ static void ndet_settings_format(const struct ndet_setting *row,
 		return;
 	case NDET_SETTING_PATH:
 	case NDET_SETTING_TEXT:
+	case NDET_SETTING_HOSTS:
 		ndet_settings_escape(field, text, size);
 		return;
 	case NDET_SETTING_CHOICE: {
@@ -623,6 +743,11 @@ static void ndet_settings_describe_accepted(const struct ndet_setting *row, char
 		return;
 	case NDET_SETTING_TEXT:
 		snprintf(text, size, "a text shorter than %" PRIu64 " bytes", row->max);
+		return;
+	case NDET_SETTING_HOSTS:
+		snprintf(text, size,
+			 "NAME, or NAME@RANK[,RANK...] items separated by ';', each rank once "
+			 "(NAME: letters, digits, '.', '-', '_')");
 		return;
 	case NDET_SETTING_CHOICE: {
 		const char *const *words = ndet_settings_words(row);
@@ -880,7 +1005,9 @@ static uint64_t ndet_settings_fnv1a(uint64_t hash, uint64_t value)
  * Out: enable (a disabled rank never reaches setup: a precondition, not a check),
  * timeout (each rank's own deadline; the earliest fails the call everywhere through
  * the abort path), max_memory and test_fail (local verdicts, made consistent by the
- * setup's MIN agreement, exactly like a local allocation failure), stats,
+ * setup's MIN agreement, exactly like a local allocation failure), test_host (what a
+ * rank publishes as its host: the records themselves say which ranks share one, and
+ * ranks given different names must still agree on everything else), stats,
  * debug_delay and nccl_library (local behaviour only).
  * Fields are serialized one by one, never hashed as raw memory: padding is not data.
  */
@@ -895,6 +1022,23 @@ uint64_t ndet_settings_agreement_hash(const struct ndet_settings *settings)
 	hash = ndet_settings_fnv1a(hash, settings->ll_max);
 	hash = ndet_settings_fnv1a(hash, settings->push_min);
 	return hash;
+}
+
+bool ndet_settings_test_host(const struct ndet_settings *settings, int rank, char *name,
+			     size_t size)
+{
+	const char *found = NULL;
+	size_t length = 0;
+	if (size == 0)
+		return false;
+	name[0] = '\0';
+	if (settings->test_host[0] == '\0' ||
+	    ndet_settings_scan_hosts(settings->test_host, rank, &found, &length) != NULL ||
+	    length == 0 || length >= size)
+		return false;
+	memcpy(name, found, length);
+	name[length] = '\0';
+	return true;
 }
 
 bool ndet_settings_value_text(const char *name, char *text, size_t size)

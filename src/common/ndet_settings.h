@@ -35,6 +35,13 @@ typedef enum {
 	NDET_FAULT_PROBE = 1u << 2,    /* the write-and-verify probe fails */
 } ndet_fault_t;
 
+/*
+ * NCCL_DET_TEST_HOST: the longest host name (it replaces the hostname of the setup
+ * record, NUL included in NDET_SETUP_HOSTNAME_LENGTH), and the longest value.
+ */
+#define NDET_SETTINGS_TEST_HOST_NAME_MAX 63
+#define NDET_SETTINGS_TEST_HOST_MAX      256
+
 /* NCCL_DET_TUNER_ALGO: what the tuner plugin pins NCCL's all-reduce to (ndet_tuner.h). */
 typedef enum {
 	NDET_TUNER_ALGO_NCCL = 0, /* leave NCCL's choice */
@@ -66,10 +73,12 @@ struct ndet_settings {
 	char nccl_library[4096]; /* NCCL_DET_NCCL_LIBRARY, "" = search */
 	unsigned test_fail;      /* NCCL_DET_TEST_FAIL, ndet_fault_t bits (test only) */
 	int test_fail_rank;      /* rank the fault applies to, -1 = every rank */
-	int tuner_algo;          /* NCCL_DET_TUNER_ALGO, ndet_tuner_algo_t */
-	int tuner_proto;         /* NCCL_DET_TUNER_PROTO, ndet_tuner_proto_t */
-	int tuner_channels;      /* NCCL_DET_TUNER_CHANNELS, 0 = NCCL's choice */
-	char expect[64]; /* NCCL_DET_EXPECT, "VERSION:ENABLE" from nccl-det-run, "" = none */
+	/* NCCL_DET_TEST_HOST, "" = the real host (test only; ndet_settings_test_host) */
+	char test_host[NDET_SETTINGS_TEST_HOST_MAX];
+	int tuner_algo;     /* NCCL_DET_TUNER_ALGO, ndet_tuner_algo_t */
+	int tuner_proto;    /* NCCL_DET_TUNER_PROTO, ndet_tuner_proto_t */
+	int tuner_channels; /* NCCL_DET_TUNER_CHANNELS, 0 = NCCL's choice */
+	char expect[64];    /* NCCL_DET_EXPECT, "VERSION:ENABLE" from nccl-det-run, "" = none */
 };
 
 /*
@@ -90,6 +99,15 @@ const char *ndet_settings_closest_name(const char *name);
 
 /* The process-wide settings, parsed on first call. Never NULL. */
 const struct ndet_settings *ndet_settings_get(void);
+
+/*
+ * The host name NCCL_DET_TEST_HOST gives `rank` of a communicator: true and the name
+ * in `name` (size bytes, at least NDET_SETTINGS_TEST_HOST_NAME_MAX + 1) when the
+ * setting names one (its NAME form for every rank, or the item listing `rank`); false
+ * and "" when unset or when the list leaves `rank` out (the real host then).
+ */
+bool ndet_settings_test_host(const struct ndet_settings *settings, int rank, char *name,
+			     size_t size);
 
 /*
  * Hash of the settings that must be equal on every rank of a communicator (every

@@ -183,6 +183,12 @@ static void ndet_comm_engine_config(const struct ndet_comm *comm, struct ndet_en
 	config->test_fail = settings->test_fail;
 	config->test_fail_rank = settings->test_fail_rank;
 	config->setup_flags = settings->strict ? NDET_SETUP_FLAG_STRICT : 0;
+	config->nonblocking = !comm->blocking;
+	if (ndet_settings_test_host(settings, comm->rank, config->test_host,
+				    sizeof(config->test_host)))
+		NDET_INFO(NDET_SUBSYS_SETUP,
+			  "communicator %p rank %d: publishes host \"%s\" (NCCL_DET_TEST_HOST)",
+			  (void *)comm->nccl, comm->rank, config->test_host);
 }
 
 /* What the setup needs from NCCL: the communicator ready, its rank, size and device. */

@@ -162,11 +162,12 @@ void ndet_engine_fill_payload(struct ndet_engine *engine, ndet_local_status_t lo
 			      struct ndet_setup_payload *payload)
 {
 	const struct ndet_engine_config *config = &engine->config;
-	ndet_setup_payload_identity(payload);
+	ndet_setup_payload_identity(payload, config->test_host);
 	payload->cuda_device = config->cuda_device;
 	payload->rank = config->rank;
 	payload->nranks = config->nranks;
 	payload->flags = config->setup_flags;
+	payload->blocking = config->nonblocking ? 0 : 1;
 	payload->settings_hash = config->settings_hash;
 	payload->pool_bytes = engine->pool_bytes;
 	payload->pool_address = (uint64_t)(uintptr_t)engine->pool;
@@ -230,7 +231,10 @@ void ndet_engine_fill_payload(struct ndet_engine *engine, ndet_local_status_t lo
 	payload->local_status = (uint32_t)local;
 }
 
-/* Open or point at every peer's pool.  Returns false if any peer failed. */
+/*
+ * Open or point at the pool of every peer on this host (peers on other hosts are not
+ * mapped: nothing of theirs is reachable).  Returns false if any peer failed.
+ */
 bool ndet_engine_map_peers(struct ndet_engine *engine, const struct ndet_setup_payload *table)
 {
 	const struct ndet_engine_config *config = &engine->config;
@@ -239,7 +243,9 @@ bool ndet_engine_map_peers(struct ndet_engine *engine, const struct ndet_setup_p
 		ndet_peer_kind_t kind = ndet_setup_peer_kind(table, config->rank, q);
 		engine->peer_kind[q] = kind;
 		char *base = NULL;
-		if (kind == NDET_PEER_SELF) {
+		if (kind == NDET_PEER_REMOTE) {
+			continue;
+		} else if (kind == NDET_PEER_SELF) {
 			base = engine->pool;
 		} else if (kind == NDET_PEER_SAME_PROCESS) {
 			/* cudaIpcOpenMemHandle refuses our own process's handles by design. */
@@ -297,14 +303,20 @@ static uint64_t ndet_engine_probe_token(int writer, int owner)
 	return NDET_ENGINE_PROBE_TAG | ((uint64_t)writer << 12) | (uint64_t)owner;
 }
 
-/* Write my token into every peer's probe slot through the mapping we will use. */
+/* Does the probe go between me and peer q (another rank of my host)? */
+static bool ndet_engine_probes(const struct ndet_engine *engine, int q)
+{
+	return q != engine->config.rank && engine->peer_kind[q] != NDET_PEER_REMOTE;
+}
+
+/* Write my token into every local peer's probe slot through the mapping we will use. */
 bool ndet_engine_probe_write(struct ndet_engine *engine)
 {
 	const struct ndet_engine_config *config = &engine->config;
 	uint64_t tokens[NDET_MAX_RANKS];
 	bool ok = true;
 	for (int q = 0; q < config->nranks; q++) {
-		if (q == config->rank)
+		if (!ndet_engine_probes(engine, q))
 			continue;
 		tokens[q] = ndet_engine_probe_token(config->rank, q);
 		if (ndet_engine_fault(config, NDET_FAULT_PROBE))
@@ -327,7 +339,7 @@ bool ndet_engine_probe_write(struct ndet_engine *engine)
 	return ok;
 }
 
-/* Every peer's token must be in my pool, exactly. */
+/* Every local peer's token must be in my pool, exactly. */
 bool ndet_engine_probe_verify(struct ndet_engine *engine)
 {
 	const struct ndet_engine_config *config = &engine->config;
@@ -345,7 +357,8 @@ bool ndet_engine_probe_verify(struct ndet_engine *engine)
 	}
 	bool ok = true;
 	for (int q = 0; q < config->nranks; q++) {
-		if (q != config->rank && probe[q] != ndet_engine_probe_token(q, config->rank)) {
+		if (ndet_engine_probes(engine, q) &&
+		    probe[q] != ndet_engine_probe_token(q, config->rank)) {
 			NDET_WARN("rank %d: probe word of rank %d is 0x%llx, expected 0x%llx: its "
 				  "writes do not reach this GPU's memory",
 				  config->rank, q, (unsigned long long)probe[q],

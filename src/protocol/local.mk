@@ -6,6 +6,7 @@
 noinst_LTLIBRARIES += src/protocol/libndet_protocol.la
 src_protocol_libndet_protocol_la_SOURCES = \
 	src/protocol/ndet_setup_record.c src/protocol/ndet_setup_record.h \
+	src/protocol/ndet_host_table.c src/protocol/ndet_host_table.h \
 	src/protocol/ndet_setup.c src/protocol/ndet_setup.h \
 	src/protocol/ndet_teardown.c src/protocol/ndet_teardown.h \
 	src/protocol/ndet_eligibility.c src/protocol/ndet_eligibility.h \

@@ -9,12 +9,14 @@
 #ifndef NDET_ENGINE_CONFIG_H_
 #define NDET_ENGINE_CONFIG_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <cuda_runtime_api.h>
 
 #include "common/ndet_status.h"
+#include "protocol/ndet_setup_record.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,6 +45,9 @@ struct ndet_engine_config {
 	unsigned test_fail;     /* ndet_fault_t bits */
 	int test_fail_rank;     /* -1 = every rank */
 	uint32_t setup_flags;   /* NDET_SETUP_FLAG_* this rank publishes (ndet_setup.h) */
+	bool nonblocking;       /* NCCL's config.blocking = 0: the record's blocking is 0 */
+	/* NCCL_DET_TEST_HOST's name for this rank (tests), "" = the real host */
+	char test_host[NDET_SETUP_HOSTNAME_LENGTH];
 };
 
 /*

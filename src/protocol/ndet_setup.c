@@ -17,6 +17,14 @@
 
 #include "nccl_det.h"
 #include "common/ndet_log.h"
+#include "common/ndet_settings.h"
+#include "protocol/ndet_host_table.h"
+
+/* A name of NCCL_DET_TEST_HOST fits the record's hostname, terminator included. */
+_Static_assert(NDET_SETTINGS_TEST_HOST_NAME_MAX < NDET_SETUP_HOSTNAME_LENGTH,
+	       "NCCL_DET_TEST_HOST names must fit the setup record");
+_Static_assert(sizeof(NDET_SETUP_TEST_HOST_BOOT_ID) <= NDET_SETUP_BOOT_ID_LENGTH,
+	       "the test boot id must fit the setup record");
 
 /* Round numbers, for "peers may have mapped" and logs. */
 enum ndet_setup_round {
@@ -25,9 +33,6 @@ enum ndet_setup_round {
 	NDET_SETUP_ROUND_MAPPED,
 	NDET_SETUP_ROUND_VERIFIED,
 };
-
-/* Largest communicator a record may describe (ndet_setup_record.c agrees). */
-#define NDET_SETUP_NRANKS_LIMIT 4096
 
 /*
  * The record of rounds 3 and 4 and of the destroy barrier: a status word tagged
@@ -66,12 +71,18 @@ static uint64_t ndet_setup_namespace(const char *path)
 	return (uint64_t)info.st_ino;
 }
 
-void ndet_setup_payload_identity(struct ndet_setup_payload *payload)
+void ndet_setup_payload_identity(struct ndet_setup_payload *payload, const char *test_host)
 {
 	memset(payload, 0, sizeof(*payload));
-	if (gethostname(payload->hostname, sizeof(payload->hostname) - 1) != 0)
-		snprintf(payload->hostname, sizeof(payload->hostname), "unknown");
-	ndet_setup_read_boot_id(payload->boot_id, sizeof(payload->boot_id));
+	if (test_host != NULL && test_host[0] != '\0') {
+		snprintf(payload->hostname, sizeof(payload->hostname), "%s", test_host);
+		snprintf(payload->boot_id, sizeof(payload->boot_id), "%s",
+			 NDET_SETUP_TEST_HOST_BOOT_ID);
+	} else {
+		if (gethostname(payload->hostname, sizeof(payload->hostname) - 1) != 0)
+			snprintf(payload->hostname, sizeof(payload->hostname), "unknown");
+		ndet_setup_read_boot_id(payload->boot_id, sizeof(payload->boot_id));
+	}
 	payload->pid = (uint64_t)getpid();
 	payload->pid_namespace = ndet_setup_namespace("/proc/self/ns/pid");
 	payload->ipc_namespace = ndet_setup_namespace("/proc/self/ns/ipc");
@@ -84,6 +95,9 @@ struct ndet_setup_state {
 	unsigned char *send;
 	unsigned char *recv; /* nranks * the largest record */
 	struct ndet_setup_payload *table;
+	/* The hosts of the table, for the verdict: allocated with the buffers, before any
+	 * exchange, so that judging the table never fails on this rank alone. */
+	struct ndet_host_table *hosts;
 };
 
 /* Buffers big enough for every round. */
@@ -202,7 +216,7 @@ static void ndet_setup_check_payloads(struct ndet_setup_member *member,
 		flags &= state->table[r].flags;
 	}
 	member->agreed_flags = flags;
-	ndet_setup_evaluate(state->table, member->nranks, &member->verdict);
+	ndet_setup_evaluate(state->table, member->nranks, state->hosts, &member->verdict);
 	if (member->verdict.reason != NDET_VERDICT_OK)
 		ndet_setup_leave(member, state, ops, NDET_ERR_UNSUPPORTED,
 				 NDET_SETUP_ROUND_PAYLOADS);
@@ -276,8 +290,10 @@ void ndet_setup_run(struct ndet_setup_member *members, int count,
 		state->send = calloc(1, NDET_SETUP_RECORD_MAX);
 		state->recv = calloc((size_t)member->nranks, NDET_SETUP_RECORD_MAX);
 		state->table = calloc((size_t)member->nranks, sizeof(*state->table));
+		state->hosts = ndet_host_table_create(member->nranks);
 		state->active = true;
-		if (state->send == NULL || state->recv == NULL || state->table == NULL)
+		if (state->send == NULL || state->recv == NULL || state->table == NULL ||
+		    state->hosts == NULL)
 			goto out_of_memory;
 	}
 
@@ -367,6 +383,7 @@ out:
 			free(states[i].send);
 			free(states[i].recv);
 			free(states[i].table);
+			ndet_host_table_destroy(states[i].hosts);
 		}
 	}
 	free(states);

@@ -103,11 +103,17 @@ struct ndet_setup_member {
 	uint32_t agreed_flags;
 };
 
+/* What NCCL_DET_TEST_HOST publishes as the boot id of every name it gives. */
+#define NDET_SETUP_TEST_HOST_BOOT_ID "NCCL_DET_TEST_HOST"
+
 /*
  * Zero `payload` and fill what identifies this process and library: hostname, boot
- * id, pid, PID and IPC namespaces, library version.  The rest is the backend's.
+ * id, pid, PID and IPC namespaces, library version.  `test_host` (NCCL_DET_TEST_HOST's
+ * name for this rank; NULL or "" = none) replaces the host identity: hostname
+ * `test_host` and boot id NDET_SETUP_TEST_HOST_BOOT_ID, so that ranks given one name
+ * are one host, whatever machine they run on.  The rest is the backend's.
  */
-void ndet_setup_payload_identity(struct ndet_setup_payload *payload);
+void ndet_setup_payload_identity(struct ndet_setup_payload *payload, const char *test_host);
 
 /*
  * Run the protocol for `count` members in lockstep.  Every member ends with a

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "protocol/ndet_setup_record.h"
+#include "protocol/ndet_host_table.h"
 #include "kernels/ndet_types.h"
 
 #define NDET_STRINGIFY_VALUE(x) #x
@@ -30,7 +31,7 @@ static_assert(offsetof(struct ndet_setup_header, format_version) == 4, "header l
 static_assert(offsetof(struct ndet_setup_header, payload_length) == 8, "header layout");
 static_assert(offsetof(struct ndet_setup_header, checksum) == 12, "header layout");
 
-static_assert(sizeof(struct ndet_setup_payload) == 280, "payload v2 size");
+static_assert(sizeof(struct ndet_setup_payload) == 280, "payload v3 size");
 static_assert(offsetof(struct ndet_setup_payload, hostname) == 0, "payload v1 layout");
 static_assert(offsetof(struct ndet_setup_payload, boot_id) == 64, "payload v1 layout");
 static_assert(offsetof(struct ndet_setup_payload, pid) == 104, "payload v1 layout");
@@ -50,10 +51,7 @@ static_assert(offsetof(struct ndet_setup_payload, flags_offset) == 192, "payload
 static_assert(offsetof(struct ndet_setup_payload, data_offset) == 200, "payload v1 layout");
 static_assert(offsetof(struct ndet_setup_payload, ipc_handle) == 208, "payload v1 layout");
 static_assert(offsetof(struct ndet_setup_payload, sm_count) == 272, "payload v2 layout");
-static_assert(offsetof(struct ndet_setup_payload, reserved) == 276, "payload v2 layout");
-
-/* Largest communicator a record may describe; anything above is a corrupt record. */
-#define NDET_SETUP_NRANKS_LIMIT 4096
+static_assert(offsetof(struct ndet_setup_payload, blocking) == 276, "payload v3 layout");
 
 uint32_t ndet_setup_header_checksum(const struct ndet_setup_header *header)
 {
@@ -103,11 +101,11 @@ static bool ndet_string_terminated(const char *field, size_t size)
 }
 
 /*
- * The field ranges every version-2 record satisfies.  The pool (offsets, address),
+ * The field ranges every version-3 record satisfies.  The pool (offsets, address),
  * the device ordinal and the SM count are checked only for ready ranks: a rank whose
  * allocation failed has no pool to describe, and its record must still parse so the
- * verdict can name its local failure.  reserved is 0 in every version-2 record: a
- * later use of it comes with a new format version.
+ * verdict can name its local failure.  blocking is a flag, 0 or 1: any other value
+ * is a record of another format.
  */
 static bool ndet_setup_payload_well_formed(const struct ndet_setup_payload *payload)
 {
@@ -120,7 +118,7 @@ static bool ndet_setup_payload_well_formed(const struct ndet_setup_payload *payl
 		return false;
 	if (payload->local_status >= NDET_LOCAL_REASON_COUNT)
 		return false;
-	if (payload->reserved != 0)
+	if (payload->blocking > 1)
 		return false;
 	if (payload->local_status == NDET_LOCAL_READY &&
 	    (payload->flags_offset >= payload->pool_bytes ||
@@ -155,9 +153,10 @@ static void ndet_verdict_set(struct ndet_setup_verdict *verdict, ndet_verdict_re
 	verdict->detail = detail;
 }
 
-static bool ndet_same_host(const struct ndet_setup_payload *a, const struct ndet_setup_payload *b)
+bool ndet_setup_same_host(const struct ndet_setup_payload *a, const struct ndet_setup_payload *b)
 {
-	return strcmp(a->hostname, b->hostname) == 0 && strcmp(a->boot_id, b->boot_id) == 0;
+	return strncmp(a->hostname, b->hostname, sizeof(a->hostname)) == 0 &&
+	       strncmp(a->boot_id, b->boot_id, sizeof(a->boot_id)) == 0;
 }
 
 static bool ndet_same_pool_geometry(const struct ndet_setup_payload *a,
@@ -167,17 +166,110 @@ static bool ndet_same_pool_geometry(const struct ndet_setup_payload *a,
 	       a->data_offset == b->data_offset;
 }
 
-/*
- * The first known (non-zero) namespace id of one kind, or 0 when no rank knows it.
- * Ranks are compared against it rather than against rank 0, whose id may be unknown.
- */
-static uint64_t ndet_first_known_namespace(const struct ndet_setup_payload *table, int nranks,
-					   size_t field_offset)
+/* Checks 1 and 2: every record well-formed, and where the exchange put it. */
+static bool ndet_refuse_records(const struct ndet_setup_payload *table, int nranks,
+				struct ndet_setup_verdict *verdict)
 {
-	for (int r = 0; r < nranks; r++) {
+	for (int r = 0; r < nranks; r++)
+		if (!ndet_setup_payload_well_formed(&table[r])) {
+			ndet_verdict_set(verdict, NDET_VERDICT_BAD_RECORD, r, 0);
+			return true;
+		}
+	for (int r = 0; r < nranks; r++)
+		if (table[r].rank != r || table[r].nranks != nranks) {
+			ndet_verdict_set(verdict, NDET_VERDICT_RANK_MISMATCH, r, 0);
+			return true;
+		}
+	return false;
+}
+
+/* Check 5: the lowest rank whose local index is NDET_MAX_RANKS, on any host. */
+static bool ndet_refuse_host_sizes(const struct ndet_host_table *hosts,
+				   struct ndet_setup_verdict *verdict)
+{
+	int over = -1, size = 0;
+	for (int h = 0; h < hosts->nhosts; h++) {
+		if (hosts->size[h] <= NDET_MAX_RANKS)
+			continue;
+		const int r = hosts->ranks[hosts->start[h] + NDET_MAX_RANKS];
+		if (over < 0 || r < over) {
+			over = r;
+			size = hosts->size[h];
+		}
+	}
+	if (over < 0)
+		return false;
+	ndet_verdict_set(verdict, NDET_VERDICT_TOO_MANY_RANKS, over, (uint32_t)size);
+	return true;
+}
+
+/* Checks 3 to 6: what the hosts of the table allow. */
+static bool ndet_refuse_hosts(const struct ndet_setup_payload *table,
+			      const struct ndet_host_table *hosts, bool multi_host_diverts,
+			      struct ndet_setup_verdict *verdict)
+{
+	const uint32_t nhosts = (uint32_t)hosts->nhosts;
+	if (nhosts > 1) {
+		for (int r = 0; r < hosts->nranks; r++)
+			if (table[r].blocking == 0) {
+				ndet_verdict_set(verdict, NDET_VERDICT_MULTI_HOST_NONBLOCKING, r,
+						 nhosts);
+				return true;
+			}
+		for (int h = 1; h < hosts->nhosts; h++)
+			if (hosts->size[h] != hosts->size[0]) {
+				ndet_verdict_set(verdict, NDET_VERDICT_MULTI_HOST_UNEQUAL,
+						 ndet_host_table_first(hosts, h),
+						 (uint32_t)hosts->size[h]);
+				return true;
+			}
+	}
+	if (ndet_refuse_host_sizes(hosts, verdict))
+		return true;
+	if (nhosts > 1 && !multi_host_diverts) {
+		ndet_verdict_set(verdict, NDET_VERDICT_MULTI_HOST, ndet_host_table_first(hosts, 1),
+				 nhosts);
+		return true;
+	}
+	return false;
+}
+
+/* Checks 7 to 9: every rank ready, and the same release and settings everywhere. */
+static bool ndet_refuse_agreement(const struct ndet_setup_payload *table, int nranks,
+				  struct ndet_setup_verdict *verdict)
+{
+	for (int r = 0; r < nranks; r++)
+		if (table[r].local_status != NDET_LOCAL_READY) {
+			ndet_verdict_set(verdict, NDET_VERDICT_LOCAL_FAILURE, r,
+					 table[r].local_status);
+			return true;
+		}
+	for (int r = 1; r < nranks; r++)
+		if (table[r].library_version != table[0].library_version) {
+			ndet_verdict_set(verdict, NDET_VERDICT_VERSION_MISMATCH, r,
+					 table[r].library_version);
+			return true;
+		}
+	for (int r = 1; r < nranks; r++)
+		if (table[r].settings_hash != table[0].settings_hash) {
+			ndet_verdict_set(verdict, NDET_VERDICT_SETTINGS_MISMATCH, r, 0);
+			return true;
+		}
+	return false;
+}
+
+/*
+ * The first known (non-zero) namespace id of one kind among `count` ranks, or 0 when
+ * none knows it.  Ranks are compared against it rather than against the first rank,
+ * whose id may be unknown.
+ */
+static uint64_t ndet_first_known_namespace(const struct ndet_setup_payload *table, const int *ranks,
+					   int count, size_t field_offset)
+{
+	for (int i = 0; i < count; i++) {
 		uint64_t id;
 
-		memcpy(&id, (const char *)&table[r] + field_offset, sizeof(id));
+		memcpy(&id, (const char *)&table[ranks[i]] + field_offset, sizeof(id));
 		if (id != 0)
 			return id;
 	}
@@ -190,77 +282,72 @@ static bool ndet_namespace_differs(uint64_t id, uint64_t reference)
 	return id != 0 && reference != 0 && id != reference;
 }
 
-void ndet_setup_evaluate(const struct ndet_setup_payload *table, int nranks,
-			 struct ndet_setup_verdict *verdict)
+/*
+ * The lowest rank of one host whose namespaces differ from the host's first known
+ * ones, or -1; *differs gets the NDET_VERDICT_DETAIL_* bits.
+ */
+static int ndet_host_namespace_outlier(const struct ndet_setup_payload *table, const int *ranks,
+				       int count, uint32_t *differs)
+{
+	const uint64_t pid_reference = ndet_first_known_namespace(
+		table, ranks, count, offsetof(struct ndet_setup_payload, pid_namespace));
+	const uint64_t ipc_reference = ndet_first_known_namespace(
+		table, ranks, count, offsetof(struct ndet_setup_payload, ipc_namespace));
+
+	for (int i = 0; i < count; i++) {
+		const struct ndet_setup_payload *record = &table[ranks[i]];
+
+		*differs = 0;
+		if (ndet_namespace_differs(record->pid_namespace, pid_reference))
+			*differs |= NDET_VERDICT_DETAIL_PID_NAMESPACE;
+		if (ndet_namespace_differs(record->ipc_namespace, ipc_reference))
+			*differs |= NDET_VERDICT_DETAIL_IPC_NAMESPACE;
+		if (*differs != 0)
+			return ranks[i];
+	}
+	return -1;
+}
+
+/* Check 10: one PID and one IPC namespace on each host. */
+static bool ndet_refuse_namespaces(const struct ndet_setup_payload *table,
+				   const struct ndet_host_table *hosts,
+				   struct ndet_setup_verdict *verdict)
+{
+	int lowest = -1;
+	uint32_t detail = 0;
+	for (int h = 0; h < hosts->nhosts; h++) {
+		uint32_t differs = 0;
+		const int r = ndet_host_namespace_outlier(table, &hosts->ranks[hosts->start[h]],
+							  hosts->size[h], &differs);
+		if (r >= 0 && (lowest < 0 || r < lowest)) {
+			lowest = r;
+			detail = differs;
+		}
+	}
+	if (lowest < 0)
+		return false;
+	ndet_verdict_set(verdict, NDET_VERDICT_NAMESPACE, lowest, detail);
+	return true;
+}
+
+void ndet_setup_evaluate_rules(const struct ndet_setup_payload *table, int nranks,
+			       struct ndet_host_table *hosts, bool multi_host_diverts,
+			       struct ndet_setup_verdict *verdict)
 {
 	if (verdict == NULL)
 		return;
-	if (table == NULL || nranks < 1) {
+	if (table == NULL || nranks < 1 || hosts == NULL || hosts->capacity < nranks) {
 		ndet_verdict_set(verdict, NDET_VERDICT_BAD_RECORD, -1, 0);
 		return;
 	}
-
-	for (int r = 0; r < nranks; r++)
-		if (!ndet_setup_payload_well_formed(&table[r])) {
-			ndet_verdict_set(verdict, NDET_VERDICT_BAD_RECORD, r, 0);
-			return;
-		}
-	for (int r = 0; r < nranks; r++)
-		if (table[r].rank != r || table[r].nranks != nranks) {
-			ndet_verdict_set(verdict, NDET_VERDICT_RANK_MISMATCH, r, 0);
-			return;
-		}
-	/*
-	 * One host comes before everything else a rank reports: on a multi-host
-	 * communicator the other checks compare machines that were never meant to share
-	 * memory, and their fixes ("set the same settings") would send the user chasing
-	 * differences that do not matter.
-	 */
-	for (int r = 1; r < nranks; r++)
-		if (!ndet_same_host(&table[r], &table[0])) {
-			ndet_verdict_set(verdict, NDET_VERDICT_MULTI_HOST, r, 0);
-			return;
-		}
-	if (nranks > NDET_MAX_RANKS) {
-		ndet_verdict_set(verdict, NDET_VERDICT_TOO_MANY_RANKS, NDET_MAX_RANKS,
-				 (uint32_t)nranks);
+	if (ndet_refuse_records(table, nranks, verdict))
 		return;
-	}
-	for (int r = 0; r < nranks; r++)
-		if (table[r].local_status != NDET_LOCAL_READY) {
-			ndet_verdict_set(verdict, NDET_VERDICT_LOCAL_FAILURE, r,
-					 table[r].local_status);
-			return;
-		}
-	for (int r = 1; r < nranks; r++)
-		if (table[r].library_version != table[0].library_version) {
-			ndet_verdict_set(verdict, NDET_VERDICT_VERSION_MISMATCH, r,
-					 table[r].library_version);
-			return;
-		}
-	for (int r = 1; r < nranks; r++)
-		if (table[r].settings_hash != table[0].settings_hash) {
-			ndet_verdict_set(verdict, NDET_VERDICT_SETTINGS_MISMATCH, r, 0);
-			return;
-		}
-
-	uint64_t pid_reference = ndet_first_known_namespace(
-		table, nranks, offsetof(struct ndet_setup_payload, pid_namespace));
-	uint64_t ipc_reference = ndet_first_known_namespace(
-		table, nranks, offsetof(struct ndet_setup_payload, ipc_namespace));
-
-	for (int r = 0; r < nranks; r++) {
-		uint32_t differs = 0;
-
-		if (ndet_namespace_differs(table[r].pid_namespace, pid_reference))
-			differs |= NDET_VERDICT_DETAIL_PID_NAMESPACE;
-		if (ndet_namespace_differs(table[r].ipc_namespace, ipc_reference))
-			differs |= NDET_VERDICT_DETAIL_IPC_NAMESPACE;
-		if (differs != 0) {
-			ndet_verdict_set(verdict, NDET_VERDICT_NAMESPACE, r, differs);
-			return;
-		}
-	}
+	/* Cannot fail now: the storage holds nranks, and the arguments are checked. */
+	(void)ndet_host_table_build(hosts, table, nranks, -1);
+	if (ndet_refuse_hosts(table, hosts, multi_host_diverts, verdict) ||
+	    ndet_refuse_agreement(table, nranks, verdict) ||
+	    ndet_refuse_namespaces(table, hosts, verdict))
+		return;
 	for (int r = 1; r < nranks; r++)
 		if (!ndet_same_pool_geometry(&table[r], &table[0])) {
 			ndet_verdict_set(verdict, NDET_VERDICT_POOL_MISMATCH, r, 0);
@@ -269,8 +356,15 @@ void ndet_setup_evaluate(const struct ndet_setup_payload *table, int nranks,
 	ndet_verdict_set(verdict, NDET_VERDICT_OK, -1, 0);
 }
 
+void ndet_setup_evaluate(const struct ndet_setup_payload *table, int nranks,
+			 struct ndet_host_table *hosts, struct ndet_setup_verdict *verdict)
+{
+	ndet_setup_evaluate_rules(table, nranks, hosts, NDET_SETUP_MULTI_HOST_DIVERTS, verdict);
+}
+
 /*
- * Same process needs proof: equal pids in one known PID namespace.  When a namespace
+ * Another host first: a pid or a namespace inode means nothing there.  Same process
+ * needs proof: equal pids in one known PID namespace of one host.  When a namespace
  * is unknown, IPC is the safe guess: a wrong IPC guess makes cudaIpcOpenMemHandle fail
  * and setup fall back, while a wrong direct pointer would be dereferenced.
  */
@@ -284,6 +378,8 @@ ndet_peer_kind_t ndet_setup_peer_kind(const struct ndet_setup_payload *table, in
 	const struct ndet_setup_payload *mine = &table[my_rank];
 	const struct ndet_setup_payload *theirs = &table[peer];
 
+	if (!ndet_setup_same_host(mine, theirs))
+		return NDET_PEER_REMOTE;
 	if (mine->pid == theirs->pid && mine->pid_namespace != 0 &&
 	    mine->pid_namespace == theirs->pid_namespace)
 		return NDET_PEER_SAME_PROCESS;
@@ -332,6 +428,8 @@ const char *ndet_verdict_reason_name(ndet_verdict_reason_t reason)
 		[NDET_VERDICT_BAD_RECORD] = "bad setup record",
 		[NDET_VERDICT_RANK_MISMATCH] = "rank mismatch",
 		[NDET_VERDICT_MULTI_HOST] = "multi-host",
+		[NDET_VERDICT_MULTI_HOST_NONBLOCKING] = "multi-host, non-blocking communicator",
+		[NDET_VERDICT_MULTI_HOST_UNEQUAL] = "multi-host, unequal ranks per host",
 		[NDET_VERDICT_VERSION_MISMATCH] = "library version mismatch",
 		[NDET_VERDICT_SETTINGS_MISMATCH] = "settings mismatch",
 		[NDET_VERDICT_POOL_MISMATCH] = "pool geometry mismatch",
@@ -361,6 +459,18 @@ const char *ndet_verdict_reason_fix(ndet_verdict_reason_t reason)
 		[NDET_VERDICT_MULTI_HOST] =
 			"ranks are on more than one host; nccl-det diverts only single-host "
 			"communicators: nothing to fix, NCCL runs these calls",
+		[NDET_VERDICT_MULTI_HOST_NONBLOCKING] =
+			"ranks are on more than one host and the communicator is non-blocking "
+			"(config.blocking = 0, or NCCL_COMM_BLOCKING=0): between hosts nccl-det "
+			"moves data with NCCL's own calls, which may then return ncclInProgress "
+			"before their work is on the stream; create the communicator blocking "
+			"(config.blocking = 1, NCCL_COMM_BLOCKING unset) on every rank, or keep "
+			"NCCL",
+		[NDET_VERDICT_MULTI_HOST_UNEQUAL] =
+			"ranks are on more than one host, with more ranks on some hosts than on "
+			"others, and nccl-det reduces between hosts only where every host has as "
+			"many; start the same number of ranks on every host (e.g. "
+			"--ntasks-per-node), or keep NCCL",
 		[NDET_VERDICT_VERSION_MISMATCH] =
 			"ranks loaded different nccl-det versions; install one version and load "
 			"it on every rank (nccl-det-run checks this)",
@@ -379,9 +489,9 @@ const char *ndet_verdict_reason_fix(ndet_verdict_reason_t reason)
 			"a rank could not prepare nccl-det (see that rank's WARN for the local "
 			"cause); fix that cause, e.g. raise NCCL_DET_MAX_MEMORY, or keep NCCL",
 		[NDET_VERDICT_TOO_MANY_RANKS] =
-			"the communicator has more ranks than nccl-det's kernels handle "
-			"(" NDET_STRINGIFY(NDET_MAX_RANKS) "); "
-							   "nothing to fix, NCCL runs these calls",
+			"the communicator has more ranks on one host than nccl-det's kernels "
+			"handle (" NDET_STRINGIFY(NDET_MAX_RANKS) "); nothing to fix, NCCL runs "
+								  "these calls",
 		[NDET_VERDICT_NOT_IN_SETUP] =
 			"that rank runs without nccl-det (NCCL_DET_ENABLE=0 there, or the library "
 			"not loaded), so NCCL paired one of its collectives with nccl-det's setup "

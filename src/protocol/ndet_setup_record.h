@@ -7,8 +7,9 @@
  *
  * Wire format: round one exchanges a fixed 16-byte header whose layout never changes
  * across releases (magic, format version, payload length, header checksum); round two
- * exchanges payloads of the agreed length.  All integers little-endian as laid out by
- * the host (all ranks are on one host by the time payloads are trusted).
+ * exchanges payloads of the agreed length.  Integers are in the byte order of the host
+ * that wrote them: every CUDA host (x86-64, aarch64, ppc64le) is little-endian, so
+ * ranks on several hosts read each other's records alike.
  */
 #ifndef NDET_SETUP_RECORD_H_
 #define NDET_SETUP_RECORD_H_
@@ -24,7 +25,7 @@ extern "C" {
 #endif
 
 #define NDET_SETUP_MAGIC          0x5445444eu /* "NDET" in memory order */
-#define NDET_SETUP_FORMAT_VERSION 2u          /* 2: sm_count */
+#define NDET_SETUP_FORMAT_VERSION 3u          /* 2: sm_count; 3: blocking */
 
 /* Round one.  16 bytes, forever. */
 struct ndet_setup_header {
@@ -33,6 +34,9 @@ struct ndet_setup_header {
 	uint32_t payload_length;
 	uint32_t checksum; /* of the three fields above: see ndet_setup_header_checksum */
 };
+
+/* Largest communicator a record may describe; anything above is a corrupt record. */
+#define NDET_SETUP_NRANKS_LIMIT 4096
 
 #define NDET_SETUP_HOSTNAME_LENGTH   64
 #define NDET_SETUP_BOOT_ID_LENGTH    40
@@ -45,14 +49,14 @@ typedef enum {
 	NDET_LOCAL_ALLOC_FAILED,    /* pool allocation failed or over NCCL_DET_MAX_MEMORY */
 	NDET_LOCAL_EXPORT_FAILED,   /* cudaIpcGetMemHandle failed */
 	NDET_LOCAL_UNSUPPORTED_GPU, /* driver or GPU cannot run the kernels */
-	NDET_LOCAL_TOO_MANY_RANKS,  /* nranks > NDET_MAX_RANKS */
+	NDET_LOCAL_TOO_MANY_RANKS,  /* nranks > NDET_MAX_RANKS (an engine spans one host) */
 	NDET_LOCAL_CUDA_FAILED,     /* another CUDA call of the setup failed */
 	NDET_LOCAL_MAP_FAILED,      /* opening or mapping a peer's pool failed (round 3) */
 	NDET_LOCAL_PROBE_FAILED,    /* the write-and-verify probe of a peer failed (round 4) */
 	NDET_LOCAL_REASON_COUNT
 } ndet_local_status_t;
 
-/* Round two payload, format version 1. */
+/* Round two payload, format version 3 (doc/protocol.md, "Setup record"). */
 struct ndet_setup_payload {
 	char hostname[NDET_SETUP_HOSTNAME_LENGTH]; /* NUL-terminated */
 	char boot_id[NDET_SETUP_BOOT_ID_LENGTH]; /* /proc/sys/kernel/random/boot_id, NUL-terminated
@@ -75,7 +79,8 @@ struct ndet_setup_payload {
 	uint8_t ipc_handle[NDET_SETUP_IPC_HANDLE_LENGTH]; /* cudaIpcMemHandle_t of the pool base */
 	/* Format 2: */
 	uint32_t sm_count; /* SMs of the rank's device (its MIG slice); >= 1 when ready */
-	uint32_t reserved; /* 0 */
+	/* Format 3 (the word was reserved, always 0, in format 2): */
+	uint32_t blocking; /* 1: a blocking communicator (NCCL's config.blocking), 0: not */
 };
 
 /* How a rank reaches one peer's pool. */
@@ -83,6 +88,7 @@ typedef enum {
 	NDET_PEER_SELF = 0,
 	NDET_PEER_SAME_PROCESS, /* direct pointer (+ peer access when on another device) */
 	NDET_PEER_IPC,          /* cudaIpcOpenMemHandle */
+	NDET_PEER_REMOTE,       /* another host: no mapping, no probe, no pid to judge */
 } ndet_peer_kind_t;
 
 /* Why a table was refused.  Same on every rank for the same table. */
@@ -90,13 +96,15 @@ typedef enum {
 	NDET_VERDICT_OK = 0,
 	NDET_VERDICT_BAD_RECORD,    /* bad magic/version/length/checksum, or unterminated strings */
 	NDET_VERDICT_RANK_MISMATCH, /* rank/nranks fields do not match table position */
-	NDET_VERDICT_MULTI_HOST,    /* hostname or boot id differ */
-	NDET_VERDICT_VERSION_MISMATCH,  /* library versions differ */
-	NDET_VERDICT_SETTINGS_MISMATCH, /* settings hash differs */
-	NDET_VERDICT_POOL_MISMATCH,     /* pool geometry differs */
-	NDET_VERDICT_NAMESPACE,         /* different PID or IPC namespaces: CUDA IPC refused */
-	NDET_VERDICT_LOCAL_FAILURE,     /* some rank reported local_status != READY */
-	NDET_VERDICT_TOO_MANY_RANKS,
+	NDET_VERDICT_MULTI_HOST,    /* hostname or boot id differ: no data path between hosts yet */
+	NDET_VERDICT_MULTI_HOST_NONBLOCKING, /* more than one host, a non-blocking communicator */
+	NDET_VERDICT_MULTI_HOST_UNEQUAL,     /* more than one host, unequal ranks per host */
+	NDET_VERDICT_VERSION_MISMATCH,       /* library versions differ */
+	NDET_VERDICT_SETTINGS_MISMATCH,      /* settings hash differs */
+	NDET_VERDICT_POOL_MISMATCH,          /* pool geometry differs */
+	NDET_VERDICT_NAMESPACE,              /* different PID or IPC namespaces: CUDA IPC refused */
+	NDET_VERDICT_LOCAL_FAILURE,          /* some rank reported local_status != READY */
+	NDET_VERDICT_TOO_MANY_RANKS,         /* more than NDET_MAX_RANKS ranks on one host */
 	/*
 	 * A rank's round-one slot holds no setup record at all (no magic, or a bad
 	 * checksum): that rank did not run the setup (NCCL_DET_ENABLE=0 there, or
@@ -111,9 +119,12 @@ typedef enum {
 /*
  * detail: LOCAL_FAILURE: the offending rank's ndet_local_status_t; VERSION_MISMATCH: its
  * library_version; NAMESPACE: NDET_VERDICT_DETAIL_* bits of the namespaces that differ;
- * TOO_MANY_RANKS: nranks (offending_rank is then NDET_MAX_RANKS, the first rank over
- * the limit); otherwise 0.  offending_rank is -1 when OK, and for BAD_RECORD when the
- * table itself is missing (NULL or nranks < 1).
+ * TOO_MANY_RANKS: the ranks of the offending rank's host (offending_rank is the lowest
+ * rank with local index NDET_MAX_RANKS, the first over the limit: NDET_MAX_RANKS on
+ * one host); MULTI_HOST and MULTI_HOST_NONBLOCKING: the number of hosts;
+ * MULTI_HOST_UNEQUAL: the ranks of the offending rank's host; otherwise 0.
+ * offending_rank is -1 when OK, and for BAD_RECORD when the table itself is missing
+ * (NULL or nranks < 1, or no host table storage for it).
  */
 #define NDET_VERDICT_DETAIL_PID_NAMESPACE 0x1u
 #define NDET_VERDICT_DETAIL_IPC_NAMESPACE 0x2u
@@ -144,9 +155,9 @@ bool ndet_setup_header_is_record(const struct ndet_setup_header *header);
 ndet_status_t ndet_setup_header_check(const struct ndet_setup_header *header);
 
 /*
- * Copy `length` received bytes into `payload` if they form a well-formed version-2
+ * Copy `length` received bytes into `payload` if they form a well-formed version-3
  * payload (exact length, NUL-terminated strings, 1 <= nranks <= 4096,
- * 0 <= rank < nranks, local_status < NDET_LOCAL_REASON_COUNT, reserved == 0, and for
+ * 0 <= rank < nranks, local_status < NDET_LOCAL_REASON_COUNT, blocking 0 or 1, and for
  * a READY rank flags_offset and data_offset < pool_bytes, pool_address != 0,
  * cuda_device >= 0 and sm_count >= 1: a rank that is not ready may have no pool);
  * else NDET_ERR_UNSUPPORTED and `payload` untouched (NDET_ERR_INVALID_ARGUMENT
@@ -156,24 +167,71 @@ ndet_status_t ndet_setup_payload_parse(const void *bytes, size_t length,
 				       struct ndet_setup_payload *payload);
 
 /*
- * Judge the gathered table (table[r] is rank r's payload).  Pure: the same table gives
- * the same verdict on every rank.  Checks, in order (the first failing one wins; the
- * offending rank is the lowest rank that fails it, for comparisons the lowest rank
- * whose value differs from rank 0's): records well-formed; rank/nranks consistent;
- * one host (hostname + boot id); nranks <= NDET_MAX_RANKS; local statuses; library
- * versions; settings hashes; namespaces; pool geometry.
- * One host comes right after the structural checks: on a multi-host communicator the
- * later checks compare unrelated machines, and their fixes would mislead the user.
- * Namespace ids of 0 (unknown) are not compared; known ones are compared with the
- * first known id of the same kind.
+ * Does this build divert communicators whose ranks span hosts?  Not yet: the data path
+ * between hosts is missing, so a multi-host table that passes every check before this
+ * decision gets NDET_VERDICT_MULTI_HOST, on every rank alike.  The data path turns it
+ * on; the checks after it already judge multi-host tables (namespaces per host).
  */
-void ndet_setup_evaluate(const struct ndet_setup_payload *table, int nranks,
-			 struct ndet_setup_verdict *verdict);
+#define NDET_SETUP_MULTI_HOST_DIVERTS false
+
+struct ndet_host_table;
 
 /*
- * How `my_rank` reaches `peer` (self, same process, or IPC), given an OK table.  Same
- * process = equal pids in one known (non-zero) PID namespace; otherwise IPC, whose
- * failure is safe.
+ * Judge the gathered table (table[r] is rank r's payload) by this build's rules
+ * (ndet_setup_evaluate_rules with NDET_SETUP_MULTI_HOST_DIVERTS).  `hosts`: storage
+ * of ndet_host_table_create for at least nranks ranks, which the evaluation fills
+ * with the table's hosts (ndet_host_table_build, no caller's rank) once the records
+ * are well-formed and consistent; NULL or too small is a missing table (BAD_RECORD,
+ * -1).  The table is only read.
+ */
+void ndet_setup_evaluate(const struct ndet_setup_payload *table, int nranks,
+			 struct ndet_host_table *hosts, struct ndet_setup_verdict *verdict);
+
+/*
+ * The verdict, with the multi-host decision given.  Pure: the same table gives the
+ * same verdict on every rank.  Checks, in order (the first failing one wins; the
+ * offending rank is the lowest rank that fails it, for comparisons the lowest rank
+ * whose value differs from rank 0's):
+ *   1. records well-formed (BAD_RECORD);
+ *   2. rank/nranks consistent (RANK_MISMATCH);
+ *   then the hosts (hostname + boot id).  With more than one host:
+ *   3. every rank blocking (MULTI_HOST_NONBLOCKING): between hosts the data path
+ *      launches on NCCL's streams, which ncclInProgress forbids;
+ *   4. as many ranks on every host (MULTI_HOST_UNEQUAL; the lowest rank of the first
+ *      host, in host order, whose count differs from host 0's);
+ *   and on any table:
+ *   5. at most NDET_MAX_RANKS ranks on each host (TOO_MANY_RANKS): the kernels reduce
+ *      one host's ranks; nothing else limits the number of hosts but the table
+ *      (NDET_SETUP_NRANKS_LIMIT ranks in all);
+ *   6. one host, unless `multi_host_diverts` (MULTI_HOST; the lowest rank of host 1);
+ *   7. local statuses (LOCAL_FAILURE);
+ *   8. library versions (VERSION_MISMATCH) and 9. settings hashes
+ *      (SETTINGS_MISMATCH), across every host: ranks that would run the same plan;
+ *   10. namespaces (NAMESPACE), within each host: namespace ids of 0 (unknown) are
+ *      not compared; known ones are compared with the first known id of the same
+ *      kind on the same host (across hosts inodes are unrelated);
+ *   11. pool geometry (POOL_MISMATCH).
+ * The multi-host checks come right after the structural ones: while no multi-host
+ * communicator diverts, the later checks would compare machines that are never meant
+ * to share memory, and their fixes would mislead the user.
+ */
+void ndet_setup_evaluate_rules(const struct ndet_setup_payload *table, int nranks,
+			       struct ndet_host_table *hosts, bool multi_host_diverts,
+			       struct ndet_setup_verdict *verdict);
+
+/*
+ * Are two records of one host (equal hostname and boot id)?  Compared within their
+ * fields, so unterminated strings are compared whole, never read past.
+ */
+bool ndet_setup_same_host(const struct ndet_setup_payload *a, const struct ndet_setup_payload *b);
+
+/*
+ * How `my_rank` reaches `peer` (self, same process, IPC, or remote), given a table
+ * whose records parsed.  Remote = another host (ndet_setup_same_host), decided first:
+ * across hosts equal pids and namespace inodes prove nothing (the initial PID
+ * namespace has the same inode on every Linux host, and container pids collide).  On
+ * one host, same process = equal pids in one known (non-zero) PID namespace;
+ * otherwise IPC, whose failure is safe.
  */
 ndet_peer_kind_t ndet_setup_peer_kind(const struct ndet_setup_payload *table, int my_rank,
 				      int peer);

@@ -246,7 +246,9 @@ bool ndet_teardown_process_gone(uint64_t pid)
 
 /*
  * Same process = what ndet_setup_peer_kind says, the rule the engines map by: a
- * share holds exactly the ranks that reach each other by direct pointers.
+ * share holds exactly the ranks that reach each other by direct pointers.  Ranks on
+ * other hosts never map our pools and their pids are not ours to judge: they take no
+ * part (neither in the share nor among the peers the detach protocol waits for).
  */
 struct ndet_teardown_share *ndet_teardown_join(const struct ndet_setup_payload *table, int nranks,
 					       int my_rank)
@@ -259,7 +261,10 @@ struct ndet_teardown_share *ndet_teardown_join(const struct ndet_setup_payload *
 	key.epoch = ndet_teardown_epoch(table, nranks);
 	const uint64_t my_namespace = table[my_rank].pid_namespace;
 	for (int q = 0; q < nranks; q++) {
-		if (ndet_setup_peer_kind(table, my_rank, q) == NDET_PEER_IPC) {
+		const ndet_peer_kind_t kind = ndet_setup_peer_kind(table, my_rank, q);
+		if (kind == NDET_PEER_REMOTE)
+			continue;
+		if (kind == NDET_PEER_IPC) {
 			key.remote = true;
 			key.ipc_peers |= 1u << q;
 			key.pids[q] = table[q].pid;

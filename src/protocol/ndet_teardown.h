@@ -35,8 +35,9 @@
  * of the agreed setup table (pids, pool addresses, IPC handles: CUDA gives a new
  * allocation a new handle even at a recycled address), so a word of an earlier
  * communicator on recycled memory never passes for this one's.
- * The owner frees its pool (step 4) once, for every rank in another process, its
- * word is there or its process has ended.  That is checked right after the release,
+ * The owner frees its pool (step 4) once, for every rank in another process of its
+ * host (ranks on other hosts never import it), its word is there or its process has
+ * ended.  That is checked right after the release,
  * polling for up to NDET_TEARDOWN_DETACH_WAIT_MS (peers usually tear down at the
  * same time); a pool still waited for stays allocated ("pending", counted) and is
  * checked again at every later engine teardown of this process and once more in the

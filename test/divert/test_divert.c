@@ -11,10 +11,10 @@
  * Covered: results (every dtype x op, n = 3, 4), one thread per rank and one thread
  * for every rank (groups, ncclCommInitAll, several communicators in one group),
  * nested groups, ncclGroupSimulateEnd, mixed eligible and fallback calls in one group,
- * non-blocking communicators, split and shrink, finalize/destroy/abort/revoke,
- * ncclCommGetAsyncError after an engine error, injected setup failures on one rank,
- * the memory cap, strict mode, forwarded invalid arguments, count 0, PreMulSum ops
- * (diverted; destroyed ones forwarded), stats, ncclDetCommQuery, fork, and the
+ * non-blocking communicators, ranks on several hosts (NCCL_DET_TEST_HOST), split and shrink,
+ * finalize/destroy/abort/revoke, ncclCommGetAsyncError after an engine error, injected setup
+ * failures on one rank, the memory cap, strict mode, forwarded invalid arguments, count 0,
+ * PreMulSum ops (diverted; destroyed ones forwarded), stats, ncclDetCommQuery, fork, and the
  * watchdog races (run under ThreadSanitizer by
  * the --enable-tsan build).
  */
@@ -53,11 +53,10 @@
 /* ------------------------------------------------------------------ fixtures */
 
 static const char *const knobs[] = {
-	"NCCL_DET_TEST_FAIL",  "NCCL_DET_TIMEOUT",
-	"NCCL_DET_STRICT",     "NCCL_DET_STATS",
-	"NCCL_DET_MAX_MEMORY", "NCCL_DET_POOL_SIZE",
-	"NCCL_COMM_BLOCKING",  "FAKE_BACKEND_PROCESS_PER_RANK",
-	"FAKE_NCCL_TRACE",     "FAKE_NCCL_FAIL",
+	"NCCL_DET_TEST_FAIL", "NCCL_DET_TEST_HOST", "NCCL_DET_TIMEOUT",
+	"NCCL_DET_STRICT",    "NCCL_DET_STATS",     "NCCL_DET_MAX_MEMORY",
+	"NCCL_DET_POOL_SIZE", "NCCL_COMM_BLOCKING", "FAKE_BACKEND_PROCESS_PER_RANK",
+	"FAKE_NCCL_TRACE",    "FAKE_NCCL_FAIL",
 };
 
 static int setup(void **state)
@@ -456,6 +455,122 @@ static void test_nonblocking(void **state)
 		}
 		dataset_check_tree(&data);
 		unsetenv("NCCL_COMM_BLOCKING");
+	}
+}
+
+/* ------------------------------------------------------------------ hosts */
+
+struct hosts_job {
+	struct dataset *data;
+	ncclUniqueId id;
+	bool nonblocking;
+	ncclResult_t results[MAX_RANKS];
+	int diverted[MAX_RANKS];
+	const char *reasons[MAX_RANKS];
+};
+
+/* Until NCCL's work of a non-blocking call is done; a blocking one is. */
+static ncclResult_t hosts_settle(ncclComm_t comm, ncclResult_t result)
+{
+	return result == ncclInProgress ? poll_ready(comm) : result;
+}
+
+/* Each rank: init (blocking or not), our all-reduce, NCCL's own, then the query. */
+static void hosts_rank(int rank, void *opaque)
+{
+	struct hosts_job *job = opaque;
+	struct dataset *data = job->data;
+	const ncclDataType_t type = ndet_divert_nccl_type(data->dtype);
+	const ncclRedOp_t op = ndet_divert_nccl_op(data->op);
+	ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+	config.blocking = job->nonblocking ? 0 : 1;
+	ncclComm_t comm = NULL;
+	ncclResult_t result = ncclCommInitRankConfig(&comm, data->nranks, job->id, rank, &config);
+	result = hosts_settle(comm, result);
+	if (result == ncclSuccess)
+		result = hosts_settle(comm, ncclAllReduce(data->input[rank], data->output[rank],
+							  data->count, type, op, comm, NULL));
+	if (result == ncclSuccess)
+		result = hosts_settle(comm, pncclAllReduce(data->input[rank], data->nccl[rank],
+							   data->count, type, op, comm, NULL));
+	if (comm != NULL &&
+	    ncclDetCommQuery(comm, &job->diverted[rank], &job->reasons[rank]) != ncclSuccess)
+		job->diverted[rank] = -1;
+	if (comm != NULL) {
+		ncclResult_t destroyed = ncclCommDestroy(comm);
+		if (result == ncclSuccess)
+			result = destroyed;
+	}
+	job->results[rank] = result;
+}
+
+/*
+ * NCCL_DET_TEST_HOST splits the threads of the fake NCCL into hosts.  Until a data
+ * path between hosts exists, every rank of a multi-host communicator falls back
+ * alike, with the verdict's cause (plain multi-host, non-blocking, unequal ranks per
+ * host) in ncclDetCommQuery, one WARN per rank and the verdict line of rank 0; NCCL's
+ * result is what they get.  Ranks of one process on both "hosts" share pid and
+ * namespaces, so the hosts alone decide.  One name for every rank is one host, which
+ * diverts as before, blocking or not.
+ */
+static void test_hosts(void **state)
+{
+	static const struct {
+		const char *hosts; /* NCCL_DET_TEST_HOST */
+		int nranks;
+		bool nonblocking;
+		ndet_verdict_reason_t reason; /* OK: diverted */
+		int offending;
+	} cases[] = {
+		{"A@0,1;B@2,3", 4, false, NDET_VERDICT_MULTI_HOST, 2},
+		{"A@0,2;B@1,3", 4, false, NDET_VERDICT_MULTI_HOST, 1},
+		/* Ranks 2 and 3 are not listed: they keep the real host, another one. */
+		{"A@0,1", 4, false, NDET_VERDICT_MULTI_HOST, 2},
+		{"A@0,1;B@2", 3, false, NDET_VERDICT_MULTI_HOST_UNEQUAL, 2},
+		{"A@0,1;B@2,3", 4, true, NDET_VERDICT_MULTI_HOST_NONBLOCKING, 0},
+		{"A@0,1,2,3", 4, false, NDET_VERDICT_OK, -1},
+		{"A", 4, false, NDET_VERDICT_OK, -1},
+		{"A", 3, true, NDET_VERDICT_OK, -1},
+	};
+	static struct dataset data;
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		const int n = cases[c].nranks;
+		const bool diverts = cases[c].reason == NDET_VERDICT_OK;
+		setup(state);
+		print_message("NCCL_DET_TEST_HOST=%s, %d ranks%s\n", cases[c].hosts, n,
+			      cases[c].nonblocking ? ", non-blocking" : "");
+		assert_int_equal(setenv("NCCL_DET_TEST_HOST", cases[c].hosts, 1), 0);
+		ndet_divert_settings_changed();
+		dataset_fill(&data, NDET_DTYPE_F32, NDET_OP_SUM, n, 81 + c);
+		struct hosts_job job = {.data = &data, .nonblocking = cases[c].nonblocking};
+		assert_int_equal(pncclGetUniqueId(&job.id), ncclSuccess);
+		assert_int_equal(fake_nccl_run_ranks(n, hosts_rank, &job), 0);
+		for (int r = 0; r < n; r++) {
+			assert_int_equal(job.results[r], ncclSuccess);
+			assert_int_equal(job.diverted[r], diverts ? 1 : 0);
+			assert_non_null(job.reasons[r]);
+			if (!diverts) {
+				assert_string_equal(job.reasons[r],
+						    ndet_verdict_reason_name(cases[c].reason));
+				assert_memory_equal(data.output[r], data.nccl[r],
+						    COUNT * sizeof(float));
+			}
+		}
+		if (diverts) {
+			dataset_check_tree(&data);
+			assert_int_equal(ndet_divert_count_log("WARN", NULL), 0);
+			continue;
+		}
+		/* One WARN per rank with cause, rank and fix; the same cause in the verdict. */
+		char needle[512];
+		snprintf(needle, sizeof(needle), "not deterministic: %s (rank %d). Fix: %s",
+			 ndet_verdict_reason_name(cases[c].reason), cases[c].offending,
+			 ndet_verdict_reason_fix(cases[c].reason));
+		assert_int_equal(ndet_divert_count_log("WARN", needle), n);
+		assert_int_equal(ndet_divert_count_log("WARN", NULL), n);
+		snprintf(needle, sizeof(needle), "run in NCCL (%s, rank %d)",
+			 ndet_verdict_reason_name(cases[c].reason), cases[c].offending);
+		assert_int_equal(ndet_divert_count_log("NCCL-DET VERSION", needle), 1);
 	}
 }
 
@@ -1129,6 +1244,7 @@ int main(void)
 		cmocka_unit_test_setup(test_init_all, setup),
 		cmocka_unit_test_setup(test_group_order_nesting_simulate, setup),
 		cmocka_unit_test_setup(test_nonblocking, setup),
+		cmocka_unit_test_setup(test_hosts, setup),
 		cmocka_unit_test_setup(test_split_and_shrink, setup),
 		cmocka_unit_test_setup(test_teardown_paths, setup),
 		cmocka_unit_test_setup(test_finalize_in_group, setup),

@@ -41,12 +41,12 @@ static const struct {
 	{"NCCL_DET_NCCL_LIBRARY", 0},   {"NCCL_DET_TEST_FAIL", 1},   {"NCCL_DET_DEBUG", 0},
 	{"NCCL_DET_DEBUG_SUBSYS", 0},   {"NCCL_DET_TUNER_ALGO", 1},  {"NCCL_DET_TUNER_PROTO", 1},
 	{"NCCL_DET_TUNER_CHANNELS", 1}, {"NCCL_DET_EXPECT", 0},      {"NCCL_DET_LL_MAX", 1},
-	{"NCCL_DET_PUSH_MIN", 1},
+	{"NCCL_DET_PUSH_MIN", 1},       {"NCCL_DET_TEST_HOST", 1},
 	/* Not NCCL_DET_DEBUG_FILE: the fuzzer would create files wherever it names. */
 };
 
 #define FUZZ_VARIABLE_COUNT (sizeof(fuzz_variables) / sizeof(fuzz_variables[0]))
-#define FUZZ_DUMP_ROWS      20 /* the fuzzed variables and NCCL_DET_DEBUG_FILE */
+#define FUZZ_DUMP_ROWS      21 /* the fuzzed variables and NCCL_DET_DEBUG_FILE */
 
 static char fuzz_dir[PATH_MAX];
 static char fuzz_conf[PATH_MAX];
@@ -138,6 +138,20 @@ static void fuzz_check_ranges(const struct ndet_settings *s)
 	     ~(unsigned)(NDET_FAULT_ALLOC | NDET_FAULT_IPC_OPEN | NDET_FAULT_PROBE)) != 0 ||
 	    s->test_fail_rank < -1)
 		fuzz_die("range", "test_fail");
+	if (memchr(s->test_host, '\0', sizeof(s->test_host)) == NULL)
+		fuzz_die("range", "test_host not terminated");
+	/* A name it gives a rank is a host name: 1 to 63 of its characters. */
+	for (int rank = -1; rank < 4; rank++) {
+		char name[NDET_SETTINGS_TEST_HOST_NAME_MAX + 1];
+		if (!ndet_settings_test_host(s, rank, name, sizeof(name)))
+			continue;
+		const size_t length = strlen(name);
+		if (length == 0 || length > NDET_SETTINGS_TEST_HOST_NAME_MAX ||
+		    strspn(name,
+			   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") !=
+			    length)
+			fuzz_die("range", "test_host name");
+	}
 }
 
 /* The dump; the caller frees it.  One header and one line per setting, printable only. */

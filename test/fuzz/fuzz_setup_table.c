@@ -24,6 +24,7 @@
 
 #include "test/fuzz/fuzz_driver.h"
 #include "protocol/ndet_setup_record.h"
+#include "protocol/ndet_host_table.h"
 #include "kernels/ndet_types.h"
 
 const char fuzz_name[] = "fuzz_setup_table";
@@ -50,6 +51,7 @@ static void fuzz_good_record(struct ndet_setup_payload *record, int rank, int nr
 	record->data_offset = 4096;
 	record->pool_address = (uint64_t)(rank + 1) << 32;
 	record->sm_count = 132;
+	record->blocking = 1;
 }
 
 static void fuzz_check_header(const uint8_t *data, size_t size)
@@ -116,11 +118,25 @@ static void fuzz_check_verdict(const struct ndet_setup_payload *table, int nrank
 			    table[r].local_status != NDET_LOCAL_READY ||
 			    table[r].library_version != table[0].library_version ||
 			    table[r].settings_hash != table[0].settings_hash ||
-			    strcmp(table[r].hostname, table[0].hostname) != 0)
+			    !ndet_setup_same_host(&table[r], &table[0]))
 				fuzz_fail("verdict", "OK for a table that must be refused");
 		}
 		return;
 	}
+	/* A multi-host verdict names the first rank of a host other than rank 0's. */
+	if (verdict->reason == NDET_VERDICT_MULTI_HOST ||
+	    verdict->reason == NDET_VERDICT_MULTI_HOST_UNEQUAL) {
+		const int r = verdict->offending_rank;
+		if (r < 1 || r >= nranks || ndet_setup_same_host(&table[r], &table[0]))
+			fuzz_fail("verdict", "multi-host names a rank of rank 0's host");
+		for (int q = 0; q < r; q++)
+			if (ndet_setup_same_host(&table[q], &table[r]))
+				fuzz_fail("verdict", "multi-host names a host by a later rank");
+	}
+	if (verdict->reason == NDET_VERDICT_MULTI_HOST_NONBLOCKING &&
+	    (verdict->offending_rank < 0 || verdict->offending_rank >= nranks ||
+	     table[verdict->offending_rank].blocking != 0))
+		fuzz_fail("verdict", "non-blocking names a blocking rank");
 	if (verdict->offending_rank < 0 || verdict->offending_rank >= nranks)
 		fuzz_fail("verdict", "offending rank out of range");
 	/* A bad record is the lowest one the parser refuses. */
@@ -140,9 +156,12 @@ static void fuzz_check_verdict(const struct ndet_setup_payload *table, int nrank
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct ndet_setup_payload table[FUZZ_RANKS], copy[FUZZ_RANKS];
+	static struct ndet_host_table *hosts; /* storage of the verdict, kept for every input */
 	bool parsed[FUZZ_RANKS];
 	if (size < 2)
 		return 0;
+	if (hosts == NULL && (hosts = ndet_host_table_create(FUZZ_RANKS)) == NULL)
+		fuzz_fail("hosts", "out of memory");
 	const int nranks = 1 + data[0] % FUZZ_RANKS;
 	const bool mutated = (data[1] & 1) != 0;
 	const uint8_t *rest = data + 2;
@@ -172,7 +191,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct ndet_setup_verdict verdict;
 		memset(&verdict, r & 1 ? 0xff : 0x00, sizeof(verdict));
 		memcpy(copy, table, (size_t)nranks * sizeof(table[0]));
-		ndet_setup_evaluate(copy, nranks, &verdict);
+		ndet_setup_evaluate(copy, nranks, hosts, &verdict);
 		if (memcmp(copy, table, (size_t)nranks * sizeof(table[0])) != 0)
 			fuzz_fail("evaluate", "changed the table");
 		if (r == 0)
@@ -187,8 +206,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (int r = 0; r < nranks; r++) {
 			for (int q = 0; q < nranks; q++) {
 				ndet_peer_kind_t kind = ndet_setup_peer_kind(table, r, q);
+				const bool remote = !ndet_setup_same_host(&table[r], &table[q]);
 				if ((r == q) != (kind == NDET_PEER_SELF) ||
-				    (unsigned)kind > NDET_PEER_IPC)
+				    remote != (kind == NDET_PEER_REMOTE) ||
+				    (unsigned)kind > NDET_PEER_REMOTE)
 					fuzz_fail("peer kind", "wrong");
 				found = found || kind == NDET_PEER_SAME_PROCESS;
 			}
@@ -212,6 +233,10 @@ const struct fuzz_seed fuzz_seeds[] = {
 	FUZZ_SEED("\x03\x01\x02\x78\x00\x01"),                     /* rank 2's IPC namespace */
 	FUZZ_SEED("\x01\x00NDET\x01\x00\x00\x00\x10\x01\x00\x00"), /* raw, a header */
 	FUZZ_SEED("\x00\x00"), /* raw zeros: nobody sent anything */
+	/* Ranks 2 and 3 on another host: two hosts of two; then rank 3 non-blocking. */
+	FUZZ_SEED("\x03\x01\x02\x00\x00\x58\x03\x00\x00\x58"),
+	FUZZ_SEED("\x03\x01\x02\x00\x00\x58\x03\x00\x00\x58\x03\x14\x01\x00"),
+	FUZZ_SEED("\x02\x01\x02\x00\x00\x58"), /* 2 + 1 ranks */
 };
 const size_t fuzz_seed_count = sizeof(fuzz_seeds) / sizeof(fuzz_seeds[0]);
 const unsigned fuzz_generated_inputs = 20000;

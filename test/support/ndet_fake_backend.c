@@ -52,6 +52,7 @@ struct ndet_fake_engine {
 	uint64_t pool_bytes; /* what the pool stands for (ndet_resources) */
 	struct ndet_fake_pool *peers[NDET_MAX_RANKS];
 	bool imported[NDET_MAX_RANKS]; /* peers[q] "opened" like an IPC peer's pool */
+	ndet_peer_kind_t kind[NDET_MAX_RANKS];
 	bool shares_process;
 	struct ndet_teardown_share *share;
 	uint64_t epoch; /* of the setup: what our detach words carry */
@@ -261,13 +262,14 @@ static void ndet_fake_prepare(void *member, struct ndet_setup_payload *payload)
 			ndet_resources_allocated(bytes);
 		}
 	}
-	ndet_setup_payload_identity(payload);
+	ndet_setup_payload_identity(payload, config->test_host);
 	if (ndet_fake_process_per_rank())
 		payload->pid = ndet_fake_rank_pid(config->rank);
 	payload->cuda_device = config->cuda_device;
 	payload->rank = config->rank;
 	payload->nranks = config->nranks;
 	payload->flags = config->setup_flags;
+	payload->blocking = config->nonblocking ? 0 : 1;
 	payload->settings_hash = config->settings_hash;
 	payload->pool_bytes = bytes;
 	payload->pool_address = (uint64_t)(uintptr_t)engine->pool;
@@ -293,6 +295,12 @@ static void ndet_fake_prepare(void *member, struct ndet_setup_payload *payload)
 	pthread_mutex_unlock(&ndet_fake_lock);
 }
 
+/* Does the probe go between me and peer q (another rank of my host)? */
+static bool ndet_fake_probes(const struct ndet_fake_engine *engine, int q)
+{
+	return q != engine->config.rank && engine->kind[q] != NDET_PEER_REMOTE;
+}
+
 static bool ndet_fake_map_and_probe(void *member, const struct ndet_setup_payload *table,
 				    int nranks)
 {
@@ -304,6 +312,10 @@ static bool ndet_fake_map_and_probe(void *member, const struct ndet_setup_payloa
 	engine->epoch = ndet_teardown_epoch(table, nranks);
 	for (int q = 0; q < nranks; q++) {
 		ndet_peer_kind_t kind = ndet_setup_peer_kind(table, config->rank, q);
+		engine->kind[q] = kind;
+		/* Another host: its pool is not reachable, as the CUDA engine's are not. */
+		if (kind == NDET_PEER_REMOTE)
+			continue;
 		if (kind == NDET_PEER_IPC && ndet_fake_fault(config, NDET_FAULT_IPC_OPEN)) {
 			NDET_WARN(
 				"rank %d: NCCL_DET_TEST_FAIL=ipc_open: pretending the pool of rank "
@@ -320,7 +332,7 @@ static bool ndet_fake_map_and_probe(void *member, const struct ndet_setup_payloa
 		}
 	}
 	for (int q = 0; q < nranks && ok; q++) {
-		if (q == config->rank)
+		if (!ndet_fake_probes(engine, q))
 			continue;
 		uint64_t token = ndet_fake_probe_token(config->rank, q);
 		if (ndet_fake_fault(config, NDET_FAULT_PROBE))
@@ -336,7 +348,7 @@ static bool ndet_fake_verify(void *member)
 	const struct ndet_engine_config *config = &engine->config;
 	bool ok = true;
 	for (int q = 0; q < config->nranks; q++) {
-		if (q != config->rank &&
+		if (ndet_fake_probes(engine, q) &&
 		    engine->pool->probe[q] != ndet_fake_probe_token(q, config->rank)) {
 			NDET_WARN("rank %d: probe word of rank %d is 0x%llx, expected 0x%llx: its "
 				  "writes do not reach this GPU's memory",

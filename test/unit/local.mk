@@ -1,9 +1,9 @@
 # Unit tests of the pure layers and the CPU reference (CMocka).
 if HAVE_CMOCKA
 UNIT_TESTS = test/unit/test_status test/unit/test_settings test/unit/test_env \
-	test/unit/test_log test/unit/test_setup_record test/unit/test_setup \
-	test/unit/test_eligibility test/unit/test_plan test/unit/test_hosts_plan \
-	test/unit/test_check test/unit/test_host_order
+	test/unit/test_log test/unit/test_setup_record test/unit/test_host_table \
+	test/unit/test_setup test/unit/test_eligibility test/unit/test_plan \
+	test/unit/test_hosts_plan test/unit/test_check test/unit/test_host_order
 check_PROGRAMS += $(UNIT_TESTS) test/unit/test_reference test/unit/test_reference_hosts \
 	test/unit/test_engine test/unit/test_tuner
 TESTS += $(UNIT_TESTS) test/unit/test_reference test/unit/test_reference_hosts \
@@ -19,6 +19,9 @@ test_unit_test_log_CFLAGS = $(TEST_CFLAGS)
 test_unit_test_log_LDADD = $(NDET_PURE_TEST_LIBS) $(TEST_LIBS)
 test_unit_test_setup_record_CFLAGS = $(TEST_CFLAGS)
 test_unit_test_setup_record_LDADD = $(NDET_PURE_TEST_LIBS) $(TEST_LIBS)
+# The hosts of a setup table.
+test_unit_test_host_table_CFLAGS = $(TEST_CFLAGS)
+test_unit_test_host_table_LDADD = $(NDET_PURE_TEST_LIBS) $(TEST_LIBS)
 # The setup protocol driven for several communicators by one thread (lockstep).
 test_unit_test_setup_CFLAGS = $(TEST_CFLAGS)
 test_unit_test_setup_LDADD = $(NDET_PURE_TEST_LIBS) $(TEST_LIBS)

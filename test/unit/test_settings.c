@@ -43,6 +43,7 @@ static const char *const test_variables[] = {
 	"NCCL_DET_DEBUG_DELAY",
 	"NCCL_DET_NCCL_LIBRARY",
 	"NCCL_DET_TEST_FAIL",
+	"NCCL_DET_TEST_HOST",
 	"NCCL_DET_DEBUG",
 	"NCCL_DET_DEBUG_SUBSYS",
 	"NCCL_DET_DEBUG_FILE",
@@ -457,6 +458,25 @@ static const struct test_bad_value test_bad_values[] = {
 	 "using default none"},
 	{"NCCL_DET_TEST_FAIL", "alloc probe", "\"alloc probe\"", "@RANK", "using default none"},
 	{"NCCL_DET_TEST_FAIL", "none,alloc", "\"none,alloc\"", "@RANK", "using default none"},
+	{"NCCL_DET_TEST_HOST", "A,A,B,B", "\"A,A,B,B\"", "NAME@RANK", "using default \"\""},
+	{"NCCL_DET_TEST_HOST", "A@", "\"A@\"", "NAME@RANK", "using default \"\""},
+	{"NCCL_DET_TEST_HOST", "@0", "\"@0\"", "NAME@RANK", "using default \"\""},
+	{"NCCL_DET_TEST_HOST", "A@0,", "\"A@0,\"", "NAME@RANK", "using default \"\""},
+	{"NCCL_DET_TEST_HOST", "A@0;", "\"A@0;\"", "NAME@RANK", "using default \"\""},
+	{"NCCL_DET_TEST_HOST", "A@0;;B@1", "\"A@0;;B@1\"", "NAME@RANK", "using default \"\""},
+	{"NCCL_DET_TEST_HOST", "A@0;B", "\"A@0;B\"", "NAME@RANK", "using default \"\""},
+	{"NCCL_DET_TEST_HOST", "A;B@1", "\"A;B@1\"", "NAME@RANK", "using default \"\""},
+	{"NCCL_DET_TEST_HOST", "A@0,1;B@1", "\"A@0,1;B@1\"", "NAME@RANK", "using default \"\""},
+	{"NCCL_DET_TEST_HOST", "A@-1", "\"A@-1\"", "NAME@RANK", "using default \"\""},
+	{"NCCL_DET_TEST_HOST", "A@x", "\"A@x\"", "NAME@RANK", "using default \"\""},
+	{"NCCL_DET_TEST_HOST", "A@2147483648", "\"A@2147483648\"", "NAME@RANK",
+	 "using default \"\""},
+	{"NCCL_DET_TEST_HOST", "node A", "\"node A\"", "NAME@RANK", "using default \"\""},
+	{"NCCL_DET_TEST_HOST", "node/A", "\"node/A\"", "NAME@RANK", "using default \"\""},
+	{"NCCL_DET_TEST_HOST", "A@0 ", "\"A@0 \"", "NAME@RANK", "using default \"\""},
+	{"NCCL_DET_TEST_HOST", "0123456789012345678901234567890123456789012345678901234567890123",
+	 "\"0123456789012345678901234567890123456789012345678901234567890123\"", "NAME@RANK",
+	 "using default \"\""},
 };
 
 static void test_settings_invalid_values_keep_default_and_warn_once(void **state)
@@ -587,6 +607,80 @@ static void test_settings_test_fail_parsing(void **state)
 	assert_int_equal(
 		test_count_lines(dump, "NCCL_DET_TEST_FAIL       alloc,probe@3 environment"), 1);
 	free(dump);
+}
+
+/* NCCL_DET_TEST_HOST: what each rank publishes as its host. */
+static void test_settings_test_host_parsing(void **state)
+{
+	char name[NDET_SETTINGS_TEST_HOST_NAME_MAX + 1];
+	/* Unset: every rank keeps its real host. */
+	const struct ndet_settings *settings = test_reparse();
+	assert_string_equal(settings->test_host, "");
+	for (int r = -1; r < 3; r++) {
+		assert_false(ndet_settings_test_host(settings, r, name, sizeof(name)));
+		assert_string_equal(name, "");
+	}
+
+	/* One name: every rank of the process, whatever its rank. */
+	test_setenv("NCCL_DET_TEST_HOST", "node-A.test_1");
+	settings = test_reparse();
+	assert_int_equal(test_count_log_lines("WARN"), 0);
+	for (int r = -1; r < 5; r++) {
+		assert_true(ndet_settings_test_host(settings, r, name, sizeof(name)));
+		assert_string_equal(name, "node-A.test_1");
+	}
+	/* Too small a buffer: no name rather than a cut one. */
+	assert_false(ndet_settings_test_host(settings, 0, name, 4));
+	assert_string_equal(name, "");
+
+	/* Per rank (ranks that are threads of one process): listed ranks take the name. */
+	static const struct {
+		const char *text;
+		const char *names[6]; /* ranks 0-5; NULL: the real host */
+	} cases[] = {
+		{"A@0,1;B@2,3", {"A", "A", "B", "B", NULL, NULL}},
+		{"A@0,2;B@1,3", {"A", "B", "A", "B", NULL, NULL}},
+		{"B@5;A@0", {"A", NULL, NULL, NULL, NULL, "B"}},
+		{"A@3", {NULL, NULL, NULL, "A", NULL, NULL}},
+		{"h0@0;h1@1;h2@2;h3@3;h4@4;h5@5", {"h0", "h1", "h2", "h3", "h4", "h5"}},
+		{"X@0,1,2;Y@3,4,5", {"X", "X", "X", "Y", "Y", "Y"}},
+		{"A@2147483647;B@0", {"B", NULL, NULL, NULL, NULL, NULL}},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		test_setenv("NCCL_DET_TEST_HOST", cases[i].text);
+		settings = test_reparse();
+		assert_int_equal(test_count_log_lines("WARN"), 0);
+		assert_string_equal(settings->test_host, cases[i].text);
+		for (int r = 0; r < 6; r++) {
+			const bool named = ndet_settings_test_host(settings, r, name, sizeof(name));
+			if (named != (cases[i].names[r] != NULL) ||
+			    (named && strcmp(name, cases[i].names[r]) != 0))
+				fail_msg("NCCL_DET_TEST_HOST=%s: rank %d gets \"%s\"",
+					 cases[i].text, r, name);
+		}
+		/* No rank, no name: the list form names ranks only. */
+		assert_false(ndet_settings_test_host(settings, -1, name, sizeof(name)));
+	}
+	/* The dump shows the value as written; the longest name is taken. */
+	test_setenv("NCCL_DET_TEST_HOST", "A@0,1;B@2,3");
+	test_reparse();
+	char *dump = test_dump();
+	assert_int_equal(
+		test_count_lines(dump, "NCCL_DET_TEST_HOST       A@0,1;B@2,3  environment"), 1);
+	free(dump);
+	char longest[NDET_SETTINGS_TEST_HOST_NAME_MAX + 1];
+	memset(longest, 'n', sizeof(longest) - 1);
+	longest[sizeof(longest) - 1] = '\0';
+	test_setenv("NCCL_DET_TEST_HOST", longest);
+	settings = test_reparse();
+	assert_true(ndet_settings_test_host(settings, 7, name, sizeof(name)));
+	assert_string_equal(name, longest);
+	assert_int_equal(test_count_log_lines("WARN"), 0);
+
+	/* A test-only setting: never part of what ranks must agree on. */
+	const uint64_t hash = ndet_settings_agreement_hash(settings);
+	test_setenv("NCCL_DET_TEST_HOST", "");
+	assert_int_equal(ndet_settings_agreement_hash(test_reparse()), hash);
 }
 
 static void test_settings_conf_file_precedence(void **state)
@@ -749,7 +843,7 @@ static void test_settings_info_dump(void **state)
 			 1);
 	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_DEBUG=INFO (environment)"),
 			 1);
-	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_"), 20);
+	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_"), 21);
 	free(log);
 
 	/* INFO for another subsystem only: no dump. */
@@ -771,7 +865,7 @@ static void test_settings_dump_table(void **state)
 		"NCCL_DET_NCCL_LIBRARY", "NCCL_DET_TEST_FAIL",      "NCCL_DET_DEBUG",
 		"NCCL_DET_DEBUG_SUBSYS", "NCCL_DET_DEBUG_FILE",     "NCCL_DET_TUNER_ALGO",
 		"NCCL_DET_TUNER_PROTO",  "NCCL_DET_TUNER_CHANNELS", "NCCL_DET_EXPECT",
-		"NCCL_DET_LL_MAX",       "NCCL_DET_PUSH_MIN",
+		"NCCL_DET_LL_MAX",       "NCCL_DET_PUSH_MIN",       "NCCL_DET_TEST_HOST",
 	};
 	test_setenv("NCCL_DET_MAX_MEMORY", "1048577");
 	test_setenv("NCCL_DET_STRICT", "bad");
@@ -798,7 +892,7 @@ static void test_settings_dump_table(void **state)
 		1);
 	assert_int_equal(test_count_lines(dump, "NCCL_DET_DEBUG_FILE "), 1);
 	assert_int_equal(test_count_lines(dump, test_log_path), 1);
-	assert_int_equal(test_count_lines(dump, "TEST ONLY"), 1);
+	assert_int_equal(test_count_lines(dump, "TEST ONLY"), 2);
 	assert_int_equal(test_count_lines(dump, "NCCL_DET_NCCL_LIBRARY    \"\"           default"),
 			 1);
 	free(dump);
@@ -861,6 +955,7 @@ static void test_settings_agreement_hash_fields(void **state)
 	snprintf(changed.nccl_library, sizeof(changed.nccl_library), "/x/libnccl.so.2");
 	changed.test_fail = NDET_FAULT_ALLOC;
 	changed.test_fail_rank = 3;
+	snprintf(changed.test_host, sizeof(changed.test_host), "A@0,1;B@2,3");
 	assert_int_equal(ndet_settings_agreement_hash(&changed), base);
 
 	/* Only values count, never padding or other bytes of the struct. */
@@ -952,6 +1047,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_settings_control_bytes_cannot_forge_log_lines,
 						test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_settings_test_fail_parsing, test_setup,
+						test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_test_host_parsing, test_setup,
 						test_teardown),
 		cmocka_unit_test_setup_teardown(test_settings_conf_file_precedence, test_setup,
 						test_teardown),

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "protocol/ndet_setup.h"
+#include "common/ndet_settings.h"
 #include "kernels/ndet_types.h"
 
 #define MAX_MEMBERS 40
@@ -144,7 +145,7 @@ static void add_comm(int comm, int nranks)
 		member->rank = r;
 		member->nranks = nranks;
 		struct ndet_setup_payload *payload = &member->payload;
-		ndet_setup_payload_identity(payload);
+		ndet_setup_payload_identity(payload, NULL);
 		payload->rank = r;
 		payload->nranks = nranks;
 		payload->cuda_device = r % 2;
@@ -154,6 +155,7 @@ static void add_comm(int comm, int nranks)
 		payload->pool_address = 0x10000 * (uint64_t)(r + 1);
 		payload->data_offset = 4096;
 		payload->flags = NDET_SETUP_FLAG_STRICT;
+		payload->blocking = 1;
 	}
 }
 
@@ -301,8 +303,9 @@ static void spoil_hostname_unterminated(struct ndet_setup_payload *p)
 static void test_every_mismatch_kind(void **state)
 {
 	const struct mismatch cases[] = {
-		{"hostname", spoil_hostname, NDET_VERDICT_MULTI_HOST, 0},
-		{"boot id", spoil_boot_id, NDET_VERDICT_MULTI_HOST, 0},
+		/* Rank 2 alone on another host: 3 + 1 ranks. */
+		{"hostname", spoil_hostname, NDET_VERDICT_MULTI_HOST_UNEQUAL, 1},
+		{"boot id", spoil_boot_id, NDET_VERDICT_MULTI_HOST_UNEQUAL, 1},
 		{"library version", spoil_version, NDET_VERDICT_VERSION_MISMATCH, 999},
 		{"settings hash", spoil_settings, NDET_VERDICT_SETTINGS_MISMATCH, 0},
 		{"pool geometry", spoil_pool, NDET_VERDICT_POOL_MISMATCH, 0},
@@ -333,6 +336,32 @@ static void test_every_mismatch_kind(void **state)
 		assert_comm(1, NDET_ERR_UNSUPPORTED, cases[c].reason, 2, cases[c].detail, 2);
 		assert_comm(2, NDET_OK, NDET_VERDICT_OK, -1, 0, 4);
 		assert_int_equal(world.round, 4);
+	}
+}
+
+/*
+ * Two hosts of two (ranks 2 and 3 on host B): every rank leaves after the payloads,
+ * with the multi-host verdict, or the non-blocking one when a rank is non-blocking;
+ * the single-host communicator driven in the same lockstep goes on.
+ */
+static void test_multi_host(void **state)
+{
+	for (int nonblocking = 0; nonblocking < 2; nonblocking++) {
+		reset(state);
+		add_comm(1, 4);
+		add_comm(2, 3);
+		/* Every rank has this process's pid and namespaces: nothing to go by. */
+		spoil_hostname(&member_of(1, 2)->payload);
+		spoil_hostname(&member_of(1, 3)->payload);
+		if (nonblocking)
+			member_of(1, 3)->payload.blocking = 0;
+		run();
+		if (nonblocking)
+			assert_comm(1, NDET_ERR_UNSUPPORTED, NDET_VERDICT_MULTI_HOST_NONBLOCKING, 3,
+				    2, 2);
+		else
+			assert_comm(1, NDET_ERR_UNSUPPORTED, NDET_VERDICT_MULTI_HOST, 2, 2, 2);
+		assert_comm(2, NDET_OK, NDET_VERDICT_OK, -1, 0, 4);
 	}
 }
 
@@ -546,7 +575,7 @@ static void test_identity(void **state)
 	(void)state;
 	struct ndet_setup_payload payload;
 	memset(&payload, 0x5a, sizeof(payload));
-	ndet_setup_payload_identity(&payload);
+	ndet_setup_payload_identity(&payload, NULL);
 	assert_non_null(memchr(payload.hostname, '\0', sizeof(payload.hostname)));
 	assert_true(strlen(payload.hostname) > 0);
 	assert_non_null(memchr(payload.boot_id, '\0', sizeof(payload.boot_id)));
@@ -554,6 +583,31 @@ static void test_identity(void **state)
 	assert_int_equal(payload.local_status, NDET_LOCAL_READY);
 	assert_int_equal(payload.flags, 0);
 	assert_true(payload.library_version > 0);
+	struct ndet_setup_payload real = payload;
+
+	/* "" is no test host either. */
+	ndet_setup_payload_identity(&payload, "");
+	assert_memory_equal(&payload, &real, sizeof(payload));
+
+	/* NCCL_DET_TEST_HOST's name replaces hostname and boot id, nothing else. */
+	ndet_setup_payload_identity(&payload, "node-B");
+	assert_string_equal(payload.hostname, "node-B");
+	assert_string_equal(payload.boot_id, NDET_SETUP_TEST_HOST_BOOT_ID);
+	assert_int_equal(payload.pid, real.pid);
+	assert_int_equal(payload.pid_namespace, real.pid_namespace);
+	assert_int_equal(payload.library_version, real.library_version);
+	struct ndet_setup_payload other;
+	ndet_setup_payload_identity(&other, "node-C");
+	assert_false(ndet_setup_same_host(&payload, &other));
+	ndet_setup_payload_identity(&other, "node-B");
+	assert_true(ndet_setup_same_host(&payload, &other));
+	assert_false(ndet_setup_same_host(&payload, &real));
+	/* The longest name the setting takes fits. */
+	char longest[NDET_SETTINGS_TEST_HOST_NAME_MAX + 1];
+	memset(longest, 'n', sizeof(longest) - 1);
+	longest[sizeof(longest) - 1] = '\0';
+	ndet_setup_payload_identity(&payload, longest);
+	assert_string_equal(payload.hostname, longest);
 }
 
 int main(void)
@@ -562,6 +616,7 @@ int main(void)
 		cmocka_unit_test_setup(test_two_comms_in_lockstep, reset),
 		cmocka_unit_test_setup(test_agreed_flags, reset),
 		cmocka_unit_test_setup(test_every_mismatch_kind, reset),
+		cmocka_unit_test_setup(test_multi_host, reset),
 		cmocka_unit_test_setup(test_too_many_ranks, reset),
 		cmocka_unit_test_setup(test_header_checks, reset),
 		cmocka_unit_test_setup(test_map_failure, reset),

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "protocol/ndet_setup_record.h"
+#include "protocol/ndet_host_table.h"
 #include "kernels/ndet_types.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -49,6 +50,7 @@ static void make_record(struct ndet_setup_payload *record, int rank, int nranks)
 	record->data_offset = 1 << 20;
 	memset(record->ipc_handle, 0x40 + rank, sizeof(record->ipc_handle));
 	record->sm_count = 132;
+	record->blocking = 1;
 }
 
 static void make_table(struct ndet_setup_payload *table, int nranks)
@@ -58,11 +60,14 @@ static void make_table(struct ndet_setup_payload *table, int nranks)
 }
 
 /*
- * Evaluate as every rank would: each on its own copy of the gathered bytes.  All
+ * Evaluate as every rank would: each on its own copy of the gathered bytes, with host
+ * storage of its own (the setup allocates it per communicator, sized to it).  All
  * verdicts must be equal (the function is pure), and the table must stay unchanged.
+ * `diverts`: the multi-host decision (ndet_setup_evaluate_rules); -1 = this build's
+ * (ndet_setup_evaluate).
  */
 static struct ndet_setup_verdict evaluate_everywhere(const struct ndet_setup_payload *table,
-						     int nranks)
+						     int nranks, int diverts)
 {
 	static struct ndet_setup_payload copy[TABLE_MAX];
 	struct ndet_setup_verdict first = {0};
@@ -70,11 +75,17 @@ static struct ndet_setup_verdict evaluate_everywhere(const struct ndet_setup_pay
 	assert_true(nranks >= 1 && nranks <= TABLE_MAX);
 	for (int r = 0; r < nranks; r++) {
 		struct ndet_setup_verdict verdict;
+		struct ndet_host_table *hosts = ndet_host_table_create(r % 2 ? nranks : TABLE_MAX);
 
+		assert_non_null(hosts);
 		memset(&verdict, 0x5a, sizeof(verdict));
 		memcpy(copy, table, (size_t)nranks * sizeof(*table));
-		ndet_setup_evaluate(copy, nranks, &verdict);
+		if (diverts < 0)
+			ndet_setup_evaluate(copy, nranks, hosts, &verdict);
+		else
+			ndet_setup_evaluate_rules(copy, nranks, hosts, diverts != 0, &verdict);
 		assert_memory_equal(copy, table, (size_t)nranks * sizeof(*table));
+		ndet_host_table_destroy(hosts);
 		if (r == 0)
 			first = verdict;
 		assert_int_equal(verdict.reason, first.reason);
@@ -84,16 +95,23 @@ static struct ndet_setup_verdict evaluate_everywhere(const struct ndet_setup_pay
 	return first;
 }
 
-static void expect_verdict(const struct ndet_setup_payload *table, int nranks,
-			   ndet_verdict_reason_t reason, int offending_rank, uint32_t detail)
+static void expect_verdict_rules(const struct ndet_setup_payload *table, int nranks, int diverts,
+				 ndet_verdict_reason_t reason, int offending_rank, uint32_t detail)
 {
-	struct ndet_setup_verdict verdict = evaluate_everywhere(table, nranks);
+	struct ndet_setup_verdict verdict = evaluate_everywhere(table, nranks, diverts);
 
 	if (verdict.reason != reason || verdict.offending_rank != offending_rank ||
 	    verdict.detail != detail)
 		fail_msg("n=%d: verdict %s rank %d detail %u, expected %s rank %d detail %u",
 			 nranks, ndet_verdict_reason_name(verdict.reason), verdict.offending_rank,
 			 verdict.detail, ndet_verdict_reason_name(reason), offending_rank, detail);
+}
+
+/* This build's verdict. */
+static void expect_verdict(const struct ndet_setup_payload *table, int nranks,
+			   ndet_verdict_reason_t reason, int offending_rank, uint32_t detail)
+{
+	expect_verdict_rules(table, nranks, -1, reason, offending_rank, detail);
 }
 
 /* FNV-1a written out again, so a wrong constant in the library shows. */
@@ -149,12 +167,21 @@ static void test_header_each_field_wrong_is_refused(void **state)
 	header.checksum = ndet_setup_header_checksum(&header);
 	assert_int_equal(ndet_setup_header_check(&header), NDET_ERR_UNSUPPORTED);
 
-	/* The next version, and the previous one (1: no sm_count), even with a valid checksum. */
+	/*
+	 * The next version, and the previous ones (2: reserved where 3 has blocking, the
+	 * same length; 1: no sm_count), even with a valid checksum.
+	 */
 	header = good;
 	header.format_version = NDET_SETUP_FORMAT_VERSION + 1;
 	assert_int_equal(ndet_setup_header_check(&header), NDET_ERR_UNSUPPORTED);
 	header.checksum = ndet_setup_header_checksum(&header);
 	assert_int_equal(ndet_setup_header_check(&header), NDET_ERR_UNSUPPORTED);
+	assert_int_equal(NDET_SETUP_FORMAT_VERSION, 3);
+	header = good;
+	header.format_version = 2;
+	header.checksum = ndet_setup_header_checksum(&header);
+	assert_int_equal(ndet_setup_header_check(&header), NDET_ERR_UNSUPPORTED);
+	assert_true(ndet_setup_header_is_record(&header));
 	header.format_version = 1;
 	header.payload_length = sizeof(struct ndet_setup_payload) - 8;
 	header.checksum = ndet_setup_header_checksum(&header);
@@ -356,11 +383,12 @@ static void test_payload_parse_out_of_range_fields(void **state)
 	record.cuda_device = INT32_MIN;
 	expect_refused_untouched(&record, sizeof(record));
 
-	const uint32_t bad_reserved[] = {1, 0x80000000u, 0xffffffffu};
+	/* blocking is a flag: 0 and 1 only. */
+	const uint32_t bad_blocking[] = {2, 0x80000000u, 0xffffffffu};
 
-	for (size_t i = 0; i < ARRAY_SIZE(bad_reserved); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(bad_blocking); i++) {
 		make_record(&record, 0, 2);
-		record.reserved = bad_reserved[i];
+		record.blocking = bad_blocking[i];
 		expect_refused_untouched(&record, sizeof(record));
 		/* A rank that is not ready is held to it too. */
 		record.local_status = NDET_LOCAL_ALLOC_FAILED;
@@ -408,7 +436,7 @@ enum mutation {
 	MUTATE_UNKNOWN_NAMESPACES, /* not a refusal: unknown is not comparable */
 	MUTATE_UNTERMINATED_BOOT_ID,
 	MUTATE_LOCAL_STATUS,
-	MUTATE_RESERVED,
+	MUTATE_BAD_BLOCKING,
 	MUTATE_NEGATIVE_CUDA_DEVICE,
 	MUTATE_NULL_POOL_ADDRESS,
 	MUTATE_NO_SMS,
@@ -425,6 +453,7 @@ enum mutation {
 	MUTATE_POOL_ADDRESS,
 	MUTATE_IPC_HANDLE,
 	MUTATE_SM_COUNT,
+	MUTATE_NONBLOCKING, /* compared only between hosts */
 	MUTATE_COUNT
 };
 
@@ -434,6 +463,7 @@ struct mutation_expectation {
 };
 
 static const struct mutation_expectation mutation_expectations[MUTATE_COUNT] = {
+	/* One rank on another host: MULTI_HOST at n = 2, else MULTI_HOST_UNEQUAL. */
 	[MUTATE_HOSTNAME] = {NDET_VERDICT_MULTI_HOST, 1},
 	[MUTATE_BOOT_ID] = {NDET_VERDICT_MULTI_HOST, 1},
 	[MUTATE_LIBRARY_VERSION] = {NDET_VERDICT_VERSION_MISMATCH, 1},
@@ -450,7 +480,7 @@ static const struct mutation_expectation mutation_expectations[MUTATE_COUNT] = {
 	[MUTATE_UNKNOWN_NAMESPACES] = {NDET_VERDICT_OK, 0},
 	[MUTATE_UNTERMINATED_BOOT_ID] = {NDET_VERDICT_BAD_RECORD, 0},
 	[MUTATE_LOCAL_STATUS] = {NDET_VERDICT_LOCAL_FAILURE, 0},
-	[MUTATE_RESERVED] = {NDET_VERDICT_BAD_RECORD, 0},
+	[MUTATE_BAD_BLOCKING] = {NDET_VERDICT_BAD_RECORD, 0},
 	[MUTATE_NEGATIVE_CUDA_DEVICE] = {NDET_VERDICT_BAD_RECORD, 0},
 	[MUTATE_NULL_POOL_ADDRESS] = {NDET_VERDICT_BAD_RECORD, 0},
 	[MUTATE_NO_SMS] = {NDET_VERDICT_BAD_RECORD, 0},
@@ -461,6 +491,7 @@ static const struct mutation_expectation mutation_expectations[MUTATE_COUNT] = {
 	[MUTATE_POOL_ADDRESS] = {NDET_VERDICT_OK, 0},
 	[MUTATE_IPC_HANDLE] = {NDET_VERDICT_OK, 0},
 	[MUTATE_SM_COUNT] = {NDET_VERDICT_OK, 0},
+	[MUTATE_NONBLOCKING] = {NDET_VERDICT_OK, 0},
 };
 
 static void mutate(struct ndet_setup_payload *record, enum mutation mutation, int nranks)
@@ -516,8 +547,8 @@ static void mutate(struct ndet_setup_payload *record, enum mutation mutation, in
 	case MUTATE_LOCAL_STATUS:
 		record->local_status = NDET_LOCAL_MAP_FAILED;
 		break;
-	case MUTATE_RESERVED:
-		record->reserved = 1;
+	case MUTATE_BAD_BLOCKING:
+		record->blocking = 2;
 		break;
 	case MUTATE_NEGATIVE_CUDA_DEVICE:
 		record->cuda_device = -1;
@@ -549,14 +580,34 @@ static void mutate(struct ndet_setup_payload *record, enum mutation mutation, in
 	case MUTATE_SM_COUNT:
 		record->sm_count = 16;
 		break;
+	case MUTATE_NONBLOCKING:
+		record->blocking = 0;
+		break;
 	case MUTATE_COUNT:
 		break;
 	}
 }
 
-static uint32_t expected_detail(enum mutation mutation, const struct ndet_setup_payload *table,
-				int offending)
+/* The reason of a mutation on a table of n ranks. */
+static ndet_verdict_reason_t expected_reason(enum mutation mutation, int n)
 {
+	const ndet_verdict_reason_t reason = mutation_expectations[mutation].reason;
+	return reason == NDET_VERDICT_MULTI_HOST && n > 2 ? NDET_VERDICT_MULTI_HOST_UNEQUAL
+							  : reason;
+}
+
+static uint32_t expected_detail(enum mutation mutation, const struct ndet_setup_payload *table,
+				int n, int offending)
+{
+	if (expected_reason(mutation, n) == NDET_VERDICT_MULTI_HOST)
+		return 2; /* hosts */
+	/* Unequal: the ranks of the offending rank's host. */
+	if (expected_reason(mutation, n) == NDET_VERDICT_MULTI_HOST_UNEQUAL) {
+		uint32_t ranks = 0;
+		for (int r = 0; r < n; r++)
+			ranks += ndet_setup_same_host(&table[r], &table[offending]);
+		return ranks;
+	}
 	switch (mutation) {
 	case MUTATE_LIBRARY_VERSION:
 		return table[offending].library_version;
@@ -593,10 +644,11 @@ static void test_evaluate_each_mismatch_on_each_rank(void **state)
 
 				if (expect->reason == NDET_VERDICT_OK)
 					offending = -1;
-				expect_verdict(table, n, expect->reason, offending,
-					       offending < 0 ? 0
-							     : expected_detail((enum mutation)m,
-									       table, offending));
+				expect_verdict(
+					table, n, expected_reason((enum mutation)m, n), offending,
+					offending < 0 ? 0
+						      : expected_detail((enum mutation)m, table, n,
+									offending));
 				/* Ranks 2k and 2k+1 share a process until one's pid changes. */
 				if (m == MUTATE_PID && (bad ^ 1) < n) {
 					assert_int_equal(ndet_setup_peer_kind(table, bad, bad ^ 1),
@@ -649,7 +701,7 @@ static void test_mutations_cover_every_field(void **state)
 		PAYLOAD_FIELD(data_offset),
 		PAYLOAD_FIELD(ipc_handle),
 		PAYLOAD_FIELD(sm_count),
-		PAYLOAD_FIELD(reserved),
+		PAYLOAD_FIELD(blocking),
 	};
 	unsigned char owned[sizeof(struct ndet_setup_payload)] = {0};
 	bool changed[ARRAY_SIZE(fields)] = {false};
@@ -753,7 +805,7 @@ static void test_evaluate_check_order(void **state)
 
 	/*
 	 * Multi-host beats everything a rank on another machine may report differently:
-	 * settings, versions, local failures, namespaces, pools, and the rank limit.
+	 * settings, versions, local failures, namespaces, pools.  Two hosts of four.
 	 */
 	make_table(table, n);
 	table[1].settings_hash = 7;
@@ -761,11 +813,22 @@ static void test_evaluate_check_order(void **state)
 	table[3].local_status = NDET_LOCAL_UNSUPPORTED_GPU;
 	table[4].pid_namespace = 5;
 	table[5].pool_bytes = 1ull << 30;
-	snprintf(table[7].hostname, sizeof(table[7].hostname), "other-host");
-	expect_verdict(table, n, NDET_VERDICT_MULTI_HOST, 7, 0);
+	for (int r = 4; r < n; r++)
+		snprintf(table[r].hostname, sizeof(table[r].hostname), "other-host");
+	expect_verdict(table, n, NDET_VERDICT_MULTI_HOST, 4, 2);
+	/* Before it, the rank limit of a host (two hosts of 32)... */
+	make_table(table, 64);
+	for (int r = 32; r < 64; r++)
+		snprintf(table[r].hostname, sizeof(table[r].hostname), "other-host");
+	expect_verdict(table, 64, NDET_VERDICT_TOO_MANY_RANKS, NDET_MAX_RANKS, 32);
+	/* ... before that, unequal hosts (63 and 1)... */
 	make_table(table, 64);
 	snprintf(table[40].hostname, sizeof(table[40].hostname), "other-host");
-	expect_verdict(table, 64, NDET_VERDICT_MULTI_HOST, 40, 0);
+	expect_verdict(table, 64, NDET_VERDICT_MULTI_HOST_UNEQUAL, 40, 1);
+	/* ... and first of all a non-blocking rank. */
+	table[50].blocking = 0;
+	table[60].blocking = 0;
+	expect_verdict(table, 64, NDET_VERDICT_MULTI_HOST_NONBLOCKING, 50, 2);
 
 	/* Then: local status, version, settings, namespaces, pool geometry. */
 	make_table(table, n);
@@ -881,18 +944,211 @@ static void test_evaluate_bad_arguments(void **state)
 	struct ndet_setup_payload table[2];
 	struct ndet_setup_verdict verdict;
 
+	struct ndet_host_table *hosts = ndet_host_table_create(2);
+	struct ndet_host_table *small = ndet_host_table_create(1);
+
+	assert_non_null(hosts);
+	assert_non_null(small);
 	make_table(table, 2);
-	ndet_setup_evaluate(NULL, 2, &verdict);
+	ndet_setup_evaluate(NULL, 2, hosts, &verdict);
 	assert_int_equal(verdict.reason, NDET_VERDICT_BAD_RECORD);
 	assert_int_equal(verdict.offending_rank, -1);
-	ndet_setup_evaluate(table, 0, &verdict);
+	ndet_setup_evaluate(table, 0, hosts, &verdict);
 	assert_int_equal(verdict.reason, NDET_VERDICT_BAD_RECORD);
 	assert_int_equal(verdict.offending_rank, -1);
-	ndet_setup_evaluate(table, 2, NULL); /* must not crash */
+	ndet_setup_evaluate(table, 2, hosts, NULL); /* must not crash */
+	/* No storage for the hosts, or too little: nothing can be judged. */
+	ndet_setup_evaluate(table, 2, NULL, &verdict);
+	assert_int_equal(verdict.reason, NDET_VERDICT_BAD_RECORD);
+	assert_int_equal(verdict.offending_rank, -1);
+	ndet_setup_evaluate(table, 2, small, &verdict);
+	assert_int_equal(verdict.reason, NDET_VERDICT_BAD_RECORD);
+	assert_int_equal(verdict.offending_rank, -1);
+	ndet_setup_evaluate(table, 2, hosts, &verdict);
+	assert_int_equal(verdict.reason, NDET_VERDICT_OK);
+	assert_int_equal(hosts->nhosts, 1);
 	/* A table shorter than the communicator claims: rank 0 says nranks = 2. */
-	ndet_setup_evaluate(table, 1, &verdict);
+	ndet_setup_evaluate(table, 1, small, &verdict);
 	assert_int_equal(verdict.reason, NDET_VERDICT_RANK_MISMATCH);
 	assert_int_equal(verdict.offending_rank, 0);
+	ndet_host_table_destroy(small);
+	ndet_host_table_destroy(hosts);
+}
+
+/* ---------------------------------------------------------------- hosts */
+
+/* A good table whose rank r is on host letters[r] ("AABB": two hosts of two). */
+static void make_hosts_table(struct ndet_setup_payload *table, const char *letters)
+{
+	const int nranks = (int)strlen(letters);
+
+	assert_true(nranks >= 1 && nranks <= TABLE_MAX);
+	make_table(table, nranks);
+	for (int r = 0; r < nranks; r++) {
+		snprintf(table[r].hostname, sizeof(table[r].hostname), "gpu-node-%c", letters[r]);
+		snprintf(table[r].boot_id, sizeof(table[r].boot_id), "boot-%c", letters[r]);
+	}
+}
+
+/* `hosts` hosts of `per_host` ranks, consecutive or rank r on host r % hosts. */
+static const char *letters_of(int hosts, int per_host, bool interleaved)
+{
+	static char letters[TABLE_MAX + 1];
+	const int n = hosts * per_host;
+
+	assert_true(n <= TABLE_MAX);
+	for (int r = 0; r < n; r++)
+		letters[r] = (char)('A' + (interleaved ? r % hosts : r / per_host));
+	letters[n] = '\0';
+	return letters;
+}
+
+/* Every layout of the host table: the same verdict on every rank, and which. */
+static void test_evaluate_multi_host_layouts(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *letters;
+		ndet_verdict_reason_t reason; /* this build */
+		int offending;
+		uint32_t detail;
+		bool with_data_path; /* OK once multi-host communicators divert */
+	} cases[] = {
+		{"AAAA", NDET_VERDICT_OK, -1, 0, true},                    /* 1 x 4 */
+		{"AABB", NDET_VERDICT_MULTI_HOST, 2, 2, true},             /* 2 x 2 */
+		{"ABCD", NDET_VERDICT_MULTI_HOST, 1, 4, true},             /* 4 x 1 */
+		{"AABBCC", NDET_VERDICT_MULTI_HOST, 2, 3, true},           /* 3 x 2 */
+		{"ABAB", NDET_VERDICT_MULTI_HOST, 1, 2, true},             /* interleaved */
+		{"ABBA", NDET_VERDICT_MULTI_HOST, 1, 2, true},             /* non-consecutive */
+		{"AAB", NDET_VERDICT_MULTI_HOST_UNEQUAL, 2, 1, false},     /* 2 + 1 */
+		{"ABB", NDET_VERDICT_MULTI_HOST_UNEQUAL, 1, 2, false},     /* 1 + 2 */
+		{"AABBBCC", NDET_VERDICT_MULTI_HOST_UNEQUAL, 2, 3, false}, /* 2 + 3 + 2 */
+		{"AABBC", NDET_VERDICT_MULTI_HOST_UNEQUAL, 4, 1, false},   /* 2 + 2 + 1 */
+		{"ABCAB", NDET_VERDICT_MULTI_HOST_UNEQUAL, 2, 1, false},   /* 2 + 2 + 1, mixed */
+	};
+	static struct ndet_setup_payload table[TABLE_MAX];
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		const int n = (int)strlen(cases[i].letters);
+
+		print_message("hosts %s\n", cases[i].letters);
+		make_hosts_table(table, cases[i].letters);
+		expect_verdict(table, n, cases[i].reason, cases[i].offending, cases[i].detail);
+		expect_verdict_rules(table, n, 0, cases[i].reason, cases[i].offending,
+				     cases[i].detail);
+		if (cases[i].with_data_path)
+			expect_verdict_rules(table, n, 1, NDET_VERDICT_OK, -1, 0);
+		else
+			expect_verdict_rules(table, n, 1, cases[i].reason, cases[i].offending,
+					     cases[i].detail);
+	}
+	assert_false(NDET_SETUP_MULTI_HOST_DIVERTS);
+}
+
+/* Non-blocking ranks: refused across hosts (with or without the data path), not on one. */
+static void test_evaluate_multi_host_nonblocking(void **state)
+{
+	(void)state;
+	struct ndet_setup_payload table[8];
+
+	make_hosts_table(table, "AAAA");
+	table[2].blocking = 0;
+	expect_verdict(table, 4, NDET_VERDICT_OK, -1, 0);
+
+	for (int diverts = -1; diverts <= 1; diverts++) {
+		make_hosts_table(table, "AABB");
+		table[3].blocking = 0;
+		expect_verdict_rules(table, 4, diverts, NDET_VERDICT_MULTI_HOST_NONBLOCKING, 3, 2);
+		table[1].blocking = 0;
+		expect_verdict_rules(table, 4, diverts, NDET_VERDICT_MULTI_HOST_NONBLOCKING, 1, 2);
+		/* Before unequal hosts and before the records' other differences. */
+		make_hosts_table(table, "AABC");
+		table[2].blocking = 0;
+		table[1].settings_hash = 1;
+		table[0].local_status = NDET_LOCAL_ALLOC_FAILED;
+		expect_verdict_rules(table, 4, diverts, NDET_VERDICT_MULTI_HOST_NONBLOCKING, 2, 3);
+	}
+}
+
+/* NDET_MAX_RANKS counts the ranks of one host; the number of hosts has no limit of its own. */
+static void test_evaluate_ranks_per_host(void **state)
+{
+	(void)state;
+	static struct ndet_setup_payload table[TABLE_MAX];
+	const int m = NDET_MAX_RANKS;
+
+	/* Every host at the limit: more ranks than NDET_MAX_RANKS in all, refused as multi-host. */
+	make_hosts_table(table, letters_of(2, m, false));
+	expect_verdict(table, 2 * m, NDET_VERDICT_MULTI_HOST, m, 2);
+	expect_verdict_rules(table, 2 * m, 1, NDET_VERDICT_OK, -1, 0);
+	make_hosts_table(table, letters_of(TABLE_MAX / m, m, true));
+	expect_verdict(table, TABLE_MAX, NDET_VERDICT_MULTI_HOST, 1, TABLE_MAX / m);
+	expect_verdict_rules(table, TABLE_MAX, 1, NDET_VERDICT_OK, -1, 0);
+	make_hosts_table(table, letters_of(TABLE_MAX, 1, false));
+	expect_verdict_rules(table, TABLE_MAX, 1, NDET_VERDICT_OK, -1, 0);
+
+	/* One over: the first rank over the limit, whatever the rules. */
+	for (int diverts = -1; diverts <= 1; diverts++) {
+		make_hosts_table(table, letters_of(2, m + 1, false));
+		expect_verdict_rules(table, 2 * (m + 1), diverts, NDET_VERDICT_TOO_MANY_RANKS, m,
+				     (uint32_t)(m + 1));
+		/* Interleaved: host 0 holds the even ranks; its local index m is rank 2m. */
+		make_hosts_table(table, letters_of(2, m + 1, true));
+		expect_verdict_rules(table, 2 * (m + 1), diverts, NDET_VERDICT_TOO_MANY_RANKS,
+				     2 * m, (uint32_t)(m + 1));
+	}
+}
+
+/*
+ * Hosts that disagree (settings, versions, a local failure) fall back on every rank
+ * alike: as multi-host in this build, for the disagreement with the data path.
+ * Namespaces are compared within each host only.
+ */
+static void test_evaluate_hosts_disagree(void **state)
+{
+	(void)state;
+	struct ndet_setup_payload table[8];
+
+	make_hosts_table(table, "AABB");
+	table[2].settings_hash ^= 1;
+	table[3].settings_hash ^= 1;
+	expect_verdict(table, 4, NDET_VERDICT_MULTI_HOST, 2, 2);
+	expect_verdict_rules(table, 4, 1, NDET_VERDICT_SETTINGS_MISMATCH, 2, 0);
+
+	make_hosts_table(table, "AABB");
+	table[3].library_version = 101;
+	expect_verdict(table, 4, NDET_VERDICT_MULTI_HOST, 2, 2);
+	expect_verdict_rules(table, 4, 1, NDET_VERDICT_VERSION_MISMATCH, 3, 101);
+
+	make_hosts_table(table, "ABAB");
+	table[3].local_status = NDET_LOCAL_EXPORT_FAILED;
+	expect_verdict(table, 4, NDET_VERDICT_MULTI_HOST, 1, 2);
+	expect_verdict_rules(table, 4, 1, NDET_VERDICT_LOCAL_FAILURE, 3, NDET_LOCAL_EXPORT_FAILED);
+
+	/* Each host in namespaces of its own: not a refusal. */
+	make_hosts_table(table, "AABB");
+	for (int r = 2; r < 4; r++) {
+		table[r].pid_namespace = 111;
+		table[r].ipc_namespace = 222;
+	}
+	expect_verdict_rules(table, 4, 1, NDET_VERDICT_OK, -1, 0);
+	/* Another namespace within a host is. */
+	table[3].pid_namespace = 112;
+	expect_verdict_rules(table, 4, 1, NDET_VERDICT_NAMESPACE, 3,
+			     NDET_VERDICT_DETAIL_PID_NAMESPACE);
+	/* The reference is the host's first known id (rank 2's is unknown: rank 3's). */
+	table[2].pid_namespace = 0;
+	expect_verdict_rules(table, 4, 1, NDET_VERDICT_OK, -1, 0);
+
+	/* The lowest outlier of any host: host A is {0, 3}, host B {1, 2}. */
+	make_hosts_table(table, "ABBA");
+	table[3].ipc_namespace = 5;
+	table[2].pid_namespace = 6;
+	expect_verdict_rules(table, 4, 1, NDET_VERDICT_NAMESPACE, 2,
+			     NDET_VERDICT_DETAIL_PID_NAMESPACE);
+	table[2].pid_namespace = table[1].pid_namespace;
+	expect_verdict_rules(table, 4, 1, NDET_VERDICT_NAMESPACE, 3,
+			     NDET_VERDICT_DETAIL_IPC_NAMESPACE);
 }
 
 /* ---------------------------------------------------------------- text */
@@ -954,6 +1210,10 @@ int main(void)
 		cmocka_unit_test(test_ranks_per_device),
 		cmocka_unit_test(test_min_sms),
 		cmocka_unit_test(test_evaluate_bad_arguments),
+		cmocka_unit_test(test_evaluate_multi_host_layouts),
+		cmocka_unit_test(test_evaluate_multi_host_nonblocking),
+		cmocka_unit_test(test_evaluate_ranks_per_host),
+		cmocka_unit_test(test_evaluate_hosts_disagree),
 		cmocka_unit_test(test_reason_texts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
