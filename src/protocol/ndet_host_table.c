@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include "protocol/ndet_host_table.h"
+#include "protocol/ndet_host_order.h"
 
 #include <stdlib.h>
 
@@ -58,36 +59,11 @@ static void ndet_host_table_clear(struct ndet_host_table *hosts)
 	hosts->my_ranks = NULL;
 }
 
-/*
- * The host of rank r among the hosts found so far (their first ranks in `first`), or
- * -1.  The previous rank's host is tried first: ranks usually come host by host.
- */
-static int ndet_host_table_find(const struct ndet_host_table *hosts,
-				const struct ndet_setup_payload *table, int r, const int *first)
+/* ndet_host_order's equivalence on setup payloads: hostname and boot id. */
+static bool ndet_host_table_same(const void *identities, int rank_a, int rank_b)
 {
-	if (r > 0 && ndet_setup_same_host(&table[r], &table[first[hosts->host_of[r - 1]]]))
-		return hosts->host_of[r - 1];
-	for (int h = 0; h < hosts->nhosts; h++)
-		if (ndet_setup_same_host(&table[r], &table[first[h]]))
-			return h;
-	return -1;
-}
-
-/* host_of, local_of, size and nhosts, in rank order; start holds each host's first rank. */
-static void ndet_host_table_group(struct ndet_host_table *hosts,
-				  const struct ndet_setup_payload *table, int nranks)
-{
-	int *first = hosts->start;
-	for (int r = 0; r < nranks; r++) {
-		int h = ndet_host_table_find(hosts, table, r, first);
-		if (h < 0) {
-			h = hosts->nhosts++;
-			first[h] = r;
-			hosts->size[h] = 0;
-		}
-		hosts->host_of[r] = h;
-		hosts->local_of[r] = hosts->size[h]++;
-	}
+	const struct ndet_setup_payload *table = identities;
+	return ndet_setup_same_host(&table[rank_a], &table[rank_b]);
 }
 
 /* start as offsets into `ranks`, then `ranks` itself. */
@@ -128,7 +104,9 @@ bool ndet_host_table_build(struct ndet_host_table *hosts, const struct ndet_setu
 	if (table == NULL || nranks < 1 || nranks > hosts->capacity || my_rank < -1 ||
 	    my_rank >= nranks)
 		return false;
-	ndet_host_table_group(hosts, table, nranks);
+	/* host_of, local_of and size in rank order (the one numbering of doc/multihost.md). */
+	hosts->nhosts = ndet_host_order(nranks, ndet_host_table_same, table, hosts->host_of,
+					hosts->local_of, hosts->size);
 	ndet_host_table_order(hosts, nranks);
 	ndet_host_table_summarize(hosts, nranks);
 	hosts->nranks = nranks;
