@@ -1,6 +1,7 @@
 # The installed tools (nccl-det-info, nccl-det-run, nccl-det-perf) on the CPU, and the
 # judge of test/gpu/torch_extras.sh on made-up logs (no torch, no GPU).
-TESTS += test/tools/test_tools.sh test/tools/test_perf_tool.sh \
+TESTS += test/tools/test_tools.sh test/tools/test_perf_tool.sh test/tools/test_ab_perf.sh \
 	test/tools/test_torch_extras_check.sh
-EXTRA_DIST += test/tools/test_tools.sh test/tools/test_perf_tool.sh \
+EXTRA_DIST += test/tools/test_tools.sh test/tools/test_perf_tool.sh test/tools/test_ab_perf.sh \
+	test/tools/data/perf-rows-h200-2ranks.txt \
 	test/tools/test_torch_extras_check.sh

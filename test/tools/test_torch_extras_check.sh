@@ -106,4 +106,30 @@ for r in 0 1; do
 done
 expect 0 "DDP under plain NCCL" ddp "$scratch/nccl.0" "$scratch/nccl.1"
 grep -q "the bucket sizes changed the final weights, as expected" "$scratch/out" || fail "plain DDP: $(cat "$scratch/out")"
+# query: ncclDetCommQuery's answer is the rank's own check; the judge wants rank 0's
+# verdict line (NCCL_DEBUG's VERSION level) to say deterministic, and no other rank's.
+verdict() { # WHAT: the line as src/divert/ndet_comm_setup.c writes it
+	echo "h:1:1 NCCL-DET VERSION nccl-det 0.1.0 (preload): communicator 0x5 of 2 ranks: $1"
+}
+query() { # FILE RANK VERDICT-OR-EMPTY
+	{
+		coll 2
+		[ -n "$3" ] && verdict "$3"
+		stats 8 "integer datatype 2" 0
+		result query "$2" 8 2 0 1 "" "" ', "query": {"status": 0, "diverted": 1, "reason": "diverted"}'
+	} >"$1"
+}
+det="deterministic (its floating-point all-reduce, reduce-scatter and reduce run in nccl-det)"
+query "$scratch/q.0" 0 "$det"
+query "$scratch/q.1" 1 ""
+expect 0 "query with rank 0's verdict" query "$scratch/q.0" "$scratch/q.1"
+query "$scratch/qnone.0" 0 ""
+expect 1 "query without a verdict line" query "$scratch/qnone.0" "$scratch/q.1"
+grep -q "no 'deterministic' verdict line on rank 0" "$scratch/out" || fail "reason: $(cat "$scratch/out")"
+query "$scratch/qnot.0" 0 "NOT deterministic: its floating-point reductions run in NCCL (multi-host, rank 2)"
+expect 1 "query with a fallback verdict" query "$scratch/qnot.0" "$scratch/q.1"
+query "$scratch/qtwo.1" 1 "$det"
+expect 1 "a verdict line on rank 1" query "$scratch/q.0" "$scratch/qtwo.1"
+grep -q "a verdict line on rank 1" "$scratch/out" || fail "reason: $(cat "$scratch/out")"
+
 echo "PASS: torch_extras.py check"
