@@ -164,8 +164,9 @@ struct perf_world {
 	int large_rows;
 	double ratio_sum_large;
 	int failures;
-	long long wrong;  /* nccl-det's elements off the tree; < 0: none checked */
-	double busbw_sum; /* nccl-det's busbw over the measured table rows */
+	long long wrong;      /* nccl-det's elements off the tree; < 0: none checked */
+	bool test_wrong_done; /* NDET_PERF_TEST_WRONG applied (run.c) */
+	double busbw_sum;     /* nccl-det's busbw over the measured table rows */
 	int busbw_rows;
 	/* [impl][mode][small, large]; the PERF_NDET row stays empty. */
 	struct perf_ratio_stats ratios[PERF_IMPL_COUNT][PERF_MODE_COUNT][2];

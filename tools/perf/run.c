@@ -321,6 +321,16 @@ static long long perf_count_differ(const char *got, const char *want, size_t cou
 	return differ;
 }
 
+/* Whether NDET_PERF_TEST_WRONG asks for a wrong expected value, once per run. */
+static bool perf_test_wrong(struct perf_world *world)
+{
+	const char *value = getenv("NDET_PERF_TEST_WRONG");
+	if (value == NULL || strcmp(value, "1") != 0 || world->test_wrong_done)
+		return false;
+	world->test_wrong_done = true;
+	return true;
+}
+
 /*
  * Rank 0, after every rank's fresh result is in recv_host: bit-exact against the CPU
  * reference, size invariance against the offset call in recv2, NCCL's elements off
@@ -340,6 +350,13 @@ static void perf_judge(struct perf_rank *me, struct perf_row *row)
 	}
 	char *expected = malloc(bytes);
 	ndet_reference_allreduce(views, n, expected, row->count, row->dtype, row->op);
+	/*
+	 * NDET_PERF_TEST_WRONG=1 (the GPU suite's perf-fail step): the first checked row's
+	 * expected first element gets its lowest bit flipped, so the failure path (FAIL,
+	 * #wrong, the closing lines, exit status 1) runs on a healthy GPU.
+	 */
+	if (perf_test_wrong(world))
+		expected[0] ^= 1;
 	/* Reduce-scatter: rank r's block is block r of the all-reduce, bit for bit. */
 	const bool scatter = world->options.coll == NDET_COLL_REDUCE_SCATTER;
 	const size_t block = scatter ? bytes / (size_t)n : bytes;
