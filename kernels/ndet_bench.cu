@@ -55,7 +55,22 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS)
 	ndet_copy_bytes<true>(dst + begin, src + begin, end - begin);
 }
 
+/*
+ * The floor under a small collective (nccl-det-perf): a kernel that does nothing, with
+ * the collective kernels' by-value arguments and block size, launched with a call's grid.
+ */
+__global__ void __launch_bounds__(NDET_KERNEL_THREADS) ndet_empty_kernel(const ndet_kernel_args)
+{
+}
+
 } /* namespace */
+
+extern "C" int ndet_kernel_empty(unsigned blocks, void *stream)
+{
+	const ndet_kernel_args args = {};
+	ndet_empty_kernel<<<blocks, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(args);
+	return (int)cudaGetLastError();
+}
 
 extern "C" int ndet_kernel_flag_pingpong(uint64_t *mine, uint64_t *peer, int iters, int initiator,
 					 uint64_t *result_ns, void *stream)

@@ -30,6 +30,12 @@ int ndet_kernel_flag_pingpong(uint64_t *mine, uint64_t *peer, int iters, int ini
  */
 int ndet_kernel_copy(void *dst, const void *src, size_t bytes, unsigned blocks, void *stream);
 
+/*
+ * An empty kernel with the collective kernels' arguments (by value) and block size, on
+ * `blocks` blocks: what launching a call costs before it does anything.
+ */
+int ndet_kernel_empty(unsigned blocks, void *stream);
+
 /* Fill `count` 32-bit words at `dst` with `value` on `stream`. */
 int ndet_kernel_fill_u32(unsigned *dst, size_t count, unsigned value, void *stream);
 

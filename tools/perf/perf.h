@@ -119,7 +119,17 @@ struct perf_nccl {
 /* ---------------------------------------------------------------- rows */
 
 /* PERF_NCCL_SYMMETRIC: NCCL on buffers registered as symmetric windows. */
-enum perf_impl { PERF_NDET = 0, PERF_NCCL, PERF_NCCL_SYMMETRIC, PERF_IMPL_COUNT };
+/* PERF_FLOOR: the empty kernel of a call's grid, timed like the calls (no table column). */
+enum perf_impl {
+	PERF_NDET = 0,
+	PERF_NCCL,
+	PERF_NCCL_SYMMETRIC,
+	PERF_IMPL_COUNT,
+	PERF_FLOOR = PERF_IMPL_COUNT
+};
+
+/* Rows up to this size also time their floor (PERF_FLOOR). */
+#define PERF_FLOOR_MAX_BYTES ((size_t)256 << 10)
 
 /* One line of the table: one size, dtype and op. */
 struct perf_row {
@@ -130,6 +140,7 @@ struct perf_row {
 	uint32_t blocks; /* the plan's grid and steps (0: no kernel) */
 	uint64_t steps;
 	double seconds[PERF_MODE_COUNT][PERF_IMPL_COUNT]; /* per call; < 0 = not run */
+	double floor_seconds[PERF_MODE_COUNT];            /* PERF_FLOOR's, per call; 0 = not run */
 	const char *exact, *invariant;                    /* "OK", "FAIL", "-" */
 	long long wrong;             /* nccl-det's elements off the CPU tree; < 0 = not checked */
 	long long nccl_differ;       /* elements; < 0 = not checked */
@@ -207,6 +218,9 @@ void perf_print_totals(const struct perf_world *world);
 /* run.c */
 struct ndet_engine_config perf_engine_config(const struct perf_world *world, int rank);
 double perf_now(void);
+/* "eager", "graph" (rows.c). */
+extern const char *const perf_mode_names[PERF_MODE_COUNT];
+
 void perf_launch(struct perf_rank *me, enum perf_impl impl, const void *send, void *recv,
 		 const struct perf_row *row);
 void perf_check_engine(struct perf_rank *me);

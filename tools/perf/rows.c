@@ -17,7 +17,7 @@
 #include "common/ndet_dtype.h"
 #include "tools/perf/perf.h"
 
-static const char *const perf_mode_names[PERF_MODE_COUNT] = {"eager", "graph"};
+const char *const perf_mode_names[PERF_MODE_COUNT] = {"eager", "graph"};
 
 /* Calls visit() for every (dtype, op, size) of the run, in the order of the table. */
 void perf_for_each_row(const struct perf_world *world,

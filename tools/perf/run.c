@@ -179,6 +179,11 @@ void perf_launch(struct perf_rank *me, enum perf_impl impl, const void *send, vo
 	const bool scatter = world->options.coll == NDET_COLL_REDUCE_SCATTER;
 	/* Reduce-scatter: row->count is the whole send buffer, a multiple of the ranks. */
 	const size_t count = scatter ? row->count / (size_t)world->options.nranks : row->count;
+	if (impl == PERF_FLOOR) {
+		PERF_CHECK((cudaError_t)ndet_kernel_empty(row->blocks > 0 ? row->blocks : 1,
+							  me->stream));
+		return;
+	}
 	if (impl == PERF_NDET) {
 		const struct ndet_engine_call call = {.coll = (ndet_coll_t)world->options.coll,
 						      .sendbuff = send,
@@ -246,7 +251,7 @@ static double perf_time(struct perf_rank *me, enum perf_impl impl, enum perf_mod
 	double elapsed = perf_now() - start;
 	if (impl == PERF_NDET)
 		perf_check_engine(me);
-	else
+	else if (impl != PERF_FLOOR) /* its launches are checked one by one */
 		perf_check_nccl(me, ncclSuccess, "all-reduce");
 	if (exec != NULL)
 		PERF_CHECK(cudaGraphExecDestroy(exec));
@@ -319,6 +324,40 @@ static long long perf_count_differ(const char *got, const char *want, size_t cou
 	for (size_t i = 0; i < count; i++)
 		differ += memcmp(got + i * size, want + i * size, size) != 0;
 	return differ;
+}
+
+/*
+ * Small calls are timed against their floor: the empty kernel of their grid, launched
+ * the same way (eager, or a graph of as many launches), in bare flag round trips.
+ */
+static bool perf_floor_row(const struct perf_world *world, const struct perf_row *row)
+{
+	return row->bytes <= PERF_FLOOR_MAX_BYTES && world->options.nranks >= 2 &&
+	       world->flag_rtt_us > 0;
+}
+
+/* "#   4096 B: floor eager 6.31 us, graph 0.82 us; above it: eager 0.7, graph 3.4 RT" */
+static void perf_print_floor(const struct perf_world *world, const struct perf_row *row)
+{
+	char floor[96] = "", above[96] = "";
+	size_t f = 0, a = 0;
+	for (int mode = 0; mode < PERF_MODE_COUNT; mode++) {
+		const double call = row->seconds[mode][PERF_NDET], empty = row->floor_seconds[mode];
+		if (call <= 0 || empty <= 0)
+			continue;
+		const char *sep = f > 0 ? ", " : "";
+		f += (size_t)snprintf(floor + f, sizeof(floor) - f, "%s%s %.2f us", sep,
+				      perf_mode_names[mode], empty * 1e6);
+		a += (size_t)snprintf(above + a, sizeof(above) - a, "%s%s %.1f", sep,
+				      perf_mode_names[mode],
+				      (call - empty) * 1e6 / world->flag_rtt_us);
+		if (f >= sizeof(floor) || a >= sizeof(above))
+			return;
+	}
+	if (f > 0)
+		printf("#   %zu B: floor (empty kernel, %u blocks) %s; above it: %s bare flag "
+		       "round trips\n",
+		       row->bytes, row->blocks > 0 ? row->blocks : 1, floor, above);
 }
 
 /* Whether NDET_PERF_TEST_WRONG asks for a wrong expected value, once per run. */
@@ -447,6 +486,9 @@ static void perf_rank_row(void *context, struct perf_row *row)
 			    (impl == PERF_NCCL_SYMMETRIC && world->symmetric_on))
 				row->seconds[mode][impl] = perf_time(me, (enum perf_impl)impl,
 								     (enum perf_mode)mode, row);
+		if (perf_floor_row(world, row))
+			row->floor_seconds[mode] =
+				perf_time(me, PERF_FLOOR, (enum perf_mode)mode, row);
 	}
 	if (o->check && row->bytes <= o->check_max_bytes)
 		perf_check(me, row);
@@ -476,10 +518,8 @@ static void perf_rank_row(void *context, struct perf_row *row)
 	perf_note_ratios(world, row);
 	if (o->trace && row->blocks > 0)
 		perf_trace_print(world, row);
-	const double eager = row->seconds[PERF_EAGER][PERF_NDET];
-	if (row->bytes <= 64 && n >= 2 && world->flag_rtt_us > 0 && eager > 0)
-		printf("#   %zu-byte call: %.2f us = %.1f bare flag round trips\n", row->bytes,
-		       eager * 1e6, eager * 1e6 / world->flag_rtt_us);
+	if (perf_floor_row(world, row))
+		perf_print_floor(world, row);
 }
 
 /* A rank's thread: its engine, the copy and flag baselines, then every row. */
