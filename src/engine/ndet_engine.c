@@ -139,11 +139,12 @@ void ndet_engine_create_group(struct ndet_engine_member *members, int count,
 		}
 		struct ndet_engine *engine = started[i];
 		NDET_INFO(NDET_SUBSYS_SETUP,
-			  "rank %d/%d: engine ready on device %d, pool %llu bytes, %d lanes of "
-			  "%llu bytes",
+			  "rank %d/%d: engine ready on device %d, local index %d of %d on this "
+			  "host (%d hosts), pool %llu bytes, %d lanes of %llu bytes",
 			  engine->config.rank, engine->config.nranks, engine->config.cuda_device,
+			  engine->local.index, engine->local.count, engine->local.nhosts,
 			  (unsigned long long)engine->pool_bytes,
-			  (int)ndet_pool_lanes(&engine->config),
+			  (int)ndet_pool_lanes(&engine->local_config),
 			  (unsigned long long)engine->lane_bytes);
 		members[i].engine = engine;
 	}

@@ -2,15 +2,17 @@
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
  * The deterministic all-reduce engine: one instance per communicator and rank.
- * It owns a pool (plain cudaMalloc, exported once at its base), maps every peer's
- * pool (CUDA IPC, or a direct pointer for peers in this process), and launches the
- * kernels of kernels/ndet_kernels.cu.  It knows nothing about NCCL: setup records
- * travel through an all-gather callback the caller supplies (the shim uses the real
- * ncclAllGather; tests use threads or sockets).
+ * It owns a pool (plain cudaMalloc, exported once at its base), maps the pool of
+ * every other rank of its host (CUDA IPC, or a direct pointer for peers in this
+ * process), and launches the kernels of kernels/ndet_kernels.cu over the ranks of its
+ * host: the kernels see the rank's local index and its host's g (doc/protocol.md,
+ * "The engine's local view"), which with one host are its rank and nranks.  It knows nothing about
+ * NCCL: setup records travel through an all-gather callback the caller supplies (the shim uses the
+ * real ncclAllGather; tests use threads or sockets).
  *
  * Memory per engine and rank: pool_size (staging lanes) + 64 KiB (flags) + a few
  * hundred bytes of step counters and host-mapped status, plus one mapping of each
- * peer's pool (virtual address space only).  Every allocation and mapping is counted
+ * same-host peer's pool (virtual address space only).  Every allocation and mapping is counted
  * in ndet_resources (ndet_teardown.h); teardown follows ndet_teardown.h.
  */
 #ifndef NDET_ENGINE_H_
@@ -48,7 +50,8 @@ struct ndet_engine_member {
 };
 
 /*
- * Collective.  NDET_OK and *engine set when every rank mapped and probed every peer.
+ * Collective.  NDET_OK and *engine set when every rank mapped and probed every peer
+ * of its host.
  * NDET_ERR_UNSUPPORTED when the ranks agreed not to divert (verdict says why, the
  * same on every rank; *engine NULL).  Other codes: the exchange itself failed.
  * A wrapper of ndet_engine_create_group() for one member.
@@ -103,11 +106,20 @@ struct ndet_engine_call {
 	const void *scalar;
 };
 
-/* ndet_engine_allreduce for any collective. */
+/*
+ * ndet_engine_allreduce for any collective.  The kernels reduce the ranks of this
+ * rank's host: with one host that is the communicator's collective; with several
+ * (no multi-host communicator diverts yet) it is the collective over this host's g
+ * ranks, nranks and the rank blocks of a reduce-scatter counted by local index, a
+ * reduce's root named by its global rank and on this host.
+ */
 ndet_status_t ndet_engine_collective(struct ndet_engine *engine,
 				     const struct ndet_engine_call *call, cudaStream_t stream);
 
-/* The plan this engine would use for `call` (for tools and tests). */
+/*
+ * The plan this engine would use for `call` (for tools and tests): the plan of its
+ * host's g ranks.  A reduce whose root is on another host: NDET_ERR_INVALID_ARGUMENT.
+ */
 ndet_status_t ndet_engine_plan_call(const struct ndet_engine *engine,
 				    const struct ndet_engine_call *call, struct ndet_plan *plan);
 
@@ -212,7 +224,8 @@ void ndet_engine_at_exit(void);
 
 /*
  * Tests: where rank `writer`'s detach word lies in the engine's own pool (device
- * memory), and the epoch of its setup.  false before the pool exists.
+ * memory; the slot of writer's local index), and the epoch of its setup.  false
+ * before the pool exists, or when `writer` is not a rank of this host.
  */
 bool ndet_engine_detach_slot_for_testing(const struct ndet_engine *engine, int writer,
 					 uint64_t **slot, uint64_t *epoch);

@@ -27,8 +27,26 @@ struct ndet_engine_last {
 	bool valid;
 };
 
+/*
+ * The ranks of this rank's host (doc/protocol.md, "The engine's local view"), from
+ * the agreed table (ndet_engine_setup_map): the kernels reduce these ranks and no
+ * other.  With one host, index = rank and count = nranks.
+ */
+struct ndet_engine_local {
+	int index;                 /* this rank's local index */
+	int count;                 /* g: ranks on this host, 1 ... NDET_MAX_RANKS */
+	int nhosts;                /* H */
+	int ranks[NDET_MAX_RANKS]; /* the global rank of each local index, ascending */
+};
+
 struct ndet_engine {
-	struct ndet_engine_config config;
+	struct ndet_engine_config config; /* rank and nranks: the communicator's */
+	/*
+	 * What the plan, the lanes and the kernels see: `config` with rank and nranks
+	 * the local index and g (set with `local`; nranks 0 before).
+	 */
+	struct ndet_engine_config local_config;
+	struct ndet_engine_local local;
 	ndet_engine_exchange_fn exchange;
 	void *exchange_context;
 	void *owned_context;       /* freed with the engine (ndet_engine_create's adapter) */
@@ -54,6 +72,7 @@ struct ndet_engine {
 	uint64_t epoch;        /* of the setup: what our detach words carry */
 	int detach_warned;     /* atomic: a detach word failed to go out or in */
 
+	/* By local index: this host's ranks (ranks on other hosts are never mapped). */
 	struct ndet_flags *peer_flags[NDET_MAX_RANKS];
 	char *peer_lanes[NDET_MAX_RANKS];
 	void *peer_ipc_base[NDET_MAX_RANKS]; /* to cudaIpcCloseMemHandle */
@@ -100,6 +119,9 @@ void ndet_engine_free_memory(void *pointer, size_t bytes, bool pinned);
 ndet_local_status_t ndet_engine_alloc(struct ndet_engine *engine);
 void ndet_engine_fill_payload(struct ndet_engine *engine, ndet_local_status_t local,
 			      struct ndet_setup_payload *payload);
+bool ndet_engine_set_local(struct ndet_engine *engine, const struct ndet_setup_payload *table,
+			   int nranks);
+int ndet_engine_local_index(const struct ndet_engine *engine, int rank);
 bool ndet_engine_map_peers(struct ndet_engine *engine, const struct ndet_setup_payload *table);
 bool ndet_engine_probe_write(struct ndet_engine *engine);
 bool ndet_engine_probe_verify(struct ndet_engine *engine);

@@ -28,10 +28,32 @@ ndet_status_t ndet_engine_plan_for_config(const struct ndet_engine_config *confi
 	return ndet_engine_plan_call_for_config(config, &call, plan);
 }
 
+/*
+ * `call` as the kernels of this host see it: a reduce's root by its local index.  A
+ * root on another host has none: the kernels reduce this host's ranks only, so such
+ * a reduce is not theirs to run (NDET_ERR_INVALID_ARGUMENT; no multi-host
+ * communicator diverts yet).  With one host, the call itself.
+ */
+static ndet_status_t ndet_engine_local_call(const struct ndet_engine *engine,
+					    const struct ndet_engine_call *call,
+					    struct ndet_engine_call *local)
+{
+	*local = *call;
+	if (call->coll != NDET_COLL_REDUCE)
+		return NDET_OK;
+	local->root = ndet_engine_local_index(engine, call->root);
+	return local->root >= 0 ? NDET_OK : NDET_ERR_INVALID_ARGUMENT;
+}
+
+/* The plan of the kernels of this host: g ranks (ndet_engine.local_config). */
 ndet_status_t ndet_engine_plan_call(const struct ndet_engine *engine,
 				    const struct ndet_engine_call *call, struct ndet_plan *plan)
 {
-	return ndet_engine_plan_call_for_config(&engine->config, call, plan);
+	struct ndet_engine_call local;
+	ndet_status_t status = ndet_engine_local_call(engine, call, &local);
+	if (status != NDET_OK)
+		return status;
+	return ndet_engine_plan_call_for_config(&engine->local_config, &local, plan);
 }
 
 ndet_status_t ndet_engine_plan_call_for_config(const struct ndet_engine_config *config,
@@ -67,9 +89,14 @@ void ndet_engine_set_trace(struct ndet_engine *engine, uint64_t *device_words)
 ndet_status_t ndet_engine_plan(const struct ndet_engine *engine, size_t count, ndet_dtype_t dtype,
 			       ndet_op_t op, struct ndet_plan *plan)
 {
-	return ndet_engine_plan_for_config(&engine->config, count, dtype, op, plan);
+	return ndet_engine_plan_for_config(&engine->local_config, count, dtype, op, plan);
 }
 
+/*
+ * The kernel arguments: rank and nranks are the local index and g, flags and lanes
+ * those of this host's ranks in local order (doc/protocol.md, "The engine's local
+ * view"); slots from g on stay NULL.  `call` is the local call (ndet_engine_local_call).
+ */
 static void ndet_engine_fill_args(const struct ndet_engine *engine, const struct ndet_plan *plan,
 				  const struct ndet_engine_call *call,
 				  struct ndet_kernel_args *args)
@@ -86,8 +113,8 @@ static void ndet_engine_fill_args(const struct ndet_engine *engine, const struct
 	args->dtype = (int32_t)call->dtype;
 	args->op = (int32_t)call->op;
 	args->path = (int32_t)plan->path;
-	args->nranks = engine->config.nranks;
-	args->rank = engine->config.rank;
+	args->nranks = engine->local.count;
+	args->rank = engine->local.index;
 	args->blocks = plan->blocks;
 	args->signature = plan->signature;
 	args->debug_delay_ns = engine->config.debug_delay_ns;
@@ -98,9 +125,9 @@ static void ndet_engine_fill_args(const struct ndet_engine *engine, const struct
 	args->step_counters = engine->step_counters;
 	args->trace = engine->trace;
 	args->host_status = engine->host_status_dev;
-	for (int r = 0; r < engine->config.nranks; r++) {
-		args->flags[r] = engine->peer_flags[r];
-		args->lanes[r] = engine->peer_lanes[r];
+	for (int l = 0; l < engine->local.count; l++) {
+		args->flags[l] = engine->peer_flags[l];
+		args->lanes[l] = engine->peer_lanes[l];
 	}
 }
 
@@ -231,8 +258,10 @@ ndet_status_t ndet_engine_collective(struct ndet_engine *engine,
 	if (plan.path == NDET_PATH_COPY) {
 		status = ndet_engine_copy(call, stream);
 	} else {
+		struct ndet_engine_call local;
 		struct ndet_kernel_args args;
-		ndet_engine_fill_args(engine, &plan, call, &args);
+		(void)ndet_engine_local_call(engine, call, &local); /* the plan checked it */
+		ndet_engine_fill_args(engine, &plan, &local, &args);
 		NDET_CUDA_CHECK_GOTO((cudaError_t)ndet_kernel_allreduce(&args, stream), status,
 				     out);
 	}
@@ -282,8 +311,13 @@ ndet_status_t ndet_engine_collective_all_ranks(struct ndet_engine *const *engine
 	host_args = calloc((size_t)nranks, sizeof(*host_args));
 	if (host_args == NULL)
 		return NDET_ERR_SYSTEM;
-	for (int r = 0; r < nranks; r++)
-		ndet_engine_fill_args(engines[r], &plan, &calls[r], &host_args[r]);
+	for (int r = 0; r < nranks; r++) {
+		struct ndet_engine_call local;
+		status = ndet_engine_local_call(engines[r], &calls[r], &local);
+		if (status != NDET_OK)
+			goto out;
+		ndet_engine_fill_args(engines[r], &plan, &local, &host_args[r]);
+	}
 	const int op =
 		calls[0].premul != NDET_PREMUL_NONE ? NDET_KERNEL_OP_PREMULSUM : (int)calls[0].op;
 	NDET_CUDA_CHECK_GOTO(ndet_engine_malloc(&device_args, args_bytes), status, out);

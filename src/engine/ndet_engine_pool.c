@@ -17,6 +17,7 @@
 #include "engine/ndet_cuda.h"
 #include "kernels/ndet_kernels.h"
 #include "common/ndet_log.h"
+#include "protocol/ndet_host_table.h"
 #include "protocol/ndet_pool_layout.h"
 #include "common/ndet_settings.h" /* ndet_fault_t */
 #include "protocol/ndet_setup.h"
@@ -232,68 +233,127 @@ void ndet_engine_fill_payload(struct ndet_engine *engine, ndet_local_status_t lo
 }
 
 /*
- * Open or point at the pool of every peer on this host (peers on other hosts are not
- * mapped: nothing of theirs is reachable).  Returns false if any peer failed.
+ * The engine's local view (ndet_engine_internal.h) from the agreed table: its host's
+ * ranks, by ndet_host_table (the same hosts the verdict judged).  false when out of
+ * memory, or when the host holds more ranks than the kernels reduce (the verdict
+ * refuses that table before any rank maps: a caller bug if seen here).
+ */
+bool ndet_engine_set_local(struct ndet_engine *engine, const struct ndet_setup_payload *table,
+			   int nranks)
+{
+	struct ndet_host_table *hosts = ndet_host_table_create(nranks);
+	bool ok = hosts != NULL &&
+		  ndet_host_table_build(hosts, table, nranks, engine->config.rank) &&
+		  hosts->my_count >= 1 && hosts->my_count <= NDET_MAX_RANKS;
+	if (ok) {
+		engine->local.index = hosts->my_local;
+		engine->local.count = hosts->my_count;
+		engine->local.nhosts = hosts->nhosts;
+		for (int l = 0; l < hosts->my_count; l++)
+			engine->local.ranks[l] = hosts->my_ranks[l];
+		engine->local_config = engine->config;
+		engine->local_config.rank = engine->local.index;
+		engine->local_config.nranks = engine->local.count;
+	} else {
+		NDET_WARN("rank %d: cannot build the hosts of the setup table (%s)",
+			  engine->config.rank,
+			  hosts == NULL ? "out of memory" : "too many ranks on this host");
+	}
+	ndet_host_table_destroy(hosts);
+	return ok;
+}
+
+/* The local index of global rank `rank`, or -1 when it is not on this host. */
+int ndet_engine_local_index(const struct ndet_engine *engine, int rank)
+{
+	for (int l = 0; l < engine->local.count; l++)
+		if (engine->local.ranks[l] == rank)
+			return l;
+	return -1;
+}
+
+/*
+ * Enable peer access from our device to a same-process peer's on another device
+ * (q, its global rank, for the log).
+ */
+static bool ndet_engine_enable_peer(const struct ndet_engine *engine, int device, int q)
+{
+	if (device == engine->config.cuda_device)
+		return true;
+	cudaError_t err = cudaDeviceEnablePeerAccess(device, 0);
+	if (err == cudaErrorPeerAccessAlreadyEnabled) {
+		(void)cudaGetLastError();
+		return true;
+	}
+	if (err == cudaSuccess)
+		return true;
+	NDET_WARN("rank %d: peer access to device %d (rank %d) failed: %s", engine->config.rank,
+		  device, q, cudaGetErrorString(err));
+	(void)cudaGetLastError();
+	return false;
+}
+
+/* Open the pool of q (global rank) through CUDA IPC into slot l; NULL on failure. */
+static char *ndet_engine_open_peer(struct ndet_engine *engine,
+				   const struct ndet_setup_payload *record, int l, int q)
+{
+	const struct ndet_engine_config *config = &engine->config;
+	if (ndet_engine_fault(config, NDET_FAULT_IPC_OPEN)) {
+		NDET_WARN("rank %d: NCCL_DET_TEST_FAIL=ipc_open: pretending the pool of rank %d "
+			  "cannot be opened",
+			  config->rank, q);
+		return NULL;
+	}
+	cudaIpcMemHandle_t handle;
+	memcpy(&handle, record->ipc_handle, sizeof(handle));
+	void *mapped = NULL;
+	cudaError_t err = cudaIpcOpenMemHandle(&mapped, handle, cudaIpcMemLazyEnablePeerAccess);
+	if (err != cudaSuccess) {
+		NDET_WARN("rank %d: cudaIpcOpenMemHandle of rank %d's pool failed: %s",
+			  config->rank, q, cudaGetErrorString(err));
+		(void)cudaGetLastError();
+		return NULL;
+	}
+	ndet_resources_imported(1);
+	engine->peer_ipc_base[l] = mapped;
+	return mapped;
+}
+
+/*
+ * Open or point at the pool of every rank of this host, into the slot of its local
+ * index.  Ranks on other hosts have no slot: nothing of theirs is reachable, and
+ * nothing is opened for them.  Returns false if any peer failed.
  */
 bool ndet_engine_map_peers(struct ndet_engine *engine, const struct ndet_setup_payload *table)
 {
 	const struct ndet_engine_config *config = &engine->config;
 	bool ok = true;
-	for (int q = 0; q < config->nranks; q++) {
-		ndet_peer_kind_t kind = ndet_setup_peer_kind(table, config->rank, q);
-		engine->peer_kind[q] = kind;
+	for (int l = 0; l < engine->local.count; l++) {
+		const int q = engine->local.ranks[l];
+		const ndet_peer_kind_t kind = ndet_setup_peer_kind(table, config->rank, q);
+		engine->peer_kind[l] = kind;
 		char *base = NULL;
 		if (kind == NDET_PEER_REMOTE) {
+			ok = false; /* not of this host after all: never mapped */
 			continue;
 		} else if (kind == NDET_PEER_SELF) {
 			base = engine->pool;
 		} else if (kind == NDET_PEER_SAME_PROCESS) {
 			/* cudaIpcOpenMemHandle refuses our own process's handles by design. */
 			base = (char *)(uintptr_t)table[q].pool_address;
-			if (table[q].cuda_device != config->cuda_device) {
-				cudaError_t err =
-					cudaDeviceEnablePeerAccess(table[q].cuda_device, 0);
-				if (err == cudaErrorPeerAccessAlreadyEnabled) {
-					(void)cudaGetLastError();
-				} else if (err != cudaSuccess) {
-					NDET_WARN("rank %d: peer access to device %d (rank %d) "
-						  "failed: "
-						  "%s",
-						  config->rank, table[q].cuda_device, q,
-						  cudaGetErrorString(err));
-					(void)cudaGetLastError();
-					ok = false;
-					continue;
-				}
+			if (!ndet_engine_enable_peer(engine, table[q].cuda_device, q)) {
+				ok = false;
+				continue;
 			}
 		} else {
-			if (ndet_engine_fault(config, NDET_FAULT_IPC_OPEN)) {
-				NDET_WARN(
-					"rank %d: NCCL_DET_TEST_FAIL=ipc_open: pretending the pool "
-					"of rank %d cannot be opened",
-					config->rank, q);
+			base = ndet_engine_open_peer(engine, &table[q], l, q);
+			if (base == NULL) {
 				ok = false;
 				continue;
 			}
-			cudaIpcMemHandle_t handle;
-			memcpy(&handle, table[q].ipc_handle, sizeof(handle));
-			void *mapped = NULL;
-			cudaError_t err = cudaIpcOpenMemHandle(&mapped, handle,
-							       cudaIpcMemLazyEnablePeerAccess);
-			if (err != cudaSuccess) {
-				NDET_WARN("rank %d: cudaIpcOpenMemHandle of rank %d's pool failed: "
-					  "%s",
-					  config->rank, q, cudaGetErrorString(err));
-				(void)cudaGetLastError();
-				ok = false;
-				continue;
-			}
-			ndet_resources_imported(1);
-			engine->peer_ipc_base[q] = mapped;
-			base = mapped;
 		}
-		engine->peer_flags[q] = (struct ndet_flags *)(base + table[q].flags_offset);
-		engine->peer_lanes[q] = base + table[q].data_offset;
+		engine->peer_flags[l] = (struct ndet_flags *)(base + table[q].flags_offset);
+		engine->peer_lanes[l] = base + table[q].data_offset;
 	}
 	return ok;
 }
@@ -303,27 +363,31 @@ static uint64_t ndet_engine_probe_token(int writer, int owner)
 	return NDET_ENGINE_PROBE_TAG | ((uint64_t)writer << 12) | (uint64_t)owner;
 }
 
-/* Does the probe go between me and peer q (another rank of my host)? */
-static bool ndet_engine_probes(const struct ndet_engine *engine, int q)
+/* Does the probe go between me and local index l (another rank of my host)? */
+static bool ndet_engine_probes(const struct ndet_engine *engine, int l)
 {
-	return q != engine->config.rank && engine->peer_kind[q] != NDET_PEER_REMOTE;
+	return l != engine->local.index && engine->peer_kind[l] != NDET_PEER_REMOTE;
 }
 
-/* Write my token into every local peer's probe slot through the mapping we will use. */
+/*
+ * Write my token into every local peer's probe slot through the mapping we will use:
+ * slot = my local index; the token names writer and owner by global rank.
+ */
 bool ndet_engine_probe_write(struct ndet_engine *engine)
 {
 	const struct ndet_engine_config *config = &engine->config;
 	uint64_t tokens[NDET_MAX_RANKS];
 	bool ok = true;
-	for (int q = 0; q < config->nranks; q++) {
-		if (!ndet_engine_probes(engine, q))
+	for (int l = 0; l < engine->local.count; l++) {
+		if (!ndet_engine_probes(engine, l))
 			continue;
-		tokens[q] = ndet_engine_probe_token(config->rank, q);
+		const int q = engine->local.ranks[l];
+		tokens[l] = ndet_engine_probe_token(config->rank, q);
 		if (ndet_engine_fault(config, NDET_FAULT_PROBE))
-			tokens[q] ^= 0xdead; /* the owner must notice */
-		cudaError_t err =
-			cudaMemcpyAsync(&engine->peer_flags[q]->probe[config->rank], &tokens[q],
-					sizeof(tokens[q]), cudaMemcpyDefault, engine->setup_stream);
+			tokens[l] ^= 0xdead; /* the owner must notice */
+		cudaError_t err = cudaMemcpyAsync(
+			&engine->peer_flags[l]->probe[engine->local.index], &tokens[l],
+			sizeof(tokens[l]), cudaMemcpyDefault, engine->setup_stream);
 		if (err != cudaSuccess) {
 			NDET_WARN("rank %d: probe write into rank %d's pool failed: %s",
 				  config->rank, q, cudaGetErrorString(err));
@@ -339,7 +403,7 @@ bool ndet_engine_probe_write(struct ndet_engine *engine)
 	return ok;
 }
 
-/* Every local peer's token must be in my pool, exactly. */
+/* Every local peer's token must be in my pool, in the slot of its local index, exactly. */
 bool ndet_engine_probe_verify(struct ndet_engine *engine)
 {
 	const struct ndet_engine_config *config = &engine->config;
@@ -356,12 +420,13 @@ bool ndet_engine_probe_verify(struct ndet_engine *engine)
 		return false;
 	}
 	bool ok = true;
-	for (int q = 0; q < config->nranks; q++) {
-		if (ndet_engine_probes(engine, q) &&
-		    probe[q] != ndet_engine_probe_token(q, config->rank)) {
+	for (int l = 0; l < engine->local.count; l++) {
+		const int q = engine->local.ranks[l];
+		if (ndet_engine_probes(engine, l) &&
+		    probe[l] != ndet_engine_probe_token(q, config->rank)) {
 			NDET_WARN("rank %d: probe word of rank %d is 0x%llx, expected 0x%llx: its "
 				  "writes do not reach this GPU's memory",
-				  config->rank, q, (unsigned long long)probe[q],
+				  config->rank, q, (unsigned long long)probe[l],
 				  (unsigned long long)ndet_engine_probe_token(q, config->rank));
 			ok = false;
 		}
@@ -382,8 +447,9 @@ void ndet_engine_close_peers(struct ndet_engine *engine)
 }
 
 /*
- * Our last access to each peer pool we imported: "detached" into our slot of its
- * detach area (ndet_teardown.h), so that its owner may free it without a barrier.
+ * Our last access to each peer pool we imported: "detached" into our slot (our local
+ * index) of its detach area (ndet_teardown.h), so that its owner may free it without
+ * a barrier.
  * Only once no kernel of ours can run (quiesce), right before the mappings close.
  * Copies on the private stream, which alone is synchronised: never the device.
  */
@@ -393,13 +459,14 @@ void ndet_engine_detach_peers(struct ndet_engine *engine)
 	bool any = false, ok = true;
 	if (engine->detach_host == NULL)
 		return;
-	for (int q = 0; q < NDET_MAX_RANKS && q < config->nranks; q++) {
-		if (engine->peer_ipc_base[q] == NULL)
+	for (int l = 0; l < engine->local.count; l++) {
+		if (engine->peer_ipc_base[l] == NULL)
 			continue;
-		engine->detach_host[q] = ndet_teardown_detach_word(engine->epoch, config->rank, q);
-		char *slot = (char *)engine->peer_flags[q] + NDET_POOL_DETACH_OFFSET +
-			     (size_t)config->rank * sizeof(uint64_t);
-		cudaError_t err = cudaMemcpyAsync(slot, &engine->detach_host[q], sizeof(uint64_t),
+		const int q = engine->local.ranks[l];
+		engine->detach_host[l] = ndet_teardown_detach_word(engine->epoch, config->rank, q);
+		char *slot = (char *)engine->peer_flags[l] + NDET_POOL_DETACH_OFFSET +
+			     (size_t)engine->local.index * sizeof(uint64_t);
+		cudaError_t err = cudaMemcpyAsync(slot, &engine->detach_host[l], sizeof(uint64_t),
 						  cudaMemcpyDefault, engine->setup_stream);
 		if (err != cudaSuccess) {
 			NDET_WARN(

@@ -3,9 +3,10 @@
  *
  * Engine setup (see ndet_engine.h): the protocol of ndet_setup.c (four rounds,
  * every one on every rank whatever happened locally), driven here with CUDA as the
- * local operations: the pool is allocated and exported in `prepare`, peers are
- * opened and probed in `map_and_probe_write`, and every exchange goes through the
- * caller's exchange callback on device buffers.  All of it runs on a private
+ * local operations: the pool is allocated and exported in `prepare`, the ranks of
+ * this host are opened and probed in `map_and_probe_write` (ranks on other hosts are
+ * neither: doc/protocol.md, "The engine's local view"), and every exchange goes
+ * through the caller's exchange callback on device buffers.  All of it runs on a private
  * non-blocking stream in relaxed capture mode, so a setup that happens while the
  * application captures a CUDA graph neither fails nor joins the graph.
  */
@@ -137,26 +138,39 @@ static void ndet_engine_setup_prepare(void *member, struct ndet_setup_payload *p
 {
 	struct ndet_engine *engine = member;
 	ndet_local_status_t local = NDET_LOCAL_READY;
-	if (engine->config.nranks > NDET_MAX_RANKS)
-		local = NDET_LOCAL_TOO_MANY_RANKS;
-	else if (!ndet_engine_use_device(engine))
+	/*
+	 * No limit on nranks here: the kernels reduce the ranks of one host, and the
+	 * verdict refuses a table with more than NDET_MAX_RANKS on one host (the pool's
+	 * per-rank parts are sized for min(nranks, NDET_MAX_RANKS): ndet_pool_layout.h).
+	 */
+	if (!ndet_engine_use_device(engine))
 		local = NDET_LOCAL_CUDA_FAILED;
 	else
 		local = ndet_engine_alloc(engine);
 	ndet_engine_fill_payload(engine, local, payload);
 }
 
+/*
+ * The facts of the agreed table, then the peers.  The kernels' view is the local one
+ * (ndet_engine_set_local): the lanes are split for g ranks and the grid capacity is
+ * that of g ranks.  The most ranks on one GPU and the fewest SMs are the whole
+ * table's (agreed on every host alike; device UUIDs are unique across machines, so
+ * the count is the largest host's, and on one machine split into test hosts a GPU
+ * really is shared by the ranks of several hosts).
+ */
 static bool ndet_engine_setup_map(void *member, const struct ndet_setup_payload *table, int nranks)
 {
 	struct ndet_engine *engine = member;
 	engine->ranks_share_process = ndet_setup_table_shares_process(table, nranks);
 	engine->config.ranks_per_device = ndet_setup_table_ranks_per_device(table, nranks);
 	engine->config.device_sms = ndet_setup_table_min_sms(table, nranks);
-	engine->lane_bytes = ndet_pool_lane_bytes(&engine->config);
 	/* Before any peer can hold a pointer into our pool: from here on it is shared. */
 	engine->share = ndet_teardown_join(table, nranks, engine->config.rank);
 	engine->epoch = ndet_teardown_epoch(table, nranks);
-	if (!ndet_plan_fits_device(nranks, engine->config.device_sms,
+	if (!ndet_engine_set_local(engine, table, nranks))
+		return false;
+	engine->lane_bytes = ndet_pool_lane_bytes(&engine->local_config);
+	if (!ndet_plan_fits_device(engine->local.count, engine->config.device_sms,
 				   engine->config.ranks_per_device)) {
 		/* Every rank sees the same table: every rank falls back. */
 		NDET_WARN("rank %d: %d ranks share one GPU of %d SMs, fewer than one resident "

@@ -114,10 +114,17 @@ static void ndet_engine_quiesce(struct ndet_engine *engine)
 			  engine->config.rank,
 			  ndet_engine_kernels_stopping(engine) ? " after the abort" : "");
 	}
-	/* Without a peer, nobody else reads the pool. */
-	engine->peers_done = engine->config.nranks == 1;
+	/* Without a peer on this host, nobody else reads the pool. */
+	engine->peers_done = engine->local.count == 1;
 }
 
+/*
+ * The destroy barrier is an exchange over the whole communicator (every rank calls
+ * it: it is NCCL's all-gather there), but what it decides is a matter of pools and
+ * mappings, which only the ranks of one host share: each engine judges the words of
+ * its host's ranks alone (ndet_setup_agree_among), so a rank on another host whose
+ * kernel did not finish keeps no pool here.
+ */
 ndet_status_t ndet_engine_quiesce_group(struct ndet_engine *const engines[], int count,
 					bool barrier)
 {
@@ -126,6 +133,8 @@ ndet_status_t ndet_engine_quiesce_group(struct ndet_engine *const engines[], int
 	void **meeting = calloc(slots, sizeof(*meeting));
 	int *nranks = calloc(slots, sizeof(*nranks));
 	int32_t *words = calloc(slots, sizeof(*words));
+	const int **among = calloc(slots, sizeof(*among));
+	int *among_count = calloc(slots, sizeof(*among_count));
 	bool *clean = calloc(slots, sizeof(*clean));
 	int meetings = 0;
 	struct ndet_engine_caller caller;
@@ -133,7 +142,8 @@ ndet_status_t ndet_engine_quiesce_group(struct ndet_engine *const engines[], int
 	ndet_engine_caller_save(&caller);
 	for (int i = 0; i < count; i++)
 		ndet_engine_quiesce(engines[i]);
-	if (meeting == NULL || nranks == NULL || words == NULL || clean == NULL) {
+	if (meeting == NULL || nranks == NULL || words == NULL || among == NULL ||
+	    among_count == NULL || clean == NULL) {
 		status = NDET_ERR_SYSTEM;
 		barrier = false;
 	}
@@ -144,15 +154,20 @@ ndet_status_t ndet_engine_quiesce_group(struct ndet_engine *const engines[], int
 		/* A rank that is not idle still takes part: its peers are in the exchange. */
 		words[meetings] = engine->idle ? 0 : 1;
 		nranks[meetings] = engine->config.nranks;
+		among[meetings] = engine->local.ranks;
+		among_count[meetings] = engine->local.count;
 		meeting[meetings++] = engine;
 	}
 	if (meetings > 0)
-		status = ndet_setup_agree(meetings, meeting, nranks, words, clean,
-					  ndet_engine_setup_allgather, NULL);
+		status =
+			ndet_setup_agree_among(meetings, meeting, nranks, words, among, among_count,
+					       clean, ndet_engine_setup_allgather, NULL);
 	for (int k = 0; k < meetings && status == NDET_OK; k++)
 		((struct ndet_engine *)meeting[k])->peers_done = clean[k];
 	ndet_engine_caller_restore(&caller);
 	free(clean);
+	free(among_count);
+	free(among);
 	free(words);
 	free(nranks);
 	free(meeting);
@@ -197,9 +212,10 @@ void ndet_engine_at_exit(void)
 bool ndet_engine_detach_slot_for_testing(const struct ndet_engine *engine, int writer,
 					 uint64_t **slot, uint64_t *epoch)
 {
-	if (engine->pool == NULL || writer < 0 || writer >= NDET_MAX_RANKS)
+	const int l = ndet_engine_local_index(engine, writer);
+	if (engine->pool == NULL || l < 0)
 		return false;
-	*slot = (uint64_t *)(engine->pool + NDET_POOL_DETACH_OFFSET) + writer;
+	*slot = (uint64_t *)(engine->pool + NDET_POOL_DETACH_OFFSET) + l;
 	*epoch = engine->epoch;
 	return true;
 }

@@ -51,12 +51,20 @@ uint64_t ndet_pool_lane_bytes(const struct ndet_engine_config *config)
 	       NDET_POOL_LANE_ALIGN;
 }
 
-/* The LL slots after the lanes: (block, source rank, parity) each (ndet_kernels.h). */
+uint64_t ndet_pool_host_ranks_bound(const struct ndet_engine_config *config)
+{
+	return config->nranks < NDET_MAX_RANKS ? (uint64_t)config->nranks : NDET_MAX_RANKS;
+}
+
+/*
+ * The LL slots after the lanes: (block, source rank, parity) each (ndet_kernels.h),
+ * for as many source ranks as the host can hold (the kernels address g of them).
+ */
 uint64_t ndet_pool_ll_bytes(const struct ndet_engine_config *config)
 {
 	if (config->nranks < 2)
 		return 0;
-	return ndet_plan_ll_blocks(config->ll_max) * (uint64_t)config->nranks * 2u *
+	return ndet_plan_ll_blocks(config->ll_max) * ndet_pool_host_ranks_bound(config) * 2u *
 	       NDET_LL_SLOT_BYTES;
 }
 

@@ -6,6 +6,12 @@
  * counters allocated beside it.  Pure (no CUDA call), so the CUDA engine and the
  * host-only engine of the CPU tests size their pools with the same code, and every
  * rank of a communicator computes the same layout from the same agreed facts.
+ *
+ * The kernels reduce the ranks of one host (doc/protocol.md, "The engine's local
+ * view"): once the table is agreed the engine lays out its lanes with a configuration
+ * whose rank and nranks are its local index and its host's g.  The allocation comes
+ * before the table, so what depends on g there (the LL slots) is sized for the most
+ * ranks a host can hold: min(nranks, NDET_MAX_RANKS), which is g on one host.
  */
 #ifndef NDET_POOL_LAYOUT_H_
 #define NDET_POOL_LAYOUT_H_
@@ -34,6 +40,11 @@ extern "C" {
 /* Device bytes of the step counters: the pull steps', then the LL steps'. */
 #define NDET_POOL_COUNTER_BYTES (2u * NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t))
 
+/*
+ * The most ranks the communicator of `config` can have on one host, known before the
+ * table: min(nranks, NDET_MAX_RANKS) (the verdict refuses more on one host).
+ */
+uint64_t ndet_pool_host_ranks_bound(const struct ndet_engine_config *config);
 /* Bytes of the flags region, whole pages: struct ndet_flags and the detach area. */
 uint64_t ndet_pool_flags_bytes(void);
 /* The pool's data bytes (the lanes): known before setup. */

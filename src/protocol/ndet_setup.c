@@ -100,6 +100,14 @@ struct ndet_setup_state {
 	struct ndet_host_table *hosts;
 };
 
+/* ndet_setup_set_multi_host_for_testing. */
+static bool ndet_setup_multi_host_testing;
+
+void ndet_setup_set_multi_host_for_testing(bool on)
+{
+	__atomic_store_n(&ndet_setup_multi_host_testing, on, __ATOMIC_RELAXED);
+}
+
 /* Buffers big enough for every round. */
 #define NDET_SETUP_RECORD_MAX sizeof(struct ndet_setup_payload)
 
@@ -216,7 +224,11 @@ static void ndet_setup_check_payloads(struct ndet_setup_member *member,
 		flags &= state->table[r].flags;
 	}
 	member->agreed_flags = flags;
-	ndet_setup_evaluate(state->table, member->nranks, state->hosts, &member->verdict);
+	ndet_setup_evaluate_rules(
+		state->table, member->nranks, state->hosts,
+		NDET_SETUP_MULTI_HOST_DIVERTS ||
+			__atomic_load_n(&ndet_setup_multi_host_testing, __ATOMIC_RELAXED),
+		&member->verdict);
 	if (member->verdict.reason != NDET_VERDICT_OK)
 		ndet_setup_leave(member, state, ops, NDET_ERR_UNSUPPORTED,
 				 NDET_SETUP_ROUND_PAYLOADS);
@@ -393,6 +405,38 @@ ndet_status_t ndet_setup_agree(int count, void *const members[], const int nrank
 			       const int32_t words[], bool clean[],
 			       ndet_setup_allgather_fn allgather, void *allgather_context)
 {
+	return ndet_setup_agree_among(count, members, nranks, words, NULL, NULL, clean, allgather,
+				      allgather_context);
+}
+
+/* Is rank r's barrier word in `gathered` a 0 of this round? */
+static bool ndet_setup_word_clean(const unsigned char *gathered, int nranks, int r)
+{
+	int32_t value;
+	return r >= 0 && r < nranks &&
+	       ndet_setup_word_read(gathered, r, NDET_SETUP_ROUND_BARRIER, &value) && value == 0;
+}
+
+/* Member i's verdict: every judged rank's word clean. */
+static bool ndet_setup_agree_judge(const unsigned char *gathered, int nranks, const int *among,
+				   int among_count)
+{
+	bool clean = true;
+	if (among == NULL) {
+		for (int r = 0; r < nranks; r++)
+			clean = clean && ndet_setup_word_clean(gathered, nranks, r);
+	} else {
+		for (int k = 0; k < among_count; k++)
+			clean = clean && ndet_setup_word_clean(gathered, nranks, among[k]);
+	}
+	return clean;
+}
+
+ndet_status_t ndet_setup_agree_among(int count, void *const members[], const int nranks[],
+				     const int32_t words[], const int *const among[],
+				     const int among_count[], bool clean[],
+				     ndet_setup_allgather_fn allgather, void *allgather_context)
+{
 	ndet_status_t status = NDET_OK;
 	const size_t slots = (size_t)(count > 0 ? count : 1);
 	struct ndet_setup_word *mine = calloc(slots, sizeof(*mine));
@@ -416,16 +460,10 @@ ndet_status_t ndet_setup_agree(int count, void *const members[], const int nrank
 	}
 	status = allgather(allgather_context, count, members, sends, (void *const *)gathered,
 			   sizeof(struct ndet_setup_word));
-	for (int i = 0; i < count && status == NDET_OK; i++) {
-		clean[i] = true;
-		for (int r = 0; r < nranks[i]; r++) {
-			int32_t value;
-			clean[i] = clean[i] &&
-				   ndet_setup_word_read(gathered[i], r, NDET_SETUP_ROUND_BARRIER,
-							&value) &&
-				   value == 0;
-		}
-	}
+	for (int i = 0; i < count && status == NDET_OK; i++)
+		clean[i] = ndet_setup_agree_judge(gathered[i], nranks[i],
+						  among != NULL ? among[i] : NULL,
+						  among != NULL ? among_count[i] : 0);
 out:
 	for (int i = 0; gathered != NULL && i < count; i++)
 		free(gathered[i]);

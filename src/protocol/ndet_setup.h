@@ -136,6 +136,27 @@ ndet_status_t ndet_setup_agree(int count, void *const members[], const int nrank
 			       const int32_t words[], bool clean[],
 			       ndet_setup_allgather_fn allgather, void *allgather_context);
 
+/*
+ * ndet_setup_agree, where clean[i] judges only the words of the ranks among[i][0 ...
+ * among_count[i] - 1] (ranks of member i's communicator, each in [0, nranks[i])):
+ * the exchange still spans every rank of the communicator (every rank must call
+ * it), the verdict only the ranks that matter to member i (the engine's: the ranks
+ * of its host, which alone may map its pool).  among NULL, or among[i] NULL: every
+ * rank.  A rank outside [0, nranks[i]) is never clean.
+ */
+ndet_status_t ndet_setup_agree_among(int count, void *const members[], const int nranks[],
+				     const int32_t words[], const int *const among[],
+				     const int among_count[], bool clean[],
+				     ndet_setup_allgather_fn allgather, void *allgather_context);
+
+/*
+ * Tests: judge setup tables as if this build diverted multi-host communicators
+ * (NDET_SETUP_MULTI_HOST_DIVERTS on: ndet_setup_evaluate_rules with true), so that the
+ * engines' multi-host setup can be exercised before the data path exists.  Off by
+ * default; process-wide.
+ */
+void ndet_setup_set_multi_host_for_testing(bool on);
+
 #ifdef __cplusplus
 }
 #endif

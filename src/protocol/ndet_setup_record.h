@@ -49,7 +49,9 @@ typedef enum {
 	NDET_LOCAL_ALLOC_FAILED,    /* pool allocation failed or over NCCL_DET_MAX_MEMORY */
 	NDET_LOCAL_EXPORT_FAILED,   /* cudaIpcGetMemHandle failed */
 	NDET_LOCAL_UNSUPPORTED_GPU, /* driver or GPU cannot run the kernels */
-	NDET_LOCAL_TOO_MANY_RANKS,  /* nranks > NDET_MAX_RANKS (an engine spans one host) */
+	NDET_LOCAL_TOO_MANY_RANKS,  /* nranks > NDET_MAX_RANKS: the host-only test engine's
+				     * limit (the CUDA engine takes any nranks: the verdict
+				     * limits the ranks of each host) */
 	NDET_LOCAL_CUDA_FAILED,     /* another CUDA call of the setup failed */
 	NDET_LOCAL_MAP_FAILED,      /* opening or mapping a peer's pool failed (round 3) */
 	NDET_LOCAL_PROBE_FAILED,    /* the write-and-verify probe of a peer failed (round 4) */

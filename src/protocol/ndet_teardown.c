@@ -117,37 +117,43 @@ bool ndet_teardown_wait(const struct ndet_teardown_kernels *kernels)
 
 /* ---------------------------------------------------------------- release */
 
+/*
+ * Every per-rank field below is indexed by local index (ndet_teardown.h): the
+ * position of a rank among the ranks of this host, in rank order.
+ */
 struct ndet_teardown_share {
 	struct ndet_teardown_share *next;
 	int nranks;
 	uint64_t pools[NDET_MAX_RANKS]; /* pool address of each rank in this process, else 0 */
 	int local;                      /* ranks of the communicator in this process */
 	int released;
-	bool remote;   /* some rank lives in another process */
+	bool remote;   /* some rank of this host lives in another process */
 	bool all_idle; /* every released engine was idle */
 	int deferred;
 	void *engines[NDET_MAX_RANKS]; /* released, memory kept until the share completes */
 	const struct ndet_teardown_ops *ops[NDET_MAX_RANKS];
-	int ranks[NDET_MAX_RANKS];
+	int ranks[NDET_MAX_RANKS]; /* the global rank of each deferred engine */
 	/* The detach protocol, from the table (the same for every rank of the share). */
 	uint64_t epoch;
-	uint32_t ipc_peers; /* ranks in other processes: they import our pools */
+	uint32_t ipc_peers; /* ranks of this host in other processes: they import our pools */
 	uint32_t pid_known; /* ranks whose pid may be judged (our PID namespace) */
 	uint64_t pids[NDET_MAX_RANKS];
+	int host_ranks[NDET_MAX_RANKS]; /* the global rank of each local index */
 };
 
-_Static_assert(NDET_MAX_RANKS <= 32, "rank masks are 32-bit");
+_Static_assert(NDET_MAX_RANKS <= 32, "local rank masks are 32-bit");
 
 /* A released engine whose pool waits for peers in other processes to let go. */
 struct ndet_teardown_pending {
 	struct ndet_teardown_pending *next;
 	void *engine;
 	const struct ndet_teardown_ops *ops;
-	int rank;
+	int rank; /* global */
 	uint64_t epoch;
-	uint32_t waiting; /* ranks neither detached nor found dead yet */
+	uint32_t waiting; /* local indices neither detached nor found dead yet */
 	uint32_t pid_known;
 	uint64_t pids[NDET_MAX_RANKS];
+	int host_ranks[NDET_MAX_RANKS];
 	uint64_t settle_until_ms; /* a retry with `wait` polls until then */
 };
 
@@ -248,32 +254,41 @@ bool ndet_teardown_process_gone(uint64_t pid)
  * Same process = what ndet_setup_peer_kind says, the rule the engines map by: a
  * share holds exactly the ranks that reach each other by direct pointers.  Ranks on
  * other hosts never map our pools and their pids are not ours to judge: they take no
- * part (neither in the share nor among the peers the detach protocol waits for).
+ * part (neither in the share nor among the peers the detach protocol waits for), and
+ * get no local index.  The ranks of this host are numbered in rank order, as
+ * ndet_host_table numbers them; the communicator may hold any number of hosts.
  */
 struct ndet_teardown_share *ndet_teardown_join(const struct ndet_setup_payload *table, int nranks,
 					       int my_rank)
 {
 	struct ndet_teardown_share key;
-	if (nranks < 1 || nranks > NDET_MAX_RANKS || my_rank < 0 || my_rank >= nranks)
+	if (table == NULL || nranks < 1 || nranks > NDET_SETUP_NRANKS_LIMIT || my_rank < 0 ||
+	    my_rank >= nranks)
 		return NULL;
 	memset(&key, 0, sizeof(key));
 	key.nranks = nranks;
 	key.epoch = ndet_teardown_epoch(table, nranks);
 	const uint64_t my_namespace = table[my_rank].pid_namespace;
+	int l = 0;
 	for (int q = 0; q < nranks; q++) {
 		const ndet_peer_kind_t kind = ndet_setup_peer_kind(table, my_rank, q);
 		if (kind == NDET_PEER_REMOTE)
 			continue;
+		/* The verdict refuses more on one host: no share, the memory is kept. */
+		if (l >= NDET_MAX_RANKS)
+			return NULL;
+		key.host_ranks[l] = q;
 		if (kind == NDET_PEER_IPC) {
 			key.remote = true;
-			key.ipc_peers |= 1u << q;
-			key.pids[q] = table[q].pid;
+			key.ipc_peers |= 1u << l;
+			key.pids[l] = table[q].pid;
 			if (my_namespace != 0 && table[q].pid_namespace == my_namespace)
-				key.pid_known |= 1u << q;
-			continue;
+				key.pid_known |= 1u << l;
+		} else {
+			key.pools[l] = table[q].pool_address;
+			key.local++;
 		}
-		key.pools[q] = table[q].pool_address;
-		key.local++;
+		l++;
 	}
 	pthread_mutex_lock(&ndet_teardown_lock);
 	struct ndet_teardown_share *share = ndet_teardown_shares;
@@ -327,6 +342,7 @@ static void ndet_teardown_pend(const struct ndet_teardown_share *share, void *en
 	pending->waiting = share->ipc_peers;
 	pending->pid_known = share->pid_known;
 	memcpy(pending->pids, share->pids, sizeof(pending->pids));
+	memcpy(pending->host_ranks, share->host_ranks, sizeof(pending->host_ranks));
 	pending->settle_until_ms = ndet_teardown_now_ms() +
 				   __atomic_load_n(&ndet_teardown_detach_wait_ms, __ATOMIC_RELAXED);
 	ndet_resources_add(&ndet_resources_now.pending_pools, 1);
@@ -400,16 +416,17 @@ static ndet_teardown_look_t ndet_teardown_look(struct ndet_teardown_pending *pen
 	ndet_teardown_read_t read = pending->ops->read_detach(pending->engine, words);
 	if (read == NDET_TEARDOWN_READ_DOWN)
 		return NDET_TEARDOWN_STOP;
-	for (int q = 0; q < NDET_MAX_RANKS; q++) {
-		const uint32_t bit = 1u << q;
+	for (int l = 0; l < NDET_MAX_RANKS; l++) {
+		const uint32_t bit = 1u << l;
 		if ((pending->waiting & bit) == 0)
 			continue;
 		/* A word of another epoch (an earlier communicator's) is not this one's. */
-		if (read == NDET_TEARDOWN_READ_OK &&
-		    words[q] == ndet_teardown_detach_word(pending->epoch, q, pending->rank)) {
+		const uint64_t word = ndet_teardown_detach_word(
+			pending->epoch, pending->host_ranks[l], pending->rank);
+		if (read == NDET_TEARDOWN_READ_OK && words[l] == word) {
 			pending->waiting &= ~bit;
 		} else if ((pending->pid_known & bit) != 0 &&
-			   pending->ops->process_gone(pending->pids[q])) {
+			   pending->ops->process_gone(pending->pids[l])) {
 			pending->waiting &= ~bit;
 			ndet_resources_add(&ndet_resources_now.peers_gone, 1);
 		}
@@ -422,15 +439,15 @@ static void ndet_teardown_log_pending(const struct ndet_teardown_pending *pendin
 {
 	if (__atomic_exchange_n(&ndet_teardown_pending_logged, 1, __ATOMIC_RELAXED) != 0)
 		return;
-	int q = 0;
-	while (q < NDET_MAX_RANKS && (pending->waiting & (1u << q)) == 0)
-		q++;
+	int l = 0;
+	while (l < NDET_MAX_RANKS - 1 && (pending->waiting & (1u << l)) == 0)
+		l++;
 	NDET_INFO(NDET_SUBSYS_ALLOC,
 		  "rank %d's pool stays allocated: rank %d (pid %llu) in another process has "
 		  "not let go of it yet; it is freed when that rank tears down or its process "
 		  "ends, checked at later communicator teardowns and at exit "
 		  "(later ones are counted, not logged)",
-		  pending->rank, q, (unsigned long long)pending->pids[q]);
+		  pending->rank, pending->host_ranks[l], (unsigned long long)pending->pids[l]);
 }
 
 void ndet_teardown_pending_retry(bool wait)

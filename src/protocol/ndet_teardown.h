@@ -26,17 +26,27 @@
  *     on purpose until the process exits, when the driver reclaims it: counted
  *     (ndet_resources) and logged once per process at INFO.
  *
+ * Local indices: only the ranks of one host share pools, so everything here that is
+ * kept per rank (the detach area's slots, the share's pools, the masks of peers
+ * waited for, their pids) is indexed by local index, a rank's position among the
+ * ranks of its host in rank order (ndet_host_table.h): at most NDET_MAX_RANKS
+ * entries whatever the size of the communicator.  With one host, local index = rank.
+ * What still spans the whole communicator: the epoch (a hash of the whole table)
+ * and the detach words' values (global ranks of writer and owner), and the destroy
+ * barrier, an all-gather over every rank (the engines' exchange, NCCL's collective:
+ * every rank of the communicator calls it), of which each rank judges only the words
+ * of its own host's ranks (ndet_setup_agree_among).
+ *
  * Detach protocol (no barrier: ncclCommDestroy alone and ncclCommAbort between
- * processes).  Every pool holds a detach area, one 64-bit word per rank, outside
- * everything the kernels touch, zeroed before any peer can import the pool.  Rank P
- * writes ndet_teardown_detach_word(epoch, P, owner) into its slot of every pool it
- * imported, through its mapping, once no kernel of P can run any more (step 2), and
- * then only closes the mapping: the word is P's last access.  The epoch is a hash
- * of the agreed setup table (pids, pool addresses, IPC handles: CUDA gives a new
- * allocation a new handle even at a recycled address), so a word of an earlier
- * communicator on recycled memory never passes for this one's.
- * The owner frees its pool (step 4) once, for every rank in another process of its
- * host (ranks on other hosts never import it), its word is there or its process has
+ * processes).  Every pool holds a detach area, one 64-bit word per local index,
+ * outside everything the kernels touch, zeroed before any peer can import the pool.
+ * Rank P (local index p) writes ndet_teardown_detach_word(epoch, P, owner) into slot
+ * p of every pool it imported, through its mapping, once no kernel of P can run any
+ * more (step 2), and then only closes the mapping: the word is P's last access.  The epoch is a
+ * hash of the agreed setup table (pids, pool addresses, IPC handles: CUDA gives a new allocation a
+ * new handle even at a recycled address), so a word of an earlier communicator on recycled memory
+ * never passes for this one's. The owner frees its pool (step 4) once, for every rank in another
+ * process of its host (ranks on other hosts never import it), its word is there or its process has
  * ended.  That is checked right after the release,
  * polling for up to NDET_TEARDOWN_DETACH_WAIT_MS (peers usually tear down at the
  * same time); a pool still waited for stays allocated ("pending", counted) and is
@@ -147,7 +157,10 @@ bool ndet_teardown_wait(const struct ndet_teardown_kernels *kernels);
  */
 uint64_t ndet_teardown_epoch(const struct ndet_setup_payload *table, int nranks);
 
-/* What `writer` writes into `owner`'s detach area, slot `writer`: never 0. */
+/*
+ * What `writer` writes into `owner`'s detach area (both global ranks), in the slot of
+ * writer's local index: never 0.
+ */
 uint64_t ndet_teardown_detach_word(uint64_t epoch, int writer, int owner);
 
 /* Has process `pid` ended (kill(pid, 0) finds none, or a zombie)?  Never for pid 0. */
@@ -171,8 +184,9 @@ struct ndet_teardown_ops {
 	 */
 	uint64_t (*abandon)(void *engine);
 	/*
-	 * Copy the detach area of the engine's pool (NDET_MAX_RANKS words, slot q
-	 * written by rank q) into `words`, with no device-wide synchronisation.
+	 * Copy the detach area of the engine's pool (NDET_MAX_RANKS words, slot l
+	 * written by the rank of local index l) into `words`, with no device-wide
+	 * synchronisation.
 	 */
 	ndet_teardown_read_t (*read_detach)(void *engine, uint64_t *words);
 	/* ndet_teardown_process_gone, or a test's stand-in for its "processes". */
@@ -185,15 +199,18 @@ struct ndet_teardown_share;
 /*
  * After a setup that succeeded: the share of `my_rank`, found by the pools of the
  * table's same-process ranks (every one of them finds the same share) or made; it
- * also keeps what the detach protocol needs of the table (epoch, which ranks are in
- * other processes, their pids).  NULL when out of memory: the engine's memory is
- * then leaked at release unless a barrier completed.
+ * also keeps what the detach protocol needs of the table (epoch, which ranks of this
+ * host are in other processes, their pids), by local index.  Any nranks up to
+ * NDET_SETUP_NRANKS_LIMIT; ranks on other hosts take no part.  NULL when out of
+ * memory or when this host holds more than NDET_MAX_RANKS ranks (the verdict refuses
+ * that table): the engine's memory is then leaked at release unless a barrier
+ * completed.
  */
 struct ndet_teardown_share *ndet_teardown_join(const struct ndet_setup_payload *table, int nranks,
 					       int my_rank);
 
 /*
- * Release one engine (rank `rank`) of `share` (may be NULL).  `idle`: none of its
+ * Release one engine (global rank `rank`) of `share` (may be NULL).  `idle`: none of its
  * kernels can run (quiesce succeeded, and it wrote its detach words); `peers_done`:
  * no peer can read its memory any more (a barrier found every rank idle and closed,
  * or it has no peer).  With both, freed now; otherwise kept with its share until the

@@ -392,7 +392,7 @@ static void fake_queue_locked(struct fake_stream *stream, struct fake_item *item
 	stream->tail = item;
 }
 
-/* The arguments of each rank's last launch (fake_cuda_last_launch). */
+/* The arguments of each kernel rank's last launch (fake_cuda_last_launch). */
 static struct ndet_kernel_args fake_last_args[NDET_MAX_RANKS];
 static bool fake_last_valid[NDET_MAX_RANKS];
 
@@ -772,10 +772,11 @@ static cudaError_t fake_free(void *pointer, bool pinned)
 				reader = true;
 			}
 		}
-		int running = fake_running_locked();
-		if (running > 0 && !reader)
-			fake_violate("%s while %d kernel(s) may spin: it would wait for them",
-				     pinned ? "cudaFreeHost" : "cudaFree", running);
+		/* The caller's context synchronises: other processes' kernels do not count. */
+		if (fake_process_running_locked(getpid()) && !reader)
+			fake_violate("%s while a kernel of process %d may spin: it would wait for "
+				     "it",
+				     pinned ? "cudaFreeHost" : "cudaFree", (int)getpid());
 		fake_counts.allocations--;
 		fake_counts.bytes -= block->size;
 		fake_note("free %zu", block->size);
@@ -1135,7 +1136,7 @@ cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsig
 		mapping->count++;
 		block->mappings++;
 		fake_counts.mappings++;
-		fake_note("open");
+		fake_note("open %d %d", (int)getpid(), (int)theirs.owner);
 		*devPtr = block->base;
 	}
 	pthread_mutex_unlock(&fake_lock);

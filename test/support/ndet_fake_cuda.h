@@ -32,16 +32,19 @@
  * - Violations (counted, the last one described): any call naming a destroyed
  *   stream; cudaFree of memory a process maps while a kernel of that process may
  *   still run (it may read it); a copy or memset touching memory its owner freed
- *   (through a mapping that outlived the free); cudaFree, cudaFreeHost or a stream
- *   synchronisation while a queued kernel has not finished (device-wide
- *   synchronisation behind a kernel that may spin: it would hang); querying an event
+ *   (through a mapping that outlived the free); cudaFree or cudaFreeHost while a
+ *   queued kernel of the calling process has not finished, or a stream
+ *   synchronisation while one of that stream's has not (device-wide, or stream,
+ *   synchronisation behind a kernel that may spin: it would hang; another process's
+ *   context is not synchronised); querying an event
  *   recorded in a capture; freeing what was not allocated; closing a mapping the
  *   calling process does not hold.
  * - Runtime shutdown (fake_cuda_set_unloading): every runtime call fails with
  *   cudaErrorCudartUnloading and is counted (a teardown at exit must stop at the
  *   first).
  * - A log of the calls that matter for ordering ("launch s3", "record e2 s3",
- *   "wait s4 e2", "close", "free", "exchange" from the test), one line each.
+ *   "wait s4 e2", "open <importer pid> <owner pid>", "close", "free", "exchange"
+ *   from the test), one line each.
  */
 #ifndef NDET_FAKE_CUDA_H_
 #define NDET_FAKE_CUDA_H_
@@ -141,7 +144,10 @@ void fake_cuda_set_capture(cudaStream_t stream, unsigned long long id);
 /* The short name of a stream or event in the log ("s3", "e2"). */
 const char *fake_cuda_name(const void *handle);
 
-/* The arguments of rank `rank`'s last kernel launch (not captured); false if none. */
+/*
+ * The arguments of the last kernel launch (not captured) whose args.rank is `rank`
+ * (the launching rank's local index: its rank on one host); false if none.
+ */
 struct ndet_kernel_args;
 bool fake_cuda_last_launch(int rank, struct ndet_kernel_args *args);
 

@@ -36,12 +36,13 @@
 #include "kernels/ndet_kernels.h"
 #include "common/ndet_log.h"
 #include "protocol/ndet_plan.h"
+#include "protocol/ndet_pool_layout.h"
 #include "reference/ndet_reference.h"
 #include "protocol/ndet_setup_record.h"
 #include "test/support/ndet_test_clock.h"
 #include "protocol/ndet_teardown.h"
 
-#define MAX_RANKS 4
+#define MAX_RANKS 34 /* two hosts of 17: one rank past NDET_MAX_RANKS on a host */
 #define COUNT     1024
 
 pid_t __real_getpid(void); /* -Wl,--wrap=getpid: the test process's own */
@@ -62,6 +63,8 @@ struct world {
 	int drop_round, drop_rank; /* this exchange leaves drop_rank's slot unwritten */
 	int abandon_round;         /* this exchange is abandoned in flight (an abort) */
 	ndet_status_t result;      /* of the last exchange */
+	/* Every rank's setup record, as the payload round gathered it. */
+	struct ndet_setup_payload records[MAX_RANKS];
 };
 
 struct member {
@@ -86,6 +89,8 @@ static uint64_t world_post(struct world *world, int rank, const void *send, void
 				if (world->rounds != world->drop_round || q != world->drop_rank)
 					memcpy((char *)world->recvs[r] + (size_t)q * bytes,
 					       world->sends[q], bytes);
+		for (int q = 0; q < world->nranks && bytes == sizeof(world->records[0]); q++)
+			memcpy(&world->records[q], world->sends[q], bytes);
 		fake_cuda_log("exchange %d", world->rounds);
 		world->posted = 0;
 		world->generation++;
@@ -137,6 +142,7 @@ struct group {
 	bool processes;      /* every rank a process of its own (IPC peers) */
 	uint64_t timeout_ms; /* NCCL_DET_TIMEOUT */
 	int launched;        /* flag: thread-per-rank runs */
+	const char *hosts;   /* NCCL_DET_TEST_HOST: rank r's host is hosts[r]; NULL: one */
 };
 
 static void group_init(struct group *group, int nranks, bool processes)
@@ -176,6 +182,8 @@ static struct ndet_engine_member rank_member(const struct group *group, int rank
 			},
 		.exchange_context = (void *)&group->members[rank],
 	};
+	if (group->hosts != NULL)
+		member.config.test_host[0] = group->hosts[rank];
 	return member;
 }
 
@@ -307,6 +315,7 @@ static int reset(void **state)
 	 * (tests with a thread per process poll as a process does).
 	 */
 	ndet_teardown_set_detach_wait_for_testing(0);
+	ndet_setup_set_multi_host_for_testing(false);
 	fake_cuda_set_kernel(FAKE_CUDA_KERNEL_DONE);
 	/* A hang fails the test instead of `make check`. */
 	alarm(120);
@@ -324,7 +333,9 @@ struct rank_thread {
 	bool abort;      /* ncclCommAbort first */
 	pthread_t thread;
 	ndet_status_t created, destroyed;
-	double seconds; /* in the destroy */
+	double seconds;               /* in the destroy */
+	struct ndet_kernel_args args; /* host_rank_main: the launch's arguments */
+	bool have_args;
 };
 
 /* A process: its own pid, sets up its rank, launches once, destroys (with the barrier). */
@@ -1763,6 +1774,446 @@ static void test_process_gone(void **state)
 	assert_true(ndet_teardown_process_gone((uint64_t)device_pid(3)));
 }
 
+/* ------------------------------------------------------------------ several hosts */
+
+/*
+ * NCCL_DET_TEST_HOST tables, one letter per rank ("ABAB": ranks 0 and 2 on host A),
+ * judged with the multi-host switch on (ndet_setup_set_multi_host_for_testing): the
+ * engine's local view (doc/protocol.md).  What these helpers compute from the
+ * letters, the engine must have found in the table.
+ */
+
+/* Rank r's local index: the ranks of its host before it. */
+static int host_local_index(const char *hosts, int r)
+{
+	int l = 0;
+	for (int q = 0; q < r; q++)
+		l += hosts[q] == hosts[r];
+	return l;
+}
+
+/* g of rank r's host. */
+static int host_size(const char *hosts, int r)
+{
+	int g = 0;
+	for (int q = 0; hosts[q] != '\0'; q++)
+		g += hosts[q] == hosts[r];
+	return g;
+}
+
+/* The rank of local index l on rank r's host, -1 past its g. */
+static int host_rank(const char *hosts, int r, int l)
+{
+	for (int q = 0; hosts[q] != '\0'; q++)
+		if (hosts[q] == hosts[r] && l-- == 0)
+			return q;
+	return -1;
+}
+
+static char *record_pool(const struct group *group, int r)
+{
+	return (char *)(uintptr_t)group->world.records[r].pool_address;
+}
+
+/*
+ * The setup's IPC opens (fake log "open <importer pid> <owner pid>", pids pid_base +
+ * rank) from log line `from` on: every rank opened each of its g - 1 same-host peers'
+ * pools once, and nothing of a rank on another host.
+ */
+static void assert_opens_same_host(const char *hosts, int nranks, int pid_base, int from)
+{
+	static int opened[MAX_RANKS][MAX_RANKS];
+	memset(opened, 0, sizeof(opened));
+	for (int i = fake_cuda_log_find("open ", from); i >= 0;
+	     i = fake_cuda_log_find("open ", i + 1)) {
+		int importer = -1, owner = -1;
+		assert_int_equal(sscanf(fake_cuda_log_line(i), "open %d %d", &importer, &owner), 2);
+		importer -= pid_base;
+		owner -= pid_base;
+		assert_true(importer >= 0 && importer < nranks && owner >= 0 && owner < nranks);
+		if (hosts[importer] != hosts[owner])
+			fail_msg("rank %d opened the pool of rank %d, on another host", importer,
+				 owner);
+		opened[importer][owner]++;
+	}
+	for (int r = 0; r < nranks; r++) {
+		int opens = 0;
+		for (int q = 0; q < nranks; q++) {
+			assert_true(opened[r][q] <= 1);
+			opens += opened[r][q];
+		}
+		assert_int_equal(opens, host_size(hosts, r) - 1);
+	}
+}
+
+/*
+ * Rank r's launch of `call` carried its local view: its local index and its host's g,
+ * the flags and lanes of its host's ranks in local order (their pools as their records
+ * published them), NULL from g on, and the plan, lanes and LL slots of the whole
+ * communicator's configuration with rank and nranks replaced by them (with one host:
+ * the whole communicator's configuration unchanged).
+ */
+static void check_local_args(const struct group *group, const char *hosts, int r,
+			     const struct ndet_engine_call *call,
+			     const struct ndet_kernel_args *args)
+{
+	const int l = host_local_index(hosts, r), g = host_size(hosts, r);
+	assert_ptr_equal(args->sendbuff, call->sendbuff);
+	assert_int_equal(args->rank, l);
+	assert_int_equal(args->nranks, g);
+	for (int k = 0; k < NDET_MAX_RANKS; k++) {
+		const int q = host_rank(hosts, r, k);
+		char *pool = q >= 0 ? record_pool(group, q) : NULL;
+		assert_ptr_equal(args->flags[k], pool);
+		assert_ptr_equal(args->lanes[k],
+				 q >= 0 ? pool + group->world.records[q].data_offset : NULL);
+	}
+	struct ndet_engine_config config = group->results[r].config;
+	config.rank = l;
+	config.nranks = g;
+	config.ranks_per_device =
+		ndet_setup_table_ranks_per_device(group->world.records, group->nranks);
+	config.device_sms = ndet_setup_table_min_sms(group->world.records, group->nranks);
+	struct ndet_engine_call local = *call;
+	if (call->coll == NDET_COLL_REDUCE)
+		local.root = host_local_index(hosts, call->root);
+	struct ndet_plan plan;
+	assert_int_equal(ndet_engine_plan_call_for_config(&config, &local, &plan), NDET_OK);
+	assert_int_equal(args->path, plan.path);
+	assert_int_equal(args->blocks, plan.blocks);
+	assert_int_equal(args->chunk_elems, plan.chunk_elems);
+	assert_int_equal(args->steps, plan.steps);
+	assert_int_equal(args->signature, plan.signature);
+	assert_int_equal(args->root, call->coll == NDET_COLL_REDUCE ? local.root : -1);
+	assert_int_equal(args->lane_bytes, ndet_pool_lane_bytes(&config));
+	assert_int_equal(args->ll_offset, ndet_pool_data_bytes(&config));
+}
+
+/* Launch `call` on rank r (lockstep) and check what its kernel got. */
+static void launch_local(const struct group *group, const char *hosts, int r,
+			 const struct ndet_engine_call *call)
+{
+	assert_int_equal(ndet_engine_collective(group->engines[r], call, NULL), NDET_OK);
+	struct ndet_kernel_args args;
+	assert_true(fake_cuda_last_launch(host_local_index(hosts, r), &args));
+	check_local_args(group, hosts, r, call, &args);
+}
+
+/* A collective of `count` f32 between send_big and recv_big (`root`: a reduce's). */
+static struct ndet_engine_call big_call(ndet_coll_t coll, size_t count, ndet_op_t op, int root)
+{
+	return (struct ndet_engine_call){.coll = coll,
+					 .sendbuff = send_big,
+					 .recvbuff = recv_big,
+					 .count = count,
+					 .dtype = NDET_DTYPE_F32,
+					 .op = op,
+					 .root = root};
+}
+
+/* A max-reduce of 3000 f32 to global rank `root`. */
+static struct ndet_engine_call reduce_call(int root)
+{
+	return big_call(NDET_COLL_REDUCE, 3000, NDET_OP_MAX, root);
+}
+
+/* LL, one-shot, two-shot and push all-reduces, a reduce-scatter and a reduce. */
+static void launch_every_kind(const struct group *group, const char *hosts)
+{
+	static const size_t counts[] = {100, 3000, 20000, COUNT * 64};
+	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+		for (int r = 0; r < group->nranks; r++) {
+			const struct ndet_engine_call call =
+				big_call(NDET_COLL_ALLREDUCE, counts[c], NDET_OP_SUM, 0);
+			launch_local(group, hosts, r, &call);
+		}
+	for (int r = 0; r < group->nranks; r++) {
+		const struct ndet_engine_call scatter =
+			big_call(NDET_COLL_REDUCE_SCATTER, 1000, NDET_OP_SUM, 0);
+		launch_local(group, hosts, r, &scatter);
+	}
+	for (int r = 0; r < group->nranks; r++) {
+		/* Every rank of a host names the same root: its host's last rank. */
+		const struct ndet_engine_call reduce =
+			reduce_call(host_rank(hosts, r, host_size(hosts, r) - 1));
+		launch_local(group, hosts, r, &reduce);
+	}
+}
+
+/* A group of `nranks` "processes" (a device each) on the hosts `hosts`, set up. */
+static void hosts_group_create(struct group *group, const char *hosts, int nranks)
+{
+	group_init(group, nranks, true);
+	group->hosts = hosts;
+	for (int r = 0; r < nranks; r++) {
+		group->results[r] = rank_member(group, r);
+		group->results[r].config.ll_max = 4096;
+		group->results[r].config.oneshot_max = 16 << 10;
+		group->results[r].config.push_min = 64 << 10;
+	}
+	group_start(group, exchange);
+	for (int r = 0; r < nranks; r++) {
+		assert_int_equal(group->results[r].status, NDET_OK);
+		assert_int_equal(group->results[r].verdict.reason, NDET_VERDICT_OK);
+	}
+}
+
+/*
+ * One host, as every diverted communicator: local index = rank, g = nranks, so the
+ * kernels get exactly what the whole communicator's configuration gives (the plan of
+ * ndet_engine_plan_call_for_config, its lanes, every rank's pool at its rank), and
+ * the pool holds LL slots for nranks ranks.
+ */
+static void test_one_host_view_is_the_communicator(void **state)
+{
+	(void)state;
+	struct group group;
+	const char *same = "AAAA";
+	group_init(&group, 4, true);
+	for (int r = 0; r < 4; r++) {
+		group.results[r] = rank_member(&group, r);
+		group.results[r].config.ll_max = 4096;
+		group.results[r].config.oneshot_max = 16 << 10;
+		group.results[r].config.push_min = 64 << 10;
+	}
+	const int from = fake_cuda_log_length();
+	group_start(&group, exchange);
+	for (int r = 0; r < 4; r++)
+		assert_int_equal(group.results[r].status, NDET_OK);
+	assert_opens_same_host(same, 4, FAKE_CUDA_PID_DEVICE, from);
+	const struct ndet_engine_config *config = &group.results[0].config;
+	for (int r = 0; r < 4; r++)
+		assert_int_equal(group.world.records[r].pool_bytes,
+				 ndet_pool_flags_bytes() + ndet_pool_data_bytes(config) +
+					 ndet_plan_ll_blocks(4096) * 4u * 2u * NDET_LL_SLOT_BYTES);
+	launch_every_kind(&group, same);
+	assert_int_equal(ndet_engine_destroy_group(group.engines, 4, true), NDET_OK);
+	assert_nothing_held();
+	group_fini(&group);
+}
+
+/*
+ * Several hosts (2 x 2, 3 x 2, and A, B, A, B): every rank opens exactly its g - 1
+ * same-host peers' pools and nothing of another host, its kernels get its local
+ * index, g and its host's pools in local order, a reduce to a root on another host is
+ * refused, and the whole teardown frees everything.
+ */
+static void test_hosts_map_and_launch_locally(void **state)
+{
+	static const char *const tables[] = {"AABB", "AABBCC", "ABAB"};
+	for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
+		reset(state);
+		ndet_setup_set_multi_host_for_testing(true);
+		const char *hosts = tables[t];
+		const int nranks = (int)strlen(hosts);
+		struct group group;
+		const int from = fake_cuda_log_length();
+		hosts_group_create(&group, hosts, nranks);
+		assert_opens_same_host(hosts, nranks, FAKE_CUDA_PID_DEVICE, from);
+		assert_int_equal(runtime().mappings, nranks * (host_size(hosts, 0) - 1));
+		launch_every_kind(&group, hosts);
+		const int launches = runtime().launches;
+		/* A root not on rank 0's host. */
+		const struct ndet_engine_call elsewhere = reduce_call(hosts[1] != hosts[0] ? 1 : 2);
+		assert_int_equal(ndet_engine_collective(group.engines[0], &elsewhere, NULL),
+				 NDET_ERR_INVALID_ARGUMENT);
+		assert_int_equal(runtime().launches, launches);
+		assert_int_equal(ndet_engine_destroy_group(group.engines, nranks, true), NDET_OK);
+		assert_nothing_held();
+		group_fini(&group);
+	}
+}
+
+/*
+ * Teardown is a matter of one host: on hosts A (ranks 0, 1) and B (2, 3), rank 3's
+ * kernel never finishes.  The destroy barrier spans all four ranks, but host A's ranks
+ * judge only host A's words: their pools are freed at once, even with their detach
+ * words lost (only the barrier can prove them free then).  Host B keeps rank 3's
+ * memory (its kernel may run) and rank 2's pool waits for rank 3, until rank 3's
+ * process ends.
+ */
+static void test_hosts_teardown_judges_own_host(void **state)
+{
+	(void)state;
+	ndet_setup_set_multi_host_for_testing(true);
+	struct group group;
+	group_init(&group, 4, true);
+	group.hosts = "AABB";
+	group.timeout_ms = 100;
+	group_setup(&group);
+	for (int r = 0; r < 4; r++) {
+		assert_int_equal(group.results[r].status, NDET_OK);
+		fake_cuda_set_kernel(r == 3 ? FAKE_CUDA_KERNEL_STUCK : FAKE_CUDA_KERNEL_DONE);
+		launch(group.engines[r], NULL);
+	}
+	fake_cuda_set_kernel(FAKE_CUDA_KERNEL_DONE);
+	assert_int_equal(ndet_engine_quiesce_group(group.engines, 4, true), NDET_OK);
+	for (int r = 0; r < 2; r++) {
+		uint64_t *slot = NULL, epoch = 0;
+		assert_true(ndet_engine_detach_slot_for_testing(group.engines[r], 1 - r, &slot,
+								&epoch));
+		assert_int_equal(*slot, ndet_teardown_detach_word(epoch, 1 - r, r));
+		*slot = 0; /* lost: only the barrier proves the pool free */
+	}
+	for (int r = 0; r < 4; r++)
+		ndet_engine_release(group.engines[r]);
+	assert_no_violation();
+	assert_counts_agree();
+	for (int r = 0; r < 2; r++)
+		assert_int_equal(fake_cuda_memory_kind(record_pool(&group, r), 1),
+				 FAKE_CUDA_MEMORY_NONE);
+	for (int r = 2; r < 4; r++)
+		assert_int_equal(fake_cuda_memory_kind(record_pool(&group, r), 1),
+				 FAKE_CUDA_MEMORY_DEVICE);
+	assert_int_equal(held().leaked_pools, 1);
+	assert_int_equal(held().pending_pools, 1);
+	fake_cuda_end_process(device_pid(3));
+	ndet_teardown_pending_retry(false);
+	assert_no_violation();
+	assert_int_equal(held().pending_pools, 0);
+	assert_int_equal(held().peers_gone, 1);
+	assert_int_equal(fake_cuda_memory_kind(record_pool(&group, 2), 1), FAKE_CUDA_MEMORY_NONE);
+	assert_int_equal(held().leaked_pools, 1);
+	assert_int_equal(held().bytes, held().leaked_bytes);
+	group_fini(&group);
+}
+
+/*
+ * The detach protocol between the ranks of a host, by local index: on hosts A, B, A, B
+ * host A's ranks (0 and 2, local indices 0 and 1) tear down alone, with no barrier,
+ * while host B's live on: rank 2's word lands in slot 1 of rank 0's pool and rank 0's
+ * in slot 0 of rank 2's, so both pools go at once, waiting for nobody on host B.
+ */
+static void test_hosts_detach_by_local_index(void **state)
+{
+	(void)state;
+	ndet_setup_set_multi_host_for_testing(true);
+	struct group group;
+	hosts_group_create(&group, "ABAB", 4);
+	for (int r = 0; r < 4; r++)
+		launch(group.engines[r], NULL);
+	uint64_t *slot = NULL, epoch = 0;
+	assert_false(ndet_engine_detach_slot_for_testing(group.engines[0], 1, &slot, &epoch));
+	assert_true(ndet_engine_detach_slot_for_testing(group.engines[0], 2, &slot, &epoch));
+	assert_ptr_equal(slot, (uint64_t *)(record_pool(&group, 0) + NDET_POOL_DETACH_OFFSET) + 1);
+	struct ndet_engine *host_a[2] = {group.engines[0], group.engines[2]};
+	assert_int_equal(ndet_engine_destroy_group(host_a, 2, false), NDET_OK);
+	assert_no_violation();
+	assert_int_equal(held().pending_pools, 0);
+	assert_int_equal(held().leaked_pools, 0);
+	assert_int_equal(fake_cuda_memory_kind(record_pool(&group, 0), 1), FAKE_CUDA_MEMORY_NONE);
+	assert_int_equal(fake_cuda_memory_kind(record_pool(&group, 2), 1), FAKE_CUDA_MEMORY_NONE);
+	struct ndet_engine *host_b[2] = {group.engines[1], group.engines[3]};
+	assert_int_equal(ndet_engine_destroy_group(host_b, 2, false), NDET_OK);
+	assert_nothing_held();
+	group_fini(&group);
+}
+
+static pthread_mutex_t host_launch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/*
+ * A process on a host of group->hosts (devices shared round robin): sets up its rank,
+ * launches one all-reduce (one launch at a time in the whole test, so that the fake's
+ * record of its arguments is its own), destroys with the barrier.
+ */
+static void *host_rank_main(void *opaque)
+{
+	struct rank_thread *me = opaque;
+	struct group *group = me->group;
+	fake_cuda_set_thread_pid((pid_t)(FAKE_CUDA_PID_MIN + me->rank));
+	struct ndet_engine_member member = rank_member(group, me->rank);
+	member.config.cuda_device = me->rank % 8;
+	group->results[me->rank].config = member.config;
+	ndet_engine_create_group(&member, 1, exchange);
+	me->created = member.status;
+	if (member.status != NDET_OK)
+		return NULL;
+	group->engines[me->rank] = member.engine;
+	pthread_mutex_lock(&host_launch_lock);
+	if (ndet_engine_allreduce(member.engine, send_values, recv_values, COUNT, NDET_DTYPE_F32,
+				  NDET_OP_SUM, NULL) != NDET_OK)
+		me->created = NDET_ERR_INTERNAL;
+	me->have_args = fake_cuda_last_launch(host_local_index(group->hosts, me->rank), &me->args);
+	pthread_mutex_unlock(&host_launch_lock);
+	me->destroyed = ndet_engine_destroy(member.engine, true);
+	return NULL;
+}
+
+/*
+ * Two hosts of 16, 32 ranks: more than NDET_MAX_RANKS in all, the most the kernels
+ * reduce on each host.  Every rank (a process and a thread of its own) sets up, opens
+ * its 15 same-host peers' pools and nothing of the other host, launches with its local
+ * index and g = 16, and the teardown frees everything.
+ */
+static void test_hosts_two_of_sixteen(void **state)
+{
+	(void)state;
+	enum { N = 32 };
+	static char hosts[N + 1];
+	for (int r = 0; r < N; r++)
+		hosts[r] = r < N / 2 ? 'A' : 'B';
+	ndet_setup_set_multi_host_for_testing(true);
+	static struct group group;
+	static struct rank_thread threads[N];
+	group_init(&group, N, true);
+	group.hosts = hosts;
+	const int from = fake_cuda_log_length();
+	for (int r = 0; r < N; r++) {
+		threads[r] = (struct rank_thread){.group = &group, .rank = r};
+		assert_int_equal(
+			pthread_create(&threads[r].thread, NULL, host_rank_main, &threads[r]), 0);
+	}
+	join_rank_threads(threads, N);
+	assert_opens_same_host(hosts, N, FAKE_CUDA_PID_MIN, from);
+	for (int r = 0; r < N; r++) {
+		assert_int_equal(threads[r].destroyed, NDET_OK);
+		assert_true(threads[r].have_args);
+		const struct ndet_engine_call call = {.sendbuff = send_values,
+						      .recvbuff = recv_values,
+						      .count = COUNT,
+						      .dtype = NDET_DTYPE_F32,
+						      .op = NDET_OP_SUM};
+		check_local_args(&group, hosts, r, &call, &threads[r].args);
+	}
+	assert_nothing_held();
+	group_fini(&group);
+}
+
+/*
+ * Two hosts of 17: one rank more on each host than the kernels reduce.  The verdict
+ * refuses the table on every rank (too many ranks, naming rank 16, the first past the
+ * limit, switch on or off), before any mapping: nothing is opened or launched, and the
+ * pools each rank prepared before the table existed are freed at once.
+ */
+static void test_hosts_too_many_on_a_host(void **state)
+{
+	enum { N = 34 };
+	static char hosts[N + 1];
+	for (int r = 0; r < N; r++)
+		hosts[r] = r < N / 2 ? 'A' : 'B';
+	for (int on = 0; on < 2; on++) {
+		reset(state);
+		ndet_setup_set_multi_host_for_testing(on == 1);
+		static struct group group;
+		group_init(&group, N, false);
+		group.hosts = hosts;
+		group_setup(&group);
+		for (int r = 0; r < N; r++) {
+			assert_int_equal(group.results[r].status, NDET_ERR_UNSUPPORTED);
+			assert_null(group.results[r].engine);
+			assert_int_equal(group.results[r].verdict.reason,
+					 NDET_VERDICT_TOO_MANY_RANKS);
+			assert_int_equal(group.results[r].verdict.offending_rank, N / 2 - 1);
+			assert_int_equal(group.results[r].verdict.detail, N / 2);
+		}
+		assert_int_equal(group.world.rounds, 2);
+		assert_int_equal(fake_cuda_log_find("open", 0), -1);
+		assert_int_equal(runtime().launches, 0);
+		assert_nothing_held();
+		group_fini(&group);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1795,6 +2246,12 @@ int main(void)
 		cmocka_unit_test_setup(test_fake_catches_free_under_reader, reset),
 		cmocka_unit_test_setup(test_detach_words, reset),
 		cmocka_unit_test_setup(test_process_gone, reset),
+		cmocka_unit_test_setup(test_one_host_view_is_the_communicator, reset),
+		cmocka_unit_test_setup(test_hosts_map_and_launch_locally, reset),
+		cmocka_unit_test_setup(test_hosts_teardown_judges_own_host, reset),
+		cmocka_unit_test_setup(test_hosts_detach_by_local_index, reset),
+		cmocka_unit_test_setup(test_hosts_two_of_sixteen, reset),
+		cmocka_unit_test_setup(test_hosts_too_many_on_a_host, reset),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -456,6 +456,57 @@ static void test_teardown_ignores_other_hosts(void **state)
 	ndet_teardown_set_detach_wait_for_testing(NDET_TEARDOWN_DETACH_WAIT_MS);
 }
 
+/*
+ * Shares and pending pools by local index, in a communicator larger than NDET_MAX_RANKS:
+ * 32 ranks on hosts A, B, A, B, ..., every rank a process of its own.  Rank 0's host
+ * peers are ranks 2, 4, ..., 30 (local indices 1 ... 15): its pool waits for their
+ * words in slots 1 ... 15 (a word in a global rank's slot counts for nothing), judges
+ * only their pids, and goes once all fifteen are there.  A host of 17 gets no share.
+ */
+static void test_teardown_by_local_index(void **state)
+{
+	(void)state;
+	enum { N = 34 };
+	static struct ndet_setup_payload table[N];
+	static char letters[N + 1];
+	uint64_t pids[N];
+	for (int r = 0; r < N; r++) {
+		letters[r] = r % 2 == 0 ? 'A' : 'B';
+		pids[r] = 1000 + (uint64_t)r;
+	}
+	letters[N - 2] = '\0';
+	teardown_reset();
+	make_colliding(table, letters, pids);
+	const uint64_t epoch = ndet_teardown_epoch(table, N - 2);
+	struct pool_stub pool = {0, false};
+	struct ndet_teardown_share *share = ndet_teardown_join(table, N - 2, 0);
+	assert_non_null(share);
+	ndet_teardown_release(share, &pool, &stub_ops, 0, true, false);
+	ndet_teardown_pending_retry(false);
+	assert_false(pool.freed);
+	for (int i = 0; i < pids_judged_count; i++)
+		assert_true(pids_judged[i] % 2 == 0 && pids_judged[i] != 1000);
+	for (int l = 1; 2 * l < NDET_MAX_RANKS; l++)
+		detach_words[2 * l] = ndet_teardown_detach_word(epoch, 2 * l, 0);
+	ndet_teardown_pending_retry(false);
+	assert_false(pool.freed); /* global ranks' slots */
+	memset(detach_words, 0, sizeof(detach_words));
+	for (int l = 1; l < NDET_MAX_RANKS; l++) {
+		assert_false(pool.freed);
+		detach_words[l] = ndet_teardown_detach_word(epoch, 2 * l, 0);
+		ndet_teardown_pending_retry(false);
+	}
+	assert_true(pool.freed);
+
+	/* Seventeen ranks on host A: no share (the verdict refuses that table). */
+	letters[N - 2] = 'A';
+	letters[N - 1] = 'B';
+	make_colliding(table, letters, pids);
+	assert_null(ndet_teardown_join(table, N, 0));
+	assert_int_equal(ndet_teardown_shares_for_testing(), 0);
+	ndet_teardown_set_detach_wait_for_testing(NDET_TEARDOWN_DETACH_WAIT_MS);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -465,6 +516,7 @@ int main(void)
 		cmocka_unit_test(test_largest_tables),
 		cmocka_unit_test(test_colliding_pids_are_remote),
 		cmocka_unit_test(test_teardown_ignores_other_hosts),
+		cmocka_unit_test(test_teardown_by_local_index),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -569,6 +569,41 @@ static void test_agree(void **state)
 		assert_false(clean[i]);
 }
 
+/*
+ * The barrier judged among some ranks: everyone exchanges, each member judges the
+ * words of its list only (a rank outside the communicator is never clean).
+ */
+static void test_agree_among(void **state)
+{
+	(void)state;
+	add_comm(1, 4);
+	void *members[4];
+	int nranks[4];
+	const int32_t words[4] = {0, 0, 0, 1};
+	const int pair01[] = {0, 1}, pair23[] = {2, 3}, single2[] = {2}, outside[] = {0, 4};
+	const int *among[4] = {pair01, pair23, single2, outside};
+	const int among_count[4] = {2, 2, 1, 2};
+	bool clean[4];
+	for (int i = 0; i < 4; i++) {
+		members[i] = &world.members[i];
+		nranks[i] = 4;
+	}
+	assert_int_equal(ndet_setup_agree_among(4, members, nranks, words, among, among_count,
+						clean, mock_allgather, &world),
+			 NDET_OK);
+	assert_int_equal(world.round, 1);
+	assert_true(clean[0]);
+	assert_false(clean[1]);
+	assert_true(clean[2]);
+	assert_false(clean[3]);
+	/* Without lists, every rank: rank 3's word spoils them all. */
+	assert_int_equal(ndet_setup_agree_among(4, members, nranks, words, NULL, NULL, clean,
+						mock_allgather, &world),
+			 NDET_OK);
+	for (int i = 0; i < 4; i++)
+		assert_false(clean[i]);
+}
+
 /* The identity every payload starts from. */
 static void test_identity(void **state)
 {
@@ -624,6 +659,7 @@ int main(void)
 		cmocka_unit_test_setup(test_exchange_failure, reset),
 		cmocka_unit_test_setup(test_stale_round_refused, reset),
 		cmocka_unit_test_setup(test_invalid_member, reset),
+		cmocka_unit_test_setup(test_agree_among, reset),
 		cmocka_unit_test_setup(test_agree, reset),
 		cmocka_unit_test_setup(test_identity, reset),
 	};
