@@ -85,6 +85,13 @@ typedef ndet_status_t (*ndet_setup_allgather_fn)(void *context, int count, void 
  */
 #define NDET_SETUP_FLAG_SM90 0x2u
 #define NDET_SETUP_FLAG_FP8  0x4u
+/*
+ * The rank's engine runs the data path between hosts (ndet_backend.multi_host):
+ * published by the divert layer from the backend's capability.  A table of several
+ * hosts diverts only when every rank publishes it (ndet_setup_evaluate), so a
+ * backend without the stages keeps every rank on NCCL alike.
+ */
+#define NDET_SETUP_FLAG_MULTI_HOST 0x8u
 
 struct ndet_setup_member {
 	/* in */
