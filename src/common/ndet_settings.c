@@ -43,7 +43,7 @@
  * NDET_SETTINGS_SIZE_AUTO; what it resolves to is the planner's, so a build that
  * resolves it otherwise bumps the format.
  */
-#define NDET_SETTINGS_AGREEMENT_FORMAT 7
+#define NDET_SETTINGS_AGREEMENT_FORMAT 8
 
 /* Longest value shown in a log line or the dump; longer ones end in "...". */
 #define NDET_SETTINGS_SHOWN_MAX 512
@@ -155,6 +155,16 @@ static const struct ndet_setting ndet_settings_table[] = {
 	 NDET_FIELD(max_memory),
 	 "device memory nccl-det may use per communicator, bytes; above it the communicator "
 	 "falls back to NCCL"},
+	/*
+	 * Multi-host communicators only (doc/multihost-design.md, "Memory"): the chunk
+	 * size of the pipeline is a function of it, so it must be equal on every rank.
+	 * Below what a communicator's shape needs (ndet_hosts_min_staging_bytes of its
+	 * worst dtype: under 1 MiB up to 64 hosts of 8) its setup falls back on every rank.
+	 */
+	{"NCCL_DET_HOSTS_STAGING", NDET_SETTING_SIZE, "96MiB", 16 * NDET_KIB, 16 * NDET_GIB,
+	 NDET_FIELD(hosts_staging),
+	 "staging per rank of a communicator that spans hosts, bytes; counted in "
+	 "NCCL_DET_MAX_MEMORY; equal on all ranks"},
 	/*
 	 * The cap of the grid; pulled messages get past 64 blocks from 65 MiB, pushed
 	 * ones (from NCCL_DET_PUSH_MIN) take at least 64 (ndet_plan.h: many loads or
@@ -1001,7 +1011,8 @@ static uint64_t ndet_settings_fnv1a(uint64_t hash, uint64_t value)
  *   pool_size    pool layout and chunking (offsets peers read at);
  *   oneshot_max  one-shot against two-shot for the same message;
  *   max_blocks   grid size: blocks wait on same-index blocks of their peers;
- *   ll_max, push_min  the protocol of a message (LL, pull or push).
+ *   ll_max, push_min  the protocol of a message (LL, pull or push);
+ *   hosts_staging     the chunks of a multi-host reduction (ndet_hosts_plan_make).
  * Out: enable (a disabled rank never reaches setup: a precondition, not a check),
  * timeout (each rank's own deadline; the earliest fails the call everywhere through
  * the abort path), max_memory and test_fail (local verdicts, made consistent by the
@@ -1021,6 +1032,7 @@ uint64_t ndet_settings_agreement_hash(const struct ndet_settings *settings)
 	hash = ndet_settings_fnv1a(hash, (uint64_t)(int64_t)settings->max_blocks);
 	hash = ndet_settings_fnv1a(hash, settings->ll_max);
 	hash = ndet_settings_fnv1a(hash, settings->push_min);
+	hash = ndet_settings_fnv1a(hash, settings->hosts_staging);
 	return hash;
 }
 

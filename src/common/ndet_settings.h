@@ -58,16 +58,17 @@ typedef enum {
 } ndet_tuner_proto_t;
 
 struct ndet_settings {
-	bool enable;          /* NCCL_DET_ENABLE */
-	bool strict;          /* NCCL_DET_STRICT */
-	bool stats;           /* NCCL_DET_STATS */
-	uint64_t pool_size;   /* NCCL_DET_POOL_SIZE, bytes of staging per rank and communicator */
-	uint64_t oneshot_max; /* NCCL_DET_ONESHOT_MAX, bytes, or NDET_SETTINGS_SIZE_AUTO */
-	uint64_t ll_max;      /* NCCL_DET_LL_MAX, bytes; smaller all-reduces go LL; 0 = never */
-	uint64_t push_min;    /* NCCL_DET_PUSH_MIN, bytes; larger all-reduces push; 0 = never */
-	uint64_t timeout_ms;  /* NCCL_DET_TIMEOUT (seconds in the variable), never 0 */
-	uint64_t max_memory;  /* NCCL_DET_MAX_MEMORY, bytes of device memory per communicator */
-	int max_blocks;       /* NCCL_DET_MAX_BLOCKS, largest grid of one call */
+	bool enable;            /* NCCL_DET_ENABLE */
+	bool strict;            /* NCCL_DET_STRICT */
+	bool stats;             /* NCCL_DET_STATS */
+	uint64_t pool_size;     /* NCCL_DET_POOL_SIZE, bytes of staging per rank and communicator */
+	uint64_t oneshot_max;   /* NCCL_DET_ONESHOT_MAX, bytes, or NDET_SETTINGS_SIZE_AUTO */
+	uint64_t ll_max;        /* NCCL_DET_LL_MAX, bytes; smaller all-reduces go LL; 0 = never */
+	uint64_t push_min;      /* NCCL_DET_PUSH_MIN, bytes; larger all-reduces push; 0 = never */
+	uint64_t timeout_ms;    /* NCCL_DET_TIMEOUT (seconds in the variable), never 0 */
+	uint64_t max_memory;    /* NCCL_DET_MAX_MEMORY, bytes of device memory per communicator */
+	uint64_t hosts_staging; /* NCCL_DET_HOSTS_STAGING, bytes per rank of a multi-host comm */
+	int max_blocks;         /* NCCL_DET_MAX_BLOCKS, largest grid of one call */
 	unsigned debug_delay_ns; /* NCCL_DET_DEBUG_DELAY, max random delay (ns) at
 				    copy-in/publish/wait */
 	char nccl_library[4096]; /* NCCL_DET_NCCL_LIBRARY, "" = search */

@@ -6,5 +6,5 @@ noinst_LTLIBRARIES += src/divert/libndet_divert.la
 src_divert_libndet_divert_la_SOURCES = \
 	src/divert/ndet_comm.c src/divert/ndet_comm.h src/divert/ndet_comm_internal.h \
 	src/divert/ndet_comm_call.c src/divert/ndet_comm_exit.c src/divert/ndet_comm_query.c \
-	src/divert/ndet_comm_setup.c \
+	src/divert/ndet_comm_hosts.c src/divert/ndet_comm_setup.c \
 	src/divert/ndet_group.c src/divert/ndet_group.h

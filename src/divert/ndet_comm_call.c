@@ -215,18 +215,47 @@ void ndet_comm_note_decision(const struct ndet_call *call)
 /* Most launches are single calls: no allocation on the call path for small batches. */
 #define NDET_COMM_LAUNCH_STACK 16
 
+/*
+ * Put the launches of multi-host engines after the others (keeping both orders):
+ * returns how many single-host ones lead.  comms[k] gets each one's communicator.
+ */
+static int ndet_comm_launch_partition(struct ndet_backend_call *launches, int *index,
+				      ncclComm_t *comms, const struct ndet_call *calls, int count)
+{
+	struct ndet_backend_hosts view;
+	int single = 0;
+	for (int k = 0; k < count; k++) {
+		if (ndet_comm_hosts_engine(launches[k].engine, &view))
+			continue;
+		struct ndet_backend_call launch = launches[k];
+		int position = index[k];
+		memmove(&launches[single + 1], &launches[single],
+			(size_t)(k - single) * sizeof(*launches));
+		memmove(&index[single + 1], &index[single], (size_t)(k - single) * sizeof(*index));
+		launches[single] = launch;
+		index[single] = position;
+		single++;
+	}
+	for (int k = 0; k < count; k++)
+		comms[k] = ndet_comm_nccl(calls[index[k]].comm);
+	return single;
+}
+
 ncclResult_t ndet_comm_launch_group(struct ndet_call *calls, int count)
 {
-	ncclResult_t first = ncclSuccess;
+	ncclResult_t first = ncclSuccess, hosts_result = ncclSuccess;
 	struct ndet_backend_call stack_launches[NDET_COMM_LAUNCH_STACK];
 	int stack_index[NDET_COMM_LAUNCH_STACK];
+	ncclComm_t stack_comms[NDET_COMM_LAUNCH_STACK];
 	struct ndet_backend_call *launches = stack_launches;
 	int *index = stack_index;
+	ncclComm_t *comms = stack_comms;
 	int launching = 0;
 	if (count > NDET_COMM_LAUNCH_STACK) {
 		launches = calloc((size_t)count, sizeof(*launches));
 		index = calloc((size_t)count, sizeof(*index));
-		if (launches == NULL || index == NULL) {
+		comms = calloc((size_t)count, sizeof(*comms));
+		if (launches == NULL || index == NULL || comms == NULL) {
 			first = ncclSystemError;
 			goto out;
 		}
@@ -257,8 +286,16 @@ ncclResult_t ndet_comm_launch_group(struct ndet_call *calls, int count)
 		};
 		index[launching++] = i;
 	}
-	if (launching > 0)
-		ndet_comm_backend()->allreduce_group(launches, launching);
+	/*
+	 * Single-host calls first, then those across hosts, stage by stage for all of
+	 * them: the same order on every thread of a job, whatever it drives.
+	 */
+	const int single = ndet_comm_launch_partition(launches, index, comms, calls, launching);
+	if (single > 0)
+		ndet_comm_backend()->allreduce_group(launches, single);
+	if (launching > single)
+		hosts_result = ndet_comm_hosts_launch(launches + single, comms + single,
+						      launching - single);
 	for (int k = 0; k < launching; k++) {
 		struct ndet_call *call = &calls[index[k]];
 		ndet_status_t status = launches[k].status;
@@ -283,10 +320,14 @@ ncclResult_t ndet_comm_launch_group(struct ndet_call *calls, int count)
 		if (status == NDET_ERR_REMOTE)
 			ndet_comm_poison(call->comm);
 		__atomic_add_fetch(&call->comm->stats.failed_calls, 1, __ATOMIC_RELAXED);
+		/* NCCL failed a stage between hosts: its own result, as NCCL returns it. */
 		if (first == ncclSuccess)
-			first = ndet_status_to_nccl(status);
+			first = status == NDET_ERR_NCCL ? hosts_result
+							: ndet_status_to_nccl(status);
 	}
 out:
+	if (comms != stack_comms)
+		free(comms);
 	if (index != stack_index)
 		free(index);
 	if (launches != stack_launches)

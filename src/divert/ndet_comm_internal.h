@@ -84,6 +84,17 @@ void ndet_comm_engine_put(struct ndet_comm *comm);
 bool ndet_comm_is_stopped(struct ndet_comm *comm);
 void ndet_comm_poison(struct ndet_comm *comm);
 
+/*
+ * ndet_comm_hosts.c: calls of communicators that span hosts.  Is `engine` one
+ * (*view: where its rank sits)?  Then launch `count` such calls (one per
+ * communicator, their engines taken), stage by stage for all of them, every NCCL
+ * stage of all of them in one NCCL group; each gets its status (NDET_ERR_NCCL where
+ * NCCL failed a send or receive), and the first NCCL failure is returned.
+ */
+bool ndet_comm_hosts_engine(void *engine, struct ndet_backend_hosts *view);
+ncclResult_t ndet_comm_hosts_launch(struct ndet_backend_call *launches, const ncclComm_t *comms,
+				    int count);
+
 /* ndet_comm_exit.c: the fork and exit handlers, registered once each. */
 void ndet_comm_register_fork_handler(void);
 void ndet_comm_register_exit_handler(void);

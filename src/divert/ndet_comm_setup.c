@@ -178,11 +178,15 @@ static void ndet_comm_engine_config(const struct ndet_comm *comm, struct ndet_en
 	config->push_min = settings->push_min;
 	config->timeout_ms = settings->timeout_ms;
 	config->max_memory = settings->max_memory;
+	config->hosts_staging = settings->hosts_staging;
 	config->debug_delay_ns = settings->debug_delay_ns;
 	config->settings_hash = ndet_settings_agreement_hash(settings);
 	config->test_fail = settings->test_fail;
 	config->test_fail_rank = settings->test_fail_rank;
 	config->setup_flags = settings->strict ? NDET_SETUP_FLAG_STRICT : 0;
+	/* The data path between hosts: a multi-host table diverts where every rank has it. */
+	if (ndet_comm_backend()->multi_host)
+		config->setup_flags |= NDET_SETUP_FLAG_MULTI_HOST;
 	config->nonblocking = !comm->blocking;
 	if (ndet_settings_test_host(settings, comm->rank, config->test_host,
 				    sizeof(config->test_host)))

@@ -144,8 +144,26 @@ static bool ndet_backend_cuda_pointer_valid(int cuda_device, const void *pointer
 	return valid;
 }
 
+/* No multi-host stages yet (ndet_backend.multi_host false): no engine spans hosts. */
+static ndet_status_t ndet_backend_cuda_hosts_view(void *engine, struct ndet_backend_hosts *view)
+{
+	(void)engine;
+	(void)view;
+	return NDET_ERR_UNSUPPORTED;
+}
+
+static void ndet_backend_cuda_hosts_stage(struct ndet_backend_call *calls, int count,
+					  ndet_hosts_stage_t stage, uint64_t chunk)
+{
+	(void)stage;
+	(void)chunk;
+	for (int i = 0; i < count; i++)
+		calls[i].status = NDET_ERR_UNSUPPORTED;
+}
+
 const struct ndet_backend ndet_backend_cuda = {
 	.name = "cuda",
+	.multi_host = false,
 	.create_group = ndet_backend_cuda_create_group,
 	.allreduce_group = ndet_backend_cuda_allreduce_group,
 	.error = ndet_backend_cuda_error,
@@ -156,6 +174,8 @@ const struct ndet_backend ndet_backend_cuda = {
 	.memory_bytes = ndet_pool_memory_bytes,
 	.pointer_valid = ndet_backend_cuda_pointer_valid,
 	.at_exit = ndet_engine_at_exit,
+	.hosts_view = ndet_backend_cuda_hosts_view,
+	.hosts_stage = ndet_backend_cuda_hosts_stage,
 };
 
 const struct ndet_backend *ndet_backend_default(void)

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "protocol/ndet_engine_config.h"
+#include "protocol/ndet_hosts_plan.h"
 #include "protocol/ndet_setup_record.h"
 #include "common/ndet_status.h"
 #include "kernels/ndet_types.h"
@@ -53,10 +54,37 @@ struct ndet_backend_call {
 	ndet_premul_t premul;
 	uint64_t scalar_bits; /* NDET_PREMUL_HOST */
 	const void *scalar;   /* NDET_PREMUL_DEVICE */
+	/* Multi-host stages (hosts_stage): the call's plan, made by the divert layer. */
+	const struct ndet_hosts_plan *hosts_plan;
+};
+
+/*
+ * Where a multi-host engine's rank sits (hosts_view), from the host table of its setup
+ * (ndet_host_table_build): equal on every rank but for `host`, `local` and `staging`.
+ */
+struct ndet_backend_hosts {
+	int nhosts;             /* H >= 2 */
+	int local_ranks;        /* g: every host has as many (the verdict requires it) */
+	int host, local;        /* this rank's (h, l) */
+	const int *ranks;       /* ranks[h x g + l]: the global rank of (h, l); the engine's */
+	uint64_t staging_bytes; /* the agreed NCCL_DET_HOSTS_STAGING: every plan's budget */
+	/*
+	 * This rank's staging (device memory, NDET_HOSTS_SLOTS slots of the plan's
+	 * layout): ndet_hosts_transfers' staging offsets point into it, and NCCL's sends
+	 * and receives of stages 2 and 4 read and write it there.
+	 */
+	void *staging;
 };
 
 struct ndet_backend {
 	const char *name;
+	/*
+	 * Has the multi-host stages (hosts_view, hosts_stage): the divert layer then
+	 * publishes NDET_SETUP_FLAG_MULTI_HOST in every setup record, and a communicator
+	 * of several hosts diverts only where every rank did (ndet_setup_evaluate).  The
+	 * CUDA engine says false until its stage kernels exist.
+	 */
+	bool multi_host;
 	/*
 	 * Lockstep setup of `count` engines (ndet_engine_create_group semantics).  The
 	 * exchange callback is kept by every engine for its destroy barrier.
@@ -82,6 +110,31 @@ struct ndet_backend {
 	void (*release)(void *engine);
 	/* ndet_engine_ranks_share_process semantics. */
 	bool (*shares_process)(void *engine);
+	/*
+	 * The multi-host view of an engine: NDET_OK and *view for an engine whose
+	 * communicator spans hosts; NDET_ERR_UNSUPPORTED for a single-host engine (or a
+	 * backend without multi_host).  Valid while the engine lives.
+	 */
+	ndet_status_t (*hosts_view)(void *engine, struct ndet_backend_hosts *view);
+	/*
+	 * Stage 1, 3 or 5 (ndet_hosts_plan.h) of chunk `chunk` of every call (each with
+	 * its hosts_plan, on a multi-host engine, chunk < plan->chunks), enqueued on the
+	 * call's stream behind what is there, as a kernel launch: never waits for a peer
+	 * on the host (a host-only backend may, for the whole batch at once, so that one
+	 * thread may drive several ranks).
+	 *   1: this host's partial (T_local over the g ranks, partial type) of segment l
+	 *      into the slot's partial region;
+	 *   3: T_hosts over the H partials of block (l, h) in host order, avg's
+	 *      division, one rounding, into block h of the result region;
+	 *   5: the host's g result segments into recvbuff: all of the chunk
+	 *      (all-reduce), the part in this rank's recvcount block (reduce-scatter),
+	 *      on the root only (reduce).
+	 * Each call gets its status; a failure the peers must learn of is recorded as a
+	 * kernel's (error), and the call's later stages still run (their NCCL stages
+	 * must match their peers').
+	 */
+	void (*hosts_stage)(struct ndet_backend_call *calls, int count, ndet_hosts_stage_t stage,
+			    uint64_t chunk);
 	/* Device memory one engine takes. */
 	uint64_t (*memory_bytes)(const struct ndet_engine_config *config);
 	/*

@@ -40,6 +40,11 @@ struct ndet_engine_config {
 	uint64_t push_min;    /* NCCL_DET_PUSH_MIN: all-reduces from here push, 0 = never */
 	uint64_t timeout_ms;  /* NCCL_DET_TIMEOUT; 0 = never (tests only) */
 	uint64_t max_memory;  /* NCCL_DET_MAX_MEMORY */
+	/*
+	 * NCCL_DET_HOSTS_STAGING: the staging a multi-host engine allocates beside its pool
+	 * (counted in max_memory with it) and every plan of its calls is made for.
+	 */
+	uint64_t hosts_staging;
 	unsigned debug_delay_ns;
 	uint64_t settings_hash; /* must be equal on every rank */
 	unsigned test_fail;     /* ndet_fault_t bits */

@@ -129,8 +129,11 @@ struct ndet_hosts_rank {
 };
 
 typedef enum {
+	NDET_HOSTS_STAGE_LOCAL = 1,    /* stage 1: our kernel, local reduce-scatter */
 	NDET_HOSTS_STAGE_PARTIALS = 2, /* stage 2: partial blocks, partial_size bytes each */
+	NDET_HOSTS_STAGE_REDUCE = 3,   /* stage 3: our kernel, the hosts' tree */
 	NDET_HOSTS_STAGE_RESULTS = 4,  /* stage 4: rounded blocks, elem_size bytes each */
+	NDET_HOSTS_STAGE_GATHER = 5,   /* stage 5: our kernel, local all-gather */
 } ndet_hosts_stage_t;
 
 /* One ncclSend or ncclRecv of a stage (as bytes: NCCL moves them, never adds). */

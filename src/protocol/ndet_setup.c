@@ -226,7 +226,7 @@ static void ndet_setup_check_payloads(struct ndet_setup_member *member,
 	member->agreed_flags = flags;
 	ndet_setup_evaluate_rules(
 		state->table, member->nranks, state->hosts,
-		NDET_SETUP_MULTI_HOST_DIVERTS ||
+		ndet_setup_table_multi_host(state->table, member->nranks) ||
 			__atomic_load_n(&ndet_setup_multi_host_testing, __ATOMIC_RELAXED),
 		&member->verdict);
 	if (member->verdict.reason != NDET_VERDICT_OK)

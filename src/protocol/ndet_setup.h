@@ -85,6 +85,13 @@ typedef ndet_status_t (*ndet_setup_allgather_fn)(void *context, int count, void 
  */
 #define NDET_SETUP_FLAG_SM90 0x2u
 #define NDET_SETUP_FLAG_FP8  0x4u
+/*
+ * The rank's engine runs the data path between hosts (ndet_backend.multi_host):
+ * published by the divert layer from the backend's capability.  A table of several
+ * hosts diverts only when every rank publishes it (ndet_setup_evaluate), so a
+ * backend without the stages keeps every rank on NCCL alike.
+ */
+#define NDET_SETUP_FLAG_MULTI_HOST 0x8u
 
 struct ndet_setup_member {
 	/* in */
@@ -150,10 +157,10 @@ ndet_status_t ndet_setup_agree_among(int count, void *const members[], const int
 				     ndet_setup_allgather_fn allgather, void *allgather_context);
 
 /*
- * Tests: judge setup tables as if this build diverted multi-host communicators
- * (NDET_SETUP_MULTI_HOST_DIVERTS on: ndet_setup_evaluate_rules with true), so that the
- * engines' multi-host setup can be exercised before the data path exists.  Off by
- * default; process-wide.
+ * Tests: judge setup tables as if every rank had the multi-host capability
+ * (ndet_setup_evaluate_rules with true, whatever ndet_setup_table_multi_host says),
+ * so that the CUDA engine's multi-host setup can be exercised before its stage kernels
+ * exist.  Off by default; process-wide.
  */
 void ndet_setup_set_multi_host_for_testing(bool on);
 

@@ -15,6 +15,7 @@
 
 #include "protocol/ndet_setup_record.h"
 #include "protocol/ndet_host_table.h"
+#include "protocol/ndet_setup.h"
 #include "kernels/ndet_types.h"
 
 #define NDET_STRINGIFY_VALUE(x) #x
@@ -356,10 +357,21 @@ void ndet_setup_evaluate_rules(const struct ndet_setup_payload *table, int nrank
 	ndet_verdict_set(verdict, NDET_VERDICT_OK, -1, 0);
 }
 
+bool ndet_setup_table_multi_host(const struct ndet_setup_payload *table, int nranks)
+{
+	if (table == NULL || nranks < 1)
+		return false;
+	for (int r = 0; r < nranks; r++)
+		if ((table[r].flags & NDET_SETUP_FLAG_MULTI_HOST) == 0)
+			return false;
+	return true;
+}
+
 void ndet_setup_evaluate(const struct ndet_setup_payload *table, int nranks,
 			 struct ndet_host_table *hosts, struct ndet_setup_verdict *verdict)
 {
-	ndet_setup_evaluate_rules(table, nranks, hosts, NDET_SETUP_MULTI_HOST_DIVERTS, verdict);
+	ndet_setup_evaluate_rules(table, nranks, hosts, ndet_setup_table_multi_host(table, nranks),
+				  verdict);
 }
 
 /*
@@ -457,8 +469,8 @@ const char *ndet_verdict_reason_fix(ndet_verdict_reason_t reason)
 			"position in the exchange; this is a bug in nccl-det or NCCL: please "
 			"report it with NCCL_DET_DEBUG=INFO logs",
 		[NDET_VERDICT_MULTI_HOST] =
-			"ranks are on more than one host; nccl-det diverts only single-host "
-			"communicators: nothing to fix, NCCL runs these calls",
+			"ranks are on more than one host, and nccl-det's engine (on some rank) has "
+			"no data path between hosts yet: nothing to fix, NCCL runs these calls",
 		[NDET_VERDICT_MULTI_HOST_NONBLOCKING] =
 			"ranks are on more than one host and the communicator is non-blocking "
 			"(config.blocking = 0, or NCCL_COMM_BLOCKING=0): between hosts nccl-det "

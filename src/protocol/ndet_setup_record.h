@@ -98,7 +98,8 @@ typedef enum {
 	NDET_VERDICT_OK = 0,
 	NDET_VERDICT_BAD_RECORD,    /* bad magic/version/length/checksum, or unterminated strings */
 	NDET_VERDICT_RANK_MISMATCH, /* rank/nranks fields do not match table position */
-	NDET_VERDICT_MULTI_HOST,    /* hostname or boot id differ: no data path between hosts yet */
+	NDET_VERDICT_MULTI_HOST,    /* hostname or boot id differ, and a rank's engine has no
+				     * data path between hosts */
 	NDET_VERDICT_MULTI_HOST_NONBLOCKING, /* more than one host, a non-blocking communicator */
 	NDET_VERDICT_MULTI_HOST_UNEQUAL,     /* more than one host, unequal ranks per host */
 	NDET_VERDICT_VERSION_MISMATCH,       /* library versions differ */
@@ -169,18 +170,20 @@ ndet_status_t ndet_setup_payload_parse(const void *bytes, size_t length,
 				       struct ndet_setup_payload *payload);
 
 /*
- * Does this build divert communicators whose ranks span hosts?  Not yet: the data path
- * between hosts is missing, so a multi-host table that passes every check before this
- * decision gets NDET_VERDICT_MULTI_HOST, on every rank alike.  The data path turns it
- * on; the checks after it already judge multi-host tables (namespaces per host).
+ * Does every rank of the table run the data path between hosts?  True when every
+ * record carries NDET_SETUP_FLAG_MULTI_HOST (ndet_setup.h), which a rank publishes
+ * when its engine has the multi-host stages (ndet_backend.multi_host): the CUDA engine
+ * does not yet, the host-only test engine does.  A function of the table: the same
+ * answer on every rank.  false for a missing table.
  */
-#define NDET_SETUP_MULTI_HOST_DIVERTS false
+bool ndet_setup_table_multi_host(const struct ndet_setup_payload *table, int nranks);
 
 struct ndet_host_table;
 
 /*
  * Judge the gathered table (table[r] is rank r's payload) by this build's rules
- * (ndet_setup_evaluate_rules with NDET_SETUP_MULTI_HOST_DIVERTS).  `hosts`: storage
+ * (ndet_setup_evaluate_rules, multi-host tables diverting where
+ * ndet_setup_table_multi_host says every rank can).  `hosts`: storage
  * of ndet_host_table_create for at least nranks ranks, which the evaluation fills
  * with the table's hosts (ndet_host_table_build, no caller's rank) once the records
  * are well-formed and consistent; NULL or too small is a missing table (BAD_RECORD,
@@ -205,7 +208,8 @@ void ndet_setup_evaluate(const struct ndet_setup_payload *table, int nranks,
  *   5. at most NDET_MAX_RANKS ranks on each host (TOO_MANY_RANKS): the kernels reduce
  *      one host's ranks; nothing else limits the number of hosts but the table
  *      (NDET_SETUP_NRANKS_LIMIT ranks in all);
- *   6. one host, unless `multi_host_diverts` (MULTI_HOST; the lowest rank of host 1);
+ *   6. one host, unless `multi_host_diverts` (MULTI_HOST; the lowest rank of host 1;
+ *      ndet_setup_evaluate passes ndet_setup_table_multi_host);
  *   7. local statuses (LOCAL_FAILURE);
  *   8. library versions (VERSION_MISMATCH) and 9. settings hashes
  *      (SETTINGS_MISMATCH), across every host: ranks that would run the same plan;
@@ -213,9 +217,9 @@ void ndet_setup_evaluate(const struct ndet_setup_payload *table, int nranks,
  *      not compared; known ones are compared with the first known id of the same
  *      kind on the same host (across hosts inodes are unrelated);
  *   11. pool geometry (POOL_MISMATCH).
- * The multi-host checks come right after the structural ones: while no multi-host
- * communicator diverts, the later checks would compare machines that are never meant
- * to share memory, and their fixes would mislead the user.
+ * The multi-host checks come right after the structural ones: where multi-host
+ * communicators do not divert, the later checks would compare machines that are never
+ * meant to share memory, and their fixes would mislead the user.
  */
 void ndet_setup_evaluate_rules(const struct ndet_setup_payload *table, int nranks,
 			       struct ndet_host_table *hosts, bool multi_host_diverts,

@@ -817,6 +817,109 @@ ndet_status_t ndet_reference_reduce_scatter_hosts(const void *const *inputs, con
 	return ndet_reference_block(inputs, host_of, nranks, rank, output, recvcount, dtype, op);
 }
 
+/* ---------------------------------------------------------------- host stages */
+
+/* Is partial_size one a partial of dtype may travel in? */
+static bool ndet_partial_size_valid(ndet_dtype_t dtype, uint32_t partial_size)
+{
+	const uint32_t accumulation = dtype == NDET_DTYPE_F64 ? 8u : 4u;
+	return partial_size == accumulation || partial_size == (uint32_t)ndet_dtype_size(dtype);
+}
+
+/* Partial element i in the accumulation type (f32 here; f64 partials elsewhere). */
+static float ndet_partial_load_float(const void *partial, ndet_dtype_t dtype, uint32_t partial_size,
+				     size_t i)
+{
+	if (partial_size == 4)
+		return ((const float *)partial)[i];
+	return ndet_load_float(partial, dtype, i);
+}
+
+static void ndet_partial_store_float(void *partial, ndet_dtype_t dtype, uint32_t partial_size,
+				     size_t i, float value)
+{
+	if (partial_size == 4)
+		((float *)partial)[i] = value;
+	else /* exact: min, max, or one rank's own element */
+		ndet_store_float(partial, dtype, i, value);
+}
+
+/*
+ * One stage over m values per element: the leaves of a host's ranks into a partial
+ * (`combine` false: no division, the partial type), or the hosts' partials into the
+ * output (`combine`: avg divides by red->nranks, one rounding to the data type).
+ */
+static ndet_status_t ndet_stage_run(const struct ndet_reduction *red, int m, bool combine,
+				    uint32_t partial_size, void *output, size_t count)
+{
+	const bool avg = combine && red->op == NDET_OP_AVG;
+	if (red->dtype == NDET_DTYPE_F64) {
+		double *v = malloc((size_t)m * sizeof(double));
+		if (v == NULL)
+			return NDET_ERR_SYSTEM;
+		for (size_t i = 0; i < count; i++) {
+			for (int k = 0; k < m; k++)
+				v[k] = combine ? ((const double *)red->inputs[k])[i]
+					       : ndet_leaf_double(red, k, i);
+			const double value = ndet_level_double(red, v, m);
+			((double *)output)[i] = avg ? value / (double)red->nranks : value;
+		}
+		free(v);
+		return NDET_OK;
+	}
+	float *v = malloc((size_t)m * sizeof(float));
+	if (v == NULL)
+		return NDET_ERR_SYSTEM;
+	for (size_t i = 0; i < count; i++) {
+		for (int k = 0; k < m; k++)
+			v[k] = combine ? ndet_partial_load_float(red->inputs[k], red->dtype,
+								 partial_size, i)
+				       : ndet_leaf_float(red, k, i);
+		const float value = ndet_level_float(red, v, m);
+		/* n is exact in f32 for any n below 2^24. */
+		if (combine)
+			ndet_store_float(output, red->dtype, i,
+					 avg ? value / (float)red->nranks : value);
+		else
+			ndet_partial_store_float(output, red->dtype, partial_size, i, value);
+	}
+	free(v);
+	return NDET_OK;
+}
+
+ndet_status_t ndet_reference_hosts_partial(const void *const *inputs, const void *scalars,
+					   int local_ranks, void *partial, size_t count,
+					   ndet_dtype_t dtype, ndet_op_t op, uint32_t partial_size)
+{
+	if (!ndet_arguments_valid(inputs, local_ranks, partial, count, dtype, op) ||
+	    !ndet_partial_size_valid(dtype, partial_size))
+		return NDET_ERR_INVALID_ARGUMENT;
+	const struct ndet_reduction red = {.inputs = inputs,
+					   .scalars = scalars,
+					   .nranks = local_ranks,
+					   .dtype = dtype,
+					   .op = scalars != NULL ? NDET_OP_SUM : op,
+					   .order = NDET_ORDER_TREE};
+	return count == 0 ? NDET_OK
+			  : ndet_stage_run(&red, local_ranks, false, partial_size, partial, count);
+}
+
+ndet_status_t ndet_reference_hosts_combine(const void *const *partials, int nhosts,
+					   uint32_t partial_size, int nranks, void *output,
+					   size_t count, ndet_dtype_t dtype, ndet_op_t op)
+{
+	if (!ndet_arguments_valid(partials, nhosts, output, count, dtype, op) || nranks < nhosts ||
+	    !ndet_partial_size_valid(dtype, partial_size))
+		return NDET_ERR_INVALID_ARGUMENT;
+	const struct ndet_reduction red = {.inputs = partials,
+					   .nranks = nranks,
+					   .dtype = dtype,
+					   .op = op,
+					   .order = NDET_ORDER_TREE};
+	return count == 0 ? NDET_OK
+			  : ndet_stage_run(&red, nhosts, true, partial_size, output, count);
+}
+
 /* snprintf-style text accumulation: counts the full length, writes what fits. */
 struct ndet_text {
 	char *buffer;

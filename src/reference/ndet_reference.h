@@ -158,6 +158,34 @@ ndet_status_t ndet_reference_reduce_scatter_hosts(const void *const *inputs, con
 						  ndet_op_t op);
 
 /*
+ * The two stages of the multi-host tree, as an implementation runs them apart (the
+ * host partial travels between them).  partial_size is ndet_hosts_partial_size's
+ * (protocol/ndet_hosts_plan.h): the bytes of a partial element, 4 (f32) or 8 (f64)
+ * for the accumulation type, or the data type's size where the partial is exact in
+ * it (min, max; one rank per host without PreMulSum).
+ *
+ * ndet_reference_hosts_partial: partial[i] = T_local(inputs[0][i], ..., inputs[g-1][i])
+ * over the g ranks of one host in rank order, in the accumulation type, stored in the
+ * partial type without any other rounding.  scalars non-NULL: PreMulSum leaves
+ * (x_r * scalars[r], scalars holding g values of dtype) and a sum.  avg sums here.
+ *
+ * ndet_reference_hosts_combine: output[i] = T_hosts(partials[0][i], ...,
+ * partials[H-1][i]) in host order, in the accumulation type (PreMulSum: op sum);
+ * avg then divides by nranks (g x H); one rounding to dtype.  The output may alias
+ * no partial.
+ *
+ * Composed, they give ndet_reference_allreduce_hosts (and _premulsum_hosts) bit for
+ * bit.  NDET_ERR_INVALID_ARGUMENT for a partial_size that is not the data type's,
+ * 4 or 8 as above, or the arguments the other references refuse.
+ */
+ndet_status_t ndet_reference_hosts_partial(const void *const *inputs, const void *scalars,
+					   int local_ranks, void *partial, size_t count,
+					   ndet_dtype_t dtype, ndet_op_t op, uint32_t partial_size);
+ndet_status_t ndet_reference_hosts_combine(const void *const *partials, int nhosts,
+					   uint32_t partial_size, int nranks, void *output,
+					   size_t count, ndet_dtype_t dtype, ndet_op_t op);
+
+/*
  * The tree for n as text, e.g. "((0+1)+2)" for n = 3, "0" for n = 1.  Returns the
  * length of the whole text, like snprintf: a result >= buffer_size means the text was
  * cut short (always NUL-terminated when buffer_size > 0).  -1 for nranks < 1.

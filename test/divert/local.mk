@@ -17,6 +17,14 @@ test_divert_test_collectives_LDFLAGS = $(AM_LDFLAGS) -no-install
 test_divert_test_collectives_LDADD = $(SHIM_TEST_LDADD)
 TESTS += test/divert/test_collectives
 
+# The multi-host all-reduce (NCCL_DET_TEST_HOST layouts) through the divert layer.
+check_PROGRAMS += test/divert/test_hosts
+test_divert_test_hosts_SOURCES = test/divert/test_hosts.c $(SHIM_TEST_SOURCES)
+test_divert_test_hosts_CFLAGS = $(SHIM_TEST_CFLAGS)
+test_divert_test_hosts_LDFLAGS = $(AM_LDFLAGS) -no-install
+test_divert_test_hosts_LDADD = $(SHIM_TEST_LDADD)
+TESTS += test/divert/test_hosts
+
 # Faults: abort, stopped peers, divergence, teardown orders, split groups, cycles, fork.
 check_PROGRAMS += test/divert/test_faults
 test_divert_test_faults_SOURCES = test/divert/test_faults.c test/support/ndet_test_clock.h \

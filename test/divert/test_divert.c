@@ -505,13 +505,16 @@ static void hosts_rank(int rank, void *opaque)
 }
 
 /*
- * NCCL_DET_TEST_HOST splits the threads of the fake NCCL into hosts.  Until a data
- * path between hosts exists, every rank of a multi-host communicator falls back
- * alike, with the verdict's cause (plain multi-host, non-blocking, unequal ranks per
- * host) in ncclDetCommQuery, one WARN per rank and the verdict line of rank 0; NCCL's
- * result is what they get.  Ranks of one process on both "hosts" share pid and
- * namespaces, so the hosts alone decide.  One name for every rank is one host, which
- * diverts as before, blocking or not.
+ * NCCL_DET_TEST_HOST splits the threads of the fake NCCL into hosts.  Equal hosts of
+ * blocking ranks divert where every rank's engine has the data path between hosts
+ * (the host-only backend does; 2 x 2 consecutive ranks give the single-host tree;
+ * test_hosts covers every layout).  Every other multi-host communicator falls back on
+ * every rank alike, with the verdict's cause (non-blocking, unequal ranks per host,
+ * or multi-host: a rank's engine, or the backend itself, without the stages, as the
+ * CUDA engine is) in ncclDetCommQuery, one WARN per rank and the verdict line of rank
+ * 0; NCCL's result is what they get.  Ranks of one process on both "hosts" share pid
+ * and namespaces, so the hosts alone decide.  One name for every rank is one host,
+ * which diverts as before, blocking or not.
  */
 static void test_hosts(void **state)
 {
@@ -521,30 +524,44 @@ static void test_hosts(void **state)
 		bool nonblocking;
 		ndet_verdict_reason_t reason; /* OK: diverted */
 		int offending;
+		int incapable;          /* this rank's engine has no multi-host stages; -1: none */
+		bool backend_incapable; /* the backend has none (multi_host false) */
 	} cases[] = {
-		{"A@0,1;B@2,3", 4, false, NDET_VERDICT_MULTI_HOST, 2},
-		{"A@0,2;B@1,3", 4, false, NDET_VERDICT_MULTI_HOST, 1},
+		{"A@0,1;B@2,3", 4, false, NDET_VERDICT_OK, -1, -1, false},
 		/* Ranks 2 and 3 are not listed: they keep the real host, another one. */
-		{"A@0,1", 4, false, NDET_VERDICT_MULTI_HOST, 2},
-		{"A@0,1;B@2", 3, false, NDET_VERDICT_MULTI_HOST_UNEQUAL, 2},
-		{"A@0,1;B@2,3", 4, true, NDET_VERDICT_MULTI_HOST_NONBLOCKING, 0},
-		{"A@0,1,2,3", 4, false, NDET_VERDICT_OK, -1},
-		{"A", 4, false, NDET_VERDICT_OK, -1},
-		{"A", 3, true, NDET_VERDICT_OK, -1},
+		{"A@0,1", 4, false, NDET_VERDICT_OK, -1, -1, false},
+		{"A@0,1;B@2,3", 4, false, NDET_VERDICT_MULTI_HOST, 2, 3, false},
+		{"A@0,2;B@1,3", 4, false, NDET_VERDICT_MULTI_HOST, 1, 0, false},
+		{"A@0,1;B@2,3", 4, false, NDET_VERDICT_MULTI_HOST, 2, -1, true},
+		{"A@0,1;B@2", 3, false, NDET_VERDICT_MULTI_HOST_UNEQUAL, 2, -1, false},
+		{"A@0,1;B@2,3", 4, true, NDET_VERDICT_MULTI_HOST_NONBLOCKING, 0, -1, false},
+		{"A@0,1,2,3", 4, false, NDET_VERDICT_OK, -1, -1, false},
+		{"A@0,1,2,3", 4, false, NDET_VERDICT_OK, -1, -1, true},
+		{"A", 4, false, NDET_VERDICT_OK, -1, -1, false},
+		{"A", 3, true, NDET_VERDICT_OK, -1, -1, false},
 	};
 	static struct dataset data;
+	static struct ndet_backend single_host_backend;
+	single_host_backend = ndet_fake_backend;
+	single_host_backend.multi_host = false;
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		const int n = cases[c].nranks;
 		const bool diverts = cases[c].reason == NDET_VERDICT_OK;
 		setup(state);
-		print_message("NCCL_DET_TEST_HOST=%s, %d ranks%s\n", cases[c].hosts, n,
-			      cases[c].nonblocking ? ", non-blocking" : "");
+		print_message("NCCL_DET_TEST_HOST=%s, %d ranks%s%s\n", cases[c].hosts, n,
+			      cases[c].nonblocking ? ", non-blocking" : "",
+			      cases[c].backend_incapable ? ", a backend without multi-host stages"
+							 : "");
 		assert_int_equal(setenv("NCCL_DET_TEST_HOST", cases[c].hosts, 1), 0);
 		ndet_divert_settings_changed();
+		ndet_fake_backend_set_multi_host(cases[c].incapable, false);
+		ndet_comm_set_backend_for_testing(cases[c].backend_incapable ? &single_host_backend
+									     : &ndet_fake_backend);
 		dataset_fill(&data, NDET_DTYPE_F32, NDET_OP_SUM, n, 81 + c);
 		struct hosts_job job = {.data = &data, .nonblocking = cases[c].nonblocking};
 		assert_int_equal(pncclGetUniqueId(&job.id), ncclSuccess);
 		assert_int_equal(fake_nccl_run_ranks(n, hosts_rank, &job), 0);
+		ndet_comm_set_backend_for_testing(&ndet_fake_backend);
 		for (int r = 0; r < n; r++) {
 			assert_int_equal(job.results[r], ncclSuccess);
 			assert_int_equal(job.diverted[r], diverts ? 1 : 0);

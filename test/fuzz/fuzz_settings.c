@@ -41,12 +41,12 @@ static const struct {
 	{"NCCL_DET_NCCL_LIBRARY", 0},   {"NCCL_DET_TEST_FAIL", 1},   {"NCCL_DET_DEBUG", 0},
 	{"NCCL_DET_DEBUG_SUBSYS", 0},   {"NCCL_DET_TUNER_ALGO", 1},  {"NCCL_DET_TUNER_PROTO", 1},
 	{"NCCL_DET_TUNER_CHANNELS", 1}, {"NCCL_DET_EXPECT", 0},      {"NCCL_DET_LL_MAX", 1},
-	{"NCCL_DET_PUSH_MIN", 1},       {"NCCL_DET_TEST_HOST", 1},
+	{"NCCL_DET_PUSH_MIN", 1},       {"NCCL_DET_TEST_HOST", 1},   {"NCCL_DET_HOSTS_STAGING", 1},
 	/* Not NCCL_DET_DEBUG_FILE: the fuzzer would create files wherever it names. */
 };
 
 #define FUZZ_VARIABLE_COUNT (sizeof(fuzz_variables) / sizeof(fuzz_variables[0]))
-#define FUZZ_DUMP_ROWS      21 /* the fuzzed variables and NCCL_DET_DEBUG_FILE */
+#define FUZZ_DUMP_ROWS      22 /* the fuzzed variables and NCCL_DET_DEBUG_FILE */
 
 static char fuzz_dir[PATH_MAX];
 static char fuzz_conf[PATH_MAX];

@@ -22,6 +22,7 @@
 #include "common/ndet_log.h"
 #include "reference/ndet_reference.h"
 #include "common/ndet_settings.h"
+#include "protocol/ndet_host_table.h"
 #include "protocol/ndet_setup.h"
 #include "protocol/ndet_teardown.h"
 
@@ -42,6 +43,9 @@ struct ndet_fake_pool {
 	uint64_t detach[NDET_MAX_RANKS]; /* peer q let go of this pool (ndet_teardown.h) */
 	void *staging;                   /* a copy of the owner's sendbuff for this call */
 	uint64_t scalar;                 /* PreMulSum: the owner's scalar (dtype bits) */
+	/* Multi-host: the owner's sendbuff during a stage 1, and its staging (slots). */
+	const void *hosts_input;
+	void *hosts_staging;
 };
 
 struct ndet_fake_engine {
@@ -65,6 +69,8 @@ struct ndet_fake_engine {
 	bool spinner_joinable;
 	/* Teardown. */
 	bool idle, peers_done;
+	/* Multi-host: the hosts of the table (this rank's part too); NULL on one host. */
+	struct ndet_host_table *hosts;
 };
 
 static pthread_mutex_t ndet_fake_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -74,7 +80,8 @@ static int ndet_fake_version_rank = -1; /* ndet_fake_backend_set_library_version
 static uint32_t ndet_fake_version;
 static int ndet_fake_gpu_rank = -1; /* ndet_fake_backend_set_gpu */
 static uint32_t ndet_fake_gpu_flags;
-static int ndet_fake_spin_rank = -1; /* ndet_fake_backend_spin_rank */
+static int ndet_fake_spin_rank = -1;        /* ndet_fake_backend_spin_rank */
+static int ndet_fake_single_host_rank = -1; /* ndet_fake_backend_set_multi_host */
 /* Per-rank "processes" that ended (ndet_fake_backend_end_process): their pids. */
 static uint64_t ndet_fake_ended[NDET_MAX_RANKS];
 static int ndet_fake_ended_count;
@@ -145,11 +152,13 @@ static bool ndet_fake_process_gone(uint64_t pid);
 static void ndet_fake_detach_peers(struct ndet_fake_engine *engine)
 {
 	const int me = engine->config.rank;
+	/* The slot of the writer's local index (ndet_teardown.h): its rank on one host. */
+	const int slot = engine->hosts != NULL ? engine->hosts->my_local : me;
 	if (ndet_fake_process_per_rank() && ndet_fake_process_gone(ndet_fake_rank_pid(me)))
 		return;
 	for (int q = 0; q < NDET_MAX_RANKS; q++)
 		if (engine->imported[q])
-			__atomic_store_n(&engine->peers[q]->detach[me],
+			__atomic_store_n(&engine->peers[q]->detach[slot],
 					 ndet_teardown_detach_word(engine->epoch, me, q),
 					 __ATOMIC_RELEASE);
 }
@@ -173,9 +182,11 @@ static void ndet_fake_free(void *member)
 	if (engine->pool != NULL) {
 		ndet_fake_count(&ndet_fake_counts.pools_freed);
 		free(engine->pool->staging);
+		free(engine->pool->hosts_staging);
 		free(engine->pool);
 		ndet_resources_freed(engine->pool_bytes);
 	}
+	ndet_host_table_destroy(engine->hosts);
 	free(engine);
 }
 
@@ -197,6 +208,7 @@ static uint64_t ndet_fake_abandon(void *member)
 	if (__atomic_load_n(&engine->running, __ATOMIC_ACQUIRE) == 0) {
 		if (engine->spinner_joinable)
 			pthread_join(engine->spinner, NULL);
+		ndet_host_table_destroy(engine->hosts);
 		free(engine);
 	}
 	return kept;
@@ -292,6 +304,8 @@ static void ndet_fake_prepare(void *member, struct ndet_setup_payload *payload)
 	if (ndet_fake_gpu_rank == config->rank)
 		gpu = ndet_fake_gpu_flags;
 	payload->flags |= gpu;
+	if (ndet_fake_single_host_rank == config->rank)
+		payload->flags &= ~NDET_SETUP_FLAG_MULTI_HOST;
 	pthread_mutex_unlock(&ndet_fake_lock);
 }
 
@@ -301,12 +315,72 @@ static bool ndet_fake_probes(const struct ndet_fake_engine *engine, int q)
 	return q != engine->config.rank && engine->kind[q] != NDET_PEER_REMOTE;
 }
 
+/*
+ * The least staging any plan of this shape accepts: the worst dtype's (fp8 with f32
+ * partials has the most partial bytes per data byte).
+ */
+static uint64_t ndet_fake_hosts_min_staging(int nhosts, int local_ranks)
+{
+	static const uint32_t sizes[][2] = {{1, 4}, {1, 1}, {2, 4}, {2, 2}, {4, 4}, {8, 8}};
+	uint64_t least = 0;
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		const struct ndet_hosts_shape shape = {sizes[i][0], sizes[i][1], nhosts,
+						       local_ranks};
+		const uint64_t bytes = ndet_hosts_min_staging_bytes(&shape);
+		if (bytes > least)
+			least = bytes;
+	}
+	return least;
+}
+
+/*
+ * A communicator across hosts: its hosts, and the staging of the multi-host stages
+ * (NCCL_DET_HOSTS_STAGING bytes, beside the pool and counted with it).  A local
+ * failure here fails round 3 on every rank alike.
+ */
+static bool ndet_fake_hosts_setup(struct ndet_fake_engine *engine,
+				  const struct ndet_setup_payload *table, int nranks)
+{
+	const struct ndet_engine_config *config = &engine->config;
+	engine->hosts = ndet_host_table_create(nranks);
+	if (engine->hosts == NULL ||
+	    !ndet_host_table_build(engine->hosts, table, nranks, config->rank))
+		return false;
+	if (engine->hosts->nhosts < 2)
+		return true;
+	const uint64_t least =
+		ndet_fake_hosts_min_staging(engine->hosts->nhosts, engine->hosts->size_max);
+	if (config->hosts_staging < least) {
+		NDET_WARN("rank %d: NCCL_DET_HOSTS_STAGING=%llu is below the %llu bytes %d hosts "
+			  "of %d ranks need; raise it on every rank",
+			  config->rank, (unsigned long long)config->hosts_staging,
+			  (unsigned long long)least, engine->hosts->nhosts,
+			  engine->hosts->size_max);
+		return false;
+	}
+	if (engine->pool_bytes + config->hosts_staging > config->max_memory) {
+		NDET_WARN("rank %d: pool and multi-host staging of %llu bytes exceed "
+			  "NCCL_DET_MAX_MEMORY=%llu; raise NCCL_DET_MAX_MEMORY or lower "
+			  "NCCL_DET_HOSTS_STAGING",
+			  config->rank,
+			  (unsigned long long)(engine->pool_bytes + config->hosts_staging),
+			  (unsigned long long)config->max_memory);
+		return false;
+	}
+	engine->pool->hosts_staging = malloc(config->hosts_staging);
+	if (engine->pool->hosts_staging == NULL)
+		return false;
+	engine->pool_bytes += config->hosts_staging;
+	ndet_resources_allocated(config->hosts_staging);
+	return true;
+}
+
 static bool ndet_fake_map_and_probe(void *member, const struct ndet_setup_payload *table,
 				    int nranks)
 {
 	struct ndet_fake_engine *engine = member;
 	const struct ndet_engine_config *config = &engine->config;
-	bool ok = true;
+	bool ok = ndet_fake_hosts_setup(engine, table, nranks);
 	engine->shares_process = ndet_setup_table_shares_process(table, nranks);
 	engine->share = ndet_teardown_join(table, nranks, config->rank);
 	engine->epoch = ndet_teardown_epoch(table, nranks);
@@ -754,15 +828,22 @@ static ndet_status_t ndet_fake_start_spinner(struct ndet_fake_engine *engine)
  * still returns NDET_OK: the error is in the engine's error word
  * (ncclCommGetAsyncError), and the next call fails fast.
  */
+/* The bookkeeping of a batch, one `size` item per call; NULL (calls failed) when out of memory. */
+static void *ndet_fake_batch(struct ndet_backend_call *calls, int count, size_t size,
+			     const char *what)
+{
+	ndet_fake_runtime_check(what);
+	void *runs = calloc((size_t)(count > 0 ? count : 1), size);
+	for (int i = 0; i < count && runs == NULL; i++)
+		calls[i].status = NDET_ERR_SYSTEM;
+	return runs;
+}
+
 static void ndet_fake_allreduce_group(struct ndet_backend_call *calls, int count)
 {
-	ndet_fake_runtime_check("an all-reduce");
-	struct ndet_fake_run *runs = calloc((size_t)(count > 0 ? count : 1), sizeof(*runs));
-	if (runs == NULL) {
-		for (int i = 0; i < count; i++)
-			calls[i].status = NDET_ERR_SYSTEM;
+	struct ndet_fake_run *runs = ndet_fake_batch(calls, count, sizeof(*runs), "an all-reduce");
+	if (runs == NULL)
 		return;
-	}
 	for (int i = 0; i < count; i++) {
 		struct ndet_fake_engine *engine = calls[i].engine;
 		runs[i].call = &calls[i];
@@ -781,6 +862,287 @@ static void ndet_fake_allreduce_group(struct ndet_backend_call *calls, int count
 	for (int i = 0; i < count; i++)
 		if (runs[i].reduced)
 			ndet_fake_finish(&runs[i]);
+	free(runs);
+}
+
+/* ---------------------------------------------------------------- multi-host stages */
+
+static ndet_status_t ndet_fake_hosts_view(void *opaque, struct ndet_backend_hosts *view)
+{
+	struct ndet_fake_engine *engine = opaque;
+	const struct ndet_host_table *hosts = engine->hosts;
+	if (hosts == NULL || hosts->nhosts < 2)
+		return NDET_ERR_UNSUPPORTED;
+	view->nhosts = hosts->nhosts;
+	view->local_ranks = hosts->size[0];
+	view->host = hosts->my_host;
+	view->local = hosts->my_local;
+	view->ranks = hosts->ranks; /* grouped by host in host order: [h x g + l] */
+	view->staging_bytes = engine->config.hosts_staging;
+	view->staging = engine->pool->hosts_staging;
+	return NDET_OK;
+}
+
+/* One call's stage 1 or 5 as its "kernel" runs it, with the ranks of its host. */
+struct ndet_fake_stage {
+	struct ndet_backend_call *call;
+	struct ndet_fake_engine *engine;
+	struct ndet_hosts_chunk chunk;
+	uint64_t step, signature, deadline_ns;
+	bool posted, worked;
+};
+
+/* The op of the stages: PreMulSum is a sum of scaled leaves. */
+static ndet_op_t ndet_fake_plain_op(const struct ndet_backend_call *call)
+{
+	return call->premul != NDET_PREMUL_NONE ? NDET_OP_SUM : call->op;
+}
+
+/* Where chunk `chunk` of the plan lies in a staging (its slot). */
+static unsigned char *ndet_fake_slot(void *staging, const struct ndet_hosts_chunk *chunk)
+{
+	return (unsigned char *)staging + chunk->slot_offset;
+}
+
+/* Publish to the other ranks of my host only: the ranks of other hosts have no pool here. */
+static void ndet_fake_stage_publish(struct ndet_fake_engine *engine, bool ready, uint64_t value)
+{
+	const struct ndet_host_table *hosts = engine->hosts;
+	const int me = engine->config.rank;
+	for (int k = 0; k < hosts->my_count; k++) {
+		const int q = hosts->my_ranks[k];
+		if (q == me)
+			continue;
+		uint64_t *word = ready ? &engine->peers[q]->ready[me] : &engine->peers[q]->done[me];
+		__atomic_store_n(word, value, __ATOMIC_RELEASE);
+	}
+}
+
+/* Wait for every other rank of my host's ready (with the signature) or done. */
+static bool ndet_fake_stage_wait(struct ndet_fake_stage *run, bool ready)
+{
+	struct ndet_fake_engine *engine = run->engine;
+	const struct ndet_host_table *hosts = engine->hosts;
+	for (int k = 0; k < hosts->my_count; k++) {
+		const int q = hosts->my_ranks[k];
+		if (q == engine->config.rank)
+			continue;
+		const uint64_t *word = ready ? &engine->pool->ready[q] : &engine->pool->done[q];
+		uint32_t error = ndet_fake_wait(engine, word, run->step, ready, run->signature,
+						&run->deadline_ns);
+		if (error != NDET_KERNEL_OK) {
+			ndet_fake_fail_all(engine, error);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* The stage's signature: the call's, its stage and its chunk. */
+static uint64_t ndet_fake_stage_signature(const struct ndet_backend_call *call, int nranks,
+					  ndet_hosts_stage_t stage, uint64_t chunk)
+{
+	uint64_t hash = ndet_fake_signature(call, nranks);
+	const uint64_t words[] = {(uint64_t)stage, chunk};
+	const unsigned char *bytes = (const unsigned char *)words;
+	for (size_t i = 0; i < sizeof(words); i++) {
+		hash ^= bytes[i];
+		hash *= UINT64_C(0x100000001b3);
+	}
+	hash &= NDET_FAKE_SIGNATURE_MASK;
+	return hash == 0 ? 1 : hash;
+}
+
+/* Kernel start of stage 1 or 5: fail fast, fault on NULL buffers, publish ready. */
+static void ndet_fake_stage_post(struct ndet_fake_stage *run, ndet_hosts_stage_t stage)
+{
+	struct ndet_backend_call *call = run->call;
+	struct ndet_fake_engine *engine = run->engine;
+	if (__atomic_load_n(&engine->pool->abort_word, __ATOMIC_RELAXED) != 0) {
+		ndet_fake_fail(engine, NDET_KERNEL_ERR_PEER);
+		return;
+	}
+	if (__atomic_load_n(&engine->abort, __ATOMIC_ACQUIRE) != 0) {
+		ndet_fake_fail_all(engine, NDET_KERNEL_ERR_ABORTED);
+		return;
+	}
+	const bool writes = call->coll != NDET_COLL_REDUCE || call->root == engine->config.rank;
+	if ((stage == NDET_HOSTS_STAGE_LOCAL && call->sendbuff == NULL) ||
+	    (stage == NDET_HOSTS_STAGE_GATHER && writes && call->recvbuff == NULL)) {
+		ndet_fake_fail_all(engine, NDET_FAKE_KERNEL_FAULT);
+		return;
+	}
+	engine->pool->hosts_input = call->sendbuff;
+	engine->pool->scalar = call->scalar_bits;
+	if (call->premul == NDET_PREMUL_DEVICE)
+		memcpy(&engine->pool->scalar, call->scalar, ndet_dtype_size(call->dtype));
+	run->step = ++engine->step;
+	run->signature =
+		ndet_fake_stage_signature(call, engine->config.nranks, stage, run->chunk.index);
+	run->deadline_ns =
+		engine->config.timeout_ms == 0
+			? 0
+			: ndet_fake_now_ns() + engine->config.timeout_ms * UINT64_C(1000000);
+	ndet_fake_stage_publish(engine, true,
+				run->step << NDET_FAKE_SIGNATURE_BITS | run->signature);
+	run->posted = true;
+}
+
+/* Stage 1: T_local of segment l over my host's ranks into my partial region. */
+static ndet_status_t ndet_fake_stage_local(struct ndet_fake_stage *run)
+{
+	const struct ndet_backend_call *call = run->call;
+	struct ndet_fake_engine *engine = run->engine;
+	const struct ndet_host_table *hosts = engine->hosts;
+	const struct ndet_hosts_plan *plan = call->hosts_plan;
+	const size_t es = ndet_dtype_size(call->dtype);
+	const struct ndet_hosts_range segment =
+		ndet_hosts_segment(plan, &run->chunk, hosts->my_local);
+	const void *inputs[NDET_MAX_RANKS];
+	unsigned char scalars[NDET_MAX_RANKS * sizeof(uint64_t)];
+	for (int k = 0; k < hosts->my_count; k++) {
+		const struct ndet_fake_pool *pool = engine->peers[hosts->my_ranks[k]];
+		inputs[k] = (const unsigned char *)pool->hosts_input + segment.offset * es;
+		memcpy(scalars + (size_t)k * es, &pool->scalar, es);
+	}
+	unsigned char *partial = ndet_fake_slot(engine->pool->hosts_staging, &run->chunk) +
+				 plan->slot.partial_offset;
+	return ndet_reference_hosts_partial(
+		inputs, call->premul != NDET_PREMUL_NONE ? scalars : NULL, hosts->my_count, partial,
+		segment.count, call->dtype, ndet_fake_plain_op(call),
+		plan->params.shape.partial_size);
+}
+
+/* Copy elements [from, from + count) of the message, held at `source`, into recvbuff. */
+static void ndet_fake_stage_deliver(const struct ndet_backend_call *call, int me,
+				    const unsigned char *source, uint64_t from, uint64_t count)
+{
+	const size_t es = ndet_dtype_size(call->dtype);
+	uint64_t lo = from, hi = from + count, base = 0;
+	if (call->coll == NDET_COLL_REDUCE && call->root != me)
+		return; /* only the root receives */
+	if (call->coll == NDET_COLL_REDUCE_SCATTER) {
+		/* My block of the all-reduce: [me x recvcount, (me + 1) x recvcount). */
+		base = (uint64_t)me * call->count;
+		lo = lo > base ? lo : base;
+		hi = hi < base + call->count ? hi : base + call->count;
+	}
+	if (lo >= hi)
+		return;
+	memcpy((unsigned char *)call->recvbuff + (lo - base) * es, source + (lo - from) * es,
+	       (hi - lo) * es);
+}
+
+/* Stage 5: every result segment of my host (the peers' result regions) into recvbuff. */
+static void ndet_fake_stage_gather(struct ndet_fake_stage *run)
+{
+	const struct ndet_backend_call *call = run->call;
+	struct ndet_fake_engine *engine = run->engine;
+	const struct ndet_host_table *hosts = engine->hosts;
+	const struct ndet_hosts_plan *plan = call->hosts_plan;
+	for (int k = 0; k < hosts->my_count; k++) {
+		const struct ndet_hosts_range segment = ndet_hosts_segment(plan, &run->chunk, k);
+		const unsigned char *result =
+			ndet_fake_slot(engine->peers[hosts->my_ranks[k]]->hosts_staging,
+				       &run->chunk) +
+			plan->slot.result_offset;
+		ndet_fake_stage_deliver(call, engine->config.rank, result, segment.offset,
+					segment.count);
+	}
+	if (run->chunk.index + 1 == plan->chunks) {
+		pthread_mutex_lock(&ndet_fake_lock);
+		ndet_fake_counts.allreduces++;
+		pthread_mutex_unlock(&ndet_fake_lock);
+	}
+}
+
+/* Every rank of my host posted this stage: run it, then say so. */
+static void ndet_fake_stage_work(struct ndet_fake_stage *run, ndet_hosts_stage_t stage)
+{
+	if (!ndet_fake_stage_wait(run, true))
+		return;
+	if (stage == NDET_HOSTS_STAGE_LOCAL) {
+		ndet_status_t status = ndet_fake_stage_local(run);
+		if (status != NDET_OK)
+			run->call->status = status;
+	} else {
+		ndet_fake_stage_gather(run);
+	}
+	ndet_fake_stage_publish(run->engine, false, run->step << NDET_FAKE_SIGNATURE_BITS);
+	run->worked = true;
+}
+
+/* Stage 3: the hosts' tree over the H partials of my block, one rounding. */
+static ndet_status_t ndet_fake_stage_reduce(const struct ndet_backend_call *call,
+					    struct ndet_fake_engine *engine, uint64_t index)
+{
+	const struct ndet_host_table *hosts = engine->hosts;
+	const struct ndet_hosts_plan *plan = call->hosts_plan;
+	const struct ndet_hosts_chunk chunk = ndet_hosts_chunk_at(plan, index);
+	const int h = hosts->my_host, nhosts = hosts->nhosts;
+	const struct ndet_hosts_range block = ndet_hosts_block(plan, &chunk, hosts->my_local, h);
+	if (block.count == 0)
+		return NDET_OK;
+	const uint64_t ps = plan->params.shape.partial_size, es = ndet_dtype_size(call->dtype);
+	unsigned char *slot = ndet_fake_slot(engine->pool->hosts_staging, &chunk);
+	const void **partials = calloc((size_t)nhosts, sizeof(*partials));
+	if (partials == NULL)
+		return NDET_ERR_SYSTEM;
+	for (int peer = 0; peer < nhosts; peer++) {
+		const uint64_t j = (uint64_t)(peer < h ? peer : peer - 1);
+		partials[peer] = peer == h ? slot + plan->slot.partial_offset +
+						     (uint64_t)h * chunk.block_elems * ps
+					   : slot + plan->slot.received_offset +
+						     j * plan->slot.received_stride;
+	}
+	ndet_status_t status = ndet_reference_hosts_combine(
+		partials, nhosts, (uint32_t)ps, engine->config.nranks,
+		slot + plan->slot.result_offset + (uint64_t)h * chunk.block_elems * es, block.count,
+		call->dtype, ndet_fake_plain_op(call));
+	free(partials);
+	return status;
+}
+
+/*
+ * Stages 1 and 5 run the kernels' flag protocol among the ranks of one host, every
+ * call of the batch posted before any waits (one thread may drive several ranks);
+ * stage 3 is local.  As with a launch, a poisoned engine refuses the stage, and a
+ * failure of the "kernel" goes into the error word with the call still NDET_OK.
+ */
+static void ndet_fake_hosts_stage(struct ndet_backend_call *calls, int count,
+				  ndet_hosts_stage_t stage, uint64_t chunk)
+{
+	struct ndet_fake_stage *runs =
+		ndet_fake_batch(calls, count, sizeof(*runs), "a multi-host stage");
+	if (runs == NULL)
+		return;
+	for (int i = 0; i < count; i++) {
+		struct ndet_fake_engine *engine = calls[i].engine;
+		calls[i].status = NDET_OK;
+		if (engine->hosts == NULL || engine->hosts->nhosts < 2 ||
+		    calls[i].hosts_plan == NULL || chunk >= calls[i].hosts_plan->chunks ||
+		    (stage != NDET_HOSTS_STAGE_LOCAL && stage != NDET_HOSTS_STAGE_REDUCE &&
+		     stage != NDET_HOSTS_STAGE_GATHER)) {
+			calls[i].status = NDET_ERR_INVALID_ARGUMENT;
+			continue;
+		}
+		if (ndet_fake_error(engine, NULL) != NDET_OK) {
+			calls[i].status = NDET_ERR_REMOTE; /* poisoned: refused at launch */
+			continue;
+		}
+		runs[i] = (struct ndet_fake_stage){.call = &calls[i], .engine = engine};
+		runs[i].chunk = ndet_hosts_chunk_at(calls[i].hosts_plan, chunk);
+		if (stage == NDET_HOSTS_STAGE_REDUCE)
+			calls[i].status = ndet_fake_stage_reduce(&calls[i], engine, chunk);
+		else
+			ndet_fake_stage_post(&runs[i], stage);
+	}
+	for (int i = 0; i < count; i++)
+		if (runs[i].posted)
+			ndet_fake_stage_work(&runs[i], stage);
+	for (int i = 0; i < count; i++)
+		if (runs[i].worked)
+			(void)ndet_fake_stage_wait(&runs[i], false);
 	free(runs);
 }
 
@@ -892,6 +1254,7 @@ static bool ndet_fake_pointer_valid(int cuda_device, const void *pointer)
 
 const struct ndet_backend ndet_fake_backend = {
 	.name = "fake (host memory, CPU reference)",
+	.multi_host = true,
 	.create_group = ndet_fake_create_group,
 	.allreduce_group = ndet_fake_allreduce_group,
 	.error = ndet_fake_error,
@@ -902,6 +1265,8 @@ const struct ndet_backend ndet_fake_backend = {
 	.memory_bytes = ndet_pool_memory_bytes,
 	.pointer_valid = ndet_fake_pointer_valid,
 	.at_exit = ndet_fake_at_exit,
+	.hosts_view = ndet_fake_hosts_view,
+	.hosts_stage = ndet_fake_hosts_stage,
 };
 
 void ndet_fake_backend_counters(struct ndet_fake_backend_counters *counters)
@@ -924,11 +1289,13 @@ void ndet_fake_backend_reset(void)
 	ndet_fake_version_rank = -1;
 	ndet_fake_gpu_rank = -1;
 	ndet_fake_spin_rank = -1;
+	ndet_fake_single_host_rank = -1;
 	pthread_mutex_unlock(&ndet_fake_lock);
 	ndet_resources_reset_for_testing();
 	while (pool != NULL) {
 		struct ndet_fake_pool *next = pool->next_quarantined;
 		free(pool->staging);
+		free(pool->hosts_staging);
 		free(pool);
 		pool = next;
 	}
@@ -940,6 +1307,22 @@ void ndet_fake_backend_set_gpu(int rank, bool sm90, bool fp8)
 	ndet_fake_gpu_rank = rank;
 	ndet_fake_gpu_flags = (sm90 ? NDET_SETUP_FLAG_SM90 : 0u) | (fp8 ? NDET_SETUP_FLAG_FP8 : 0u);
 	pthread_mutex_unlock(&ndet_fake_lock);
+}
+
+void ndet_fake_backend_set_multi_host(int rank, bool capable)
+{
+	pthread_mutex_lock(&ndet_fake_lock);
+	ndet_fake_single_host_rank = capable ? -1 : rank;
+	pthread_mutex_unlock(&ndet_fake_lock);
+}
+
+int ndet_fake_backend_mapped_peers(void *opaque)
+{
+	const struct ndet_fake_engine *engine = opaque;
+	int mapped = 0;
+	for (int q = 0; q < NDET_MAX_RANKS; q++)
+		mapped += q != engine->config.rank && engine->peers[q] != NULL;
+	return mapped;
 }
 
 void ndet_fake_backend_set_error(void *engine, uint32_t kernel_error)

@@ -8,6 +8,13 @@
  * NCCL_DET_TEST_FAIL (alloc, ipc_open, probe, @rank) and NCCL_DET_MAX_MEMORY as the
  * CUDA engine does.
  *
+ * Multi-host (ndet_backend.multi_host): the stages 1, 3 and 5 of
+ * doc/multihost-design.md on host memory, with the staging (NCCL_DET_HOSTS_STAGING
+ * bytes, counted with the pool) allocated at setup when the table spans hosts.
+ * Stages 1 and 5 run the flag protocol below among the ranks of one host only (each
+ * rank maps its g - 1 local peers, never a remote one); the arithmetic is the CPU
+ * reference's two stages (ndet_reference_hosts_partial, _combine).
+ *
  * Its collectives (all-reduce, reduce-scatter, reduce; plain ops and PreMulSum) run
  * the kernels' flag protocol (ndet_kernels.h) on the calling thread, through the
  * pools and never through NCCL: copy-in (and the PreMulSum scalar: a device scalar
@@ -110,6 +117,17 @@ void ndet_fake_backend_set_library_version(int rank, uint32_t version);
  * what FAKE_CUDA_MAJOR says); rank -1: none.  Reset by ndet_fake_backend_reset.
  */
 void ndet_fake_backend_set_gpu(int rank, bool sm90, bool fp8);
+
+/*
+ * Setups from now on: `rank` of every communicator publishes no
+ * NDET_SETUP_FLAG_MULTI_HOST (capable false), as a rank whose engine lacks the
+ * multi-host stages would; rank -1 or capable true: none.  Reset by
+ * ndet_fake_backend_reset.
+ */
+void ndet_fake_backend_set_multi_host(int rank, bool capable);
+
+/* Peers' pools an engine maps (itself not counted): g - 1 on a host of g ranks. */
+int ndet_fake_backend_mapped_peers(void *engine);
 
 /*
  * With FAKE_BACKEND_PROCESS_PER_RANK=1: the "process" of `rank` (of every

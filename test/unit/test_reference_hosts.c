@@ -24,6 +24,7 @@
 
 #include "common/ndet_dtype.h"
 #include "protocol/ndet_host_order.h"
+#include "protocol/ndet_hosts_plan.h"
 #include "reference/ndet_reference.h"
 #include "test/support/ndet_test_data.h"
 
@@ -911,6 +912,79 @@ static void test_reduce_scatter_hosts_blocks(void **state)
 
 /* ---------------------------------------------------------------- arguments */
 
+/*
+ * The two stages as an implementation runs them apart (ndet_reference_hosts_partial
+ * on each host, the partial in ndet_hosts_partial_size's type, then
+ * ndet_reference_hosts_combine in host order) compose to the multi-host reference bit
+ * for bit: every dtype, op and PreMulSum, layouts of equal hosts (consecutive,
+ * interleaved, one rank per host), specials included.
+ */
+static void test_stages_compose(void **state)
+{
+	(void)state;
+	static const char *const layouts[] = {"AABB",   "ABAB", "AAABBB", "AABBCC",
+					      "ABCABC", "ABCD", "AAAA"};
+	for (size_t l = 0; l < ARRAY_SIZE(layouts); l++) {
+		int host_of[MAX_RANKS], n = layout_hosts(layouts[l], host_of);
+		const int nhosts = hosts_in(host_of, n), g = n / nhosts;
+		for (ndet_dtype_t dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+			for (int op = 0; op < OPS_ALL; op++) {
+				struct data_set set;
+				data_make(&set, dtype, n, 53, 8100 + l, DATA_FLAGS);
+				const size_t es = ndet_dtype_size(dtype);
+				const ndet_op_t plain =
+					op == OP_PREMUL ? NDET_OP_SUM : (ndet_op_t)op;
+				const uint32_t ps =
+					ndet_hosts_partial_size(dtype, plain, op == OP_PREMUL, g);
+				void *partials[MAX_RANKS];
+				const void *views[MAX_RANKS];
+				for (int h = 0; h < nhosts; h++) {
+					const void *inputs[MAX_RANKS];
+					unsigned char scalars[MAX_RANKS * 8];
+					int k = 0;
+					for (int r = 0; r < n; r++) {
+						if (host_of[r] != h)
+							continue;
+						memcpy(scalars + (size_t)k * es,
+						       set.scalars + (size_t)r * es, es);
+						inputs[k++] = set.inputs[r];
+					}
+					assert_int_equal(k, g);
+					partials[h] = malloc(set.count * ps);
+					assert_non_null(partials[h]);
+					views[h] = partials[h];
+					assert_int_equal(
+						ndet_reference_hosts_partial(
+							inputs, op == OP_PREMUL ? scalars : NULL, g,
+							partials[h], set.count, dtype, plain, ps),
+						NDET_OK);
+				}
+				void *got = output_for(&set), *want = output_for(&set);
+				assert_int_equal(ndet_reference_hosts_combine(views, nhosts, ps, n,
+									      got, set.count, dtype,
+									      plain),
+						 NDET_OK);
+				reduce_hosts(&set, host_of, op, want);
+				assert_equivalent(&set, got, want, layouts[l], op);
+				for (int h = 0; h < nhosts; h++)
+					free(partials[h]);
+				free(got);
+				free(want);
+				data_free(&set);
+			}
+		}
+	}
+	/* A partial type that is neither the data type nor the accumulation type. */
+	float x = 1.0f, out[1];
+	const void *one[1] = {&x};
+	assert_int_equal(
+		ndet_reference_hosts_partial(one, NULL, 1, out, 1, NDET_DTYPE_F32, NDET_OP_SUM, 8),
+		NDET_ERR_INVALID_ARGUMENT);
+	assert_int_equal(
+		ndet_reference_hosts_combine(one, 1, 2, 1, out, 1, NDET_DTYPE_F32, NDET_OP_SUM),
+		NDET_ERR_INVALID_ARGUMENT);
+}
+
 static void test_hosts_invalid_arguments(void **state)
 {
 	(void)state;
@@ -973,6 +1047,7 @@ int main(void)
 		cmocka_unit_test(test_min_max_every_layout),
 		cmocka_unit_test(test_specials_at_both_stages),
 		cmocka_unit_test(test_reduce_scatter_hosts_blocks),
+		cmocka_unit_test(test_stages_compose),
 		cmocka_unit_test(test_hosts_invalid_arguments),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

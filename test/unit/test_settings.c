@@ -57,6 +57,7 @@ static const char *const test_variables[] = {
 	"NCCL_DET_EXPECT",
 	"NCCL_DET_LL_MAX",
 	"NCCL_DET_PUSH_MIN",
+	"NCCL_DET_HOSTS_STAGING",
 	/* Misspellings the unknown-name test sets. */
 	"NCCL_DET_ENABLED",
 	"NCCL_DET_POOLSIZE",
@@ -843,7 +844,7 @@ static void test_settings_info_dump(void **state)
 			 1);
 	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_DEBUG=INFO (environment)"),
 			 1);
-	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_"), 21);
+	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_"), 22);
 	free(log);
 
 	/* INFO for another subsystem only: no dump. */
@@ -859,13 +860,14 @@ static void test_settings_info_dump(void **state)
 static void test_settings_dump_table(void **state)
 {
 	static const char *const names[] = {
-		"NCCL_DET_ENABLE",       "NCCL_DET_STRICT",         "NCCL_DET_STATS",
-		"NCCL_DET_POOL_SIZE",    "NCCL_DET_ONESHOT_MAX",    "NCCL_DET_TIMEOUT",
-		"NCCL_DET_MAX_MEMORY",   "NCCL_DET_MAX_BLOCKS",     "NCCL_DET_DEBUG_DELAY",
-		"NCCL_DET_NCCL_LIBRARY", "NCCL_DET_TEST_FAIL",      "NCCL_DET_DEBUG",
-		"NCCL_DET_DEBUG_SUBSYS", "NCCL_DET_DEBUG_FILE",     "NCCL_DET_TUNER_ALGO",
-		"NCCL_DET_TUNER_PROTO",  "NCCL_DET_TUNER_CHANNELS", "NCCL_DET_EXPECT",
-		"NCCL_DET_LL_MAX",       "NCCL_DET_PUSH_MIN",       "NCCL_DET_TEST_HOST",
+		"NCCL_DET_ENABLE",        "NCCL_DET_STRICT",         "NCCL_DET_STATS",
+		"NCCL_DET_POOL_SIZE",     "NCCL_DET_ONESHOT_MAX",    "NCCL_DET_TIMEOUT",
+		"NCCL_DET_MAX_MEMORY",    "NCCL_DET_MAX_BLOCKS",     "NCCL_DET_DEBUG_DELAY",
+		"NCCL_DET_NCCL_LIBRARY",  "NCCL_DET_TEST_FAIL",      "NCCL_DET_DEBUG",
+		"NCCL_DET_DEBUG_SUBSYS",  "NCCL_DET_DEBUG_FILE",     "NCCL_DET_TUNER_ALGO",
+		"NCCL_DET_TUNER_PROTO",   "NCCL_DET_TUNER_CHANNELS", "NCCL_DET_EXPECT",
+		"NCCL_DET_LL_MAX",        "NCCL_DET_PUSH_MIN",       "NCCL_DET_TEST_HOST",
+		"NCCL_DET_HOSTS_STAGING",
 	};
 	test_setenv("NCCL_DET_MAX_MEMORY", "1048577");
 	test_setenv("NCCL_DET_STRICT", "bad");
@@ -910,11 +912,11 @@ static void test_settings_agreement_hash_fields(void **state)
 	 * NCCL_DET_ONESHOT_MAX 64 KiB -> auto after it) or with the format
 	 * (NCCL_DET_LL_MAX joined in format 2, NCCL_DET_PUSH_MIN in format 3, the
 	 * planner's grid changed in format 4, auto in format 5, even steps in format 6,
-	 * 512-byte segments in format 7).  Recomputed apart from this code: FNV-1a 64
-	 * over the little-endian bytes of 7, 0, 96 MiB, 2^64 - 1 (auto), 96, 256 KiB,
-	 * 4 MiB.
+	 * 512-byte segments in format 7, NCCL_DET_HOSTS_STAGING joined in format 8).
+	 * Recomputed apart from this code: FNV-1a 64 over the little-endian bytes of 8,
+	 * 0, 96 MiB, 2^64 - 1 (auto), 96, 256 KiB, 4 MiB, 96 MiB.
 	 */
-	assert_int_equal(base, UINT64_C(0x73c483e110ca310c));
+	assert_int_equal(base, UINT64_C(0x826fb1a22fb6b4d1));
 
 	struct ndet_settings changed;
 	memcpy(&changed, defaults, sizeof(changed));
@@ -937,6 +939,9 @@ static void test_settings_agreement_hash_fields(void **state)
 	assert_int_not_equal(ndet_settings_agreement_hash(&changed), base);
 	memcpy(&changed, defaults, sizeof(changed));
 	changed.push_min = 0;
+	assert_int_not_equal(ndet_settings_agreement_hash(&changed), base);
+	memcpy(&changed, defaults, sizeof(changed));
+	changed.hosts_staging = 64 * 1024;
 	assert_int_not_equal(ndet_settings_agreement_hash(&changed), base);
 
 	/* Swapping two hashed values must not collide (the order is part of the format). */
@@ -967,6 +972,7 @@ static void test_settings_agreement_hash_fields(void **state)
 	noisy.max_blocks = defaults->max_blocks;
 	noisy.ll_max = defaults->ll_max;
 	noisy.push_min = defaults->push_min;
+	noisy.hosts_staging = defaults->hosts_staging;
 	assert_int_equal(ndet_settings_agreement_hash(&noisy), base);
 }
 

@@ -17,6 +17,7 @@
 
 #include "protocol/ndet_setup_record.h"
 #include "protocol/ndet_host_table.h"
+#include "protocol/ndet_setup.h"
 #include "kernels/ndet_types.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -1042,7 +1043,25 @@ static void test_evaluate_multi_host_layouts(void **state)
 			expect_verdict_rules(table, n, 1, cases[i].reason, cases[i].offending,
 					     cases[i].detail);
 	}
-	assert_false(NDET_SETUP_MULTI_HOST_DIVERTS);
+	/* Every rank with the data path (NDET_SETUP_FLAG_MULTI_HOST): this build diverts. */
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		const int n = (int)strlen(cases[i].letters);
+		make_hosts_table(table, cases[i].letters);
+		for (int r = 0; r < n; r++)
+			table[r].flags |= NDET_SETUP_FLAG_MULTI_HOST;
+		assert_true(ndet_setup_table_multi_host(table, n));
+		if (cases[i].with_data_path)
+			expect_verdict(table, n, NDET_VERDICT_OK, -1, 0);
+		else
+			expect_verdict(table, n, cases[i].reason, cases[i].offending,
+				       cases[i].detail);
+		/* One rank without it: every rank falls back, as without any. */
+		table[n - 1].flags &= ~NDET_SETUP_FLAG_MULTI_HOST;
+		assert_false(ndet_setup_table_multi_host(table, n));
+		expect_verdict(table, n, cases[i].reason, cases[i].offending, cases[i].detail);
+	}
+	assert_false(ndet_setup_table_multi_host(NULL, 4));
+	assert_false(ndet_setup_table_multi_host(table, 0));
 }
 
 /* Non-blocking ranks: refused across hosts (with or without the data path), not on one. */

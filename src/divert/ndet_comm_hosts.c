@@ -1,0 +1,244 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Diverted calls of communicators that span hosts (doc/multihost-design.md): the
+ * schedule of ndet_hosts_plan.h run through the backend's stages 1, 3 and 5 and the
+ * real NCCL's grouped ncclSend/ncclRecv on the user's own communicator for stages 2
+ * and 4.  Everything is enqueued on the call's stream in issue order, with no host
+ * synchronisation between stages: NCCL moves bytes, the engine does every arithmetic
+ * step.
+ */
+#include "config.h"
+
+#include "divert/ndet_comm.h"
+#include "divert/ndet_comm_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/ndet_dtype.h"
+#include "common/ndet_log.h"
+#include "resolve/ndet_resolve.h"
+
+/* One call across hosts and what its issue loop needs. */
+struct ndet_comm_hosts_call {
+	struct ndet_backend_call *launch;
+	ncclComm_t nccl;
+	struct ndet_backend_hosts view;
+	struct ndet_hosts_plan plan;
+	struct ndet_hosts_transfer *transfers; /* H - 1 entries */
+	ncclResult_t nccl_result;              /* the first NCCL failure: no more NCCL stages */
+};
+
+bool ndet_comm_hosts_engine(void *engine, struct ndet_backend_hosts *view)
+{
+	const struct ndet_backend *backend = ndet_comm_backend();
+	return backend->multi_host && backend->hosts_view != NULL &&
+	       backend->hosts_view(engine, view) == NDET_OK && view->nhosts > 1;
+}
+
+/*
+ * The plan of a call: a function of the agreed facts only (dtype, op, H, g, the count
+ * and the agreed staging), so every rank chunks alike.  A reduce-scatter runs the
+ * all-reduce's schedule over its whole send buffer (g x H blocks of recvcount).
+ */
+static ndet_status_t ndet_comm_hosts_plan(struct ndet_comm_hosts_call *item)
+{
+	const struct ndet_backend_call *call = item->launch;
+	const struct ndet_backend_hosts *view = &item->view;
+	const bool premul = call->premul != NDET_PREMUL_NONE;
+	const ndet_op_t op = premul ? NDET_OP_SUM : call->op;
+	const uint64_t blocks = call->coll == NDET_COLL_REDUCE_SCATTER
+					? (uint64_t)view->nhosts * (uint64_t)view->local_ranks
+					: 1;
+	struct ndet_hosts_params params = {
+		.shape =
+			{
+				.elem_size = (uint32_t)ndet_dtype_size(call->dtype),
+				.partial_size = ndet_hosts_partial_size(call->dtype, op, premul,
+									view->local_ranks),
+				.hosts = view->nhosts,
+				.local_ranks = view->local_ranks,
+			},
+		.count = (uint64_t)call->count * blocks,
+		.staging_bytes = view->staging_bytes,
+	};
+	item->transfers = calloc((size_t)view->nhosts, sizeof(*item->transfers));
+	if (item->transfers == NULL)
+		return NDET_ERR_SYSTEM;
+	return ndet_hosts_plan_make(&params, &item->plan);
+}
+
+/* Does chunk `j` exist in this call (j may be negative or past the end)? */
+static bool ndet_comm_hosts_has(const struct ndet_comm_hosts_call *item, int64_t j)
+{
+	return j >= 0 && (uint64_t)j < item->plan.chunks;
+}
+
+/*
+ * Stage 1, 3 or 5 of chunk j for every call that has it, one backend batch.  A
+ * call's first failure is its status; later stages still run (their peers wait for
+ * them, and the NCCL stages between must match the peers').
+ */
+static void ndet_comm_hosts_ours(struct ndet_comm_hosts_call *items, int count,
+				 struct ndet_backend_call *batch, ndet_hosts_stage_t stage,
+				 int64_t j)
+{
+	int n = 0;
+	for (int i = 0; i < count; i++) {
+		if (!ndet_comm_hosts_has(&items[i], j))
+			continue;
+		batch[n] = *items[i].launch;
+		batch[n].hosts_plan = &items[i].plan;
+		n++;
+	}
+	if (n == 0)
+		return;
+	ndet_comm_backend()->hosts_stage(batch, n, stage, (uint64_t)j);
+	n = 0;
+	for (int i = 0; i < count; i++) {
+		if (!ndet_comm_hosts_has(&items[i], j))
+			continue;
+		if (items[i].launch->status == NDET_OK)
+			items[i].launch->status = batch[n].status;
+		n++;
+	}
+}
+
+static void ndet_comm_hosts_nccl_failed(struct ndet_comm_hosts_call *item, ncclResult_t result)
+{
+	if (result == ncclSuccess || item->nccl_result != ncclSuccess)
+		return;
+	item->nccl_result = result;
+	NDET_WARN("communicator %p: NCCL failed a send or receive between hosts of nccl-det's "
+		  "%s: %d; the call fails with NCCL's result",
+		  (void *)item->nccl, ndet_comm_coll_name(item->launch->coll), (int)result);
+}
+
+/* The sends (or receives) of one call's stage 2 or 4 of chunk j, as bytes. */
+static void ndet_comm_hosts_post(const struct ndet_nccl *nccl, struct ndet_comm_hosts_call *item,
+				 ndet_hosts_stage_t stage, int64_t j, bool send)
+{
+	const struct ndet_hosts_chunk chunk = ndet_hosts_chunk_at(&item->plan, (uint64_t)j);
+	const struct ndet_hosts_rank rank = {
+		.host = item->view.host, .local = item->view.local, .ranks = item->view.ranks};
+	uint32_t n = 0;
+	if (ndet_hosts_transfers(&item->plan, &chunk, &rank, stage, send, item->transfers, &n) !=
+	    NDET_OK) {
+		ndet_comm_hosts_nccl_failed(item, ncclInternalError);
+		return;
+	}
+	unsigned char *staging = item->view.staging;
+	for (uint32_t k = 0; k < n; k++) {
+		const struct ndet_hosts_transfer *t = &item->transfers[k];
+		ncclResult_t result =
+			send ? nccl->ncclSend(staging + t->staging_offset, (size_t)t->bytes,
+					      ncclUint8, t->peer, item->nccl, item->launch->stream)
+			     : nccl->ncclRecv(staging + t->staging_offset, (size_t)t->bytes,
+					      ncclUint8, t->peer, item->nccl, item->launch->stream);
+		ndet_comm_hosts_nccl_failed(item, result);
+	}
+}
+
+/*
+ * Stage 2 or 4 of chunk j of every call that has it, in ONE NCCL group: a thread
+ * that drives several ranks must never wait in one rank's group end for another rank
+ * it drives.  A call NCCL failed takes no part any more.
+ */
+static void ndet_comm_hosts_nccl(struct ndet_comm_hosts_call *items, int count,
+				 ndet_hosts_stage_t stage, int64_t j)
+{
+	const struct ndet_nccl *nccl = ndet_resolve_nccl();
+	bool any = false;
+	for (int i = 0; i < count; i++)
+		any = any ||
+		      (ndet_comm_hosts_has(&items[i], j) && items[i].nccl_result == ncclSuccess);
+	if (!any)
+		return;
+	ncclResult_t result = ncclInvalidUsage;
+	if (nccl->ncclGroupStart == NULL || nccl->ncclGroupEnd == NULL || nccl->ncclSend == NULL ||
+	    nccl->ncclRecv == NULL)
+		result = ndet_status_to_nccl(
+			ndet_resolve_missing(nccl->ncclSend == NULL ? NDET_NCCL_FN_ncclSend
+								    : NDET_NCCL_FN_ncclGroupStart));
+	else
+		result = nccl->ncclGroupStart();
+	if (result != ncclSuccess) {
+		for (int i = 0; i < count; i++)
+			if (ndet_comm_hosts_has(&items[i], j))
+				ndet_comm_hosts_nccl_failed(&items[i], result);
+		return;
+	}
+	for (int i = 0; i < count; i++) {
+		if (!ndet_comm_hosts_has(&items[i], j) || items[i].nccl_result != ncclSuccess)
+			continue;
+		ndet_comm_hosts_post(nccl, &items[i], stage, j, true);
+		ndet_comm_hosts_post(nccl, &items[i], stage, j, false);
+	}
+	result = nccl->ncclGroupEnd();
+	for (int i = 0; i < count; i++)
+		if (ndet_comm_hosts_has(&items[i], j))
+			ndet_comm_hosts_nccl_failed(&items[i], result);
+}
+
+/*
+ * The issue loop (doc/multihost-design.md, "Streams and the pipeline"): per step j,
+ * our stages 3(j - 1), 1(j), 5(j - 2), then NCCL's stage 2(j) and stage 4(j - 1).
+ * Every input of a stage is produced earlier in this order, and a slot is reused only
+ * three chunks later, after its last reader.
+ */
+static void ndet_comm_hosts_issue(struct ndet_comm_hosts_call *items, int count,
+				  struct ndet_backend_call *batch)
+{
+	uint64_t chunks = 0;
+	for (int i = 0; i < count; i++)
+		if (items[i].plan.chunks > chunks)
+			chunks = items[i].plan.chunks;
+	for (int64_t j = 0; j < (int64_t)chunks + 2; j++) {
+		ndet_comm_hosts_ours(items, count, batch, NDET_HOSTS_STAGE_REDUCE, j - 1);
+		ndet_comm_hosts_ours(items, count, batch, NDET_HOSTS_STAGE_LOCAL, j);
+		ndet_comm_hosts_ours(items, count, batch, NDET_HOSTS_STAGE_GATHER, j - 2);
+		ndet_comm_hosts_nccl(items, count, NDET_HOSTS_STAGE_PARTIALS, j);
+		ndet_comm_hosts_nccl(items, count, NDET_HOSTS_STAGE_RESULTS, j - 1);
+	}
+}
+
+ncclResult_t ndet_comm_hosts_launch(struct ndet_backend_call *launches, const ncclComm_t *comms,
+				    int count)
+{
+	ncclResult_t first = ncclSuccess;
+	struct ndet_comm_hosts_call *items = calloc((size_t)count, sizeof(*items));
+	struct ndet_backend_call *batch = calloc((size_t)count, sizeof(*batch));
+	if (items == NULL || batch == NULL) {
+		for (int i = 0; i < count; i++)
+			launches[i].status = NDET_ERR_SYSTEM;
+		goto out;
+	}
+	for (int i = 0; i < count; i++) {
+		struct ndet_comm_hosts_call *item = &items[i];
+		item->launch = &launches[i];
+		item->nccl = comms[i];
+		launches[i].status = NDET_OK;
+		/* Every rank decides alike: the view and the plan are agreed facts. */
+		if (!ndet_comm_hosts_engine(launches[i].engine, &item->view))
+			launches[i].status = NDET_ERR_INTERNAL;
+		else
+			launches[i].status = ndet_comm_hosts_plan(item);
+		if (launches[i].status != NDET_OK)
+			item->plan.chunks = 0;
+	}
+	ndet_comm_hosts_issue(items, count, batch);
+	for (int i = 0; i < count; i++) {
+		if (items[i].nccl_result == ncclSuccess)
+			continue;
+		launches[i].status = NDET_ERR_NCCL;
+		if (first == ncclSuccess)
+			first = items[i].nccl_result;
+	}
+out:
+	for (int i = 0; items != NULL && i < count; i++)
+		free(items[i].transfers);
+	free(batch);
+	free(items);
+	return first;
+}
