@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "engine/ndet_cuda.h"
+#include "engine/ndet_engine_internal.h"
 #include "common/ndet_log.h"
 #include "protocol/ndet_pool_layout.h"
 
@@ -88,7 +89,16 @@ static void ndet_backend_cuda_allreduce_group(struct ndet_backend_call *calls, i
 			.scalar_bits = call->scalar_bits,
 			.scalar = call->scalar,
 		};
-		call->status = ndet_engine_collective(call->engine, &engine_call, call->stream);
+		/*
+		 * An engine of several hosts reduces only its own host's ranks: never a
+		 * whole call here (no multi-host stages in this engine yet; unreachable
+		 * unless a test admits multi-host tables).
+		 */
+		const struct ndet_engine *engine = call->engine;
+		call->status =
+			engine->local.nhosts > 1
+				? NDET_ERR_UNSUPPORTED
+				: ndet_engine_collective(call->engine, &engine_call, call->stream);
 	}
 }
 

@@ -139,11 +139,18 @@ static void ndet_engine_setup_prepare(void *member, struct ndet_setup_payload *p
 	struct ndet_engine *engine = member;
 	ndet_local_status_t local = NDET_LOCAL_READY;
 	/*
-	 * No limit on nranks here: the kernels reduce the ranks of one host, and the
-	 * verdict refuses a table with more than NDET_MAX_RANKS on one host (the pool's
-	 * per-rank parts are sized for min(nranks, NDET_MAX_RANKS): ndet_pool_layout.h).
+	 * The kernels reduce the ranks of one host, and the verdict refuses a table with
+	 * more than NDET_MAX_RANKS on one host (the pool's per-rank parts are sized for
+	 * min(nranks, NDET_MAX_RANKS): ndet_pool_layout.h).  A communicator larger than
+	 * that can only divert as several hosts, which needs every rank to publish the
+	 * multi-host capability: without it (this rank alone already decides that the
+	 * verdict falls back) no pool is allocated only to be freed at round two.
 	 */
-	if (!ndet_engine_use_device(engine))
+	if (engine->config.nranks > NDET_MAX_RANKS &&
+	    (engine->config.setup_flags & NDET_SETUP_FLAG_MULTI_HOST) == 0 &&
+	    !ndet_setup_multi_host_for_testing())
+		local = NDET_LOCAL_TOO_MANY_RANKS;
+	else if (!ndet_engine_use_device(engine))
 		local = NDET_LOCAL_CUDA_FAILED;
 	else
 		local = ndet_engine_alloc(engine);

@@ -108,6 +108,11 @@ void ndet_setup_set_multi_host_for_testing(bool on)
 	__atomic_store_n(&ndet_setup_multi_host_testing, on, __ATOMIC_RELAXED);
 }
 
+bool ndet_setup_multi_host_for_testing(void)
+{
+	return __atomic_load_n(&ndet_setup_multi_host_testing, __ATOMIC_RELAXED);
+}
+
 /* Buffers big enough for every round. */
 #define NDET_SETUP_RECORD_MAX sizeof(struct ndet_setup_payload)
 
@@ -227,7 +232,7 @@ static void ndet_setup_check_payloads(struct ndet_setup_member *member,
 	ndet_setup_evaluate_rules(
 		state->table, member->nranks, state->hosts,
 		ndet_setup_table_multi_host(state->table, member->nranks) ||
-			__atomic_load_n(&ndet_setup_multi_host_testing, __ATOMIC_RELAXED),
+			ndet_setup_multi_host_for_testing(),
 		&member->verdict);
 	if (member->verdict.reason != NDET_VERDICT_OK)
 		ndet_setup_leave(member, state, ops, NDET_ERR_UNSUPPORTED,

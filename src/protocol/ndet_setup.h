@@ -163,6 +163,7 @@ ndet_status_t ndet_setup_agree_among(int count, void *const members[], const int
  * exist.  Off by default; process-wide.
  */
 void ndet_setup_set_multi_host_for_testing(bool on);
+bool ndet_setup_multi_host_for_testing(void);
 
 #ifdef __cplusplus
 }

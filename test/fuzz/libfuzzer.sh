@@ -56,7 +56,7 @@ run_target() {
 	case $target in
 	fuzz_settings) sources="src/common/ndet_settings.c src/common/ndet_env.c src/common/ndet_log.c" ;;
 	fuzz_env) sources="test/fuzz/fuzz_driver.c src/common/ndet_env.c" ;;
-	fuzz_setup_table) sources="test/fuzz/fuzz_driver.c src/protocol/ndet_setup_record.c" ;;
+	fuzz_setup_table) sources="test/fuzz/fuzz_driver.c src/protocol/ndet_setup_record.c src/protocol/ndet_host_table.c src/protocol/ndet_host_order.c" ;;
 	fuzz_eligibility) sources="test/fuzz/fuzz_driver.c src/protocol/ndet_eligibility.c src/common/ndet_dtype.c" ;;
 	*) echo "libfuzzer.sh: unknown target $target"; return 1 ;;
 	esac

@@ -1063,8 +1063,11 @@ static void ndet_fake_stage_work(struct ndet_fake_stage *run, ndet_hosts_stage_t
 		return;
 	if (stage == NDET_HOSTS_STAGE_LOCAL) {
 		ndet_status_t status = ndet_fake_stage_local(run);
-		if (status != NDET_OK)
+		if (status != NDET_OK) {
+			/* As a failing kernel: the host's peers learn of it (ndet_backend.h). */
 			run->call->status = status;
+			ndet_fake_fail_all(run->engine, NDET_FAKE_KERNEL_FAULT);
+		}
 	} else {
 		ndet_fake_stage_gather(run);
 	}
@@ -1132,8 +1135,11 @@ static void ndet_fake_hosts_stage(struct ndet_backend_call *calls, int count,
 		}
 		runs[i] = (struct ndet_fake_stage){.call = &calls[i], .engine = engine};
 		runs[i].chunk = ndet_hosts_chunk_at(calls[i].hosts_plan, chunk);
-		if (stage == NDET_HOSTS_STAGE_REDUCE)
+		if (stage == NDET_HOSTS_STAGE_REDUCE) {
 			calls[i].status = ndet_fake_stage_reduce(&calls[i], engine, chunk);
+			if (calls[i].status != NDET_OK)
+				ndet_fake_fail_all(engine, NDET_FAKE_KERNEL_FAULT);
+		}
 		else
 			ndet_fake_stage_post(&runs[i], stage);
 	}
