@@ -229,11 +229,10 @@ static void ndet_setup_check_payloads(struct ndet_setup_member *member,
 		flags &= state->table[r].flags;
 	}
 	member->agreed_flags = flags;
-	ndet_setup_evaluate_rules(
-		state->table, member->nranks, state->hosts,
-		ndet_setup_table_multi_host(state->table, member->nranks) ||
-			ndet_setup_multi_host_for_testing(),
-		&member->verdict);
+	ndet_setup_evaluate_rules(state->table, member->nranks, state->hosts,
+				  ndet_setup_table_multi_host(state->table, member->nranks) ||
+					  ndet_setup_multi_host_for_testing(),
+				  &member->verdict);
 	if (member->verdict.reason != NDET_VERDICT_OK)
 		ndet_setup_leave(member, state, ops, NDET_ERR_UNSUPPORTED,
 				 NDET_SETUP_ROUND_PAYLOADS);
