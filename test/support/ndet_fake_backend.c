@@ -1139,8 +1139,7 @@ static void ndet_fake_hosts_stage(struct ndet_backend_call *calls, int count,
 			calls[i].status = ndet_fake_stage_reduce(&calls[i], engine, chunk);
 			if (calls[i].status != NDET_OK)
 				ndet_fake_fail_all(engine, NDET_FAKE_KERNEL_FAULT);
-		}
-		else
+		} else
 			ndet_fake_stage_post(&runs[i], stage);
 	}
 	for (int i = 0; i < count; i++)
