@@ -40,7 +40,7 @@ kernels_libndet_kernels_la_SOURCES = kernels/ndet_kernels.cu \
 	kernels/device/ndet_tree.cuh kernels/device/ndet_copy.cuh \
 	kernels/device/ndet_reduce.cuh kernels/device/ndet_flags.cuh \
 	kernels/device/ndet_ll.cuh kernels/device/ndet_push.cuh \
-	kernels/device/ndet_open.cuh kernels/device/ndet_pull.cuh \
+	kernels/device/ndet_open.cuh kernels/device/ndet_pull.cuh kernels/device/ndet_hosts.cuh \
 	kernels/device/ndet_tables.cuh kernels/device/ndet_path_kernels.cuh
 kernels_libndet_kernels_la_LIBTOOLFLAGS = --tag=CC
 

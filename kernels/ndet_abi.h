@@ -197,6 +197,34 @@ struct ndet_kernel_args {
 	uint64_t *trace;
 };
 
+/*
+ * One stage kernel of a call across hosts (doc/multihost-design.md, "The data path"):
+ * stage 1, 3 or 5 of one chunk.  `k` is the launch as on one host: rank and nranks
+ * are this rank's local index l and g, flags and lanes those of its host; sendbuff,
+ * recvbuff and count the whole message (a reduce-scatter's whole send buffer).
+ * Segment d of the chunk is its elements [d x H x p, (d + 1) x H x p), clipped to
+ * chunk_len; this rank's partial and result regions hold segment l.
+ */
+struct ndet_hosts_args {
+	struct ndet_kernel_args k;
+	int32_t stage;         /* 1, 3 or 5 */
+	int32_t nhosts;        /* H */
+	int32_t host;          /* this rank's h */
+	uint32_t partial_size; /* bytes of a partial element: the data type's or Acc's */
+	uint64_t chunk_offset; /* the chunk's first element in the message */
+	uint64_t chunk_len;    /* its elements */
+	uint64_t block_elems;  /* p: a block's stride (protocol/ndet_hosts_plan.h) */
+	uint64_t piece_elems;  /* stages 1 and 5: elements of a segment per block and step */
+	char *partial;         /* the slot's partial region: segment l, partial type */
+	char *received;        /* the H - 1 partial blocks received, in host order but h */
+	uint64_t received_stride;
+	char *result; /* the result region: segment l, data type */
+	/* Stage 5: the message elements this rank writes; recvbuff[0] is out_begin. */
+	uint64_t out_begin, out_end;
+	uint32_t divisor; /* avg: g x H */
+	uint32_t reserved;
+};
+
 #define NDET_TRACE_WORDS 512
 enum ndet_trace_code {
 	NDET_TRACE_START = 1,  /* kernel start (the deadline's t0) */

@@ -73,6 +73,22 @@ extern "C" int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *
 	return (int)cudaGetLastError();
 }
 
+extern "C" int ndet_kernel_hosts_stage(const struct ndet_hosts_args *args, void *stream)
+{
+	const int stage = args->stage == 1 ? 0 : args->stage == 3 ? 1 : args->stage == 5 ? 2 : -1;
+	if (stage < 0 || !ndet_kernel_valid(args->k.dtype, args->k.op) ||
+	    args->k.op >= NDET_OP_COUNT ||
+	    (args->k.premul != NDET_PREMUL_NONE && args->k.op != NDET_OP_SUM) ||
+	    args->k.nranks < 1 || args->k.nranks > NDET_MAX_RANKS || args->k.blocks < 1 ||
+	    args->nhosts < 2 || args->host < 0 || args->host >= args->nhosts)
+		return (int)cudaErrorInvalidValue;
+	ndet_kernels[args->k.dtype]
+		.pull
+		->hosts[stage]<<<args->k.blocks, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
+			*args);
+	return (int)cudaGetLastError();
+}
+
 /* The first kernel in `kernels` without an image for the current device (cleared). */
 static int ndet_kernel_probe(const ndet_kernel_fn *kernels, unsigned count)
 {

@@ -25,6 +25,12 @@ extern "C" {
 int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *stream);
 
 /*
+ * One stage kernel (1, 3 or 5) of one chunk of a call across hosts, on `stream`:
+ * kernels/device/ndet_hosts.cuh.  cudaErrorInvalidValue for arguments out of range.
+ */
+int ndet_kernel_hosts_stage(const struct ndet_hosts_args *args, void *stream);
+
+/*
  * Every rank in one launch (grid.y = nranks, 1 to 8: cudaErrorInvalidValue beyond),
  * for compute-sanitizer, which serialises separate launches.  `device_args` points to
  * nranks argument blocks in device memory; `op` is the kernel-table index

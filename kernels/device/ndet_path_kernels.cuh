@@ -19,6 +19,7 @@
 #include "kernels/device/ndet_push.cuh"
 #include "kernels/device/ndet_open.cuh"
 #include "kernels/device/ndet_pull.cuh"
+#include "kernels/device/ndet_hosts.cuh"
 #include "kernels/device/ndet_tables.cuh"
 
 namespace
@@ -103,6 +104,7 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(8))
 		{NDET_BUCKETS_OF(NDET_PATH_ONESHOT, DT, kPremul)},                                 \
 		{ndet_path_kernel<NDET_PATH_ONESHOT, DT, kGeneric, 2>,                             \
 		 ndet_path_kernel<NDET_PATH_ONESHOT, DT, kGeneric, NDET_MAX_RANKS>},               \
+		NDET_HOSTS_KERNELS_OF(DT),                                                         \
 	}
 #define NDET_PUSH_LL_KERNELS(DT, SUFFIX)                                                           \
 	const ndet_push_ll_kernels ndet_push_ll_kernels_##SUFFIX = {                               \

@@ -12,6 +12,7 @@
 
 typedef void (*ndet_kernel_fn)(const ndet_kernel_args);
 typedef void (*ndet_all_ranks_fn)(const ndet_kernel_args *);
+typedef void (*ndet_hosts_fn)(const ndet_hosts_args);
 
 /* A kernel-table op index (NDET_KERNEL_OP_PREMULSUM included), for the launchers. */
 static inline bool ndet_kernel_valid(int dtype, int op)
@@ -36,6 +37,7 @@ struct ndet_pull_kernels {
 	ndet_kernel_fn sum[NDET_KERNEL_BUCKETS];             /* sum, avg */
 	ndet_kernel_fn premul[NDET_KERNEL_BUCKETS];          /* PreMulSum */
 	ndet_kernel_fn generic[NDET_KERNEL_GENERIC_BUCKETS]; /* the rest; every op beyond 8 */
+	ndet_hosts_fn hosts[3]; /* stages 1, 3 and 5 across hosts, every op (ndet_hosts.cuh) */
 };
 struct ndet_push_ll_kernels {
 	ndet_kernel_fn push_sum[NDET_KERNEL_BUCKETS];

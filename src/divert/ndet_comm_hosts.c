@@ -46,23 +46,9 @@ static ndet_status_t ndet_comm_hosts_plan(struct ndet_comm_hosts_call *item)
 {
 	const struct ndet_backend_call *call = item->launch;
 	const struct ndet_backend_hosts *view = &item->view;
-	const bool premul = call->premul != NDET_PREMUL_NONE;
-	const ndet_op_t op = premul ? NDET_OP_SUM : call->op;
-	const uint64_t blocks = call->coll == NDET_COLL_REDUCE_SCATTER
-					? (uint64_t)view->nhosts * (uint64_t)view->local_ranks
-					: 1;
-	struct ndet_hosts_params params = {
-		.shape =
-			{
-				.elem_size = (uint32_t)ndet_dtype_size(call->dtype),
-				.partial_size = ndet_hosts_partial_size(call->dtype, op, premul,
-									view->local_ranks),
-				.hosts = view->nhosts,
-				.local_ranks = view->local_ranks,
-			},
-		.count = (uint64_t)call->count * blocks,
-		.staging_bytes = view->staging_bytes,
-	};
+	const struct ndet_hosts_params params = ndet_hosts_params_for(
+		call->dtype, call->op, call->premul != NDET_PREMUL_NONE, call->coll, call->count,
+		view->nhosts, view->local_ranks, view->staging_bytes);
 	item->transfers = calloc((size_t)view->nhosts, sizeof(*item->transfers));
 	if (item->transfers == NULL)
 		return NDET_ERR_SYSTEM;

@@ -73,26 +73,31 @@ out:
 	free(engines);
 }
 
+/* A backend call as the engine takes it. */
+static struct ndet_engine_call ndet_backend_cuda_call(const struct ndet_backend_call *call)
+{
+	return (struct ndet_engine_call){
+		.coll = call->coll,
+		.sendbuff = call->sendbuff,
+		.recvbuff = call->recvbuff,
+		.count = call->count,
+		.dtype = call->dtype,
+		.op = call->op,
+		.root = call->root,
+		.premul = call->premul,
+		.scalar_bits = call->scalar_bits,
+		.scalar = call->scalar,
+	};
+}
+
 static void ndet_backend_cuda_allreduce_group(struct ndet_backend_call *calls, int count)
 {
 	for (int i = 0; i < count; i++) {
 		struct ndet_backend_call *call = &calls[i];
-		const struct ndet_engine_call engine_call = {
-			.coll = call->coll,
-			.sendbuff = call->sendbuff,
-			.recvbuff = call->recvbuff,
-			.count = call->count,
-			.dtype = call->dtype,
-			.op = call->op,
-			.root = call->root,
-			.premul = call->premul,
-			.scalar_bits = call->scalar_bits,
-			.scalar = call->scalar,
-		};
+		const struct ndet_engine_call engine_call = ndet_backend_cuda_call(call);
 		/*
-		 * An engine of several hosts reduces only its own host's ranks: never a
-		 * whole call here (no multi-host stages in this engine yet; unreachable
-		 * unless a test admits multi-host tables).
+		 * An engine of several hosts reduces only its own host's ranks: a whole
+		 * call runs through the stages (hosts_stage), never here.
 		 */
 		const struct ndet_engine *engine = call->engine;
 		call->status =
@@ -154,26 +159,25 @@ static bool ndet_backend_cuda_pointer_valid(int cuda_device, const void *pointer
 	return valid;
 }
 
-/* No multi-host stages yet (ndet_backend.multi_host false): no engine spans hosts. */
 static ndet_status_t ndet_backend_cuda_hosts_view(void *engine, struct ndet_backend_hosts *view)
 {
-	(void)engine;
-	(void)view;
-	return NDET_ERR_UNSUPPORTED;
+	return ndet_engine_hosts_view(engine, view);
 }
 
 static void ndet_backend_cuda_hosts_stage(struct ndet_backend_call *calls, int count,
 					  ndet_hosts_stage_t stage, uint64_t chunk)
 {
-	(void)stage;
-	(void)chunk;
-	for (int i = 0; i < count; i++)
-		calls[i].status = NDET_ERR_UNSUPPORTED;
+	for (int i = 0; i < count; i++) {
+		struct ndet_backend_call *call = &calls[i];
+		const struct ndet_engine_call engine_call = ndet_backend_cuda_call(call);
+		call->status = ndet_engine_hosts_stage(call->engine, &engine_call, call->hosts_plan,
+						       (int)stage, chunk, call->stream);
+	}
 }
 
 const struct ndet_backend ndet_backend_cuda = {
 	.name = "cuda",
-	.multi_host = false,
+	.multi_host = true,
 	.create_group = ndet_backend_cuda_create_group,
 	.allreduce_group = ndet_backend_cuda_allreduce_group,
 	.error = ndet_backend_cuda_error,

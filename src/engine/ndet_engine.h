@@ -127,6 +127,28 @@ ndet_status_t ndet_engine_plan_call(const struct ndet_engine *engine,
  * ndet_engine_allreduce_all_ranks for any collective: calls[r] is rank r's (the
  * same collective, count, dtype and op everywhere).
  */
+/*
+ * Where this engine's rank sits among the hosts of its communicator (struct
+ * ndet_backend_hosts: H, g, its (h, l), every (h, l)'s global rank, its staging):
+ * NDET_OK, or NDET_ERR_UNSUPPORTED on an engine of one host.  Valid while it lives.
+ */
+struct ndet_backend_hosts;
+ndet_status_t ndet_engine_hosts_view(const struct ndet_engine *engine,
+				     struct ndet_backend_hosts *view);
+
+/*
+ * Stage 1, 3 or 5 of chunk `chunk` of a call across hosts (doc/multihost-design.md),
+ * `plan` the call's (ndet_hosts_plan_make, made by the divert layer), enqueued on
+ * `stream` as one kernel.  `call` is the whole collective (a reduce-scatter's count
+ * its recvcount, a reduce's root its global rank).  NDET_ERR_UNSUPPORTED on an engine
+ * of one host; otherwise as ndet_engine_collective.
+ */
+struct ndet_hosts_plan;
+ndet_status_t ndet_engine_hosts_stage(struct ndet_engine *engine,
+				      const struct ndet_engine_call *call,
+				      const struct ndet_hosts_plan *plan, int stage, uint64_t chunk,
+				      cudaStream_t stream);
+
 ndet_status_t ndet_engine_collective_all_ranks(struct ndet_engine *const *engines, int nranks,
 					       const struct ndet_engine_call *calls,
 					       ndet_all_ranks_launcher_fn launch,

@@ -72,6 +72,16 @@ struct ndet_engine {
 	uint64_t epoch;        /* of the setup: what our detach words carry */
 	int detach_warned;     /* atomic: a detach word failed to go out or in */
 
+	/*
+	 * Across hosts (local.nhosts > 1): this rank's host, the global rank of every
+	 * (h, l) at [h x g + l], and the staging of the stages (config.hosts_staging
+	 * bytes of device memory, this rank's only: no peer maps it).  0, NULL, NULL on
+	 * one host.
+	 */
+	int host;
+	int *host_ranks;
+	void *staging;
+
 	/* By local index: this host's ranks (ranks on other hosts are never mapped). */
 	struct ndet_flags *peer_flags[NDET_MAX_RANKS];
 	char *peer_lanes[NDET_MAX_RANKS];
@@ -123,6 +133,7 @@ bool ndet_engine_set_local(struct ndet_engine *engine, const struct ndet_setup_p
 			   int nranks);
 int ndet_engine_local_index(const struct ndet_engine *engine, int rank);
 bool ndet_engine_map_peers(struct ndet_engine *engine, const struct ndet_setup_payload *table);
+bool ndet_engine_alloc_staging(struct ndet_engine *engine);
 bool ndet_engine_probe_write(struct ndet_engine *engine);
 bool ndet_engine_probe_verify(struct ndet_engine *engine);
 void ndet_engine_close_peers(struct ndet_engine *engine);

@@ -18,6 +18,8 @@
 #include "common/ndet_log.h"
 #include "protocol/ndet_pool_layout.h"
 #include "common/ndet_dtype.h"
+#include "protocol/ndet_backend.h"
+#include "protocol/ndet_hosts_plan.h"
 
 /* ---------------------------------------------------------------- launch */
 
@@ -224,12 +226,53 @@ out:
 	return status;
 }
 
+/* What one launch enqueues: a kernel of one host, a stage across hosts, or a copy. */
+struct ndet_engine_work {
+	const struct ndet_engine_call *call; /* the copy's (one rank) */
+	bool kernel, stage;
+	struct ndet_kernel_args args;
+	struct ndet_hosts_args stage_args;
+};
+
+/*
+ * Enqueue `work` on `stream` on the engine's device (the caller's device given back),
+ * behind the engine's previous launch of the same kind (ndet_engine_order), and note it
+ * as the last one.
+ */
+static ndet_status_t ndet_engine_enqueue(struct ndet_engine *engine, cudaStream_t stream,
+					 const struct ndet_engine_work *work)
+{
+	ndet_status_t status = NDET_OK;
+	int saved_device = -1;
+	unsigned long long capture = 0;
+	NDET_CUDA_CHECK_GOTO(cudaGetDevice(&saved_device), status, out);
+	if (saved_device != engine->config.cuda_device)
+		NDET_CUDA_CHECK_GOTO(cudaSetDevice(engine->config.cuda_device), status, out);
+	NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(stream, &capture), status, out);
+	status = ndet_engine_order(engine, stream, capture);
+	if (status != NDET_OK)
+		goto out;
+	if (work->stage)
+		NDET_CUDA_CHECK_GOTO(
+			(cudaError_t)ndet_kernel_hosts_stage(&work->stage_args, stream), status,
+			out);
+	else if (work->kernel)
+		NDET_CUDA_CHECK_GOTO((cudaError_t)ndet_kernel_allreduce(&work->args, stream),
+				     status, out);
+	else
+		status = ndet_engine_copy(work->call, stream);
+	if (status == NDET_OK)
+		status = ndet_engine_launched(engine, stream, capture);
+out:
+	if (saved_device >= 0 && saved_device != engine->config.cuda_device)
+		NDET_CUDA_CHECK_WARN(cudaSetDevice(saved_device));
+	return status;
+}
+
 ndet_status_t ndet_engine_collective(struct ndet_engine *engine,
 				     const struct ndet_engine_call *call, cudaStream_t stream)
 {
 	ndet_status_t status = ndet_engine_error(engine, NULL);
-	int saved_device = -1;
-	unsigned long long capture = 0;
 	if (status != NDET_OK)
 		return status;
 	struct ndet_plan plan;
@@ -248,28 +291,100 @@ ndet_status_t ndet_engine_collective(struct ndet_engine *engine,
 		  call->premul != NDET_PREMUL_NONE ? " (PreMulSum)" : "",
 		  ndet_plan_path_name(plan.path), plan.blocks, (unsigned long long)plan.steps);
 
-	NDET_CUDA_CHECK_GOTO(cudaGetDevice(&saved_device), status, out);
-	if (saved_device != engine->config.cuda_device)
-		NDET_CUDA_CHECK_GOTO(cudaSetDevice(engine->config.cuda_device), status, out);
-	NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(stream, &capture), status, out);
-	status = ndet_engine_order(engine, stream, capture);
-	if (status != NDET_OK)
-		goto out;
-	if (plan.path == NDET_PATH_COPY) {
-		status = ndet_engine_copy(call, stream);
-	} else {
+	struct ndet_engine_work work = {.call = call};
+	if (plan.path != NDET_PATH_COPY) {
 		struct ndet_engine_call local;
-		struct ndet_kernel_args args;
 		(void)ndet_engine_local_call(engine, call, &local); /* the plan checked it */
-		ndet_engine_fill_args(engine, &plan, &local, &args);
-		NDET_CUDA_CHECK_GOTO((cudaError_t)ndet_kernel_allreduce(&args, stream), status,
-				     out);
+		ndet_engine_fill_args(engine, &plan, &local, &work.args);
+		work.kernel = true;
 	}
-	status = ndet_engine_launched(engine, stream, capture);
-out:
-	if (saved_device >= 0 && saved_device != engine->config.cuda_device)
-		NDET_CUDA_CHECK_WARN(cudaSetDevice(saved_device));
-	return status;
+	return ndet_engine_enqueue(engine, stream, &work);
+}
+
+/* The kernel arguments of one stage of a call across hosts (ndet_abi.h). */
+static ndet_status_t ndet_engine_hosts_args(const struct ndet_engine *engine,
+					    const struct ndet_engine_call *call,
+					    const struct ndet_hosts_plan *plan,
+					    const struct ndet_hosts_chunk *chunk,
+					    ndet_hosts_stage_t stage, struct ndet_hosts_args *args)
+{
+	const struct ndet_hosts_call_key key = {.dtype = call->dtype,
+						.op = call->op,
+						.coll = call->coll,
+						.root = call->root,
+						.premul = call->premul != NDET_PREMUL_NONE};
+	struct ndet_hosts_launch launch;
+	ndet_status_t status =
+		ndet_hosts_launch_make(plan, chunk, &key, stage, engine->lane_bytes,
+				       (uint32_t)ndet_pool_lanes(&engine->local_config), &launch);
+	if (status != NDET_OK)
+		return status;
+	const struct ndet_plan kernel_plan = {
+		.path = NDET_PATH_SCATTER, .blocks = launch.blocks, .signature = launch.signature};
+	/* Flags and lanes of this host's ranks; the global call (no local root). */
+	memset(args, 0, sizeof(*args));
+	ndet_engine_fill_args(engine, &kernel_plan, call, &args->k);
+	args->k.count = plan->params.count;
+	args->k.root = -1;
+	args->k.trace = NULL;
+	args->stage = (int32_t)stage;
+	args->nhosts = engine->local.nhosts;
+	args->host = engine->host;
+	args->partial_size = plan->params.shape.partial_size;
+	args->chunk_offset = chunk->elems.offset;
+	args->chunk_len = chunk->elems.count;
+	args->block_elems = chunk->block_elems;
+	args->piece_elems = launch.piece_elems;
+	char *slot = (char *)engine->staging + chunk->slot_offset;
+	args->partial = slot + plan->slot.partial_offset;
+	args->received = slot + plan->slot.received_offset;
+	args->received_stride = plan->slot.received_stride;
+	args->result = slot + plan->slot.result_offset;
+	args->divisor = (uint32_t)(engine->local.count * engine->local.nhosts);
+	/* Stage 5 writes: the whole message, this rank's block, or (reduce) the root only. */
+	if (call->coll == NDET_COLL_REDUCE_SCATTER) {
+		args->out_begin = (uint64_t)engine->config.rank * call->count;
+		args->out_end = args->out_begin + call->count;
+	} else if (call->coll != NDET_COLL_REDUCE || call->root == engine->config.rank) {
+		args->out_end = plan->params.count;
+	}
+	return NDET_OK;
+}
+
+ndet_status_t ndet_engine_hosts_view(const struct ndet_engine *engine,
+				     struct ndet_backend_hosts *view)
+{
+	if (engine->local.nhosts < 2 || engine->staging == NULL || engine->host_ranks == NULL)
+		return NDET_ERR_UNSUPPORTED;
+	view->nhosts = engine->local.nhosts;
+	view->local_ranks = engine->local.count;
+	view->host = engine->host;
+	view->local = engine->local.index;
+	view->ranks = engine->host_ranks;
+	view->staging_bytes = engine->config.hosts_staging;
+	view->staging = engine->staging;
+	return NDET_OK;
+}
+
+ndet_status_t ndet_engine_hosts_stage(struct ndet_engine *engine,
+				      const struct ndet_engine_call *call,
+				      const struct ndet_hosts_plan *plan, int stage, uint64_t chunk,
+				      cudaStream_t stream)
+{
+	if (engine->local.nhosts < 2 || engine->staging == NULL || engine->host_ranks == NULL)
+		return NDET_ERR_UNSUPPORTED;
+	ndet_status_t status = ndet_engine_error(engine, NULL);
+	if (status != NDET_OK)
+		return status;
+	if (chunk >= plan->chunks)
+		return NDET_ERR_INVALID_ARGUMENT;
+	const struct ndet_hosts_chunk at = ndet_hosts_chunk_at(plan, chunk);
+	struct ndet_engine_work work = {.call = call, .stage = true};
+	status = ndet_engine_hosts_args(engine, call, plan, &at, (ndet_hosts_stage_t)stage,
+					&work.stage_args);
+	if (status != NDET_OK)
+		return status;
+	return ndet_engine_enqueue(engine, stream, &work);
 }
 
 ndet_status_t ndet_engine_allreduce_all_ranks(struct ndet_engine *const *engines, int nranks,

@@ -18,6 +18,7 @@
 #include "kernels/ndet_kernels.h"
 #include "common/ndet_log.h"
 #include "protocol/ndet_host_table.h"
+#include "protocol/ndet_hosts_plan.h"
 #include "protocol/ndet_pool_layout.h"
 #include "common/ndet_settings.h" /* ndet_fault_t */
 #include "protocol/ndet_setup.h"
@@ -254,13 +255,50 @@ bool ndet_engine_set_local(struct ndet_engine *engine, const struct ndet_setup_p
 		engine->local_config = engine->config;
 		engine->local_config.rank = engine->local.index;
 		engine->local_config.nranks = engine->local.count;
-	} else {
+		engine->host = hosts->my_host;
+		/* Every host holds as many ranks: the verdict lets no other table divert. */
+		if (hosts->nhosts > 1 && hosts->same_size) {
+			engine->host_ranks = malloc((size_t)nranks * sizeof(int));
+			if (engine->host_ranks != NULL)
+				memcpy(engine->host_ranks, hosts->ranks,
+				       (size_t)nranks * sizeof(int));
+			ok = engine->host_ranks != NULL;
+		}
+	}
+	if (!ok)
 		NDET_WARN("rank %d: cannot build the hosts of the setup table (%s)",
 			  engine->config.rank,
-			  hosts == NULL ? "out of memory" : "too many ranks on this host");
-	}
+			  hosts == NULL || hosts->my_count <= NDET_MAX_RANKS
+				  ? "out of memory"
+				  : "too many ranks on this host");
 	ndet_host_table_destroy(hosts);
 	return ok;
+}
+
+/*
+ * The staging of a communicator across hosts (doc/multihost-design.md, "Memory"):
+ * NCCL_DET_HOSTS_STAGING bytes beside the pool, counted with it in
+ * NCCL_DET_MAX_MEMORY.  Only this rank's kernels and NCCL's sends and receives touch
+ * it.  A refusal here fails the setup's mapping round, on every rank alike.
+ */
+bool ndet_engine_alloc_staging(struct ndet_engine *engine)
+{
+	const struct ndet_engine_config *config = &engine->config;
+	if (engine->local.nhosts < 2)
+		return true;
+	if (!ndet_setup_staging_fits(config, engine->pool_bytes, engine->local.nhosts,
+				     engine->local.count))
+		return false;
+	cudaError_t err = ndet_engine_malloc(&engine->staging, config->hosts_staging);
+	if (err != cudaSuccess) {
+		NDET_WARN("rank %d: cannot allocate the %llu-byte multi-host staging: %s",
+			  config->rank, (unsigned long long)config->hosts_staging,
+			  cudaGetErrorString(err));
+		(void)cudaGetLastError();
+		engine->staging = NULL;
+		return false;
+	}
+	return true;
 }
 
 /* The local index of global rank `rank`, or -1 when it is not on this host. */
@@ -501,6 +539,8 @@ static uint64_t ndet_engine_held_bytes(const struct ndet_engine *engine)
 		bytes += sizeof(struct ndet_host_status);
 	if (engine->detach_host != NULL)
 		bytes += NDET_POOL_DETACH_BYTES;
+	if (engine->staging != NULL)
+		bytes += engine->config.hosts_staging;
 	return bytes;
 }
 
@@ -517,6 +557,7 @@ static void ndet_engine_discard(struct ndet_engine *engine)
 	if (engine->setup_stream != NULL)
 		NDET_CUDA_CHECK_WARN(cudaStreamDestroy(engine->setup_stream));
 	free(engine->owned_context);
+	free(engine->host_ranks);
 	free(engine);
 }
 
@@ -541,6 +582,7 @@ void ndet_engine_free_all(void *member)
 					engine->exchange_pinned);
 	ndet_engine_free_memory(&engine->step_counters, NDET_POOL_COUNTER_BYTES, false);
 	ndet_engine_free_memory(&engine->pool, engine->pool_bytes, false);
+	ndet_engine_free_memory(&engine->staging, engine->config.hosts_staging, false);
 	ndet_engine_free_memory(&engine->host_status, sizeof(struct ndet_host_status), true);
 	ndet_engine_free_memory(&engine->detach_host, NDET_POOL_DETACH_BYTES, true);
 	ndet_engine_discard(engine);

@@ -186,7 +186,7 @@ static bool ndet_engine_setup_map(void *member, const struct ndet_setup_payload 
 			  engine->config.device_sms);
 		return false;
 	}
-	if (!ndet_engine_use_device(engine))
+	if (!ndet_engine_use_device(engine) || !ndet_engine_alloc_staging(engine))
 		return false;
 	return ndet_engine_map_peers(engine, table) && ndet_engine_probe_write(engine);
 }

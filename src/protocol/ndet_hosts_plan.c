@@ -8,8 +8,11 @@
 
 #include "protocol/ndet_hosts_plan.h"
 
+#include <string.h>
+
 #include "common/ndet_dtype.h"
 #include "kernels/ndet_abi.h"
+#include "protocol/ndet_plan.h"
 
 static uint64_t ndet_hosts_div_up(uint64_t a, uint64_t b)
 {
@@ -83,6 +86,101 @@ uint64_t ndet_hosts_staging_for(const struct ndet_hosts_shape *shape, uint64_t c
 uint64_t ndet_hosts_min_staging_bytes(const struct ndet_hosts_shape *shape)
 {
 	return ndet_hosts_staging_for(shape, ndet_hosts_blocks(shape) * ndet_hosts_unit(shape));
+}
+
+struct ndet_hosts_params ndet_hosts_params_for(ndet_dtype_t dtype, ndet_op_t op, bool premul,
+					       ndet_coll_t coll, uint64_t count, int hosts,
+					       int local_ranks, uint64_t staging_bytes)
+{
+	const uint64_t blocks =
+		coll == NDET_COLL_REDUCE_SCATTER ? (uint64_t)hosts * (uint64_t)local_ranks : 1;
+	const struct ndet_hosts_params params = {
+		.shape =
+			{
+				.elem_size = (uint32_t)ndet_dtype_size(dtype),
+				.partial_size = ndet_hosts_partial_size(
+					dtype, premul ? NDET_OP_SUM : op, premul, local_ranks),
+				.hosts = hosts,
+				.local_ranks = local_ranks,
+			},
+		.count = count * blocks,
+		.staging_bytes = staging_bytes,
+	};
+	return params;
+}
+
+uint64_t ndet_hosts_min_staging_any(int hosts, int local_ranks)
+{
+	/* (elem_size, partial_size) of every dtype and op class. */
+	static const uint32_t sizes[][2] = {{1, 4}, {1, 1}, {2, 4}, {2, 2}, {4, 4}, {8, 8}};
+	uint64_t least = 0;
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		const struct ndet_hosts_shape shape = {sizes[i][0], sizes[i][1], hosts,
+						       local_ranks};
+		const uint64_t bytes = ndet_hosts_min_staging_bytes(&shape);
+		if (bytes > least)
+			least = bytes;
+	}
+	return least;
+}
+
+/* The flags' signature of a stage: what tells stages of calls apart. */
+static uint32_t ndet_hosts_signature(const struct ndet_hosts_plan *plan,
+				     const struct ndet_hosts_chunk *chunk,
+				     const struct ndet_hosts_call_key *call,
+				     ndet_hosts_stage_t stage,
+				     const struct ndet_hosts_launch *launch)
+{
+	const uint64_t root = call->coll == NDET_COLL_REDUCE ? (uint64_t)call->root : 0;
+	const uint64_t words[] = {plan->params.count,
+				  (uint64_t)call->dtype,
+				  (uint64_t)call->op,
+				  (uint64_t)call->coll,
+				  root,
+				  (uint64_t)call->premul,
+				  (uint64_t)plan->params.shape.hosts,
+				  (uint64_t)plan->params.shape.local_ranks,
+				  plan->chunk_elems,
+				  chunk->index,
+				  (uint64_t)stage,
+				  launch->blocks,
+				  launch->piece_elems};
+	return ndet_plan_signature_of(words, sizeof(words) / sizeof(words[0]));
+}
+
+ndet_status_t ndet_hosts_launch_make(const struct ndet_hosts_plan *plan,
+				     const struct ndet_hosts_chunk *chunk,
+				     const struct ndet_hosts_call_key *call,
+				     ndet_hosts_stage_t stage, uint64_t lane_bytes,
+				     uint32_t max_blocks, struct ndet_hosts_launch *out)
+{
+	const struct ndet_hosts_shape *shape = &plan->params.shape;
+	const uint64_t es = shape->elem_size;
+	const uint64_t g = (uint64_t)shape->local_ranks;
+	memset(out, 0, sizeof(*out));
+	if (max_blocks == 0 || es == 0)
+		return NDET_ERR_INVALID_ARGUMENT;
+	if (stage == NDET_HOSTS_STAGE_REDUCE) {
+		const uint64_t blocks = (chunk->block_elems + 1023) / 1024;
+		out->blocks = (uint32_t)(blocks < 1            ? 1
+					 : blocks < max_blocks ? blocks
+							       : max_blocks);
+	} else if (stage == NDET_HOSTS_STAGE_LOCAL || stage == NDET_HOSTS_STAGE_GATHER) {
+		const uint64_t ways = stage == NDET_HOSTS_STAGE_LOCAL ? g : 1;
+		const uint64_t units = lane_bytes / ways / NDET_SEGMENT_BYTES;
+		if (units == 0)
+			return NDET_ERR_INVALID_ARGUMENT;
+		out->piece_elems = units * NDET_SEGMENT_BYTES / es;
+		const uint64_t segment = (uint64_t)shape->hosts * chunk->block_elems;
+		const uint64_t pieces = (segment + out->piece_elems - 1) / out->piece_elems;
+		out->blocks = (uint32_t)(pieces < 1            ? 1
+					 : pieces < max_blocks ? pieces
+							       : max_blocks);
+	} else {
+		return NDET_ERR_INVALID_ARGUMENT;
+	}
+	out->signature = ndet_hosts_signature(plan, chunk, call, stage, out);
+	return NDET_OK;
 }
 
 /*

@@ -155,6 +155,16 @@ struct ndet_hosts_transfer {
 uint32_t ndet_hosts_partial_size(ndet_dtype_t dtype, ndet_op_t op, bool premul, int local_ranks);
 
 /*
+ * The plan parameters of a call on H hosts of g ranks: its partial type, and the
+ * message the schedule runs over (a reduce-scatter's whole send buffer, g x H blocks
+ * of `count` = recvcount elements; the count of an all-reduce or a reduce).  Agreed
+ * facts only, so every rank plans alike.
+ */
+struct ndet_hosts_params ndet_hosts_params_for(ndet_dtype_t dtype, ndet_op_t op, bool premul,
+					       ndet_coll_t coll, uint64_t count, int hosts,
+					       int local_ranks, uint64_t staging_bytes);
+
+/*
  * Plan a message.  NDET_ERR_INVALID_ARGUMENT for an invalid shape (elem_size not 1,
  * 2, 4 or 8; partial_size not one of those or below elem_size; hosts outside
  * [1, NDET_HOSTS_MAX_HOSTS]; local_ranks outside [1, NDET_HOSTS_MAX_LOCAL]) or
@@ -195,6 +205,46 @@ struct ndet_hosts_slot_layout ndet_hosts_slot_for(const struct ndet_hosts_shape 
 uint64_t ndet_hosts_staging_for(const struct ndet_hosts_shape *shape, uint64_t chunk_elems);
 /* The least staging a plan accepts: chunks of one 512-byte unit per block. */
 uint64_t ndet_hosts_min_staging_bytes(const struct ndet_hosts_shape *shape);
+
+/*
+ * The least staging every plan of H hosts of g ranks accepts, whatever the dtype and
+ * op: the worst shape's ndet_hosts_min_staging_bytes (fp8 with f32 partials).  The
+ * setup refuses NCCL_DET_HOSTS_STAGING below it on every rank alike.
+ */
+uint64_t ndet_hosts_min_staging_any(int hosts, int local_ranks);
+
+/*
+ * How one stage kernel (1, 3 or 5) of one chunk runs on a host: equal on every rank
+ * of the host, from agreed facts only (the plan, the call, the lanes and the grid
+ * cap), since stages 1 and 5 exchange per block and step through the pools.
+ */
+struct ndet_hosts_launch {
+	uint32_t blocks;      /* at least 1, at most max_blocks */
+	uint64_t piece_elems; /* stages 1 and 5: elements of a segment per block and step */
+	uint32_t signature;   /* NDET_FLAG_SIGNATURE_BITS bits, never 0: the flags' */
+};
+
+/* The call a stage belongs to, as far as its signature tells calls apart. */
+struct ndet_hosts_call_key {
+	ndet_dtype_t dtype;
+	ndet_op_t op;
+	ndet_coll_t coll;
+	int root; /* a reduce's global root; ignored otherwise */
+	bool premul;
+};
+
+/*
+ * Stage 1 splits a lane into g pieces (one per segment), stage 5 takes a whole lane
+ * per piece; both in whole NDET_SEGMENT_BYTES.  Blocks: one per piece of a segment up
+ * to max_blocks (stages 1 and 5), one per 1024 elements of the block (stage 3), at
+ * least one.  NDET_ERR_INVALID_ARGUMENT for another stage, a lane too small for g
+ * pieces of one unit, or max_blocks 0.
+ */
+ndet_status_t ndet_hosts_launch_make(const struct ndet_hosts_plan *plan,
+				     const struct ndet_hosts_chunk *chunk,
+				     const struct ndet_hosts_call_key *call,
+				     ndet_hosts_stage_t stage, uint64_t lane_bytes,
+				     uint32_t max_blocks, struct ndet_hosts_launch *out);
 
 /*
  * The inter-host bytes a rank sends (and receives) for a message of count elements,

@@ -14,7 +14,20 @@ static uint64_t ndet_plan_div_up(uint64_t a, uint64_t b)
 	return a / b + (a % b != 0);
 }
 
-/* FNV-1a over the plan-defining values; folded to the flag's signature bits. */
+uint32_t ndet_plan_signature_of(const uint64_t *words, size_t count)
+{
+	uint64_t hash = 0xcbf29ce484222325ull;
+	const unsigned char *bytes = (const unsigned char *)words;
+	for (size_t i = 0; i < count * sizeof(*words); i++) {
+		hash ^= bytes[i];
+		hash *= 0x100000001b3ull;
+	}
+	uint32_t folded = (uint32_t)(hash ^ (hash >> 24) ^ (hash >> 48)) & NDET_FLAG_SIGNATURE_MASK;
+	/* 0 is what a never-written flag holds; keep signatures distinguishable from it. */
+	return folded == 0 ? 1u : folded;
+}
+
+/* The plan-defining values, folded. */
 static uint32_t ndet_plan_signature(const struct ndet_plan_params *params,
 				    const struct ndet_plan *plan)
 {
@@ -29,15 +42,7 @@ static uint32_t ndet_plan_signature(const struct ndet_plan_params *params,
 				  plan->chunk_elems,       plan->steps,
 				  (uint64_t)params->coll,  root,
 				  (uint64_t)params->premul};
-	uint64_t hash = 0xcbf29ce484222325ull;
-	const unsigned char *bytes = (const unsigned char *)words;
-	for (size_t i = 0; i < sizeof(words); i++) {
-		hash ^= bytes[i];
-		hash *= 0x100000001b3ull;
-	}
-	uint32_t folded = (uint32_t)(hash ^ (hash >> 24) ^ (hash >> 48)) & NDET_FLAG_SIGNATURE_MASK;
-	/* 0 is what a never-written flag holds; keep signatures distinguishable from it. */
-	return folded == 0 ? 1u : folded;
+	return ndet_plan_signature_of(words, sizeof(words) / sizeof(words[0]));
 }
 
 /* Blocks of all ranks one GPU holds at once (ndet_plan.h). */

@@ -21,6 +21,7 @@
 #define NDET_PLAN_H_
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/ndet_abi.h"
@@ -143,6 +144,12 @@ struct ndet_plan {
 	uint64_t steps;
 	uint32_t signature; /* NDET_FLAG_SIGNATURE_BITS bits, never 0 */
 };
+
+/*
+ * A flag signature from `count` words: FNV-1a over their bytes, folded to
+ * NDET_FLAG_SIGNATURE_BITS bits, never 0 (what a never-written flag holds).
+ */
+uint32_t ndet_plan_signature_of(const uint64_t *words, size_t count);
 
 /* Short name of a path, as logs and nccl-det-perf print it ("2shot", "push", ...). */
 const char *ndet_plan_path_name(ndet_path_t path);

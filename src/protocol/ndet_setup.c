@@ -9,6 +9,8 @@
 
 #include "protocol/ndet_setup.h"
 
+#include "protocol/ndet_hosts_plan.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -475,4 +477,26 @@ out:
 	free(sends);
 	free(mine);
 	return status;
+}
+
+bool ndet_setup_staging_fits(const struct ndet_engine_config *config, uint64_t pool_bytes,
+			     int hosts, int local_ranks)
+{
+	const uint64_t least = ndet_hosts_min_staging_any(hosts, local_ranks);
+	if (config->hosts_staging < least) {
+		NDET_WARN("rank %d: NCCL_DET_HOSTS_STAGING=%llu is below the %llu bytes %d hosts "
+			  "of %d ranks need; raise it on every rank",
+			  config->rank, (unsigned long long)config->hosts_staging,
+			  (unsigned long long)least, hosts, local_ranks);
+		return false;
+	}
+	if (pool_bytes + config->hosts_staging > config->max_memory) {
+		NDET_WARN("rank %d: pool and multi-host staging of %llu bytes exceed "
+			  "NCCL_DET_MAX_MEMORY=%llu; raise NCCL_DET_MAX_MEMORY or lower "
+			  "NCCL_DET_HOSTS_STAGING",
+			  config->rank, (unsigned long long)(pool_bytes + config->hosts_staging),
+			  (unsigned long long)config->max_memory);
+		return false;
+	}
+	return true;
 }

@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "protocol/ndet_engine_config.h"
 #include "protocol/ndet_setup_record.h"
 #include "common/ndet_status.h"
 
@@ -162,6 +163,16 @@ ndet_status_t ndet_setup_agree_among(int count, void *const members[], const int
  * so that the CUDA engine's multi-host setup can be exercised before its stage kernels
  * exist.  Off by default; process-wide.
  */
+/*
+ * The staging a communicator across H hosts of g ranks allocates beside a pool of
+ * pool_bytes (doc/multihost-design.md, "Memory"): true when NCCL_DET_HOSTS_STAGING is
+ * at least what every plan of the layout needs and, with the pool, within
+ * NCCL_DET_MAX_MEMORY; otherwise one WARN naming the setting to change.  Agreed
+ * settings and the agreed table: every rank answers alike.
+ */
+bool ndet_setup_staging_fits(const struct ndet_engine_config *config, uint64_t pool_bytes,
+			     int hosts, int local_ranks);
+
 void ndet_setup_set_multi_host_for_testing(bool on);
 bool ndet_setup_multi_host_for_testing(void);
 

@@ -63,6 +63,7 @@ steps_table() {
 	cat <<'EOF'
 smoke        200 test/gpu/suite.sh smoke
 loopback     480 test/gpu/suite.sh loopback
+hosts        300 test/gpu/suite.sh hosts
 fp8          450 test/gpu/suite.sh fp8
 fp8-quick    200 test/gpu/suite.sh fp8-quick
 mp           400 test/gpu/suite.sh mp

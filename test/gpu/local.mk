@@ -11,7 +11,8 @@ GPU_TEST_LDADD = kernels/libndet_bench_kernels.la $(NDET_ENGINE_LIBS) src/refere
 	$(PTHREAD_LIBS)
 
 noinst_PROGRAMS += test/gpu/ndet_gpu_test
-test_gpu_ndet_gpu_test_SOURCES = test/gpu/ndet_gpu_test.c $(GPU_TEST_COMMON)
+test_gpu_ndet_gpu_test_SOURCES = test/gpu/ndet_gpu_test.c test/gpu/ndet_gpu_hosts.c \
+	test/gpu/ndet_gpu_hosts.h $(GPU_TEST_COMMON)
 # The all-ranks kernels (sanitize mode) are this program's alone (kernels/local.mk);
 # a build without them (no GPU here: --enable-all-ranks-kernels) links a stand-in that
 # says so.

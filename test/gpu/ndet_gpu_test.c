@@ -14,6 +14,10 @@
  *                                           default), the driver compiles them on first
  *                                           use (over a minute: doc/testing.md) and
  *                                           caches them
+ *   ndet_gpu_test hosts LAYOUT [quick|full] rank r on test host LAYOUT[r] ("AABB": 2
+ *                                           hosts of 2), as threads on GPU 0: the
+ *                                           multi-host stages, NCCL's part played by
+ *                                           device copies (ndet_gpu_hosts.c)
  *   ndet_gpu_test mp [quick|full]           one rank per process (RANK, WORLD,
  *                                           NDET_TEST_ID_FILE), CUDA IPC between
  *                                           processes, bootstrap through real NCCL
@@ -39,6 +43,7 @@
 
 #include "kernels/ndet_kernels.h"
 #include "test/gpu/ndet_gpu_common.h"
+#include "test/gpu/ndet_gpu_hosts.h"
 #include "test/gpu/ndet_gpu_sizes.h"
 #include "reference/ndet_reference.h"
 
@@ -48,7 +53,7 @@ static uint64_t env_u64(const char *name, uint64_t fallback)
 	return value != NULL && value[0] != '\0' ? strtoull(value, NULL, 0) : fallback;
 }
 
-static void test_config(struct ndet_engine_config *config, int rank, int nranks)
+void gpu_test_config(struct ndet_engine_config *config, int rank, int nranks)
 {
 	memset(config, 0, sizeof(*config));
 	config->rank = rank;
@@ -246,7 +251,7 @@ static void *loopback_thread(void *argument)
 			       .shared_queues = true};
 	gpu_streams_create(&gpu);
 	struct ndet_engine_config config;
-	test_config(&config, me->rank, world->nranks);
+	gpu_test_config(&config, me->rank, world->nranks);
 	struct ndet_setup_verdict verdict;
 	ndet_status_t st =
 		ndet_engine_create(&config, loopback_allgather, me, &gpu.engine, &verdict);
@@ -564,7 +569,7 @@ static int run_mp(bool quick)
 			       .barrier_context = &mp};
 	gpu_streams_create(&gpu);
 	struct ndet_engine_config config;
-	test_config(&config, rank, nranks);
+	gpu_test_config(&config, rank, nranks);
 	struct ndet_setup_verdict verdict;
 	ndet_status_t st = ndet_engine_create(&config, mp_allgather, &mp, &gpu.engine, &verdict);
 	if (st != NDET_OK) {
@@ -641,7 +646,8 @@ int main(int argc, char **argv)
 	 * fourth such client failed to start (cudaSetDevice: out of memory).
 	 */
 	const bool one_process =
-		argc >= 2 && (strcmp(argv[1], "loopback") == 0 || strcmp(argv[1], "sanitize") == 0);
+		argc >= 2 && (strcmp(argv[1], "loopback") == 0 ||
+			      strcmp(argv[1], "sanitize") == 0 || strcmp(argv[1], "hosts") == 0);
 	if (one_process)
 		setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
 	int devices = 0;
@@ -661,13 +667,15 @@ int main(int argc, char **argv)
 		}
 		return run_loopback(n, true, true);
 	}
+	if (argc >= 3 && strcmp(argv[1], "hosts") == 0)
+		return gpu_run_hosts(argv[2], argc < 4 || strcmp(argv[3], "full") != 0);
 	if (argc >= 2 && strcmp(argv[1], "mp") == 0)
 		return run_mp(argc < 3 || strcmp(argv[2], "full") != 0);
 	if (argc >= 2 && strcmp(argv[1], "load-all-ranks") == 0)
 		return run_load_all_ranks();
 	fprintf(stderr,
-		"usage: %s loopback N [quick|full] | sanitize N (1-8) | mp [quick|full] | "
-		"load-all-ranks\n",
+		"usage: %s loopback N [quick|full] | sanitize N (1-8) | hosts LAYOUT "
+		"[quick|full] | mp [quick|full] | load-all-ranks\n",
 		argv[0]);
 	return 2;
 }

@@ -11,6 +11,11 @@
 #   test/gpu/suite.sh fp8-quick        fp8 loopback n=2 and 4 full, 8 and 12 quick (every
 #                                      rank bucket; a few minutes: after a change to the
 #                                      kernels)
+#   test/gpu/suite.sh hosts            the multi-host stages on simulated hosts (threads,
+#                                      NCCL's part played by device copies): 2 x 2, 4 x 1,
+#                                      A,B,A,B, 3 x 2, 2 x 3, 2 x 4; every dtype; and 4 x 1
+#                                      under compute-sanitizer memcheck (one rank per
+#                                      host: no kernel of ours waits for another)
 #   test/gpu/suite.sh mp               3 and 4 processes on one GPU, with and without MPS,
 #                                      and 3 under MPS with 25/50/100 % of the SMs each
 #                                      (f32, f16, bf16, f64: fp8 has its tier)
@@ -176,6 +181,13 @@ loopback | fp8)
 		mp_run mp-n3-mps 3 full 300
 		mps_stop
 	fi
+	;;
+hosts)
+	for layout in AABB ABCD ABAB AABBCC AAABBB AAAABBBB; do
+		run "hosts-$layout" 150 "$bin" hosts "$layout" quick
+	done
+	NDET_TEST_DTYPES=f32,bf16,f8e4m3 run hosts-ABC-memcheck 200 \
+		compute-sanitizer --tool memcheck --error-exitcode 9 "$bin" hosts ABC quick
 	;;
 fp8-quick)
 	export NDET_TEST_DTYPES=f8e4m3,f8e5m2

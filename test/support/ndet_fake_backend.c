@@ -316,24 +316,6 @@ static bool ndet_fake_probes(const struct ndet_fake_engine *engine, int q)
 }
 
 /*
- * The least staging any plan of this shape accepts: the worst dtype's (fp8 with f32
- * partials has the most partial bytes per data byte).
- */
-static uint64_t ndet_fake_hosts_min_staging(int nhosts, int local_ranks)
-{
-	static const uint32_t sizes[][2] = {{1, 4}, {1, 1}, {2, 4}, {2, 2}, {4, 4}, {8, 8}};
-	uint64_t least = 0;
-	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		const struct ndet_hosts_shape shape = {sizes[i][0], sizes[i][1], nhosts,
-						       local_ranks};
-		const uint64_t bytes = ndet_hosts_min_staging_bytes(&shape);
-		if (bytes > least)
-			least = bytes;
-	}
-	return least;
-}
-
-/*
  * A communicator across hosts: its hosts, and the staging of the multi-host stages
  * (NCCL_DET_HOSTS_STAGING bytes, beside the pool and counted with it).  A local
  * failure here fails round 3 on every rank alike.
@@ -348,25 +330,9 @@ static bool ndet_fake_hosts_setup(struct ndet_fake_engine *engine,
 		return false;
 	if (engine->hosts->nhosts < 2)
 		return true;
-	const uint64_t least =
-		ndet_fake_hosts_min_staging(engine->hosts->nhosts, engine->hosts->size_max);
-	if (config->hosts_staging < least) {
-		NDET_WARN("rank %d: NCCL_DET_HOSTS_STAGING=%llu is below the %llu bytes %d hosts "
-			  "of %d ranks need; raise it on every rank",
-			  config->rank, (unsigned long long)config->hosts_staging,
-			  (unsigned long long)least, engine->hosts->nhosts,
-			  engine->hosts->size_max);
+	if (!ndet_setup_staging_fits(config, engine->pool_bytes, engine->hosts->nhosts,
+				     engine->hosts->size_max))
 		return false;
-	}
-	if (engine->pool_bytes + config->hosts_staging > config->max_memory) {
-		NDET_WARN("rank %d: pool and multi-host staging of %llu bytes exceed "
-			  "NCCL_DET_MAX_MEMORY=%llu; raise NCCL_DET_MAX_MEMORY or lower "
-			  "NCCL_DET_HOSTS_STAGING",
-			  config->rank,
-			  (unsigned long long)(engine->pool_bytes + config->hosts_staging),
-			  (unsigned long long)config->max_memory);
-		return false;
-	}
 	engine->pool->hosts_staging = malloc(config->hosts_staging);
 	if (engine->pool->hosts_staging == NULL)
 		return false;

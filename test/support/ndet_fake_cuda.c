@@ -406,6 +406,20 @@ bool fake_cuda_last_launch(int rank, struct ndet_kernel_args *args)
 	return valid;
 }
 
+/* The arguments of each kernel rank's last stage launch (fake_cuda_last_hosts_launch). */
+static struct ndet_hosts_args fake_last_hosts[NDET_MAX_RANKS];
+static bool fake_last_hosts_valid[NDET_MAX_RANKS];
+
+bool fake_cuda_last_hosts_launch(int rank, struct ndet_hosts_args *args)
+{
+	pthread_mutex_lock(&fake_lock);
+	const bool valid = rank >= 0 && rank < NDET_MAX_RANKS && fake_last_hosts_valid[rank];
+	if (valid)
+		*args = fake_last_hosts[rank];
+	pthread_mutex_unlock(&fake_lock);
+	return valid;
+}
+
 static bool fake_no_kernel_image; /* fake_cuda_set_no_kernel_image */
 
 void fake_cuda_set_no_kernel_image(bool on)
@@ -484,6 +498,18 @@ int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *opaque_stre
 	return fake_result((cudaError_t)err);
 }
 
+/* A stage kernel across hosts: recorded, then run as any kernel (its fake behaviour). */
+int ndet_kernel_hosts_stage(const struct ndet_hosts_args *args, void *opaque_stream)
+{
+	pthread_mutex_lock(&fake_lock);
+	if (args->k.rank >= 0 && args->k.rank < NDET_MAX_RANKS) {
+		fake_last_hosts[args->k.rank] = *args;
+		fake_last_hosts_valid[args->k.rank] = true;
+	}
+	pthread_mutex_unlock(&fake_lock);
+	return ndet_kernel_allreduce(&args->k, opaque_stream);
+}
+
 /* ---------------------------------------------------------------- test controls */
 
 void fake_cuda_reset(void)
@@ -512,6 +538,7 @@ void fake_cuda_reset(void)
 	}
 	memset(&fake_counts, 0, sizeof(fake_counts));
 	memset(fake_last_valid, 0, sizeof(fake_last_valid));
+	memset(fake_last_hosts_valid, 0, sizeof(fake_last_hosts_valid));
 	fake_violation[0] = '\0';
 	fake_pid_per_device = false;
 	fake_sm_count = 132;

@@ -150,6 +150,9 @@ const char *fake_cuda_name(const void *handle);
  */
 struct ndet_kernel_args;
 bool fake_cuda_last_launch(int rank, struct ndet_kernel_args *args);
+/* The arguments of local index `rank`'s last stage kernel across hosts (false: none yet). */
+struct ndet_hosts_args;
+bool fake_cuda_last_hosts_launch(int rank, struct ndet_hosts_args *args);
 
 /* Append a line of the test's own to the log (e.g. "exchange"). */
 void fake_cuda_log(const char *format, ...) __attribute__((format(printf, 1, 2)));

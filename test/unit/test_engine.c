@@ -35,6 +35,8 @@
 #include "test/gpu/ndet_gpu_sizes.h"
 #include "kernels/ndet_kernels.h"
 #include "common/ndet_log.h"
+#include "protocol/ndet_backend.h"
+#include "protocol/ndet_hosts_plan.h"
 #include "protocol/ndet_plan.h"
 #include "protocol/ndet_pool_layout.h"
 #include "reference/ndet_reference.h"
@@ -177,6 +179,7 @@ static struct ndet_engine_member rank_member(const struct group *group, int rank
 				.oneshot_max = 1 << 20,
 				.timeout_ms = group->timeout_ms,
 				.max_memory = 1ull << 30,
+				.hosts_staging = 1 << 20,
 				.settings_hash = 7,
 				.test_fail_rank = -1,
 			},
@@ -2214,6 +2217,218 @@ static void test_hosts_too_many_on_a_host(void **state)
 	}
 }
 
+/* Host index of rank r: hosts numbered by their lowest rank. */
+static int host_index(const char *hosts, int r)
+{
+	int h = 0;
+	for (int q = 0; q < host_rank(hosts, r, 0); q++)
+		h += host_local_index(hosts, q) == 0;
+	return h;
+}
+
+/*
+ * Stage s of chunk j of `call` on rank r, and what its kernel got: the local view
+ * (local index, g, the host's pools), the plan's chunk and slot in this rank's
+ * staging, the launch of ndet_hosts_launch_make, and the part of the message stage 5
+ * writes (all of it; the reduce-scatter block of global rank r; a reduce's root only).
+ */
+static void check_stage_args(const struct group *group, const char *hosts, int r,
+			     const struct ndet_engine_call *call, int stage, uint64_t j)
+{
+	const int l = host_local_index(hosts, r), g = host_size(hosts, r);
+	const int nhosts = group->nranks / g;
+	struct ndet_backend_hosts view;
+	assert_int_equal(ndet_engine_hosts_view(group->engines[r], &view), NDET_OK);
+	const struct ndet_hosts_params params =
+		ndet_hosts_params_for(call->dtype, call->op, call->premul != NDET_PREMUL_NONE,
+				      call->coll, call->count, nhosts, g, view.staging_bytes);
+	struct ndet_hosts_plan plan;
+	assert_int_equal(ndet_hosts_plan_make(&params, &plan), NDET_OK);
+	assert_true(j < plan.chunks);
+	assert_int_equal(ndet_engine_hosts_stage(group->engines[r], call, &plan, stage, j, NULL),
+			 NDET_OK);
+	struct ndet_hosts_args args;
+	assert_true(fake_cuda_last_hosts_launch(l, &args));
+	const struct ndet_hosts_chunk chunk = ndet_hosts_chunk_at(&plan, j);
+	assert_int_equal(args.stage, stage);
+	assert_int_equal(args.k.rank, l);
+	assert_int_equal(args.k.nranks, g);
+	assert_int_equal(args.nhosts, nhosts);
+	assert_int_equal(args.host, host_index(hosts, r));
+	assert_int_equal(args.partial_size, params.shape.partial_size);
+	assert_int_equal(args.divisor, g * nhosts);
+	assert_int_equal(args.k.count, params.count);
+	assert_ptr_equal(args.k.sendbuff, call->sendbuff);
+	assert_ptr_equal(args.k.recvbuff, call->recvbuff);
+	assert_int_equal(args.chunk_offset, chunk.elems.offset);
+	assert_int_equal(args.chunk_len, chunk.elems.count);
+	assert_int_equal(args.block_elems, chunk.block_elems);
+	char *slot = (char *)view.staging + chunk.slot_offset;
+	assert_ptr_equal(args.partial, slot + plan.slot.partial_offset);
+	assert_ptr_equal(args.received, slot + plan.slot.received_offset);
+	assert_int_equal(args.received_stride, plan.slot.received_stride);
+	assert_ptr_equal(args.result, slot + plan.slot.result_offset);
+	assert_true(chunk.slot_offset + plan.slot.bytes <= view.staging_bytes);
+	const struct ndet_hosts_call_key key = {.dtype = call->dtype,
+						.op = call->op,
+						.coll = call->coll,
+						.root = call->root,
+						.premul = call->premul != NDET_PREMUL_NONE};
+	struct ndet_hosts_launch launch;
+	struct ndet_engine_config config = group->results[r].config;
+	config.rank = l;
+	config.nranks = g;
+	config.ranks_per_device =
+		ndet_setup_table_ranks_per_device(group->world.records, group->nranks);
+	config.device_sms = ndet_setup_table_min_sms(group->world.records, group->nranks);
+	assert_int_equal(ndet_hosts_launch_make(&plan, &chunk, &key, (ndet_hosts_stage_t)stage,
+						ndet_pool_lane_bytes(&config),
+						(uint32_t)ndet_pool_lanes(&config), &launch),
+			 NDET_OK);
+	assert_int_equal(args.k.blocks, launch.blocks);
+	assert_int_equal(args.k.signature, launch.signature);
+	assert_int_equal(args.piece_elems, launch.piece_elems);
+	assert_int_equal(args.k.lane_bytes, ndet_pool_lane_bytes(&config));
+	for (int k = 0; k < NDET_MAX_RANKS; k++) {
+		const int q = host_rank(hosts, r, k);
+		assert_ptr_equal(args.k.flags[k], q >= 0 ? record_pool(group, q) : NULL);
+	}
+	uint64_t begin = 0, end = params.count;
+	if (call->coll == NDET_COLL_REDUCE_SCATTER) {
+		begin = (uint64_t)r * call->count;
+		end = begin + call->count;
+	} else if (call->coll == NDET_COLL_REDUCE && call->root != r) {
+		end = 0;
+	}
+	assert_int_equal(args.out_begin, begin);
+	assert_int_equal(args.out_end, end);
+}
+
+/*
+ * An engine across hosts (2 x 2, A,B,A,B, 3 x 1): its view says where its rank sits
+ * (H, g, its (h, l), the global rank of every (h, l), its own staging of
+ * NCCL_DET_HOSTS_STAGING bytes, counted as held) and each stage kernel of each chunk
+ * gets what check_stage_args computes; a chunk past the plan is refused.  An engine
+ * of one host has no view and no stages.
+ */
+static void test_hosts_stage_arguments(void **state)
+{
+	static const char *const tables[] = {"AABB", "ABAB", "ABC"};
+	for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
+		reset(state);
+		ndet_setup_set_multi_host_for_testing(true);
+		const char *hosts = tables[t];
+		const int nranks = (int)strlen(hosts), g = host_size(hosts, 0);
+		struct group group;
+		hosts_group_create(&group, hosts, nranks);
+		for (int r = 0; r < nranks; r++) {
+			struct ndet_backend_hosts view;
+			assert_int_equal(ndet_engine_hosts_view(group.engines[r], &view), NDET_OK);
+			assert_int_equal(view.nhosts, nranks / g);
+			assert_int_equal(view.local_ranks, g);
+			assert_int_equal(view.host, host_index(hosts, r));
+			assert_int_equal(view.local, host_local_index(hosts, r));
+			assert_non_null(view.staging);
+			assert_int_equal(view.staging_bytes, 1 << 20);
+			for (int q = 0; q < nranks; q++)
+				assert_int_equal(view.ranks[host_index(hosts, q) * g +
+							    host_local_index(hosts, q)],
+						 q);
+		}
+		const struct ndet_engine_call calls[] = {
+			{.coll = NDET_COLL_ALLREDUCE,
+			 .sendbuff = send_big,
+			 .recvbuff = recv_big,
+			 .count = 70001,
+			 .dtype = NDET_DTYPE_BF16,
+			 .op = NDET_OP_AVG},
+			big_call(NDET_COLL_REDUCE_SCATTER, 1000, NDET_OP_SUM, 0),
+			big_call(NDET_COLL_REDUCE, 3000, NDET_OP_MAX, nranks - 1),
+			{.coll = NDET_COLL_ALLREDUCE,
+			 .sendbuff = send_big,
+			 .recvbuff = recv_big,
+			 .count = 5,
+			 .dtype = NDET_DTYPE_F8E4M3,
+			 .op = NDET_OP_SUM,
+			 .premul = NDET_PREMUL_HOST,
+			 .scalar_bits = 0x38},
+		};
+		for (size_t c = 0; c < sizeof(calls) / sizeof(calls[0]); c++)
+			for (int stage = 1; stage <= 5; stage += 2)
+				for (int r = 0; r < nranks; r++)
+					check_stage_args(&group, hosts, r, &calls[c], stage, 0);
+		/* A chunk past the plan; a stage that is NCCL's. */
+		struct ndet_hosts_plan plan;
+		const struct ndet_hosts_params params =
+			ndet_hosts_params_for(NDET_DTYPE_F32, NDET_OP_SUM, false,
+					      NDET_COLL_ALLREDUCE, 1000, nranks / g, g, 1 << 20);
+		assert_int_equal(ndet_hosts_plan_make(&params, &plan), NDET_OK);
+		const struct ndet_engine_call sum =
+			big_call(NDET_COLL_ALLREDUCE, 1000, NDET_OP_SUM, 0);
+		const int launches = runtime().launches;
+		assert_int_equal(ndet_engine_hosts_stage(group.engines[0], &sum, &plan, 1,
+							 plan.chunks, NULL),
+				 NDET_ERR_INVALID_ARGUMENT);
+		assert_int_equal(ndet_engine_hosts_stage(group.engines[0], &sum, &plan, 2, 0, NULL),
+				 NDET_ERR_INVALID_ARGUMENT);
+		assert_int_equal(runtime().launches, launches);
+		assert_int_equal(ndet_engine_destroy_group(group.engines, nranks, true), NDET_OK);
+		assert_nothing_held();
+		group_fini(&group);
+	}
+	/* One host: no view, no stages. */
+	reset(state);
+	struct group group;
+	hosts_group_create(&group, "AAA", 3);
+	struct ndet_backend_hosts view;
+	assert_int_equal(ndet_engine_hosts_view(group.engines[0], &view), NDET_ERR_UNSUPPORTED);
+	struct ndet_hosts_plan plan;
+	const struct ndet_hosts_params params = ndet_hosts_params_for(
+		NDET_DTYPE_F32, NDET_OP_SUM, false, NDET_COLL_ALLREDUCE, 1000, 2, 1, 1 << 20);
+	assert_int_equal(ndet_hosts_plan_make(&params, &plan), NDET_OK);
+	const struct ndet_engine_call sum = big_call(NDET_COLL_ALLREDUCE, 1000, NDET_OP_SUM, 0);
+	assert_int_equal(ndet_engine_hosts_stage(group.engines[0], &sum, &plan, 1, 0, NULL),
+			 NDET_ERR_UNSUPPORTED);
+	assert_int_equal(ndet_engine_destroy_group(group.engines, 3, true), NDET_OK);
+	assert_nothing_held();
+	group_fini(&group);
+}
+
+/*
+ * The staging is refused alike on every rank: below the least a layout needs, or with
+ * the pool above NCCL_DET_MAX_MEMORY.  No engine is made and nothing stays held.
+ */
+static void test_hosts_staging_refused(void **state)
+{
+	for (int c = 0; c < 2; c++) {
+		reset(state);
+		ndet_setup_set_multi_host_for_testing(true);
+		struct group group;
+		group_init(&group, 4, false);
+		group.hosts = "AABB";
+		for (int r = 0; r < 4; r++) {
+			group.results[r] = rank_member(&group, r);
+			if (c == 0)
+				group.results[r].config.hosts_staging =
+					ndet_hosts_min_staging_any(2, 2) - 1;
+			else
+				group.results[r].config.max_memory =
+					group.results[r].config.hosts_staging;
+		}
+		group_start(&group, exchange);
+		for (int r = 0; r < 4; r++) {
+			assert_int_not_equal(group.results[r].status, NDET_OK);
+			assert_null(group.results[r].engine);
+		}
+		/* The pools wait for the next teardown's look (a setup frees none). */
+		assert_no_violation();
+		assert_int_equal(runtime().mappings, 0);
+		ndet_teardown_pending_retry(false);
+		assert_nothing_held();
+		group_fini(&group);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2252,6 +2467,8 @@ int main(void)
 		cmocka_unit_test_setup(test_hosts_detach_by_local_index, reset),
 		cmocka_unit_test_setup(test_hosts_two_of_sixteen, reset),
 		cmocka_unit_test_setup(test_hosts_too_many_on_a_host, reset),
+		cmocka_unit_test_setup(test_hosts_stage_arguments, reset),
+		cmocka_unit_test_setup(test_hosts_staging_refused, reset),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

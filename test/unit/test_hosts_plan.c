@@ -677,6 +677,157 @@ static void test_hosts_chunking(void **state)
 	assert_true(tail.elems.count + plan.chunks * granule > plan.chunk_elems);
 }
 
+/*
+ * A call's plan parameters: the partial type of its op (PreMulSum sums, its leaves
+ * scaled), and a reduce-scatter planned over its whole send buffer.
+ */
+static void test_hosts_params_for_call(void **state)
+{
+	(void)state;
+	struct ndet_hosts_params p = ndet_hosts_params_for(
+		NDET_DTYPE_BF16, NDET_OP_AVG, false, NDET_COLL_ALLREDUCE, 1000, 3, 2, 5 * MIB);
+	assert_int_equal(p.shape.elem_size, 2);
+	assert_int_equal(p.shape.partial_size, 4);
+	assert_int_equal(p.shape.hosts, 3);
+	assert_int_equal(p.shape.local_ranks, 2);
+	assert_int_equal(p.count, 1000);
+	assert_int_equal(p.staging_bytes, 5 * MIB);
+	p = ndet_hosts_params_for(NDET_DTYPE_BF16, NDET_OP_MAX, false, NDET_COLL_REDUCE_SCATTER,
+				  1000, 3, 2, 5 * MIB);
+	assert_int_equal(p.shape.partial_size, 2);
+	assert_int_equal(p.count, 6000);
+	/* One rank per host: its own element travels, but x times s needs f32. */
+	p = ndet_hosts_params_for(NDET_DTYPE_F8E4M3, NDET_OP_SUM, false, NDET_COLL_REDUCE, 77, 4, 1,
+				  MIB);
+	assert_int_equal(p.shape.partial_size, 1);
+	assert_int_equal(p.count, 77);
+	p = ndet_hosts_params_for(NDET_DTYPE_F8E4M3, NDET_OP_SUM, true, NDET_COLL_ALLREDUCE, 77, 4,
+				  1, MIB);
+	assert_int_equal(p.shape.partial_size, 4);
+	p = ndet_hosts_params_for(NDET_DTYPE_F64, NDET_OP_PROD, false, NDET_COLL_ALLREDUCE, 9, 2, 8,
+				  MIB);
+	assert_int_equal(p.shape.partial_size, 8);
+}
+
+/*
+ * The least staging of a layout is every dtype's least: each dtype and op class plans
+ * with it, and one byte less fails the worst of them.
+ */
+static void test_hosts_min_staging_any(void **state)
+{
+	(void)state;
+	for (size_t h = 0; h < COUNT_OF(host_counts); h++) {
+		for (size_t l = 0; l < COUNT_OF(local_counts); l++) {
+			const int hosts = host_counts[h], g = local_counts[l];
+			const uint64_t least = ndet_hosts_min_staging_any(hosts, g);
+			bool tight = false;
+			for (size_t k = 0; k < COUNT_OF(sizes); k++) {
+				const struct ndet_hosts_shape shape =
+					shape_of(sizes[k][0], sizes[k][1], hosts, g);
+				struct ndet_hosts_params params = {shape, 1u << 20, least};
+				struct ndet_hosts_plan plan;
+				assert_int_equal(ndet_hosts_plan_make(&params, &plan), NDET_OK);
+				params.staging_bytes = least - 1;
+				tight = tight || ndet_hosts_plan_make(&params, &plan) ==
+							 NDET_ERR_INVALID_ARGUMENT;
+			}
+			assert_true(tight);
+		}
+	}
+}
+
+/*
+ * How a stage kernel runs: stage 1 splits a lane into g pieces, stage 5 takes a lane
+ * per piece, both whole 512-byte units; blocks cover the segment's pieces up to the
+ * cap; stage 3 a block per 1024 elements.  The signature is the same for the same
+ * stage of the same call and differs between stages, chunks and calls (it is what
+ * the flags compare).
+ */
+static void test_hosts_launch(void **state)
+{
+	(void)state;
+	const struct ndet_hosts_shape shape = shape_of(2, 4, 3, 4); /* bf16, 3 hosts of 4 */
+	const struct ndet_hosts_plan plan = plan_of(shape, 5000001, 3 * MIB);
+	assert_true(plan.chunks >= 3);
+	const struct ndet_hosts_call_key key = {
+		.dtype = NDET_DTYPE_BF16, .op = NDET_OP_SUM, .coll = NDET_COLL_ALLREDUCE};
+	const uint64_t lane = 64u << 10;
+	uint32_t seen[3 * 16];
+	int nseen = 0;
+	for (uint64_t j = 0; j < plan.chunks && j < 16; j++) {
+		const struct ndet_hosts_chunk chunk = ndet_hosts_chunk_at(&plan, j);
+		const uint64_t segment = 3 * chunk.block_elems;
+		struct ndet_hosts_launch one, three, five, again;
+		assert_int_equal(ndet_hosts_launch_make(&plan, &chunk, &key, NDET_HOSTS_STAGE_LOCAL,
+							lane, 24, &one),
+				 NDET_OK);
+		assert_int_equal(one.piece_elems * 2 % NDET_SEGMENT_BYTES, 0);
+		assert_true(one.piece_elems * 2 * 4 <= lane);
+		assert_true((one.piece_elems + NDET_SEGMENT_BYTES / 2) * 2 * 4 > lane);
+		assert_int_equal(one.blocks,
+				 (segment + one.piece_elems - 1) / one.piece_elems < 24
+					 ? (segment + one.piece_elems - 1) / one.piece_elems
+					 : 24);
+		assert_int_equal(ndet_hosts_launch_make(&plan, &chunk, &key,
+							NDET_HOSTS_STAGE_GATHER, lane, 24, &five),
+				 NDET_OK);
+		assert_int_equal(five.piece_elems * 2, lane);
+		assert_true(five.blocks >= 1 && five.blocks <= 24);
+		assert_int_equal(ndet_hosts_launch_make(&plan, &chunk, &key,
+							NDET_HOSTS_STAGE_REDUCE, lane, 24, &three),
+				 NDET_OK);
+		assert_int_equal(three.blocks, (chunk.block_elems + 1023) / 1024 < 24
+						       ? (chunk.block_elems + 1023) / 1024
+						       : 24);
+		assert_int_equal(ndet_hosts_launch_make(&plan, &chunk, &key, NDET_HOSTS_STAGE_LOCAL,
+							lane, 24, &again),
+				 NDET_OK);
+		assert_int_equal(again.signature, one.signature);
+		const uint32_t sigs[] = {one.signature, three.signature, five.signature};
+		for (int k = 0; k < 3; k++) {
+			assert_true(sigs[k] != 0 && sigs[k] <= NDET_FLAG_SIGNATURE_MASK);
+			for (int i = 0; i < nseen; i++)
+				assert_int_not_equal(seen[i], sigs[k]);
+			seen[nseen++] = sigs[k];
+		}
+	}
+	/* Another op, collective or root: another signature. */
+	const struct ndet_hosts_chunk chunk = ndet_hosts_chunk_at(&plan, 0);
+	struct ndet_hosts_launch base, other;
+	assert_int_equal(ndet_hosts_launch_make(&plan, &chunk, &key, NDET_HOSTS_STAGE_GATHER, lane,
+						24, &base),
+			 NDET_OK);
+	const struct ndet_hosts_call_key others[] = {
+		{.dtype = NDET_DTYPE_BF16, .op = NDET_OP_AVG, .coll = NDET_COLL_ALLREDUCE},
+		{.dtype = NDET_DTYPE_F16, .op = NDET_OP_SUM, .coll = NDET_COLL_ALLREDUCE},
+		{.dtype = NDET_DTYPE_BF16, .op = NDET_OP_SUM, .coll = NDET_COLL_REDUCE, .root = 1},
+		{.dtype = NDET_DTYPE_BF16, .op = NDET_OP_SUM, .coll = NDET_COLL_REDUCE, .root = 2},
+		{.dtype = NDET_DTYPE_BF16,
+		 .op = NDET_OP_SUM,
+		 .coll = NDET_COLL_ALLREDUCE,
+		 .premul = true},
+	};
+	for (size_t k = 0; k < COUNT_OF(others); k++) {
+		assert_int_equal(ndet_hosts_launch_make(&plan, &chunk, &others[k],
+							NDET_HOSTS_STAGE_GATHER, lane, 24, &other),
+				 NDET_OK);
+		assert_int_not_equal(other.signature, base.signature);
+	}
+	/* Not a kernel stage, no blocks, or a lane that holds less than g units. */
+	assert_int_equal(ndet_hosts_launch_make(&plan, &chunk, &key, NDET_HOSTS_STAGE_PARTIALS,
+						lane, 24, &other),
+			 NDET_ERR_INVALID_ARGUMENT);
+	assert_int_equal(ndet_hosts_launch_make(&plan, &chunk, &key, NDET_HOSTS_STAGE_LOCAL, lane,
+						0, &other),
+			 NDET_ERR_INVALID_ARGUMENT);
+	assert_int_equal(ndet_hosts_launch_make(&plan, &chunk, &key, NDET_HOSTS_STAGE_LOCAL,
+						3 * NDET_SEGMENT_BYTES, 24, &other),
+			 NDET_ERR_INVALID_ARGUMENT);
+	assert_int_equal(ndet_hosts_launch_make(&plan, &chunk, &key, NDET_HOSTS_STAGE_GATHER,
+						3 * NDET_SEGMENT_BYTES, 24, &other),
+			 NDET_OK);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -687,6 +838,9 @@ int main(void)
 		cmocka_unit_test(test_hosts_inter_host_bytes),
 		cmocka_unit_test(test_hosts_staging_layout),
 		cmocka_unit_test(test_hosts_chunking),
+		cmocka_unit_test(test_hosts_params_for_call),
+		cmocka_unit_test(test_hosts_min_staging_any),
+		cmocka_unit_test(test_hosts_launch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
