@@ -160,6 +160,12 @@ ndet_status_t ndet_hosts_launch_make(const struct ndet_hosts_plan *plan,
 	memset(out, 0, sizeof(*out));
 	if (max_blocks == 0 || es == 0)
 		return NDET_ERR_INVALID_ARGUMENT;
+	/*
+	 * Half the grid cap: the other half of this rank's share of the GPU stays free for
+	 * NCCL's send and receive kernels, which a local peer's stream may be running while
+	 * ours spin on that peer (doc/multihost-design.md, "SMs").
+	 */
+	max_blocks = max_blocks > 1 ? max_blocks / 2 : 1;
 	if (stage == NDET_HOSTS_STAGE_REDUCE) {
 		const uint64_t blocks = (chunk->block_elems + 1023) / 1024;
 		out->blocks = (uint32_t)(blocks < 1            ? 1

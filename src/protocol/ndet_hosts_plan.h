@@ -235,9 +235,10 @@ struct ndet_hosts_call_key {
 
 /*
  * Stage 1 splits a lane into g pieces (one per segment), stage 5 takes a whole lane
- * per piece; both in whole NDET_SEGMENT_BYTES.  Blocks: one per piece of a segment up
- * to max_blocks (stages 1 and 5), one per 1024 elements of the block (stage 3), at
- * least one.  NDET_ERR_INVALID_ARGUMENT for another stage, a lane too small for g
+ * per piece; both in whole NDET_SEGMENT_BYTES.  Blocks: one per piece of a segment
+ * (stages 1 and 5), one per 1024 elements of the block (stage 3), at least one, at
+ * most half of max_blocks (the grid cap: the rest of this rank's share of the GPU is
+ * left to NCCL's kernels of stages 2 and 4).  NDET_ERR_INVALID_ARGUMENT for another stage, a lane too small for g
  * pieces of one unit, or max_blocks 0.
  */
 ndet_status_t ndet_hosts_launch_make(const struct ndet_hosts_plan *plan,

@@ -1,0 +1,139 @@
+# Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+"""One rank of a PyTorch job on simulated hosts, checking the multi-host contract.
+
+Rank r runs with NCCL_DET_TEST_HOST=LAYOUT[r] (its own NCCL_HOSTID, so NCCL carries
+the bytes between ranks as between machines) and NCCL_DET_STRICT=1 (a call that falls
+back fails).  Every rank computes the contract's result on the CPU: hosts ordered by
+their lowest rank, T over each host's ranks, T over the hosts' partials, both in the
+accumulation type, avg divided once by the rank count, one rounding at the end; and
+compares all_reduce bit for bit.  It also checks reduce_scatter_tensor against blocks
+of the all-reduce, a CUDA-graph replay against eager, and, for bf16 on hosts of more
+than one rank, that a reference which rounds the host partials to bf16 disagrees
+(the partials must travel in f32).  Prints one JSON line with a digest of every
+result, which torch_hosts.sh compares across layouts.
+Environment: RANK, WORLD, PORT, LAYOUT.
+"""
+import hashlib
+import json
+import os
+
+import torch
+import torch.distributed as dist
+
+
+def tree(values, op):
+    """T: left subtree = the largest power of two below m."""
+    if len(values) == 1:
+        return values[0]
+    p = 1
+    while p * 2 < len(values):
+        p *= 2
+    left, right = tree(values[:p], op), tree(values[p:], op)
+    if op in ("sum", "avg"):
+        return left + right
+    if op == "max":
+        return torch.maximum(left, right)
+    return torch.minimum(left, right)
+
+
+def inputs(rank, dtype, count, seed):
+    g = torch.Generator().manual_seed(seed * 1000 + rank)
+    mant = torch.rand(count, generator=g, dtype=torch.float64) + 1.0
+    expo = torch.randint(-12, 12, (count,), generator=g)
+    sign = torch.randint(0, 2, (count,), generator=g) * 2 - 1
+    return (mant * torch.pow(2.0, expo.double()) * sign).to(dtype)
+
+
+def hosts_of(layout):
+    """The ranks of each host, hosts in the order of their lowest rank."""
+    order = []
+    for name in layout:
+        if name not in order:
+            order.append(name)
+    return [[r for r, name in enumerate(layout) if name == h] for h in order]
+
+
+def reference(layout, dtype, count, seed, op, round_partials=False):
+    acc = torch.float64 if dtype == torch.float64 else torch.float32
+    vals = [inputs(r, dtype, count, seed).to(acc) for r in range(len(layout))]
+    partials = [tree([vals[r] for r in ranks], op) for ranks in hosts_of(layout)]
+    if round_partials:
+        partials = [p.to(dtype).to(acc) for p in partials]
+    out = tree(partials, op)
+    if op == "avg":
+        out = out / len(layout)
+    return out.to(dtype)
+
+
+def bits(t):
+    return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def main():
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD"])
+    layout = os.environ["LAYOUT"]
+    torch.cuda.set_device(rank % torch.cuda.device_count())
+    dist.init_process_group("nccl", rank=rank, world_size=world,
+                            init_method="tcp://127.0.0.1:%s" % os.environ["PORT"])
+    ops = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "max": dist.ReduceOp.MAX}
+    result = {"rank": rank, "layout": layout, "mismatch": 0, "checked": 0, "digest": {},
+              "rounded_partials_differ": 0, "rs_mismatch": 0, "graph_mismatch": 0,
+              "failures": []}
+    seed = 0
+    g = len(layout) // len(hosts_of(layout))
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+        for opname, op in ops.items():
+            for count in (1, 7, 1000, 65537, (1 << 20) + 3):
+                seed += 1
+                data = inputs(rank, dtype, count, seed).cuda()
+                dist.all_reduce(data, op=op)
+                got = data.cpu()
+                want = reference(layout, dtype, count, seed, opname)
+                bad = int((bits(got) != bits(want)).sum())
+                key = "%s/%s/%d" % (str(dtype).split(".")[1], opname, count)
+                result["checked"] += 1
+                if bad:
+                    result["mismatch"] += bad
+                    result["failures"].append("%s: %d elements" % (key, bad))
+                result["digest"][key] = hashlib.sha1(bits(got).numpy().tobytes()).hexdigest()
+                if dtype == torch.bfloat16 and opname == "sum" and g > 1 and count >= 1000:
+                    rounded = reference(layout, dtype, count, seed, opname, True)
+                    result["rounded_partials_differ"] += int((bits(rounded) != bits(got)).sum())
+    # Reduce-scatter: rank r's block of the all-reduce of the same inputs.
+    for dtype in (torch.float32, torch.bfloat16):
+        for count in (1, 999, 70001):
+            seed += 1
+            full = inputs(rank, dtype, count * world, seed).cuda()
+            out = torch.empty(count, dtype=dtype, device="cuda")
+            dist.reduce_scatter_tensor(out, full, op=dist.ReduceOp.SUM)
+            want = reference(layout, dtype, count * world, seed, "sum")[rank * count:(rank + 1) * count]
+            result["rs_mismatch"] += int((bits(out.cpu()) != bits(want)).sum())
+            result["checked"] += 1
+    # A CUDA graph of two all-reduces, replayed, against the same calls eager.
+    seed += 1
+    base = inputs(rank, torch.bfloat16, 300001, seed).cuda()
+    eager = base.clone()
+    dist.all_reduce(eager)
+    dist.all_reduce(eager, op=dist.ReduceOp.AVG)
+    static = base.clone()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        dist.all_reduce(static.clone())  # warm-up outside the capture, as PyTorch advises
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        dist.all_reduce(static)
+        dist.all_reduce(static, op=dist.ReduceOp.AVG)
+    for _ in range(3):
+        static.copy_(base)
+        graph.replay()
+        torch.cuda.synchronize()
+        result["graph_mismatch"] += int((bits(static.cpu()) != bits(eager.cpu())).sum())
+    result["checked"] += 1
+    torch.cuda.synchronize()
+    print(json.dumps(result), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

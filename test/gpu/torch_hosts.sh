@@ -1,0 +1,83 @@
+#!/bin/bash
+# PyTorch jobs on simulated hosts (doc/testing.md, "Several hosts on one machine"): one
+# process per rank on one GPU under MPS, each with its own NCCL_HOSTID (NCCL moves the
+# bytes between them over sockets, as between machines), NCCL_DET_TEST_HOST naming its
+# host and NCCL_DET_STRICT=1 (a fallback fails the call).  torch_hosts.py checks every
+# result against the contract bit for bit; here the results of layouts the contract
+# says are equal must be equal (1 x 4, 2 x 2 and 4 x 1; 1 x 6 and 3 x 2) and 2 x 3 must
+# differ from 1 x 6 somewhere.
+# usage: torch_hosts.sh /path/to/libnccl-det.so [LAYOUT...]
+set -u
+lib=$1
+shift
+layouts=${*:-AAAA AABB ABCD ABAB AAAAAA AABBCC AAABBB}
+OUT=${OUT:-/tmp/ndet-gpu-out}
+mkdir -p "$OUT"
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/mps.sh"
+trap mps_stop EXIT
+mps_start
+fail=0
+for layout in $layouts; do
+	n=${#layout}
+	port=$((20000 + RANDOM % 20000))
+	pids=""
+	for ((r = 0; r < n; r++)); do
+		LD_PRELOAD="$lib" NCCL_DET_STRICT=1 NCCL_DET_TEST_HOST=${layout:r:1} \
+			LAYOUT=$layout RANK=$r WORLD=$n PORT=$port NCCL_HOSTID=ndet-h$r \
+			NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=VERSION timeout 200 python3 "$here/torch_hosts.py" \
+			> "$OUT/hosts-$layout-$r.out" 2> "$OUT/hosts-$layout-$r.err" &
+		pids="$pids $!"
+	done
+	rc=0
+	for p in $pids; do wait "$p" || rc=1; done
+	line=$(grep -h '^{' "$OUT/hosts-$layout-0.out" | tail -1)
+	if [ $rc -ne 0 ] || [ -z "$line" ]; then
+		echo "FAIL $layout: the job failed (rc $rc)"
+		tail -5 "$OUT/hosts-$layout-0.err"
+		fail=1
+		continue
+	fi
+	cat "$OUT"/hosts-"$layout"-*.out | grep '^{' | python3 -c '
+import json, sys
+layout = sys.argv[1]
+rows = [json.loads(l) for l in sys.stdin]
+bad = sum(r["mismatch"] + r["rs_mismatch"] + r["graph_mismatch"] for r in rows)
+g = len(layout) // len(set(layout))
+rounded = min(r["rounded_partials_differ"] for r in rows)
+digests = {json.dumps(r["digest"], sort_keys=True) for r in rows}
+print("%s: %d ranks, %d checks each, %d mismatches (all-reduce, reduce-scatter, graph), "
+      "bf16 host partials rounded: %d elements differ, ranks agree: %s" % (
+      layout, len(rows), rows[0]["checked"], bad, rounded, len(digests) == 1))
+for r in rows:
+    for f in r["failures"][:3]:
+        print("  rank %d: %s" % (r["rank"], f))
+ok = bad == 0 and len(digests) == 1 and (g == 1 or len(set(layout)) == 1 or rounded > 0)
+sys.exit(0 if ok else 1)
+' "$layout" || fail=1
+	echo "$line" > "$OUT/hosts-$layout.json"
+done
+# Layouts the contract makes equal, and one it must not.
+python3 - "$OUT" $layouts <<'EOF' || fail=1
+import json, os, sys
+out, layouts = sys.argv[1], sys.argv[2:]
+d = {}
+for l in layouts:
+    path = os.path.join(out, "hosts-%s.json" % l)
+    if os.path.exists(path):
+        d[l] = json.load(open(path))["digest"]
+ok = True
+for group in (("AAAA", "AABB", "ABCD"), ("AAAAAA", "AABBCC")):
+    have = [l for l in group if l in d]
+    for l in have[1:]:
+        same = d[l] == d[have[0]]
+        print("%s equals %s: %s" % (l, have[0], same))
+        ok = ok and same
+if "AAABBB" in d and "AAAAAA" in d:
+    differ = sum(d["AAABBB"][k] != d["AAAAAA"][k] for k in d["AAAAAA"])
+    print("AAABBB differs from AAAAAA in %d of %d results" % (differ, len(d["AAAAAA"])))
+    ok = ok and differ > 0
+sys.exit(0 if ok else 1)
+EOF
+echo "SUMMARY torch_hosts ($layouts): $([ $fail -eq 0 ] && echo PASS || echo FAIL)"
+exit $fail
