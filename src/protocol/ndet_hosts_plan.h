@@ -238,8 +238,8 @@ struct ndet_hosts_call_key {
  * per piece; both in whole NDET_SEGMENT_BYTES.  Blocks: one per piece of a segment
  * (stages 1 and 5), one per 1024 elements of the block (stage 3), at least one, at
  * most half of max_blocks (the grid cap: the rest of this rank's share of the GPU is
- * left to NCCL's kernels of stages 2 and 4).  NDET_ERR_INVALID_ARGUMENT for another stage, a lane too small for g
- * pieces of one unit, or max_blocks 0.
+ * left to NCCL's kernels of stages 2 and 4).  NDET_ERR_INVALID_ARGUMENT for another stage, a lane
+ * too small for g pieces of one unit, or max_blocks 0.
  */
 ndet_status_t ndet_hosts_launch_make(const struct ndet_hosts_plan *plan,
 				     const struct ndet_hosts_chunk *chunk,

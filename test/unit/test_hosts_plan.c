@@ -765,9 +765,9 @@ static void test_hosts_launch(void **state)
 		assert_true(one.piece_elems * 2 * 4 <= lane);
 		assert_true((one.piece_elems + NDET_SEGMENT_BYTES / 2) * 2 * 4 > lane);
 		assert_int_equal(one.blocks,
-				 (segment + one.piece_elems - 1) / one.piece_elems < 24
+				 (segment + one.piece_elems - 1) / one.piece_elems < 12
 					 ? (segment + one.piece_elems - 1) / one.piece_elems
-					 : 24);
+					 : 12);
 		assert_int_equal(ndet_hosts_launch_make(&plan, &chunk, &key,
 							NDET_HOSTS_STAGE_GATHER, lane, 24, &five),
 				 NDET_OK);
