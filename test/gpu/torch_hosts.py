@@ -75,6 +75,15 @@ def main():
     torch.cuda.set_device(rank % torch.cuda.device_count())
     dist.init_process_group("nccl", rank=rank, world_size=world,
                             init_method="tcp://127.0.0.1:%s" % os.environ["PORT"])
+    if os.environ.get("BYTES_DTYPE"):
+        # One all-reduce only, whose inter-host bytes torch_hosts.sh counts in NCCL's log.
+        dtype = getattr(torch, os.environ["BYTES_DTYPE"])
+        data = inputs(rank, dtype, int(os.environ["BYTES_COUNT"]), 1).cuda()
+        dist.all_reduce(data)
+        torch.cuda.synchronize()
+        print(json.dumps({"rank": rank, "bytes_call": True}), flush=True)
+        dist.destroy_process_group()
+        return
     ops = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "max": dist.ReduceOp.MAX}
     result = {"rank": rank, "layout": layout, "mismatch": 0, "checked": 0, "digest": {},
               "rounded_partials_differ": 0, "rs_mismatch": 0, "graph_mismatch": 0,

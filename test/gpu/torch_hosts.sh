@@ -57,6 +57,44 @@ sys.exit(0 if ok else 1)
 ' "$layout" || fail=1
 	echo "$line" > "$OUT/hosts-$layout.json"
 done
+# Inter-host bytes of one all-reduce (NCCL's COLL log: every Send of ours is bytes),
+# per rank, against (H - 1) / H x S / g x (1 + partial / element size): f32 and bf16
+# (f32 partials) on 2 x 2, and bf16 on 4 x 1 (its own elements travel).
+bytes_check() {
+	local layout=$1 dtype=$2 es=$3 ps=$4 count=$5 n=${#1} port=$((20000 + RANDOM % 20000))
+	local pids="" r
+	for ((r = 0; r < n; r++)); do
+		LD_PRELOAD="$lib" NCCL_DET_STRICT=1 NCCL_DET_TEST_HOST=${layout:r:1} LAYOUT=$layout \
+			RANK=$r WORLD=$n PORT=$port NCCL_HOSTID=ndet-h$r NCCL_SOCKET_IFNAME=lo \
+			NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL BYTES_DTYPE=$dtype BYTES_COUNT=$count \
+			timeout 120 python3 "$here/torch_hosts.py" > "$OUT/bytes-$layout-$dtype-$r.out" 2>&1 &
+		pids="$pids $!"
+	done
+	local rc=0
+	for p in $pids; do wait "$p" || rc=1; done
+	python3 - "$OUT" "$layout" "$dtype" "$es" "$ps" "$count" "$rc" <<'PY' || fail=1
+import re, sys
+out, layout, dtype, es, ps, count, rc = sys.argv[1:]
+es, ps, count, n = int(es), int(ps), int(count), len(layout)
+hosts = len(set(layout)); g = n // hosts
+want = (hosts - 1) / hosts * count * es / g * (1 + ps / es)
+ok = rc == "0"
+for r in range(n):
+    sent = 0
+    for line in open("%s/bytes-%s-%s-%d.out" % (out, layout, dtype, r), errors="replace"):
+        m = re.search(r"\bSend: .*?count (\d+) datatype (\d+)", line)
+        if m:
+            sent += int(m.group(1)) * (1 if int(m.group(2)) in (0, 1) else 4)
+    ratio = sent / want if want else 0
+    print("%s %s rank %d: %d inter-host bytes sent, formula %d, ratio %.3f" % (layout, dtype, r, sent, want, ratio))
+    ok = ok and abs(ratio - 1) <= 0.05
+sys.exit(0 if ok else 1)
+PY
+}
+bytes_check AABB float32 4 4 $((4 << 20))
+bytes_check AABB bfloat16 2 4 $((4 << 20))
+bytes_check ABCD bfloat16 2 2 $((4 << 20))
+
 # Layouts the contract makes equal, and one it must not.
 python3 - "$OUT" $layouts <<'EOF' || fail=1
 import json, os, sys
