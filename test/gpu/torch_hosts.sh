@@ -14,8 +14,23 @@ layouts=${*:-AAAA AABB ABCD ABAB AAAAAA AABBCC AAABBB}
 OUT=${OUT:-/tmp/ndet-gpu-out}
 mkdir -p "$OUT"
 here=$(cd "$(dirname "$0")" && pwd)
+# Under MPS every client's 32 hardware queues cost memory: a fourth such client fails to
+# start.  PyTorch needs no more than the default.
+unset CUDA_DEVICE_MAX_CONNECTIONS
 . "$here/mps.sh"
 trap mps_stop EXIT
+# Wait for every rank; once one fails, the others cannot finish: stop them.
+wait_all() {
+	local left=$# rc=0
+	while [ $left -gt 0 ]; do
+		if ! wait -n "$@"; then
+			rc=1
+			kill "$@" 2>/dev/null
+		fi
+		left=$((left - 1))
+	done
+	return $rc
+}
 mps_start
 fail=0
 for layout in $layouts; do
@@ -25,12 +40,12 @@ for layout in $layouts; do
 	for ((r = 0; r < n; r++)); do
 		LD_PRELOAD="$lib" NCCL_DET_STRICT=1 NCCL_DET_TEST_HOST=${layout:r:1} \
 			LAYOUT=$layout RANK=$r WORLD=$n PORT=$port NCCL_HOSTID=ndet-h$r \
-			NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=VERSION timeout 200 python3 "$here/torch_hosts.py" \
+			NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=VERSION timeout 150 python3 "$here/torch_hosts.py" \
 			> "$OUT/hosts-$layout-$r.out" 2> "$OUT/hosts-$layout-$r.err" &
 		pids="$pids $!"
 	done
 	rc=0
-	for p in $pids; do wait "$p" || rc=1; done
+	wait_all $pids || rc=1
 	line=$(grep -h '^{' "$OUT/hosts-$layout-0.out" | tail -1)
 	if [ $rc -ne 0 ] || [ -z "$line" ]; then
 		echo "FAIL $layout: the job failed (rc $rc)"
@@ -71,7 +86,7 @@ bytes_check() {
 		pids="$pids $!"
 	done
 	local rc=0
-	for p in $pids; do wait "$p" || rc=1; done
+	wait_all $pids || rc=1
 	python3 - "$OUT" "$layout" "$dtype" "$es" "$ps" "$count" "$rc" <<'PY' || fail=1
 import re, sys
 out, layout, dtype, es, ps, count, rc = sys.argv[1:]
