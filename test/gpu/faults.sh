@@ -48,7 +48,10 @@ many-comms      4     90    on,off  NCCL_DET_TIMEOUT=30 NCCL_DET_MAX_BLOCKS=8
 fork            3     40    on,off  NCCL_DET_TIMEOUT=30
 fork-exit       3     40    on,off  NCCL_DET_TIMEOUT=30
 exit-live       3     40    on,off  NCCL_DET_TIMEOUT=30
+kill-hosts      4     60    on,off  NCCL_DET_TIMEOUT=5 HOSTS=AABB
+stop-hosts      4     60    on,off  NCCL_DET_TIMEOUT=5 HOSTS=AABB
 torch-teardown  3     60    off     NCCL_DET_TIMEOUT=5 TORCH_NCCL_ASYNC_ERROR_HANDLING=1
+torch-hosts     4     60    off     NCCL_DET_TIMEOUT=5 TORCH_NCCL_ASYNC_ERROR_HANDLING=1 HOSTS=AABB
 torch-skip      3     60    off     NCCL_DET_TIMEOUT=5 TORCH_NCCL_ASYNC_ERROR_HANDLING=3
 leak-finalize   3     150   on,off    NCCL_DET_TIMEOUT=30
 leak-destroy    3     150   on,off    NCCL_DET_TIMEOUT=30
@@ -98,16 +101,29 @@ stop_victim() {
 	touch "$dir/id.victim-gone"
 }
 
-# fault_case TAG NAME RANKS LIMIT [VAR=VALUE...]: ndet_fault_test NAME on RANKS processes.
+# HOSTS=LAYOUT among a case's variables: rank r runs as test host LAYOUT[r]
+# (NCCL_DET_TEST_HOST), so the communicator spans simulated hosts and its calls run the
+# multi-host stages (doc/multihost-design.md, "Faults").
+host_of_rank() {
+	local r=$1 kv
+	shift
+	for kv in "$@"; do
+		case $kv in HOSTS=*) echo "NCCL_DET_TEST_HOST=${kv:6+r:1}" && return ;; esac
+	done
+	echo "NCCL_DET_TEST_HOST="
+}
+
+# fault_case TAG NAME RANKS LIMIT [VAR=VALUE...]: ndet_fault_test NAME on RANKS processes
+# (NAME-hosts: the same case on the hosts of HOSTS=).
 # The last rank of kill, kill-during and stop must die of SIGKILL; every other rank passes.
 fault_case() {
-	local tag=$1 name=$2 n=$3 limit=$4 start=$SECONDS victim=-1 rc=0 dir code
+	local tag=$1 name=${2%-hosts} n=$3 limit=$4 start=$SECONDS victim=-1 rc=0 dir code
 	shift 4
 	local pids=()
 	dir=$(mktemp -d)
 	case $name in kill | kill-during | stop) victim=$((n - 1)) ;; esac
 	for ((r = 0; r < n; r++)); do
-		env "$@" RANK=$r WORLD="$n" NDET_TEST_ID_FILE="$dir/id" NCCL_HOSTID=ndet-h$r \
+		env "$@" "$(host_of_rank $r "$@")" RANK=$r WORLD="$n" NDET_TEST_ID_FILE="$dir/id" NCCL_HOSTID=ndet-h$r \
 			NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=WARN LD_PRELOAD="$NDET_LIB" \
 			timeout --kill-after=5 "$limit" "$bin" "$name" > "$scratch/$tag.$r.log" 2>&1 &
 		pids[r]=$!
@@ -137,13 +153,17 @@ torch_case() {
 	local tag=$1 limit=$2 n=3 start=$SECONDS rc=0 timeout_s=1800 dir kv
 	shift 2
 	for kv in "$@"; do
-		case $kv in NCCL_DET_TIMEOUT=*) timeout_s=${kv#*=} ;; esac
+		case $kv in
+		NCCL_DET_TIMEOUT=*) timeout_s=${kv#*=} ;;
+		HOSTS=*) n=$((${#kv} - 6)) ;;
+		esac
 	done
 	local port=$((20000 + RANDOM % 20000)) pids=()
 	dir=$(mktemp -d)
 	for ((r = 0; r < n; r++)); do
 		(
-			env "$@" RANK=$r WORLD=$n PORT=$port LIMIT=$((timeout_s + TORCH_END_SLACK + 10)) \
+			env "$@" "$(host_of_rank $r "$@")" RANK=$r WORLD=$n PORT=$port \
+				LIMIT=$((timeout_s + TORCH_END_SLACK + 10)) \
 				NCCL_HOSTID=ndet-h$r NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=WARN LD_PRELOAD="$NDET_LIB" \
 				TORCH_NCCL_DUMP_ON_TIMEOUT=0 TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC=1000 \
 				timeout --kill-after=5 "$limit" "$PYTHON" "$here/torch_watchdog.py" \

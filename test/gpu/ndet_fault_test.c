@@ -64,6 +64,12 @@ static struct {
 	const char *name; /* the case */
 	double timeout;   /* NCCL_DET_TIMEOUT, seconds */
 	bool enabled;     /* NCCL_DET_ENABLE is not 0: communicators must be diverted */
+	/*
+	 * NCCL_DET_TEST_HOST is set (faults.sh HOSTS=): the communicator spans simulated
+	 * hosts, and a survivor may be held in NCCL's part of the call (doc/multihost-design.md,
+	 * "Faults"): it must report an error, and ncclCommAbort must then end its stream.
+	 */
+	bool hosts;
 	unsigned long long checks, failures;
 } fault;
 
@@ -465,6 +471,39 @@ static void case_peer_death(int variant)
 		fault_data_init(&data, count, seed, fault.nranks, NULL);
 		fault_data_check(&data, buffers.recv, "all-reduce that completed");
 		fault_data_free(&data);
+	} else if (fault.hosts) {
+		/*
+		 * Across hosts: NCCL's error where NCCL waited for the victim, ours where our
+		 * kernel waited for a peer held in NCCL; then the watchdog's abort ends the
+		 * stream, NCCL's kernels and ours alike.
+		 */
+		printf("rank %d: ncclCommGetAsyncError = %s %.3f s after the call across hosts "
+		       "(NCCL_DET_TIMEOUT %.0f s)\n",
+		       fault.rank, ncclGetErrorString(async), at, fault.timeout);
+		fault_check(async != ncclSuccess && async != ncclInProgress && !completed,
+			    "ncclCommGetAsyncError reports %s %.3f s after the call%s, want an error",
+			    ncclGetErrorString(async), at,
+			    completed ? " and the stream completed" : "");
+		fault_check(at <= fault.timeout + 5.0,
+			    "the error came %.3f s after the call: later than NCCL_DET_TIMEOUT + 5 s",
+			    at);
+		const double aborted = fault_now();
+		result = ncclCommAbort(comm);
+		double done = 0;
+		fault_check(result == ncclSuccess, "ncclCommAbort returned %s",
+			    ncclGetErrorString(result));
+		fault_check(fault_wait_stream(buffers.stream, 10.0, &done),
+			    "the stream is not complete 10 s after ncclCommAbort");
+		printf("rank %d: ncclCommAbort returned after %.3f s, the stream completed %.3f s "
+		       "after it\n",
+		       fault.rank, fault_now() - aborted, done);
+		fault_check(fault_write("reported", fault.rank, NULL, 0),
+			    "cannot write the report file");
+		if (how == FAULT_STOPPED)
+			fault_check(fault_read("victim-gone", -1, NULL, 0, 60.0),
+				    "faults.sh did not kill the stopped rank");
+		fault_buffers_free(&buffers);
+		return;
 	} else {
 		printf("rank %d: ncclCommGetAsyncError = %s %.3f s after the call "
 		       "(NCCL_DET_TIMEOUT "
@@ -947,6 +986,8 @@ int main(int argc, char **argv)
 	fault.nranks = world != NULL ? atoi(world) : 1;
 	fault.base = getenv("NDET_TEST_ID_FILE");
 	fault.timeout = timeout != NULL ? strtod(timeout, NULL) : 1800.0;
+	const char *test_host = getenv("NCCL_DET_TEST_HOST");
+	fault.hosts = test_host != NULL && test_host[0] != '\0';
 	fault.enabled = enable == NULL || strcmp(enable, "0") != 0;
 	if (fault.base == NULL || fault.nranks < 2 || fault.nranks > NDET_MAX_RANKS ||
 	    fault.rank < 0 || fault.rank >= fault.nranks) {
