@@ -469,8 +469,9 @@ const char *ndet_verdict_reason_fix(ndet_verdict_reason_t reason)
 			"position in the exchange; this is a bug in nccl-det or NCCL: please "
 			"report it with NCCL_DET_DEBUG=INFO logs",
 		[NDET_VERDICT_MULTI_HOST] =
-			"ranks are on more than one host, and nccl-det's engine (on some rank) has "
-			"no data path between hosts yet: nothing to fix, NCCL runs these calls",
+			"ranks are on more than one host, and nccl-det's engine on some rank has "
+			"no data path between hosts (a build or an engine without it): load the "
+			"same nccl-det build on every rank, or keep NCCL",
 		[NDET_VERDICT_MULTI_HOST_NONBLOCKING] =
 			"ranks are on more than one host and the communicator is non-blocking "
 			"(config.blocking = 0, or NCCL_COMM_BLOCKING=0): between hosts nccl-det "

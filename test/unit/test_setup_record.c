@@ -1192,7 +1192,7 @@ static void test_reason_texts(void **state)
 		}
 	}
 	assert_non_null(strstr(ndet_verdict_reason_fix(NDET_VERDICT_MULTI_HOST),
-			       "nothing to fix, NCCL runs these calls"));
+			       "load the same nccl-det build on every rank"));
 	assert_non_null(strstr(ndet_verdict_reason_fix(NDET_VERDICT_SETTINGS_MISMATCH),
 			       "set the same values on every rank"));
 	assert_non_null(strstr(ndet_verdict_reason_fix(NDET_VERDICT_TOO_MANY_RANKS), "(16)"));
