@@ -20,14 +20,22 @@
 #include "common/ndet_log.h"
 #include "resolve/ndet_resolve.h"
 
+/*
+ * Calls of one batch (the calls of one ncclGroupEnd, or one call) kept on the stack:
+ * every communicator a thread drives in one group, up to this many.  With the
+ * engine's transfer lists (ndet_backend_hosts.transfers) a call across hosts then
+ * allocates nothing: a rank that stopped here would leave its peers on other hosts
+ * waiting in NCCL.
+ */
+#define NDET_COMM_HOSTS_STACK 16
+
 /* One call across hosts and what its issue loop needs. */
 struct ndet_comm_hosts_call {
 	struct ndet_backend_call *launch;
 	ncclComm_t nccl;
 	struct ndet_backend_hosts view;
 	struct ndet_hosts_plan plan;
-	struct ndet_hosts_transfer *transfers; /* H - 1 entries */
-	ncclResult_t nccl_result;              /* the first NCCL failure: no more NCCL stages */
+	ncclResult_t nccl_result; /* the first NCCL failure: no more NCCL stages */
 };
 
 bool ndet_comm_hosts_engine(void *engine, struct ndet_backend_hosts *view)
@@ -49,9 +57,6 @@ static ndet_status_t ndet_comm_hosts_plan(struct ndet_comm_hosts_call *item)
 	const struct ndet_hosts_params params = ndet_hosts_params_for(
 		call->dtype, call->op, call->premul != NDET_PREMUL_NONE, call->coll, call->count,
 		view->nhosts, view->local_ranks, view->staging_bytes);
-	item->transfers = calloc((size_t)view->nhosts, sizeof(*item->transfers));
-	if (item->transfers == NULL)
-		return NDET_ERR_SYSTEM;
 	return ndet_hosts_plan_make(&params, &item->plan);
 }
 
@@ -109,14 +114,14 @@ static void ndet_comm_hosts_post(const struct ndet_nccl *nccl, struct ndet_comm_
 	const struct ndet_hosts_rank rank = {
 		.host = item->view.host, .local = item->view.local, .ranks = item->view.ranks};
 	uint32_t n = 0;
-	if (ndet_hosts_transfers(&item->plan, &chunk, &rank, stage, send, item->transfers, &n) !=
-	    NDET_OK) {
+	if (ndet_hosts_transfers(&item->plan, &chunk, &rank, stage, send, item->view.transfers,
+				 &n) != NDET_OK) {
 		ndet_comm_hosts_nccl_failed(item, ncclInternalError);
 		return;
 	}
 	unsigned char *staging = item->view.staging;
 	for (uint32_t k = 0; k < n; k++) {
-		const struct ndet_hosts_transfer *t = &item->transfers[k];
+		const struct ndet_hosts_transfer *t = &item->view.transfers[k];
 		ncclResult_t result =
 			send ? nccl->ncclSend(staging + t->staging_offset, (size_t)t->bytes,
 					      ncclUint8, t->peer, item->nccl, item->launch->stream)
@@ -193,8 +198,15 @@ ncclResult_t ndet_comm_hosts_launch(struct ndet_backend_call *launches, const nc
 				    int count)
 {
 	ncclResult_t first = ncclSuccess;
-	struct ndet_comm_hosts_call *items = calloc((size_t)count, sizeof(*items));
-	struct ndet_backend_call *batch = calloc((size_t)count, sizeof(*batch));
+	/* A batch of up to NDET_COMM_HOSTS_STACK calls allocates nothing. */
+	struct ndet_comm_hosts_call items_here[NDET_COMM_HOSTS_STACK];
+	struct ndet_backend_call batch_here[NDET_COMM_HOSTS_STACK];
+	const bool here = count <= NDET_COMM_HOSTS_STACK;
+	struct ndet_comm_hosts_call *items =
+		here ? items_here : calloc((size_t)count, sizeof(*items));
+	struct ndet_backend_call *batch = here ? batch_here : calloc((size_t)count, sizeof(*batch));
+	if (here)
+		memset(items_here, 0, sizeof(items_here));
 	if (items == NULL || batch == NULL) {
 		for (int i = 0; i < count; i++)
 			launches[i].status = NDET_ERR_SYSTEM;
@@ -222,9 +234,9 @@ ncclResult_t ndet_comm_hosts_launch(struct ndet_backend_call *launches, const nc
 			first = items[i].nccl_result;
 	}
 out:
-	for (int i = 0; items != NULL && i < count; i++)
-		free(items[i].transfers);
-	free(batch);
-	free(items);
+	if (!here) {
+		free(batch);
+		free(items);
+	}
 	return first;
 }

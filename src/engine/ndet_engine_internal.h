@@ -81,6 +81,7 @@ struct ndet_engine {
 	int host;
 	int *host_ranks;
 	void *staging;
+	struct ndet_hosts_transfer *host_transfers; /* [H]: ndet_backend_hosts.transfers */
 
 	/* By local index: this host's ranks (ranks on other hosts are never mapped). */
 	struct ndet_flags *peer_flags[NDET_MAX_RANKS];

@@ -356,6 +356,7 @@ ndet_status_t ndet_engine_hosts_view(const struct ndet_engine *engine,
 {
 	if (engine->local.nhosts < 2 || engine->staging == NULL || engine->host_ranks == NULL)
 		return NDET_ERR_UNSUPPORTED;
+	view->transfers = engine->host_transfers;
 	view->nhosts = engine->local.nhosts;
 	view->local_ranks = engine->local.count;
 	view->host = engine->host;

@@ -289,6 +289,13 @@ bool ndet_engine_alloc_staging(struct ndet_engine *engine)
 	if (!ndet_setup_staging_fits(config, engine->pool_bytes, engine->local.nhosts,
 				     engine->local.count))
 		return false;
+	engine->host_transfers =
+		calloc((size_t)engine->local.nhosts, sizeof(*engine->host_transfers));
+	if (engine->host_transfers == NULL) {
+		NDET_WARN("rank %d: out of memory for the transfers of %d hosts", config->rank,
+			  engine->local.nhosts);
+		return false;
+	}
 	cudaError_t err = ndet_engine_malloc(&engine->staging, config->hosts_staging);
 	if (err != cudaSuccess) {
 		NDET_WARN("rank %d: cannot allocate the %llu-byte multi-host staging: %s",
@@ -558,6 +565,7 @@ static void ndet_engine_discard(struct ndet_engine *engine)
 		NDET_CUDA_CHECK_WARN(cudaStreamDestroy(engine->setup_stream));
 	free(engine->owned_context);
 	free(engine->host_ranks);
+	free(engine->host_transfers);
 	free(engine);
 }
 

@@ -74,6 +74,13 @@ struct ndet_backend_hosts {
 	 * and receives of stages 2 and 4 read and write it there.
 	 */
 	void *staging;
+	/*
+	 * Host memory for nhosts transfers (ndet_hosts_transfers' lists), the engine's:
+	 * made at setup, so that a call across hosts allocates nothing (a rank that could
+	 * not go on would leave its peers on other hosts waiting in NCCL).  One call at
+	 * a time uses it, as NCCL allows one thread at a time on a communicator.
+	 */
+	struct ndet_hosts_transfer *transfers;
 };
 
 struct ndet_backend {
@@ -82,7 +89,7 @@ struct ndet_backend {
 	 * Has the multi-host stages (hosts_view, hosts_stage): the divert layer then
 	 * publishes NDET_SETUP_FLAG_MULTI_HOST in every setup record, and a communicator
 	 * of several hosts diverts only where every rank did (ndet_setup_evaluate).  The
-	 * CUDA engine says false until its stage kernels exist.
+	 * CUDA engine has them (kernels/device/ndet_hosts.cuh).
 	 */
 	bool multi_host;
 	/*

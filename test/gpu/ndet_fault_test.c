@@ -480,13 +480,15 @@ static void case_peer_death(int variant)
 		printf("rank %d: ncclCommGetAsyncError = %s %.3f s after the call across hosts "
 		       "(NCCL_DET_TIMEOUT %.0f s)\n",
 		       fault.rank, ncclGetErrorString(async), at, fault.timeout);
-		fault_check(async != ncclSuccess && async != ncclInProgress && !completed,
-			    "ncclCommGetAsyncError reports %s %.3f s after the call%s, want an error",
-			    ncclGetErrorString(async), at,
-			    completed ? " and the stream completed" : "");
-		fault_check(at <= fault.timeout + 5.0,
-			    "the error came %.3f s after the call: later than NCCL_DET_TIMEOUT + 5 s",
-			    at);
+		fault_check(
+			async != ncclSuccess && async != ncclInProgress && !completed,
+			"ncclCommGetAsyncError reports %s %.3f s after the call%s, want an error",
+			ncclGetErrorString(async), at,
+			completed ? " and the stream completed" : "");
+		fault_check(
+			at <= fault.timeout + 5.0,
+			"the error came %.3f s after the call: later than NCCL_DET_TIMEOUT + 5 s",
+			at);
 		const double aborted = fault_now();
 		result = ncclCommAbort(comm);
 		double done = 0;

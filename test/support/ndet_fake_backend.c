@@ -46,6 +46,7 @@ struct ndet_fake_pool {
 	/* Multi-host: the owner's sendbuff during a stage 1, and its staging (slots). */
 	const void *hosts_input;
 	void *hosts_staging;
+	struct ndet_hosts_transfer *hosts_transfers; /* [H] */
 };
 
 struct ndet_fake_engine {
@@ -183,6 +184,7 @@ static void ndet_fake_free(void *member)
 		ndet_fake_count(&ndet_fake_counts.pools_freed);
 		free(engine->pool->staging);
 		free(engine->pool->hosts_staging);
+		free(engine->pool->hosts_transfers);
 		free(engine->pool);
 		ndet_resources_freed(engine->pool_bytes);
 	}
@@ -333,8 +335,10 @@ static bool ndet_fake_hosts_setup(struct ndet_fake_engine *engine,
 	if (!ndet_setup_staging_fits(config, engine->pool_bytes, engine->hosts->nhosts,
 				     engine->hosts->size_max))
 		return false;
+	engine->pool->hosts_transfers =
+		calloc((size_t)engine->hosts->nhosts, sizeof(*engine->pool->hosts_transfers));
 	engine->pool->hosts_staging = malloc(config->hosts_staging);
-	if (engine->pool->hosts_staging == NULL)
+	if (engine->pool->hosts_staging == NULL || engine->pool->hosts_transfers == NULL)
 		return false;
 	engine->pool_bytes += config->hosts_staging;
 	ndet_resources_allocated(config->hosts_staging);
@@ -846,6 +850,7 @@ static ndet_status_t ndet_fake_hosts_view(void *opaque, struct ndet_backend_host
 	view->ranks = hosts->ranks; /* grouped by host in host order: [h x g + l] */
 	view->staging_bytes = engine->config.hosts_staging;
 	view->staging = engine->pool->hosts_staging;
+	view->transfers = engine->pool->hosts_transfers;
 	return NDET_OK;
 }
 
