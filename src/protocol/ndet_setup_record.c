@@ -15,6 +15,7 @@
 
 #include "protocol/ndet_setup_record.h"
 #include "protocol/ndet_host_table.h"
+#include "protocol/ndet_hosts_plan.h"
 #include "protocol/ndet_setup.h"
 #include "kernels/ndet_types.h"
 
@@ -227,7 +228,8 @@ static bool ndet_refuse_hosts(const struct ndet_setup_payload *table,
 	}
 	if (ndet_refuse_host_sizes(hosts, verdict))
 		return true;
-	if (nhosts > 1 && !multi_host_diverts) {
+	/* The schedule takes up to NDET_HOSTS_MAX_HOSTS hosts (ndet_hosts_plan.h). */
+	if (nhosts > 1 && (!multi_host_diverts || nhosts > NDET_HOSTS_MAX_HOSTS)) {
 		ndet_verdict_set(verdict, NDET_VERDICT_MULTI_HOST, ndet_host_table_first(hosts, 1),
 				 nhosts);
 		return true;
@@ -470,8 +472,11 @@ const char *ndet_verdict_reason_fix(ndet_verdict_reason_t reason)
 			"report it with NCCL_DET_DEBUG=INFO logs",
 		[NDET_VERDICT_MULTI_HOST] =
 			"ranks are on more than one host, and nccl-det's engine on some rank has "
-			"no data path between hosts (a build or an engine without it): load the "
-			"same nccl-det build on every rank, or keep NCCL",
+			"no data path between hosts (a build or an engine without it), or there "
+			"are more than " NDET_STRINGIFY(
+				NDET_HOSTS_MAX_HOSTS) " hosts: load the "
+						      "same nccl-det build on every rank, or keep "
+						      "NCCL",
 		[NDET_VERDICT_MULTI_HOST_NONBLOCKING] =
 			"ranks are on more than one host and the communicator is non-blocking "
 			"(config.blocking = 0, or NCCL_COMM_BLOCKING=0): between hosts nccl-det "

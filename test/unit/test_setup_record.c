@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -1064,6 +1065,37 @@ static void test_evaluate_multi_host_layouts(void **state)
 	assert_false(ndet_setup_table_multi_host(table, 0));
 }
 
+/*
+ * The schedule's limit: 1024 hosts (of one rank each) divert, 1025 fall back on every
+ * rank as a multi-host table without the data path.
+ */
+static void test_evaluate_too_many_hosts(void **state)
+{
+	(void)state;
+	for (int n = 1024; n <= 1025; n++) {
+		struct ndet_setup_payload *table = calloc((size_t)n, sizeof(*table));
+		assert_non_null(table);
+		for (int r = 0; r < n; r++) {
+			make_record(&table[r], r, n);
+			snprintf(table[r].hostname, sizeof(table[r].hostname), "node-%d", r);
+			table[r].flags |= NDET_SETUP_FLAG_MULTI_HOST;
+		}
+		struct ndet_host_table *hosts = ndet_host_table_create(n);
+		assert_non_null(hosts);
+		struct ndet_setup_verdict verdict;
+		ndet_setup_evaluate_rules(table, n, hosts, true, &verdict);
+		if (n == 1024) {
+			assert_int_equal(verdict.reason, NDET_VERDICT_OK);
+		} else {
+			assert_int_equal(verdict.reason, NDET_VERDICT_MULTI_HOST);
+			assert_int_equal(verdict.offending_rank, 1);
+			assert_int_equal(verdict.detail, n);
+		}
+		ndet_host_table_destroy(hosts);
+		free(table);
+	}
+}
+
 /* Non-blocking ranks: refused across hosts (with or without the data path), not on one. */
 static void test_evaluate_multi_host_nonblocking(void **state)
 {
@@ -1230,6 +1262,7 @@ int main(void)
 		cmocka_unit_test(test_min_sms),
 		cmocka_unit_test(test_evaluate_bad_arguments),
 		cmocka_unit_test(test_evaluate_multi_host_layouts),
+		cmocka_unit_test(test_evaluate_too_many_hosts),
 		cmocka_unit_test(test_evaluate_multi_host_nonblocking),
 		cmocka_unit_test(test_evaluate_ranks_per_host),
 		cmocka_unit_test(test_evaluate_hosts_disagree),
