@@ -65,6 +65,7 @@ smoke        200 test/gpu/suite.sh smoke
 loopback     480 test/gpu/suite.sh loopback
 hosts        300 test/gpu/suite.sh hosts
 torch-hosts  300 test/gpu/torch_hosts.sh $NDET_LIB
+hosts-perf   400 test/gpu/torch_hosts_perf.sh $NDET_LIB ABCD
 fp8          450 test/gpu/suite.sh fp8
 fp8-quick    200 test/gpu/suite.sh fp8-quick
 mp           400 test/gpu/suite.sh mp

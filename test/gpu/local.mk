@@ -36,7 +36,8 @@ EXTRA_DIST += test/gpu/suite.sh test/gpu/batch.sh test/gpu/gpu_lib.sh test/gpu/m
 	test/gpu/pack_devbin.sh test/gpu/dist_build.sh test/gpu/ab_perf.sh \
 	test/gpu/torch_preload.py test/gpu/torch_preload.sh test/gpu/torch_divert.py \
 	test/gpu/torch_divert.sh test/gpu/torch_extras.py test/gpu/torch_extras.sh \
-	test/gpu/torch_hosts.py test/gpu/torch_hosts.sh \
+	test/gpu/torch_hosts.py test/gpu/torch_hosts.sh test/gpu/torch_hosts_perf.py \
+	test/gpu/torch_hosts_perf.sh \
 	test/gpu/torch_rs.py test/gpu/torch_rs.sh test/gpu/torch_watchdog.py \
 	test/gpu/loading.sh test/gpu/jax_psum.py test/gpu/pynccl_ctypes.py test/gpu/ndet_maps.py \
 	test/gpu/nccl_tests.sh test/gpu/ll_stress.sh test/gpu/faults.sh
