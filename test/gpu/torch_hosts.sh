@@ -21,13 +21,22 @@ unset CUDA_DEVICE_MAX_CONNECTIONS
 trap mps_stop EXIT
 # Wait for every rank; once one fails, the others cannot finish: stop them.
 wait_all() {
-	local left=$# rc=0
+	local rc=0 left=$# p code
+	declare -A finished=()
 	while [ $left -gt 0 ]; do
-		if ! wait -n "$@"; then
-			rc=1
-			kill "$@" 2>/dev/null
-		fi
-		left=$((left - 1))
+		for p in "$@"; do
+			[ -n "${finished[$p]:-}" ] && continue
+			kill -0 "$p" 2> /dev/null && continue
+			wait "$p"
+			code=$?
+			finished[$p]=1
+			left=$((left - 1))
+			if [ $code -ne 0 ]; then
+				rc=1
+				kill "$@" 2> /dev/null
+			fi
+		done
+		[ $left -gt 0 ] && sleep 0.2
 	done
 	return $rc
 }
