@@ -351,10 +351,16 @@ static ndet_status_t ndet_engine_hosts_args(const struct ndet_engine *engine,
 	return NDET_OK;
 }
 
+/* An engine across hosts, with what its stages need (ndet_engine_alloc_staging). */
+static bool ndet_engine_spans_hosts(const struct ndet_engine *engine)
+{
+	return engine->local.nhosts > 1 && engine->staging != NULL && engine->host_ranks != NULL;
+}
+
 ndet_status_t ndet_engine_hosts_view(const struct ndet_engine *engine,
 				     struct ndet_backend_hosts *view)
 {
-	if (engine->local.nhosts < 2 || engine->staging == NULL || engine->host_ranks == NULL)
+	if (!ndet_engine_spans_hosts(engine))
 		return NDET_ERR_UNSUPPORTED;
 	view->transfers = engine->host_transfers;
 	view->nhosts = engine->local.nhosts;
@@ -372,7 +378,7 @@ ndet_status_t ndet_engine_hosts_stage(struct ndet_engine *engine,
 				      const struct ndet_hosts_plan *plan, int stage, uint64_t chunk,
 				      cudaStream_t stream)
 {
-	if (engine->local.nhosts < 2 || engine->staging == NULL || engine->host_ranks == NULL)
+	if (!ndet_engine_spans_hosts(engine))
 		return NDET_ERR_UNSUPPORTED;
 	ndet_status_t status = ndet_engine_error(engine, NULL);
 	if (status != NDET_OK)

@@ -20,28 +20,8 @@ import os
 import torch
 import torch.distributed as dist
 
-
-def tree(values, op):
-    """T: left subtree = the largest power of two below m."""
-    if len(values) == 1:
-        return values[0]
-    p = 1
-    while p * 2 < len(values):
-        p *= 2
-    left, right = tree(values[:p], op), tree(values[p:], op)
-    if op in ("sum", "avg"):
-        return left + right
-    if op == "max":
-        return torch.maximum(left, right)
-    return torch.minimum(left, right)
-
-
-def inputs(rank, dtype, count, seed):
-    g = torch.Generator().manual_seed(seed * 1000 + rank)
-    mant = torch.rand(count, generator=g, dtype=torch.float64) + 1.0
-    expo = torch.randint(-12, 12, (count,), generator=g)
-    sign = torch.randint(0, 2, (count,), generator=g) * 2 - 1
-    return (mant * torch.pow(2.0, expo.double()) * sign).to(dtype)
+# The tree T, the test inputs and the bit view of the single-host test (same directory).
+from torch_divert import bits, inputs, tree
 
 
 def hosts_of(layout):
@@ -63,10 +43,6 @@ def reference(layout, dtype, count, seed, op, round_partials=False):
     if op == "avg":
         out = out / len(layout)
     return out.to(dtype)
-
-
-def bits(t):
-    return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
 
 
 def main():
