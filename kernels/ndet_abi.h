@@ -99,6 +99,11 @@ typedef enum {
 	NDET_KERNEL_ERR_ABORTED = 2,   /* ncclCommAbort / revoke set the abort flag */
 	NDET_KERNEL_ERR_SIGNATURE = 3, /* a peer called with another count/dtype/op */
 	NDET_KERNEL_ERR_PEER = 4,      /* a peer failed and told us so */
+	/*
+	 * Not a kernel's: the host saw a stage of NCCL's between hosts make no progress
+	 * for NCCL_DET_TIMEOUT (struct ndet_hosts_stall).
+	 */
+	NDET_KERNEL_ERR_STALLED = 5,
 } ndet_kernel_error_t;
 
 /*
@@ -152,6 +157,11 @@ struct ndet_host_status {
 	volatile uint32_t rank;     /* the rank that recorded the error */
 	volatile uint32_t claim;    /* the code of the first failure: who writes the details */
 	uint32_t reserved;
+	/*
+	 * Multi-host stage kernels, as they start: (%globaltimer << 1) | nccl_follows
+	 * (struct ndet_hosts_stall in protocol/ndet_hosts_plan.h reads it).
+	 */
+	volatile uint64_t progress;
 };
 
 /* Everything one rank's launch needs; passed by value. */
@@ -221,8 +231,8 @@ struct ndet_hosts_args {
 	char *result; /* the result region: segment l, data type */
 	/* Stage 5: the message elements this rank writes; recvbuff[0] is out_begin. */
 	uint64_t out_begin, out_end;
-	uint32_t divisor; /* avg: g x H */
-	uint32_t reserved;
+	uint32_t divisor;      /* avg: g x H */
+	uint32_t nccl_follows; /* 1: a stage of NCCL's follows this kernel in the call */
 };
 
 #define NDET_TRACE_WORDS 512

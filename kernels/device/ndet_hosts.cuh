@@ -351,6 +351,9 @@ __device__ void ndet_hosts_gather(const ndet_hosts_args &h, ndet_block_state &st
 template <int DT, int STAGE>
 __global__ void __launch_bounds__(NDET_KERNEL_THREADS, 1) ndet_hosts_kernel(const ndet_hosts_args h)
 {
+	/* Progress for the host (struct ndet_hosts_stall): a posted store, never read. */
+	if (blockIdx.x == 0 && threadIdx.x == 0)
+		h.k.host_status->progress = (ndet_globaltimer() << 1) | (h.nccl_follows & 1u);
 	if constexpr (STAGE == 3) {
 		ndet_hosts_reduce<DT>(h);
 	} else if (h.k.nranks == 1) {

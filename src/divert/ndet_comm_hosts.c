@@ -240,3 +240,117 @@ out:
 	}
 	return first;
 }
+
+/* ---------------------------------------------------------------- connections */
+
+/* The communicators whose connections between hosts one setup makes. */
+struct ndet_comm_hosts_links {
+	const ncclComm_t *comms;
+	const struct ndet_backend_hosts *views;
+	int count;
+	ncclResult_t *results; /* per communicator */
+};
+
+/*
+ * One byte to each rank of the same local index on the other hosts and one from each:
+ * the peers of every send and receive of stages 2 and 4.  NCCL connects all its
+ * channels to a peer at the first send or receive with it, whatever its size, and
+ * does so inside the ncclGroupEnd of that call (NCCL_RUNTIME_CONNECT, on by default
+ * since 2.22): after this group every connection the calls use exists.  One group
+ * for every communicator of the setup, as for the stages.
+ */
+static ndet_status_t ndet_comm_hosts_connect_all(void *context)
+{
+	const struct ndet_comm_hosts_links *links = context;
+	const struct ndet_nccl *nccl = ndet_resolve_nccl();
+	ncclResult_t result = nccl->ncclGroupStart();
+	for (int i = 0; i < links->count; i++)
+		links->results[i] = result;
+	if (result != ncclSuccess)
+		return NDET_ERR_NCCL;
+	for (int i = 0; i < links->count; i++) {
+		const struct ndet_backend_hosts *view = &links->views[i];
+		unsigned char *bytes = view->connect_buffer;
+		for (int h = 0; h < view->nhosts && links->results[i] == ncclSuccess; h++) {
+			if (h == view->host)
+				continue;
+			const int peer = view->ranks[h * view->local_ranks + view->local];
+			result = nccl->ncclSend(bytes, 1, ncclUint8, peer, links->comms[i],
+						view->connect_stream);
+			if (result == ncclSuccess)
+				result = nccl->ncclRecv(bytes + 1 + h, 1, ncclUint8, peer,
+							links->comms[i], view->connect_stream);
+			links->results[i] = result;
+		}
+	}
+	result = nccl->ncclGroupEnd();
+	ndet_status_t status = NDET_OK;
+	for (int i = 0; i < links->count; i++) {
+		if (links->results[i] == ncclSuccess)
+			links->results[i] = result;
+		if (links->results[i] != ncclSuccess)
+			status = NDET_ERR_NCCL;
+	}
+	return status;
+}
+
+ncclResult_t ndet_comm_hosts_connect(void *const engines[], const ncclComm_t comms[],
+				     ncclResult_t results[], int count)
+{
+	const struct ndet_backend *backend = ndet_comm_backend();
+	const struct ndet_nccl *nccl = ndet_resolve_nccl();
+	struct ndet_backend_hosts *views = calloc((size_t)(count > 0 ? count : 1), sizeof(*views));
+	ncclComm_t *linked = calloc((size_t)(count > 0 ? count : 1), sizeof(*linked));
+	ncclResult_t *linked_results =
+		calloc((size_t)(count > 0 ? count : 1), sizeof(*linked_results));
+	int *index = calloc((size_t)(count > 0 ? count : 1), sizeof(*index));
+	ncclResult_t first = ncclSuccess;
+	int n = 0;
+	for (int i = 0; i < count; i++)
+		results[i] = ncclSuccess;
+	if (views == NULL || linked == NULL || linked_results == NULL || index == NULL) {
+		first = ncclSystemError;
+		for (int i = 0; i < count; i++)
+			results[i] = first;
+		goto out;
+	}
+	for (int i = 0; i < count; i++) {
+		if (engines[i] == NULL || !ndet_comm_hosts_engine(engines[i], &views[n]))
+			continue;
+		if (views[n].connect_buffer == NULL || backend->hosts_connect == NULL ||
+		    nccl->ncclGroupStart == NULL || nccl->ncclGroupEnd == NULL ||
+		    nccl->ncclSend == NULL || nccl->ncclRecv == NULL) {
+			results[i] = ncclInternalError;
+			continue;
+		}
+		linked[n] = comms[i];
+		index[n++] = i;
+	}
+	if (n > 0) {
+		struct ndet_comm_hosts_links links = {linked, views, n, linked_results};
+		(void)backend->hosts_connect(ndet_comm_hosts_connect_all, &links);
+		for (int k = 0; k < n; k++) {
+			results[index[k]] = linked_results[k];
+			if (linked_results[k] == ncclSuccess)
+				NDET_INFO(NDET_SUBSYS_SETUP,
+					  "communicator %p: connected to the %d ranks of its local "
+					  "index on other hosts",
+					  (void *)linked[k], views[k].nhosts - 1);
+		}
+	}
+	for (int i = 0; i < count; i++) {
+		if (results[i] == ncclSuccess)
+			continue;
+		NDET_WARN("communicator %p: NCCL failed nccl-det's connections between hosts at "
+			  "setup: %d; its calls fail with NCCL's error",
+			  (void *)comms[i], (int)results[i]);
+		if (first == ncclSuccess)
+			first = results[i];
+	}
+out:
+	free(index);
+	free(linked_results);
+	free(linked);
+	free(views);
+	return first;
+}

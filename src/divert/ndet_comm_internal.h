@@ -92,6 +92,14 @@ void ndet_comm_poison(struct ndet_comm *comm);
  * NCCL failed a send or receive), and the first NCCL failure is returned.
  */
 bool ndet_comm_hosts_engine(void *engine, struct ndet_backend_hosts *view);
+/*
+ * At setup, before the first call: NCCL's connections to every peer of the stages
+ * between hosts, for the engines (NULL: none) that span hosts, in one NCCL group
+ * (backend hosts_connect).  results[i]: comms[i]'s NCCL result; the first failure is
+ * returned.
+ */
+ncclResult_t ndet_comm_hosts_connect(void *const engines[], const ncclComm_t comms[],
+				     ncclResult_t results[], int count);
 ncclResult_t ndet_comm_hosts_launch(struct ndet_backend_call *launches, const ncclComm_t *comms,
 				    int count);
 

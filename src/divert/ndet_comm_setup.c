@@ -319,6 +319,32 @@ static void ndet_comm_setup_finish(struct ndet_comm *comm, const struct ndet_bac
 			  (void *)comm->nccl, rank, nranks, ndet_status_name(member->status));
 }
 
+/*
+ * The connections between hosts of the engines that span hosts, made before any call
+ * of theirs (ndet_comm_hosts_connect); connected[i] is member i's NCCL result.  Only
+ * a table that diverts gets here on any rank, so every rank of it takes part.
+ */
+static void ndet_comm_setup_connect(const struct ndet_backend_member *members,
+				    struct ndet_comm *const comms[], ncclResult_t connected[],
+				    int count)
+{
+	void **engines = calloc((size_t)count, sizeof(*engines));
+	ncclComm_t *nccl = calloc((size_t)count, sizeof(*nccl));
+	if (engines == NULL || nccl == NULL) {
+		for (int i = 0; i < count; i++)
+			connected[i] = members[i].status == NDET_OK ? ncclSystemError : ncclSuccess;
+		goto out;
+	}
+	for (int i = 0; i < count; i++) {
+		engines[i] = members[i].status == NDET_OK ? members[i].engine : NULL;
+		nccl[i] = comms[i]->nccl;
+	}
+	(void)ndet_comm_hosts_connect(engines, nccl, connected, count);
+out:
+	free(nccl);
+	free(engines);
+}
+
 /* Take the PENDING communicators nobody else is setting up. */
 static int ndet_comm_claim(struct ndet_comm *const comms[], int count, struct ndet_comm **claimed)
 {
@@ -355,7 +381,8 @@ ncclResult_t ndet_comm_setup_group(struct ndet_comm *const comms[], int count)
 	struct ndet_comm **claimed = calloc(slots, sizeof(*claimed));
 	struct ndet_comm **members_of = calloc(slots, sizeof(*members_of));
 	struct ndet_backend_member *members = calloc(slots, sizeof(*members));
-	if (claimed == NULL || members_of == NULL || members == NULL) {
+	ncclResult_t *connected = calloc(slots, sizeof(*connected));
+	if (claimed == NULL || members_of == NULL || members == NULL || connected == NULL) {
 		NDET_WARN("out of memory setting up %d communicator(s): they stay pending", count);
 		goto out;
 	}
@@ -385,6 +412,7 @@ ncclResult_t ndet_comm_setup_group(struct ndet_comm *const comms[], int count)
 		ndet_comm_backend()->create_group(members, joining, ndet_comm_exchange);
 		/* The CUDA runtime has started by now (see ndet_comm_at_exit). */
 		(void)pthread_once(&ndet_comm_exit_once, ndet_comm_register_exit_handler);
+		ndet_comm_setup_connect(members, members_of, connected, joining);
 	}
 	for (int i = 0; i < joining; i++) {
 		struct ndet_comm *comm = members_of[i];
@@ -392,6 +420,9 @@ ncclResult_t ndet_comm_setup_group(struct ndet_comm *const comms[], int count)
 		int exchange = __atomic_load_n(&comm->exchange_result, __ATOMIC_RELAXED);
 		if (exchange != ncclSuccess && first == ncclSuccess)
 			first = (ncclResult_t)exchange;
+		/* The connections failed: the call that set it up returns NCCL's error. */
+		if (connected[i] != ncclSuccess && first == ncclSuccess)
+			first = connected[i];
 		/* The application must learn now: its next collective would not match. */
 		if (members[i].verdict.reason == NDET_VERDICT_NOT_IN_SETUP && first == ncclSuccess)
 			first = ncclInvalidUsage;
@@ -399,6 +430,7 @@ ncclResult_t ndet_comm_setup_group(struct ndet_comm *const comms[], int count)
 	for (int i = 0; i < count; i++)
 		ndet_comm_wait_setup(comms[i]);
 out:
+	free(connected);
 	free(members);
 	free(members_of);
 	free(claimed);

@@ -175,6 +175,20 @@ static void ndet_backend_cuda_hosts_stage(struct ndet_backend_call *calls, int c
 	}
 }
 
+/*
+ * The divert layer's NCCL calls of the connections at setup, as the setup's own: on
+ * the engines' private streams, in relaxed capture mode (an application capturing a
+ * graph on another stream neither fails them nor gets them in its graph).
+ */
+static ndet_status_t ndet_backend_cuda_hosts_connect(ndet_backend_connect_fn connect, void *context)
+{
+	struct ndet_engine_caller caller;
+	ndet_engine_caller_save(&caller);
+	const ndet_status_t status = connect(context);
+	ndet_engine_caller_restore(&caller);
+	return status;
+}
+
 const struct ndet_backend ndet_backend_cuda = {
 	.name = "cuda",
 	.multi_host = true,
@@ -190,6 +204,7 @@ const struct ndet_backend ndet_backend_cuda = {
 	.at_exit = ndet_engine_at_exit,
 	.hosts_view = ndet_backend_cuda_hosts_view,
 	.hosts_stage = ndet_backend_cuda_hosts_stage,
+	.hosts_connect = ndet_backend_cuda_hosts_connect,
 };
 
 const struct ndet_backend *ndet_backend_default(void)

@@ -193,9 +193,12 @@ ndet_status_t ndet_engine_plan_for_config(const struct ndet_engine_config *confi
 /*
  * The engine's asynchronous error, without any CUDA call: NDET_OK, or
  * NDET_ERR_REMOTE once a kernel reported a timeout, abort, divergence or peer
- * failure.  `kernel_error` (may be NULL) gets the ndet_kernel_error_t.
+ * failure, or (across hosts) a stage of NCCL's made no progress for
+ * NCCL_DET_TIMEOUT (NDET_KERNEL_ERR_STALLED: struct ndet_hosts_stall, which each
+ * call of this function observes).  `kernel_error` (may be NULL) gets the
+ * ndet_kernel_error_t.
  */
-ndet_status_t ndet_engine_error(const struct ndet_engine *engine, uint32_t *kernel_error);
+ndet_status_t ndet_engine_error(struct ndet_engine *engine, uint32_t *kernel_error);
 
 /*
  * Where the first kernel error was seen, for diagnostics (no CUDA call): the block,

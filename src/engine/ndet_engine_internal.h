@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 
 #include "engine/ndet_engine.h"
+#include "protocol/ndet_hosts_plan.h"
 #include "protocol/ndet_setup.h"
 #include "protocol/ndet_teardown.h"
 
@@ -82,6 +83,13 @@ struct ndet_engine {
 	int *host_ranks;
 	void *staging;
 	struct ndet_hosts_transfer *host_transfers; /* [H]: ndet_backend_hosts.transfers */
+	/*
+	 * NCCL's stages between hosts seen from the host (ndet_engine_error): the
+	 * progress word's observer, under a spin flag (any thread may poll).
+	 */
+	struct ndet_hosts_stall stall;
+	bool stall_busy;
+	bool stall_warned;
 
 	/* By local index: this host's ranks (ranks on other hosts are never mapped). */
 	struct ndet_flags *peer_flags[NDET_MAX_RANKS];

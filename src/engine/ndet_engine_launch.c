@@ -341,6 +341,9 @@ static ndet_status_t ndet_engine_hosts_args(const struct ndet_engine *engine,
 	args->received_stride = plan->slot.received_stride;
 	args->result = slot + plan->slot.result_offset;
 	args->divisor = (uint32_t)(engine->local.count * engine->local.nhosts);
+	/* Every kernel but the call's last one has a stage of NCCL's after it. */
+	args->nccl_follows =
+		stage == NDET_HOSTS_STAGE_GATHER && chunk->index + 1 == plan->chunks ? 0u : 1u;
 	/* Stage 5 writes: the whole message, this rank's block, or (reduce) the root only. */
 	if (call->coll == NDET_COLL_REDUCE_SCATTER) {
 		args->out_begin = (uint64_t)engine->config.rank * call->count;
@@ -370,6 +373,13 @@ ndet_status_t ndet_engine_hosts_view(const struct ndet_engine *engine,
 	view->ranks = engine->host_ranks;
 	view->staging_bytes = engine->config.hosts_staging;
 	view->staging = engine->staging;
+	/* NCCL may still write into an abandoned exchange's buffer: never lend it. */
+	view->connect_buffer =
+		engine->exchange_abandoned ||
+				engine->exchange_bytes < NDET_HOSTS_CONNECT_BYTES(view->nhosts)
+			? NULL
+			: engine->exchange_buffer;
+	view->connect_stream = engine->setup_stream;
 	return NDET_OK;
 }
 

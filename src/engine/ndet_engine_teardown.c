@@ -22,9 +22,43 @@
 
 /* ---------------------------------------------------------------- errors, teardown */
 
-ndet_status_t ndet_engine_error(const struct ndet_engine *engine, uint32_t *kernel_error)
+/*
+ * Has NCCL's stage between hosts stalled?  A plain load of the progress word and the
+ * clock; one thread at a time observes (the others go on with the last verdict).
+ */
+static bool ndet_engine_stalled(struct ndet_engine *engine)
+{
+	if (engine->local.nhosts < 2 || engine->staging == NULL)
+		return false;
+	if (__atomic_load_n(&engine->stall.stalled, __ATOMIC_ACQUIRE))
+		return true;
+	if (__atomic_test_and_set(&engine->stall_busy, __ATOMIC_ACQUIRE))
+		return false;
+	const uint64_t word = __atomic_load_n(&engine->host_status->progress, __ATOMIC_ACQUIRE);
+	struct ndet_hosts_stall seen = engine->stall;
+	const bool stalled = ndet_hosts_stall_observe(&seen, word, ndet_teardown_now_ms(),
+						      engine->config.timeout_ms);
+	engine->stall.seen = seen.seen;
+	engine->stall.since_ms = seen.since_ms;
+	__atomic_store_n(&engine->stall.stalled, stalled, __ATOMIC_RELEASE);
+	const bool warn = stalled && !engine->stall_warned;
+	engine->stall_warned = engine->stall_warned || stalled;
+	__atomic_clear(&engine->stall_busy, __ATOMIC_RELEASE);
+	if (warn)
+		NDET_WARN("rank %d: a send or receive of NCCL between hosts in nccl-det's call "
+			  "has made no progress for NCCL_DET_TIMEOUT (%llu s): a rank on another "
+			  "host may have died or stopped.  The communicator reports "
+			  "ncclRemoteError; abort it (ncclCommAbort)",
+			  engine->config.rank,
+			  (unsigned long long)(engine->config.timeout_ms / 1000u));
+	return stalled;
+}
+
+ndet_status_t ndet_engine_error(struct ndet_engine *engine, uint32_t *kernel_error)
 {
 	uint32_t error = __atomic_load_n(&engine->host_status->error, __ATOMIC_ACQUIRE);
+	if (error == NDET_KERNEL_OK && ndet_engine_stalled(engine))
+		error = NDET_KERNEL_ERR_STALLED;
 	if (kernel_error != NULL)
 		*kernel_error = error;
 	return error == NDET_KERNEL_OK ? NDET_OK : NDET_ERR_REMOTE;
@@ -86,7 +120,7 @@ static bool ndet_engine_kernels_idle(void *member)
  */
 static bool ndet_engine_kernels_stopping(void *member)
 {
-	const struct ndet_engine *engine = member;
+	struct ndet_engine *engine = member;
 	return engine->query_failed || ndet_engine_error(engine, NULL) != NDET_OK ||
 	       __atomic_load_n(&engine->host_status->abort, __ATOMIC_ACQUIRE) != 0;
 }

@@ -81,7 +81,21 @@ struct ndet_backend_hosts {
 	 * a time uses it, as NCCL allows one thread at a time on a communicator.
 	 */
 	struct ndet_hosts_transfer *transfers;
+	/*
+	 * The connections between hosts (hosts_connect): NDET_HOSTS_CONNECT_BYTES(nhosts)
+	 * bytes the engine holds in memory NCCL can send from and receive into (NULL
+	 * when it has none left to lend), and the private stream that orders every other
+	 * use of those bytes.
+	 */
+	void *connect_buffer;
+	cudaStream_t connect_stream;
 };
+
+/* One byte sent to each peer host, one received from each: 1 + nhosts bytes. */
+#define NDET_HOSTS_CONNECT_BYTES(nhosts) ((size_t)(nhosts) + 1)
+
+/* hosts_connect's callback: the NCCL calls, for every engine of the batch at once. */
+typedef ndet_status_t (*ndet_backend_connect_fn)(void *context);
 
 struct ndet_backend {
 	const char *name;
@@ -142,6 +156,15 @@ struct ndet_backend {
 	 */
 	void (*hosts_stage)(struct ndet_backend_call *calls, int count, ndet_hosts_stage_t stage,
 			    uint64_t chunk);
+	/*
+	 * Run `connect(context)` in the engines' setup context (the caller's device
+	 * restored afterwards, streams it does not capture usable while the application
+	 * captures one: the relaxed capture mode of the setup), and return its status.
+	 * The divert layer sends a byte to every peer of the multi-host stages there, at
+	 * setup, so that NCCL makes its connections (lazy since NCCL 2.22) before the
+	 * first call: doc/multihost-design.md, "Connections at setup".
+	 */
+	ndet_status_t (*hosts_connect)(ndet_backend_connect_fn connect, void *context);
 	/* Device memory one engine takes. */
 	uint64_t (*memory_bytes)(const struct ndet_engine_config *config);
 	/*

@@ -367,3 +367,17 @@ uint64_t ndet_hosts_rank_excess_bound(const struct ndet_hosts_shape *shape)
 	return (uint64_t)(shape->hosts - 1) * NDET_SEGMENT_BYTES *
 	       (shape->elem_size + shape->partial_size) / shape->elem_size;
 }
+
+bool ndet_hosts_stall_observe(struct ndet_hosts_stall *stall, uint64_t word, uint64_t now_ms,
+			      uint64_t timeout_ms)
+{
+	if (stall->stalled)
+		return true;
+	if (word != stall->seen || (word & 1u) == 0) {
+		stall->seen = word;
+		stall->since_ms = now_ms;
+		return false;
+	}
+	stall->stalled = timeout_ms != 0 && now_ms - stall->since_ms > timeout_ms;
+	return stall->stalled;
+}

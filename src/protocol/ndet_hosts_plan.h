@@ -257,6 +257,31 @@ ndet_status_t ndet_hosts_launch_make(const struct ndet_hosts_plan *plan,
 uint64_t ndet_hosts_inter_bytes(const struct ndet_hosts_shape *shape, uint64_t count);
 uint64_t ndet_hosts_rank_excess_bound(const struct ndet_hosts_shape *shape);
 
+/*
+ * Progress of the stages between hosts, seen from the host without a CUDA call
+ * (doc/multihost-design.md, "Faults").  Each stage kernel of ours publishes, as it
+ * starts, a progress word into host-mapped memory: a value never published before
+ * (its start time) shifted left once, with bit 0 set when a stage of NCCL's follows
+ * it in the call (clear for the call's last kernel).  Between two kernels of ours
+ * only NCCL's sends and receives run; our own waits have their own deadline.  So a
+ * word with bit 0 set that stays the same for NCCL_DET_TIMEOUT means NCCL's stage
+ * has stalled: a rank on another host died or stopped, which NCCL itself may never
+ * report.
+ */
+struct ndet_hosts_stall {
+	uint64_t seen;     /* the last progress word observed */
+	uint64_t since_ms; /* when it was first observed */
+	bool stalled;      /* sticky */
+};
+
+/*
+ * Observe progress word `word` at `now_ms`: has NCCL's stage stalled for more than
+ * `timeout_ms` (0: never)?  A stall stays reported.  Observations are what the
+ * application's polls make: the first poll of a stalled stage starts its clock.
+ */
+bool ndet_hosts_stall_observe(struct ndet_hosts_stall *stall, uint64_t word, uint64_t now_ms,
+			      uint64_t timeout_ms);
+
 #ifdef __cplusplus
 }
 #endif

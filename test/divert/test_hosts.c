@@ -413,6 +413,13 @@ static void test_collectives_in_place(void **state)
 	}
 }
 
+/* Is `line` of the trace an ncclSend (*send) or an ncclRecv? */
+static bool p2p_line(const char *line, bool *send)
+{
+	*send = strncmp(line, "ncclSend(", 9) == 0;
+	return *send || strncmp(line, "ncclRecv(", 9) == 0;
+}
+
 /* ncclSend/ncclRecv lines of the trace: bytes sent and received per rank. */
 struct traffic {
 	uint64_t sent[MAX_RANKS], received[MAX_RANKS];
@@ -429,8 +436,8 @@ static void traffic_read(struct traffic *traffic)
 	char *text = fake_nccl_trace_read(ndet_divert_trace);
 	assert_non_null(text);
 	for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-		const bool send = strncmp(line, "ncclSend(", 9) == 0;
-		if (!send && strncmp(line, "ncclRecv(", 9) != 0)
+		bool send = false;
+		if (!p2p_line(line, &send))
 			continue;
 		const char *count = strstr(line, "count="), *peer = strstr(line, "peer=");
 		assert_non_null(count);
@@ -488,18 +495,23 @@ static void test_inter_host_bytes(void **state)
 				uint64_t sent = 0, received = 0;
 				traffic_read(&traffic);
 				assert_true(traffic.lines > 0);
+				/* The setup's connections: one byte with each peer host. */
+				const uint64_t connect = (uint64_t)(layout.nhosts - 1);
 				for (int r = 0; r < layout.n; r++) {
 					if (exact) {
-						assert_int_equal(traffic.sent[r], each);
-						assert_int_equal(traffic.received[r], each);
+						assert_int_equal(traffic.sent[r], each + connect);
+						assert_int_equal(traffic.received[r],
+								 each + connect);
 					}
-					assert_true(traffic.sent[r] <= each + bound);
-					assert_true(traffic.received[r] <= each + bound);
+					assert_true(traffic.sent[r] <= each + connect + bound);
+					assert_true(traffic.received[r] <= each + connect + bound);
 					sent += traffic.sent[r];
 					received += traffic.received[r];
 				}
-				const uint64_t total = (uint64_t)(layout.nhosts - 1) * count *
-						       (shape.partial_size + shape.elem_size);
+				const uint64_t total =
+					(uint64_t)(layout.nhosts - 1) * count *
+						(shape.partial_size + shape.elem_size) +
+					(uint64_t)layout.n * connect;
 				assert_int_equal(sent, total);
 				assert_int_equal(received, total);
 			}
@@ -600,6 +612,130 @@ static void test_one_thread_two_communicators(void **state)
 	}
 }
 
+/*
+ * The one-byte sends and receives of the setup's connections in the trace: for each
+ * sender (its comm's serial, in rank order from `base`) and peer, how many.
+ */
+static void connect_lines(int counts[2][MAX_RANKS][MAX_RANKS], int *other, unsigned base)
+{
+	memset(counts, 0, sizeof(int) * 2 * MAX_RANKS * MAX_RANKS);
+	*other = 0;
+	char *text = fake_nccl_trace_read(ndet_divert_trace);
+	assert_non_null(text);
+	for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+		bool send = false;
+		if (!p2p_line(line, &send))
+			continue;
+		if (strstr(line, "count=1,") == NULL) {
+			(*other)++;
+			continue;
+		}
+		const char *comm = strstr(line, "comm=comm"), *peer = strstr(line, "peer=");
+		assert_non_null(comm);
+		assert_non_null(peer);
+		const int r = (int)(strtoul(comm + 9, NULL, 10) - base), p = atoi(peer + 5);
+		assert_true(r >= 0 && r < MAX_RANKS && p >= 0 && p < MAX_RANKS);
+		counts[send][r][p]++;
+	}
+	free(text);
+}
+
+/* The lowest serial of the communicators in the trace's ncclCommInitRank lines. */
+static unsigned first_serial(void)
+{
+	unsigned lowest = ~0u;
+	char *text = fake_nccl_trace_read(ndet_divert_trace);
+	assert_non_null(text);
+	for (const char *at = strstr(text, "comm=>comm"); at != NULL;
+	     at = strstr(at + 1, "comm=>comm")) {
+		const unsigned serial = (unsigned)strtoul(at + 10, NULL, 10);
+		if (serial < lowest)
+			lowest = serial;
+	}
+	free(text);
+	return lowest;
+}
+
+/*
+ * The setup makes NCCL's connections between hosts before the first call (NCCL makes
+ * them lazily, at the first send to a peer): one byte to and from each rank of the
+ * same local index on the other hosts, for every rank a thread sets up in one group
+ * (one hosts_connect), and never again at a call.  NCCL failing them fails the init
+ * with NCCL's error on every rank; the calls then still run and are right.
+ */
+static void test_connections_at_setup(void **state)
+{
+	(void)state;
+	struct layout layout;
+	ncclComm_t comms[MAX_RANKS] = {NULL};
+	const struct call_spec spec = {CALL_ALLREDUCE, false, 0};
+	int counts[2][MAX_RANKS][MAX_RANKS], other = 0;
+	struct ndet_fake_backend_counters before, after;
+	layout_use(&layout, "AABBCC");
+	for (int failing = 0; failing < 2; failing++) {
+		if (failing)
+			assert_int_equal(setenv("FAKE_NCCL_FAIL", "ncclSend=6,ncclRecv=6", 1), 0);
+		ndet_fake_backend_counters(&before);
+		ndet_divert_trace_on();
+		assert_int_equal(fake_nccl_init_clique(comms, layout.n),
+				 failing ? ncclRemoteError : ncclSuccess);
+		ndet_divert_trace_off();
+		unsetenv("FAKE_NCCL_FAIL");
+		ndet_fake_backend_counters(&after);
+		assert_int_equal(after.hosts_connects, before.hosts_connects + 1);
+		connect_lines(counts, &other, first_serial());
+		assert_int_equal(other, 0);
+		for (int r = 0; r < layout.n; r++) {
+			int sent = 0, received = 0;
+			for (int p = 0; p < layout.n; p++) {
+				sent += counts[1][r][p];
+				received += counts[0][r][p];
+				/* Another host, the same local index. */
+				const bool peer = layout.host_of[p] != layout.host_of[r] &&
+						  p % layout.g == r % layout.g;
+				if (!failing) {
+					assert_int_equal(counts[1][r][p], peer ? 1 : 0);
+					assert_int_equal(counts[0][r][p], peer ? 1 : 0);
+					continue;
+				}
+				assert_true(counts[1][r][p] <= (peer ? 1 : 0));
+				assert_true(counts[0][r][p] <= (peer ? 1 : 0));
+			}
+			/* The first failed send ended that rank's posts. */
+			if (failing) {
+				assert_int_equal(sent, 1);
+				assert_int_equal(received, 0);
+			}
+		}
+		assert_int_equal(ndet_divert_count_log("WARN", "connections between hosts"),
+				 failing ? layout.n : 0);
+		/* A call makes no connections, and its results are right. */
+		data_fill(&sets[0], &layout, NDET_DTYPE_BF16, NDET_OP_SUM, COUNT, 7100 + failing);
+		ndet_divert_trace_on();
+		assert_int_equal(ncclGroupStart(), ncclSuccess);
+		for (int r = 0; r < layout.n; r++)
+			assert_int_equal(rank_call(&sets[0], &spec, r, layout.n, comms[r]),
+					 ncclSuccess);
+		assert_int_equal(ncclGroupEnd(), ncclSuccess);
+		ndet_divert_trace_off();
+		connect_lines(counts, &other, 0);
+		assert_true(other > 0);
+		assert_int_equal(ndet_divert_traced("ncclCommInitRank"), 0);
+		expect_results(&sets[0], &spec, layout.n,
+			       failing ? "after failed connections" : "after the connections");
+		ndet_fake_backend_counters(&before);
+		assert_int_equal(before.hosts_connects, after.hosts_connects);
+		for (int r = 0; r < layout.n; r++) {
+			int diverted = -1;
+			const char *reason = NULL;
+			assert_int_equal(ncclDetCommQuery(comms[r], &diverted, &reason),
+					 ncclSuccess);
+			assert_int_equal(diverted, 1);
+			assert_int_equal(ncclCommDestroy(comms[r]), ncclSuccess);
+		}
+	}
+}
+
 /* NCCL_DET_STRICT=1 on every rank: the multi-host calls divert, none is refused. */
 static void test_strict(void **state)
 {
@@ -659,6 +795,7 @@ int main(void)
 		cmocka_unit_test_setup(test_inter_host_bytes, setup),
 		cmocka_unit_test_setup(test_chunks, setup),
 		cmocka_unit_test_setup(test_one_thread_two_communicators, setup),
+		cmocka_unit_test_setup(test_connections_at_setup, setup),
 		cmocka_unit_test_setup(test_strict, setup),
 		cmocka_unit_test_setup(test_nccl_failure_is_returned, setup),
 	};

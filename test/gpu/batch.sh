@@ -64,8 +64,10 @@ steps_table() {
 smoke        200 test/gpu/suite.sh smoke
 loopback     480 test/gpu/suite.sh loopback
 hosts        300 test/gpu/suite.sh hosts
-torch-hosts  300 test/gpu/torch_hosts.sh $NDET_LIB
-hosts-perf   400 test/gpu/torch_hosts_perf.sh $NDET_LIB ABCD
+torch-hosts  300 test/gpu/torch_hosts.sh $NDET_LIB AAAA AABB ABCD ABAB
+torch-hosts6 300 test/gpu/torch_hosts.sh $NDET_LIB AAAAAA AABBCC AAABBB
+torch-hosts-bytes 150 test/gpu/torch_hosts.sh $NDET_LIB bytes
+hosts-perf   300 test/gpu/torch_hosts_perf.sh $NDET_LIB ABCD
 fp8          450 test/gpu/suite.sh fp8
 fp8-quick    200 test/gpu/suite.sh fp8-quick
 mp           400 test/gpu/suite.sh mp
@@ -76,7 +78,7 @@ preload-nomps 150 test/gpu/suite.sh preload-nomps
 defaults     120 test/gpu/suite.sh defaults
 leak         300 env NDET_FAULT_CYCLES=100 FAULTS_MPS=on FAULTS_BUDGET=280 test/gpu/faults.sh leak-destroy leak-abort
 faults       240 env FAULTS_BUDGET=230 test/gpu/faults.sh kill kill-during stop abort-thread diverge-count diverge-dtype diverge-op many-comms fork fork-exit exit-live torch-teardown torch-skip
-faults-hosts 130 env FAULTS_MPS=off FAULTS_BUDGET=120 test/gpu/faults.sh kill-hosts stop-hosts torch-hosts
+faults-hosts 200 env FAULTS_MPS=off FAULTS_BUDGET=190 test/gpu/faults.sh kill-hosts stop-hosts torch-hosts
 faults-leak  420 env FAULTS_BUDGET=410 test/gpu/faults.sh leak-finalize leak-destroy leak-abort
 graph-nb     200 env "CASES=graph-nonblocking nonblocking graph-nonblocking-nccl" "MPS=on off" LIMIT=60 test/gpu/torch_extras.sh 3
 extras-nomps 400 env MPS=off LIMIT=90 test/gpu/torch_extras.sh 4

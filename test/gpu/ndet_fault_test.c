@@ -493,14 +493,15 @@ static void case_peer_death(int variant)
 			at);
 		const double aborted = fault_now();
 		result = ncclCommAbort(comm);
+		const double returned = fault_now();
 		double done = 0;
 		fault_check(result == ncclSuccess, "ncclCommAbort returned %s",
 			    ncclGetErrorString(result));
 		fault_check(fault_wait_stream(buffers.stream, 10.0, &done),
 			    "the stream is not complete 10 s after ncclCommAbort");
 		printf("rank %d: ncclCommAbort returned after %.3f s, the stream completed %.3f s "
-		       "after it\n",
-		       fault.rank, fault_now() - aborted, done);
+		       "after it was called\n",
+		       fault.rank, returned - aborted, done - aborted);
 	} else {
 		printf("rank %d: ncclCommGetAsyncError = %s %.3f s after the call "
 		       "(NCCL_DET_TIMEOUT "

@@ -1,17 +1,36 @@
 # Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
 """One rank of the multi-host all-reduce benchmark (torch_hosts_perf.sh).
 
-Times dist.all_reduce, eager and replayed from a CUDA graph, at SIZES (bytes) for
-DTYPES, and prints one line per row on rank 0: dtype, bytes, mode, microseconds per
-call (the median of ROUNDS rounds of ITERS calls, after WARMUP).  Whether nccl-det or
-NCCL runs the calls is the caller's choice (LD_PRELOAD, NCCL_DET_ENABLE).
-Environment: RANK, WORLD, PORT, SIZES, DTYPES, ITERS, ROUNDS, WARMUP.
+NCCL and nccl-det on the same communicator in the same processes: the communicator
+comes from libnccl-det.so (ctypes, as vLLM's pynccl loads NCCL), nccl-det's
+all-reduce is that library's ncclAllReduce, NCCL's is the real library's
+(ncclDetGetNcclLibrary), on the same buffers and stream.  Rounds alternate the two.
+Rank 0 prints one line per row: dtype, bytes, mode (eager or graph: ITERS calls
+captured in one CUDA graph), NCCL's and nccl-det's microseconds per call (medians
+over ROUNDS rounds of ITERS calls, after WARMUP of each).  PyTorch's own process
+group is gloo: it only carries the unique id.
+Environment: RANK, WORLD, PORT, NDET_LIB, SIZES, DTYPES, ITERS, ROUNDS, WARMUP.
 """
+import ctypes
 import os
 import statistics
+import sys
 
 import torch
 import torch.distributed as dist
+
+NCCL_TYPES = {"float32": 7, "bfloat16": 9, "float16": 6}
+NCCL_SUM = 0
+
+
+class UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_byte * 128)]
+
+
+def bind(lib):
+    lib.ncclAllReduce.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                  ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    return lib.ncclAllReduce
 
 
 def timed(fn, iters):
@@ -27,28 +46,74 @@ def timed(fn, iters):
 def main():
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD"])
     torch.cuda.set_device(rank % torch.cuda.device_count())
-    dist.init_process_group("nccl", rank=rank, world_size=world,
+    dist.init_process_group("gloo", rank=rank, world_size=world,
                             init_method="tcp://127.0.0.1:%s" % os.environ["PORT"])
+    det = ctypes.CDLL(os.environ["NDET_LIB"])
+    path, version, found = ctypes.c_char_p(), ctypes.c_int(), ctypes.c_char_p()
+    assert det.ncclDetGetNcclLibrary(ctypes.byref(path), ctypes.byref(version),
+                                     ctypes.byref(found)) == 0
+    real = ctypes.CDLL(path.value.decode())
+    unique = UniqueId()
+    if rank == 0:
+        assert det.ncclGetUniqueId(ctypes.byref(unique)) == 0
+    holder = [bytes(unique.internal)]
+    dist.broadcast_object_list(holder, src=0)
+    ctypes.memmove(ctypes.byref(unique), holder[0], 128)
+    comm = ctypes.c_void_p()
+    det.ncclCommInitRank.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, UniqueId,
+                                     ctypes.c_int]
+    assert det.ncclCommInitRank(ctypes.byref(comm), world, unique, rank) == 0
+    diverted, reason = ctypes.c_int(-1), ctypes.c_char_p()
+    det.ncclDetCommQuery.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int),
+                                     ctypes.POINTER(ctypes.c_char_p)]
+    assert det.ncclDetCommQuery(comm, ctypes.byref(diverted), ctypes.byref(reason)) == 0
+    if diverted.value != 1:
+        print("FAIL rank %d: not diverted: %s" % (rank, (reason.value or b"").decode()),
+              flush=True)
+        sys.exit(1)
+    calls = {"nccl": bind(real), "ndet": bind(det)}
     iters, rounds = int(os.environ.get("ITERS", "10")), int(os.environ.get("ROUNDS", "5"))
     warmup = int(os.environ.get("WARMUP", "3"))
     for name in os.environ.get("DTYPES", "float32,bfloat16").split(","):
         dtype = getattr(torch, name)
         for size in (int(s) for s in os.environ.get("SIZES", str(16 << 20)).split(",")):
-            data = torch.randn(size // torch.finfo(dtype).bits * 8, device="cuda").to(dtype)
-            for _ in range(warmup):
-                dist.all_reduce(data)
-            eager = statistics.median(timed(lambda: dist.all_reduce(data), iters)
-                                      for _ in range(rounds))
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                for _ in range(iters):
-                    dist.all_reduce(data)
-            graph.replay()
-            graphed = statistics.median(timed(graph.replay, 1) / iters for _ in range(rounds))
+            count = size * 8 // torch.finfo(dtype).bits
+            data = torch.randn(count, device="cuda").to(dtype)
+
+            def call(who):
+                # The current stream: torch.cuda.graph captures on a stream of its own.
+                stream = torch.cuda.current_stream().cuda_stream
+                result = calls[who](data.data_ptr(), data.data_ptr(), count, NCCL_TYPES[name],
+                                    NCCL_SUM, comm, ctypes.c_void_p(stream))
+                assert result == 0, "%s all-reduce returned %d" % (who, result)
+
+            times = {(who, mode): [] for who in calls for mode in ("eager", "graph")}
+            graphs = {}
+            for who in calls:
+                for _ in range(warmup):
+                    call(who)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    for _ in range(iters):
+                        call(who)
+                graph.replay()
+                graphs[who] = graph
+            torch.cuda.synchronize()
+            for _ in range(rounds):
+                for who in calls:
+                    times[(who, "eager")].append(timed(lambda: call(who), iters))
+                    times[(who, "graph")].append(timed(graphs[who].replay, 1) / iters)
             if rank == 0:
-                print("ROW %s %d eager %.1f" % (name, size, eager), flush=True)
-                print("ROW %s %d graph %.1f" % (name, size, graphed), flush=True)
+                for mode in ("eager", "graph"):
+                    print("ROW %s %d %s %.1f %.1f" % (
+                        name, size, mode, statistics.median(times[("nccl", mode)]),
+                        statistics.median(times[("ndet", mode)])), flush=True)
+            del graphs
     torch.cuda.synchronize()
+    det.ncclCommFinalize.argtypes = [ctypes.c_void_p]
+    det.ncclCommDestroy.argtypes = [ctypes.c_void_p]
+    assert det.ncclCommFinalize(comm) == 0
+    assert det.ncclCommDestroy(comm) == 0
     dist.destroy_process_group()
 
 

@@ -47,6 +47,7 @@ struct ndet_fake_pool {
 	const void *hosts_input;
 	void *hosts_staging;
 	struct ndet_hosts_transfer *hosts_transfers; /* [H] */
+	unsigned char *hosts_connect;                /* NDET_HOSTS_CONNECT_BYTES(H) */
 };
 
 struct ndet_fake_engine {
@@ -185,6 +186,7 @@ static void ndet_fake_free(void *member)
 		free(engine->pool->staging);
 		free(engine->pool->hosts_staging);
 		free(engine->pool->hosts_transfers);
+		free(engine->pool->hosts_connect);
 		free(engine->pool);
 		ndet_resources_freed(engine->pool_bytes);
 	}
@@ -338,7 +340,9 @@ static bool ndet_fake_hosts_setup(struct ndet_fake_engine *engine,
 	engine->pool->hosts_transfers =
 		calloc((size_t)engine->hosts->nhosts, sizeof(*engine->pool->hosts_transfers));
 	engine->pool->hosts_staging = malloc(config->hosts_staging);
-	if (engine->pool->hosts_staging == NULL || engine->pool->hosts_transfers == NULL)
+	engine->pool->hosts_connect = calloc(NDET_HOSTS_CONNECT_BYTES(engine->hosts->nhosts), 1);
+	if (engine->pool->hosts_staging == NULL || engine->pool->hosts_transfers == NULL ||
+	    engine->pool->hosts_connect == NULL)
 		return false;
 	engine->pool_bytes += config->hosts_staging;
 	ndet_resources_allocated(config->hosts_staging);
@@ -851,7 +855,16 @@ static ndet_status_t ndet_fake_hosts_view(void *opaque, struct ndet_backend_host
 	view->staging_bytes = engine->config.hosts_staging;
 	view->staging = engine->pool->hosts_staging;
 	view->transfers = engine->pool->hosts_transfers;
+	view->connect_buffer = engine->pool->hosts_connect;
+	view->connect_stream = NULL;
 	return NDET_OK;
+}
+
+/* Counted, so that tests see the connections made once, at setup. */
+static ndet_status_t ndet_fake_hosts_connect(ndet_backend_connect_fn connect, void *context)
+{
+	ndet_fake_count(&ndet_fake_counts.hosts_connects);
+	return connect(context);
 }
 
 /* One call's stage 1 or 5 as its "kernel" runs it, with the ranks of its host. */
@@ -1243,6 +1256,7 @@ const struct ndet_backend ndet_fake_backend = {
 	.at_exit = ndet_fake_at_exit,
 	.hosts_view = ndet_fake_hosts_view,
 	.hosts_stage = ndet_fake_hosts_stage,
+	.hosts_connect = ndet_fake_hosts_connect,
 };
 
 void ndet_fake_backend_counters(struct ndet_fake_backend_counters *counters)

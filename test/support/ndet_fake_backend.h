@@ -83,6 +83,7 @@ struct ndet_fake_backend_counters {
 	unsigned long long allreduces; /* collectives of any kind that reduced */
 	int kernel_errors[NDET_FAKE_ERROR_SLOTS]; /* first errors by ndet_kernel_error_t */
 	int faults;                               /* NDET_FAKE_KERNEL_FAULT */
+	int hosts_connects; /* hosts_connect calls (one per setup batch across hosts) */
 };
 
 void ndet_fake_backend_counters(struct ndet_fake_backend_counters *counters);

@@ -1943,10 +1943,15 @@ static void launch_every_kind(const struct group *group, const char *hosts)
 	}
 }
 
-/* A group of `nranks` "processes" (a device each) on the hosts `hosts`, set up. */
-static void hosts_group_create(struct group *group, const char *hosts, int nranks)
+/*
+ * A group of `nranks` "processes" (a device each) on the hosts `hosts`, set up, with
+ * NCCL_DET_TIMEOUT `timeout_ms`.
+ */
+static void hosts_group_start(struct group *group, const char *hosts, int nranks,
+			      uint64_t timeout_ms)
 {
 	group_init(group, nranks, true);
+	group->timeout_ms = timeout_ms;
 	group->hosts = hosts;
 	for (int r = 0; r < nranks; r++) {
 		group->results[r] = rank_member(group, r);
@@ -1959,6 +1964,11 @@ static void hosts_group_create(struct group *group, const char *hosts, int nrank
 		assert_int_equal(group->results[r].status, NDET_OK);
 		assert_int_equal(group->results[r].verdict.reason, NDET_VERDICT_OK);
 	}
+}
+
+static void hosts_group_create(struct group *group, const char *hosts, int nranks)
+{
+	hosts_group_start(group, hosts, nranks, 30000);
 }
 
 /*
@@ -2257,6 +2267,8 @@ static void check_stage_args(const struct group *group, const char *hosts, int r
 	assert_int_equal(args.host, host_index(hosts, r));
 	assert_int_equal(args.partial_size, params.shape.partial_size);
 	assert_int_equal(args.divisor, g * nhosts);
+	/* Every kernel but the call's last has a stage of NCCL's after it. */
+	assert_int_equal(args.nccl_follows, stage == 5 && j + 1 == plan.chunks ? 0 : 1);
 	assert_int_equal(args.k.count, params.count);
 	assert_ptr_equal(args.k.sendbuff, call->sendbuff);
 	assert_ptr_equal(args.k.recvbuff, call->recvbuff);
@@ -2304,6 +2316,16 @@ static void check_stage_args(const struct group *group, const char *hosts, int r
 	assert_int_equal(args.out_end, end);
 }
 
+/* The plan of an f32 sum of 1000 elements on nhosts hosts of g, 1 MiB of staging. */
+static struct ndet_hosts_plan sum_plan(int nhosts, int g)
+{
+	struct ndet_hosts_plan plan;
+	const struct ndet_hosts_params params = ndet_hosts_params_for(
+		NDET_DTYPE_F32, NDET_OP_SUM, false, NDET_COLL_ALLREDUCE, 1000, nhosts, g, 1 << 20);
+	assert_int_equal(ndet_hosts_plan_make(&params, &plan), NDET_OK);
+	return plan;
+}
+
 /*
  * An engine across hosts (2 x 2, A,B,A,B, 3 x 1): its view says where its rank sits
  * (H, g, its (h, l), the global rank of every (h, l), its own staging of
@@ -2330,6 +2352,8 @@ static void test_hosts_stage_arguments(void **state)
 			assert_int_equal(view.local, host_local_index(hosts, r));
 			assert_non_null(view.staging);
 			assert_int_equal(view.staging_bytes, 1 << 20);
+			assert_non_null(view.connect_buffer);
+			assert_non_null(view.connect_stream);
 			for (int q = 0; q < nranks; q++)
 				assert_int_equal(view.ranks[host_index(hosts, q) * g +
 							    host_local_index(hosts, q)],
@@ -2382,13 +2406,86 @@ static void test_hosts_stage_arguments(void **state)
 	hosts_group_create(&group, "AAA", 3);
 	struct ndet_backend_hosts view;
 	assert_int_equal(ndet_engine_hosts_view(group.engines[0], &view), NDET_ERR_UNSUPPORTED);
-	struct ndet_hosts_plan plan;
-	const struct ndet_hosts_params params = ndet_hosts_params_for(
-		NDET_DTYPE_F32, NDET_OP_SUM, false, NDET_COLL_ALLREDUCE, 1000, 2, 1, 1 << 20);
-	assert_int_equal(ndet_hosts_plan_make(&params, &plan), NDET_OK);
+	const struct ndet_hosts_plan plan = sum_plan(2, 1);
 	const struct ndet_engine_call sum = big_call(NDET_COLL_ALLREDUCE, 1000, NDET_OP_SUM, 0);
 	assert_int_equal(ndet_engine_hosts_stage(group.engines[0], &sum, &plan, 1, 0, NULL),
 			 NDET_ERR_UNSUPPORTED);
+	assert_int_equal(ndet_engine_destroy_group(group.engines, 3, true), NDET_OK);
+	assert_nothing_held();
+	group_fini(&group);
+}
+
+/* Stage 1 of chunk 0 of an all-reduce on rank r: the host status its kernel got. */
+static struct ndet_host_status *stage_status(const struct group *group, const char *hosts, int r)
+{
+	const int g = host_size(hosts, r);
+	const struct ndet_hosts_plan plan = sum_plan(group->nranks / g, g);
+	const struct ndet_engine_call sum = big_call(NDET_COLL_ALLREDUCE, 1000, NDET_OP_SUM, 0);
+	assert_int_equal(ndet_engine_hosts_stage(group->engines[r], &sum, &plan, 1, 0, NULL),
+			 NDET_OK);
+	struct ndet_hosts_args args;
+	assert_true(fake_cuda_last_hosts_launch(host_local_index(hosts, r), &args));
+	assert_int_equal(args.nccl_follows, 1);
+	assert_non_null(args.k.host_status);
+	return args.k.host_status;
+}
+
+/*
+ * NCCL's stage between hosts seen from the host, without a CUDA call: a progress word
+ * that says a stage of NCCL's follows and stays the same for NCCL_DET_TIMEOUT is a
+ * stall (ncclRemoteError, NDET_KERNEL_ERR_STALLED, sticky, no more stage
+ * launches); one that changes, or says the call's last kernel ran, is not; an engine
+ * of one host never reads it.
+ */
+static void test_hosts_stall(void **state)
+{
+	reset(state);
+	ndet_setup_set_multi_host_for_testing(true);
+	struct group group;
+	uint32_t code = 0;
+	hosts_group_start(&group, "AABB", 4, 100);
+	struct ndet_host_status *status[4];
+	for (int r = 0; r < 4; r++) {
+		status[r] = stage_status(&group, "AABB", r);
+		assert_int_equal(ndet_engine_error(group.engines[r], &code), NDET_OK);
+	}
+	status[0]->progress = (1000u << 1) | 1u; /* in NCCL's stage, and it stays there */
+	status[1]->progress = 1000u << 1;        /* the call's last kernel ran */
+	status[2]->progress = (1000u << 1) | 1u; /* NCCL's stage ends in time */
+	for (int r = 0; r < 3; r++)
+		assert_int_equal(ndet_engine_error(group.engines[r], &code), NDET_OK);
+	pause_ms(60);
+	status[2]->progress = (2000u << 1) | 1u;
+	assert_int_equal(ndet_engine_error(group.engines[2], &code), NDET_OK);
+	pause_ms(60);
+	assert_int_equal(ndet_engine_error(group.engines[2], &code), NDET_OK);
+	assert_int_equal(ndet_engine_error(group.engines[1], &code), NDET_OK);
+	assert_int_equal(ndet_engine_error(group.engines[0], &code), NDET_ERR_REMOTE);
+	assert_int_equal(code, NDET_KERNEL_ERR_STALLED);
+	status[0]->progress = (3000u << 1) | 1u; /* too late: a stall stays reported */
+	assert_int_equal(ndet_engine_error(group.engines[0], &code), NDET_ERR_REMOTE);
+	const int launches = runtime().launches;
+	const struct ndet_hosts_plan plan = sum_plan(2, 2);
+	const struct ndet_engine_call sum = big_call(NDET_COLL_ALLREDUCE, 1000, NDET_OP_SUM, 0);
+	assert_int_equal(ndet_engine_hosts_stage(group.engines[0], &sum, &plan, 3, 0, NULL),
+			 NDET_ERR_REMOTE);
+	assert_int_equal(runtime().launches, launches);
+	assert_int_equal(ndet_engine_destroy_group(group.engines, 4, true), NDET_OK);
+	assert_nothing_held();
+	group_fini(&group);
+
+	/* One host: the word means nothing. */
+	reset(state);
+	hosts_group_start(&group, "AAA", 3, 100);
+	assert_int_equal(ndet_engine_allreduce(group.engines[0], send_big, recv_big, 1000,
+					       NDET_DTYPE_F32, NDET_OP_SUM, NULL),
+			 NDET_OK);
+	struct ndet_kernel_args args;
+	assert_true(fake_cuda_last_launch(0, &args));
+	args.host_status->progress = 1u;
+	assert_int_equal(ndet_engine_error(group.engines[0], &code), NDET_OK);
+	pause_ms(150);
+	assert_int_equal(ndet_engine_error(group.engines[0], &code), NDET_OK);
 	assert_int_equal(ndet_engine_destroy_group(group.engines, 3, true), NDET_OK);
 	assert_nothing_held();
 	group_fini(&group);
@@ -2468,6 +2565,7 @@ int main(void)
 		cmocka_unit_test_setup(test_hosts_two_of_sixteen, reset),
 		cmocka_unit_test_setup(test_hosts_too_many_on_a_host, reset),
 		cmocka_unit_test_setup(test_hosts_stage_arguments, reset),
+		cmocka_unit_test_setup(test_hosts_stall, reset),
 		cmocka_unit_test_setup(test_hosts_staging_refused, reset),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -828,6 +828,35 @@ static void test_hosts_launch(void **state)
 			 NDET_OK);
 }
 
+/*
+ * The stall observer: a word that says NCCL's stage follows and stays the same for
+ * more than the timeout is a stall, from its first observation on (sticky); a word
+ * that changes, or whose bit 0 is clear, starts the clock again; timeout 0 never
+ * stalls.
+ */
+static void test_stall_observe(void **state)
+{
+	(void)state;
+	struct ndet_hosts_stall stall = {0};
+	const uint64_t in_nccl = (77u << 1) | 1u, later = (78u << 1) | 1u, idle = 79u << 1;
+	assert_false(ndet_hosts_stall_observe(&stall, in_nccl, 1000, 100));
+	assert_false(ndet_hosts_stall_observe(&stall, in_nccl, 1100, 100)); /* exactly: not yet */
+	assert_false(ndet_hosts_stall_observe(&stall, later, 1150, 100));   /* progress */
+	assert_false(ndet_hosts_stall_observe(&stall, later, 1250, 100));
+	assert_true(ndet_hosts_stall_observe(&stall, later, 1251, 100));
+	assert_true(ndet_hosts_stall_observe(&stall, idle, 5000, 100)); /* sticky */
+
+	struct ndet_hosts_stall quiet = {0};
+	assert_false(ndet_hosts_stall_observe(&quiet, idle, 0, 100));
+	assert_false(ndet_hosts_stall_observe(&quiet, idle, 100000, 100)); /* between calls */
+	assert_false(ndet_hosts_stall_observe(&quiet, in_nccl, 100001, 100));
+	assert_true(ndet_hosts_stall_observe(&quiet, in_nccl, 100102, 100));
+
+	struct ndet_hosts_stall never = {0};
+	assert_false(ndet_hosts_stall_observe(&never, in_nccl, 0, 0));
+	assert_false(ndet_hosts_stall_observe(&never, in_nccl, UINT64_C(1) << 40, 0));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -841,6 +870,7 @@ int main(void)
 		cmocka_unit_test(test_hosts_params_for_call),
 		cmocka_unit_test(test_hosts_min_staging_any),
 		cmocka_unit_test(test_hosts_launch),
+		cmocka_unit_test(test_stall_observe),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
