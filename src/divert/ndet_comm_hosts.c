@@ -131,19 +131,28 @@ static void ndet_comm_hosts_post(const struct ndet_nccl *nccl, struct ndet_comm_
 	}
 }
 
+/* Does the call take part in the NCCL group of step j (stage 2(j) or 4(j - 1))? */
+static bool ndet_comm_hosts_in_group(const struct ndet_comm_hosts_call *item, int64_t j)
+{
+	return ndet_comm_hosts_has(item, j) || ndet_comm_hosts_has(item, j - 1);
+}
+
 /*
- * Stage 2 or 4 of chunk j of every call that has it, in ONE NCCL group: a thread
- * that drives several ranks must never wait in one rank's group end for another rank
- * it drives.  A call NCCL failed takes no part any more.
+ * The NCCL stages of step j, stage 2 of chunk j and stage 4 of chunk j - 1, of every
+ * call that has them, in ONE NCCL group: a thread that drives several ranks must never
+ * wait in one rank's group end for another rank it drives, and the two stages are
+ * independent (their inputs were enqueued before, their buffers are disjoint), so
+ * NCCL moves them at the same time.  Every rank posts in the same order (stage 2's
+ * sends and receives, then stage 4's), so NCCL pairs the two transfers between two
+ * ranks in order.  A call NCCL failed takes no part any more.
  */
-static void ndet_comm_hosts_nccl(struct ndet_comm_hosts_call *items, int count,
-				 ndet_hosts_stage_t stage, int64_t j)
+static void ndet_comm_hosts_nccl(struct ndet_comm_hosts_call *items, int count, int64_t j)
 {
 	const struct ndet_nccl *nccl = ndet_resolve_nccl();
 	bool any = false;
 	for (int i = 0; i < count; i++)
 		any = any ||
-		      (ndet_comm_hosts_has(&items[i], j) && items[i].nccl_result == ncclSuccess);
+		      (ndet_comm_hosts_in_group(&items[i], j) && items[i].nccl_result == ncclSuccess);
 	if (!any)
 		return;
 	ncclResult_t result = ncclInvalidUsage;
@@ -156,25 +165,33 @@ static void ndet_comm_hosts_nccl(struct ndet_comm_hosts_call *items, int count,
 		result = nccl->ncclGroupStart();
 	if (result != ncclSuccess) {
 		for (int i = 0; i < count; i++)
-			if (ndet_comm_hosts_has(&items[i], j))
+			if (ndet_comm_hosts_in_group(&items[i], j))
 				ndet_comm_hosts_nccl_failed(&items[i], result);
 		return;
 	}
 	for (int i = 0; i < count; i++) {
-		if (!ndet_comm_hosts_has(&items[i], j) || items[i].nccl_result != ncclSuccess)
+		if (!ndet_comm_hosts_in_group(&items[i], j) || items[i].nccl_result != ncclSuccess)
 			continue;
-		ndet_comm_hosts_post(nccl, &items[i], stage, j, true);
-		ndet_comm_hosts_post(nccl, &items[i], stage, j, false);
+		if (ndet_comm_hosts_has(&items[i], j)) {
+			ndet_comm_hosts_post(nccl, &items[i], NDET_HOSTS_STAGE_PARTIALS, j, true);
+			ndet_comm_hosts_post(nccl, &items[i], NDET_HOSTS_STAGE_PARTIALS, j, false);
+		}
+		if (ndet_comm_hosts_has(&items[i], j - 1)) {
+			ndet_comm_hosts_post(nccl, &items[i], NDET_HOSTS_STAGE_RESULTS, j - 1, true);
+			ndet_comm_hosts_post(nccl, &items[i], NDET_HOSTS_STAGE_RESULTS, j - 1,
+					     false);
+		}
 	}
 	result = nccl->ncclGroupEnd();
 	for (int i = 0; i < count; i++)
-		if (ndet_comm_hosts_has(&items[i], j))
+		if (ndet_comm_hosts_in_group(&items[i], j))
 			ndet_comm_hosts_nccl_failed(&items[i], result);
 }
 
 /*
  * The issue loop (doc/multihost-design.md, "Streams and the pipeline"): per step j,
- * our stages 3(j - 1), 1(j), 5(j - 2), then NCCL's stage 2(j) and stage 4(j - 1).
+ * our stages 3(j - 1), 1(j), 5(j - 2), then NCCL's stage 2(j) and stage 4(j - 1) in
+ * one group.
  * Every input of a stage is produced earlier in this order, and a slot is reused only
  * three chunks later, after its last reader.
  */
@@ -189,8 +206,7 @@ static void ndet_comm_hosts_issue(struct ndet_comm_hosts_call *items, int count,
 		ndet_comm_hosts_ours(items, count, batch, NDET_HOSTS_STAGE_REDUCE, j - 1);
 		ndet_comm_hosts_ours(items, count, batch, NDET_HOSTS_STAGE_LOCAL, j);
 		ndet_comm_hosts_ours(items, count, batch, NDET_HOSTS_STAGE_GATHER, j - 2);
-		ndet_comm_hosts_nccl(items, count, NDET_HOSTS_STAGE_PARTIALS, j);
-		ndet_comm_hosts_nccl(items, count, NDET_HOSTS_STAGE_RESULTS, j - 1);
+		ndet_comm_hosts_nccl(items, count, j);
 	}
 }
 

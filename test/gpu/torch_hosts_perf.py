@@ -15,6 +15,7 @@ import ctypes
 import os
 import statistics
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -55,7 +56,7 @@ def main():
     real = ctypes.CDLL(path.value.decode())
     unique = UniqueId()
     if rank == 0:
-        assert det.ncclGetUniqueId(ctypes.byref(unique)) == 0
+        assert real.ncclGetUniqueId(ctypes.byref(unique)) == 0
     holder = [bytes(unique.internal)]
     dist.broadcast_object_list(holder, src=0)
     ctypes.memmove(ctypes.byref(unique), holder[0], 128)
@@ -110,11 +111,21 @@ def main():
                         statistics.median(times[("ndet", mode)])), flush=True)
             del graphs
     torch.cuda.synchronize()
+    # How long the teardown takes, step by step (a hang here shows where).
+    begin = time.monotonic()
+
+    def step(what):
+        print("rank %d: %s after %.1f s" % (rank, what, time.monotonic() - begin),
+              file=sys.stderr, flush=True)
+
     det.ncclCommFinalize.argtypes = [ctypes.c_void_p]
     det.ncclCommDestroy.argtypes = [ctypes.c_void_p]
     assert det.ncclCommFinalize(comm) == 0
+    step("ncclCommFinalize returned")
     assert det.ncclCommDestroy(comm) == 0
+    step("ncclCommDestroy returned")
     dist.destroy_process_group()
+    step("the process group is destroyed")
 
 
 if __name__ == "__main__":
