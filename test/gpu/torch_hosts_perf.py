@@ -12,6 +12,7 @@ group is gloo: it only carries the unique id.
 Environment: RANK, WORLD, PORT, NDET_LIB, SIZES, DTYPES, ITERS, ROUNDS, WARMUP.
 """
 import ctypes
+import faulthandler
 import os
 import statistics
 import sys
@@ -110,14 +111,17 @@ def main():
                         name, size, mode, statistics.median(times[("nccl", mode)]),
                         statistics.median(times[("ndet", mode)])), flush=True)
             del graphs
-    torch.cuda.synchronize()
-    # How long the teardown takes, step by step (a hang here shows where).
+    # How long the teardown takes, step by step (a hang here shows where: every
+    # thread's Python stack after TEARDOWN_DUMP seconds).
     begin = time.monotonic()
+    faulthandler.dump_traceback_later(float(os.environ.get("TEARDOWN_DUMP", "60")))
+    torch.cuda.synchronize()
 
     def step(what):
         print("rank %d: %s after %.1f s" % (rank, what, time.monotonic() - begin),
               file=sys.stderr, flush=True)
 
+    step("the device is synchronised")
     det.ncclCommFinalize.argtypes = [ctypes.c_void_p]
     det.ncclCommDestroy.argtypes = [ctypes.c_void_p]
     assert det.ncclCommFinalize(comm) == 0
@@ -126,6 +130,7 @@ def main():
     step("ncclCommDestroy returned")
     dist.destroy_process_group()
     step("the process group is destroyed")
+    faulthandler.cancel_dump_traceback_later()
 
 
 if __name__ == "__main__":
