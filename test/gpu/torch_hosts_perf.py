@@ -110,7 +110,8 @@ def main():
                     print("ROW %s %d %s %.1f %.1f" % (
                         name, size, mode, statistics.median(times[("nccl", mode)]),
                         statistics.median(times[("ndet", mode)])), flush=True)
-            del graphs
+            # NCCL's finalize waits for every graph that captured its work to go.
+            del graphs, graph
     # How long the teardown takes, step by step (a hang here shows where: every
     # thread's Python stack after TEARDOWN_DUMP seconds).
     begin = time.monotonic()
