@@ -153,7 +153,8 @@ struct ndet_host_status {
 	volatile uint32_t peer;
 	volatile uint64_t step;
 	volatile uint64_t observed; /* the flag value last seen in the failed wait */
-	volatile uint32_t phase;    /* 0 kernel start, 1 done, 2 ready, 3 reduced: which wait */
+	volatile uint32_t phase;    /* 0 kernel start, 1 done, 2 ready, 3 reduced: which wait;
+				       4 a peer host's status word */
 	volatile uint32_t rank;     /* the rank that recorded the error */
 	volatile uint32_t claim;    /* the code of the first failure: who writes the details */
 	uint32_t reserved;
@@ -229,6 +230,12 @@ struct ndet_hosts_args {
 	char *received;        /* the H - 1 partial blocks received, in host order but h */
 	uint64_t received_stride;
 	char *result; /* the result region: segment l, data type */
+	/*
+	 * Stages 3 and 5: the peer hosts' status words that came with stage 2 or 4
+	 * (H of them, by host; this rank's own unused): nonzero, a rank of that host
+	 * failed, and so does this kernel (NDET_KERNEL_ERR_PEER, phase 4).  NULL: none.
+	 */
+	const uint64_t *peer_status;
 	/* Stage 5: the message elements this rank writes; recvbuff[0] is out_begin. */
 	uint64_t out_begin, out_end;
 	uint32_t divisor;      /* avg: g x H */

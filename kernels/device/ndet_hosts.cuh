@@ -348,12 +348,38 @@ __device__ void ndet_hosts_gather(const ndet_hosts_args &h, ndet_block_state &st
 		a.step_counters[b] = step;
 }
 
+/*
+ * Did a rank of another host fail?  Its status word, which came with the NCCL stage
+ * before this kernel, is its abort word.  Then this kernel fails too, and tells the
+ * ranks of its host (ndet_fail), whose next kernels leave at once; the status words
+ * it sends with the next NCCL stage carry the failure on to the other hosts.
+ */
+__device__ bool ndet_hosts_peer_failed(const ndet_hosts_args &h)
+{
+	__shared__ int failed;
+	if (threadIdx.x == 0)
+		failed = 0;
+	__syncthreads();
+	for (int k = (int)threadIdx.x; h.peer_status != nullptr && k < h.nhosts;
+	     k += (int)blockDim.x) {
+		const uint64_t word = k == h.host ? 0 : ndet_load_relaxed(&h.peer_status[k]);
+		if (word != 0) {
+			atomicExch(&failed, 1);
+			ndet_fail(h.k, NDET_KERNEL_ERR_PEER, (uint32_t)k, 0, word, 4);
+		}
+	}
+	__syncthreads();
+	return failed != 0;
+}
+
 template <int DT, int STAGE>
 __global__ void __launch_bounds__(NDET_KERNEL_THREADS, 1) ndet_hosts_kernel(const ndet_hosts_args h)
 {
 	/* Progress for the host (struct ndet_hosts_stall): a posted store, never read. */
 	if (blockIdx.x == 0 && threadIdx.x == 0)
 		h.k.host_status->progress = (ndet_globaltimer() << 1) | (h.nccl_follows & 1u);
+	if (STAGE != 1 && ndet_hosts_peer_failed(h))
+		return;
 	if constexpr (STAGE == 3) {
 		ndet_hosts_reduce<DT>(h);
 	} else if (h.k.nranks == 1) {

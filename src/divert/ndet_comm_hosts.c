@@ -129,6 +129,26 @@ static void ndet_comm_hosts_post(const struct ndet_nccl *nccl, struct ndet_comm_
 					      ncclUint8, t->peer, item->nccl, item->launch->stream);
 		ndet_comm_hosts_nccl_failed(item, result);
 	}
+	/*
+	 * Then the status words, with every peer host whether or not a block moved: this
+	 * rank's abort word out, each peer's into its place in the slot, which the next
+	 * stage kernel checks (a failure here travels with the data).  Both sides post
+	 * them after the blocks, so NCCL pairs each with its own.
+	 */
+	unsigned char *slot = staging + chunk.slot_offset;
+	const struct ndet_backend_hosts *view = &item->view;
+	for (int h = 0; h < view->nhosts; h++) {
+		if (h == view->host)
+			continue;
+		const int peer = view->ranks[h * view->local_ranks + view->local];
+		ncclResult_t result =
+			send ? nccl->ncclSend(view->status_word, NDET_HOSTS_STATUS_BYTES, ncclUint8,
+					      peer, item->nccl, item->launch->stream)
+			     : nccl->ncclRecv(slot + ndet_hosts_status_at(&item->plan, stage, h),
+					      NDET_HOSTS_STATUS_BYTES, ncclUint8, peer, item->nccl,
+					      item->launch->stream);
+		ndet_comm_hosts_nccl_failed(item, result);
+	}
 }
 
 /* Does the call take part in the NCCL group of step j (stage 2(j) or 4(j - 1))? */
@@ -151,8 +171,8 @@ static void ndet_comm_hosts_nccl(struct ndet_comm_hosts_call *items, int count, 
 	const struct ndet_nccl *nccl = ndet_resolve_nccl();
 	bool any = false;
 	for (int i = 0; i < count; i++)
-		any = any ||
-		      (ndet_comm_hosts_in_group(&items[i], j) && items[i].nccl_result == ncclSuccess);
+		any = any || (ndet_comm_hosts_in_group(&items[i], j) &&
+			      items[i].nccl_result == ncclSuccess);
 	if (!any)
 		return;
 	ncclResult_t result = ncclInvalidUsage;
@@ -177,7 +197,8 @@ static void ndet_comm_hosts_nccl(struct ndet_comm_hosts_call *items, int count, 
 			ndet_comm_hosts_post(nccl, &items[i], NDET_HOSTS_STAGE_PARTIALS, j, false);
 		}
 		if (ndet_comm_hosts_has(&items[i], j - 1)) {
-			ndet_comm_hosts_post(nccl, &items[i], NDET_HOSTS_STAGE_RESULTS, j - 1, true);
+			ndet_comm_hosts_post(nccl, &items[i], NDET_HOSTS_STAGE_RESULTS, j - 1,
+					     true);
 			ndet_comm_hosts_post(nccl, &items[i], NDET_HOSTS_STAGE_RESULTS, j - 1,
 					     false);
 		}

@@ -340,6 +340,15 @@ static ndet_status_t ndet_engine_hosts_args(const struct ndet_engine *engine,
 	args->received = slot + plan->slot.received_offset;
 	args->received_stride = plan->slot.received_stride;
 	args->result = slot + plan->slot.result_offset;
+	/* What came with the NCCL stage before this one: the peer hosts' status words. */
+	if (stage == NDET_HOSTS_STAGE_REDUCE || stage == NDET_HOSTS_STAGE_GATHER)
+		args->peer_status =
+			(const uint64_t *)(slot +
+					   ndet_hosts_status_at(plan,
+								stage == NDET_HOSTS_STAGE_REDUCE
+									? NDET_HOSTS_STAGE_PARTIALS
+									: NDET_HOSTS_STAGE_RESULTS,
+								0));
 	args->divisor = (uint32_t)(engine->local.count * engine->local.nhosts);
 	/* Every kernel but the call's last one has a stage of NCCL's after it. */
 	args->nccl_follows =
@@ -380,6 +389,7 @@ ndet_status_t ndet_engine_hosts_view(const struct ndet_engine *engine,
 			? NULL
 			: engine->exchange_buffer;
 	view->connect_stream = engine->setup_stream;
+	view->status_word = &((struct ndet_flags *)engine->pool)->abort_word;
 	return NDET_OK;
 }
 

@@ -82,6 +82,12 @@ struct ndet_backend_hosts {
 	 */
 	struct ndet_hosts_transfer *transfers;
 	/*
+	 * This rank's abort word (NDET_HOSTS_STATUS_BYTES of memory NCCL can send from,
+	 * the engine's): sent to every peer host with stages 2 and 4, into the peer's
+	 * status words (ndet_hosts_status_at).
+	 */
+	const void *status_word;
+	/*
 	 * The connections between hosts (hosts_connect): NDET_HOSTS_CONNECT_BYTES(nhosts)
 	 * bytes the engine holds in memory NCCL can send from and receive into (NULL
 	 * when it has none left to lend), and the private stream that orders every other

@@ -73,9 +73,19 @@ struct ndet_hosts_slot_layout ndet_hosts_slot_for(const struct ndet_hosts_shape 
 	slot.result_offset =
 		slot.received_offset +
 		ndet_hosts_align((hosts - 1) * slot.received_stride, NDET_HOSTS_STAGING_ALIGN);
-	slot.bytes = slot.result_offset +
-		     ndet_hosts_align(segment * shape->elem_size, NDET_HOSTS_STAGING_ALIGN);
+	slot.status_offset = slot.result_offset +
+			     ndet_hosts_align(segment * shape->elem_size, NDET_HOSTS_STAGING_ALIGN);
+	slot.bytes = slot.status_offset + ndet_hosts_align(2u * hosts * NDET_HOSTS_STATUS_BYTES,
+							   NDET_HOSTS_STAGING_ALIGN);
 	return slot;
+}
+
+uint64_t ndet_hosts_status_at(const struct ndet_hosts_plan *plan, ndet_hosts_stage_t stage,
+			      int peer)
+{
+	const uint64_t first =
+		stage == NDET_HOSTS_STAGE_RESULTS ? (uint64_t)plan->params.shape.hosts : 0u;
+	return plan->slot.status_offset + (first + (uint64_t)peer) * NDET_HOSTS_STATUS_BYTES;
 }
 
 uint64_t ndet_hosts_staging_for(const struct ndet_hosts_shape *shape, uint64_t chunk_elems)

@@ -96,8 +96,19 @@ struct ndet_hosts_slot_layout {
 	uint64_t received_offset; /* the H - 1 received partial blocks */
 	uint64_t received_stride; /* bytes from one received block to the next */
 	uint64_t result_offset;   /* the result segment: H blocks, data type */
-	uint64_t bytes;           /* the slot, a multiple of NDET_HOSTS_STAGING_ALIGN */
+	/*
+	 * The peers' status words (NDET_HOSTS_STATUS_BYTES each, by peer host; this
+	 * rank's own entry unused): H received with stage 2, then H with stage 4.  A
+	 * peer sends its abort word with each stage (nonzero: a kernel of its failed, or
+	 * a peer of its told it so), and the stage kernel after it (3, 5) fails when one
+	 * is set: a failure travels with the data to the other hosts, whose ranks would
+	 * otherwise go on with the failed rank's stale bytes.
+	 */
+	uint64_t status_offset;
+	uint64_t bytes; /* the slot, a multiple of NDET_HOSTS_STAGING_ALIGN */
 };
+
+#define NDET_HOSTS_STATUS_BYTES 8u
 
 /* Equal on every rank for equal params. */
 struct ndet_hosts_plan {
@@ -135,6 +146,10 @@ typedef enum {
 	NDET_HOSTS_STAGE_RESULTS = 4,  /* stage 4: rounded blocks, elem_size bytes each */
 	NDET_HOSTS_STAGE_GATHER = 5,   /* stage 5: our kernel, local all-gather */
 } ndet_hosts_stage_t;
+
+/* Where peer host `peer`'s status word of `stage` (2 or 4) lands in a slot. */
+uint64_t ndet_hosts_status_at(const struct ndet_hosts_plan *plan, ndet_hosts_stage_t stage,
+			      int peer);
 
 /* One ncclSend or ncclRecv of a stage (as bytes: NCCL moves them, never adds). */
 struct ndet_hosts_transfer {

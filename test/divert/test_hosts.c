@@ -38,6 +38,7 @@
 #include "test/support/ndet_divert_fixture.h"
 #include "test/support/ndet_fake_backend.h"
 #include "common/ndet_dtype.h"
+#include "kernels/ndet_abi.h"
 #include "protocol/ndet_host_order.h"
 #include "protocol/ndet_hosts_plan.h"
 #include "reference/ndet_reference.h"
@@ -495,8 +496,20 @@ static void test_inter_host_bytes(void **state)
 				uint64_t sent = 0, received = 0;
 				traffic_read(&traffic);
 				assert_true(traffic.lines > 0);
-				/* The setup's connections: one byte with each peer host. */
-				const uint64_t connect = (uint64_t)(layout.nhosts - 1);
+				/*
+				 * The setup's connections, one byte with each peer host, and
+				 * the status words, one with each peer host per NCCL stage and
+				 * chunk.
+				 */
+				struct ndet_hosts_plan plan;
+				const struct ndet_hosts_params params = ndet_hosts_params_for(
+					dtypes[d], NDET_OP_SUM, false, NDET_COLL_ALLREDUCE, count,
+					layout.nhosts, layout.g,
+					(uint64_t)96 << 20); /* the default staging */
+				assert_int_equal(ndet_hosts_plan_make(&params, &plan), NDET_OK);
+				const uint64_t connect =
+					(uint64_t)(layout.nhosts - 1) *
+					(1u + 2u * NDET_HOSTS_STATUS_BYTES * plan.chunks);
 				for (int r = 0; r < layout.n; r++) {
 					if (exact) {
 						assert_int_equal(traffic.sent[r], each + connect);
@@ -526,9 +539,9 @@ static void test_inter_host_bytes(void **state)
 static void test_chunks(void **state)
 {
 	(void)state;
-	/* Staging for 2 to 6 chunks of these messages; 4x1 needs 48K for its fp8 slots. */
+	/* Staging for 2 to 6 chunks of these messages; 4x1 needs 49K for its fp8 slots. */
 	static const char *const layouts[] = {"AABB", "AAABBB", "ABCD"};
-	static const char *const staging[] = {"40K", "40K", "48K"};
+	static const char *const staging[] = {"41K", "41K", "49K"};
 	static const ndet_dtype_t dtypes[] = {NDET_DTYPE_F32, NDET_DTYPE_BF16, NDET_DTYPE_F8E4M3};
 	static _Alignas(16) unsigned char one_chunk[MAX_RANKS][ELEMS * 8];
 	const struct call_spec spec = {CALL_ALLREDUCE, false, 0};
@@ -736,6 +749,53 @@ static void test_connections_at_setup(void **state)
 	}
 }
 
+/*
+ * A rank's failure reaches the other hosts with the data: rank 3 calls with another op
+ * than its peers (the same plan, another signature), so host B's stage 1 fails on
+ * both of its ranks; host A's ranks receive B's blocks as usual, but also B's abort
+ * words, and fail at their stage 3 instead of going on with B's stale partials.
+ * Every rank's communicator reports ncclRemoteError; host A's ranks with
+ * NDET_KERNEL_ERR_PEER.
+ */
+static void test_failure_reaches_other_hosts(void **state)
+{
+	(void)state;
+	static float send[4][COUNT], recv[4][COUNT];
+	const char *const layouts[] = {"AABB", "ABAB"};
+	for (size_t l = 0; l < sizeof(layouts) / sizeof(layouts[0]); l++) {
+		struct layout layout;
+		ncclComm_t comms[MAX_RANKS] = {NULL};
+		layout_use(&layout, layouts[l]);
+		assert_int_equal(fake_nccl_init_clique(comms, layout.n), ncclSuccess);
+		for (int r = 0; r < layout.n; r++)
+			for (int i = 0; i < COUNT; i++)
+				send[r][i] = (float)(r + 1) * 0.5f + (float)i;
+		struct ndet_fake_backend_counters before, after;
+		ndet_fake_backend_counters(&before);
+		assert_int_equal(ncclGroupStart(), ncclSuccess);
+		for (int r = 0; r < layout.n; r++)
+			assert_int_equal(ncclAllReduce(send[r], recv[r], COUNT, ncclFloat32,
+						       r == 3 ? ncclAvg : ncclSum, comms[r], NULL),
+					 ncclSuccess);
+		/* The host-only engine runs the stages at launch: the group end knows. */
+		assert_int_equal(ncclGroupEnd(), ncclRemoteError);
+		ndet_fake_backend_counters(&after);
+		/* Every rank of the other host learned it from the status words. */
+		assert_true(after.kernel_errors[NDET_KERNEL_ERR_PEER] -
+				    before.kernel_errors[NDET_KERNEL_ERR_PEER] >=
+			    layout.g);
+		for (int r = 0; r < layout.n; r++) {
+			ncclResult_t async = ncclSuccess;
+			assert_int_equal(ncclCommGetAsyncError(comms[r], &async), ncclSuccess);
+			if (async != ncclRemoteError)
+				fail_msg("%s rank %d: ncclCommGetAsyncError says %d, want "
+					 "ncclRemoteError",
+					 layout.letters, r, (int)async);
+			assert_int_equal(ncclCommAbort(comms[r]), ncclSuccess);
+		}
+	}
+}
+
 /* NCCL_DET_STRICT=1 on every rank: the multi-host calls divert, none is refused. */
 static void test_strict(void **state)
 {
@@ -796,6 +856,7 @@ int main(void)
 		cmocka_unit_test_setup(test_chunks, setup),
 		cmocka_unit_test_setup(test_one_thread_two_communicators, setup),
 		cmocka_unit_test_setup(test_connections_at_setup, setup),
+		cmocka_unit_test_setup(test_failure_reaches_other_hosts, setup),
 		cmocka_unit_test_setup(test_strict, setup),
 		cmocka_unit_test_setup(test_nccl_failure_is_returned, setup),
 	};

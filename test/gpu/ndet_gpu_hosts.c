@@ -129,12 +129,31 @@ static void hosts_network(struct hosts_rank *me, const struct ndet_hosts_plan *p
 			(const char *)world->view[peer].staging + match->staging_offset,
 			list[k].bytes, cudaMemcpyDeviceToDevice, me->stream));
 	}
+	/* The status words, as the divert layer sends them: every peer host's abort word. */
+	const struct ndet_backend_hosts *view = &world->view[me->rank];
+	char *slot = (char *)view->staging + chunk.slot_offset;
+	for (int h = 0; h < view->nhosts; h++) {
+		if (h == view->host)
+			continue;
+		const int peer = view->ranks[h * view->local_ranks + view->local];
+		GPU_CHECK(cudaStreamWaitEvent(me->stream, world->reached[peer], 0));
+		GPU_CHECK(cudaMemcpyAsync(slot + ndet_hosts_status_at(plan, stage, h),
+					  world->view[peer].status_word, NDET_HOSTS_STATUS_BYTES,
+					  cudaMemcpyDeviceToDevice, me->stream));
+	}
 	GPU_CHECK(cudaEventRecord(world->copied[me->rank], me->stream));
 	hosts_barrier(world);
 	if (ndet_hosts_transfers(plan, &chunk, &mine, stage, true, list, &n) != NDET_OK)
 		hosts_fail(me, "ndet_hosts_transfers (sends)");
 	for (uint32_t k = 0; k < n; k++)
 		GPU_CHECK(cudaStreamWaitEvent(me->stream, world->copied[list[k].peer], 0));
+	/* Every peer host read this rank's status word. */
+	for (int h = 0; h < view->nhosts; h++)
+		if (h != view->host)
+			GPU_CHECK(cudaStreamWaitEvent(
+				me->stream,
+				world->copied[view->ranks[h * view->local_ranks + view->local]],
+				0));
 }
 
 /* One of our stages for this rank's call, then a barrier (the ranks share queues). */

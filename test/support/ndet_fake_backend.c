@@ -855,6 +855,7 @@ static ndet_status_t ndet_fake_hosts_view(void *opaque, struct ndet_backend_host
 	view->staging_bytes = engine->config.hosts_staging;
 	view->staging = engine->pool->hosts_staging;
 	view->transfers = engine->pool->hosts_transfers;
+	view->status_word = &engine->pool->abort_word;
 	view->connect_buffer = engine->pool->hosts_connect;
 	view->connect_stream = NULL;
 	return NDET_OK;
@@ -1091,6 +1092,32 @@ static ndet_status_t ndet_fake_stage_reduce(const struct ndet_backend_call *call
 }
 
 /*
+ * Stages 3 and 5 first look at the peer hosts' status words that came with the NCCL
+ * stage before them (their abort words): one set, and the "kernel" fails and tells
+ * the ranks of its host, as ndet_hosts_peer_failed does.
+ */
+static bool ndet_fake_peer_host_failed(const struct ndet_backend_call *call,
+				       struct ndet_fake_engine *engine,
+				       const struct ndet_hosts_chunk *chunk,
+				       ndet_hosts_stage_t stage)
+{
+	const unsigned char *slot = ndet_fake_slot(engine->pool->hosts_staging, chunk);
+	const ndet_hosts_stage_t before = stage == NDET_HOSTS_STAGE_REDUCE
+						  ? NDET_HOSTS_STAGE_PARTIALS
+						  : NDET_HOSTS_STAGE_RESULTS;
+	for (int h = 0; h < engine->hosts->nhosts; h++) {
+		uint64_t word = 0;
+		memcpy(&word, slot + ndet_hosts_status_at(call->hosts_plan, before, h),
+		       sizeof(word));
+		if (h != engine->hosts->my_host && word != 0) {
+			ndet_fake_fail_all(engine, NDET_KERNEL_ERR_PEER);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
  * Stages 1 and 5 run the kernels' flag protocol among the ranks of one host, every
  * call of the batch posted before any waits (one thread may drive several ranks);
  * stage 3 is local.  As with a launch, a poisoned engine refuses the stage, and a
@@ -1119,6 +1146,9 @@ static void ndet_fake_hosts_stage(struct ndet_backend_call *calls, int count,
 		}
 		runs[i] = (struct ndet_fake_stage){.call = &calls[i], .engine = engine};
 		runs[i].chunk = ndet_hosts_chunk_at(calls[i].hosts_plan, chunk);
+		if (stage != NDET_HOSTS_STAGE_LOCAL &&
+		    ndet_fake_peer_host_failed(&calls[i], engine, &runs[i].chunk, stage))
+			continue;
 		if (stage == NDET_HOSTS_STAGE_REDUCE) {
 			calls[i].status = ndet_fake_stage_reduce(&calls[i], engine, chunk);
 			if (calls[i].status != NDET_OK)

@@ -2280,6 +2280,15 @@ static void check_stage_args(const struct group *group, const char *hosts, int r
 	assert_ptr_equal(args.received, slot + plan.slot.received_offset);
 	assert_int_equal(args.received_stride, plan.slot.received_stride);
 	assert_ptr_equal(args.result, slot + plan.slot.result_offset);
+	/* Stages 3 and 5 check the status words of the NCCL stage before them. */
+	if (stage == 1)
+		assert_null(args.peer_status);
+	else
+		assert_ptr_equal(args.peer_status,
+				 slot + ndet_hosts_status_at(&plan,
+							     stage == 3 ? NDET_HOSTS_STAGE_PARTIALS
+									: NDET_HOSTS_STAGE_RESULTS,
+							     0));
 	assert_true(chunk.slot_offset + plan.slot.bytes <= view.staging_bytes);
 	const struct ndet_hosts_call_key key = {.dtype = call->dtype,
 						.op = call->op,
@@ -2353,6 +2362,7 @@ static void test_hosts_stage_arguments(void **state)
 			assert_non_null(view.staging);
 			assert_int_equal(view.staging_bytes, 1 << 20);
 			assert_non_null(view.connect_buffer);
+			assert_non_null(view.status_word);
 			assert_non_null(view.connect_stream);
 			for (int q = 0; q < nranks; q++)
 				assert_int_equal(view.ranks[host_index(hosts, q) * g +

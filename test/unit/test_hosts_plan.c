@@ -539,7 +539,16 @@ static void check_slot_layout(const struct ndet_hosts_plan *plan)
 	assert_true(slot->received_stride >= per_block * shape->partial_size);
 	assert_true(slot->result_offset >=
 		    slot->received_offset + (uint64_t)(shape->hosts - 1) * slot->received_stride);
-	assert_true(slot->bytes >= slot->result_offset + segment * shape->elem_size);
+	/* The status words last: 2 x H of them, after the result segment. */
+	assert_true(slot->status_offset >= slot->result_offset + segment * shape->elem_size);
+	assert_int_equal(slot->status_offset % NDET_HOSTS_STAGING_ALIGN, 0);
+	assert_int_equal(ndet_hosts_status_at(plan, NDET_HOSTS_STAGE_PARTIALS, 0),
+			 slot->status_offset);
+	assert_int_equal(ndet_hosts_status_at(plan, NDET_HOSTS_STAGE_RESULTS, 0),
+			 slot->status_offset + (uint64_t)shape->hosts * NDET_HOSTS_STATUS_BYTES);
+	assert_true(ndet_hosts_status_at(plan, NDET_HOSTS_STAGE_RESULTS, shape->hosts - 1) +
+			    NDET_HOSTS_STATUS_BYTES <=
+		    slot->bytes);
 	assert_int_equal(slot->bytes % NDET_HOSTS_STAGING_ALIGN, 0);
 	assert_int_equal(slot->received_offset % NDET_HOSTS_STAGING_ALIGN, 0);
 	assert_int_equal(slot->result_offset % NDET_HOSTS_STAGING_ALIGN, 0);
@@ -575,8 +584,8 @@ static void check_rank_staging(const struct ndet_hosts_plan *plan,
 	const uint64_t base = chunk->slot_offset;
 	const uint64_t regions[4][2] = {{base + slot->partial_offset, base + slot->received_offset},
 					{base + slot->received_offset, base + slot->result_offset},
-					{base + slot->result_offset, base + slot->bytes},
-					{base + slot->result_offset, base + slot->bytes}};
+					{base + slot->result_offset, base + slot->status_offset},
+					{base + slot->result_offset, base + slot->status_offset}};
 	struct ndet_hosts_transfer lists[4][NDET_HOSTS_MAX_HOSTS];
 	uint32_t n[4];
 	assert_true(base + slot->bytes <= plan->staging_bytes);
