@@ -137,7 +137,7 @@ static void ndet_comm_hosts_post(const struct ndet_nccl *nccl, struct ndet_comm_
 	 */
 	unsigned char *slot = staging + chunk.slot_offset;
 	const struct ndet_backend_hosts *view = &item->view;
-	for (int h = 0; h < view->nhosts; h++) {
+	for (int h = 0; h < view->nhosts && item->nccl_result == ncclSuccess; h++) {
 		if (h == view->host)
 			continue;
 		const int peer = view->ranks[h * view->local_ranks + view->local];
@@ -192,15 +192,14 @@ static void ndet_comm_hosts_nccl(struct ndet_comm_hosts_call *items, int count, 
 	for (int i = 0; i < count; i++) {
 		if (!ndet_comm_hosts_in_group(&items[i], j) || items[i].nccl_result != ncclSuccess)
 			continue;
-		if (ndet_comm_hosts_has(&items[i], j)) {
-			ndet_comm_hosts_post(nccl, &items[i], NDET_HOSTS_STAGE_PARTIALS, j, true);
-			ndet_comm_hosts_post(nccl, &items[i], NDET_HOSTS_STAGE_PARTIALS, j, false);
-		}
-		if (ndet_comm_hosts_has(&items[i], j - 1)) {
-			ndet_comm_hosts_post(nccl, &items[i], NDET_HOSTS_STAGE_RESULTS, j - 1,
-					     true);
-			ndet_comm_hosts_post(nccl, &items[i], NDET_HOSTS_STAGE_RESULTS, j - 1,
-					     false);
+		/* Each list in turn; after a failed post the call posts nothing more. */
+		for (int list = 0; list < 4 && items[i].nccl_result == ncclSuccess; list++) {
+			const int64_t chunk = list < 2 ? j : j - 1;
+			if (ndet_comm_hosts_has(&items[i], chunk))
+				ndet_comm_hosts_post(nccl, &items[i],
+						     list < 2 ? NDET_HOSTS_STAGE_PARTIALS
+							      : NDET_HOSTS_STAGE_RESULTS,
+						     chunk, list % 2 == 0);
 		}
 	}
 	result = nccl->ncclGroupEnd();
@@ -336,11 +335,18 @@ ncclResult_t ndet_comm_hosts_connect(void *const engines[], const ncclComm_t com
 {
 	const struct ndet_backend *backend = ndet_comm_backend();
 	const struct ndet_nccl *nccl = ndet_resolve_nccl();
-	struct ndet_backend_hosts *views = calloc((size_t)(count > 0 ? count : 1), sizeof(*views));
-	ncclComm_t *linked = calloc((size_t)(count > 0 ? count : 1), sizeof(*linked));
+	/* Up to NDET_COMM_HOSTS_STACK communicators allocate nothing: none drops out. */
+	struct ndet_backend_hosts views_here[NDET_COMM_HOSTS_STACK];
+	ncclComm_t linked_here[NDET_COMM_HOSTS_STACK];
+	ncclResult_t linked_results_here[NDET_COMM_HOSTS_STACK];
+	int index_here[NDET_COMM_HOSTS_STACK];
+	const bool here = count <= NDET_COMM_HOSTS_STACK;
+	const size_t slots = (size_t)(count > 0 ? count : 1);
+	struct ndet_backend_hosts *views = here ? views_here : calloc(slots, sizeof(*views));
+	ncclComm_t *linked = here ? linked_here : calloc(slots, sizeof(*linked));
 	ncclResult_t *linked_results =
-		calloc((size_t)(count > 0 ? count : 1), sizeof(*linked_results));
-	int *index = calloc((size_t)(count > 0 ? count : 1), sizeof(*index));
+		here ? linked_results_here : calloc(slots, sizeof(*linked_results));
+	int *index = here ? index_here : calloc(slots, sizeof(*index));
 	ncclResult_t first = ncclSuccess;
 	int n = 0;
 	for (int i = 0; i < count; i++)
@@ -385,9 +391,11 @@ ncclResult_t ndet_comm_hosts_connect(void *const engines[], const ncclComm_t com
 			first = results[i];
 	}
 out:
-	free(index);
-	free(linked_results);
-	free(linked);
-	free(views);
+	if (!here) {
+		free(index);
+		free(linked_results);
+		free(linked);
+		free(views);
+	}
 	return first;
 }

@@ -305,6 +305,17 @@ bool ndet_engine_alloc_staging(struct ndet_engine *engine)
 		engine->staging = NULL;
 		return false;
 	}
+	/*
+	 * Zeroed before any stage runs (the setup's later rounds synchronise this stream):
+	 * a status word no receive wrote, after NCCL failed a stage, reads as no failure.
+	 */
+	err = cudaMemsetAsync(engine->staging, 0, config->hosts_staging, engine->setup_stream);
+	if (err != cudaSuccess) {
+		NDET_WARN("rank %d: cannot clear the multi-host staging: %s", config->rank,
+			  cudaGetErrorString(err));
+		(void)cudaGetLastError();
+		return false;
+	}
 	return true;
 }
 

@@ -339,7 +339,7 @@ static bool ndet_fake_hosts_setup(struct ndet_fake_engine *engine,
 		return false;
 	engine->pool->hosts_transfers =
 		calloc((size_t)engine->hosts->nhosts, sizeof(*engine->pool->hosts_transfers));
-	engine->pool->hosts_staging = malloc(config->hosts_staging);
+	engine->pool->hosts_staging = calloc(1, config->hosts_staging);
 	engine->pool->hosts_connect = calloc(NDET_HOSTS_CONNECT_BYTES(engine->hosts->nhosts), 1);
 	if (engine->pool->hosts_staging == NULL || engine->pool->hosts_transfers == NULL ||
 	    engine->pool->hosts_connect == NULL)

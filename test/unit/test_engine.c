@@ -2453,7 +2453,7 @@ static void test_hosts_stall(void **state)
 	ndet_setup_set_multi_host_for_testing(true);
 	struct group group;
 	uint32_t code = 0;
-	hosts_group_start(&group, "AABB", 4, 100);
+	hosts_group_start(&group, "AABB", 4, 1000);
 	struct ndet_host_status *status[4];
 	for (int r = 0; r < 4; r++) {
 		status[r] = stage_status(&group, "AABB", r);
@@ -2464,10 +2464,10 @@ static void test_hosts_stall(void **state)
 	status[2]->progress = (1000u << 1) | 1u; /* NCCL's stage ends in time */
 	for (int r = 0; r < 3; r++)
 		assert_int_equal(ndet_engine_error(group.engines[r], &code), NDET_OK);
-	pause_ms(60);
+	pause_ms(600);
 	status[2]->progress = (2000u << 1) | 1u;
 	assert_int_equal(ndet_engine_error(group.engines[2], &code), NDET_OK);
-	pause_ms(60);
+	pause_ms(600);
 	assert_int_equal(ndet_engine_error(group.engines[2], &code), NDET_OK);
 	assert_int_equal(ndet_engine_error(group.engines[1], &code), NDET_OK);
 	assert_int_equal(ndet_engine_error(group.engines[0], &code), NDET_ERR_REMOTE);
@@ -2486,7 +2486,7 @@ static void test_hosts_stall(void **state)
 
 	/* One host: the word means nothing. */
 	reset(state);
-	hosts_group_start(&group, "AAA", 3, 100);
+	hosts_group_start(&group, "AAA", 3, 1000);
 	assert_int_equal(ndet_engine_allreduce(group.engines[0], send_big, recv_big, 1000,
 					       NDET_DTYPE_F32, NDET_OP_SUM, NULL),
 			 NDET_OK);
@@ -2494,7 +2494,7 @@ static void test_hosts_stall(void **state)
 	assert_true(fake_cuda_last_launch(0, &args));
 	args.host_status->progress = 1u;
 	assert_int_equal(ndet_engine_error(group.engines[0], &code), NDET_OK);
-	pause_ms(150);
+	pause_ms(1100);
 	assert_int_equal(ndet_engine_error(group.engines[0], &code), NDET_OK);
 	assert_int_equal(ndet_engine_destroy_group(group.engines, 3, true), NDET_OK);
 	assert_nothing_held();
