@@ -7,10 +7,11 @@ back fails).  Every rank computes the contract's result on the CPU: hosts ordere
 their lowest rank, T over each host's ranks, T over the hosts' partials, both in the
 accumulation type, avg divided once by the rank count, one rounding at the end; and
 compares all_reduce bit for bit.  It also checks reduce_scatter_tensor against blocks
-of the all-reduce, a CUDA-graph replay against eager, and, for bf16 on hosts of more
-than one rank, that a reference which rounds the host partials to bf16 disagrees
-(the partials must travel in f32).  Prints one JSON line with a digest of every
-result, which torch_hosts.sh compares across layouts.
+of the all-reduce, a CUDA-graph replay against eager, DDP's weights with 1 MB and
+25 MB buckets against each other, and, for bf16 on hosts of more than one rank, that
+a reference which rounds the host partials to bf16 disagrees (the partials must
+travel in f32).  Prints one JSON line with a digest of every result (DDP's weights
+too), which torch_hosts.sh compares across layouts.
 Environment: RANK, WORLD, PORT, LAYOUT.
 """
 import hashlib
@@ -43,6 +44,29 @@ def reference(layout, dtype, count, seed, op, round_partials=False):
     if op == "avg":
         out = out / len(layout)
     return out.to(dtype)
+
+
+def train_ddp(rank, bucket_cap_mb, steps=4):
+    """A small model trained a few steps under DDP; its final weights, on the CPU."""
+    from torch.nn.parallel import DistributedDataParallel
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
+        torch.nn.ReLU(), torch.nn.Linear(1024, 256)).cuda()
+    net = DistributedDataParallel(model, device_ids=[torch.cuda.current_device()],
+                                  bucket_cap_mb=bucket_cap_mb)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    generator = torch.Generator().manual_seed(100 + rank)
+    for _ in range(steps):
+        x = torch.randn(64, 512, generator=generator).cuda()
+        y = torch.randn(64, 256, generator=generator).cuda()
+        optimizer.zero_grad(set_to_none=True)
+        torch.nn.functional.mse_loss(net(x), y).backward()
+        optimizer.step()
+    torch.cuda.synchronize()
+    weights = torch.cat([p.detach().reshape(-1).cpu() for p in model.parameters()])
+    del net
+    return weights
 
 
 def main():
@@ -117,6 +141,14 @@ def main():
     result["checked"] += 1
     # The graph holds NCCL's sends and receives: NCCL's teardown waits for it to go.
     del graph
+    # DDP across bucket sizes: the same weights with 1 MB and 25 MB buckets (an
+    # all-reduce's bits do not depend on the message it is part of), and, through the
+    # digests, the same on every layout the contract makes equal.
+    ddp = {cap: train_ddp(rank, cap) for cap in (1, 25)}
+    result["ddp_differ"] = int((bits(ddp[1]) != bits(ddp[25])).sum())
+    for cap, weights in ddp.items():
+        result["digest"]["ddp/%d" % cap] = hashlib.sha1(bits(weights).numpy().tobytes()).hexdigest()
+    result["checked"] += 1
     torch.cuda.synchronize()
     print(json.dumps(result), flush=True)
     dist.destroy_process_group()

@@ -73,11 +73,12 @@ for layout in $layouts; do
 import json, sys
 layout = sys.argv[1]
 rows = [json.loads(l) for l in sys.stdin]
-bad = sum(r["mismatch"] + r["rs_mismatch"] + r["graph_mismatch"] for r in rows)
+bad = sum(r["mismatch"] + r["rs_mismatch"] + r["graph_mismatch"] + r.get("ddp_differ", 0)
+          for r in rows)
 g = len(layout) // len(set(layout))
 rounded = min(r["rounded_partials_differ"] for r in rows)
 digests = {json.dumps(r["digest"], sort_keys=True) for r in rows}
-print("%s: %d ranks, %d checks each, %d mismatches (all-reduce, reduce-scatter, graph), "
+print("%s: %d ranks, %d checks each, %d mismatches (all-reduce, reduce-scatter, graph, DDP buckets), "
       "bf16 host partials rounded: %d elements differ, ranks agree: %s" % (
       layout, len(rows), rows[0]["checked"], bad, rounded, len(digests) == 1))
 for r in rows:
