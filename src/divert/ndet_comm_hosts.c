@@ -20,15 +20,6 @@
 #include "common/ndet_log.h"
 #include "resolve/ndet_resolve.h"
 
-/*
- * Calls of one batch (the calls of one ncclGroupEnd, or one call) kept on the stack:
- * every communicator a thread drives in one group, up to this many.  With the
- * engine's transfer lists (ndet_backend_hosts.transfers) a call across hosts then
- * allocates nothing: a rank that stopped here would leave its peers on other hosts
- * waiting in NCCL.
- */
-#define NDET_COMM_HOSTS_STACK 16
-
 /* One call across hosts and what its issue loop needs. */
 struct ndet_comm_hosts_call {
 	struct ndet_backend_call *launch;
@@ -37,6 +28,14 @@ struct ndet_comm_hosts_call {
 	struct ndet_hosts_plan plan;
 	ncclResult_t nccl_result; /* the first NCCL failure: no more NCCL stages */
 };
+
+bool ndet_comm_hosts_capable(void)
+{
+	const struct ndet_backend *backend = ndet_comm_backend();
+	const struct ndet_nccl *nccl = ndet_resolve_nccl();
+	return backend->multi_host && backend->hosts_connect != NULL && nccl->ncclSend != NULL &&
+	       nccl->ncclRecv != NULL && nccl->ncclGroupStart != NULL && nccl->ncclGroupEnd != NULL;
+}
 
 bool ndet_comm_hosts_engine(void *engine, struct ndet_backend_hosts *view)
 {
@@ -334,7 +333,6 @@ ncclResult_t ndet_comm_hosts_connect(void *const engines[], const ncclComm_t com
 				     ncclResult_t results[], int count)
 {
 	const struct ndet_backend *backend = ndet_comm_backend();
-	const struct ndet_nccl *nccl = ndet_resolve_nccl();
 	/* Up to NDET_COMM_HOSTS_STACK communicators allocate nothing: none drops out. */
 	struct ndet_backend_hosts views_here[NDET_COMM_HOSTS_STACK];
 	ncclComm_t linked_here[NDET_COMM_HOSTS_STACK];
@@ -360,9 +358,7 @@ ncclResult_t ndet_comm_hosts_connect(void *const engines[], const ncclComm_t com
 	for (int i = 0; i < count; i++) {
 		if (engines[i] == NULL || !ndet_comm_hosts_engine(engines[i], &views[n]))
 			continue;
-		if (views[n].connect_buffer == NULL || backend->hosts_connect == NULL ||
-		    nccl->ncclGroupStart == NULL || nccl->ncclGroupEnd == NULL ||
-		    nccl->ncclSend == NULL || nccl->ncclRecv == NULL) {
+		if (views[n].connect_buffer == NULL || !ndet_comm_hosts_capable()) {
 			results[i] = ncclInternalError;
 			continue;
 		}

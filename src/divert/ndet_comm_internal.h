@@ -93,6 +93,20 @@ void ndet_comm_poison(struct ndet_comm *comm);
  */
 bool ndet_comm_hosts_engine(void *engine, struct ndet_backend_hosts *view);
 /*
+ * Calls of one batch (the calls of one ncclGroupEnd, or one call), and communicators
+ * of one setup, kept on the stack: every communicator a thread drives in one group,
+ * up to this many.  With the engine's transfer lists (ndet_backend_hosts.transfers)
+ * a call across hosts then allocates nothing, nor do the connections at setup: a
+ * rank that stopped there would leave its peers on other hosts waiting in NCCL.
+ */
+#define NDET_COMM_HOSTS_STACK 16
+/*
+ * Can this rank run the stages between hosts: a backend with them, and NCCL's
+ * grouped sends and receives?  Published in the setup record (a rank that could not
+ * post them would leave its peers on other hosts waiting in NCCL).
+ */
+bool ndet_comm_hosts_capable(void);
+/*
  * At setup, before the first call: NCCL's connections to every peer of the stages
  * between hosts, for the engines (NULL: none) that span hosts, in one NCCL group
  * (backend hosts_connect).  results[i]: comms[i]'s NCCL result; the first failure is

@@ -184,16 +184,8 @@ static void ndet_comm_engine_config(const struct ndet_comm *comm, struct ndet_en
 	config->test_fail = settings->test_fail;
 	config->test_fail_rank = settings->test_fail_rank;
 	config->setup_flags = settings->strict ? NDET_SETUP_FLAG_STRICT : 0;
-	/*
-	 * The data path between hosts: a multi-host table diverts where every rank has it,
-	 * and with it NCCL's grouped sends and receives (the connections at the end of the
-	 * setup and stages 2 and 4): a rank that could not post them would leave its peers
-	 * on other hosts waiting in NCCL.
-	 */
-	const struct ndet_nccl *nccl = ndet_resolve_nccl();
-	if (ndet_comm_backend()->multi_host && ndet_comm_backend()->hosts_connect != NULL &&
-	    nccl->ncclSend != NULL && nccl->ncclRecv != NULL && nccl->ncclGroupStart != NULL &&
-	    nccl->ncclGroupEnd != NULL)
+	/* The data path between hosts: a multi-host table diverts where every rank has it. */
+	if (ndet_comm_hosts_capable())
 		config->setup_flags |= NDET_SETUP_FLAG_MULTI_HOST;
 	config->nonblocking = !comm->blocking;
 	if (ndet_settings_test_host(settings, comm->rank, config->test_host,
@@ -327,8 +319,6 @@ static void ndet_comm_setup_finish(struct ndet_comm *comm, const struct ndet_bac
 			  (void *)comm->nccl, rank, nranks, ndet_status_name(member->status));
 }
 
-#define NDET_COMM_CONNECT_STACK 16
-
 /*
  * The connections between hosts of the engines that span hosts, made before any call
  * of theirs (ndet_comm_hosts_connect); connected[i] is member i's NCCL result.  Only
@@ -338,10 +328,10 @@ static void ndet_comm_setup_connect(const struct ndet_backend_member *members,
 				    struct ndet_comm *const comms[], ncclResult_t connected[],
 				    int count)
 {
-	/* Up to NDET_COMM_CONNECT_STACK communicators allocate nothing: none drops out. */
-	void *engines_here[NDET_COMM_CONNECT_STACK];
-	ncclComm_t nccl_here[NDET_COMM_CONNECT_STACK];
-	const bool here = count <= NDET_COMM_CONNECT_STACK;
+	/* Up to NDET_COMM_HOSTS_STACK communicators allocate nothing: none drops out. */
+	void *engines_here[NDET_COMM_HOSTS_STACK];
+	ncclComm_t nccl_here[NDET_COMM_HOSTS_STACK];
+	const bool here = count <= NDET_COMM_HOSTS_STACK;
 	void **engines = here ? engines_here : calloc((size_t)count, sizeof(*engines));
 	ncclComm_t *nccl = here ? nccl_here : calloc((size_t)count, sizeof(*nccl));
 	if (engines == NULL || nccl == NULL) {

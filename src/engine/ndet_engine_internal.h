@@ -152,6 +152,8 @@ extern const struct ndet_teardown_ops ndet_engine_teardown_ops;
 
 /* ndet_engine_setup.c: the caller's device and capture mode, the setup rounds. */
 void ndet_engine_caller_save(struct ndet_engine_caller *caller);
+/* An engine across hosts, with what its stages need (ndet_engine_alloc_staging). */
+bool ndet_engine_spans_hosts(const struct ndet_engine *engine);
 void ndet_engine_caller_restore(struct ndet_engine_caller *caller);
 extern const struct ndet_setup_member_ops ndet_engine_setup_ops;
 ndet_status_t ndet_engine_setup_allgather(void *context, int count, void *const members[],

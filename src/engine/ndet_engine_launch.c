@@ -363,8 +363,7 @@ static ndet_status_t ndet_engine_hosts_args(const struct ndet_engine *engine,
 	return NDET_OK;
 }
 
-/* An engine across hosts, with what its stages need (ndet_engine_alloc_staging). */
-static bool ndet_engine_spans_hosts(const struct ndet_engine *engine)
+bool ndet_engine_spans_hosts(const struct ndet_engine *engine)
 {
 	return engine->local.nhosts > 1 && engine->staging != NULL && engine->host_ranks != NULL;
 }

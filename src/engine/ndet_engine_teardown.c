@@ -28,7 +28,7 @@
  */
 static bool ndet_engine_stalled(struct ndet_engine *engine)
 {
-	if (engine->local.nhosts < 2 || engine->staging == NULL)
+	if (!ndet_engine_spans_hosts(engine))
 		return false;
 	if (__atomic_load_n(&engine->stall.stalled, __ATOMIC_ACQUIRE))
 		return true;
