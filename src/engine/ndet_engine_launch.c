@@ -78,6 +78,7 @@ ndet_status_t ndet_engine_plan_call_for_config(const struct ndet_engine_config *
 		.max_blocks = config->max_blocks,
 		.ranks_per_device = config->ranks_per_device,
 		.device_sms = config->device_sms,
+		.processes_per_device = config->processes_per_device,
 		.lane_bytes = ndet_pool_lane_bytes(config),
 	};
 	return ndet_plan_make(&params, plan);

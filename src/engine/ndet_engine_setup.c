@@ -171,6 +171,7 @@ static bool ndet_engine_setup_map(void *member, const struct ndet_setup_payload 
 	engine->ranks_share_process = ndet_setup_table_shares_process(table, nranks);
 	engine->config.ranks_per_device = ndet_setup_table_ranks_per_device(table, nranks);
 	engine->config.device_sms = ndet_setup_table_min_sms(table, nranks);
+	engine->config.processes_per_device = ndet_setup_table_processes_per_device(table, nranks);
 	/* Before any peer can hold a pointer into our pool: from here on it is shared. */
 	engine->share = ndet_teardown_join(table, nranks, engine->config.rank);
 	engine->epoch = ndet_teardown_epoch(table, nranks);

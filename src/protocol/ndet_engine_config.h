@@ -34,12 +34,13 @@ struct ndet_engine_config {
 	 * (ndet_plan_grid_cap).
 	 */
 	int ranks_per_device;
-	int device_sms;       /* likewise: the fewest SMs of any rank's GPU (0: unknown) */
-	uint64_t oneshot_max; /* NCCL_DET_ONESHOT_MAX */
-	uint64_t ll_max;      /* NCCL_DET_LL_MAX: LL slots in the pool, 0 = none */
-	uint64_t push_min;    /* NCCL_DET_PUSH_MIN: all-reduces from here push, 0 = never */
-	uint64_t timeout_ms;  /* NCCL_DET_TIMEOUT; 0 = never (tests only) */
-	uint64_t max_memory;  /* NCCL_DET_MAX_MEMORY */
+	int device_sms;           /* likewise: the fewest SMs of any rank's GPU (0: unknown) */
+	int processes_per_device; /* likewise: the most processes on one GPU (0 = 1) */
+	uint64_t oneshot_max;     /* NCCL_DET_ONESHOT_MAX */
+	uint64_t ll_max;          /* NCCL_DET_LL_MAX: LL slots in the pool, 0 = none */
+	uint64_t push_min;        /* NCCL_DET_PUSH_MIN: all-reduces from here push, 0 = never */
+	uint64_t timeout_ms;      /* NCCL_DET_TIMEOUT; 0 = never (tests only) */
+	uint64_t max_memory;      /* NCCL_DET_MAX_MEMORY */
 	/*
 	 * NCCL_DET_HOSTS_STAGING: the staging a multi-host engine allocates beside its pool
 	 * (counted in max_memory with it) and every plan of its calls is made for.

@@ -108,6 +108,13 @@ uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params)
 		params->ranks_per_device > 1 ? (uint64_t)params->ranks_per_device : 1;
 	const uint64_t capacity = ndet_plan_device_capacity(params->nranks, params->device_sms);
 	uint64_t cap = capacity / sharing;
+	if (params->processes_per_device > 1) {
+		const uint64_t sms = params->device_sms > 0 ? (uint64_t)params->device_sms : 96u;
+		const uint64_t shared =
+			sms * NDET_PLAN_SHARED_SMS_NUM / NDET_PLAN_SHARED_SMS_DEN / sharing;
+		if (cap > shared)
+			cap = shared;
+	}
 	if (cap > (uint64_t)params->max_blocks)
 		cap = (uint64_t)params->max_blocks;
 	return cap < 1 ? 1 : cap;

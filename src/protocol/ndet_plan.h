@@ -120,6 +120,20 @@ uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks, ndet_coll_t col
 #define NDET_PLAN_GRID_CAPACITY      192u
 #define NDET_PLAN_GRID_CAPACITY_WIDE 96u /* nranks > 8 */
 
+/*
+ * Ranks of several processes on one GPU (MPS; NCCL itself admits that only to tests
+ * that give each process its own NCCL_HOSTID) share it with every other kernel of
+ * those processes: a backward pass's GEMM of one rank may have to run before that
+ * rank reaches the all-reduce its peers' blocks spin in.  Blocks spread over the SMs
+ * one per SM first, so while the blocks of all those ranks together stay below this
+ * fraction of the SMs, the rest of the SMs hold none of them and such a kernel always
+ * finds room.  (With 4 x 48 blocks on 132 SMs every SM held one, and a PyTorch DDP
+ * job waited for a GEMM that fitted nowhere.)  Ranks that are threads of one process
+ * keep the full share: their process runs nothing else beside them.
+ */
+#define NDET_PLAN_SHARED_SMS_NUM 3u
+#define NDET_PLAN_SHARED_SMS_DEN 4u
+
 struct ndet_plan_params {
 	uint64_t count; /* reduce-scatter: recvcount */
 	ndet_dtype_t dtype;
@@ -134,7 +148,8 @@ struct ndet_plan_params {
 	int max_blocks;       /* agreed setting NCCL_DET_MAX_BLOCKS */
 	int ranks_per_device; /* agreed (setup table): most ranks on one GPU; 0 = 1 */
 	int device_sms;       /* agreed (setup table): fewest SMs of a rank's GPU; 0 = 96 */
-	uint64_t lane_bytes;  /* agreed: pool data bytes / grid cap, multiple of 256 */
+	int processes_per_device; /* agreed (setup table): most processes on one GPU; 0 = 1 */
+	uint64_t lane_bytes;      /* agreed: pool data bytes / grid cap, multiple of 256 */
 };
 
 struct ndet_plan {
@@ -184,7 +199,9 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 /*
  * The largest grid a call may get: NCCL_DET_MAX_BLOCKS, and no more than
  * min(NDET_PLAN_GRID_CAPACITY, 2 x device_sms) (above 8 ranks
- * min(NDET_PLAN_GRID_CAPACITY_WIDE, device_sms)) / ranks_per_device (at least 1).
+ * min(NDET_PLAN_GRID_CAPACITY_WIDE, device_sms)) / ranks_per_device; where several
+ * processes share a GPU, also no more than 3/4 of its SMs (96 when unknown) /
+ * ranks_per_device.  At least 1.
  */
 uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params);
 

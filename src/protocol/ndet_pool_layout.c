@@ -41,6 +41,7 @@ uint64_t ndet_pool_lanes(const struct ndet_engine_config *config)
 		.max_blocks = config->max_blocks,
 		.ranks_per_device = config->ranks_per_device,
 		.device_sms = config->device_sms,
+		.processes_per_device = config->processes_per_device,
 	};
 	return ndet_plan_grid_cap(&params);
 }

@@ -423,6 +423,39 @@ int ndet_setup_table_ranks_per_device(const struct ndet_setup_payload *table, in
 	return most;
 }
 
+static bool ndet_setup_same_device(const struct ndet_setup_payload *table, int a, int b)
+{
+	return memcmp(table[a].device_uuid, table[b].device_uuid, sizeof(table[a].device_uuid)) ==
+	       0;
+}
+
+int ndet_setup_table_processes_per_device(const struct ndet_setup_payload *table, int nranks)
+{
+	int most = nranks > 0 ? 1 : 0;
+	for (int r = 0; r < nranks; r++) {
+		/* Each GPU once, from its lowest rank: O(n^2 + n x ranks per GPU) in all. */
+		bool lowest = true;
+		for (int p = 0; p < r && lowest; p++)
+			lowest = !ndet_setup_same_device(table, p, r);
+		if (!lowest)
+			continue;
+		int processes = 0;
+		for (int q = r; q < nranks; q++) {
+			if (!ndet_setup_same_device(table, r, q))
+				continue;
+			/* q counts unless a lower rank on this GPU is of its process. */
+			bool first = true;
+			for (int p = r; p < q && first; p++)
+				first = !ndet_setup_same_device(table, p, q) ||
+					ndet_setup_peer_kind(table, q, p) != NDET_PEER_SAME_PROCESS;
+			processes += first;
+		}
+		if (processes > most)
+			most = processes;
+	}
+	return most;
+}
+
 int ndet_setup_table_min_sms(const struct ndet_setup_payload *table, int nranks)
 {
 	int fewest = 0;

@@ -252,6 +252,13 @@ bool ndet_setup_table_shares_process(const struct ndet_setup_payload *table, int
 /* The most ranks of the table on one GPU (same device UUID); 0 for an empty table. */
 int ndet_setup_table_ranks_per_device(const struct ndet_setup_payload *table, int nranks);
 
+/*
+ * The most processes with ranks on one GPU (ranks of one process count once); 0 for
+ * an empty table.  Above 1 the ranks' kernels share the GPU with every other kernel
+ * of those processes (MPS), which the grid cap leaves room for (ndet_plan_grid_cap).
+ */
+int ndet_setup_table_processes_per_device(const struct ndet_setup_payload *table, int nranks);
+
 /* The fewest SMs of any rank's device in the table; 0 for an empty table. */
 int ndet_setup_table_min_sms(const struct ndet_setup_payload *table, int nranks);
 

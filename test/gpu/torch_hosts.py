@@ -14,9 +14,11 @@ travel in f32).  Prints one JSON line with a digest of every result (DDP's weigh
 too), which torch_hosts.sh compares across layouts.
 Environment: RANK, WORLD, PORT, LAYOUT.
 """
+import faulthandler
 import hashlib
 import json
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -69,8 +71,15 @@ def train_ddp(rank, bucket_cap_mb, steps=4):
     return weights
 
 
+def phase(name):
+    """Where the rank is, on stderr: the last line tells where a killed rank stood."""
+    print("phase: %s" % name, file=sys.stderr, flush=True)
+
+
 def main():
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD"])
+    # Every thread's Python stack on stderr shortly before torch_hosts.sh's timeout.
+    faulthandler.dump_traceback_later(float(os.environ.get("STACKS_AFTER", "130")))
     layout = os.environ["LAYOUT"]
     torch.cuda.set_device(rank % torch.cuda.device_count())
     dist.init_process_group("nccl", rank=rank, world_size=world,
@@ -89,6 +98,7 @@ def main():
               "rounded_partials_differ": 0, "rs_mismatch": 0, "graph_mismatch": 0,
               "failures": []}
     seed = 0
+    phase("all-reduce")
     g = len(layout) // len(hosts_of(layout))
     for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
         for opname, op in ops.items():
@@ -108,6 +118,7 @@ def main():
                 if dtype == torch.bfloat16 and opname == "sum" and g > 1 and count >= 1000:
                     rounded = reference(layout, dtype, count, seed, opname, True)
                     result["rounded_partials_differ"] += int((bits(rounded) != bits(got)).sum())
+    phase("reduce-scatter")
     # Reduce-scatter: rank r's block of the all-reduce of the same inputs.
     for dtype in (torch.float32, torch.bfloat16):
         for count in (1, 999, 70001):
@@ -118,6 +129,7 @@ def main():
             want = reference(layout, dtype, count * world, seed, "sum")[rank * count:(rank + 1) * count]
             result["rs_mismatch"] += int((bits(out.cpu()) != bits(want)).sum())
             result["checked"] += 1
+    phase("graph")
     # A CUDA graph of two all-reduces, replayed, against the same calls eager.
     seed += 1
     base = inputs(rank, torch.bfloat16, 300001, seed).cuda()
@@ -144,14 +156,20 @@ def main():
     # DDP across bucket sizes: the same weights with 1 MB and 25 MB buckets (an
     # all-reduce's bits do not depend on the message it is part of), and, through the
     # digests, the same on every layout the contract makes equal.
-    ddp = {cap: train_ddp(rank, cap) for cap in (1, 25)}
+    ddp = {}
+    for cap in (1, 25):
+        phase("ddp %d MB buckets" % cap)
+        ddp[cap] = train_ddp(rank, cap)
     result["ddp_differ"] = int((bits(ddp[1]) != bits(ddp[25])).sum())
     for cap, weights in ddp.items():
         result["digest"]["ddp/%d" % cap] = hashlib.sha1(bits(weights).numpy().tobytes()).hexdigest()
     result["checked"] += 1
     torch.cuda.synchronize()
     print(json.dumps(result), flush=True)
+    phase("destroy")
     dist.destroy_process_group()
+    faulthandler.cancel_dump_traceback_later()
+    phase("done")
 
 
 if __name__ == "__main__":

@@ -47,16 +47,19 @@ wait_all() {
 	done
 	return $rc
 }
-mps_start
 fail=0
 for layout in $layouts; do
+	# A daemon per layout: a job that fails cannot leave the next one an MPS server
+	# still recovering from its clients.
+	mps_stop
+	mps_start
 	n=${#layout}
 	port=$((20000 + RANDOM % 20000))
 	pids=""
 	for ((r = 0; r < n; r++)); do
 		LD_PRELOAD="$lib" NCCL_DET_STRICT=1 NCCL_DET_TEST_HOST=${layout:r:1} \
 			LAYOUT=$layout RANK=$r WORLD=$n PORT=$port NCCL_HOSTID=ndet-h$r \
-			NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=VERSION timeout 150 python3 "$here/torch_hosts.py" \
+			NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=VERSION timeout 150 python3 -u "$here/torch_hosts.py" \
 			> "$OUT/hosts-$layout-$r.out" 2> "$OUT/hosts-$layout-$r.err" &
 		pids="$pids $!"
 	done
@@ -65,6 +68,9 @@ for layout in $layouts; do
 	line=$(grep -h '^{' "$OUT/hosts-$layout-0.out" | tail -1)
 	if [ $rc -ne 0 ] || [ -z "$line" ]; then
 		echo "FAIL $layout: the job failed (rc $rc)"
+		for ((r = 0; r < n; r++)); do
+			echo "  rank $r: $(grep '^phase:' "$OUT/hosts-$layout-$r.err" | tail -1)"
+		done
 		tail -5 "$OUT/hosts-$layout-0.err"
 		fail=1
 		continue
@@ -99,7 +105,7 @@ bytes_check() {
 		LD_PRELOAD="$lib" NCCL_DET_STRICT=1 NCCL_DET_TEST_HOST=${layout:r:1} LAYOUT=$layout \
 			RANK=$r WORLD=$n PORT=$port NCCL_HOSTID=ndet-h$r NCCL_SOCKET_IFNAME=lo \
 			NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL BYTES_DTYPE=$dtype BYTES_COUNT=$count \
-			timeout 120 python3 "$here/torch_hosts.py" > "$OUT/bytes-$layout-$dtype-$r.out" 2>&1 &
+			timeout 120 python3 -u "$here/torch_hosts.py" > "$OUT/bytes-$layout-$dtype-$r.out" 2>&1 &
 		pids="$pids $!"
 	done
 	local rc=0
@@ -124,6 +130,8 @@ sys.exit(0 if ok else 1)
 PY
 }
 if [ $bytes -eq 1 ]; then
+	mps_stop
+	mps_start
 	bytes_check AABB float32 4 4 $((4 << 20))
 	bytes_check AABB bfloat16 2 4 $((4 << 20))
 	bytes_check ABCD bfloat16 2 2 $((4 << 20))

@@ -1877,6 +1877,8 @@ static void check_local_args(const struct group *group, const char *hosts, int r
 	config.ranks_per_device =
 		ndet_setup_table_ranks_per_device(group->world.records, group->nranks);
 	config.device_sms = ndet_setup_table_min_sms(group->world.records, group->nranks);
+	config.processes_per_device =
+		ndet_setup_table_processes_per_device(group->world.records, group->nranks);
 	struct ndet_engine_call local = *call;
 	if (call->coll == NDET_COLL_REDUCE)
 		local.root = host_local_index(hosts, call->root);
@@ -2302,6 +2304,8 @@ static void check_stage_args(const struct group *group, const char *hosts, int r
 	config.ranks_per_device =
 		ndet_setup_table_ranks_per_device(group->world.records, group->nranks);
 	config.device_sms = ndet_setup_table_min_sms(group->world.records, group->nranks);
+	config.processes_per_device =
+		ndet_setup_table_processes_per_device(group->world.records, group->nranks);
 	assert_int_equal(ndet_hosts_launch_make(&plan, &chunk, &key, (ndet_hosts_stage_t)stage,
 						ndet_pool_lane_bytes(&config),
 						(uint32_t)ndet_pool_lanes(&config), &launch),

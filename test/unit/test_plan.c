@@ -739,6 +739,55 @@ static void test_plan_grid_tiers(void **state)
 	assert_true(ndet_plan_fits_device(8, 7, 14));
 	assert_false(ndet_plan_fits_device(8, 6, 13));
 	assert_true(ndet_plan_fits_device(16, 0, 16)); /* unknown: a 96-SM GPU */
+	/*
+	 * Several processes on one GPU: their ranks' blocks together on at most 3/4 of
+	 * the SMs (96 when unknown), so that the rest hold none of them.  LL, the
+	 * smallest grids, is capped the same way: it stops where its blocks would pass.
+	 */
+	static const struct {
+		int nranks, sms, ranks_per_device, processes;
+		uint32_t blocks;
+	} shared[] = {
+		{2, 132, 4, 1, 48}, /* threads of one process: the full share */
+		{2, 132, 4, 4, 24}, /* 99 / 4 */
+		{2, 132, 4, 2, 24}, /* two processes of two ranks each */
+		{4, 132, 4, 4, 24}, {6, 132, 6, 6, 16},   {2, 132, 2, 2, 49},
+		{2, 0, 4, 4, 18},   {16, 132, 16, 16, 6}, /* the GPU's own cap is the smaller: 96 /
+							     16 */
+		{2, 2, 4, 4, 1},                          /* never below one block */
+	};
+	for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++) {
+		p.nranks = shared[i].nranks;
+		p.device_sms = shared[i].sms;
+		p.ranks_per_device = shared[i].ranks_per_device;
+		p.processes_per_device = shared[i].processes;
+		assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+		assert_int_equal(plan.blocks, shared[i].blocks);
+		assert_int_equal(ndet_plan_grid_cap(&p), shared[i].blocks);
+	}
+	p.nranks = 4;
+	p.device_sms = 132;
+	p.ranks_per_device = 4;
+	p.ll_max = 256 << 10;
+	p.count = (96 << 10) / 2; /* 24 LL blocks of 4 KiB: LL under the shared cap */
+	p.processes_per_device = 4;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_LL);
+	assert_int_equal(plan.blocks, 24);
+	p.count = (100 << 10) / 2; /* 25 blocks: past it */
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_not_equal(plan.path, NDET_PATH_LL);
+	assert_true(plan.blocks <= 24);
+	p.processes_per_device = 1; /* one process: LL as before */
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_LL);
+	assert_int_equal(plan.blocks, 25);
+	p.ll_max = 0;
+	p.nranks = 2;
+	p.count = (1ull << 30) / 2;
+	p.device_sms = 0;
+	p.ranks_per_device = 1;
+	p.processes_per_device = 0;
 	/* The signature tells grids apart: ranks must agree on ranks_per_device. */
 	struct ndet_plan other;
 	p.max_blocks = 96;

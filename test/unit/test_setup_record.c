@@ -893,6 +893,38 @@ static void test_ranks_per_device(void **state)
 	assert_int_equal(ndet_setup_table_ranks_per_device(table, 6), 2);
 }
 
+/*
+ * Processes on one GPU: ranks of one process count once (equal pid and PID namespace
+ * on one host), ranks on other GPUs not at all.
+ */
+static void test_processes_per_device(void **state)
+{
+	(void)state;
+	struct ndet_setup_payload table[6];
+	make_table(table, 6);
+	for (int r = 0; r < 6; r++)
+		table[r].pid = 5000 + (uint64_t)r; /* every rank its own process */
+	assert_int_equal(ndet_setup_table_processes_per_device(table, 6), 1);
+	assert_int_equal(ndet_setup_table_processes_per_device(table, 0), 0);
+	/* Ranks 0-3 on one GPU, each its own process: 4. */
+	for (int r = 1; r < 4; r++)
+		memcpy(table[r].device_uuid, table[0].device_uuid, sizeof(table[0].device_uuid));
+	assert_int_equal(ndet_setup_table_processes_per_device(table, 6), 4);
+	/* Ranks 1 and 3 threads of rank 0's process: 2 processes (0, 1, 3 and 2). */
+	table[1].pid = table[3].pid = table[0].pid;
+	assert_int_equal(ndet_setup_table_processes_per_device(table, 6), 2);
+	assert_int_equal(ndet_setup_table_ranks_per_device(table, 6), 4);
+	/* All four threads of one process: 1, whatever the rank order. */
+	table[2].pid = table[0].pid;
+	assert_int_equal(ndet_setup_table_processes_per_device(table, 6), 1);
+	/* Equal pids on another host are other processes (container pids collide). */
+	make_table(table, 6); /* ranks 4 and 5: one process */
+	memcpy(table[5].device_uuid, table[4].device_uuid, sizeof(table[4].device_uuid));
+	assert_int_equal(ndet_setup_table_processes_per_device(table, 6), 1);
+	snprintf(table[5].hostname, sizeof(table[5].hostname), "gpu-node-08");
+	assert_int_equal(ndet_setup_table_processes_per_device(table, 6), 2);
+}
+
 /* The other grid cap input: the fewest SMs of any rank's GPU (format 2). */
 static void test_min_sms(void **state)
 {
@@ -1259,6 +1291,7 @@ int main(void)
 		cmocka_unit_test(test_evaluate_unknown_namespaces),
 		cmocka_unit_test(test_peer_kind_needs_same_pid_and_namespace),
 		cmocka_unit_test(test_ranks_per_device),
+		cmocka_unit_test(test_processes_per_device),
 		cmocka_unit_test(test_min_sms),
 		cmocka_unit_test(test_evaluate_bad_arguments),
 		cmocka_unit_test(test_evaluate_multi_host_layouts),
