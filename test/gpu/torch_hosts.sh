@@ -56,10 +56,14 @@ for layout in $layouts; do
 	n=${#layout}
 	port=$((20000 + RANDOM % 20000))
 	pids=""
+	# A 6-rank layout takes about 110 s on an H200 under MPS, a 4-rank one about 60 s;
+	# Python's stacks come 20 s before the timeout.
+	limit=$((40 * n))
 	for ((r = 0; r < n; r++)); do
 		LD_PRELOAD="$lib" NCCL_DET_STRICT=1 NCCL_DET_TEST_HOST=${layout:r:1} \
 			LAYOUT=$layout RANK=$r WORLD=$n PORT=$port NCCL_HOSTID=ndet-h$r \
-			NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=VERSION timeout 150 python3 -u "$here/torch_hosts.py" \
+			STACKS_AFTER=${STACKS_AFTER:-$((limit - 20))} NCCL_SOCKET_IFNAME=lo \
+			NCCL_DEBUG=VERSION timeout $limit python3 -u "$here/torch_hosts.py" \
 			> "$OUT/hosts-$layout-$r.out" 2> "$OUT/hosts-$layout-$r.err" &
 		pids="$pids $!"
 	done
