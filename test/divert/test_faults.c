@@ -54,8 +54,9 @@ static char log_path[4096];
 /* ------------------------------------------------------------------ fixtures */
 
 static const char *const knobs[] = {
-	"NCCL_DET_TIMEOUT", "NCCL_DET_TEST_FAIL", "FAKE_BACKEND_PROCESS_PER_RANK",
-	"FAKE_NCCL_FAIL",   "NCCL_COMM_BLOCKING", "NCCL_DET_DEBUG_SUBSYS",
+	"NCCL_DET_TIMEOUT",   "NCCL_DET_TEST_FAIL", "FAKE_BACKEND_PROCESS_PER_RANK",
+	"FAKE_NCCL_FAIL",     "NCCL_COMM_BLOCKING", "NCCL_DET_DEBUG_SUBSYS",
+	"NCCL_DET_TEST_HOST",
 };
 
 static void settings_changed(void)
@@ -1059,46 +1060,79 @@ static int count_log(const char *needle1, const char *needle2)
 /*
  * Settings or library versions differ between ranks: the same fallback on every
  * rank (NCCL's results, identical everywhere) and one WARN on every rank naming the
- * cause and the rank: never a split decision.
+ * cause and the rank: never a split decision.  On one host, and with every rank its
+ * own host (3 x 1, which diverts when the ranks agree: test_hosts.c), where the odd
+ * rank is alone on its host.
  */
 static void test_ranks_disagree(void **state)
 {
-	const struct {
-		enum odd_setting odd;
-		int odd_rank;
-		bool nonblocking;
-		const char *cause;
-	} cases[] = {
-		{ODD_POOL_SIZE, 1, false, "settings mismatch (rank 1)"},
-		{ODD_STRICT, 2, false, "settings mismatch (rank 2)"},
-		/* Strict on one rank, first call one that strict mode refuses. */
-		{ODD_STRICT, 2, true, "settings mismatch (rank 2)"},
-		{ODD_STRICT, 0, true, "settings mismatch (rank 1)"},
-		{ODD_VERSION, 2, false, "library version mismatch (rank 2)"},
-	};
-	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-		setup(state);
-		/* A split decision would leave NCCL waiting: give up quickly. */
-		assert_int_equal(setenv("FAKE_NCCL_TIMEOUT_MS", "3000", 1), 0);
-		if (cases[c].odd == ODD_VERSION)
-			ndet_fake_backend_set_library_version(cases[c].odd_rank,
-							      NCCL_DET_VERSION_CODE + 1);
-		struct odd_job job = {.odd = cases[c].odd,
-				      .odd_rank = cases[c].odd_rank,
-				      .nonblocking = cases[c].nonblocking};
-		run_odd(&job);
-		assert_int_equal(setenv("FAKE_NCCL_TIMEOUT_MS", "20000", 1), 0);
-		print_message("case %zu: %s\n", c, cases[c].cause);
-		for (int r = 0; r < 3; r++) {
-			assert_int_equal(job.init[r], ncclSuccess);
-			assert_int_equal(job.premul[r], ncclSuccess);
-			assert_int_equal(job.call[r], ncclSuccess);
-			assert_int_equal(job.async[r], ncclSuccess);
-			assert_int_equal(job.diverted[r], 0);
-			assert_memory_equal(job.output[r], job.output[0], sizeof(job.output[0]));
+	static const char *const hosts[] = {NULL, "A@0;B@1;C@2"};
+	for (size_t h = 0; h < sizeof(hosts) / sizeof(hosts[0]); h++) {
+		const struct {
+			enum odd_setting odd;
+			int odd_rank;
+			bool nonblocking;
+			const char *cause;
+		} cases[] = {
+			{ODD_POOL_SIZE, 1, false, "settings mismatch (rank 1)"},
+			{ODD_STRICT, 2, false, "settings mismatch (rank 2)"},
+			/* Strict on one rank, first call one that strict mode refuses. */
+			{ODD_STRICT, 2, true, "settings mismatch (rank 2)"},
+			{ODD_STRICT, 0, true, "settings mismatch (rank 1)"},
+			{ODD_VERSION, 2, false, "library version mismatch (rank 2)"},
+		};
+		for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+			setup(state);
+			if (hosts[h] != NULL) {
+				assert_int_equal(setenv("NCCL_DET_TEST_HOST", hosts[h], 1), 0);
+				settings_changed();
+			}
+			/* A split decision would leave NCCL waiting: give up quickly. */
+			assert_int_equal(setenv("FAKE_NCCL_TIMEOUT_MS", "3000", 1), 0);
+			if (cases[c].odd == ODD_VERSION)
+				ndet_fake_backend_set_library_version(cases[c].odd_rank,
+								      NCCL_DET_VERSION_CODE + 1);
+			struct odd_job job = {.odd = cases[c].odd,
+					      .odd_rank = cases[c].odd_rank,
+					      .nonblocking = cases[c].nonblocking};
+			run_odd(&job);
+			assert_int_equal(setenv("FAKE_NCCL_TIMEOUT_MS", "20000", 1), 0);
+			print_message("case %zu%s: %s\n", c, hosts[h] ? " (3 hosts)" : "",
+				      cases[c].cause);
+			for (int r = 0; r < 3; r++) {
+				assert_int_equal(job.init[r], ncclSuccess);
+				assert_int_equal(job.premul[r], ncclSuccess);
+				assert_int_equal(job.call[r], ncclSuccess);
+				assert_int_equal(job.async[r], ncclSuccess);
+				assert_int_equal(job.diverted[r], 0);
+				assert_memory_equal(job.output[r], job.output[0],
+						    sizeof(job.output[0]));
+			}
+			/*
+			 * Across hosts a non-blocking communicator falls back first, for that
+			 * (doc/multihost-design.md): the same fallback on every rank still.
+			 */
+			const char *cause =
+				hosts[h] != NULL && cases[c].nonblocking
+					? "multi-host, non-blocking communicator (rank 0)"
+					: cases[c].cause;
+			assert_int_equal(count_log("not deterministic", cause), 3);
+			assert_int_equal(counters().engines_created, 0);
 		}
-		assert_int_equal(count_log("not deterministic", cases[c].cause), 3);
-		assert_int_equal(counters().engines_created, 0);
+		/* The control: the same job with every rank alike diverts, on every rank. */
+		setup(state);
+		if (hosts[h] != NULL) {
+			assert_int_equal(setenv("NCCL_DET_TEST_HOST", hosts[h], 1), 0);
+			settings_changed();
+		}
+		struct odd_job alike = {.odd = ODD_POOL_SIZE, .odd_rank = -1};
+		run_odd(&alike);
+		for (int r = 0; r < 3; r++) {
+			assert_int_equal(alike.call[r], ncclSuccess);
+			assert_int_equal(alike.diverted[r], 1);
+			assert_memory_equal(alike.output[r], alike.output[0],
+					    sizeof(alike.output[0]));
+		}
 	}
 }
 
