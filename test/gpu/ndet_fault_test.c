@@ -343,6 +343,33 @@ static void fault_finalize_destroy(ncclComm_t comm)
 	NCCL_OK(ncclCommDestroy(comm));
 }
 
+/*
+ * nccl-det's own account (ncclDetGetResources): no mapping of a peer's pool left open,
+ * and memory only for pools whose peer has not detached yet, or (where `kept_ok`: a
+ * local peer died) pools kept until exit because a dead peer can never say it let go.
+ */
+static void fault_check_resources(bool kept_ok)
+{
+	typedef ncclResult_t (*resources_fn)(ncclDetResources_t *);
+	const resources_fn get = (resources_fn)dlsym(RTLD_DEFAULT, "ncclDetGetResources");
+	ncclDetResources_t held;
+	if (!fault.enabled || !fault_check(get != NULL && get(&held) == ncclSuccess,
+					   "ncclDetGetResources is not available"))
+		return;
+	printf("rank %d: nccl-det holds %lld allocations (%lld bytes), %lld peer mappings, "
+	       "%lld pools pending, %lld kept\n",
+	       fault.rank, (long long)held.allocations, (long long)held.bytes,
+	       (long long)held.ipcImports, (long long)held.pendingPools,
+	       (long long)held.leakedPools);
+	fault_check(held.ipcImports == 0, "%lld mappings of peers' pools still open",
+		    (long long)held.ipcImports);
+	fault_check(kept_ok || held.leakedPools == 0, "%lld pools kept until exit",
+		    (long long)held.leakedPools);
+	fault_check(held.allocations == 0 || held.pendingPools > 0 || held.leakedPools > 0,
+		    "%lld allocations held with no pool pending or kept",
+		    (long long)held.allocations);
+}
+
 /* ------------------------------------------------------------ kill, kill-during, stop */
 
 enum fault_victim {
@@ -502,6 +529,8 @@ static void case_peer_death(int variant)
 		printf("rank %d: ncclCommAbort returned after %.3f s, the stream completed %.3f s "
 		       "after it was called\n",
 		       fault.rank, returned - aborted, done - aborted);
+		/* Nothing left behind by the abort; the victim's host-mate may keep its pool. */
+		fault_check_resources(true);
 	} else {
 		printf("rank %d: ncclCommGetAsyncError = %s %.3f s after the call "
 		       "(NCCL_DET_TIMEOUT "
@@ -748,28 +777,7 @@ static void case_leak(int variant)
 	       after.fds);
 	fault_check(delta == 0, "%d cycles ending in %s left %lld bytes of device memory in use",
 		    cycles, teardown[variant], delta);
-	/*
-	 * nccl-det's own account: no mapping of a peer's pool left open, nothing kept
-	 * until exit, and memory only for pools whose peer has not detached yet.
-	 */
-	typedef ncclResult_t (*resources_fn)(ncclDetResources_t *);
-	const resources_fn get = (resources_fn)dlsym(RTLD_DEFAULT, "ncclDetGetResources");
-	ncclDetResources_t held;
-	if (fault.enabled && fault_check(get != NULL && get(&held) == ncclSuccess,
-					 "ncclDetGetResources is not available")) {
-		printf("rank %d: nccl-det holds %lld allocations (%lld bytes), %lld peer mappings, "
-		       "%lld pools pending, %lld kept\n",
-		       fault.rank, (long long)held.allocations, (long long)held.bytes,
-		       (long long)held.ipcImports, (long long)held.pendingPools,
-		       (long long)held.leakedPools);
-		fault_check(held.ipcImports == 0, "%lld mappings of peers' pools still open",
-			    (long long)held.ipcImports);
-		fault_check(held.leakedPools == 0, "%lld pools kept until exit",
-			    (long long)held.leakedPools);
-		fault_check(held.allocations == 0 || held.pendingPools > 0,
-			    "%lld allocations held with no pool pending",
-			    (long long)held.allocations);
-	}
+	fault_check_resources(false);
 	fault_buffers_free(&buffers);
 }
 
