@@ -71,6 +71,32 @@ def train_ddp(rank, bucket_cap_mb, steps=4):
     return weights
 
 
+def mismatch(rank):
+    """Settings that differ between hosts (torch_hosts.sh mismatch): a few all-reduces,
+    then what ncclDetCommQuery says of the communicator.  torch_hosts.sh checks that
+    every rank fell back for the same reason and that the ranks' results agree."""
+    import ctypes
+    digest = {}
+    seed = 1000
+    for dtype, op, count in ((torch.float32, dist.ReduceOp.SUM, 1000),
+                             (torch.float32, dist.ReduceOp.SUM, (1 << 20) + 3),
+                             (torch.bfloat16, dist.ReduceOp.AVG, 65537)):
+        seed += 1
+        data = inputs(rank, dtype, count, seed).cuda()
+        dist.all_reduce(data, op=op)
+        digest["%s/%d" % (str(dtype).split(".")[1], count)] = hashlib.sha1(
+            bits(data.cpu()).numpy().tobytes()).hexdigest()
+    pg = dist.distributed_c10d._get_default_group()
+    comm = ctypes.c_void_p(pg._get_backend(torch.device("cuda"))._comm_ptr())
+    query = ctypes.CDLL(None).ncclDetCommQuery
+    diverted, reason = ctypes.c_int(), ctypes.c_char_p()
+    status = query(comm, ctypes.byref(diverted), ctypes.byref(reason))
+    print(json.dumps({"rank": rank, "status": status, "diverted": diverted.value,
+                      "reason": (reason.value or b"").decode(errors="replace"),
+                      "digest": digest}), flush=True)
+    dist.destroy_process_group()
+
+
 def phase(name):
     """Where the rank is, on stderr: the last line tells where a killed rank stood."""
     print("phase: %s" % name, file=sys.stderr, flush=True)
@@ -92,6 +118,9 @@ def main():
         torch.cuda.synchronize()
         print(json.dumps({"rank": rank, "bytes_call": True}), flush=True)
         dist.destroy_process_group()
+        return
+    if os.environ.get("MISMATCH"):
+        mismatch(rank)
         return
     ops = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "max": dist.ReduceOp.MAX}
     result = {"rank": rank, "layout": layout, "mismatch": 0, "checked": 0, "digest": {},

@@ -6,17 +6,24 @@
 # result against the contract bit for bit; here the results of layouts the contract
 # says are equal must be equal (1 x 4, 2 x 2 and 4 x 1; 1 x 6 and 3 x 2) and 2 x 3 must
 # differ from 1 x 6 somewhere.
-# usage: torch_hosts.sh /path/to/libnccl-det.so [LAYOUT...] [bytes]
-#   no LAYOUT: all of them; `bytes`: the inter-host bytes check (alone: nothing else)
+# usage: torch_hosts.sh /path/to/libnccl-det.so [LAYOUT...] [bytes] [mismatch]
+#   no LAYOUT: all of them; `bytes`: the inter-host bytes check (alone: nothing else);
+#   `mismatch`: host B of A,A,B,B runs with another NCCL_DET_POOL_SIZE (a setting every
+#   rank must agree on): every rank falls back for that reason, none diverts, and the
+#   ranks' results agree
 set -u
 lib=$1
 shift
-layouts="" bytes=0
+layouts="" bytes=0 mismatch=0
 for word in "$@"; do
-	if [ "$word" = bytes ]; then bytes=1; else layouts="$layouts $word"; fi
+	case $word in
+	bytes) bytes=1 ;;
+	mismatch) mismatch=1 ;;
+	*) layouts="$layouts $word" ;;
+	esac
 done
 if [ $# -eq 0 ]; then
-	layouts="AAAA AABB ABCD ABAB AAAAAA AABBCC AAABBB" bytes=1
+	layouts="AAAA AABB ABCD ABAB AAAAAA AABBCC AAABBB" bytes=1 mismatch=1
 fi
 OUT=${OUT:-/tmp/ndet-gpu-out}
 mkdir -p "$OUT"
@@ -141,6 +148,41 @@ if [ $bytes -eq 1 ]; then
 	bytes_check ABCD bfloat16 2 2 $((4 << 20))
 fi
 
+# Settings that differ between hosts: the same fallback on every rank, never a split.
+mismatch_check() {
+	local layout=AABB n=4 port=$((20000 + RANDOM % 20000)) pids="" r pool
+	for ((r = 0; r < n; r++)); do
+		pool=96M
+		[ "${layout:r:1}" = B ] && pool=64M
+		LD_PRELOAD="$lib" NCCL_DET_POOL_SIZE=$pool NCCL_DET_TEST_HOST=${layout:r:1} \
+			LAYOUT=$layout RANK=$r WORLD=$n PORT=$port NCCL_HOSTID=ndet-h$r \
+			NCCL_SOCKET_IFNAME=lo MISMATCH=1 STACKS_AFTER=100 \
+			timeout 120 python3 -u "$here/torch_hosts.py" > "$OUT/mismatch-$r.out" \
+			2> "$OUT/mismatch-$r.err" &
+		pids="$pids $!"
+	done
+	local rc=0
+	wait_all $pids || rc=1
+	cat "$OUT"/mismatch-*.out | grep '^{' | python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin]
+for r in sorted(rows, key=lambda r: r["rank"]):
+    print("mismatch rank %d: status %d, diverted %d, reason %r" % (
+        r["rank"], r["status"], r["diverted"], r["reason"]))
+digests = {json.dumps(r["digest"], sort_keys=True) for r in rows}
+reasons = {r["reason"] for r in rows}
+ok = (len(rows) == int(sys.argv[1]) and all(r["status"] == 0 and r["diverted"] == 0 for r in rows)
+      and len(reasons) == 1 and "settings mismatch" in reasons.pop() and len(digests) == 1)
+print("mismatch: every rank fell back for one reason and the results agree: %s" % ok)
+sys.exit(0 if ok else 1)
+' "$n" && [ $rc -eq 0 ] || fail=1
+}
+if [ $mismatch -eq 1 ]; then
+	mps_stop
+	mps_start
+	mismatch_check
+fi
+
 # Layouts the contract makes equal, and one it must not.
 python3 - "$OUT" $layouts <<'EOF' || fail=1
 import json, os, sys
@@ -163,5 +205,5 @@ if "AAABBB" in d and "AAAAAA" in d:
     ok = ok and differ > 0
 sys.exit(0 if ok else 1)
 EOF
-echo "SUMMARY torch_hosts ($layouts$([ $bytes -eq 1 ] && echo " bytes")): $([ $fail -eq 0 ] && echo PASS || echo FAIL)"
+echo "SUMMARY torch_hosts ($layouts$([ $bytes -eq 1 ] && echo " bytes")$([ $mismatch -eq 1 ] && echo " mismatch")): $([ $fail -eq 0 ] && echo PASS || echo FAIL)"
 exit $fail
