@@ -59,7 +59,9 @@ extern "C" {
  * evened out: every chunk but the last as short as covers the message (so a chunk
  * may come out below NDET_HOSTS_MIN_STAGE_BYTES by less than a chunk's share).
  */
-#define NDET_HOSTS_CHUNKS          8u
+#ifndef NDET_HOSTS_CHUNKS /* -DNDET_HOSTS_CHUNKS=N: builds that compare chunk counts */
+#define NDET_HOSTS_CHUNKS 8u
+#endif
 #define NDET_HOSTS_MIN_STAGE_BYTES (1u << 20)
 
 /* The regions of a slot, and the slots, start on multiples of this many bytes. */
