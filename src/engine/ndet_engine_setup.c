@@ -179,12 +179,14 @@ static bool ndet_engine_setup_map(void *member, const struct ndet_setup_payload 
 		return false;
 	engine->lane_bytes = ndet_pool_lane_bytes(&engine->local_config);
 	if (!ndet_plan_fits_device(engine->local.count, engine->config.device_sms,
-				   engine->config.ranks_per_device)) {
+				   engine->config.ranks_per_device,
+				   engine->config.processes_per_device)) {
 		/* Every rank sees the same table: every rank falls back. */
-		NDET_WARN("rank %d: %d ranks share one GPU of %d SMs, fewer than one resident "
-			  "block each: the communicator runs in NCCL",
+		NDET_WARN("rank %d: %d ranks of %d processes share one GPU of %d SMs, fewer "
+			  "than one resident block each (processes: within 3/4 of the SMs): "
+			  "the communicator runs in NCCL",
 			  engine->config.rank, engine->config.ranks_per_device,
-			  engine->config.device_sms);
+			  engine->config.processes_per_device, engine->config.device_sms);
 		return false;
 	}
 	if (!ndet_engine_use_device(engine) || !ndet_engine_alloc_staging(engine))

@@ -128,8 +128,10 @@ uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks, ndet_coll_t col
  * one per SM first, so while the blocks of all those ranks together stay below this
  * fraction of the SMs, the rest of the SMs hold none of them and such a kernel always
  * finds room.  (With 4 x 48 blocks on 132 SMs every SM held one, and a PyTorch DDP
- * job waited for a GEMM that fitted nowhere.)  Ranks that are threads of one process
- * keep the full share: their process runs nothing else beside them.
+ * job waited for a GEMM that fitted nowhere.)  Where one process holds every rank of
+ * the GPU (the loopback harness, nccl-det-perf) they keep the full share.  A process
+ * is what the setup table says is one (ndet_setup_peer_kind: ranks on different
+ * hosts, or without a known PID namespace, count as different processes).
  */
 #define NDET_PLAN_SHARED_SMS_NUM 3u
 #define NDET_PLAN_SHARED_SMS_DEN 4u
@@ -207,10 +209,12 @@ uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params);
 
 /*
  * Can ranks_per_device ranks of an nranks communicator share a GPU of device_sms SMs
- * (0: unknown) with at least one resident block each?  If not, the setup falls back
- * (every rank computes the same answer from the agreed table).
+ * (0: unknown) with at least one resident block each, and, where processes_per_device
+ * processes hold them, within NDET_PLAN_SHARED_SMS_NUM / _DEN of the SMs?  If not, the
+ * setup falls back (every rank computes the same answer from the agreed table).
  */
-bool ndet_plan_fits_device(int nranks, int device_sms, int ranks_per_device);
+bool ndet_plan_fits_device(int nranks, int device_sms, int ranks_per_device,
+			   int processes_per_device);
 
 /*
  * LL blocks a pool needs slots for with NCCL_DET_LL_MAX = ll_max (above

@@ -30,9 +30,9 @@ uint64_t ndet_pool_data_bytes(const struct ndet_engine_config *config)
  * That is max_blocks unless ranks share a GPU or the GPU is small; there the data
  * bytes are split into fewer, larger lanes rather than left partly idle (4 ranks on
  * one GPU: 48 lanes of 2 MiB instead of 48 used lanes of 1 MiB; larger chunks, fewer
- * steps, doc/performance.md).  Before setup agrees the table (ranks_per_device and
- * device_sms 0) it is max_blocks, or the cap of a 96-SM GPU; from ranks_per_device
- * and device_sms on, a function of agreed facts only, so every rank splits alike.
+ * steps, doc/performance.md).  Before setup agrees the table (ranks_per_device,
+ * device_sms and processes_per_device 0) it is max_blocks, or the cap of a 96-SM GPU;
+ * from then on, a function of agreed facts only, so every rank splits alike.
  */
 uint64_t ndet_pool_lanes(const struct ndet_engine_config *config)
 {

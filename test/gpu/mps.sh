@@ -10,7 +10,15 @@ mps_start() {
 mps_stop() {
 	if [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then
 		echo quit | nvidia-cuda-mps-control 2>/dev/null
-		sleep 1
+		# The daemon leaves once its server has; give it up to 10 s before the next
+		# one starts.
+		local i
+		command -v pgrep > /dev/null || sleep 1
+		for i in $(seq 1 20); do
+			pgrep -f nvidia-cuda-mps-control > /dev/null 2>&1 || break
+			sleep 0.5
+		done
+		rm -rf "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 		unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 	fi
 }

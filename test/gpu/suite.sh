@@ -232,7 +232,9 @@ ll256)
 	# The harness takes LL up to 64 KiB on a 4-block grid unless told (LL then stops at
 	# 16 KiB, a block per 4 KiB); the library's defaults are 256 KiB on up to 96 blocks
 	# (2 and 3 ranks on one GPU get 96 and 64: 70001 bf16/f16 elements go LL on 35
-	# blocks; 4 and more ranks plan 256 KiB two-shot).
+	# blocks; 4 and more ranks plan 256 KiB two-shot).  Three processes under MPS get
+	# 33 (3/4 of 132 SMs between them): there LL runs up to 33001 f32 elements on 33
+	# blocks, and 70001 bf16 elements go two-shot.
 	ll256_env="NDET_TEST_LL=$((256 << 10)) NDET_TEST_BLOCKS=96 NDET_TEST_POOL=$((96 << 20))"
 	# shellcheck disable=SC2086 # a list of assignments
 	run loopback-n2-full-ll256 200 env $ll256_env "$bin" loopback 2 full

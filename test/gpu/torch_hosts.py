@@ -106,6 +106,7 @@ def main():
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD"])
     # Every thread's Python stack on stderr shortly before torch_hosts.sh's timeout.
     faulthandler.dump_traceback_later(float(os.environ.get("STACKS_AFTER", "130")))
+    phase("init")
     layout = os.environ["LAYOUT"]
     torch.cuda.set_device(rank % torch.cuda.device_count())
     dist.init_process_group("nccl", rank=rank, world_size=world,

@@ -116,7 +116,7 @@ bytes_check() {
 		LD_PRELOAD="$lib" NCCL_DET_STRICT=1 NCCL_DET_TEST_HOST=${layout:r:1} LAYOUT=$layout \
 			RANK=$r WORLD=$n PORT=$port NCCL_HOSTID=ndet-h$r NCCL_SOCKET_IFNAME=lo \
 			NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL BYTES_DTYPE=$dtype BYTES_COUNT=$count \
-			timeout 120 python3 -u "$here/torch_hosts.py" > "$OUT/bytes-$layout-$dtype-$r.out" 2>&1 &
+			STACKS_AFTER=100 timeout 120 python3 -u "$here/torch_hosts.py" > "$OUT/bytes-$layout-$dtype-$r.out" 2>&1 &
 		pids="$pids $!"
 	done
 	local rc=0

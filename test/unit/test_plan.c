@@ -733,12 +733,17 @@ static void test_plan_grid_tiers(void **state)
 	p.device_sms = 0;
 	p.ranks_per_device = 1;
 	/* Fewer than one resident block per rank: the setup must fall back. */
-	assert_true(ndet_plan_fits_device(2, 16, 16));
-	assert_true(ndet_plan_fits_device(16, 16, 16));
-	assert_false(ndet_plan_fits_device(16, 14, 16)); /* one block per SM above 8 ranks */
-	assert_true(ndet_plan_fits_device(8, 7, 14));
-	assert_false(ndet_plan_fits_device(8, 6, 13));
-	assert_true(ndet_plan_fits_device(16, 0, 16)); /* unknown: a 96-SM GPU */
+	assert_true(ndet_plan_fits_device(2, 16, 16, 1));
+	assert_true(ndet_plan_fits_device(16, 16, 16, 1));
+	assert_false(ndet_plan_fits_device(16, 14, 16, 1)); /* one block per SM above 8 ranks */
+	assert_true(ndet_plan_fits_device(8, 7, 14, 1));
+	assert_false(ndet_plan_fits_device(8, 6, 13, 1));
+	assert_true(ndet_plan_fits_device(16, 0, 16, 0)); /* unknown: a 96-SM GPU */
+	/* Processes sharing a GPU: one block each within 3/4 of the SMs (12 of 16). */
+	assert_true(ndet_plan_fits_device(2, 16, 12, 12));
+	assert_false(ndet_plan_fits_device(2, 16, 13, 13));
+	assert_true(ndet_plan_fits_device(2, 16, 13, 1));  /* threads: the full share */
+	assert_false(ndet_plan_fits_device(16, 0, 73, 2)); /* unknown: 72 of 96 */
 	/*
 	 * Several processes on one GPU: their ranks' blocks together on at most 3/4 of
 	 * the SMs (96 when unknown), so that the rest hold none of them.  LL, the
@@ -751,10 +756,11 @@ static void test_plan_grid_tiers(void **state)
 		{2, 132, 4, 1, 48}, /* threads of one process: the full share */
 		{2, 132, 4, 4, 24}, /* 99 / 4 */
 		{2, 132, 4, 2, 24}, /* two processes of two ranks each */
-		{4, 132, 4, 4, 24}, {6, 132, 6, 6, 16},   {2, 132, 2, 2, 49},
-		{2, 0, 4, 4, 18},   {16, 132, 16, 16, 6}, /* the GPU's own cap is the smaller: 96 /
-							     16 */
-		{2, 2, 4, 4, 1},                          /* never below one block */
+		{4, 132, 4, 4, 24},  {6, 132, 6, 6, 16},   {2, 132, 2, 2, 49},
+		{2, 0, 4, 4, 18},    {16, 200, 16, 16, 6}, /* the GPU's own cap is the smaller: 96 /
+							      16, not 150 / 16 */
+		{16, 200, 8, 8, 12},                       /* and here: 96 / 8, not 150 / 8 = 18 */
+		{2, 2, 4, 4, 1},                           /* never below one block */
 	};
 	for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++) {
 		p.nranks = shared[i].nranks;

@@ -917,6 +917,14 @@ static void test_processes_per_device(void **state)
 	/* All four threads of one process: 1, whatever the rank order. */
 	table[2].pid = table[0].pid;
 	assert_int_equal(ndet_setup_table_processes_per_device(table, 6), 1);
+	/* Ranks 2 and 3 one process, not rank 0's, rank 1 its own: 3. */
+	table[2].pid = table[3].pid = 6000;
+	table[1].pid = 6001;
+	assert_int_equal(ndet_setup_table_processes_per_device(table, 6), 3);
+	/* Without a known PID namespace equal pids prove nothing: every rank its own. */
+	for (int r = 0; r < 6; r++)
+		table[r].pid_namespace = 0;
+	assert_int_equal(ndet_setup_table_processes_per_device(table, 6), 4);
 	/* Equal pids on another host are other processes (container pids collide). */
 	make_table(table, 6); /* ranks 4 and 5: one process */
 	memcpy(table[5].device_uuid, table[4].device_uuid, sizeof(table[4].device_uuid));
