@@ -160,8 +160,10 @@ struct ndet_host_status {
 	uint32_t reserved;
 	/*
 	 * Multi-host stage kernels, as they start: (%globaltimer << 1) | nccl_follows
-	 * (struct ndet_hosts_stall in protocol/ndet_hosts_plan.h reads it).
+	 * (struct ndet_hosts_stall in protocol/ndet_hosts_plan.h reads it), after `where`,
+	 * their ndet_hosts_args.where: which stage of which chunk started last.
 	 */
+	volatile uint64_t where;
 	volatile uint64_t progress;
 };
 
@@ -240,7 +242,18 @@ struct ndet_hosts_args {
 	uint64_t out_begin, out_end;
 	uint32_t divisor;      /* avg: g x H */
 	uint32_t nccl_follows; /* 1: a stage of NCCL's follows this kernel in the call */
+	/*
+	 * For the host's report of a stall (ndet_hosts_where): the stage, the chunk and
+	 * the call's chunk count, NDET_HOSTS_WHERE_*.
+	 */
+	uint64_t where;
 };
+
+/* ndet_hosts_args.where: stage << 60 | chunk << 30 | chunks, each count at most MAX. */
+#define NDET_HOSTS_WHERE_MAX       ((1ull << 30) - 1)
+#define NDET_HOSTS_WHERE_STAGE(w)  ((uint32_t)((w) >> 60))
+#define NDET_HOSTS_WHERE_CHUNK(w)  (((w) >> 30) & NDET_HOSTS_WHERE_MAX)
+#define NDET_HOSTS_WHERE_CHUNKS(w) ((w)&NDET_HOSTS_WHERE_MAX)
 
 #define NDET_TRACE_WORDS 512
 enum ndet_trace_code {

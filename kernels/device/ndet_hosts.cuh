@@ -375,9 +375,14 @@ __device__ bool ndet_hosts_peer_failed(const ndet_hosts_args &h)
 template <int DT, int STAGE>
 __global__ void __launch_bounds__(NDET_KERNEL_THREADS, 1) ndet_hosts_kernel(const ndet_hosts_args h)
 {
-	/* Progress for the host (struct ndet_hosts_stall): a posted store, never read. */
-	if (blockIdx.x == 0 && threadIdx.x == 0)
+	/*
+	 * Progress for the host (struct ndet_hosts_stall), after where it stands: posted
+	 * stores, never read here.
+	 */
+	if (blockIdx.x == 0 && threadIdx.x == 0) {
+		h.k.host_status->where = h.where;
 		h.k.host_status->progress = (ndet_globaltimer() << 1) | (h.nccl_follows & 1u);
+	}
 	if (STAGE != 1 && ndet_hosts_peer_failed(h))
 		return;
 	if constexpr (STAGE == 3) {

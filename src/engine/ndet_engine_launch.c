@@ -354,6 +354,7 @@ static ndet_status_t ndet_engine_hosts_args(const struct ndet_engine *engine,
 	/* Every kernel but the call's last one has a stage of NCCL's after it. */
 	args->nccl_follows =
 		stage == NDET_HOSTS_STAGE_GATHER && chunk->index + 1 == plan->chunks ? 0u : 1u;
+	args->where = ndet_hosts_where(stage, chunk->index, plan->chunks);
 	/* Stage 5 writes: the whole message, this rank's block, or (reduce) the root only. */
 	if (call->coll == NDET_COLL_REDUCE_SCATTER) {
 		args->out_begin = (uint64_t)engine->config.rank * call->count;

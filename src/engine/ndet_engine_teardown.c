@@ -44,13 +44,19 @@ static bool ndet_engine_stalled(struct ndet_engine *engine)
 	const bool warn = stalled && !engine->stall_warned;
 	engine->stall_warned = engine->stall_warned || stalled;
 	__atomic_clear(&engine->stall_busy, __ATOMIC_RELEASE);
-	if (warn)
+	if (warn) {
+		/* The last stage kernel of ours to start: NCCL's sends after it are stuck. */
+		char where[96];
+		ndet_hosts_where_text(
+			__atomic_load_n(&engine->host_status->where, __ATOMIC_ACQUIRE), where,
+			sizeof(where));
 		NDET_WARN("rank %d: a send or receive of NCCL between hosts in nccl-det's call "
-			  "has made no progress for NCCL_DET_TIMEOUT (%llu s): a rank on another "
-			  "host may have died or stopped.  The communicator reports "
-			  "ncclRemoteError; abort it (ncclCommAbort)",
+			  "has made no progress for NCCL_DET_TIMEOUT (%llu s), after our %s: a "
+			  "rank on another host may have died or stopped.  The communicator "
+			  "reports ncclRemoteError; abort it (ncclCommAbort)",
 			  engine->config.rank,
-			  (unsigned long long)(engine->config.timeout_ms / 1000u));
+			  (unsigned long long)(engine->config.timeout_ms / 1000u), where);
+	}
 	return stalled;
 }
 

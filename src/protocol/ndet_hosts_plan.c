@@ -8,6 +8,7 @@
 
 #include "protocol/ndet_hosts_plan.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "common/ndet_dtype.h"
@@ -390,4 +391,26 @@ bool ndet_hosts_stall_observe(struct ndet_hosts_stall *stall, uint64_t word, uin
 	}
 	stall->stalled = timeout_ms != 0 && now_ms - stall->since_ms > timeout_ms;
 	return stall->stalled;
+}
+
+uint64_t ndet_hosts_where(ndet_hosts_stage_t stage, uint64_t chunk, uint64_t chunks)
+{
+	if (chunk > NDET_HOSTS_WHERE_MAX)
+		chunk = NDET_HOSTS_WHERE_MAX;
+	if (chunks > NDET_HOSTS_WHERE_MAX)
+		chunks = NDET_HOSTS_WHERE_MAX;
+	return ((uint64_t)stage & 15u) << 60 | chunk << 30 | chunks;
+}
+
+void ndet_hosts_where_text(uint64_t where, char *text, size_t size)
+{
+	if (size == 0)
+		return;
+	if (where == 0) {
+		snprintf(text, size, "no stage kernel yet");
+		return;
+	}
+	snprintf(text, size, "stage %u of chunk %llu of %llu", NDET_HOSTS_WHERE_STAGE(where),
+		 (unsigned long long)NDET_HOSTS_WHERE_CHUNK(where) + 1,
+		 (unsigned long long)NDET_HOSTS_WHERE_CHUNKS(where));
 }

@@ -275,6 +275,18 @@ uint64_t ndet_hosts_inter_bytes(const struct ndet_hosts_shape *shape, uint64_t c
 uint64_t ndet_hosts_rank_excess_bound(const struct ndet_hosts_shape *shape);
 
 /*
+ * ndet_hosts_args.where (ndet_abi.h) of a stage kernel: its stage, its chunk and the
+ * call's chunk count (counts above the field's width clipped to NDET_HOSTS_WHERE_MAX).
+ */
+uint64_t ndet_hosts_where(ndet_hosts_stage_t stage, uint64_t chunk, uint64_t chunks);
+
+/*
+ * "stage 5 of chunk 3 of 8" for `where` (chunks counted from 1; NUL-terminated,
+ * clipped to `size`): where a stalled call stood, for the WARN.
+ */
+void ndet_hosts_where_text(uint64_t where, char *text, size_t size);
+
+/*
  * Progress of the stages between hosts, seen from the host without a CUDA call
  * (doc/multihost-design.md, "Faults").  Each stage kernel of ours publishes, as it
  * starts, a progress word into host-mapped memory: a value never published before

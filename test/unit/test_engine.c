@@ -2271,6 +2271,9 @@ static void check_stage_args(const struct group *group, const char *hosts, int r
 	assert_int_equal(args.divisor, g * nhosts);
 	/* Every kernel but the call's last has a stage of NCCL's after it. */
 	assert_int_equal(args.nccl_follows, stage == 5 && j + 1 == plan.chunks ? 0 : 1);
+	assert_int_equal(NDET_HOSTS_WHERE_STAGE(args.where), stage);
+	assert_int_equal(NDET_HOSTS_WHERE_CHUNK(args.where), j);
+	assert_int_equal(NDET_HOSTS_WHERE_CHUNKS(args.where), plan.chunks);
 	assert_int_equal(args.k.count, params.count);
 	assert_ptr_equal(args.k.sendbuff, call->sendbuff);
 	assert_ptr_equal(args.k.recvbuff, call->recvbuff);
@@ -2454,6 +2457,8 @@ static struct ndet_host_status *stage_status(const struct group *group, const ch
 static void test_hosts_stall(void **state)
 {
 	reset(state);
+	char log_path[] = "/tmp/ndet-test-engine-XXXXXX";
+	log_start(log_path, "INIT");
 	ndet_setup_set_multi_host_for_testing(true);
 	struct group group;
 	uint32_t code = 0;
@@ -2463,6 +2468,7 @@ static void test_hosts_stall(void **state)
 		status[r] = stage_status(&group, "AABB", r);
 		assert_int_equal(ndet_engine_error(group.engines[r], &code), NDET_OK);
 	}
+	status[0]->where = ndet_hosts_where(NDET_HOSTS_STAGE_GATHER, 2, 8);
 	status[0]->progress = (1000u << 1) | 1u; /* in NCCL's stage, and it stays there */
 	status[1]->progress = 1000u << 1;        /* the call's last kernel ran */
 	status[2]->progress = (1000u << 1) | 1u; /* NCCL's stage ends in time */
@@ -2478,6 +2484,12 @@ static void test_hosts_stall(void **state)
 	assert_int_equal(code, NDET_KERNEL_ERR_STALLED);
 	status[0]->progress = (3000u << 1) | 1u; /* too late: a stall stays reported */
 	assert_int_equal(ndet_engine_error(group.engines[0], &code), NDET_ERR_REMOTE);
+	/* One WARN, on the stalled rank only, naming where its call stood. */
+	assert_int_equal(file_lines_with(log_path, "made no progress"), 1);
+	assert_int_equal(file_lines_with(log_path, "rank 0: a send or receive"), 1);
+	assert_int_equal(file_lines_with(log_path, "after our stage 5 of chunk 3 of 8"), 1);
+	log_stop();
+	unlink(log_path);
 	const int launches = runtime().launches;
 	const struct ndet_hosts_plan plan = sum_plan(2, 2);
 	const struct ndet_engine_call sum = big_call(NDET_COLL_ALLREDUCE, 1000, NDET_OP_SUM, 0);

@@ -631,6 +631,28 @@ static void test_hosts_staging_layout(void **state)
  * NDET_HOSTS_CHUNKS where the staging allows, no fewer than the staging needs, and
  * not below NDET_HOSTS_MIN_STAGE_BYTES of stage 2 per rank.
  */
+/* Where a stalled call stood: packed into one word, clipped, and said in words. */
+static void test_hosts_where(void **state)
+{
+	(void)state;
+	const uint64_t w = ndet_hosts_where(NDET_HOSTS_STAGE_REDUCE, 4, 9);
+	assert_int_equal(NDET_HOSTS_WHERE_STAGE(w), 3);
+	assert_int_equal(NDET_HOSTS_WHERE_CHUNK(w), 4);
+	assert_int_equal(NDET_HOSTS_WHERE_CHUNKS(w), 9);
+	char text[64];
+	ndet_hosts_where_text(w, text, sizeof(text));
+	assert_string_equal(text, "stage 3 of chunk 5 of 9");
+	ndet_hosts_where_text(0, text, sizeof(text));
+	assert_string_equal(text, "no stage kernel yet");
+	/* Counts past the field's width clip instead of spilling into the stage. */
+	const uint64_t big = ndet_hosts_where(NDET_HOSTS_STAGE_GATHER, 1ull << 40, 1ull << 41);
+	assert_int_equal(NDET_HOSTS_WHERE_STAGE(big), 5);
+	assert_int_equal(NDET_HOSTS_WHERE_CHUNK(big), NDET_HOSTS_WHERE_MAX);
+	assert_int_equal(NDET_HOSTS_WHERE_CHUNKS(big), NDET_HOSTS_WHERE_MAX);
+	ndet_hosts_where_text(w, text, 8); /* clipped, terminated */
+	assert_string_equal(text, "stage 3");
+}
+
 static void test_hosts_chunking(void **state)
 {
 	(void)state;
@@ -876,6 +898,7 @@ int main(void)
 		cmocka_unit_test(test_hosts_inter_host_bytes),
 		cmocka_unit_test(test_hosts_staging_layout),
 		cmocka_unit_test(test_hosts_chunking),
+		cmocka_unit_test(test_hosts_where),
 		cmocka_unit_test(test_hosts_params_for_call),
 		cmocka_unit_test(test_hosts_min_staging_any),
 		cmocka_unit_test(test_hosts_launch),
