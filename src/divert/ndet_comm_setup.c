@@ -246,10 +246,18 @@ static void ndet_comm_announce(const struct ndet_comm *comm,
 		snprintf(cause, sizeof(cause), "setup failed: %s",
 			 ndet_status_name(member->status));
 	char verdict[512];
+	/* Across hosts, the layout the bits are a function of (doc/multihost.md). */
+	char layout[96] = "";
+	struct ndet_backend_hosts view;
+	if (state == NDET_COMM_READY && member->engine != NULL &&
+	    ndet_comm_hosts_engine(member->engine, &view))
+		snprintf(layout, sizeof(layout), " across %d hosts of %d rank%s", view.nhosts,
+			 view.local_ranks, view.local_ranks == 1 ? "" : "s");
 	if (state == NDET_COMM_READY)
 		snprintf(verdict, sizeof(verdict),
-			 "deterministic (its floating-point all-reduce, reduce-scatter and reduce "
-			 "run in nccl-det)");
+			 "deterministic%s (its floating-point all-reduce, reduce-scatter and "
+			 "reduce run in nccl-det)",
+			 layout);
 	else if (state == NDET_COMM_POISONED)
 		snprintf(verdict, sizeof(verdict),
 			 "its floating-point reductions fail with ncclInvalidUsage (%s)", cause);

@@ -361,6 +361,18 @@ static void test_layouts(void **state)
 		if (strcmp(layout.letters, "AAABBB") == 0 || strcmp(layout.letters, "ABAB") == 0)
 			assert_true(differs_from_single);
 	}
+	/* Each communicator's verdict line (rank 0's) names its layout across hosts. */
+	assert_int_equal(ndet_divert_count_log("deterministic across 2 hosts of 2 ranks (", NULL),
+			 2);
+	assert_int_equal(ndet_divert_count_log("deterministic across 4 hosts of 1 rank (", NULL),
+			 1);
+	assert_int_equal(ndet_divert_count_log("deterministic across 3 hosts of 2 ranks (", NULL),
+			 1);
+	assert_int_equal(ndet_divert_count_log("deterministic across 2 hosts of 3 ranks (", NULL),
+			 1);
+	assert_int_equal(ndet_divert_count_log("of 4 ranks: deterministic (its", NULL), 1);
+	assert_int_equal(ndet_divert_count_log("NCCL-DET VERSION", NULL),
+			 (int)(sizeof(layouts) / sizeof(layouts[0])));
 }
 
 /*
