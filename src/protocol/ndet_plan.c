@@ -80,24 +80,19 @@ const char *ndet_plan_path_name(ndet_path_t path)
  * Blocks all ranks on one GPU may hold between them where several processes share it:
  * NDET_PLAN_SHARED_SMS_NUM / _DEN of its SMs (of 96 when unknown).
  */
-static uint64_t ndet_plan_shared_blocks(const struct ndet_plan_params *params)
+static uint64_t ndet_plan_shared_blocks(int device_sms)
 {
-	const uint64_t sms = params->device_sms > 0 ? (uint64_t)params->device_sms : 96u;
+	const uint64_t sms = device_sms > 0 ? (uint64_t)device_sms : 96u;
 	return sms * NDET_PLAN_SHARED_SMS_NUM / NDET_PLAN_SHARED_SMS_DEN;
 }
 
 bool ndet_plan_fits_device(int nranks, int device_sms, int ranks_per_device,
 			   int processes_per_device)
 {
-	const struct ndet_plan_params params = {.nranks = nranks,
-						.max_blocks = NDET_KERNEL_MAX_BLOCKS,
-						.ranks_per_device = ranks_per_device,
-						.device_sms = device_sms,
-						.processes_per_device = processes_per_device};
 	const uint64_t sharing = ranks_per_device > 1 ? (uint64_t)ranks_per_device : 1;
 	/* The grid cap never goes below one block: that one block must fit the share. */
 	return ndet_plan_device_capacity(nranks, device_sms) >= sharing &&
-	       (processes_per_device <= 1 || ndet_plan_shared_blocks(&params) >= sharing);
+	       (processes_per_device <= 1 || ndet_plan_shared_blocks(device_sms) >= sharing);
 }
 
 static uint64_t ndet_plan_ll_bytes(uint64_t ll_max)
@@ -127,7 +122,7 @@ uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params)
 	const uint64_t capacity = ndet_plan_device_capacity(params->nranks, params->device_sms);
 	uint64_t cap = capacity / sharing;
 	if (params->processes_per_device > 1) {
-		const uint64_t shared = ndet_plan_shared_blocks(params) / sharing;
+		const uint64_t shared = ndet_plan_shared_blocks(params->device_sms) / sharing;
 		if (cap > shared)
 			cap = shared;
 	}

@@ -409,24 +409,23 @@ bool ndet_setup_table_shares_process(const struct ndet_setup_payload *table, int
 	return false;
 }
 
+static bool ndet_setup_same_device(const struct ndet_setup_payload *table, int a, int b)
+{
+	return memcmp(table[a].device_uuid, table[b].device_uuid, sizeof(table[a].device_uuid)) ==
+	       0;
+}
+
 int ndet_setup_table_ranks_per_device(const struct ndet_setup_payload *table, int nranks)
 {
 	int most = nranks > 0 ? 1 : 0;
 	for (int r = 0; r < nranks; r++) {
 		int same = 0;
 		for (int q = 0; q < nranks; q++)
-			same += memcmp(table[r].device_uuid, table[q].device_uuid,
-				       sizeof(table[r].device_uuid)) == 0;
+			same += ndet_setup_same_device(table, r, q);
 		if (same > most)
 			most = same;
 	}
 	return most;
-}
-
-static bool ndet_setup_same_device(const struct ndet_setup_payload *table, int a, int b)
-{
-	return memcmp(table[a].device_uuid, table[b].device_uuid, sizeof(table[a].device_uuid)) ==
-	       0;
 }
 
 int ndet_setup_table_processes_per_device(const struct ndet_setup_payload *table, int nranks)
