@@ -55,6 +55,15 @@ typedef enum {
 #define NDET_LL_LINES_PER_THREAD 2
 #define NDET_LL_BLOCK_BYTES      (NDET_KERNEL_THREADS * NDET_LL_LINES_PER_THREAD * 8)
 #define NDET_LL_SLOT_BYTES       (NDET_KERNEL_THREADS * NDET_LL_LINES_PER_THREAD * 16)
+
+/*
+ * The step counters of a rank (ndet_kernel_args.step_counters), three words per block:
+ * its step, its LL step, and the step its last LL step was (an LL step right after
+ * another needs no released wait: doc/protocol.md, LL).
+ */
+#define NDET_STEP_COUNTER_WORDS 3
+#define NDET_COUNTER_LL(b)      (NDET_KERNEL_MAX_BLOCKS + (b))
+#define NDET_COUNTER_LAST_LL(b) (2 * NDET_KERNEL_MAX_BLOCKS + (b))
 /* Upper bound of NCCL_DET_LL_MAX, and the most LL blocks a pool has slots for. */
 #define NDET_LL_MAX_BYTES  (256u * 1024u)
 #define NDET_LL_MAX_BLOCKS (NDET_LL_MAX_BYTES / NDET_LL_BLOCK_BYTES)
@@ -189,8 +198,9 @@ struct ndet_kernel_args {
 	uint64_t scalar_bits; /* NDET_PREMUL_HOST: the scalar's bits, one element of dtype */
 	const void *scalar;   /* NDET_PREMUL_DEVICE: device address of one element */
 	/*
-	 * This rank's, one per block; the LL step counters follow at
-	 * step_counters[NDET_KERNEL_MAX_BLOCKS + b].
+	 * This rank's, NDET_STEP_COUNTER_WORDS per block: word b is block b's step,
+	 * NDET_COUNTER_LL(b) its LL step and NDET_COUNTER_LAST_LL(b) the step of its
+	 * last LL step (0: none yet).
 	 */
 	uint64_t *step_counters;
 	/*

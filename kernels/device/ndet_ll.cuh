@@ -60,11 +60,15 @@ __device__ __forceinline__ uint64_t ndet_ll_payload(const char *src, uint64_t by
  * and also the ready flag of each peer still missing: a peer that reached this step with
  * another signature (another call, or a path that waits for our ready instead) fails
  * the call at once.  On failure *bad_peer is that peer (a timeout: the lowest peer still
- * missing) and *observed its ready.
+ * missing) and *observed its ready.  `host_abort`: the host abort flag as read at kernel
+ * start (thread 32 of block 0; 0 elsewhere), looked at only once a line keeps us
+ * waiting: a call that was aborted before it started fails there, naming this rank,
+ * while one whose lines are all there completes like its peers.
  */
 template <int NR>
 __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &st, uint64_t parity,
 				   uint64_t chunk_bytes, uint32_t tag, uint64_t step,
+				   uint32_t host_abort,
 				   uint64_t (&payload)[NDET_LL_LINES_PER_THREAD][NR], int *bad_peer,
 				   uint64_t *observed)
 {
@@ -124,6 +128,10 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 		if (pending == 0 || (spins & 63) != 0)
 			continue;
 		const int first = __ffs(peers) - 1;
+		if (host_abort != 0) {
+			*bad_peer = me;
+			return NDET_KERNEL_ERR_ABORTED;
+		}
 		if (ndet_load_relaxed(&st.me->abort_word) != 0) {
 			*bad_peer = first;
 			return NDET_KERNEL_ERR_PEER;
@@ -217,15 +225,14 @@ constexpr int kLLOpAvg = 2;
 /*
  * One LL step of block b (doc/protocol.md): step `step` of the block's flags, LL step
  * `t` of its slots.  Thread i carries lines i, i + threads, ... of the block's chunk.
+ * after_ll: the block's previous step was LL step t - 1.
  */
 template <int DT, int K, int NR, int LLOP>
 __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, uint64_t step,
-			      uint64_t t, uint32_t host_abort)
+			      uint64_t t, uint32_t host_abort, bool after_ll)
 {
 	typedef typename ndet_dtype<DT>::T T;
 	constexpr int L = NDET_LL_LINES_PER_THREAD;
-	__shared__ uint32_t host_aborted;
-	__shared__ uint32_t error_code;
 	const uint32_t b = blockIdx.x;
 	const int n = a.nranks, me = a.rank;
 	/*
@@ -241,32 +248,28 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	const char *send = static_cast<const char *>(a.sendbuff) + start * sizeof(T);
 	const bool writes = a.root < 0 || a.root == me;
 
-	/* This thread's payloads, loaded while the done flags are checked. */
+	/* This thread's payloads, loaded while the flags are looked at. */
 	uint64_t mine[L];
 #pragma unroll
 	for (int l = 0; l < L; l++) {
 		const uint64_t off = ((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * 8;
 		mine[l] = off < chunk_bytes ? ndet_ll_payload(send + off, chunk_bytes - off) : 0;
 	}
-	if (threadIdx.x == 0)
-		error_code = 0;
-	if (threadIdx.x == 32)
-		host_aborted = host_abort;
 	/*
 	 * 1. Peers are through with my slots and flags of the previous step: only then
-	 * may ready be overwritten (a peer may still wait for the previous value).
-	 * Usually long true: one local load.
+	 * may ready be overwritten (a peer on the pull path may still wait for the
+	 * previous value).  After an LL step there is nothing to wait for: no peer waits
+	 * for an LL step's ready, and the peers' lines of step t - 1, which this thread
+	 * read, were stored after they read their slots of step t - 2, the parity we
+	 * write now (doc/protocol.md, LL).
 	 */
-	if (ndet_wait_all(a, st, st.me->released, step - 1, false, 1, false, true) != 0)
-		return;
-	/* The deadline of the LL waits starts now, for the threads that did not wait. */
-	st.t0 = ndet_globaltimer();
-	ndet_trace(a, st, NDET_TRACE_OPENED, st.t0);
-	if (host_aborted != 0) {
-		if (threadIdx.x == 0)
-			ndet_fail(a, NDET_KERNEL_ERR_ABORTED, (uint32_t)me, step, 0, 0);
-		return;
+	if (!after_ll) {
+		if (ndet_wait_all(a, st, st.me->released, step - 1, false, 1) != 0)
+			return;
+		/* The deadline of the LL waits starts now, for the threads that did not wait. */
+		st.t0 = ndet_globaltimer();
 	}
+	ndet_trace(a, st, NDET_TRACE_OPENED, st.t0);
 
 	/* 2. Every line of the slot, to every peer (lines past the chunk: zeros). */
 	ndet_debug_delay(a, step, 2);
@@ -285,40 +288,44 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	 * this LL step takes the lines by their tags, and any other peer finds another
 	 * signature (the path is part of it) and fails.  A release here would hold the
 	 * block until every line above reached the peer (a system-scope round trip, a
-	 * large part of a small call: doc/kernels.md); the closing fence still orders
-	 * them.
+	 * large part of a small call: doc/kernels.md).
 	 */
 	ndet_signal_all(a, offsetof(ndet_flags, ready), ndet_flag_pack(step, a.signature), false);
 	ndet_trace(a, st, NDET_TRACE_SCATTERED);
 
-	/* 3. Every peer's lines, then the tree, element by element. */
+	/* 3. Every peer's lines; the block agrees on the outcome. */
 	ndet_debug_delay(a, step, 3);
 	uint64_t payload[L][NR];
 	int bad_peer = 0;
 	uint64_t observed = 0;
-	const uint32_t code = ndet_ll_gather<NR>(a, st, parity, chunk_bytes, tag, step, payload,
-						 &bad_peer, &observed);
-	if (code == NDET_KERNEL_OK && writes) {
-		/* At run time: avg's division as a branch around the whole loop. */
+	const uint32_t code = ndet_ll_gather<NR>(a, st, parity, chunk_bytes, tag, step, host_abort,
+						 payload, &bad_peer, &observed);
+	if (code != NDET_KERNEL_OK)
+		ndet_fail(a, code, (uint32_t)bad_peer, step, observed,
+			  code == NDET_KERNEL_ERR_ABORTED && host_abort != 0 ? 0 : 2);
+	if (__syncthreads_or(code != NDET_KERNEL_OK))
+		return;
+
+	/*
+	 * 4. This rank read every line it needed of this step.  Relaxed: it orders
+	 * nothing, since no peer writes what an LL step reads (its own slots) on the
+	 * strength of it; it is there for a next step on another path.
+	 */
+	ndet_signal_finished_relaxed(a, step);
+
+	/* 5. The tree, element by element; at run time avg's division as a branch around the whole
+	 * loop. */
+	if (writes) {
 		if (LLOP == kLLOpAvg || (LLOP == kLLOpRuntime && a.op == NDET_OP_AVG))
 			ndet_ll_reduce<DT, K, NR, true>(a, mine, payload, start, chunk_bytes);
 		else
 			ndet_ll_reduce<DT, K, NR, false>(a, mine, payload, start, chunk_bytes);
 	}
-	if (code != NDET_KERNEL_OK) {
-		atomicCAS(&error_code, 0u, code);
-		ndet_fail(a, code, (uint32_t)bad_peer, step, observed, 2);
-	}
-	__syncthreads();
-	if (error_code != 0)
-		return;
 	ndet_trace(a, st, NDET_TRACE_REDUCED);
-
-	/* 4. This rank read every line it needed of this step. */
-	ndet_signal_finished(a, step);
 	if (threadIdx.x == 0) {
 		a.step_counters[b] = step;
-		a.step_counters[NDET_KERNEL_MAX_BLOCKS + b] = t;
+		a.step_counters[NDET_COUNTER_LL(b)] = t;
+		a.step_counters[NDET_COUNTER_LAST_LL(b)] = step;
 	}
 	ndet_trace(a, st, NDET_TRACE_END);
 }

@@ -23,6 +23,7 @@ static_assert(NDET_KERNEL_THREADS > 32, "the kernel needs a second warp");
 struct ndet_block_start {
 	uint64_t first_step; /* the block's step counter before this call */
 	uint64_t first_ll;   /* its LL step counter */
+	bool after_ll;       /* the block's last step was an LL step */
 	uint32_t host_abort; /* thread 32 of block 0: the host abort flag as read */
 };
 
@@ -34,7 +35,7 @@ __device__ bool ndet_block_open(const ndet_kernel_args &a, ndet_block_state &st,
 				ndet_block_start &start)
 {
 	__shared__ uint64_t first_step, first_ll;
-	__shared__ int poisoned;
+	__shared__ int poisoned, after_ll;
 	st.t0 = ndet_globaltimer();
 	st.me = a.flags[a.rank];
 	st.waits = 0;
@@ -48,16 +49,20 @@ __device__ bool ndet_block_open(const ndet_kernel_args &a, ndet_block_state &st,
 	 * the prologue's other loads so that one memory latency covers them all: thread 0
 	 * issues it after its plain and relaxed loads (an acquire would hold later ones
 	 * back) and before it uses any of them.  Only this rank's own flags are read,
-	 * which a poisoned engine may still do.
+	 * which a poisoned engine may still do.  LL looks at its opening flag only where
+	 * it waits for it (ndet_ll_block): an acquire would hold back the thread's loads
+	 * of sendbuff, which an LL step needs first.
 	 */
-	const bool opens = threadIdx.x < (unsigned)a.nranks && threadIdx.x != (unsigned)a.rank;
+	const bool opens = a.path != NDET_PATH_LL && threadIdx.x < (unsigned)a.nranks &&
+			   threadIdx.x != (unsigned)a.rank;
 	const uint64_t *opening_flag = !opens ? nullptr
 				       : a.path == NDET_PATH_PUSH
 					       ? &st.me->done[b][threadIdx.x]
 					       : &st.me->released[b][threadIdx.x];
 	if (threadIdx.x == 0) {
 		const uint64_t counter = a.step_counters[b];
-		const uint64_t ll_counter = a.step_counters[NDET_KERNEL_MAX_BLOCKS + b];
+		const uint64_t ll_counter = a.step_counters[NDET_COUNTER_LL(b)];
+		const uint64_t last_ll = a.step_counters[NDET_COUNTER_LAST_LL(b)];
 		/*
 		 * Before any flag or lane of a peer is touched: a poisoned engine fails
 		 * fast (later calls touch nothing).  Every failure a kernel records also
@@ -70,6 +75,7 @@ __device__ bool ndet_block_open(const ndet_kernel_args &a, ndet_block_state &st,
 			st.opening = ndet_load_acquire(opening_flag);
 		first_step = counter;
 		first_ll = ll_counter;
+		after_ll = last_ll != 0 && last_ll == counter;
 		poisoned = abort_word != 0;
 		if (poisoned)
 			ndet_record_error(a, NDET_KERNEL_ERR_PEER, (uint32_t)(abort_word - 1),
@@ -96,6 +102,7 @@ __device__ bool ndet_block_open(const ndet_kernel_args &a, ndet_block_state &st,
 	__syncthreads();
 	start.first_step = first_step;
 	start.first_ll = first_ll;
+	start.after_ll = after_ll != 0;
 	start.host_abort = host_abort;
 	return !poisoned;
 }

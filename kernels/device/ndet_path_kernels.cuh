@@ -50,7 +50,7 @@ __device__ __forceinline__ void ndet_path_block(const ndet_kernel_args &a, ndet_
 	if constexpr (PATH == NDET_PATH_LL) {
 		static_assert(K != kPremul, "LL: no PreMulSum");
 		ndet_ll_block<DT, K, NR, LLOP>(a, st, start.first_step + 1, start.first_ll + 1,
-					       start.host_abort);
+					       start.host_abort, start.after_ll);
 	} else if constexpr (PATH == NDET_PATH_PUSH) {
 		static_assert(K != kPremul && NR <= 8, "push: no PreMulSum, at most 8 ranks");
 		ndet_push_block<DT, K, NR>(a, st, start.first_step, start.host_abort);

@@ -37,8 +37,9 @@ extern "C" {
 #define NDET_POOL_DETACH_OFFSET ((sizeof(struct ndet_flags) + 63) / 64 * 64)
 #define NDET_POOL_DETACH_BYTES  (NDET_MAX_RANKS * sizeof(uint64_t))
 
-/* Device bytes of the step counters: the pull steps', then the LL steps'. */
-#define NDET_POOL_COUNTER_BYTES (2u * NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t))
+/* Device bytes of the step counters (ndet_kernel_args.step_counters). */
+#define NDET_POOL_COUNTER_BYTES                                                                    \
+	(NDET_STEP_COUNTER_WORDS * NDET_KERNEL_MAX_BLOCKS * sizeof(uint64_t))
 
 /*
  * The most ranks the communicator of `config` can have on one host, known before the

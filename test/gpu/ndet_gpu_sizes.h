@@ -51,4 +51,14 @@
 		777, 9001, 70001, 300001                                                           \
 	}
 
+/*
+ * run_delay_phase's second round, f32 sum: LL only, one to four blocks in turn, so that
+ * LL steps follow each other (no released wait between them) and a block sits out
+ * some calls.
+ */
+#define NDET_GPU_DELAY_LL_COUNTS                                                                   \
+	{                                                                                          \
+		1, 777, 2049, 4095, 333, 3001, 1025                                                \
+	}
+
 #endif /* NDET_GPU_SIZES_H_ */

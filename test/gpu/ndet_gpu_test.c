@@ -119,7 +119,7 @@ static void loopback_barrier(void *context)
 	pthread_barrier_wait(&((struct loopback_world *)context)->barrier);
 }
 
-static void run_delay_phase(struct gpu_rank *gpu, int calls)
+static void run_delay_phase(struct gpu_rank *gpu, int calls, const size_t *counts, int ncounts)
 {
 	/*
 	 * Many calls with the random-delay knob: ordering bugs show as mismatches.  The
@@ -134,9 +134,7 @@ static void run_delay_phase(struct gpu_rank *gpu, int calls)
 	 * must still be poison (a call that wrote nothing, or another call's result,
 	 * cannot pass).
 	 */
-	static const size_t counts[] = NDET_GPU_DELAY_COUNTS;
 	enum { kSlots = 50 };
-	const int ncounts = (int)(sizeof(counts) / sizeof(counts[0]));
 	const size_t most = counts[ncounts - 1], slot_elems = most + 1;
 	const size_t slot_bytes = slot_elems * sizeof(float);
 	float *send = NULL, *recv = NULL;
@@ -274,8 +272,13 @@ static void *loopback_thread(void *argument)
 		config.debug_delay_ns = (unsigned)env_u64("NDET_TEST_DELAY_NS", 3000);
 		if (!recreate(&gpu, &config, me, &verdict))
 			goto done;
-		run_delay_phase(&gpu,
-				(int)env_u64("NDET_TEST_DELAY_CALLS", world->quick ? 1000 : 10000));
+		const int delay_calls =
+			(int)env_u64("NDET_TEST_DELAY_CALLS", world->quick ? 1000 : 10000);
+		static const size_t mixed[] = NDET_GPU_DELAY_COUNTS;
+		static const size_t ll_only[] = NDET_GPU_DELAY_LL_COUNTS;
+		run_delay_phase(&gpu, delay_calls, mixed, (int)(sizeof(mixed) / sizeof(mixed[0])));
+		run_delay_phase(&gpu, delay_calls, ll_only,
+				(int)(sizeof(ll_only) / sizeof(ll_only[0])));
 		ndet_engine_destroy(gpu.engine, true);
 
 		/*

@@ -998,8 +998,9 @@ static struct ndet_engine_config harness_config(int nranks, int blocks, uint64_t
  * NDET_PLAN_PUSH_MAX_RANKS) over several steps for f32 and f64; the full matrix
  * the same with several steps for every dtype; the compute-sanitizer sizes LL,
  * one-shot and two-shot or push for every dtype; the delay phase's f32 counts all
- * four.  For the rank counts the suites run on one GPU.  (Pull two-shot over several
- * steps below push's sizes: suite.sh's NDET_TEST_PUSH=0 run.)
+ * four, and its LL-only counts LL alone on one to four blocks.  For the rank counts the suites run
+ * on one GPU.  (Pull two-shot over several steps below push's sizes: suite.sh's NDET_TEST_PUSH=0
+ * run.)
  */
 static void test_gpu_harness_sizes_reach_every_path(void **state)
 {
@@ -1008,6 +1009,7 @@ static void test_gpu_harness_sizes_reach_every_path(void **state)
 	static const size_t full[] = NDET_GPU_MATRIX_FULL_SIZES;
 	static const size_t sanitize[] = NDET_GPU_SANITIZE_SIZES;
 	static const size_t delay[] = NDET_GPU_DELAY_COUNTS;
+	static const size_t delay_ll[] = NDET_GPU_DELAY_LL_COUNTS;
 	static const int rank_counts[] = {2, 3, 4, 5, 6, 7, 8, 12};
 	unsigned paths[NDET_DTYPE_COUNT];
 	bool multi[NDET_DTYPE_COUNT];
@@ -1062,6 +1064,21 @@ static void test_gpu_harness_sizes_reach_every_path(void **state)
 		if ((paths[NDET_DTYPE_F32] & want) != want)
 			fail_msg("n=%d delay counts: paths 0x%x, want 0x%x", n,
 				 paths[NDET_DTYPE_F32], want);
+		/* The LL-only round: every count LL, and each block count 1 to 4 in turn. */
+		unsigned grids = 0;
+		for (size_t i = 0; i < sizeof(delay_ll) / sizeof(delay_ll[0]); i++) {
+			struct ndet_plan plan;
+			assert_int_equal(ndet_engine_plan_for_config(&test, delay_ll[i],
+								     NDET_DTYPE_F32, NDET_OP_SUM,
+								     &plan),
+					 NDET_OK);
+			if (plan.path != NDET_PATH_LL)
+				fail_msg("n=%d LL delay count %zu: path %d", n, delay_ll[i],
+					 (int)plan.path);
+			grids |= 1u << plan.blocks;
+		}
+		if (grids != (BIT(1) | BIT(2) | BIT(3) | BIT(4)))
+			fail_msg("n=%d LL delay counts: block counts 0x%x", n, grids);
 	}
 }
 
