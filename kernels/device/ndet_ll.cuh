@@ -223,13 +223,35 @@ constexpr int kLLOpSum = 1;
 constexpr int kLLOpAvg = 2;
 
 /*
+ * This thread's lines of block b's chunk of sendbuff (past the chunk: zeros).  The LL
+ * kernel loads them before its prologue, so that their latency and the prologue's
+ * overlap: the first thing an LL step does after it is store them.
+ */
+template <int DT>
+__device__ __forceinline__ void ndet_ll_load_mine(const ndet_kernel_args &a,
+						  uint64_t (&mine)[NDET_LL_LINES_PER_THREAD])
+{
+	typedef typename ndet_dtype<DT>::T T;
+	const uint64_t start = (uint64_t)blockIdx.x * a.chunk_elems;
+	const uint64_t len = start < a.count ? min(a.chunk_elems, a.count - start) : 0;
+	const uint64_t chunk_bytes = len * sizeof(T);
+	const char *send = static_cast<const char *>(a.sendbuff) + start * sizeof(T);
+#pragma unroll
+	for (int l = 0; l < NDET_LL_LINES_PER_THREAD; l++) {
+		const uint64_t off = ((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * 8;
+		mine[l] = off < chunk_bytes ? ndet_ll_payload(send + off, chunk_bytes - off) : 0;
+	}
+}
+
+/*
  * One LL step of block b (doc/protocol.md): step `step` of the block's flags, LL step
  * `t` of its slots.  Thread i carries lines i, i + threads, ... of the block's chunk.
  * after_ll: the block's previous step was LL step t - 1.
  */
 template <int DT, int K, int NR, int LLOP>
 __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, uint64_t step,
-			      uint64_t t, uint32_t host_abort, bool after_ll)
+			      uint64_t t, uint32_t host_abort, bool after_ll,
+			      const uint64_t (&mine)[NDET_LL_LINES_PER_THREAD])
 {
 	typedef typename ndet_dtype<DT>::T T;
 	constexpr int L = NDET_LL_LINES_PER_THREAD;
@@ -245,16 +267,8 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	const uint64_t start = (uint64_t)b * a.chunk_elems; /* one step: k = 0 */
 	const uint64_t len = start < a.count ? min(a.chunk_elems, a.count - start) : 0;
 	const uint64_t chunk_bytes = len * sizeof(T);
-	const char *send = static_cast<const char *>(a.sendbuff) + start * sizeof(T);
 	const bool writes = a.root < 0 || a.root == me;
 
-	/* This thread's payloads, loaded while the flags are looked at. */
-	uint64_t mine[L];
-#pragma unroll
-	for (int l = 0; l < L; l++) {
-		const uint64_t off = ((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * 8;
-		mine[l] = off < chunk_bytes ? ndet_ll_payload(send + off, chunk_bytes - off) : 0;
-	}
 	/*
 	 * 1. Peers are through with my slots and flags of the previous step: only then
 	 * may ready be overwritten (a peer on the pull path may still wait for the

@@ -135,7 +135,10 @@ static void run_delay_phase(struct gpu_rank *gpu, int calls, const size_t *count
 	 * cannot pass).
 	 */
 	enum { kSlots = 50 };
-	const size_t most = counts[ncounts - 1], slot_elems = most + 1;
+	size_t most = 0;
+	for (int i = 0; i < ncounts; i++)
+		most = counts[i] > most ? counts[i] : most;
+	const size_t slot_elems = most + 1;
 	const size_t slot_bytes = slot_elems * sizeof(float);
 	float *send = NULL, *recv = NULL;
 	GPU_CHECK(cudaMalloc((void **)&send, most * sizeof(float)));
