@@ -51,7 +51,8 @@ struct ndet_block_state {
 	/*
 	 * Threads 0..n-1: the opening flag of peer q (released, or done for push) as
 	 * loaded (acquire) at kernel start, alongside the prologue's other loads, so a
-	 * flag that is long set costs no extra memory latency at the opening wait.
+	 * flag that is long set costs no extra memory latency at the opening wait.  Not
+	 * loaded for LL, which looks at its opening flag only where it waits for it.
 	 */
 	uint64_t opening;
 	uint32_t traced; /* ndet_trace events written by this thread */

@@ -60,15 +60,16 @@ __device__ __forceinline__ uint64_t ndet_ll_payload(const char *src, uint64_t by
  * and also the ready flag of each peer still missing: a peer that reached this step with
  * another signature (another call, or a path that waits for our ready instead) fails
  * the call at once.  On failure *bad_peer is that peer (a timeout: the lowest peer still
- * missing) and *observed its ready.  `host_abort`: the host abort flag as read at kernel
- * start (thread 32 of block 0; 0 elsewhere), looked at only once a line keeps us
- * waiting: a call that was aborted before it started fails there, naming this rank,
- * while one whose lines are all there completes like its peers.
+ * missing) and *observed its ready.  `aborted_at_start`: the host abort flag as block 0
+ * read it at kernel start (shared; 0 in other blocks, and until thread 32 has it),
+ * looked at only once a line keeps us waiting: a call that was aborted before it
+ * started fails there, naming this rank, while one whose lines are all there
+ * completes like its peers.
  */
 template <int NR>
 __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &st, uint64_t parity,
 				   uint64_t chunk_bytes, uint32_t tag, uint64_t step,
-				   uint32_t host_abort,
+				   const volatile uint32_t *aborted_at_start,
 				   uint64_t (&payload)[NDET_LL_LINES_PER_THREAD][NR], int *bad_peer,
 				   uint64_t *observed)
 {
@@ -128,7 +129,7 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 		if (pending == 0 || (spins & 63) != 0)
 			continue;
 		const int first = __ffs(peers) - 1;
-		if (host_abort != 0) {
+		if (*aborted_at_start != 0) {
 			*bad_peer = me;
 			return NDET_KERNEL_ERR_ABORTED;
 		}
@@ -250,8 +251,8 @@ __device__ __forceinline__ void ndet_ll_load_mine(const ndet_kernel_args &a,
  */
 template <int DT, int K, int NR, int LLOP>
 __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, uint64_t step,
-			      uint64_t t, uint32_t host_abort, bool after_ll,
-			      const uint64_t (&mine)[NDET_LL_LINES_PER_THREAD])
+			      uint64_t t, uint32_t host_abort, volatile uint32_t *aborted_at_start,
+			      bool after_ll, const uint64_t (&mine)[NDET_LL_LINES_PER_THREAD])
 {
 	typedef typename ndet_dtype<DT>::T T;
 	constexpr int L = NDET_LL_LINES_PER_THREAD;
@@ -273,9 +274,11 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	 * 1. Peers are through with my slots and flags of the previous step: only then
 	 * may ready be overwritten (a peer on the pull path may still wait for the
 	 * previous value).  After an LL step there is nothing to wait for: no peer waits
-	 * for an LL step's ready, and the peers' lines of step t - 1, which this thread
-	 * read, were stored after they read their slots of step t - 2, the parity we
-	 * write now (doc/protocol.md, LL).
+	 * for an LL step's ready, and every peer stored its lines of step t - 1 (line 0
+	 * at least, which thread 0 read) in a kernel that started after its kernel of
+	 * step t - 2, the last to read the parity we write now, had finished; our own
+	 * kernel boundary orders that read before every thread's stores below
+	 * (doc/protocol.md, LL).
 	 */
 	if (!after_ll) {
 		if (ndet_wait_all(a, st, st.me->released, step - 1, false, 1) != 0)
@@ -312,11 +315,17 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	uint64_t payload[L][NR];
 	int bad_peer = 0;
 	uint64_t observed = 0;
-	const uint32_t code = ndet_ll_gather<NR>(a, st, parity, chunk_bytes, tag, step, host_abort,
-						 payload, &bad_peer, &observed);
+	/*
+	 * Thread 32 of block 0 read the host abort flag at kernel start; it consumes the
+	 * read only now, after its stores, and shares it with every waiting thread.
+	 */
+	if (host_abort != 0)
+		*aborted_at_start = host_abort;
+	const uint32_t code = ndet_ll_gather<NR>(a, st, parity, chunk_bytes, tag, step,
+						 aborted_at_start, payload, &bad_peer, &observed);
 	if (code != NDET_KERNEL_OK)
 		ndet_fail(a, code, (uint32_t)bad_peer, step, observed,
-			  code == NDET_KERNEL_ERR_ABORTED && host_abort != 0 ? 0 : 2);
+			  code == NDET_KERNEL_ERR_ABORTED && *aborted_at_start != 0 ? 0 : 2);
 	if (__syncthreads_or(code != NDET_KERNEL_OK))
 		return;
 

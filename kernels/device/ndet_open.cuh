@@ -24,6 +24,11 @@ struct ndet_block_start {
 	uint64_t first_step; /* the block's step counter before this call */
 	uint64_t first_ll;   /* its LL step counter */
 	bool after_ll;       /* the block's last step was an LL step */
+	/*
+	 * Shared, 0 when the prologue ends: where an LL step puts host_abort once thread
+	 * 32 has it, for every waiting thread of the block to see (ndet_ll_block).
+	 */
+	volatile uint32_t *aborted_at_start;
 	uint32_t host_abort; /* thread 32 of block 0: the host abort flag as read */
 };
 
@@ -36,6 +41,7 @@ __device__ bool ndet_block_open(const ndet_kernel_args &a, ndet_block_state &st,
 {
 	__shared__ uint64_t first_step, first_ll;
 	__shared__ int poisoned, after_ll;
+	__shared__ uint32_t aborted_at_start;
 	st.t0 = ndet_globaltimer();
 	st.me = a.flags[a.rank];
 	st.waits = 0;
@@ -75,6 +81,7 @@ __device__ bool ndet_block_open(const ndet_kernel_args &a, ndet_block_state &st,
 			st.opening = ndet_load_acquire(opening_flag);
 		first_step = counter;
 		first_ll = ll_counter;
+		aborted_at_start = 0;
 		after_ll = last_ll != 0 && last_ll == counter;
 		poisoned = abort_word != 0;
 		if (poisoned)
@@ -88,12 +95,14 @@ __device__ bool ndet_block_open(const ndet_kernel_args &a, ndet_block_state &st,
 	 * after it) lives in host memory, and the GPU serves such reads one after the
 	 * other: were every block to read it here, block k's first flag wait would come
 	 * about k microseconds late (doc/kernels.md).  So block 0 reads it, in another
-	 * warp, and consumes it only after its first copy-in, which touches only this
-	 * rank's own lane; an aborted call then fails there, and block 0 leaves before it
-	 * publishes anything.
-	 * Its peers' block 0 never gets its ready: they, and every other block of every
-	 * rank that still waits, see the abort words ndet_fail sets and fail too; blocks
-	 * that finished their share have only moved data.  The call fails on every rank.
+	 * warp.  Pull and push consume it only after their first copy-in, which touches
+	 * only this rank's own lane; an aborted call then fails there, and block 0 leaves
+	 * before it publishes anything.  Its peers' block 0 never gets its ready: they,
+	 * and every other block of every rank that still waits, see the abort words
+	 * ndet_fail sets and fail too; blocks that finished their share have only moved
+	 * data.  The call fails on every rank.  LL publishes first and consumes it only
+	 * once a line keeps it waiting (doc/protocol.md, LL): an aborted LL call whose
+	 * peers are all there completes on every rank.
 	 * Long waits also poll the flag (ndet_wait), in every block.
 	 */
 	uint32_t host_abort = 0;
@@ -103,6 +112,7 @@ __device__ bool ndet_block_open(const ndet_kernel_args &a, ndet_block_state &st,
 	start.first_step = first_step;
 	start.first_ll = first_ll;
 	start.after_ll = after_ll != 0;
+	start.aborted_at_start = &aborted_at_start;
 	start.host_abort = host_abort;
 	return !poisoned;
 }

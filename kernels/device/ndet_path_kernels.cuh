@@ -52,7 +52,8 @@ __device__ __forceinline__ void ndet_path_block(const ndet_kernel_args &a, ndet_
 		uint64_t mine[NDET_LL_LINES_PER_THREAD];
 		ndet_ll_load_mine<DT>(a, mine);
 		ndet_ll_block<DT, K, NR, LLOP>(a, st, start.first_step + 1, start.first_ll + 1,
-					       start.host_abort, start.after_ll, mine);
+					       start.host_abort, start.aborted_at_start,
+					       start.after_ll, mine);
 	} else if constexpr (PATH == NDET_PATH_PUSH) {
 		static_assert(K != kPremul && NR <= 8, "push: no PreMulSum, at most 8 ranks");
 		ndet_push_block<DT, K, NR>(a, st, start.first_step, start.host_abort);
@@ -73,9 +74,9 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(NR)
 		uint64_t mine[NDET_LL_LINES_PER_THREAD];
 		ndet_ll_load_mine<DT>(args, mine);
 		if (ndet_block_open(args, st, start))
-			ndet_ll_block<DT, K, NR, LLOP>(args, st, start.first_step + 1,
-						       start.first_ll + 1, start.host_abort,
-						       start.after_ll, mine);
+			ndet_ll_block<DT, K, NR, LLOP>(
+				args, st, start.first_step + 1, start.first_ll + 1,
+				start.host_abort, start.aborted_at_start, start.after_ll, mine);
 	} else if (ndet_block_open(args, st, start)) {
 		ndet_path_block<PATH, DT, K, NR, LLOP>(args, st, start);
 	}

@@ -83,9 +83,10 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 	};
 
 	/*
-	 * Before the first remote store: every peer finished every access to the pools of
-	 * the steps before (pull, LL or push: each ends a call with done; never later
-	 * than first_step, so exactly that, as the other paths wait).
+	 * Before the first remote store: every peer finished every access to the lanes of
+	 * the steps before (pull or push; an LL step touches no lane: each ends a call
+	 * with done; never later than first_step, so exactly that, as the other paths
+	 * wait).
 	 */
 	if (ndet_wait_all(a, st, st.me->done, first_step, false, 1, false, true) != 0)
 		return;

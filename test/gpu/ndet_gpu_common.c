@@ -714,9 +714,8 @@ void gpu_run_slow_progress(struct gpu_rank *rank, uint64_t timeout_ms)
 	GPU_CHECK(cudaFree(recv));
 }
 
-void gpu_run_abort_at_start(struct gpu_rank *rank)
+void gpu_run_abort_at_start(struct gpu_rank *rank, size_t count)
 {
-	const size_t count = 4099;
 	float *buffer = NULL;
 	GPU_CHECK(cudaMalloc((void **)&buffer, count * sizeof(float)));
 	GPU_CHECK(cudaMemsetAsync(buffer, 0, count * sizeof(float), rank->stream));
@@ -745,9 +744,9 @@ void gpu_run_abort_at_start(struct gpu_rank *rank)
 	if (kernel_error != want || phase != 0 || peer != want_peer) {
 		rank->failures++;
 		fprintf(stderr,
-			"FAIL rank %d: abort at start: error %u (want %u), wait %u (want 0: "
-			"kernel start), peer %u (want %u)\n",
-			rank->rank, kernel_error, want, phase, peer, want_peer);
+			"FAIL rank %d: abort at start, count %zu: error %u (want %u), wait %u "
+			"(want 0: kernel start), peer %u (want %u)\n",
+			rank->rank, count, kernel_error, want, phase, peer, want_peer);
 	}
 	rank->barrier(rank->barrier_context);
 	GPU_CHECK(cudaFree(buffer));

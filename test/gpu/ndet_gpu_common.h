@@ -163,6 +163,6 @@ void gpu_run_slow_progress(struct gpu_rank *rank, uint64_t timeout_ms);
  * ABORTED recorded at wait 0, before touching a peer), and the peers' next calls
  * must fail at their start with PEER.  Poisons every engine.
  */
-void gpu_run_abort_at_start(struct gpu_rank *rank);
+void gpu_run_abort_at_start(struct gpu_rank *rank, size_t count);
 
 #endif /* NDET_GPU_COMMON_H_ */

@@ -61,4 +61,17 @@
 		1, 777, 2049, 4095, 333, 3001, 1025                                                \
 	}
 
+/*
+ * gpu_run_abort_at_start, f32, with the error phases' engine (NDET_GPU_ERROR_POOL and
+ * _BLOCKS): one-shot, which consumes the host abort flag after its copy-in; LL of one
+ * block in which thread 32, which holds the flag, waits for lines too; LL of one
+ * element, in which only thread 0 has a line to wait for.
+ */
+#define NDET_GPU_ERROR_POOL   (1u << 20)
+#define NDET_GPU_ERROR_BLOCKS 4
+#define NDET_GPU_ABORT_COUNTS                                                                      \
+	{                                                                                          \
+		4099, 1000, 1                                                                      \
+	}
+
 #endif /* NDET_GPU_SIZES_H_ */

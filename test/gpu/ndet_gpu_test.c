@@ -290,8 +290,8 @@ static void *loopback_thread(void *argument)
 		 * small pool and grid below, whatever NDET_TEST_POOL and _BLOCKS say).
 		 * Not for one rank: its call is a copy, with no step to delay.
 		 */
-		config.pool_size = 1u << 20;
-		config.max_blocks = 4;
+		config.pool_size = NDET_GPU_ERROR_POOL;
+		config.max_blocks = NDET_GPU_ERROR_BLOCKS;
 		config.timeout_ms = 1500;
 		config.debug_delay_ns = (unsigned)env_u64("NDET_TEST_SLOW_DELAY_NS", 100000000);
 		if (world->nranks >= 2) {
@@ -306,10 +306,14 @@ static void *loopback_thread(void *argument)
 		config.timeout_ms = 2000;
 		gpu.timeout_ms = config.timeout_ms;
 		if (world->nranks >= 2) {
-			if (!recreate(&gpu, &config, me, &verdict))
-				goto done;
-			gpu_run_abort_at_start(&gpu);
-			ndet_engine_destroy(gpu.engine, false);
+			static const size_t abort_counts[] = NDET_GPU_ABORT_COUNTS;
+			for (size_t i = 0; i < sizeof(abort_counts) / sizeof(abort_counts[0]);
+			     i++) {
+				if (!recreate(&gpu, &config, me, &verdict))
+					goto done;
+				gpu_run_abort_at_start(&gpu, abort_counts[i]);
+				ndet_engine_destroy(gpu.engine, false);
+			}
 			if (!recreate(&gpu, &config, me, &verdict))
 				goto done;
 			gpu_run_divergence(&gpu, -1, 1);

@@ -991,6 +991,16 @@ static struct ndet_engine_config harness_config(int nranks, int blocks, uint64_t
 
 #define BIT(path) (1u << (path))
 
+/* The plan of an f32 sum all-reduce of `count` under `config`. */
+static struct ndet_plan f32_sum_plan(const struct ndet_engine_config *config, size_t count)
+{
+	struct ndet_plan plan;
+	assert_int_equal(
+		ndet_engine_plan_for_config(config, count, NDET_DTYPE_F32, NDET_OP_SUM, &plan),
+		NDET_OK);
+	return plan;
+}
+
 /*
  * The GPU harness's sizes (test/gpu/ndet_gpu_sizes.h) reach, with its settings, the
  * paths its phases are there to cover: the quick matrix (smoke, mp, most loopback
@@ -1067,11 +1077,7 @@ static void test_gpu_harness_sizes_reach_every_path(void **state)
 		/* The LL-only round: every count LL, and each block count 1 to 4 in turn. */
 		unsigned grids = 0;
 		for (size_t i = 0; i < sizeof(delay_ll) / sizeof(delay_ll[0]); i++) {
-			struct ndet_plan plan;
-			assert_int_equal(ndet_engine_plan_for_config(&test, delay_ll[i],
-								     NDET_DTYPE_F32, NDET_OP_SUM,
-								     &plan),
-					 NDET_OK);
+			const struct ndet_plan plan = f32_sum_plan(&test, delay_ll[i]);
 			if (plan.path != NDET_PATH_LL)
 				fail_msg("n=%d LL delay count %zu: path %d", n, delay_ll[i],
 					 (int)plan.path);
@@ -1079,6 +1085,25 @@ static void test_gpu_harness_sizes_reach_every_path(void **state)
 		}
 		if (grids != (BIT(1) | BIT(2) | BIT(3) | BIT(4)))
 			fail_msg("n=%d LL delay counts: block counts 0x%x", n, grids);
+		/* The abort-at-start counts: one-shot, then LL of one block twice. */
+		static const size_t abort_counts[] = NDET_GPU_ABORT_COUNTS;
+		static const ndet_path_t abort_paths[] = {NDET_PATH_ONESHOT, NDET_PATH_LL,
+							  NDET_PATH_LL};
+		struct ndet_engine_config errors = test;
+		errors.pool_size = NDET_GPU_ERROR_POOL;
+		errors.max_blocks = NDET_GPU_ERROR_BLOCKS;
+		for (size_t i = 0; i < sizeof(abort_counts) / sizeof(abort_counts[0]); i++) {
+			const struct ndet_plan plan = f32_sum_plan(&errors, abort_counts[i]);
+			if (plan.path != abort_paths[i] ||
+			    (plan.path == NDET_PATH_LL && plan.blocks != 1))
+				fail_msg("n=%d abort count %zu: path %d on %u blocks", n,
+					 abort_counts[i], (int)plan.path, (unsigned)plan.blocks);
+		}
+		/* Thread 32 has a line at 1000, none at 1 (8-byte lines, f32). */
+		if (abort_counts[1] * sizeof(float) <= 32 * 8 ||
+		    abort_counts[2] * sizeof(float) > 8)
+			fail_msg("abort counts: thread 32 must wait at the second, only thread 0 "
+				 "at the third");
 	}
 }
 
