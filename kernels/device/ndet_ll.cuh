@@ -228,15 +228,21 @@ constexpr int kLLOpAvg = 2;
  * kernel loads them before its prologue, so that their latency and the prologue's
  * overlap: the first thing an LL step does after it is store them.
  */
+template <int DT> __device__ __forceinline__ uint64_t ndet_ll_chunk_bytes(const ndet_kernel_args &a)
+{
+	const uint64_t start = (uint64_t)blockIdx.x * a.chunk_elems; /* one step: k = 0 */
+	const uint64_t len = start < a.count ? min(a.chunk_elems, a.count - start) : 0;
+	return len * sizeof(typename ndet_dtype<DT>::T);
+}
+
 template <int DT>
 __device__ __forceinline__ void ndet_ll_load_mine(const ndet_kernel_args &a,
 						  uint64_t (&mine)[NDET_LL_LINES_PER_THREAD])
 {
 	typedef typename ndet_dtype<DT>::T T;
-	const uint64_t start = (uint64_t)blockIdx.x * a.chunk_elems;
-	const uint64_t len = start < a.count ? min(a.chunk_elems, a.count - start) : 0;
-	const uint64_t chunk_bytes = len * sizeof(T);
-	const char *send = static_cast<const char *>(a.sendbuff) + start * sizeof(T);
+	const uint64_t chunk_bytes = ndet_ll_chunk_bytes<DT>(a);
+	const char *send = static_cast<const char *>(a.sendbuff) +
+			   (uint64_t)blockIdx.x * a.chunk_elems * sizeof(T);
 #pragma unroll
 	for (int l = 0; l < NDET_LL_LINES_PER_THREAD; l++) {
 		const uint64_t off = ((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * 8;
@@ -266,8 +272,7 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	const uint32_t tag = (a.signature << 8) | (uint32_t)(t % 255u + 1u);
 	const uint64_t parity = t & 1;
 	const uint64_t start = (uint64_t)b * a.chunk_elems; /* one step: k = 0 */
-	const uint64_t len = start < a.count ? min(a.chunk_elems, a.count - start) : 0;
-	const uint64_t chunk_bytes = len * sizeof(T);
+	const uint64_t chunk_bytes = ndet_ll_chunk_bytes<DT>(a);
 	const bool writes = a.root < 0 || a.root == me;
 
 	/*
@@ -336,8 +341,10 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	 */
 	ndet_signal_finished_relaxed(a, step);
 
-	/* 5. The tree, element by element; at run time avg's division as a branch around the whole
-	 * loop. */
+	/*
+	 * 5. The tree, element by element; at run time avg's division as a branch around
+	 * the whole loop.
+	 */
 	if (writes) {
 		if (LLOP == kLLOpAvg || (LLOP == kLLOpRuntime && a.op == NDET_OP_AVG))
 			ndet_ll_reduce<DT, K, NR, true>(a, mine, payload, start, chunk_bytes);

@@ -37,6 +37,17 @@ namespace
  */
 #define NDET_KERNEL_OCCUPANCY(NR) ((NR) <= 8 ? 2 : 1)
 
+/* An LL step from the prologue's outcome and this thread's lines. */
+template <int DT, int K, int NR, int LLOP>
+__device__ __forceinline__ void ndet_ll_start(const ndet_kernel_args &a, ndet_block_state &st,
+					      const ndet_block_start &start,
+					      const uint64_t (&mine)[NDET_LL_LINES_PER_THREAD])
+{
+	ndet_ll_block<DT, K, NR, LLOP>(a, st, start.first_step + 1, start.first_ll + 1,
+				       start.host_abort, start.aborted_at_start, start.after_ll,
+				       mine);
+}
+
 /*
  * One path's blocks after the prologue: pull (NDET_PATH_ONESHOT stands for one-shot,
  * two-shot and reduce-scatter, which args.path tells apart), push or LL.  Push and
@@ -51,9 +62,7 @@ __device__ __forceinline__ void ndet_path_block(const ndet_kernel_args &a, ndet_
 		static_assert(K != kPremul, "LL: no PreMulSum");
 		uint64_t mine[NDET_LL_LINES_PER_THREAD];
 		ndet_ll_load_mine<DT>(a, mine);
-		ndet_ll_block<DT, K, NR, LLOP>(a, st, start.first_step + 1, start.first_ll + 1,
-					       start.host_abort, start.aborted_at_start,
-					       start.after_ll, mine);
+		ndet_ll_start<DT, K, NR, LLOP>(a, st, start, mine);
 	} else if constexpr (PATH == NDET_PATH_PUSH) {
 		static_assert(K != kPremul && NR <= 8, "push: no PreMulSum, at most 8 ranks");
 		ndet_push_block<DT, K, NR>(a, st, start.first_step, start.host_abort);
@@ -74,9 +83,7 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(NR)
 		uint64_t mine[NDET_LL_LINES_PER_THREAD];
 		ndet_ll_load_mine<DT>(args, mine);
 		if (ndet_block_open(args, st, start))
-			ndet_ll_block<DT, K, NR, LLOP>(
-				args, st, start.first_step + 1, start.first_ll + 1,
-				start.host_abort, start.aborted_at_start, start.after_ll, mine);
+			ndet_ll_start<DT, K, NR, LLOP>(args, st, start, mine);
 	} else if (ndet_block_open(args, st, start)) {
 		ndet_path_block<PATH, DT, K, NR, LLOP>(args, st, start);
 	}
