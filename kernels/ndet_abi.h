@@ -57,6 +57,18 @@ typedef enum {
 #define NDET_LL_SLOT_BYTES       (NDET_KERNEL_THREADS * NDET_LL_LINES_PER_THREAD * 16)
 
 /*
+ * LL tags repeat every 255 LL steps (doc/protocol.md, LL), so on one slot parity a line
+ * last written 510 steps ago would match.  An LL step stores only the lines that hold
+ * data, except at the steps t with t % NDET_LL_REFRESH_STEPS < 2, which store every
+ * line of the slot: no line of either parity is then older than NDET_LL_REFRESH_STEPS
+ * steps, which must stay below 510.
+ */
+#define NDET_LL_REFRESH_STEPS 256u
+#if NDET_LL_REFRESH_STEPS % 2 != 0 || NDET_LL_REFRESH_STEPS >= 510
+#error "NDET_LL_REFRESH_STEPS: even, and below the tags' period on one parity (510)"
+#endif
+
+/*
  * The step counters of a rank (ndet_kernel_args.step_counters), three words per block:
  * its step, its LL step, and the step its last LL step was (an LL step right after
  * another needs no released wait: doc/protocol.md, LL).

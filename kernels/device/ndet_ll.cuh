@@ -293,16 +293,23 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	}
 	ndet_trace(a, st, NDET_TRACE_OPENED, st.t0);
 
-	/* 2. Every line of the slot, to every peer (lines past the chunk: zeros). */
+	/*
+	 * 2. The lines that hold data, to every peer; at a refresh step every line of the
+	 * slot (past the chunk: zeros), so that no line keeps a tag old enough to match
+	 * again (NDET_LL_REFRESH_STEPS).  Peers read only the lines that hold data.
+	 */
 	ndet_debug_delay(a, step, 2);
+	const bool refresh = t % NDET_LL_REFRESH_STEPS < 2;
 	for (int j = 1; j < n; j++) {
 		const int q = (me + j) % n;
 		char *slot = a.lanes[q] + a.ll_offset +
 			     (((uint64_t)b * n + me) * 2 + parity) * NDET_LL_SLOT_BYTES;
 #pragma unroll
-		for (int l = 0; l < L; l++)
-			ndet_ll_store(slot + ((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * 16,
-				      mine[l], tag);
+		for (int l = 0; l < L; l++) {
+			const uint64_t line = (uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
+			if (refresh || line * 8 < chunk_bytes)
+				ndet_ll_store(slot + line * 16, mine[l], tag);
+		}
 	}
 	/*
 	 * The signature, for peers that poll it (ndet_ll_gather) or wait for it (another

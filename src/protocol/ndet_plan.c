@@ -105,6 +105,27 @@ uint64_t ndet_plan_ll_blocks(uint64_t ll_max)
 	return ndet_plan_div_up(ndet_plan_ll_bytes(ll_max), NDET_LL_BLOCK_BYTES);
 }
 
+/*
+ * Bytes per block of an LL plan of `bytes`: NDET_LL_BLOCK_BYTES / 2 (one line per
+ * thread) where that grid fits both the cap and the pool's LL slots, else
+ * NDET_LL_BLOCK_BYTES (two lines per thread) where that one fits the cap; 0 where
+ * neither does.  A thread stores each of its lines to every peer, so at half the bytes
+ * per block it stores half as many (doc/protocol.md, LL).
+ */
+#ifndef NDET_PLAN_LL_HALF_BLOCKS /* -DNDET_PLAN_LL_HALF_BLOCKS=0: builds that compare */
+#define NDET_PLAN_LL_HALF_BLOCKS 1
+#endif
+static uint64_t ndet_plan_ll_block_bytes(const struct ndet_plan_params *params, uint64_t bytes)
+{
+	const uint64_t cap = ndet_plan_grid_cap(params);
+	const uint64_t half = NDET_LL_BLOCK_BYTES / 2;
+	const uint64_t half_blocks = ndet_plan_div_up(bytes, half);
+	if (NDET_PLAN_LL_HALF_BLOCKS && half_blocks <= cap &&
+	    half_blocks <= ndet_plan_ll_blocks(params->ll_max))
+		return half;
+	return ndet_plan_div_up(bytes, NDET_LL_BLOCK_BYTES) <= cap ? NDET_LL_BLOCK_BYTES : 0;
+}
+
 uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks, ndet_coll_t coll)
 {
 	if (oneshot_max != NDET_PLAN_ONESHOT_AUTO)
@@ -177,13 +198,12 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 		const uint64_t ll_max = ndet_plan_ll_bytes(params->ll_max);
 		const uint64_t oneshot_max =
 			ndet_plan_oneshot_max(params->oneshot_max, params->nranks, params->coll);
-		const uint64_t ll_blocks = ndet_plan_div_up(bytes, NDET_LL_BLOCK_BYTES);
-		if (!scatter && !params->premul && bytes <= ll_max &&
-		    ll_blocks <= ndet_plan_grid_cap(params)) {
-			/* One step, a block per NDET_LL_BLOCK_BYTES (a multiple of 16). */
+		const uint64_t ll_block_bytes = ndet_plan_ll_block_bytes(params, bytes);
+		if (!scatter && !params->premul && bytes <= ll_max && ll_block_bytes != 0) {
+			/* One step, a block per ll_block_bytes (a multiple of 16). */
 			result.path = NDET_PATH_LL;
-			result.blocks = (uint32_t)ll_blocks;
-			result.chunk_elems = NDET_LL_BLOCK_BYTES / size;
+			result.blocks = (uint32_t)ndet_plan_div_up(bytes, ll_block_bytes);
+			result.chunk_elems = ll_block_bytes / size;
 			result.steps = 1;
 			result.signature = ndet_plan_signature(params, &result);
 			*plan = result;

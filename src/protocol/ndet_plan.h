@@ -187,9 +187,11 @@ const char *ndet_plan_path_name(ndet_path_t path);
  * is smaller.
  *
  * LL (NDET_PATH_LL): an all-reduce or reduce of at most ll_max bytes on two or more
- * ranks, not PreMulSum, takes one step of NDET_LL_BLOCK_BYTES per block when that
- * grid fits the cap (ndet_plan_grid_cap); ll_max above NDET_LL_MAX_BYTES counts as
- * that (the pool has no more slots).
+ * ranks, not PreMulSum, takes one step of NDET_LL_BLOCK_BYTES / 2 per block when that
+ * grid fits both the cap (ndet_plan_grid_cap) and the pool's LL slots
+ * (ndet_plan_ll_blocks), else of NDET_LL_BLOCK_BYTES per block when that grid fits
+ * the cap; ll_max above NDET_LL_MAX_BYTES counts as that (the pool has no more
+ * slots).
  *
  * Plan one call.  NDET_ERR_INVALID_ARGUMENT for an invalid dtype/op/collective,
  * PreMulSum with an op other than sum, a root outside [0, nranks), nranks outside

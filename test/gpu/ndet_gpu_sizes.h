@@ -13,7 +13,7 @@
 #define NDET_GPU_TEST_POOL    (1u << 20) /* small lanes: moderate sizes cross chunks */
 #define NDET_GPU_TEST_BLOCKS  4
 #define NDET_GPU_TEST_ONESHOT (64u << 10)
-#define NDET_GPU_TEST_LL      (64u << 10) /* LL stops at 16 KiB: a block per 4 KiB */
+#define NDET_GPU_TEST_LL      (64u << 10) /* LL stops at 16 KiB: 4 blocks */
 #define NDET_GPU_TEST_PUSH    (1u << 20)  /* the largest sizes push, the ones below pull */
 
 /* What test/gpu/suite.sh sets for the compute-sanitizer runs (sanitize N). */
@@ -54,7 +54,8 @@
 /*
  * run_delay_phase's second round, f32 sum: LL only, one to four blocks in turn, so that
  * LL steps follow each other (no released wait between them) and a block sits out
- * some calls.
+ * some calls; with the harness's cap of 4 blocks, blocks of half NDET_LL_BLOCK_BYTES up
+ * to 8 KiB, full ones above, so the two sizes follow each other on the same slots.
  */
 #define NDET_GPU_DELAY_LL_COUNTS                                                                   \
 	{                                                                                          \
@@ -64,14 +65,15 @@
 /*
  * gpu_run_abort_at_start, f32, with the error phases' engine (NDET_GPU_ERROR_POOL and
  * _BLOCKS): one-shot, which consumes the host abort flag after its copy-in; LL of one
- * block in which thread 32, which holds the flag, waits for lines too; LL of one
+ * block (half NDET_LL_BLOCK_BYTES) in which thread 32, which holds the flag, waits for
+ * lines too; LL of one
  * element, in which only thread 0 has a line to wait for.
  */
 #define NDET_GPU_ERROR_POOL   (1u << 20)
 #define NDET_GPU_ERROR_BLOCKS 4
 #define NDET_GPU_ABORT_COUNTS                                                                      \
 	{                                                                                          \
-		4099, 1000, 1                                                                      \
+		4099, 500, 1                                                                       \
 	}
 
 #endif /* NDET_GPU_SIZES_H_ */

@@ -224,6 +224,98 @@ static void run_delay_phase(struct gpu_rank *gpu, int calls, const size_t *count
 	GPU_CHECK(cudaFree(recv));
 }
 
+/*
+ * LL tags repeat every 255 LL steps, so on one slot parity a line last written 510 LL
+ * steps before carries the tag its reader waits for; an LL step stores only the lines
+ * that hold data, and the refresh steps (NDET_LL_REFRESH_STEPS) are what keeps such a
+ * line from standing.  Each round: a call of kBig elements (every line of block 0's
+ * slot, data A), kGap one-element calls (line 0 only, data B), and kBig elements again
+ * (data C) exactly 510 LL steps after the first, under the delay knob, so that ranks
+ * poll lines before their peers' stores land.  Without the refresh, a reader would
+ * take A's lines for C's.  Both big calls are checked against the reference, with
+ * poison after their count.
+ */
+static void run_ll_refresh(struct gpu_rank *gpu, int rounds)
+{
+	enum { kBig = 1000, kGap = 509 };
+	const int window = gpu_launch_window(gpu);
+	const size_t big_bytes = kBig * sizeof(float);
+	float *send = NULL, *recv = NULL, *got = NULL;
+	GPU_CHECK(cudaMalloc((void **)&send, 3 * big_bytes));
+	GPU_CHECK(cudaMalloc((void **)&recv, 3 * (big_bytes + sizeof(float))));
+	GPU_CHECK(cudaMallocHost((void **)&got, big_bytes + sizeof(float)));
+	float *inputs[NDET_MAX_RANKS];
+	const void *views[NDET_MAX_RANKS];
+	float *expected = malloc(big_bytes);
+	uint32_t poison;
+	memset(&poison, 0x5a, sizeof(poison));
+	for (int round = 0; round < rounds; round++) {
+		/* Data A, B and C of every rank, back to back: seeds from round and rank. */
+		for (int r = 0; r < gpu->nranks; r++) {
+			inputs[r] = malloc(3 * big_bytes);
+			gpu_fill(NDET_DTYPE_F32, inputs[r], 3 * kBig,
+				 0x11f7e5ull + ((uint64_t)round << 8) + (uint64_t)r, false);
+		}
+		gpu_upload(send, inputs[gpu->rank], 3 * big_bytes, gpu->stream);
+		GPU_CHECK(
+			cudaMemsetAsync(recv, 0x5a, 3 * (big_bytes + sizeof(float)), gpu->stream));
+		gpu->barrier(gpu->barrier_context);
+		float *out[3];
+		for (int k = 0; k < 3; k++)
+			out[k] = recv + (size_t)k * (kBig + 1);
+		ndet_engine_allreduce(gpu->engine, send, out[0], kBig, NDET_DTYPE_F32, NDET_OP_SUM,
+				      gpu->stream);
+		for (int i = 0; i < kGap; i++) {
+			if (window > 0 && i % window == 0)
+				gpu->barrier(gpu->barrier_context);
+			ndet_engine_allreduce(gpu->engine, send + kBig, out[1], 1, NDET_DTYPE_F32,
+					      NDET_OP_SUM, gpu->stream);
+		}
+		gpu->barrier(gpu->barrier_context);
+		ndet_engine_allreduce(gpu->engine, send + 2 * kBig, out[2], kBig, NDET_DTYPE_F32,
+				      NDET_OP_SUM, gpu->stream);
+		gpu->barrier(gpu->barrier_context);
+		GPU_CHECK(cudaStreamSynchronize(gpu->stream));
+		for (int k = 0; k < 3; k += 2) {
+			for (int r = 0; r < gpu->nranks; r++)
+				views[r] = inputs[r] + (size_t)k * kBig;
+			ndet_reference_allreduce(views, gpu->nranks, expected, kBig, NDET_DTYPE_F32,
+						 NDET_OP_SUM);
+			GPU_CHECK(cudaMemcpy(got, out[k], big_bytes + sizeof(float),
+					     cudaMemcpyDeviceToHost));
+			size_t first = 0;
+			const size_t bad = gpu_compare(NDET_DTYPE_F32, got, expected, kBig, &first);
+			uint32_t after;
+			memcpy(&after, &got[kBig], sizeof(after));
+			gpu->checks++;
+			if (bad != 0 || after != poison) {
+				gpu->failures++;
+				fprintf(stderr,
+					"FAIL rank %d: LL refresh round %d, call %s: %zu elements "
+					"differ (first %zu)%s\n",
+					gpu->rank, round, k == 0 ? "A" : "C (510 LL steps after A)",
+					bad, first,
+					after != poison ? ", and it wrote past its count" : "");
+			}
+		}
+		for (int r = 0; r < gpu->nranks; r++)
+			free(inputs[r]);
+		/* No rank uploads the next round's data while a peer still reads this one. */
+		gpu->barrier(gpu->barrier_context);
+	}
+	uint32_t kernel_error = 0;
+	gpu->checks++;
+	if (ndet_engine_error(gpu->engine, &kernel_error) != NDET_OK) {
+		gpu->failures++;
+		fprintf(stderr, "FAIL rank %d: LL refresh: engine error %u\n", gpu->rank,
+			kernel_error);
+	}
+	free(expected);
+	GPU_CHECK(cudaFreeHost(got));
+	GPU_CHECK(cudaFree(send));
+	GPU_CHECK(cudaFree(recv));
+}
+
 /* A later engine of the same ranks; a failure is counted, never fatal. */
 static bool recreate(struct gpu_rank *gpu, const struct ndet_engine_config *config,
 		     struct loopback_rank *me, struct ndet_setup_verdict *verdict)
@@ -282,6 +374,8 @@ static void *loopback_thread(void *argument)
 		run_delay_phase(&gpu, delay_calls, mixed, (int)(sizeof(mixed) / sizeof(mixed[0])));
 		run_delay_phase(&gpu, delay_calls, ll_only,
 				(int)(sizeof(ll_only) / sizeof(ll_only[0])));
+		if (world->nranks >= 2)
+			run_ll_refresh(&gpu, world->quick ? 4 : 16);
 		ndet_engine_destroy(gpu.engine, true);
 
 		/*

@@ -1074,17 +1074,27 @@ static void test_gpu_harness_sizes_reach_every_path(void **state)
 		if ((paths[NDET_DTYPE_F32] & want) != want)
 			fail_msg("n=%d delay counts: paths 0x%x, want 0x%x", n,
 				 paths[NDET_DTYPE_F32], want);
-		/* The LL-only round: every count LL, and each block count 1 to 4 in turn. */
-		unsigned grids = 0;
+		/*
+		 * The LL-only round: every count LL, each block count 1 to 4 in turn, blocks
+		 * of both sizes (one line per thread, two), each size on several blocks.
+		 */
+		unsigned grids = 0, half_grids = 0, full_grids = 0;
 		for (size_t i = 0; i < sizeof(delay_ll) / sizeof(delay_ll[0]); i++) {
 			const struct ndet_plan plan = f32_sum_plan(&test, delay_ll[i]);
 			if (plan.path != NDET_PATH_LL)
 				fail_msg("n=%d LL delay count %zu: path %d", n, delay_ll[i],
 					 (int)plan.path);
 			grids |= 1u << plan.blocks;
+			if (plan.chunk_elems * sizeof(float) == NDET_LL_BLOCK_BYTES / 2)
+				half_grids |= 1u << plan.blocks;
+			else
+				full_grids |= 1u << plan.blocks;
 		}
 		if (grids != (BIT(1) | BIT(2) | BIT(3) | BIT(4)))
 			fail_msg("n=%d LL delay counts: block counts 0x%x", n, grids);
+		if ((half_grids & ~BIT(1)) == 0 || (full_grids & ~BIT(1)) == 0)
+			fail_msg("n=%d LL delay counts: half blocks on 0x%x, full on 0x%x", n,
+				 half_grids, full_grids);
 		/* The abort-at-start counts: one-shot, then LL of one block twice. */
 		static const size_t abort_counts[] = NDET_GPU_ABORT_COUNTS;
 		static const ndet_path_t abort_paths[] = {NDET_PATH_ONESHOT, NDET_PATH_LL,

@@ -32,8 +32,10 @@ static struct ndet_plan_params params_of(uint64_t count, ndet_dtype_t dtype, int
 }
 
 /*
- * LL: all-reduce and reduce up to ll_max bytes, a block per NDET_LL_BLOCK_BYTES in
- * one step, when that grid fits the cap; never PreMulSum, reduce-scatter or 1 rank.
+ * LL: all-reduce and reduce up to ll_max bytes in one step, a block per
+ * NDET_LL_BLOCK_BYTES / 2 when that grid fits the cap and the pool's LL slots, else
+ * per NDET_LL_BLOCK_BYTES when that grid fits the cap; never PreMulSum,
+ * reduce-scatter or 1 rank.
  */
 static void test_plan_ll(void **state)
 {
@@ -45,6 +47,33 @@ static void test_plan_ll(void **state)
 	assert_int_equal(plan.path, NDET_PATH_LL);
 	assert_int_equal(plan.blocks, 1);
 	assert_int_equal(plan.steps, 1);
+	assert_int_equal(plan.chunk_elems, NDET_LL_BLOCK_BYTES / 2 / 4);
+	/* 4 KiB: two half blocks; one full block where the cap or the slots allow one. */
+	p.count = NDET_LL_BLOCK_BYTES / 4;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_LL);
+	assert_int_equal(plan.blocks, 2);
+	assert_int_equal(plan.chunk_elems, NDET_LL_BLOCK_BYTES / 2 / 4);
+	p.max_blocks = 1;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_LL);
+	assert_int_equal(plan.blocks, 1);
+	assert_int_equal(plan.chunk_elems, NDET_LL_BLOCK_BYTES / 4);
+	p.max_blocks = 24;
+	p.ll_max = NDET_LL_BLOCK_BYTES; /* one slot */
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_LL);
+	assert_int_equal(plan.blocks, 1);
+	assert_int_equal(plan.chunk_elems, NDET_LL_BLOCK_BYTES / 4);
+	/* Half blocks up to the slots: 32 KiB in 16, 32 KiB + 4 in 9 full ones. */
+	p.ll_max = 64 * 1024;
+	p.count = 32 * 1024 / 4;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.blocks, 16);
+	assert_int_equal(plan.chunk_elems, NDET_LL_BLOCK_BYTES / 2 / 4);
+	p.count++;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.blocks, 9);
 	assert_int_equal(plan.chunk_elems, NDET_LL_BLOCK_BYTES / 4);
 	/* Inclusive, in bytes; every element in exactly one block. */
 	const ndet_dtype_t dtypes[] = {NDET_DTYPE_F32, NDET_DTYPE_F16,    NDET_DTYPE_BF16,
@@ -56,7 +85,11 @@ static void test_plan_ll(void **state)
 			p.ll_max = 64 * 1024;
 			assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 			assert_int_equal(plan.path, NDET_PATH_LL);
-			assert_true(plan.chunk_elems * size == NDET_LL_BLOCK_BYTES);
+			const uint64_t half = NDET_LL_BLOCK_BYTES / 2;
+			const uint64_t half_blocks = (count * size + half - 1) / half;
+			const bool fits = half_blocks <= ndet_plan_grid_cap(&p) &&
+					  half_blocks <= ndet_plan_ll_blocks(p.ll_max);
+			assert_true(plan.chunk_elems * size == (fits ? half : 2 * half));
 			assert_true((uint64_t)plan.blocks * plan.chunk_elems >= count);
 			assert_true((uint64_t)(plan.blocks - 1) * plan.chunk_elems < count);
 		}
