@@ -4,9 +4,10 @@
  * Diverted calls of communicators that span hosts (doc/multihost-design.md): the
  * schedule of ndet_hosts_plan.h run through the backend's stages 1, 3 and 5 and the
  * real NCCL's grouped ncclSend/ncclRecv on the user's own communicator for stages 2
- * and 4.  Everything is enqueued on the call's stream in issue order, with no host
- * synchronisation between stages: NCCL moves bytes, the engine does every arithmetic
- * step.
+ * and 4.  NCCL's groups go on the call's stream, our stage kernels on the engine's
+ * stage stream, joined by events in the order of ndet_hosts_schedule_next, with no
+ * host synchronisation between stages: NCCL moves bytes, the engine does every
+ * arithmetic step.
  */
 #include "config.h"
 
@@ -27,6 +28,7 @@ struct ndet_comm_hosts_call {
 	struct ndet_backend_hosts view;
 	struct ndet_hosts_plan plan;
 	ncclResult_t nccl_result; /* the first NCCL failure: no more NCCL stages */
+	bool joins_failed;        /* a join of its streams failed (ndet_comm_hosts_join) */
 };
 
 bool ndet_comm_hosts_capable(void)
@@ -80,6 +82,8 @@ static void ndet_comm_hosts_ours(struct ndet_comm_hosts_call *items, int count,
 			continue;
 		batch[n] = *items[i].launch;
 		batch[n].hosts_plan = &items[i].plan;
+		if (items[i].view.stage_stream != NULL)
+			batch[n].stream = items[i].view.stage_stream;
 		n++;
 	}
 	if (n == 0)
@@ -208,11 +212,45 @@ static void ndet_comm_hosts_nccl(struct ndet_comm_hosts_call *items, int count, 
 }
 
 /*
- * The issue loop (doc/multihost-design.md, "Streams and the pipeline"): per step j,
- * our stages 3(j - 1), 1(j), 5(j - 2), then NCCL's stage 2(j) and stage 4(j - 1) in
- * one group.
- * Every input of a stage is produced earlier in this order, and a slot is reused only
- * three chunks later, after its last reader.
+ * Join each call's two streams (ndet_hosts_schedule_next's TO_K and TO_S).  A join
+ * that fails would let a stage run before its input: the call fails, and its engine
+ * is aborted, so that its kernels leave and its peers learn of it through the status
+ * words instead of taking what it sends.  Its later stages and groups are still
+ * issued: the peers' groups must find theirs.
+ */
+static void ndet_comm_hosts_join(struct ndet_comm_hosts_call *items, int count, bool to_stages)
+{
+	const struct ndet_backend *backend = ndet_comm_backend();
+	for (int i = 0; i < count; i++) {
+		struct ndet_comm_hosts_call *item = &items[i];
+		if (item->view.stage_stream == NULL || item->joins_failed)
+			continue;
+		const ndet_status_t status =
+			backend->hosts_order != NULL
+				? backend->hosts_order(item->launch->engine, item->launch->stream,
+						       to_stages)
+				: NDET_ERR_UNSUPPORTED;
+		if (status == NDET_OK)
+			continue;
+		item->joins_failed = true;
+		NDET_WARN("communicator %p: cannot order nccl-det's stage stream with the "
+			  "stream of its %s (%s): the call fails and the communicator's "
+			  "kernels are aborted",
+			  (void *)item->nccl, ndet_comm_coll_name(item->launch->coll),
+			  ndet_status_name(status));
+		if (item->launch->status == NDET_OK)
+			item->launch->status = status;
+		backend->abort(item->launch->engine);
+	}
+}
+
+/*
+ * The issue loop (doc/multihost-design.md, "Streams and the pipeline"): the schedule
+ * of ndet_hosts_schedule_next over the most chunks of any call of the batch (a call
+ * takes part in the stages and groups of its own chunks only).  Every input of a
+ * stage is produced before it on one of the two streams, joined by the TO_K and TO_S
+ * of the schedule, and a slot is reused only three chunks later, after its last
+ * reader.
  */
 static void ndet_comm_hosts_issue(struct ndet_comm_hosts_call *items, int count,
 				  struct ndet_backend_call *batch)
@@ -221,11 +259,23 @@ static void ndet_comm_hosts_issue(struct ndet_comm_hosts_call *items, int count,
 	for (int i = 0; i < count; i++)
 		if (items[i].plan.chunks > chunks)
 			chunks = items[i].plan.chunks;
-	for (int64_t j = 0; j < (int64_t)chunks + 2; j++) {
-		ndet_comm_hosts_ours(items, count, batch, NDET_HOSTS_STAGE_REDUCE, j - 1);
-		ndet_comm_hosts_ours(items, count, batch, NDET_HOSTS_STAGE_LOCAL, j);
-		ndet_comm_hosts_ours(items, count, batch, NDET_HOSTS_STAGE_GATHER, j - 2);
-		ndet_comm_hosts_nccl(items, count, j);
+	struct ndet_hosts_schedule schedule = {.chunks = chunks};
+	for (;;) {
+		const struct ndet_hosts_op op = ndet_hosts_schedule_next(&schedule);
+		switch (op.kind) {
+		case NDET_HOSTS_OP_TO_K:
+		case NDET_HOSTS_OP_TO_S:
+			ndet_comm_hosts_join(items, count, op.kind == NDET_HOSTS_OP_TO_K);
+			break;
+		case NDET_HOSTS_OP_STAGE:
+			ndet_comm_hosts_ours(items, count, batch, op.stage, (int64_t)op.chunk);
+			break;
+		case NDET_HOSTS_OP_GROUP:
+			ndet_comm_hosts_nccl(items, count, (int64_t)op.chunk);
+			break;
+		default:
+			return;
+		}
 	}
 }
 

@@ -175,6 +175,12 @@ static void ndet_backend_cuda_hosts_stage(struct ndet_backend_call *calls, int c
 	}
 }
 
+static ndet_status_t ndet_backend_cuda_hosts_order(void *engine, cudaStream_t call_stream,
+						   bool to_stages)
+{
+	return ndet_engine_hosts_order(engine, call_stream, to_stages);
+}
+
 /*
  * The divert layer's NCCL calls of the connections at setup, as the setup's own: on
  * the engines' private streams, in relaxed capture mode (an application capturing a
@@ -204,6 +210,7 @@ const struct ndet_backend ndet_backend_cuda = {
 	.at_exit = ndet_engine_at_exit,
 	.hosts_view = ndet_backend_cuda_hosts_view,
 	.hosts_stage = ndet_backend_cuda_hosts_stage,
+	.hosts_order = ndet_backend_cuda_hosts_order,
 	.hosts_connect = ndet_backend_cuda_hosts_connect,
 };
 

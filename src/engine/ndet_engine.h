@@ -143,6 +143,14 @@ ndet_status_t ndet_engine_hosts_view(const struct ndet_engine *engine,
  * its recvcount, a reduce's root its global rank).  NDET_ERR_UNSUPPORTED on an engine
  * of one host; otherwise as ndet_engine_collective.
  */
+/*
+ * Join a call's stream and the engine's stage stream (ndet_backend.h, hosts_order):
+ * with `to_stages` the stage stream waits for what is on `call_stream`, else the
+ * reverse.  NDET_ERR_UNSUPPORTED on an engine of one host.
+ */
+ndet_status_t ndet_engine_hosts_order(struct ndet_engine *engine, cudaStream_t call_stream,
+				      bool to_stages);
+
 struct ndet_hosts_plan;
 ndet_status_t ndet_engine_hosts_stage(struct ndet_engine *engine,
 				      const struct ndet_engine_call *call,

@@ -84,6 +84,13 @@ struct ndet_engine {
 	void *staging;
 	struct ndet_hosts_transfer *host_transfers; /* [H]: ndet_backend_hosts.transfers */
 	/*
+	 * The stage kernels' own stream (ndet_backend_hosts.stage_stream) and the events
+	 * that join it with a call's stream: [0] recorded on the call's stream, [1] on
+	 * the stage stream (ndet_engine_hosts_order).
+	 */
+	cudaStream_t stage_stream;
+	cudaEvent_t order_events[2];
+	/*
 	 * NCCL's stages between hosts seen from the host (ndet_engine_error): the
 	 * progress word's observer, under a spin flag (any thread may poll).
 	 */

@@ -390,8 +390,31 @@ ndet_status_t ndet_engine_hosts_view(const struct ndet_engine *engine,
 			? NULL
 			: engine->exchange_buffer;
 	view->connect_stream = engine->setup_stream;
+	view->stage_stream = engine->stage_stream;
 	view->status_word = &((struct ndet_flags *)engine->pool)->abort_word;
 	return NDET_OK;
+}
+
+ndet_status_t ndet_engine_hosts_order(struct ndet_engine *engine, cudaStream_t call_stream,
+				      bool to_stages)
+{
+	if (!ndet_engine_spans_hosts(engine) || engine->stage_stream == NULL)
+		return NDET_ERR_UNSUPPORTED;
+	ndet_status_t status = NDET_OK;
+	int saved_device = -1;
+	NDET_CUDA_CHECK_GOTO(cudaGetDevice(&saved_device), status, out);
+	if (saved_device != engine->config.cuda_device)
+		NDET_CUDA_CHECK_GOTO(cudaSetDevice(engine->config.cuda_device), status, out);
+	/* Recorded and waited for at once: the wait takes the record it follows. */
+	cudaEvent_t event = engine->order_events[to_stages ? 0 : 1];
+	cudaStream_t from = to_stages ? call_stream : engine->stage_stream;
+	cudaStream_t to = to_stages ? engine->stage_stream : call_stream;
+	NDET_CUDA_CHECK_GOTO(cudaEventRecord(event, from), status, out);
+	NDET_CUDA_CHECK_GOTO(cudaStreamWaitEvent(to, event, 0), status, out);
+out:
+	if (saved_device >= 0 && saved_device != engine->config.cuda_device)
+		NDET_CUDA_CHECK_WARN(cudaSetDevice(saved_device));
+	return status;
 }
 
 ndet_status_t ndet_engine_hosts_stage(struct ndet_engine *engine,

@@ -305,6 +305,16 @@ bool ndet_engine_alloc_staging(struct ndet_engine *engine)
 		engine->staging = NULL;
 		return false;
 	}
+	/* The second stream of a call across hosts, and the events that join it. */
+	err = cudaStreamCreateWithFlags(&engine->stage_stream, cudaStreamNonBlocking);
+	for (int i = 0; i < 2 && err == cudaSuccess; i++)
+		err = cudaEventCreateWithFlags(&engine->order_events[i], cudaEventDisableTiming);
+	if (err != cudaSuccess) {
+		NDET_WARN("rank %d: cannot create the stream of the multi-host stages: %s",
+			  config->rank, cudaGetErrorString(err));
+		(void)cudaGetLastError();
+		return false;
+	}
 	/*
 	 * Zeroed before any stage runs (the setup's later rounds synchronise this stream):
 	 * a status word no receive wrote, after NCCL failed a stage, reads as no failure.
@@ -574,6 +584,11 @@ static void ndet_engine_discard(struct ndet_engine *engine)
 		NDET_CUDA_CHECK_WARN(cudaEventDestroy(engine->captured.event));
 	if (engine->setup_stream != NULL)
 		NDET_CUDA_CHECK_WARN(cudaStreamDestroy(engine->setup_stream));
+	for (int i = 0; i < 2; i++)
+		if (engine->order_events[i] != NULL)
+			NDET_CUDA_CHECK_WARN(cudaEventDestroy(engine->order_events[i]));
+	if (engine->stage_stream != NULL)
+		NDET_CUDA_CHECK_WARN(cudaStreamDestroy(engine->stage_stream));
 	free(engine->owned_context);
 	free(engine->host_ranks);
 	free(engine->host_transfers);

@@ -95,6 +95,13 @@ struct ndet_backend_hosts {
 	 */
 	void *connect_buffer;
 	cudaStream_t connect_stream;
+	/*
+	 * The engine's private stream K, on which the divert layer enqueues the stage
+	 * kernels of a call (hosts_stage), while NCCL's groups run on the call's stream
+	 * (doc/multihost-design.md, "Streams and the pipeline"); hosts_order joins the
+	 * two.  NULL: the stages run on the call's stream (an engine without one).
+	 */
+	cudaStream_t stage_stream;
 };
 
 /* One byte sent to each peer host, one received from each: 1 + nhosts bytes. */
@@ -162,6 +169,16 @@ struct ndet_backend {
 	 */
 	void (*hosts_stage)(struct ndet_backend_call *calls, int count, ndet_hosts_stage_t stage,
 			    uint64_t chunk);
+	/*
+	 * Order the engine's two streams: with `to_stages`, its stage stream waits for
+	 * what is enqueued on `call_stream` so far, else `call_stream` waits for what is
+	 * on the stage stream so far (an event of the engine recorded on one and waited
+	 * for on the other, at once, so that one event per direction serves every
+	 * step).  Never waits on the host; works under stream capture (the stage stream
+	 * joins the capture of the call's stream).  No-op where hosts_view gives no
+	 * stage stream.
+	 */
+	ndet_status_t (*hosts_order)(void *engine, cudaStream_t call_stream, bool to_stages);
 	/*
 	 * Run `connect(context)` in the engines' setup context (the caller's device
 	 * restored afterwards, streams it does not capture usable while the application

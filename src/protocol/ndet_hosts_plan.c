@@ -414,3 +414,71 @@ void ndet_hosts_where_text(uint64_t where, char *text, size_t size)
 		 (unsigned long long)NDET_HOSTS_WHERE_CHUNK(where) + 1,
 		 (unsigned long long)NDET_HOSTS_WHERE_CHUNKS(where));
 }
+
+/* ---------------------------------------------------------------- the issue order */
+
+static struct ndet_hosts_op ndet_hosts_op_of(ndet_hosts_op_kind_t kind, ndet_hosts_stage_t stage,
+					     uint64_t chunk)
+{
+	const struct ndet_hosts_op op = {.kind = kind, .stage = stage, .chunk = chunk};
+	return op;
+}
+
+struct ndet_hosts_op ndet_hosts_schedule_next(struct ndet_hosts_schedule *schedule)
+{
+	const uint64_t chunks = schedule->chunks;
+	if (schedule->finished)
+		return ndet_hosts_op_of(NDET_HOSTS_OP_DONE, NDET_HOSTS_STAGE_LOCAL, 0);
+	if (!schedule->started) { /* TO_K, 1(0) */
+		if (schedule->phase == 0) {
+			schedule->phase = 1;
+			return ndet_hosts_op_of(NDET_HOSTS_OP_TO_K, NDET_HOSTS_STAGE_LOCAL, 0);
+		}
+		schedule->started = true;
+		schedule->phase = 0;
+		schedule->step = 0;
+		if (chunks > 0)
+			return ndet_hosts_op_of(NDET_HOSTS_OP_STAGE, NDET_HOSTS_STAGE_LOCAL, 0);
+	}
+	/* Step j: TO_K (j > 0), 3(j - 1), TO_S + group j (j <= chunks), 5(j - 2), 1(j + 1). */
+	while (chunks > 0 && schedule->step <= chunks + 1) {
+		const uint64_t j = schedule->step;
+		const uint32_t phase = schedule->phase++;
+		switch (phase) {
+		case 0:
+			if (j > 0)
+				return ndet_hosts_op_of(NDET_HOSTS_OP_TO_K, NDET_HOSTS_STAGE_LOCAL,
+							0);
+			break;
+		case 1:
+			if (j >= 1 && j - 1 < chunks)
+				return ndet_hosts_op_of(NDET_HOSTS_OP_STAGE,
+							NDET_HOSTS_STAGE_REDUCE, j - 1);
+			break;
+		case 2:
+			if (j <= chunks)
+				return ndet_hosts_op_of(NDET_HOSTS_OP_TO_S, NDET_HOSTS_STAGE_LOCAL,
+							0);
+			break;
+		case 3:
+			if (j <= chunks)
+				return ndet_hosts_op_of(NDET_HOSTS_OP_GROUP,
+							NDET_HOSTS_STAGE_PARTIALS, j);
+			break;
+		case 4:
+			if (j >= 2 && j - 2 < chunks)
+				return ndet_hosts_op_of(NDET_HOSTS_OP_STAGE,
+							NDET_HOSTS_STAGE_GATHER, j - 2);
+			break;
+		default:
+			schedule->phase = 0;
+			schedule->step++;
+			if (j + 1 < chunks)
+				return ndet_hosts_op_of(NDET_HOSTS_OP_STAGE, NDET_HOSTS_STAGE_LOCAL,
+							j + 1);
+			break;
+		}
+	}
+	schedule->finished = true;
+	return ndet_hosts_op_of(NDET_HOSTS_OP_TO_S, NDET_HOSTS_STAGE_LOCAL, 0);
+}

@@ -287,12 +287,59 @@ uint64_t ndet_hosts_where(ndet_hosts_stage_t stage, uint64_t chunk, uint64_t chu
 void ndet_hosts_where_text(uint64_t where, char *text, size_t size);
 
 /*
+ * The issue order of a call across hosts on two streams (doc/multihost-design.md,
+ * "Streams and the pipeline"): the call's stream S, on which NCCL's groups run, and
+ * the engine's private stream K, on which our stage kernels run.  Group j holds
+ * stage 2 of chunk j and stage 4 of chunk j - 1.  In issue order:
+ *
+ *     TO_K; 1(0);
+ *     for j = 0 .. chunks + 1:
+ *         TO_K (j > 0); 3(j - 1); TO_S, group j (j <= chunks); 5(j - 2); 1(j + 1)
+ *     TO_S
+ *
+ * (stages of a chunk outside [0, chunks) left out), where TO_K makes K wait for what
+ * is on S so far and TO_S makes S wait for what is on K so far.  Only stage 3 waits
+ * for the group before it and holds back the next: stages 5(j - 2) and 1(j + 1) run
+ * on K while group j runs on S.  Every wait is for work issued earlier, so the
+ * order runs as it is on one stream too (a host-only engine).
+ */
+typedef enum {
+	NDET_HOSTS_OP_DONE = 0, /* the schedule is over */
+	NDET_HOSTS_OP_TO_K,     /* K waits for what is on S so far */
+	NDET_HOSTS_OP_TO_S,     /* S waits for what is on K so far */
+	NDET_HOSTS_OP_STAGE,    /* our stage `stage` of chunk `chunk`, on K */
+	NDET_HOSTS_OP_GROUP,    /* NCCL's group `chunk` (stage 2 of it, 4 of it - 1), on S */
+} ndet_hosts_op_kind_t;
+
+struct ndet_hosts_op {
+	ndet_hosts_op_kind_t kind;
+	ndet_hosts_stage_t stage; /* NDET_HOSTS_OP_STAGE */
+	uint64_t chunk;           /* STAGE: the chunk; GROUP: j */
+};
+
+/* Where a schedule stands; zero-initialised, then given to ndet_hosts_schedule_next. */
+struct ndet_hosts_schedule {
+	uint64_t chunks;
+	uint64_t step; /* j */
+	uint32_t phase;
+	bool started, finished;
+};
+
+/*
+ * The next operation of the schedule of `chunks` chunks (NDET_HOSTS_OP_DONE at the
+ * end; a call of no chunks is TO_K, TO_S).  `schedule` starts zeroed with its
+ * `chunks` set.
+ */
+struct ndet_hosts_op ndet_hosts_schedule_next(struct ndet_hosts_schedule *schedule);
+
+/*
  * Progress of the stages between hosts, seen from the host without a CUDA call
  * (doc/multihost-design.md, "Faults").  Each stage kernel of ours publishes, as it
  * starts, a progress word into host-mapped memory: a value never published before
  * (its start time) shifted left once, with bit 0 set when a stage of NCCL's follows
- * it in the call (clear for the call's last kernel).  Between two kernels of ours
- * only NCCL's sends and receives run; our own waits have their own deadline.  So a
+ * it in the call (clear for the call's last kernel).  Our kernels run one after
+ * another on the stage stream, which between two of them waits for nothing but
+ * NCCL's groups; our own waits have their own deadline.  So a
  * word with bit 0 set that stays the same for NCCL_DET_TIMEOUT means NCCL's stage
  * has stalled: a rank on another host died or stopped, which NCCL itself may never
  * report.

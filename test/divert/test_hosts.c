@@ -546,7 +546,9 @@ static void test_inter_host_bytes(void **state)
 
 /*
  * A small NCCL_DET_HOSTS_STAGING cuts the message into several chunks (more sends in
- * the trace) and gives the bits of one chunk (the default staging).
+ * the trace) and gives the bits of one chunk (the default staging).  Every stage
+ * runs on the engine's stage stream, joined with the call's stream as the schedule
+ * says: chunks + 2 joins each way per rank and call (so at least 4 in chunks).
  */
 static void test_chunks(void **state)
 {
@@ -573,9 +575,21 @@ static void test_chunks(void **state)
 				ndet_divert_settings_changed();
 				data_fill(&sets[0], &layout, dtypes[d], NDET_OP_SUM, count,
 					  4000 + d);
+				struct ndet_fake_backend_counters before, after;
+				ndet_fake_backend_counters(&before);
 				ndet_divert_trace_on();
 				run_ranks(&layout, list, 1, &spec);
 				ndet_divert_trace_off();
+				ndet_fake_backend_counters(&after);
+				const int to_stages = after.hosts_orders_to_stages -
+						      before.hosts_orders_to_stages;
+				const int to_call =
+					after.hosts_orders_to_call - before.hosts_orders_to_call;
+				assert_int_equal(to_stages, to_call);
+				assert_true(to_stages >= (small ? 4 : 3) * layout.n);
+				assert_int_equal(to_stages % layout.n, 0);
+				assert_int_equal(after.hosts_stages_off_stream,
+						 before.hosts_stages_off_stream);
 				lines[small] = ndet_divert_traced("ncclSend");
 				expect_results(&sets[0], &spec, layout.n, layout.letters);
 				for (int r = 0; r < layout.n; r++) {

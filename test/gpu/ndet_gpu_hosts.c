@@ -162,6 +162,9 @@ static void hosts_ours(struct hosts_rank *me, struct ndet_backend_call *call,
 {
 	if (j >= 0 && (uint64_t)j < plan->chunks) {
 		struct ndet_backend_call batch = *call;
+		const struct ndet_backend_hosts *view = &me->world->view[me->rank];
+		if (view->stage_stream != NULL)
+			batch.stream = view->stage_stream; /* as the divert layer does */
 		ndet_backend_cuda.hosts_stage(&batch, 1, stage, (uint64_t)j);
 		if (batch.status != NDET_OK && call->status == NDET_OK)
 			call->status = batch.status;
@@ -181,12 +184,23 @@ static ndet_status_t hosts_run_call(struct hosts_rank *me, struct ndet_backend_c
 		return NDET_ERR_INVALID_ARGUMENT;
 	call->hosts_plan = &plan;
 	call->status = NDET_OK;
-	for (int64_t j = 0; j < (int64_t)plan.chunks + 2; j++) {
-		hosts_ours(me, call, &plan, NDET_HOSTS_STAGE_REDUCE, j - 1);
-		hosts_ours(me, call, &plan, NDET_HOSTS_STAGE_LOCAL, j);
-		hosts_ours(me, call, &plan, NDET_HOSTS_STAGE_GATHER, j - 2);
-		hosts_network(me, &plan, NDET_HOSTS_STAGE_PARTIALS, j);
-		hosts_network(me, &plan, NDET_HOSTS_STAGE_RESULTS, j - 1);
+	/* Stages on the engine's stage stream, "NCCL" on the call's, joined by events. */
+	struct ndet_hosts_schedule schedule = {.chunks = plan.chunks};
+	for (;;) {
+		const struct ndet_hosts_op op = ndet_hosts_schedule_next(&schedule);
+		if (op.kind == NDET_HOSTS_OP_DONE)
+			break;
+		if (op.kind == NDET_HOSTS_OP_TO_K || op.kind == NDET_HOSTS_OP_TO_S) {
+			const ndet_status_t st = ndet_backend_cuda.hosts_order(
+				call->engine, me->stream, op.kind == NDET_HOSTS_OP_TO_K);
+			if (st != NDET_OK && call->status == NDET_OK)
+				call->status = st;
+		} else if (op.kind == NDET_HOSTS_OP_STAGE) {
+			hosts_ours(me, call, &plan, op.stage, (int64_t)op.chunk);
+		} else {
+			hosts_network(me, &plan, NDET_HOSTS_STAGE_PARTIALS, (int64_t)op.chunk);
+			hosts_network(me, &plan, NDET_HOSTS_STAGE_RESULTS, (int64_t)op.chunk - 1);
+		}
 	}
 	call->hosts_plan = NULL;
 	return call->status;

@@ -73,6 +73,8 @@ struct ndet_fake_engine {
 	bool idle, peers_done;
 	/* Multi-host: the hosts of the table (this rank's part too); NULL on one host. */
 	struct ndet_host_table *hosts;
+	/* Its "stage stream": only its address is used, to check what the stages get. */
+	char stage_stream;
 };
 
 static pthread_mutex_t ndet_fake_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -858,6 +860,19 @@ static ndet_status_t ndet_fake_hosts_view(void *opaque, struct ndet_backend_host
 	view->status_word = &engine->pool->abort_word;
 	view->connect_buffer = engine->pool->hosts_connect;
 	view->connect_stream = NULL;
+	view->stage_stream = (cudaStream_t)&engine->stage_stream;
+	return NDET_OK;
+}
+
+/* Work runs as it is issued here: an order is only counted. */
+static ndet_status_t ndet_fake_hosts_order(void *opaque, cudaStream_t call_stream, bool to_stages)
+{
+	struct ndet_fake_engine *engine = opaque;
+	if (engine->hosts == NULL || engine->hosts->nhosts < 2 ||
+	    call_stream == (cudaStream_t)&engine->stage_stream)
+		return NDET_ERR_INVALID_ARGUMENT;
+	ndet_fake_count(to_stages ? &ndet_fake_counts.hosts_orders_to_stages
+				  : &ndet_fake_counts.hosts_orders_to_call);
 	return NDET_OK;
 }
 
@@ -1144,6 +1159,8 @@ static void ndet_fake_hosts_stage(struct ndet_backend_call *calls, int count,
 			calls[i].status = NDET_ERR_REMOTE; /* poisoned: refused at launch */
 			continue;
 		}
+		if (calls[i].stream != (cudaStream_t)&engine->stage_stream)
+			ndet_fake_count(&ndet_fake_counts.hosts_stages_off_stream);
 		runs[i] = (struct ndet_fake_stage){.call = &calls[i], .engine = engine};
 		runs[i].chunk = ndet_hosts_chunk_at(calls[i].hosts_plan, chunk);
 		if (stage != NDET_HOSTS_STAGE_LOCAL &&
@@ -1286,6 +1303,7 @@ const struct ndet_backend ndet_fake_backend = {
 	.at_exit = ndet_fake_at_exit,
 	.hosts_view = ndet_fake_hosts_view,
 	.hosts_stage = ndet_fake_hosts_stage,
+	.hosts_order = ndet_fake_hosts_order,
 	.hosts_connect = ndet_fake_hosts_connect,
 };
 

@@ -84,6 +84,9 @@ struct ndet_fake_backend_counters {
 	int kernel_errors[NDET_FAKE_ERROR_SLOTS]; /* first errors by ndet_kernel_error_t */
 	int faults;                               /* NDET_FAKE_KERNEL_FAULT */
 	int hosts_connects; /* hosts_connect calls (one per setup batch across hosts) */
+	/* hosts_order calls: the stage stream waiting for the call's, and the reverse. */
+	int hosts_orders_to_stages, hosts_orders_to_call;
+	int hosts_stages_off_stream; /* stages not given the engine's stage stream */
 };
 
 void ndet_fake_backend_counters(struct ndet_fake_backend_counters *counters);

@@ -631,6 +631,146 @@ static void test_hosts_staging_layout(void **state)
  * NDET_HOSTS_CHUNKS where the staging allows, no fewer than the staging needs, and
  * not below NDET_HOSTS_MIN_STAGE_BYTES of stage 2 per rank.
  */
+/*
+ * The two-stream issue order, run as CUDA runs it: per stream in issue order, and a
+ * TO_K (TO_S) is an event recorded on S (K) that K (S) then waits for.  From that,
+ * which operation happens before which (transitive), and the checks: every stage
+ * after what it reads, the slot of chunk c + 3 written only after chunk c's last use
+ * of it, everything of the call between the first and last operation, and the
+ * overlap the second stream is there for: stages 5(j - 2) and 1(j + 1) are not held
+ * behind group j.
+ */
+enum { kScheduleMaxOps = 160 };
+
+struct schedule_run {
+	int n;
+	bool before[kScheduleMaxOps][kScheduleMaxOps]; /* before[a][b]: a happens before b */
+	int stage_at[6][16];                           /* [stage][chunk]: op index, or -1 */
+	int group_at[18];                              /* [j] */
+	int first, last;
+};
+
+static void schedule_run(uint64_t chunks, struct schedule_run *run)
+{
+	memset(run, 0, sizeof(*run));
+	memset(run->stage_at, -1, sizeof(run->stage_at));
+	memset(run->group_at, -1, sizeof(run->group_at));
+	struct ndet_hosts_schedule schedule = {.chunks = chunks};
+	int last_on[2] = {-1, -1}; /* 0: S, 1: K */
+	int ops = 0;
+	for (;;) {
+		const struct ndet_hosts_op op = ndet_hosts_schedule_next(&schedule);
+		if (op.kind == NDET_HOSTS_OP_DONE)
+			break;
+		assert_true(ops + 2 <= kScheduleMaxOps);
+		/* A TO_x is two nodes: the record on one stream, the wait on the other. */
+		int streams[2], count = 1;
+		switch (op.kind) {
+		case NDET_HOSTS_OP_TO_K:
+			streams[0] = 0, streams[1] = 1, count = 2;
+			break;
+		case NDET_HOSTS_OP_TO_S:
+			streams[0] = 1, streams[1] = 0, count = 2;
+			break;
+		case NDET_HOSTS_OP_STAGE:
+			streams[0] = 1;
+			assert_true(op.stage == NDET_HOSTS_STAGE_LOCAL ||
+				    op.stage == NDET_HOSTS_STAGE_REDUCE ||
+				    op.stage == NDET_HOSTS_STAGE_GATHER);
+			assert_true(op.chunk < chunks);
+			assert_int_equal(run->stage_at[op.stage][op.chunk], -1); /* once */
+			run->stage_at[op.stage][op.chunk] = ops;
+			break;
+		default:
+			assert_int_equal(op.kind, NDET_HOSTS_OP_GROUP);
+			streams[0] = 0;
+			assert_true(op.chunk <= chunks);
+			assert_int_equal(run->group_at[op.chunk], -1);
+			run->group_at[op.chunk] = ops;
+			break;
+		}
+		for (int k = 0; k < count; k++) {
+			const int node = ops + k;
+			const int prev = last_on[streams[k]];
+			if (prev >= 0) {
+				for (int a = 0; a < node; a++)
+					if (run->before[a][prev])
+						run->before[a][node] = true;
+				run->before[prev][node] = true;
+			}
+			if (k == 1) { /* the wait after its record */
+				for (int a = 0; a < node; a++)
+					if (run->before[a][ops])
+						run->before[a][node] = true;
+				run->before[ops][node] = true;
+			}
+			last_on[streams[k]] = node;
+		}
+		ops += count;
+	}
+	run->n = ops;
+	run->first = 0;
+	run->last = ops - 1;
+}
+
+static void test_hosts_schedule(void **state)
+{
+	(void)state;
+	struct schedule_run *run = malloc(sizeof(*run));
+	assert_non_null(run);
+	for (uint64_t chunks = 0; chunks <= 15; chunks++) {
+		schedule_run(chunks, run);
+		/* It starts with K waiting for S and ends with S waiting for K. */
+		struct ndet_hosts_schedule schedule = {.chunks = chunks};
+		assert_int_equal(ndet_hosts_schedule_next(&schedule).kind, NDET_HOSTS_OP_TO_K);
+		for (int a = 0; a < run->last; a++)
+			assert_true(run->before[a][run->last]); /* S waits for everything */
+		for (int b = 1; b <= run->last; b++)
+			assert_true(run->before[0][b]); /* after the call's earlier work on S */
+		for (uint64_t c = 0; c < chunks; c++) {
+			const int one = run->stage_at[NDET_HOSTS_STAGE_LOCAL][c];
+			const int three = run->stage_at[NDET_HOSTS_STAGE_REDUCE][c];
+			const int five = run->stage_at[NDET_HOSTS_STAGE_GATHER][c];
+			const int sent = run->group_at[c], returned = run->group_at[c + 1];
+			assert_true(one >= 0 && three >= 0 && five >= 0 && sent >= 0 &&
+				    returned >= 0);
+			/* The data path: 1 -> group c (stage 2) -> 3 -> group c + 1 (stage 4) -> 5.
+			 */
+			assert_true(run->before[one][sent]);
+			assert_true(run->before[sent][three]);
+			assert_true(run->before[three][returned]);
+			assert_true(run->before[returned][five]);
+			/* Slot reuse: chunk c + 3 takes chunk c's slot. */
+			if (c + 3 < chunks) {
+				const int next_one = run->stage_at[NDET_HOSTS_STAGE_LOCAL][c + 3];
+				const int next_three =
+					run->stage_at[NDET_HOSTS_STAGE_REDUCE][c + 3];
+				assert_true(run->before[sent][next_one]); /* partials sent */
+				assert_true(run->before[three]
+						       [run->group_at[c + 3]]); /* received read */
+				assert_true(run->before[returned][next_three]); /* results sent */
+				assert_true(run->before[five][next_three]);     /* results read */
+				assert_true(run->before[five][run->group_at[c + 4]]);
+			}
+			/* The overlap: what runs on K while group c runs on S. */
+			if (c + 1 < chunks)
+				assert_false(
+					run->before[sent]
+						   [run->stage_at[NDET_HOSTS_STAGE_LOCAL][c + 1]]);
+			if (c >= 2)
+				assert_false(
+					run->before[sent]
+						   [run->stage_at[NDET_HOSTS_STAGE_GATHER][c - 2]]);
+		}
+		/* Every stage and group of the call, once (checked as they came). */
+		for (uint64_t j = 0; j <= chunks && chunks > 0; j++)
+			assert_true(run->group_at[j] >= 0);
+		if (chunks == 0)
+			assert_int_equal(run->n, 4); /* TO_K, TO_S: nothing between */
+	}
+	free(run);
+}
+
 /* Where a stalled call stood: packed into one word, clipped, and said in words. */
 static void test_hosts_where(void **state)
 {
@@ -899,6 +1039,7 @@ int main(void)
 		cmocka_unit_test(test_hosts_staging_layout),
 		cmocka_unit_test(test_hosts_chunking),
 		cmocka_unit_test(test_hosts_where),
+		cmocka_unit_test(test_hosts_schedule),
 		cmocka_unit_test(test_hosts_params_for_call),
 		cmocka_unit_test(test_hosts_min_staging_any),
 		cmocka_unit_test(test_hosts_launch),
