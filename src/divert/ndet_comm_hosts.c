@@ -28,7 +28,12 @@ struct ndet_comm_hosts_call {
 	struct ndet_backend_hosts view;
 	struct ndet_hosts_plan plan;
 	ncclResult_t nccl_result; /* the first NCCL failure: no more NCCL stages */
-	bool joins_failed;        /* a join of its streams failed (ndet_comm_hosts_join) */
+	/*
+	 * Where its stage kernels go: the engine's stage stream (joins), or the call's
+	 * own stream (an engine without one, one in another capture, a failed join).
+	 */
+	cudaStream_t stages_on;
+	bool joins; /* its stage stream holds work of this call: keep joining */
 };
 
 bool ndet_comm_hosts_capable(void)
@@ -82,8 +87,7 @@ static void ndet_comm_hosts_ours(struct ndet_comm_hosts_call *items, int count,
 			continue;
 		batch[n] = *items[i].launch;
 		batch[n].hosts_plan = &items[i].plan;
-		if (items[i].view.stage_stream != NULL)
-			batch[n].stream = items[i].view.stage_stream;
+		batch[n].stream = items[i].stages_on;
 		n++;
 	}
 	if (n == 0)
@@ -212,35 +216,47 @@ static void ndet_comm_hosts_nccl(struct ndet_comm_hosts_call *items, int count, 
 }
 
 /*
- * Join each call's two streams (ndet_hosts_schedule_next's TO_K and TO_S).  A join
- * that fails would let a stage run before its input: the call fails, and its engine
- * is aborted, so that its kernels leave and its peers learn of it through the status
- * words instead of taking what it sends.  Its later stages and groups are still
- * issued: the peers' groups must find theirs.
+ * Join each call's two streams (ndet_hosts_schedule_next's TO_K and TO_S; the
+ * backend's hosts_order).  At BEGIN a call whose engine has no stage stream, or whose
+ * stage stream is taken by another open capture, runs its stages on its own stream
+ * (the same order is valid on one stream) and joins nothing.  A join that fails
+ * fails the call; the backend has then poisoned the status word this rank sends and
+ * aborted its kernels, so its peers fail too instead of taking what it sends.  The
+ * rest of its stages run on its own stream, and the joins go on (the last one
+ * orders the user's next work after everything on the stage stream).
  */
-static void ndet_comm_hosts_join(struct ndet_comm_hosts_call *items, int count, bool to_stages)
+static void ndet_comm_hosts_join(struct ndet_comm_hosts_call *items, int count,
+				 ndet_hosts_join_t join)
 {
 	const struct ndet_backend *backend = ndet_comm_backend();
 	for (int i = 0; i < count; i++) {
 		struct ndet_comm_hosts_call *item = &items[i];
-		if (item->view.stage_stream == NULL || item->joins_failed)
+		if (join == NDET_HOSTS_JOIN_BEGIN) {
+			item->stages_on = item->launch->stream;
+			item->joins = false;
+			if (item->view.stage_stream == NULL || backend->hosts_order == NULL)
+				continue;
+		} else if (!item->joins) {
 			continue;
+		}
 		const ndet_status_t status =
-			backend->hosts_order != NULL
-				? backend->hosts_order(item->launch->engine, item->launch->stream,
-						       to_stages)
-				: NDET_ERR_UNSUPPORTED;
-		if (status == NDET_OK)
+			backend->hosts_order(item->launch->engine, item->launch->stream, join);
+		if (status == NDET_OK) {
+			if (join == NDET_HOSTS_JOIN_BEGIN) {
+				item->stages_on = item->view.stage_stream;
+				item->joins = true;
+			}
 			continue;
-		item->joins_failed = true;
+		}
+		if (join == NDET_HOSTS_JOIN_BEGIN && status == NDET_ERR_UNSUPPORTED)
+			continue; /* the stages stay on the call's stream */
 		NDET_WARN("communicator %p: cannot order nccl-det's stage stream with the "
-			  "stream of its %s (%s): the call fails and the communicator's "
-			  "kernels are aborted",
+			  "stream of its %s (%s): the call fails",
 			  (void *)item->nccl, ndet_comm_coll_name(item->launch->coll),
 			  ndet_status_name(status));
 		if (item->launch->status == NDET_OK)
 			item->launch->status = status;
-		backend->abort(item->launch->engine);
+		item->stages_on = item->launch->stream;
 	}
 }
 
@@ -260,12 +276,21 @@ static void ndet_comm_hosts_issue(struct ndet_comm_hosts_call *items, int count,
 		if (items[i].plan.chunks > chunks)
 			chunks = items[i].plan.chunks;
 	struct ndet_hosts_schedule schedule = {.chunks = chunks};
+	bool begun = false;
 	for (;;) {
 		const struct ndet_hosts_op op = ndet_hosts_schedule_next(&schedule);
 		switch (op.kind) {
 		case NDET_HOSTS_OP_TO_K:
+			ndet_comm_hosts_join(items, count,
+					     begun ? NDET_HOSTS_JOIN_TO_STAGES
+						   : NDET_HOSTS_JOIN_BEGIN);
+			begun = true;
+			break;
 		case NDET_HOSTS_OP_TO_S:
-			ndet_comm_hosts_join(items, count, op.kind == NDET_HOSTS_OP_TO_K);
+			/* The schedule's last operation is its last TO_S. */
+			ndet_comm_hosts_join(items, count,
+					     schedule.finished ? NDET_HOSTS_JOIN_END
+							       : NDET_HOSTS_JOIN_TO_CALL);
 			break;
 		case NDET_HOSTS_OP_STAGE:
 			ndet_comm_hosts_ours(items, count, batch, op.stage, (int64_t)op.chunk);

@@ -176,9 +176,9 @@ static void ndet_backend_cuda_hosts_stage(struct ndet_backend_call *calls, int c
 }
 
 static ndet_status_t ndet_backend_cuda_hosts_order(void *engine, cudaStream_t call_stream,
-						   bool to_stages)
+						   ndet_hosts_join_t join)
 {
-	return ndet_engine_hosts_order(engine, call_stream, to_stages);
+	return ndet_engine_hosts_order(engine, call_stream, join);
 }
 
 /*

@@ -25,6 +25,7 @@
 #include <cuda_runtime_api.h>
 
 #include "protocol/ndet_engine_config.h"
+#include "protocol/ndet_hosts_plan.h"
 #include "protocol/ndet_plan.h"
 #include "protocol/ndet_setup_record.h"
 #include "common/ndet_status.h"
@@ -144,12 +145,11 @@ ndet_status_t ndet_engine_hosts_view(const struct ndet_engine *engine,
  * of one host; otherwise as ndet_engine_collective.
  */
 /*
- * Join a call's stream and the engine's stage stream (ndet_backend.h, hosts_order):
- * with `to_stages` the stage stream waits for what is on `call_stream`, else the
- * reverse.  NDET_ERR_UNSUPPORTED on an engine of one host.
+ * Join a call's stream and the engine's stage stream (ndet_backend.h, hosts_order, has
+ * the contract).  NDET_ERR_UNSUPPORTED on an engine of one host.
  */
 ndet_status_t ndet_engine_hosts_order(struct ndet_engine *engine, cudaStream_t call_stream,
-				      bool to_stages);
+				      ndet_hosts_join_t join);
 
 struct ndet_hosts_plan;
 ndet_status_t ndet_engine_hosts_stage(struct ndet_engine *engine,

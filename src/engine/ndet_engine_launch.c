@@ -395,23 +395,64 @@ ndet_status_t ndet_engine_hosts_view(const struct ndet_engine *engine,
 	return NDET_OK;
 }
 
+/*
+ * A join that failed: as a failing kernel does (ndet_fail), the abort word of every
+ * rank of this host says so (1 + rank, byte by byte: cudaMemsetAsync is what a
+ * capture takes), so that the local peers leave and the status word this rank sends
+ * with its next NCCL stage fails its peers on other hosts; and its kernels leave.
+ */
+static void ndet_engine_hosts_poison(struct ndet_engine *engine, cudaStream_t call_stream)
+{
+	const uint64_t value = 1ull + (uint64_t)engine->config.rank;
+	for (int l = 0; l < engine->local.count; l++) {
+		struct ndet_flags *flags = l == engine->local.index
+						   ? (struct ndet_flags *)engine->pool
+						   : engine->peer_flags[l];
+		if (flags == NULL)
+			continue;
+		unsigned char *word = (unsigned char *)&flags->abort_word;
+		for (size_t i = 0; i < sizeof(uint64_t); i++)
+			if (cudaMemsetAsync(word + i, (int)((value >> (8 * i)) & 0xff), 1,
+					    call_stream) != cudaSuccess)
+				(void)cudaGetLastError();
+	}
+	ndet_engine_abort(engine);
+}
+
 ndet_status_t ndet_engine_hosts_order(struct ndet_engine *engine, cudaStream_t call_stream,
-				      bool to_stages)
+				      ndet_hosts_join_t join)
 {
 	if (!ndet_engine_spans_hosts(engine) || engine->stage_stream == NULL)
 		return NDET_ERR_UNSUPPORTED;
 	ndet_status_t status = NDET_OK;
 	int saved_device = -1;
+	unsigned long long call_capture = 0, stage_capture = 0;
 	NDET_CUDA_CHECK_GOTO(cudaGetDevice(&saved_device), status, out);
 	if (saved_device != engine->config.cuda_device)
 		NDET_CUDA_CHECK_GOTO(cudaSetDevice(engine->config.cuda_device), status, out);
+	NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(call_stream, &call_capture), status, out);
+	if (join == NDET_HOSTS_JOIN_BEGIN) {
+		/* Still in a capture (one that is open) other than the call's: not ours now. */
+		NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(engine->stage_stream, &stage_capture),
+				     status, out);
+		if (stage_capture != 0 && stage_capture != call_capture) {
+			status = NDET_ERR_UNSUPPORTED;
+			goto out;
+		}
+	}
 	/* Recorded and waited for at once: the wait takes the record it follows. */
+	const bool to_stages = join == NDET_HOSTS_JOIN_BEGIN || join == NDET_HOSTS_JOIN_TO_STAGES;
 	cudaEvent_t event = engine->order_events[to_stages ? 0 : 1];
 	cudaStream_t from = to_stages ? call_stream : engine->stage_stream;
 	cudaStream_t to = to_stages ? engine->stage_stream : call_stream;
 	NDET_CUDA_CHECK_GOTO(cudaEventRecord(event, from), status, out);
 	NDET_CUDA_CHECK_GOTO(cudaStreamWaitEvent(to, event, 0), status, out);
+	/* The call's end on its own stream: its last group and its last kernel. */
+	if (join == NDET_HOSTS_JOIN_END)
+		status = ndet_engine_launched(engine, call_stream, call_capture);
 out:
+	if (status != NDET_OK && status != NDET_ERR_UNSUPPORTED)
+		ndet_engine_hosts_poison(engine, call_stream);
 	if (saved_device >= 0 && saved_device != engine->config.cuda_device)
 		NDET_CUDA_CHECK_WARN(cudaSetDevice(saved_device));
 	return status;

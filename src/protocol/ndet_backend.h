@@ -170,15 +170,23 @@ struct ndet_backend {
 	void (*hosts_stage)(struct ndet_backend_call *calls, int count, ndet_hosts_stage_t stage,
 			    uint64_t chunk);
 	/*
-	 * Order the engine's two streams: with `to_stages`, its stage stream waits for
-	 * what is enqueued on `call_stream` so far, else `call_stream` waits for what is
-	 * on the stage stream so far (an event of the engine recorded on one and waited
-	 * for on the other, at once, so that one event per direction serves every
-	 * step).  Never waits on the host; works under stream capture (the stage stream
-	 * joins the capture of the call's stream).  No-op where hosts_view gives no
-	 * stage stream.
+	 * Join the engine's stage stream and `call_stream` (ndet_hosts_join_t): the
+	 * stage stream waits for what is enqueued on the call's stream so far (BEGIN,
+	 * TO_STAGES), or the reverse (TO_CALL, END); an event of the engine recorded on
+	 * one and waited for on the other at once, so one event per direction serves
+	 * every step.  Never waits on the host.  Under stream capture the stage stream
+	 * joins the capture of the call's stream.  BEGIN returns NDET_ERR_UNSUPPORTED,
+	 * having done nothing, where the stage stream cannot serve this call (it is part
+	 * of another capture, still open): the call's stages then run on its own stream.
+	 * END also makes the call's stream what the engine's next launch and its
+	 * teardown wait for (NCCL's last receive included).  Any other failure: this
+	 * rank's status word is poisoned on `call_stream` (its peers on other hosts fail
+	 * at their next stage instead of taking what it sends), its kernels are aborted,
+	 * and the error is returned.  Only for engines whose hosts_view has a stage
+	 * stream.
 	 */
-	ndet_status_t (*hosts_order)(void *engine, cudaStream_t call_stream, bool to_stages);
+	ndet_status_t (*hosts_order)(void *engine, cudaStream_t call_stream,
+				     ndet_hosts_join_t join);
 	/*
 	 * Run `connect(context)` in the engines' setup context (the caller's device
 	 * restored afterwards, streams it does not capture usable while the application

@@ -311,6 +311,14 @@ typedef enum {
 	NDET_HOSTS_OP_GROUP,    /* NCCL's group `chunk` (stage 2 of it, 4 of it - 1), on S */
 } ndet_hosts_op_kind_t;
 
+/* The joins of the two streams a call makes (the backend's hosts_order). */
+typedef enum {
+	NDET_HOSTS_JOIN_BEGIN = 0, /* the call's first TO_K */
+	NDET_HOSTS_JOIN_TO_STAGES, /* TO_K */
+	NDET_HOSTS_JOIN_TO_CALL,   /* TO_S */
+	NDET_HOSTS_JOIN_END,       /* the call's last TO_S */
+} ndet_hosts_join_t;
+
 struct ndet_hosts_op {
 	ndet_hosts_op_kind_t kind;
 	ndet_hosts_stage_t stage; /* NDET_HOSTS_OP_STAGE */

@@ -313,6 +313,17 @@ static void run_ranks(const struct layout *layout, struct data **sets, int calls
 
 static struct data sets[NDET_DTYPE_COUNT * OPS_ALL];
 
+/* An f32 sum of fresh data (seed) on every rank of `comms`, in one group: its result. */
+static ncclResult_t group_sum(const struct layout *layout, ncclComm_t *comms,
+			      const struct call_spec *spec, uint64_t seed)
+{
+	data_fill(&sets[0], layout, NDET_DTYPE_F32, NDET_OP_SUM, COUNT, seed);
+	assert_int_equal(ncclGroupStart(), ncclSuccess);
+	for (int r = 0; r < layout->n; r++)
+		assert_int_equal(rank_call(&sets[0], spec, r, layout->n, comms[r]), ncclSuccess);
+	return ncclGroupEnd();
+}
+
 /*
  * Every layout, dtype, op and PreMulSum, out of place at odd offsets, one thread per
  * rank: every rank gets the multi-host reference's bits (so all the same bits), and
@@ -855,12 +866,8 @@ static void test_nccl_failure_is_returned(void **state)
 			assert_int_equal(setenv("FAKE_NCCL_FAIL", "ncclSend=6,ncclRecv=6", 1), 0);
 		else
 			unsetenv("FAKE_NCCL_FAIL");
-		data_fill(&sets[0], &layout, NDET_DTYPE_F32, NDET_OP_SUM, COUNT, 7000);
-		assert_int_equal(ncclGroupStart(), ncclSuccess);
-		for (int r = 0; r < layout.n; r++)
-			assert_int_equal(rank_call(&sets[0], &spec, r, layout.n, comms[r]),
-					 ncclSuccess);
-		assert_int_equal(ncclGroupEnd(), attempt == 0 ? ncclRemoteError : ncclSuccess);
+		assert_int_equal(group_sum(&layout, comms, &spec, 7000),
+				 attempt == 0 ? ncclRemoteError : ncclSuccess);
 	}
 	expect_results(&sets[0], &spec, layout.n, "after a failure");
 	assert_int_equal(ndet_divert_count_log("WARN", "NCCL failed a send or receive"), layout.n);
@@ -873,10 +880,52 @@ static void test_nccl_failure_is_returned(void **state)
 	}
 }
 
+/*
+ * The two streams of a call.  A rank whose stage stream is taken by another open
+ * capture runs that call's stages on the call's stream: right results, no WARN.  A
+ * join that fails fails the call on that rank, and its poisoned status word fails it
+ * on every other rank too (no rank returns a result built from what it sent).
+ */
+static void test_stage_stream_fallbacks(void **state)
+{
+	(void)state;
+	struct layout layout;
+	ncclComm_t comms[MAX_RANKS] = {NULL};
+	const struct call_spec spec = {CALL_ALLREDUCE, false, 0};
+	layout_use(&layout, "AABB");
+	assert_int_equal(fake_nccl_init_clique(comms, layout.n), ncclSuccess);
+
+	struct ndet_fake_backend_counters before, after;
+	ndet_fake_backend_counters(&before);
+	ndet_fake_backend_stage_stream_busy(1);
+	assert_int_equal(group_sum(&layout, comms, &spec, 7100), ncclSuccess);
+	ndet_fake_backend_stage_stream_busy(-1);
+	ndet_fake_backend_counters(&after);
+	expect_results(&sets[0], &spec, layout.n, "a busy stage stream");
+	/* Rank 1's three stages of its one chunk on the call's stream, and no join. */
+	assert_int_equal(after.hosts_stages_off_stream - before.hosts_stages_off_stream, 3);
+	assert_int_equal(after.hosts_orders_to_stages - before.hosts_orders_to_stages,
+			 3 * (layout.n - 1));
+	assert_int_equal(ndet_divert_count_log("WARN", NULL), 0);
+
+	/* Rank 3's third join fails (the TO_S before its first group). */
+	ndet_fake_backend_fail_join(3, 2);
+	assert_int_not_equal(group_sum(&layout, comms, &spec, 7200), ncclSuccess);
+	assert_int_equal(ndet_divert_count_log("WARN", "cannot order nccl-det's stage stream"), 1);
+	for (int r = 0; r < layout.n; r++) {
+		ncclResult_t async = ncclSuccess;
+		assert_int_equal(ncclCommGetAsyncError(comms[r], &async), ncclSuccess);
+		if (r != 3 && async == ncclSuccess)
+			fail_msg("rank %d: no error after rank 3's join failed", r);
+		assert_int_equal(ncclCommDestroy(comms[r]), ncclSuccess);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_layouts, setup),
+		cmocka_unit_test_setup(test_stage_stream_fallbacks, setup),
 		cmocka_unit_test_setup(test_collectives_in_place, setup),
 		cmocka_unit_test_setup(test_inter_host_bytes, setup),
 		cmocka_unit_test_setup(test_chunks, setup),

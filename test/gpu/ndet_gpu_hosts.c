@@ -53,6 +53,7 @@ struct hosts_rank {
 	int rank;
 	struct ndet_engine *engine;
 	cudaStream_t stream;
+	cudaStream_t stages_on; /* the engine's stage stream, or `stream` (hosts_run_call) */
 	unsigned long long checks, failures;
 };
 
@@ -162,9 +163,7 @@ static void hosts_ours(struct hosts_rank *me, struct ndet_backend_call *call,
 {
 	if (j >= 0 && (uint64_t)j < plan->chunks) {
 		struct ndet_backend_call batch = *call;
-		const struct ndet_backend_hosts *view = &me->world->view[me->rank];
-		if (view->stage_stream != NULL)
-			batch.stream = view->stage_stream; /* as the divert layer does */
+		batch.stream = me->stages_on; /* as the divert layer does */
 		ndet_backend_cuda.hosts_stage(&batch, 1, stage, (uint64_t)j);
 		if (batch.status != NDET_OK && call->status == NDET_OK)
 			call->status = batch.status;
@@ -186,15 +185,28 @@ static ndet_status_t hosts_run_call(struct hosts_rank *me, struct ndet_backend_c
 	call->status = NDET_OK;
 	/* Stages on the engine's stage stream, "NCCL" on the call's, joined by events. */
 	struct ndet_hosts_schedule schedule = {.chunks = plan.chunks};
+	bool begun = false;
+	me->stages_on = me->stream;
 	for (;;) {
 		const struct ndet_hosts_op op = ndet_hosts_schedule_next(&schedule);
 		if (op.kind == NDET_HOSTS_OP_DONE)
 			break;
 		if (op.kind == NDET_HOSTS_OP_TO_K || op.kind == NDET_HOSTS_OP_TO_S) {
-			const ndet_status_t st = ndet_backend_cuda.hosts_order(
-				call->engine, me->stream, op.kind == NDET_HOSTS_OP_TO_K);
-			if (st != NDET_OK && call->status == NDET_OK)
-				call->status = st;
+			const ndet_hosts_join_t join =
+				op.kind == NDET_HOSTS_OP_TO_K
+					? (begun ? NDET_HOSTS_JOIN_TO_STAGES
+						 : NDET_HOSTS_JOIN_BEGIN)
+					: (schedule.finished ? NDET_HOSTS_JOIN_END
+							     : NDET_HOSTS_JOIN_TO_CALL);
+			begun = true;
+			if (view->stage_stream == NULL)
+				continue;
+			const ndet_status_t st =
+				ndet_backend_cuda.hosts_order(call->engine, me->stream, join);
+			if (st == NDET_OK && join == NDET_HOSTS_JOIN_BEGIN)
+				me->stages_on = view->stage_stream;
+			else if (st != NDET_OK && call->status == NDET_OK)
+				call->status = st; /* the harness never captures: no fallback */
 		} else if (op.kind == NDET_HOSTS_OP_STAGE) {
 			hosts_ours(me, call, &plan, op.stage, (int64_t)op.chunk);
 		} else {

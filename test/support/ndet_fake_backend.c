@@ -84,7 +84,10 @@ static int ndet_fake_version_rank = -1; /* ndet_fake_backend_set_library_version
 static uint32_t ndet_fake_version;
 static int ndet_fake_gpu_rank = -1; /* ndet_fake_backend_set_gpu */
 static uint32_t ndet_fake_gpu_flags;
-static int ndet_fake_spin_rank = -1;        /* ndet_fake_backend_spin_rank */
+static int ndet_fake_spin_rank = -1; /* ndet_fake_backend_spin_rank */
+/* ndet_fake_backend_fail_join, ndet_fake_backend_stage_stream_busy */
+static int ndet_fake_join_fail_rank = -1, ndet_fake_join_fail_after;
+static int ndet_fake_busy_stage_rank = -1;
 static int ndet_fake_single_host_rank = -1; /* ndet_fake_backend_set_multi_host */
 /* Per-rank "processes" that ended (ndet_fake_backend_end_process): their pids. */
 static uint64_t ndet_fake_ended[NDET_MAX_RANKS];
@@ -864,13 +867,38 @@ static ndet_status_t ndet_fake_hosts_view(void *opaque, struct ndet_backend_host
 	return NDET_OK;
 }
 
-/* Work runs as it is issued here: an order is only counted. */
-static ndet_status_t ndet_fake_hosts_order(void *opaque, cudaStream_t call_stream, bool to_stages)
+/*
+ * Work runs as it is issued here: a join is only counted.  The test knobs: a stage
+ * stream taken by another capture (BEGIN says so), and a join that fails (as the CUDA
+ * engine's: the status word this rank sends is poisoned, its kernels aborted).
+ */
+static ndet_status_t ndet_fake_hosts_order(void *opaque, cudaStream_t call_stream,
+					   ndet_hosts_join_t join)
 {
 	struct ndet_fake_engine *engine = opaque;
 	if (engine->hosts == NULL || engine->hosts->nhosts < 2 ||
 	    call_stream == (cudaStream_t)&engine->stage_stream)
 		return NDET_ERR_INVALID_ARGUMENT;
+	const int rank = engine->config.rank;
+	bool busy = false, fail = false;
+	pthread_mutex_lock(&ndet_fake_lock);
+	busy = join == NDET_HOSTS_JOIN_BEGIN && rank == ndet_fake_busy_stage_rank;
+	if (!busy && rank == ndet_fake_join_fail_rank && ndet_fake_join_fail_after-- == 0) {
+		fail = true;
+		ndet_fake_join_fail_rank = -1;
+	}
+	pthread_mutex_unlock(&ndet_fake_lock);
+	if (busy)
+		return NDET_ERR_UNSUPPORTED;
+	if (fail) {
+		for (int q = 0; q < engine->config.nranks; q++)
+			if (engine->peers[q] != NULL)
+				__atomic_store_n(&engine->peers[q]->abort_word,
+						 1ull + (uint64_t)rank, __ATOMIC_RELEASE);
+		__atomic_store_n(&engine->abort, 1u, __ATOMIC_RELEASE);
+		return NDET_ERR_CUDA;
+	}
+	const bool to_stages = join == NDET_HOSTS_JOIN_BEGIN || join == NDET_HOSTS_JOIN_TO_STAGES;
 	ndet_fake_count(to_stages ? &ndet_fake_counts.hosts_orders_to_stages
 				  : &ndet_fake_counts.hosts_orders_to_call);
 	return NDET_OK;
@@ -1327,6 +1355,8 @@ void ndet_fake_backend_reset(void)
 	ndet_fake_version_rank = -1;
 	ndet_fake_gpu_rank = -1;
 	ndet_fake_spin_rank = -1;
+	ndet_fake_join_fail_rank = -1;
+	ndet_fake_busy_stage_rank = -1;
 	ndet_fake_single_host_rank = -1;
 	pthread_mutex_unlock(&ndet_fake_lock);
 	ndet_resources_reset_for_testing();
@@ -1366,6 +1396,21 @@ int ndet_fake_backend_mapped_peers(void *opaque)
 void ndet_fake_backend_set_error(void *engine, uint32_t kernel_error)
 {
 	ndet_fake_fail(engine, kernel_error);
+}
+
+void ndet_fake_backend_fail_join(int rank, int after)
+{
+	pthread_mutex_lock(&ndet_fake_lock);
+	ndet_fake_join_fail_rank = rank;
+	ndet_fake_join_fail_after = after;
+	pthread_mutex_unlock(&ndet_fake_lock);
+}
+
+void ndet_fake_backend_stage_stream_busy(int rank)
+{
+	pthread_mutex_lock(&ndet_fake_lock);
+	ndet_fake_busy_stage_rank = rank;
+	pthread_mutex_unlock(&ndet_fake_lock);
 }
 
 void ndet_fake_backend_spin_rank(int rank)

@@ -101,6 +101,15 @@ void ndet_fake_backend_reset(void);
 void ndet_fake_backend_set_error(void *engine, uint32_t kernel_error);
 
 /*
+ * Across hosts: the join of `rank`'s streams (hosts_order) that comes after `after`
+ * successful ones fails with NDET_ERR_CUDA, once; -1: none.  And `rank`'s stage
+ * stream taken by another capture: its calls' BEGIN says NDET_ERR_UNSUPPORTED (-1:
+ * none).  Reset by ndet_fake_backend_reset.
+ */
+void ndet_fake_backend_fail_join(int rank, int after);
+void ndet_fake_backend_stage_stream_busy(int rank);
+
+/*
  * From now on, the all-reduces of `rank` (of every communicator) launch a "kernel"
  * that never meets its peers and runs in the background until the engine's abort
  * flag is set (NDET_KERNEL_ERR_ABORTED) or NCCL_DET_TIMEOUT passes; the launch
