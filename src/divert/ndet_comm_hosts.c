@@ -33,7 +33,8 @@ struct ndet_comm_hosts_call {
 	 * own stream (an engine without one, one in another capture, a failed join).
 	 */
 	cudaStream_t stages_on;
-	bool joins; /* its stage stream holds work of this call: keep joining */
+	bool joins;       /* its stage stream holds work of this call: keep joining */
+	bool join_failed; /* one WARN per call */
 };
 
 bool ndet_comm_hosts_capable(void)
@@ -250,13 +251,16 @@ static void ndet_comm_hosts_join(struct ndet_comm_hosts_call *items, int count,
 		}
 		if (join == NDET_HOSTS_JOIN_BEGIN && status == NDET_ERR_UNSUPPORTED)
 			continue; /* the stages stay on the call's stream */
+		item->stages_on = item->launch->stream;
+		if (item->join_failed)
+			continue;
+		item->join_failed = true;
 		NDET_WARN("communicator %p: cannot order nccl-det's stage stream with the "
 			  "stream of its %s (%s): the call fails",
 			  (void *)item->nccl, ndet_comm_coll_name(item->launch->coll),
 			  ndet_status_name(status));
 		if (item->launch->status == NDET_OK)
 			item->launch->status = status;
-		item->stages_on = item->launch->stream;
 	}
 }
 

@@ -90,6 +90,7 @@ struct ndet_engine {
 	 */
 	cudaStream_t stage_stream;
 	cudaEvent_t order_events[2];
+	bool hosts_poisoned; /* a join failed: the abort words are written (once) */
 	/*
 	 * NCCL's stages between hosts seen from the host (ndet_engine_error): the
 	 * progress word's observer, under a spin flag (any thread may poll).

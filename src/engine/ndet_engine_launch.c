@@ -397,26 +397,36 @@ ndet_status_t ndet_engine_hosts_view(const struct ndet_engine *engine,
 
 /*
  * A join that failed: as a failing kernel does (ndet_fail), the abort word of every
- * rank of this host says so (1 + rank, byte by byte: cudaMemsetAsync is what a
- * capture takes), so that the local peers leave and the status word this rank sends
- * with its next NCCL stage fails its peers on other hosts; and its kernels leave.
+ * rank of this host says so (1 + rank, one 8-byte copy each from the host status,
+ * which a capture takes too), so that the local peers leave and the status word this
+ * rank sends with its next NCCL stage fails its peers on other hosts; its kernels
+ * leave; and the copies count as the engine's last launch, for its teardown to wait
+ * for.  Once per engine: an abort is for good.
  */
-static void ndet_engine_hosts_poison(struct ndet_engine *engine, cudaStream_t call_stream)
+static void ndet_engine_hosts_poison(struct ndet_engine *engine, cudaStream_t call_stream,
+				     unsigned long long call_capture)
 {
-	const uint64_t value = 1ull + (uint64_t)engine->config.rank;
+	if (engine->hosts_poisoned)
+		return;
+	engine->hosts_poisoned = true;
 	for (int l = 0; l < engine->local.count; l++) {
-		struct ndet_flags *flags = l == engine->local.index
-						   ? (struct ndet_flags *)engine->pool
-						   : engine->peer_flags[l];
-		if (flags == NULL)
-			continue;
-		unsigned char *word = (unsigned char *)&flags->abort_word;
-		for (size_t i = 0; i < sizeof(uint64_t); i++)
-			if (cudaMemsetAsync(word + i, (int)((value >> (8 * i)) & 0xff), 1,
-					    call_stream) != cudaSuccess)
-				(void)cudaGetLastError();
+		struct ndet_flags *flags = engine->peer_flags[l];
+		if (flags != NULL &&
+		    cudaMemcpyAsync(
+			    &flags->abort_word, (const void *)&engine->host_status->poison_word,
+			    sizeof(uint64_t), cudaMemcpyHostToDevice, call_stream) != cudaSuccess)
+			(void)cudaGetLastError();
 	}
+	if (ndet_engine_launched(engine, call_stream, call_capture) != NDET_OK)
+		(void)cudaGetLastError();
 	ndet_engine_abort(engine);
+}
+
+/* Record `event` on `from`, and make `to` wait for it. */
+static cudaError_t ndet_engine_join(cudaEvent_t event, cudaStream_t from, cudaStream_t to)
+{
+	cudaError_t err = cudaEventRecord(event, from);
+	return err == cudaSuccess ? cudaStreamWaitEvent(to, event, 0) : err;
 }
 
 ndet_status_t ndet_engine_hosts_order(struct ndet_engine *engine, cudaStream_t call_stream,
@@ -425,34 +435,51 @@ ndet_status_t ndet_engine_hosts_order(struct ndet_engine *engine, cudaStream_t c
 	if (!ndet_engine_spans_hosts(engine) || engine->stage_stream == NULL)
 		return NDET_ERR_UNSUPPORTED;
 	ndet_status_t status = NDET_OK;
+	cudaError_t err = cudaSuccess;
 	int saved_device = -1;
 	unsigned long long call_capture = 0, stage_capture = 0;
 	NDET_CUDA_CHECK_GOTO(cudaGetDevice(&saved_device), status, out);
 	if (saved_device != engine->config.cuda_device)
 		NDET_CUDA_CHECK_GOTO(cudaSetDevice(engine->config.cuda_device), status, out);
-	NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(call_stream, &call_capture), status, out);
+	if (join == NDET_HOSTS_JOIN_BEGIN || join == NDET_HOSTS_JOIN_END)
+		NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(call_stream, &call_capture), status,
+				     out);
 	if (join == NDET_HOSTS_JOIN_BEGIN) {
-		/* Still in a capture (one that is open) other than the call's: not ours now. */
+		/*
+		 * Still in a capture (one that is open) other than the call's, or in one
+		 * whose id CUDA does not give: not ours now.
+		 */
 		NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(engine->stage_stream, &stage_capture),
 				     status, out);
-		if (stage_capture != 0 && stage_capture != call_capture) {
+		if (stage_capture != 0 &&
+		    (stage_capture != call_capture || stage_capture == ~0ull)) {
 			status = NDET_ERR_UNSUPPORTED;
 			goto out;
 		}
 	}
 	/* Recorded and waited for at once: the wait takes the record it follows. */
 	const bool to_stages = join == NDET_HOSTS_JOIN_BEGIN || join == NDET_HOSTS_JOIN_TO_STAGES;
-	cudaEvent_t event = engine->order_events[to_stages ? 0 : 1];
-	cudaStream_t from = to_stages ? call_stream : engine->stage_stream;
-	cudaStream_t to = to_stages ? engine->stage_stream : call_stream;
-	NDET_CUDA_CHECK_GOTO(cudaEventRecord(event, from), status, out);
-	NDET_CUDA_CHECK_GOTO(cudaStreamWaitEvent(to, event, 0), status, out);
-	/* The call's end on its own stream: its last group and its last kernel. */
-	if (join == NDET_HOSTS_JOIN_END)
+	err = ndet_engine_join(engine->order_events[to_stages ? 0 : 1],
+			       to_stages ? call_stream : engine->stage_stream,
+			       to_stages ? engine->stage_stream : call_stream);
+	if (err != cudaSuccess) {
+		NDET_WARN("rank %d: joining the streams of a call across hosts: %s",
+			  engine->config.rank, cudaGetErrorString(err));
+		(void)cudaGetLastError();
+		status = NDET_ERR_CUDA;
+		/*
+		 * A capture the application's own work already invalidated: its graph never
+		 * runs, so nothing is poisoned for it (the communicator stays usable).
+		 */
+		if (err == cudaErrorStreamCaptureInvalidated)
+			goto out;
+	} else if (join == NDET_HOSTS_JOIN_END) {
+		/* The call's end on its own stream: its last group and its last kernel. */
 		status = ndet_engine_launched(engine, call_stream, call_capture);
+	}
+	if (status != NDET_OK)
+		ndet_engine_hosts_poison(engine, call_stream, call_capture);
 out:
-	if (status != NDET_OK && status != NDET_ERR_UNSUPPORTED)
-		ndet_engine_hosts_poison(engine, call_stream);
 	if (saved_device >= 0 && saved_device != engine->config.cuda_device)
 		NDET_CUDA_CHECK_WARN(cudaSetDevice(saved_device));
 	return status;

@@ -140,6 +140,7 @@ ndet_local_status_t ndet_engine_alloc(struct ndet_engine *engine)
 		ndet_engine_host_alloc(&engine->host_status, sizeof(struct ndet_host_status)),
 		status, alloc_failed);
 	memset((void *)engine->host_status, 0, sizeof(struct ndet_host_status));
+	engine->host_status->poison_word = 1ull + (uint64_t)engine->config.rank;
 	NDET_CUDA_CHECK_GOTO(ndet_engine_host_alloc(&engine->detach_host, NDET_POOL_DETACH_BYTES),
 			     status, alloc_failed);
 	NDET_CUDA_CHECK_GOTO(

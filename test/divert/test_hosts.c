@@ -906,19 +906,34 @@ static void test_stage_stream_fallbacks(void **state)
 	assert_int_equal(after.hosts_stages_off_stream - before.hosts_stages_off_stream, 3);
 	assert_int_equal(after.hosts_orders_to_stages - before.hosts_orders_to_stages,
 			 3 * (layout.n - 1));
+	assert_int_equal(after.hosts_orders_to_call - before.hosts_orders_to_call,
+			 3 * (layout.n - 1));
 	assert_int_equal(ndet_divert_count_log("WARN", NULL), 0);
-
-	/* Rank 3's third join fails (the TO_S before its first group). */
-	ndet_fake_backend_fail_join(3, 2);
-	assert_int_not_equal(group_sum(&layout, comms, &spec, 7200), ncclSuccess);
-	assert_int_equal(ndet_divert_count_log("WARN", "cannot order nccl-det's stage stream"), 1);
-	for (int r = 0; r < layout.n; r++) {
-		ncclResult_t async = ncclSuccess;
-		assert_int_equal(ncclCommGetAsyncError(comms[r], &async), ncclSuccess);
-		if (r != 3 && async == ncclSuccess)
-			fail_msg("rank %d: no error after rank 3's join failed", r);
+	for (int r = 0; r < layout.n; r++)
 		assert_int_equal(ncclCommDestroy(comms[r]), ncclSuccess);
+
+	/*
+	 * Rank 3's join number `fail_after` fails.  One chunk: BEGIN, TO_S, group 0,
+	 * TO_K, stage 3, TO_S, group 1, TO_K, stage 5, END.  Joins 0-3 come before a
+	 * group, which carries the poisoned status word to host A; the local peer learns
+	 * it from its abort word.  (After the last group only host B can learn it: host
+	 * A already has every byte of a result rank 3 computed before its join failed.)
+	 */
+	for (int fail_after = 0; fail_after <= 3; fail_after++) {
+		assert_int_equal(fake_nccl_init_clique(comms, layout.n), ncclSuccess);
+		ndet_fake_backend_fail_join(3, fail_after);
+		assert_int_not_equal(group_sum(&layout, comms, &spec, 7200 + (uint64_t)fail_after),
+				     ncclSuccess);
+		for (int r = 0; r < layout.n; r++) {
+			ncclResult_t async = ncclSuccess;
+			assert_int_equal(ncclCommGetAsyncError(comms[r], &async), ncclSuccess);
+			if (r != 3 && async == ncclSuccess)
+				fail_msg("rank %d: no error after rank 3's join %d failed", r,
+					 fail_after);
+			assert_int_equal(ncclCommDestroy(comms[r]), ncclSuccess);
+		}
 	}
+	assert_int_equal(ndet_divert_count_log("WARN", "cannot order nccl-det's stage stream"), 4);
 }
 
 int main(void)

@@ -205,8 +205,11 @@ static ndet_status_t hosts_run_call(struct hosts_rank *me, struct ndet_backend_c
 				ndet_backend_cuda.hosts_order(call->engine, me->stream, join);
 			if (st == NDET_OK && join == NDET_HOSTS_JOIN_BEGIN)
 				me->stages_on = view->stage_stream;
-			else if (st != NDET_OK && call->status == NDET_OK)
-				call->status = st; /* the harness never captures: no fallback */
+			else if (st != NDET_OK) { /* as the divert layer: the rest on the call's */
+				me->stages_on = me->stream;
+				if (call->status == NDET_OK)
+					call->status = st;
+			}
 		} else if (op.kind == NDET_HOSTS_OP_STAGE) {
 			hosts_ours(me, call, &plan, op.stage, (int64_t)op.chunk);
 		} else {
