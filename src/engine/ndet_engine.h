@@ -144,18 +144,17 @@ ndet_status_t ndet_engine_hosts_view(const struct ndet_engine *engine,
  * its recvcount, a reduce's root its global rank).  NDET_ERR_UNSUPPORTED on an engine
  * of one host; otherwise as ndet_engine_collective.
  */
+ndet_status_t ndet_engine_hosts_stage(struct ndet_engine *engine,
+				      const struct ndet_engine_call *call,
+				      const struct ndet_hosts_plan *plan, int stage, uint64_t chunk,
+				      cudaStream_t stream);
+
 /*
  * Join a call's stream and the engine's stage stream (ndet_backend.h, hosts_order, has
  * the contract).  NDET_ERR_UNSUPPORTED on an engine of one host.
  */
 ndet_status_t ndet_engine_hosts_order(struct ndet_engine *engine, cudaStream_t call_stream,
 				      ndet_hosts_join_t join);
-
-struct ndet_hosts_plan;
-ndet_status_t ndet_engine_hosts_stage(struct ndet_engine *engine,
-				      const struct ndet_engine_call *call,
-				      const struct ndet_hosts_plan *plan, int stage, uint64_t chunk,
-				      cudaStream_t stream);
 
 ndet_status_t ndet_engine_collective_all_ranks(struct ndet_engine *const *engines, int nranks,
 					       const struct ndet_engine_call *calls,

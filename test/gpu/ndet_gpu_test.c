@@ -228,8 +228,9 @@ static void run_delay_phase(struct gpu_rank *gpu, int calls, const size_t *count
  * LL tags repeat every 255 LL steps, so on one slot parity a line last written 510 LL
  * steps before carries the tag its reader waits for; an LL step stores only the lines
  * that hold data, and the refresh steps (NDET_LL_REFRESH_STEPS) are what keeps such a
- * line from standing.  Each round: a call of kBig elements (every line of block 0's
- * slot, data A), kGap one-element calls (line 0 only, data B), and kBig elements again
+ * line from standing.  Each round: a call of kBig elements (data A; block 0's lines
+ * all hold data, whether its block holds 2 or 4 KiB), kGap one-element calls (block
+ * 0's line 0 only, data B), and kBig elements again
  * (data C) exactly 510 LL steps after the first, under the delay knob, so that ranks
  * poll lines before their peers' stores land.  Without the refresh, a reader would
  * take A's lines for C's.  Both big calls are checked against the reference, with
