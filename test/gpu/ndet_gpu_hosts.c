@@ -11,7 +11,9 @@
  * stage, and the sender goes on once every receiver copied.  The results are checked
  * bit for bit against the CPU reference of the layout (ndet_reference_*_hosts):
  * every dtype this GPU runs, every op and PreMulSum, the three collectives, sizes
- * from one element to many chunks (a small staging), odd buffer offsets.
+ * from one element to many chunks (a small staging), odd buffer offsets.  A few calls
+ * run while each rank's stage stream is held by another open capture: their stages
+ * must go to the call's own stream, with the same bits.
  */
 #include "config.h"
 
@@ -54,6 +56,7 @@ struct hosts_rank {
 	struct ndet_engine *engine;
 	cudaStream_t stream;
 	cudaStream_t stages_on; /* the engine's stage stream, or `stream` (hosts_run_call) */
+	bool on_own_stream;     /* the last call's stages ran on `stream` */
 	unsigned long long checks, failures;
 };
 
@@ -183,9 +186,13 @@ static ndet_status_t hosts_run_call(struct hosts_rank *me, struct ndet_backend_c
 		return NDET_ERR_INVALID_ARGUMENT;
 	call->hosts_plan = &plan;
 	call->status = NDET_OK;
-	/* Stages on the engine's stage stream, "NCCL" on the call's, joined by events. */
+	/*
+	 * Stages on the engine's stage stream, "NCCL" on the call's, joined by events; as
+	 * the divert layer (ndet_comm_hosts_join): a stage stream another open capture
+	 * holds leaves the stages on the call's stream, with no joins.
+	 */
 	struct ndet_hosts_schedule schedule = {.chunks = plan.chunks};
-	bool begun = false;
+	bool begun = false, joins = false;
 	me->stages_on = me->stream;
 	for (;;) {
 		const struct ndet_hosts_op op = ndet_hosts_schedule_next(&schedule);
@@ -199,13 +206,16 @@ static ndet_status_t hosts_run_call(struct hosts_rank *me, struct ndet_backend_c
 					: (schedule.finished ? NDET_HOSTS_JOIN_END
 							     : NDET_HOSTS_JOIN_TO_CALL);
 			begun = true;
-			if (view->stage_stream == NULL)
+			if (view->stage_stream == NULL || (join != NDET_HOSTS_JOIN_BEGIN && !joins))
 				continue;
 			const ndet_status_t st =
 				ndet_backend_cuda.hosts_order(call->engine, me->stream, join);
-			if (st == NDET_OK && join == NDET_HOSTS_JOIN_BEGIN)
+			if (st == NDET_OK && join == NDET_HOSTS_JOIN_BEGIN) {
 				me->stages_on = view->stage_stream;
-			else if (st != NDET_OK) { /* as the divert layer: the rest on the call's */
+				joins = true;
+			} else if (st != NDET_OK &&
+				   !(join == NDET_HOSTS_JOIN_BEGIN && st == NDET_ERR_UNSUPPORTED)) {
+				/* A failed join fails the call; the rest on the call's stream. */
 				me->stages_on = me->stream;
 				if (call->status == NDET_OK)
 					call->status = st;
@@ -218,6 +228,7 @@ static ndet_status_t hosts_run_call(struct hosts_rank *me, struct ndet_backend_c
 		}
 	}
 	call->hosts_plan = NULL;
+	me->on_own_stream = view->stage_stream == NULL || !joins;
 	return call->status;
 }
 
@@ -229,6 +240,7 @@ struct hosts_case {
 	size_t count; /* reduce-scatter: recvcount */
 	size_t offset;
 	int root;
+	bool busy; /* the stage stream held by another open capture during the call */
 };
 
 /* One case on every rank: data, the call, the check against the reference. */
@@ -273,7 +285,34 @@ static void hosts_case_run(struct hosts_rank *me, const struct hosts_case *c, ui
 		.premul = c->premul ? NDET_PREMUL_HOST : NDET_PREMUL_NONE,
 		.scalar_bits = scalar_bits,
 	};
+	/*
+	 * busy: a capture of this rank's own on another stream takes the stage stream in
+	 * (relaxed, so that the rest of the process may go on), and holds it until the
+	 * call was issued; the graph is never launched.
+	 */
+	cudaStream_t stage_stream = world->view[me->rank].stage_stream;
+	cudaStream_t holder = NULL;
+	cudaEvent_t fork = NULL, rejoin = NULL;
+	if (c->busy && stage_stream != NULL) {
+		GPU_CHECK(cudaStreamCreateWithFlags(&holder, cudaStreamNonBlocking));
+		GPU_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+		GPU_CHECK(cudaEventCreateWithFlags(&rejoin, cudaEventDisableTiming));
+		GPU_CHECK(cudaStreamBeginCapture(holder, cudaStreamCaptureModeRelaxed));
+		GPU_CHECK(cudaEventRecord(fork, holder));
+		GPU_CHECK(cudaStreamWaitEvent(stage_stream, fork, 0));
+	}
 	ndet_status_t status = hosts_run_call(me, &call);
+	const bool on_own_stream = me->on_own_stream;
+	if (holder != NULL) {
+		cudaGraph_t graph = NULL;
+		GPU_CHECK(cudaEventRecord(rejoin, stage_stream));
+		GPU_CHECK(cudaStreamWaitEvent(holder, rejoin, 0));
+		GPU_CHECK(cudaStreamEndCapture(holder, &graph));
+		GPU_CHECK(cudaGraphDestroy(graph));
+		GPU_CHECK(cudaEventDestroy(fork));
+		GPU_CHECK(cudaEventDestroy(rejoin));
+		GPU_CHECK(cudaStreamDestroy(holder));
+	}
 	GPU_CHECK(cudaStreamSynchronize(me->stream));
 	uint32_t kernel_error = 0;
 	ndet_status_t async = ndet_engine_error(me->engine, &kernel_error);
@@ -295,18 +334,24 @@ static void hosts_case_run(struct hosts_rank *me, const struct hosts_case *c, ui
 						     out_count, c->dtype, c->op);
 	me->checks++;
 	size_t first = 0, bad = 0;
-	if (status != NDET_OK || async != NDET_OK || ref != NDET_OK ||
+	/* Where the stages ran: the stage stream, unless another capture held it. */
+	const bool stream_ok = on_own_stream == (c->busy || stage_stream == NULL);
+	if (status != NDET_OK || async != NDET_OK || ref != NDET_OK || !stream_ok ||
 	    (bad = gpu_compare(c->dtype, got, want, out_count, &first)) != 0) {
-		char what[256];
+		char what[320];
 		snprintf(what, sizeof(what),
-			 "%s %s%s %s count %zu offset %zu root %d: status %s, kernel error %u, "
-			 "reference %s, %zu elements differ (first %zu)",
+			 "%s %s%s %s count %zu offset %zu root %d%s: status %s, kernel error %u, "
+			 "reference %s, %zu elements differ (first %zu)%s",
 			 c->coll == NDET_COLL_REDUCE_SCATTER ? "reduce-scatter"
 			 : c->coll == NDET_COLL_REDUCE       ? "reduce"
 							     : "all-reduce",
 			 ndet_dtype_name(c->dtype), c->premul ? " premul" : "", ndet_op_name(c->op),
-			 c->count, c->offset, c->root, ndet_status_name(status), kernel_error,
-			 ndet_status_name(ref), bad, first);
+			 c->count, c->offset, c->root, c->busy ? " (stage stream busy)" : "",
+			 ndet_status_name(status), kernel_error, ndet_status_name(ref), bad, first,
+			 stream_ok ? ""
+			 : on_own_stream
+				 ? "; the stages ran on the call's stream"
+				 : "; the stages ran on the stage stream another capture held");
 		hosts_fail(me, what);
 	}
 	hosts_barrier(world);
@@ -352,6 +397,17 @@ static void hosts_matrix(struct hosts_rank *me)
 				};
 				hosts_case_run(me, &c, seed++);
 			}
+		}
+		/* Several chunks and one element while another capture holds the stage stream. */
+		static const size_t busy_counts[] = {1, 300001};
+		for (size_t k = 0; k < sizeof(busy_counts) / sizeof(busy_counts[0]); k++) {
+			const struct hosts_case c = {.dtype = (ndet_dtype_t)dtype,
+						     .op = k == 0 ? NDET_OP_SUM : NDET_OP_AVG,
+						     .coll = NDET_COLL_ALLREDUCE,
+						     .count = busy_counts[k],
+						     .offset = 1 - k % 2,
+						     .busy = true};
+			hosts_case_run(me, &c, seed++);
 		}
 		/* Reduce-scatter (blocks of the all-reduce) and reduce to every other root. */
 		static const size_t rs_counts[] = {1, 333, 40000};
