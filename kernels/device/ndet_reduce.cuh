@@ -18,16 +18,34 @@ namespace
 {
 
 /*
- * Reduce `len` elements, rank r's at src[r] (r < n; 16-byte aligned: pool memory, or
- * this rank's own sendbuff where two-shot and push read their own segment from it);
- * write them to `out` (user memory, any alignment; NULL: not at all) and to copies[j]
- * for j < ncopies that are not NULL (16-byte aligned pool memory, own or a peer's).
- * `scales` (PreMulSum only) holds every rank's scalar.
+ * Where a reduce loop decides avg's division: at run time from args.op for each
+ * result, or fixed for the whole loop.  kSum's 8-rank bucket runs one loop or the
+ * other (ndet_reduce_core), so that a sum's loop carries no division: at 8 ranks a
+ * division in the loop makes the 16-bit and fp8 two-shot rows of 256 KiB 3-7 %
+ * slower, while at 2 and 4 ranks two loops are the slower (doc/kernels.md).
+ * kGeneric (avg beyond 8 ranks) and kPremul (never divides) keep the run-time test.
  */
-template <int DT, int K, int NR>
-__device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&src)[NR],
-				 uint64_t len, char *out, char *const (&copies)[NR], int ncopies,
-				 const typename ndet_dtype<DT>::Acc *scales)
+constexpr int kAvgRuntime = 0;
+constexpr int kAvgNo = 1;
+constexpr int kAvgYes = 2;
+
+template <int K, int AVG, typename Acc>
+__device__ __forceinline__ Acc ndet_reduce_root(const ndet_kernel_args &a, Acc acc, int n)
+{
+	if constexpr (AVG == kAvgYes)
+		return ndet_div(acc, (Acc)n);
+	else if constexpr (AVG == kAvgNo)
+		return acc;
+	else
+		return ndet_averaged<K>(a, acc, n);
+}
+
+/* ndet_reduce_core's loops, with avg's division decided as AVG says. */
+template <int DT, int K, int NR, int AVG>
+__device__ __forceinline__ void ndet_reduce_loops(const ndet_kernel_args &a,
+						  const char *const (&src)[NR], uint64_t len,
+						  char *out, char *const (&copies)[NR], int ncopies,
+						  const typename ndet_dtype<DT>::Acc *scales)
 {
 	typedef ndet_dtype<DT> D;
 	typedef typename D::T T;
@@ -90,10 +108,10 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 						}
 					}
 					result.pair[e] = D::narrow2(
-						ndet_averaged<K>(a, ndet_tree<K, Acc, NR>(a, lo, n),
-								 n),
-						ndet_averaged<K>(a, ndet_tree<K, Acc, NR>(a, hi, n),
-								 n));
+						ndet_reduce_root<K, AVG>(
+							a, ndet_tree<K, Acc, NR>(a, lo, n), n),
+						ndet_reduce_root<K, AVG>(
+							a, ndet_tree<K, Acc, NR>(a, hi, n), n));
 				}
 			} else {
 #pragma unroll
@@ -108,8 +126,8 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 									&raw[u][r])[e],
 								scale[r]);
 					}
-					result.e[e] = ndet_finish<DT, K>(
-						a, ndet_tree<K, Acc, NR>(a, v, n), n);
+					result.e[e] = D::narrow(ndet_reduce_root<K, AVG>(
+						a, ndet_tree<K, Acc, NR>(a, v, n), n));
 				}
 			}
 			if (!to_out) {
@@ -137,7 +155,7 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 					a, ndet_load_lane(reinterpret_cast<const T *>(src[r]) + i),
 					scale[r]);
 		}
-		T value = ndet_finish<DT, K>(a, ndet_tree<K, Acc, NR>(a, v, n), n);
+		T value = D::narrow(ndet_reduce_root<K, AVG>(a, ndet_tree<K, Acc, NR>(a, v, n), n));
 		if (to_out)
 			ndet_store_elem<T>(out + i * sizeof(T), value);
 #pragma unroll
@@ -145,6 +163,31 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 			if (j < ncopies && copies[j] != nullptr)
 				reinterpret_cast<T *>(copies[j])[i] = value;
 		}
+	}
+}
+
+/*
+ * Reduce `len` elements, rank r's at src[r] (r < n; 16-byte aligned: pool memory, or
+ * this rank's own sendbuff where two-shot and push read their own segment from it);
+ * write them to `out` (user memory, any alignment; NULL: not at all) and to copies[j]
+ * for j < ncopies that are not NULL (16-byte aligned pool memory, own or a peer's).
+ * `scales` (PreMulSum only) holds every rank's scalar.
+ */
+template <int DT, int K, int NR>
+__device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&src)[NR],
+				 uint64_t len, char *out, char *const (&copies)[NR], int ncopies,
+				 const typename ndet_dtype<DT>::Acc *scales)
+{
+	if constexpr (K == kSum && NR == 8) {
+		if (a.op == NDET_OP_AVG)
+			ndet_reduce_loops<DT, K, NR, kAvgYes>(a, src, len, out, copies, ncopies,
+							      scales);
+		else
+			ndet_reduce_loops<DT, K, NR, kAvgNo>(a, src, len, out, copies, ncopies,
+							     scales);
+	} else {
+		ndet_reduce_loops<DT, K, NR, kAvgRuntime>(a, src, len, out, copies, ncopies,
+							  scales);
 	}
 }
 

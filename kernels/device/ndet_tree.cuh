@@ -166,13 +166,6 @@ __device__ __forceinline__ Acc ndet_averaged(const ndet_kernel_args &a, Acc acc,
 	return K != kPremul && a.op == NDET_OP_AVG ? ndet_div(acc, (Acc)n) : acc;
 }
 
-template <int DT, int K>
-__device__ __forceinline__ typename ndet_dtype<DT>::T
-ndet_finish(const ndet_kernel_args &a, typename ndet_dtype<DT>::Acc acc, int n)
-{
-	return ndet_dtype<DT>::narrow(ndet_averaged<K>(a, acc, n));
-}
-
 } /* namespace */
 
 #endif /* NDET_DEVICE_TREE_CUH_ */
