@@ -45,6 +45,17 @@ int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *device_args, 
 				    int nranks, uint32_t blocks, void *stream);
 
 /*
+ * Stage 1, 3 or 5 across hosts for every rank in one launch (grid.y = nranks, 1 to 8),
+ * `device_args` nranks ndet_hosts_args in device memory; as
+ * ndet_kernel_allreduce_all_ranks, only in kernels/libndet_all_ranks.la.
+ */
+typedef int (*ndet_hosts_all_ranks_launcher_fn)(const struct ndet_hosts_args *device_args,
+						int dtype, int stage, int nranks, uint32_t blocks,
+						void *stream);
+int ndet_kernel_hosts_stage_all_ranks(const struct ndet_hosts_args *device_args, int dtype,
+				      int stage, int nranks, uint32_t blocks, void *stream);
+
+/*
  * Load the all-ranks kernels of the dtypes in `dtype_mask` (bit per ndet_dtype_t) now
  * (with PTX alone, the driver's JIT compiles them here, once per machine, into
  * ~/.nv/ComputeCache); a cudaError_t.

@@ -46,6 +46,20 @@ extern "C" int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *de
 	return (int)cudaGetLastError();
 }
 
+extern "C" int ndet_kernel_hosts_stage_all_ranks(const struct ndet_hosts_args *device_args,
+						 int dtype, int stage, int nranks, uint32_t blocks,
+						 void *stream)
+{
+	const int index = stage == 1 ? 0 : stage == 3 ? 1 : stage == 5 ? 2 : -1;
+	if (index < 0 || dtype < 0 || dtype >= NDET_DTYPE_COUNT || nranks < 1 || nranks > 8 ||
+	    blocks < 1)
+		return (int)cudaErrorInvalidValue;
+	dim3 grid(blocks, (unsigned)nranks);
+	ndet_all_ranks_tables[dtype]
+		->hosts[index]<<<grid, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(device_args);
+	return (int)cudaGetLastError();
+}
+
 extern "C" int ndet_kernel_all_ranks_load(unsigned dtype_mask)
 {
 	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
@@ -56,6 +70,12 @@ extern "C" int ndet_kernel_all_ranks_load(unsigned dtype_mask)
 		for (unsigned i = 0; i < sizeof(kernels) / sizeof(kernels[0]); i++) {
 			cudaFuncAttributes attributes;
 			const cudaError_t err = cudaFuncGetAttributes(&attributes, kernels[i]);
+			if (err != cudaSuccess)
+				return (int)err;
+		}
+		for (unsigned i = 0; i < 3; i++) {
+			cudaFuncAttributes attributes;
+			const cudaError_t err = cudaFuncGetAttributes(&attributes, k.hosts[i]);
 			if (err != cudaSuccess)
 				return (int)err;
 		}

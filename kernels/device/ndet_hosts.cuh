@@ -372,8 +372,9 @@ __device__ bool ndet_hosts_peer_failed(const ndet_hosts_args &h)
 	return failed != 0;
 }
 
+/* One block of stage STAGE of one rank: the body of the stage kernels. */
 template <int DT, int STAGE>
-__global__ void __launch_bounds__(NDET_KERNEL_THREADS, 1) ndet_hosts_kernel(const ndet_hosts_args h)
+__device__ __forceinline__ void ndet_hosts_stage_block(const ndet_hosts_args &h)
 {
 	/*
 	 * Progress for the host (struct ndet_hosts_stall), after where it stands: posted
@@ -404,11 +405,35 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, 1) ndet_hosts_kernel(cons
 	}
 }
 
+template <int DT, int STAGE>
+__global__ void __launch_bounds__(NDET_KERNEL_THREADS, 1) ndet_hosts_kernel(const ndet_hosts_args h)
+{
+	ndet_hosts_stage_block<DT, STAGE>(h);
+}
+
+/*
+ * Every rank's stage in one launch (grid.y = rank; the GPU test driver's one-launch
+ * mode under compute-sanitizer, which serialises separate launches): hs[r] is rank
+ * r's arguments.  The ranks of one host exchange through their pools as in separate
+ * launches; ranks of other hosts never wait for each other within a stage.
+ */
+template <int DT, int STAGE>
+__global__ void __launch_bounds__(NDET_KERNEL_THREADS, 1)
+	ndet_hosts_all_ranks_kernel(const ndet_hosts_args *hs)
+{
+	ndet_hosts_stage_block<DT, STAGE>(hs[blockIdx.y]);
+}
+
 } /* namespace */
 
 #define NDET_HOSTS_KERNELS_OF(DT)                                                                  \
 	{                                                                                          \
 		ndet_hosts_kernel<DT, 1>, ndet_hosts_kernel<DT, 3>, ndet_hosts_kernel<DT, 5>       \
+	}
+#define NDET_HOSTS_ALL_RANKS_KERNELS_OF(DT)                                                        \
+	{                                                                                          \
+		ndet_hosts_all_ranks_kernel<DT, 1>, ndet_hosts_all_ranks_kernel<DT, 3>,            \
+			ndet_hosts_all_ranks_kernel<DT, 5>                                         \
 	}
 
 #endif /* NDET_DEVICE_HOSTS_CUH_ */

@@ -143,6 +143,7 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(8))
 		ndet_all_ranks_kernel<DT, kSum>,                                                   \
 		ndet_all_ranks_kernel<DT, kPremul>,                                                \
 		ndet_all_ranks_kernel<DT, kGeneric>,                                               \
+		NDET_HOSTS_ALL_RANKS_KERNELS_OF(DT),                                               \
 	}
 
 #endif /* NDET_DEVICE_PATH_KERNELS_CUH_ */

@@ -13,6 +13,7 @@
 typedef void (*ndet_kernel_fn)(const ndet_kernel_args);
 typedef void (*ndet_all_ranks_fn)(const ndet_kernel_args *);
 typedef void (*ndet_hosts_fn)(const ndet_hosts_args);
+typedef void (*ndet_hosts_all_ranks_fn)(const ndet_hosts_args *);
 
 /* A kernel-table op index (NDET_KERNEL_OP_PREMULSUM included), for the launchers. */
 static inline bool ndet_kernel_valid(int dtype, int op)
@@ -46,9 +47,10 @@ struct ndet_push_ll_kernels {
 	ndet_kernel_fn push_generic[NDET_KERNEL_GENERIC_BUCKETS]; /* prod, min, max */
 	ndet_kernel_fn ll_generic[NDET_KERNEL_GENERIC_BUCKETS];   /* and sum, avg beyond 8 */
 };
-/* The all-ranks kernels (compute-sanitizer), by class. */
+/* The all-ranks kernels (compute-sanitizer), by class; the stages across hosts. */
 struct ndet_all_ranks_kernels {
 	ndet_all_ranks_fn sum, premul, generic;
+	ndet_hosts_all_ranks_fn hosts[3]; /* stages 1, 3 and 5 */
 };
 
 #define NDET_KERNEL_TABLE_DECLARE(SUFFIX)                                                          \

@@ -74,7 +74,7 @@ out:
 }
 
 /* A backend call as the engine takes it. */
-static struct ndet_engine_call ndet_backend_cuda_call(const struct ndet_backend_call *call)
+struct ndet_engine_call ndet_engine_call_of(const struct ndet_backend_call *call)
 {
 	return (struct ndet_engine_call){
 		.coll = call->coll,
@@ -94,7 +94,7 @@ static void ndet_backend_cuda_allreduce_group(struct ndet_backend_call *calls, i
 {
 	for (int i = 0; i < count; i++) {
 		struct ndet_backend_call *call = &calls[i];
-		const struct ndet_engine_call engine_call = ndet_backend_cuda_call(call);
+		const struct ndet_engine_call engine_call = ndet_engine_call_of(call);
 		/*
 		 * An engine of several hosts reduces only its own host's ranks: a whole
 		 * call runs through the stages (hosts_stage), never here.
@@ -169,7 +169,7 @@ static void ndet_backend_cuda_hosts_stage(struct ndet_backend_call *calls, int c
 {
 	for (int i = 0; i < count; i++) {
 		struct ndet_backend_call *call = &calls[i];
-		const struct ndet_engine_call engine_call = ndet_backend_cuda_call(call);
+		const struct ndet_engine_call engine_call = ndet_engine_call_of(call);
 		call->status = ndet_engine_hosts_stage(call->engine, &engine_call, call->hosts_plan,
 						       (int)stage, chunk, call->stream);
 	}

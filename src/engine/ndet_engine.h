@@ -107,12 +107,16 @@ struct ndet_engine_call {
 	const void *scalar;
 };
 
+/* The engine's call of a backend call (ndet_backend.h): the same fields. */
+struct ndet_backend_call;
+struct ndet_engine_call ndet_engine_call_of(const struct ndet_backend_call *call);
+
 /*
  * ndet_engine_allreduce for any collective.  The kernels reduce the ranks of this
  * rank's host: with one host that is the communicator's collective; with several
- * (no multi-host communicator diverts yet) it is the collective over this host's g
- * ranks, nranks and the rank blocks of a reduce-scatter counted by local index, a
- * reduce's root named by its global rank and on this host.
+ * (whose calls run through ndet_engine_hosts_stage) it is the collective over this
+ * host's g ranks, nranks and the rank blocks of a reduce-scatter counted by local
+ * index, a reduce's root named by its global rank and on this host.
  */
 ndet_status_t ndet_engine_collective(struct ndet_engine *engine,
 				     const struct ndet_engine_call *call, cudaStream_t stream);
@@ -124,10 +128,6 @@ ndet_status_t ndet_engine_collective(struct ndet_engine *engine,
 ndet_status_t ndet_engine_plan_call(const struct ndet_engine *engine,
 				    const struct ndet_engine_call *call, struct ndet_plan *plan);
 
-/*
- * ndet_engine_allreduce_all_ranks for any collective: calls[r] is rank r's (the
- * same collective, count, dtype and op everywhere).
- */
 /*
  * Where this engine's rank sits among the hosts of its communicator (struct
  * ndet_backend_hosts: H, g, its (h, l), every (h, l)'s global rank, its staging):
@@ -156,10 +156,27 @@ ndet_status_t ndet_engine_hosts_stage(struct ndet_engine *engine,
 ndet_status_t ndet_engine_hosts_order(struct ndet_engine *engine, cudaStream_t call_stream,
 				      ndet_hosts_join_t join);
 
+/*
+ * ndet_engine_allreduce_all_ranks for any collective: calls[r] is rank r's (the
+ * same collective, count, dtype and op everywhere).
+ */
 ndet_status_t ndet_engine_collective_all_ranks(struct ndet_engine *const *engines, int nranks,
 					       const struct ndet_engine_call *calls,
 					       ndet_all_ranks_launcher_fn launch,
 					       cudaStream_t stream);
+
+/*
+ * ndet_engine_hosts_stage for every rank of this process in one launch (grid.y =
+ * rank), for compute-sanitizer: calls[r] is rank r's, `plan` every rank's (the same
+ * parameters give every rank the same plan).  `launch` is
+ * ndet_kernel_hosts_stage_all_ranks (ndet_kernels.h).  Returns once the stage ran.
+ */
+ndet_status_t ndet_engine_hosts_stage_all_ranks(struct ndet_engine *const *engines, int nranks,
+						const struct ndet_engine_call *calls,
+						const struct ndet_hosts_plan *plan, int stage,
+						uint64_t chunk,
+						ndet_hosts_all_ranks_launcher_fn launch,
+						cudaStream_t stream);
 
 /*
  * All ranks of this process in one launch (grid.y = rank), for compute-sanitizer.

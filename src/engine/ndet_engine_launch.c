@@ -524,14 +524,47 @@ ndet_status_t ndet_engine_allreduce_all_ranks(struct ndet_engine *const *engines
 	return ndet_engine_collective_all_ranks(engines, nranks, calls, launch, stream);
 }
 
+/*
+ * One all-ranks launch: the ranks' argument blocks (`bytes` at `host_args`) copied to
+ * the device, the kernel launched (the collective's launcher, or else the stage's),
+ * and waited for.
+ */
+struct ndet_engine_all_ranks_launch {
+	ndet_all_ranks_launcher_fn collective;
+	ndet_hosts_all_ranks_launcher_fn stage;
+	int dtype, what; /* the kernel-table op, or the stage */
+	int nranks;
+	uint32_t blocks;
+};
+
+static ndet_status_t ndet_engine_run_all_ranks(const void *host_args, size_t bytes,
+					       const struct ndet_engine_all_ranks_launch *l,
+					       cudaStream_t stream)
+{
+	ndet_status_t status = NDET_OK;
+	void *device_args = NULL;
+	NDET_CUDA_CHECK_GOTO(ndet_engine_malloc(&device_args, bytes), status, out);
+	NDET_CUDA_CHECK_GOTO(cudaMemcpy(device_args, host_args, bytes, cudaMemcpyHostToDevice),
+			     status, out);
+	const cudaError_t err = l->collective != NULL
+					? (cudaError_t)l->collective(device_args, l->dtype, l->what,
+								     l->nranks, l->blocks, stream)
+					: (cudaError_t)l->stage(device_args, l->dtype, l->what,
+								l->nranks, l->blocks, stream);
+	NDET_CUDA_CHECK_GOTO(err, status, out);
+	NDET_CUDA_CHECK_GOTO(cudaStreamSynchronize(stream), status, out);
+out:
+	ndet_engine_free_memory(&device_args, bytes, false);
+	return status;
+}
+
 ndet_status_t ndet_engine_collective_all_ranks(struct ndet_engine *const *engines, int nranks,
 					       const struct ndet_engine_call *calls,
 					       ndet_all_ranks_launcher_fn launch,
 					       cudaStream_t stream)
 {
 	ndet_status_t status = NDET_OK;
-	struct ndet_kernel_args *host_args = NULL, *device_args = NULL;
-	const size_t args_bytes = sizeof(*host_args) * (size_t)(nranks > 0 ? nranks : 1);
+	struct ndet_kernel_args *host_args = NULL;
 	struct ndet_plan plan;
 	if (nranks < 1 || nranks > NDET_MAX_RANKS || launch == NULL)
 		return NDET_ERR_INVALID_ARGUMENT;
@@ -552,17 +585,55 @@ ndet_status_t ndet_engine_collective_all_ranks(struct ndet_engine *const *engine
 			goto out;
 		ndet_engine_fill_args(engines[r], &plan, &local, &host_args[r]);
 	}
-	const int op =
-		calls[0].premul != NDET_PREMUL_NONE ? NDET_KERNEL_OP_PREMULSUM : (int)calls[0].op;
-	NDET_CUDA_CHECK_GOTO(ndet_engine_malloc(&device_args, args_bytes), status, out);
-	NDET_CUDA_CHECK_GOTO(cudaMemcpy(device_args, host_args, args_bytes, cudaMemcpyHostToDevice),
-			     status, out);
-	NDET_CUDA_CHECK_GOTO((cudaError_t)launch(device_args, (int)calls[0].dtype, op, nranks,
-						 plan.blocks, stream),
-			     status, out);
-	NDET_CUDA_CHECK_GOTO(cudaStreamSynchronize(stream), status, out);
+	const struct ndet_engine_all_ranks_launch l = {.collective = launch,
+						       .dtype = (int)calls[0].dtype,
+						       .what = calls[0].premul != NDET_PREMUL_NONE
+								       ? NDET_KERNEL_OP_PREMULSUM
+								       : (int)calls[0].op,
+						       .nranks = nranks,
+						       .blocks = plan.blocks};
+	status = ndet_engine_run_all_ranks(host_args, sizeof(*host_args) * (size_t)nranks, &l,
+					   stream);
 out:
-	ndet_engine_free_memory(&device_args, args_bytes, false);
+	free(host_args);
+	return status;
+}
+
+ndet_status_t ndet_engine_hosts_stage_all_ranks(struct ndet_engine *const *engines, int nranks,
+						const struct ndet_engine_call *calls,
+						const struct ndet_hosts_plan *plan, int stage,
+						uint64_t chunk,
+						ndet_hosts_all_ranks_launcher_fn launch,
+						cudaStream_t stream)
+{
+	ndet_status_t status = NDET_OK;
+	struct ndet_hosts_args *host_args = NULL;
+	if (nranks < 1 || nranks > NDET_MAX_RANKS || launch == NULL || plan == NULL ||
+	    chunk >= plan->chunks)
+		return NDET_ERR_INVALID_ARGUMENT;
+	host_args = calloc((size_t)nranks, sizeof(*host_args));
+	if (host_args == NULL)
+		return NDET_ERR_SYSTEM;
+	const struct ndet_hosts_chunk at = ndet_hosts_chunk_at(plan, chunk);
+	for (int r = 0; r < nranks && status == NDET_OK; r++) {
+		if (!ndet_engine_spans_hosts(engines[r]))
+			status = NDET_ERR_UNSUPPORTED;
+		else
+			status = ndet_engine_hosts_args(engines[r], &calls[r], plan, &at,
+							(ndet_hosts_stage_t)stage, &host_args[r]);
+		/* One grid for every rank: the same plan gives every rank the same. */
+		if (status == NDET_OK && host_args[r].k.blocks != host_args[0].k.blocks)
+			status = NDET_ERR_INVALID_ARGUMENT;
+	}
+	if (status == NDET_OK) {
+		const struct ndet_engine_all_ranks_launch l = {.stage = launch,
+							       .dtype = (int)calls[0].dtype,
+							       .what = stage,
+							       .nranks = nranks,
+							       .blocks = host_args[0].k.blocks};
+		status = ndet_engine_run_all_ranks(host_args, sizeof(*host_args) * (size_t)nranks,
+						   &l, stream);
+	}
 	free(host_args);
 	return status;
 }

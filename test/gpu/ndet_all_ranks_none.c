@@ -34,6 +34,18 @@ int ndet_kernel_allreduce_all_ranks(const struct ndet_kernel_args *device_args, 
 	return ndet_all_ranks_missing();
 }
 
+int ndet_kernel_hosts_stage_all_ranks(const struct ndet_hosts_args *device_args, int dtype,
+				      int stage, int nranks, uint32_t blocks, void *stream)
+{
+	(void)device_args;
+	(void)dtype;
+	(void)stage;
+	(void)nranks;
+	(void)blocks;
+	(void)stream;
+	return ndet_all_ranks_missing();
+}
+
 int ndet_kernel_all_ranks_load(unsigned dtype_mask)
 {
 	(void)dtype_mask;

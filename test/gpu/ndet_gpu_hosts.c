@@ -14,6 +14,12 @@
  * from one element to many chunks (a small staging), odd buffer offsets.  A few calls
  * run while each rank's stage stream is held by another open capture: their stages
  * must go to the call's own stream, with the same bits.
+ *
+ * ndet_gpu_test hosts LAYOUT quick|full one-launch: the same calls with each stage
+ * of every rank in one launch (ndet_engine_hosts_stage_all_ranks), for
+ * compute-sanitizer, which serialises separate launches and so could never run the
+ * ranks of one host side by side; the network's copies as above, all on one stream
+ * order between the stages.
  */
 #include "config.h"
 
@@ -36,6 +42,7 @@ struct hosts_world {
 	const char *layout;
 	int nranks;
 	bool quick;
+	bool one_launch;             /* every rank's stage in one launch (compute-sanitizer) */
 	int host_of[NDET_MAX_RANKS]; /* hosts numbered by their lowest rank */
 	pthread_barrier_t barrier;
 	pthread_mutex_t lock;
@@ -47,6 +54,10 @@ struct hosts_world {
 	cudaEvent_t reached[NDET_MAX_RANKS]; /* its stream reached a network stage */
 	cudaEvent_t copied[NDET_MAX_RANKS];  /* it copied what it receives in that stage */
 	const void *inputs[NDET_MAX_RANKS];  /* its send buffer's host copy */
+	/* One-launch mode: every rank's engine and call, and the stage's outcome. */
+	struct ndet_engine *engines[NDET_MAX_RANKS];
+	struct ndet_engine_call calls[NDET_MAX_RANKS];
+	ndet_status_t stage_status;
 	unsigned char scalars[NDET_MAX_RANKS * 8];
 };
 
@@ -160,11 +171,35 @@ static void hosts_network(struct hosts_rank *me, const struct ndet_hosts_plan *p
 				0));
 }
 
+/*
+ * One-launch mode: rank 0 runs stage `stage` of chunk j for every rank once every
+ * rank's stream is idle (its inputs, the network's copies, are there); the stage has
+ * run when this returns on every rank.
+ */
+static void hosts_ours_one_launch(struct hosts_rank *me, struct ndet_backend_call *call,
+				  const struct ndet_hosts_plan *plan, ndet_hosts_stage_t stage,
+				  uint64_t j)
+{
+	struct hosts_world *world = me->world;
+	GPU_CHECK(cudaStreamSynchronize(me->stream));
+	world->calls[me->rank] = ndet_engine_call_of(call);
+	hosts_barrier(world);
+	if (me->rank == 0)
+		world->stage_status = ndet_engine_hosts_stage_all_ranks(
+			world->engines, world->nranks, world->calls, plan, (int)stage, j,
+			ndet_kernel_hosts_stage_all_ranks, me->stream);
+	hosts_barrier(world);
+	if (world->stage_status != NDET_OK && call->status == NDET_OK)
+		call->status = world->stage_status;
+}
+
 /* One of our stages for this rank's call, then a barrier (the ranks share queues). */
 static void hosts_ours(struct hosts_rank *me, struct ndet_backend_call *call,
 		       const struct ndet_hosts_plan *plan, ndet_hosts_stage_t stage, int64_t j)
 {
 	if (j >= 0 && (uint64_t)j < plan->chunks) {
+		if (me->world->one_launch)
+			return hosts_ours_one_launch(me, call, plan, stage, (uint64_t)j);
 		struct ndet_backend_call batch = *call;
 		batch.stream = me->stages_on; /* as the divert layer does */
 		ndet_backend_cuda.hosts_stage(&batch, 1, stage, (uint64_t)j);
@@ -206,7 +241,8 @@ static ndet_status_t hosts_run_call(struct hosts_rank *me, struct ndet_backend_c
 					: (schedule.finished ? NDET_HOSTS_JOIN_END
 							     : NDET_HOSTS_JOIN_TO_CALL);
 			begun = true;
-			if (view->stage_stream == NULL || (join != NDET_HOSTS_JOIN_BEGIN && !joins))
+			if (view->stage_stream == NULL || me->world->one_launch ||
+			    (join != NDET_HOSTS_JOIN_BEGIN && !joins))
 				continue;
 			const ndet_status_t st =
 				ndet_backend_cuda.hosts_order(call->engine, me->stream, join);
@@ -228,7 +264,7 @@ static ndet_status_t hosts_run_call(struct hosts_rank *me, struct ndet_backend_c
 		}
 	}
 	call->hosts_plan = NULL;
-	me->on_own_stream = view->stage_stream == NULL || !joins;
+	me->on_own_stream = view->stage_stream == NULL || me->world->one_launch || !joins;
 	return call->status;
 }
 
@@ -293,7 +329,7 @@ static void hosts_case_run(struct hosts_rank *me, const struct hosts_case *c, ui
 	cudaStream_t stage_stream = world->view[me->rank].stage_stream;
 	cudaStream_t holder = NULL;
 	cudaEvent_t fork = NULL, rejoin = NULL;
-	if (c->busy && stage_stream != NULL) {
+	if (c->busy && stage_stream != NULL && !world->one_launch) {
 		GPU_CHECK(cudaStreamCreateWithFlags(&holder, cudaStreamNonBlocking));
 		GPU_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
 		GPU_CHECK(cudaEventCreateWithFlags(&rejoin, cudaEventDisableTiming));
@@ -335,7 +371,8 @@ static void hosts_case_run(struct hosts_rank *me, const struct hosts_case *c, ui
 	me->checks++;
 	size_t first = 0, bad = 0;
 	/* Where the stages ran: the stage stream, unless another capture held it. */
-	const bool stream_ok = on_own_stream == (c->busy || stage_stream == NULL);
+	const bool stream_ok =
+		on_own_stream == (c->busy || stage_stream == NULL || world->one_launch);
 	if (status != NDET_OK || async != NDET_OK || ref != NDET_OK || !stream_ok ||
 	    (bad = gpu_compare(c->dtype, got, want, out_count, &first)) != 0) {
 		char what[320];
@@ -460,6 +497,7 @@ static void *hosts_thread(void *argument)
 			verdict.offending_rank);
 		gpu_die();
 	}
+	world->engines[me->rank] = me->engine;
 	hosts_barrier(world);
 	hosts_matrix(me);
 	ndet_engine_destroy(me->engine, true);
@@ -470,10 +508,12 @@ static void *hosts_thread(void *argument)
 	return NULL;
 }
 
-int gpu_run_hosts(const char *layout, bool quick)
+int gpu_run_hosts(const char *layout, bool quick, bool one_launch)
 {
-	struct hosts_world world = {
-		.layout = layout, .nranks = (int)strlen(layout), .quick = quick};
+	struct hosts_world world = {.layout = layout,
+				    .nranks = (int)strlen(layout),
+				    .quick = quick,
+				    .one_launch = one_launch};
 	const int n = world.nranks;
 	if (n < 2 || n > NDET_MAX_RANKS) {
 		fprintf(stderr, "hosts: a layout of 2 to %d ranks, one letter each\n",
@@ -496,6 +536,12 @@ int gpu_run_hosts(const char *layout, bool quick)
 				layout);
 			return 2;
 		}
+	/* The one-launch kernels: up to 8 ranks, and a build that has them. */
+	if (one_launch && (n > 8 || ndet_kernel_all_ranks_load(0) != 0)) {
+		fprintf(stderr, "hosts: one-launch takes up to 8 ranks and a build with the "
+				"one-launch kernels\n");
+		return 2;
+	}
 	ndet_setup_set_multi_host_for_testing(true);
 	pthread_barrier_init(&world.barrier, NULL, (unsigned)n);
 	pthread_mutex_init(&world.lock, NULL);

@@ -14,7 +14,10 @@
 /* The engine configuration of the driver's ranks (NDET_TEST_* settings). */
 void gpu_test_config(struct ndet_engine_config *config, int rank, int nranks);
 
-/* ndet_gpu_test hosts LAYOUT [quick|full]: exit status 0, 1 (a check failed) or 2. */
-int gpu_run_hosts(const char *layout, bool quick);
+/*
+ * ndet_gpu_test hosts LAYOUT [quick|full] [one-launch]: exit status 0, 1 (a check
+ * failed) or 2.
+ */
+int gpu_run_hosts(const char *layout, bool quick, bool one_launch);
 
 #endif /* NDET_GPU_HOSTS_H_ */

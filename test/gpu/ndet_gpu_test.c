@@ -773,14 +773,15 @@ int main(int argc, char **argv)
 		return run_loopback(n, true, true);
 	}
 	if (argc >= 3 && strcmp(argv[1], "hosts") == 0)
-		return gpu_run_hosts(argv[2], argc < 4 || strcmp(argv[3], "full") != 0);
+		return gpu_run_hosts(argv[2], argc < 4 || strcmp(argv[3], "full") != 0,
+				     argc >= 5 && strcmp(argv[4], "one-launch") == 0);
 	if (argc >= 2 && strcmp(argv[1], "mp") == 0)
 		return run_mp(argc < 3 || strcmp(argv[2], "full") != 0);
 	if (argc >= 2 && strcmp(argv[1], "load-all-ranks") == 0)
 		return run_load_all_ranks();
 	fprintf(stderr,
 		"usage: %s loopback N [quick|full] | sanitize N (1-8) | hosts LAYOUT "
-		"[quick|full] | mp [quick|full] | load-all-ranks\n",
+		"[quick|full] [one-launch] | mp [quick|full] | load-all-ranks\n",
 		argv[0]);
 	return 2;
 }
