@@ -167,9 +167,11 @@ ndet_status_t ndet_engine_collective_all_ranks(struct ndet_engine *const *engine
 
 /*
  * ndet_engine_hosts_stage for every rank of this process in one launch (grid.y =
- * rank), for compute-sanitizer: calls[r] is rank r's, `plan` every rank's (the same
- * parameters give every rank the same plan).  `launch` is
- * ndet_kernel_hosts_stage_all_ranks (ndet_kernels.h).  Returns once the stage ran.
+ * rank, up to 8 ranks), for compute-sanitizer: calls[r] is rank r's (one collective),
+ * `plan` every rank's (the same parameters give every rank the same plan).  `launch`
+ * is ndet_kernel_hosts_stage_all_ranks (ndet_kernels.h).  Every engine must be idle
+ * (nothing of it still running on another stream) and on the current device: the
+ * launch is not ordered after their last launches.  Returns once the stage ran.
  */
 ndet_status_t ndet_engine_hosts_stage_all_ranks(struct ndet_engine *const *engines, int nranks,
 						const struct ndet_engine_call *calls,

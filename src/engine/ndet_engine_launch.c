@@ -608,9 +608,20 @@ ndet_status_t ndet_engine_hosts_stage_all_ranks(struct ndet_engine *const *engin
 {
 	ndet_status_t status = NDET_OK;
 	struct ndet_hosts_args *host_args = NULL;
-	if (nranks < 1 || nranks > NDET_MAX_RANKS || launch == NULL || plan == NULL ||
-	    chunk >= plan->chunks)
+	/* The one-launch kernels exist for up to 8 ranks (ndet_kernels.h). */
+	if (nranks < 1 || nranks > 8 || launch == NULL || plan == NULL || chunk >= plan->chunks)
 		return NDET_ERR_INVALID_ARGUMENT;
+	for (int r = 0; r < nranks; r++) {
+		/* One collective: the kernel comes from calls[0]. */
+		if (calls[r].dtype != calls[0].dtype || calls[r].op != calls[0].op ||
+		    calls[r].coll != calls[0].coll || calls[r].count != calls[0].count ||
+		    calls[r].premul != calls[0].premul)
+			return NDET_ERR_INVALID_ARGUMENT;
+		/* A rank that failed takes no further stage, as ndet_engine_hosts_stage. */
+		status = ndet_engine_error(engines[r], NULL);
+		if (status != NDET_OK)
+			return status;
+	}
 	host_args = calloc((size_t)nranks, sizeof(*host_args));
 	if (host_args == NULL)
 		return NDET_ERR_SYSTEM;
@@ -623,6 +634,13 @@ ndet_status_t ndet_engine_hosts_stage_all_ranks(struct ndet_engine *const *engin
 							(ndet_hosts_stage_t)stage, &host_args[r]);
 		/* One grid for every rank: the same plan gives every rank the same. */
 		if (status == NDET_OK && host_args[r].k.blocks != host_args[0].k.blocks)
+			status = NDET_ERR_INVALID_ARGUMENT;
+		/* What ndet_kernel_hosts_stage checks of its one rank. */
+		const struct ndet_hosts_args *h = &host_args[r];
+		if (status == NDET_OK &&
+		    (h->k.op >= NDET_OP_COUNT || h->k.blocks < 1 || h->nhosts < 2 || h->host < 0 ||
+		     h->host >= h->nhosts ||
+		     (h->k.premul != NDET_PREMUL_NONE && h->k.op != NDET_OP_SUM)))
 			status = NDET_ERR_INVALID_ARGUMENT;
 	}
 	if (status == NDET_OK) {

@@ -63,7 +63,8 @@ steps_table() {
 	cat <<'EOF'
 smoke        200 test/gpu/suite.sh smoke
 loopback     480 test/gpu/suite.sh loopback
-hosts        400 test/gpu/suite.sh hosts
+hosts        300 test/gpu/suite.sh hosts
+hosts-sanitize 480 test/gpu/suite.sh hosts-sanitize
 torch-hosts  300 test/gpu/torch_hosts.sh $NDET_LIB AAAA AABB ABCD ABAB
 torch-hosts6 420 test/gpu/torch_hosts.sh $NDET_LIB AAAAAA AABBCC AAABBB
 torch-hosts-bytes 200 test/gpu/torch_hosts.sh $NDET_LIB bytes mismatch

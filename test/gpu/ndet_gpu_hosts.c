@@ -15,11 +15,12 @@
  * run while each rank's stage stream is held by another open capture: their stages
  * must go to the call's own stream, with the same bits.
  *
- * ndet_gpu_test hosts LAYOUT quick|full one-launch: the same calls with each stage
- * of every rank in one launch (ndet_engine_hosts_stage_all_ranks), for
- * compute-sanitizer, which serialises separate launches and so could never run the
- * ranks of one host side by side; the network's copies as above, all on one stream
- * order between the stages.
+ * ndet_gpu_test hosts LAYOUT quick|full one-launch: the same calls (without the busy
+ * stage stream) with each stage of every rank in one launch
+ * (ndet_engine_hosts_stage_all_ranks), for compute-sanitizer, which serialises
+ * separate launches and so could never run the ranks of one host side by side.  The
+ * network's copies run as above, on each rank's stream, and every stream is idle
+ * before a stage starts and after it ended (the stages never overlap the copies).
  */
 #include "config.h"
 
@@ -198,8 +199,10 @@ static void hosts_ours(struct hosts_rank *me, struct ndet_backend_call *call,
 		       const struct ndet_hosts_plan *plan, ndet_hosts_stage_t stage, int64_t j)
 {
 	if (j >= 0 && (uint64_t)j < plan->chunks) {
-		if (me->world->one_launch)
-			return hosts_ours_one_launch(me, call, plan, stage, (uint64_t)j);
+		if (me->world->one_launch) {
+			hosts_ours_one_launch(me, call, plan, stage, (uint64_t)j);
+			return;
+		}
 		struct ndet_backend_call batch = *call;
 		batch.stream = me->stages_on; /* as the divert layer does */
 		ndet_backend_cuda.hosts_stage(&batch, 1, stage, (uint64_t)j);
@@ -437,7 +440,8 @@ static void hosts_matrix(struct hosts_rank *me)
 		}
 		/* Several chunks and one element while another capture holds the stage stream. */
 		static const size_t busy_counts[] = {1, 300001};
-		for (size_t k = 0; k < sizeof(busy_counts) / sizeof(busy_counts[0]); k++) {
+		for (size_t k = 0;
+		     k < sizeof(busy_counts) / sizeof(busy_counts[0]) && !world->one_launch; k++) {
 			const struct hosts_case c = {.dtype = (ndet_dtype_t)dtype,
 						     .op = k == 0 ? NDET_OP_SUM : NDET_OP_AVG,
 						     .coll = NDET_COLL_ALLREDUCE,

@@ -772,9 +772,22 @@ int main(int argc, char **argv)
 		}
 		return run_loopback(n, true, true);
 	}
-	if (argc >= 3 && strcmp(argv[1], "hosts") == 0)
-		return gpu_run_hosts(argv[2], argc < 4 || strcmp(argv[3], "full") != 0,
-				     argc >= 5 && strcmp(argv[4], "one-launch") == 0);
+	if (argc >= 3 && strcmp(argv[1], "hosts") == 0) {
+		bool quick = true, one_launch = false;
+		for (int i = 3; i < argc; i++) {
+			if (strcmp(argv[i], "full") == 0 || strcmp(argv[i], "quick") == 0) {
+				quick = strcmp(argv[i], "quick") == 0;
+			} else if (strcmp(argv[i], "one-launch") == 0) {
+				one_launch = true;
+			} else {
+				fprintf(stderr,
+					"%s: hosts takes quick, full and one-launch, not %s\n",
+					argv[0], argv[i]);
+				return 2;
+			}
+		}
+		return gpu_run_hosts(argv[2], quick, one_launch);
+	}
 	if (argc >= 2 && strcmp(argv[1], "mp") == 0)
 		return run_mp(argc < 3 || strcmp(argv[2], "full") != 0);
 	if (argc >= 2 && strcmp(argv[1], "load-all-ranks") == 0)

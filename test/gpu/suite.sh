@@ -15,8 +15,9 @@
 #                                      NCCL's part played by device copies): 2 x 2, 4 x 1,
 #                                      A,B,A,B, 3 x 2, 2 x 3, 2 x 4; every dtype; 3 x 1
 #                                      under compute-sanitizer memcheck (one rank per
-#                                      host: no kernel of ours waits for another), and
-#                                      2 x 2 with every rank's stage in one launch
+#                                      host: no kernel of ours waits for another)
+#   test/gpu/suite.sh hosts-sanitize   2 x 2 under compute-sanitizer memcheck, every
+#                                      rank's stage in one launch (f32, bf16)
 #   test/gpu/suite.sh mp               3 and 4 processes on one GPU, with and without MPS,
 #                                      and 3 under MPS with 25/50/100 % of the SMs each
 #                                      (f32, f16, bf16, f64: fp8 has its tier)
@@ -189,13 +190,14 @@ hosts)
 	done
 	NDET_TEST_DTYPES=f32,bf16,f8e4m3 run hosts-ABC-memcheck 200 \
 		compute-sanitizer --tool memcheck --error-exitcode 9 "$bin" hosts ABC quick
+	;;
+hosts-sanitize)
 	# Hosts of two ranks need the ranks of a host side by side: one launch for all.
 	export NDET_TEST_DTYPES=f32,bf16
 	run load-all-ranks 240 "$bin" load-all-ranks
 	run hosts-AABB-memcheck-one-launch 240 \
 		compute-sanitizer --tool memcheck --error-exitcode 9 "$bin" hosts AABB quick \
 		one-launch
-	unset NDET_TEST_DTYPES
 	;;
 fp8-quick)
 	export NDET_TEST_DTYPES=f8e4m3,f8e5m2
