@@ -22,7 +22,7 @@ namespace
  * result, or fixed for the whole loop.  kSum's 8-rank bucket runs one loop or the
  * other (ndet_reduce_core), so that a sum's loop carries no division: at 8 ranks a
  * division in the loop makes the 16-bit and fp8 two-shot rows of 256 KiB 3-7 %
- * slower, while at 2 and 4 ranks two loops are the slower (doc/kernels.md).
+ * slower, while at 4 ranks two loops are the slower (doc/kernels.md).
  * kGeneric (avg beyond 8 ranks) and kPremul (never divides) keep the run-time test.
  */
 constexpr int kAvgRuntime = 0;
