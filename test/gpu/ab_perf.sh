@@ -8,9 +8,10 @@
 #
 #   test/gpu/ab_perf.sh A/nccl-det-perf B/nccl-det-perf
 #
-# Both binaries must have nccl-det-perf's nccl-tests-style interface (--ranks, -G 0 for
-# eager only, one row per size, dtype, op and mode): an older build's -n is its rank
-# count, here the iterations, and its rows have another layout.
+# Both binaries take --ranks and -G 0 (eager only); the rows of either layout are read:
+# nccl-det-perf's nccl-tests-style one row per size, dtype, op and mode, or the older
+# tool's one row per size, dtype and op with the eager and graph cells side by side
+# (the 44-kernel table's build; its -n is the rank count, -i the iterations).
 #
 # Environment: ROUNDS (default 3), NRANKS (the rank counts of the judged runs, in the
 # order they run: default "2 4 8"; put 8 first where the budget may not reach it),
@@ -50,6 +51,11 @@ run() {
 		# size count type redop mode path, then nccl-det time algbw busbw #wrong, ...
 		NF == 17 && ($5 == "eager" || $5 == "graph") {
 			print tag, judged, n, $3, $4, $1, $5, $7
+		}
+		# The older layout: size count type redop path grid | eager cells | graph ...
+		$7 == "|" && $13 == "|" && NF >= 20 {
+			print tag, judged, n, $3, $4, $1, "eager", $8
+			print tag, judged, n, $3, $4, $1, "graph", $14
 		}' >>"$raw"
 }
 
