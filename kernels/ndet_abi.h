@@ -277,6 +277,22 @@ struct ndet_hosts_args {
 	uint64_t where;
 };
 
+/*
+ * What every launcher of the stage kernels checks of one rank's arguments: the index
+ * of its kernel (stage 1, 3, 5: 0, 1, 2), or -1 where they are out of range.
+ */
+static inline int ndet_hosts_args_kernel(const struct ndet_hosts_args *a)
+{
+	const int index = a->stage == 1 ? 0 : a->stage == 3 ? 1 : a->stage == 5 ? 2 : -1;
+	if (a->k.dtype < 0 || a->k.dtype >= NDET_DTYPE_COUNT || a->k.op < 0 ||
+	    a->k.op >= NDET_OP_COUNT ||
+	    (a->k.premul != NDET_PREMUL_NONE && a->k.op != NDET_OP_SUM) || a->k.nranks < 1 ||
+	    a->k.nranks > NDET_MAX_RANKS || a->k.blocks < 1 || a->nhosts < 2 || a->host < 0 ||
+	    a->host >= a->nhosts)
+		return -1;
+	return index;
+}
+
 /* ndet_hosts_args.where: stage << 60 | chunk << 30 | chunks, each count at most MAX. */
 #define NDET_HOSTS_WHERE_MAX       ((1ull << 30) - 1)
 #define NDET_HOSTS_WHERE_STAGE(w)  ((uint32_t)((w) >> 60))

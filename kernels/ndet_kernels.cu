@@ -75,12 +75,8 @@ extern "C" int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *
 
 extern "C" int ndet_kernel_hosts_stage(const struct ndet_hosts_args *args, void *stream)
 {
-	const int stage = args->stage == 1 ? 0 : args->stage == 3 ? 1 : args->stage == 5 ? 2 : -1;
-	if (stage < 0 || !ndet_kernel_valid(args->k.dtype, args->k.op) ||
-	    args->k.op >= NDET_OP_COUNT ||
-	    (args->k.premul != NDET_PREMUL_NONE && args->k.op != NDET_OP_SUM) ||
-	    args->k.nranks < 1 || args->k.nranks > NDET_MAX_RANKS || args->k.blocks < 1 ||
-	    args->nhosts < 2 || args->host < 0 || args->host >= args->nhosts)
+	const int stage = ndet_hosts_args_kernel(args);
+	if (stage < 0)
 		return (int)cudaErrorInvalidValue;
 	ndet_kernels[args->k.dtype]
 		.pull

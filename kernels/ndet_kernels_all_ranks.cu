@@ -66,16 +66,12 @@ extern "C" int ndet_kernel_all_ranks_load(unsigned dtype_mask)
 		if ((dtype_mask & (1u << dtype)) == 0)
 			continue;
 		const ndet_all_ranks_kernels &k = *ndet_all_ranks_tables[dtype];
-		const ndet_all_ranks_fn kernels[] = {k.sum, k.premul, k.generic};
+		const void *const kernels[] = {(const void *)k.sum,      (const void *)k.premul,
+					       (const void *)k.generic,  (const void *)k.hosts[0],
+					       (const void *)k.hosts[1], (const void *)k.hosts[2]};
 		for (unsigned i = 0; i < sizeof(kernels) / sizeof(kernels[0]); i++) {
 			cudaFuncAttributes attributes;
 			const cudaError_t err = cudaFuncGetAttributes(&attributes, kernels[i]);
-			if (err != cudaSuccess)
-				return (int)err;
-		}
-		for (unsigned i = 0; i < 3; i++) {
-			cudaFuncAttributes attributes;
-			const cudaError_t err = cudaFuncGetAttributes(&attributes, k.hosts[i]);
 			if (err != cudaSuccess)
 				return (int)err;
 		}

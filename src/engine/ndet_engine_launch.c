@@ -635,12 +635,7 @@ ndet_status_t ndet_engine_hosts_stage_all_ranks(struct ndet_engine *const *engin
 		/* One grid for every rank: the same plan gives every rank the same. */
 		if (status == NDET_OK && host_args[r].k.blocks != host_args[0].k.blocks)
 			status = NDET_ERR_INVALID_ARGUMENT;
-		/* What ndet_kernel_hosts_stage checks of its one rank. */
-		const struct ndet_hosts_args *h = &host_args[r];
-		if (status == NDET_OK &&
-		    (h->k.op >= NDET_OP_COUNT || h->k.blocks < 1 || h->nhosts < 2 || h->host < 0 ||
-		     h->host >= h->nhosts ||
-		     (h->k.premul != NDET_PREMUL_NONE && h->k.op != NDET_OP_SUM)))
+		if (status == NDET_OK && ndet_hosts_args_kernel(&host_args[r]) < 0)
 			status = NDET_ERR_INVALID_ARGUMENT;
 	}
 	if (status == NDET_OK) {

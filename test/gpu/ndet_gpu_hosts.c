@@ -332,7 +332,7 @@ static void hosts_case_run(struct hosts_rank *me, const struct hosts_case *c, ui
 	cudaStream_t stage_stream = world->view[me->rank].stage_stream;
 	cudaStream_t holder = NULL;
 	cudaEvent_t fork = NULL, rejoin = NULL;
-	if (c->busy && stage_stream != NULL && !world->one_launch) {
+	if (c->busy && stage_stream != NULL) {
 		GPU_CHECK(cudaStreamCreateWithFlags(&holder, cudaStreamNonBlocking));
 		GPU_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
 		GPU_CHECK(cudaEventCreateWithFlags(&rejoin, cudaEventDisableTiming));
