@@ -18,12 +18,12 @@ namespace
 {
 
 /*
- * Where a reduce loop decides avg's division: at run time from args.op for each
- * result, or fixed for the whole loop.  kSum's 8-rank bucket runs one loop or the
- * other (ndet_reduce_core), so that a sum's loop carries no division: at 8 ranks a
- * division in the loop makes the 16-bit and fp8 two-shot rows of 256 KiB 3-7 %
- * slower, while at 4 ranks two loops are the slower (doc/kernels.md).
- * kGeneric (avg beyond 8 ranks) and kPremul (never divides) keep the run-time test.
+ * Where a reduce loop decides avg's division: at run time from args.op, once per pack
+ * (ndet_reduce_roots), or fixed for the whole loop.  kSum's 2- and 8-rank buckets run
+ * one loop or the other (ndet_reduce_core), so that a sum's loop carries no division;
+ * the 4-rank bucket keeps one loop, where two were the slower (doc/kernels.md has the
+ * figures of each).  kGeneric (avg beyond 8 ranks) and kPremul (never divides) keep
+ * the run-time test.
  */
 constexpr int kAvgRuntime = 0;
 constexpr int kAvgNo = 1;
@@ -38,6 +38,26 @@ __device__ __forceinline__ Acc ndet_reduce_root(const ndet_kernel_args &a, Acc a
 		return acc;
 	else
 		return ndet_averaged<K>(a, acc, n);
+}
+
+/*
+ * avg's division for every root of a pack at once: with kAvgRuntime one warp-uniform
+ * test of args.op per pack around all the divisions, so that the trees before it and
+ * the roundings after it are each one stretch of code the compiler schedules as a
+ * whole (a test at each root cost fp8 two-shot at 4 ranks 4-5 %: doc/kernels.md).
+ */
+template <int K, int AVG, typename Acc, int E>
+__device__ __forceinline__ void ndet_reduce_roots(const ndet_kernel_args &a, Acc (&acc)[E], int n)
+{
+	if constexpr (AVG == kAvgNo || K == kPremul) {
+		return;
+	} else {
+		if (AVG == kAvgYes || a.op == NDET_OP_AVG) {
+#pragma unroll
+			for (int e = 0; e < E; e++)
+				acc[e] = ndet_div(acc[e], (Acc)n);
+		}
+	}
 }
 
 /* ndet_reduce_core's loops, with avg's division decided as AVG says. */
@@ -86,11 +106,8 @@ __device__ __forceinline__ void ndet_reduce_loops(const ndet_kernel_args &a,
 			const uint64_t p = base + (uint64_t)u * nth;
 			if (p >= packs)
 				break;
-			union {
-				uint4 v;
-				T e[E];
-				unsigned short pair[8];
-			} result;
+			/* Every element's tree, then avg's division, then the roundings. */
+			Acc acc[E];
 			if constexpr (ndet_has_pairs<D>::value) {
 				/* Two trees side by side: the same operations per element. */
 #pragma unroll
@@ -107,11 +124,8 @@ __device__ __forceinline__ void ndet_reduce_loops(const ndet_kernel_args &a,
 							hi[r] = ndet_scaled<K>(a, x.y, scale[r]);
 						}
 					}
-					result.pair[e] = D::narrow2(
-						ndet_reduce_root<K, AVG>(
-							a, ndet_tree<K, Acc, NR>(a, lo, n), n),
-						ndet_reduce_root<K, AVG>(
-							a, ndet_tree<K, Acc, NR>(a, hi, n), n));
+					acc[2 * e] = ndet_tree<K, Acc, NR>(a, lo, n);
+					acc[2 * e + 1] = ndet_tree<K, Acc, NR>(a, hi, n);
 				}
 			} else {
 #pragma unroll
@@ -126,8 +140,22 @@ __device__ __forceinline__ void ndet_reduce_loops(const ndet_kernel_args &a,
 									&raw[u][r])[e],
 								scale[r]);
 					}
-					result.e[e] = D::narrow(ndet_reduce_root<K, AVG>(
-						a, ndet_tree<K, Acc, NR>(a, v, n), n));
+					acc[e] = ndet_tree<K, Acc, NR>(a, v, n);
+				}
+			}
+			ndet_reduce_roots<K, AVG>(a, acc, n);
+			union {
+				uint4 v;
+				T e[E];
+				unsigned short pair[8];
+			} result;
+#pragma unroll
+			for (int e = 0; e < E; e++) {
+				if constexpr (ndet_has_pairs<D>::value) {
+					if (e % 2 == 0)
+						result.pair[e / 2] = D::narrow2(acc[e], acc[e + 1]);
+				} else {
+					result.e[e] = D::narrow(acc[e]);
 				}
 			}
 			if (!to_out) {
@@ -178,7 +206,7 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 				 uint64_t len, char *out, char *const (&copies)[NR], int ncopies,
 				 const typename ndet_dtype<DT>::Acc *scales)
 {
-	if constexpr (K == kSum && NR == 8) {
+	if constexpr (K == kSum && (NR == 2 || NR == 8)) {
 		if (a.op == NDET_OP_AVG)
 			ndet_reduce_loops<DT, K, NR, kAvgYes>(a, src, len, out, copies, ncopies,
 							      scales);
