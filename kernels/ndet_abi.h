@@ -302,7 +302,8 @@ static inline int ndet_hosts_args_kernel(const struct ndet_hosts_args *a)
 #define NDET_TRACE_WORDS 512
 enum ndet_trace_code {
 	NDET_TRACE_START = 1,  /* kernel start (the deadline's t0) */
-	NDET_TRACE_OPENED,     /* the opening released/done wait returned (pull, LL: each step) */
+	NDET_TRACE_OPENED,     /* the step may start: its released/done wait returned (pull,
+				  push; LL: that wait, or the prologue's end) */
 	NDET_TRACE_SCATTERED,  /* a step's segments (pull: copy-in; LL: lines) stored,
 				  ready released */
 	NDET_TRACE_READY,      /* every peer's segment of the step arrived */

@@ -291,7 +291,7 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 		/* The deadline of the LL waits starts now, for the threads that did not wait. */
 		st.t0 = ndet_globaltimer();
 	}
-	ndet_trace(a, st, NDET_TRACE_OPENED, st.t0);
+	ndet_trace(a, st, NDET_TRACE_OPENED);
 
 	/*
 	 * 2. The lines that hold data, to every peer; at a refresh step every line of the
