@@ -64,7 +64,7 @@ steps_table() {
 smoke        200 test/gpu/suite.sh smoke
 loopback     480 test/gpu/suite.sh loopback
 hosts        300 test/gpu/suite.sh hosts
-hosts-sanitize 480 test/gpu/suite.sh hosts-sanitize
+hosts-sanitize 240 test/gpu/suite.sh hosts-sanitize
 torch-hosts  300 test/gpu/torch_hosts.sh $NDET_LIB AAAA AABB ABCD ABAB
 torch-hosts6 420 test/gpu/torch_hosts.sh $NDET_LIB AAAAAA AABBCC AAABBB
 torch-hosts-bytes 200 test/gpu/torch_hosts.sh $NDET_LIB bytes mismatch
@@ -87,6 +87,7 @@ torch-rs     200 test/gpu/torch_rs.sh $NDET_LIB 4
 jax          150 test/gpu/loading.sh jax
 torchrun     200 test/gpu/loading.sh torchrun
 nccl-tests   240 test/gpu/nccl_tests.sh
+nccl-tests-hosts 400 test/gpu/nccl_tests_hosts.sh
 ll-stress    300 test/gpu/ll_stress.sh
 ll-stress1   100 env RUNS=1 QUEUE_RUNS=1 test/gpu/ll_stress.sh
 lockstep     130 test/gpu/suite.sh lockstep
