@@ -124,8 +124,10 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 							(uint64_t)(n + me) * slot_bytes
 					      : nullptr;
 		}
-		ndet_reduce_core<DT, K, NR>(a, src, me_end - mb, recv + (start + mb) * sizeof(T),
-					    copies, n - 1, nullptr);
+		/* Two loops at 8 ranks only: at 2 ranks they spill (ndet_reduce.cuh). */
+		ndet_reduce_core<DT, K, NR, K == kSum && NR == 8>(a, src, me_end - mb,
+								  recv + (start + mb) * sizeof(T),
+								  copies, n - 1, nullptr);
 		ndet_trace(a, st, NDET_TRACE_COPIED);
 		__syncthreads();
 		ndet_trace(a, st, NDET_TRACE_SYNCED);

@@ -19,11 +19,12 @@ namespace
 
 /*
  * Where a reduce loop decides avg's division: at run time from args.op, once per pack
- * (ndet_reduce_roots), or fixed for the whole loop.  kSum's 2- and 8-rank buckets run
- * one loop or the other (ndet_reduce_core), so that a sum's loop carries no division;
- * the 4-rank bucket keeps one loop, where two were the slower (doc/kernels.md has the
- * figures of each).  kGeneric (avg beyond 8 ranks) and kPremul (never divides) keep
- * the run-time test.
+ * (ndet_reduce_roots), or fixed for the whole loop.  The pull paths of kSum's 2- and
+ * 8-rank buckets, and push's 8-rank bucket, run one loop or the other
+ * (ndet_reduce_core), so that a sum's loop carries no division; the 4-rank bucket
+ * keeps one loop, where two were the slower, and so does push at 2 ranks, where two
+ * loops spill and one does not (doc/kernels.md has the figures of each).  kGeneric
+ * (avg beyond 8 ranks) and kPremul (never divides) keep the run-time test.
  */
 constexpr int kAvgRuntime = 0;
 constexpr int kAvgNo = 1;
@@ -199,14 +200,15 @@ __device__ __forceinline__ void ndet_reduce_loops(const ndet_kernel_args &a,
  * this rank's own sendbuff where two-shot and push read their own segment from it);
  * write them to `out` (user memory, any alignment; NULL: not at all) and to copies[j]
  * for j < ncopies that are not NULL (16-byte aligned pool memory, own or a peer's).
- * `scales` (PreMulSum only) holds every rank's scalar.
+ * `scales` (PreMulSum only) holds every rank's scalar.  TWO_LOOPS (kSum only): a loop
+ * without avg's division and one with it, one of them per call.
  */
-template <int DT, int K, int NR>
+template <int DT, int K, int NR, bool TWO_LOOPS = K == kSum && (NR == 2 || NR == 8)>
 __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&src)[NR],
 				 uint64_t len, char *out, char *const (&copies)[NR], int ncopies,
 				 const typename ndet_dtype<DT>::Acc *scales)
 {
-	if constexpr (K == kSum && (NR == 2 || NR == 8)) {
+	if constexpr (TWO_LOOPS) {
 		if (a.op == NDET_OP_AVG)
 			ndet_reduce_loops<DT, K, NR, kAvgYes>(a, src, len, out, copies, ncopies,
 							      scales);
