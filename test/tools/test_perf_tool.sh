@@ -34,7 +34,7 @@ for option in '    --ranks N' '-n, --iters N' '-w, --warmup_iters N' '-b, --minb
 	grep -q -F -- "$option" "$scratch/help" || fail "--help does not list '$option'"
 done
 "$perf" -h | cmp -s - "$scratch/help" || fail "-h and --help differ"
-for bad in --bogus '-G x' '-c 2' '-d f32,f99' '-o sum,xor' '-b 1Q' '-f 1' '-n 0' \
+for bad in --bogus '-G x' '-c 2' '-d f32,f99' '-o sum,xor' '-o premul' '-b 1Q' '-f 1' '-n 0' \
 	'-b 64 -e 8' '--ranks 17' 'stray' '--check-max 1Q' '-C allreduce' '-f 2 -i 8' \
 	'--modes bogus' '--modes graph -G 0' '-t 2' '-g 1' '-n'; do
 	# shellcheck disable=SC2086 # each case is a list of words
@@ -138,6 +138,21 @@ done
 has ranks3 '^#  +size +count +type +redop +mode +path +time +algbw +busbw +#wrong +time +algbw +busbw +ratio +exact +size-inv +nccl-diff$'
 has wide '^#  +size .* busbw +symm-t +exact +size-inv +nccl-diff$'
 has ranks3 '^ +8 +2 +f32 +sum +eager +ll( +-){11}$'
+# PreMulSum by either name (a scalar per rank; never planned LL or push): rows named
+# mulsum as in nccl-tests, the redop column one wider, header and rows still aligned;
+# "all" leaves it out.
+dryrun premul -d f32,bf16 -b 8 -e 8M -f 32 -o sum,premulsum
+dryrun mulsum -d f32,bf16 -b 8 -e 8M -f 32 -o mulsum
+for name in premul mulsum; do
+	rows=$(grep -c -E '^ +[0-9]+ +[0-9]+ +(f32|bf16) +mulsum +(eager|graph) +(1shot|2shot) ' "$scratch/$name")
+	[ "$rows" -eq 20 ] || fail "$name: $rows PreMulSum rows on the pull paths, not 20: $(cat "$scratch/$name")"
+	widths=$(grep -E '^#  +size |^ +[0-9]+ +[0-9]+ ' "$scratch/$name" | awk '{ print length($0) }' | sort -u)
+	[ "$(echo "$widths" | wc -l)" -eq 1 ] || fail "$name: header and rows of different widths: $widths"
+done
+has premul '^ +8 +2 +f32 +sum +eager +ll '
+has premul '^#  +size +count +type +redop +mode +path '
+dryrun allops -o all
+grep -q mulsum "$scratch/allops" && fail "-o all runs PreMulSum: $(cat "$scratch/allops")"
 cat "$scratch/help" "$scratch/ranks3" "$scratch/bogus" "$scratch/oldc" | grep -E 'ndet_|[a-z_]+\.(c|cu|h)\b' &&
 	fail "internal names in the output"
 

@@ -37,7 +37,8 @@ static const enum ndet_nccl_function perf_nccl_required[] = {
 	NDET_NCCL_FN_ncclGetVersion,        NDET_NCCL_FN_ncclCommInitAll,
 	NDET_NCCL_FN_ncclAllReduce,         NDET_NCCL_FN_ncclReduceScatter,
 	NDET_NCCL_FN_ncclCommGetAsyncError, NDET_NCCL_FN_ncclCommDestroy,
-	NDET_NCCL_FN_ncclGetErrorString,
+	NDET_NCCL_FN_ncclGetErrorString,    NDET_NCCL_FN_ncclRedOpCreatePreMulSum,
+	NDET_NCCL_FN_ncclRedOpDestroy,
 };
 
 /* Looked up only for --nccl-symmetric (NCCL >= 2.27); an older NCCL runs without them. */

@@ -131,7 +131,8 @@ static const char *perf_dtype_alias(int dtype)
 /* A comma list of dtype (or op) names, or "all", into a bit mask. */
 static const char *perf_parse_names(const char *text, unsigned *mask, bool dtypes)
 {
-	const int count = dtypes ? NDET_DTYPE_COUNT : NDET_OP_COUNT;
+	/* ops: ndet_op_t's, then PERF_OP_PREMULSUM (premulsum, or nccl-tests' mulsum). */
+	const int count = dtypes ? NDET_DTYPE_COUNT : PERF_OP_PREMULSUM + 1;
 	unsigned result = 0;
 	const char *cursor = text;
 	while (*cursor != '\0') {
@@ -139,14 +140,20 @@ static const char *perf_parse_names(const char *text, unsigned *mask, bool dtype
 		bool found = false;
 		for (int i = 0; i < count; i++) {
 			const char *candidate = dtypes ? ndet_dtype_name((ndet_dtype_t)i)
-						       : ndet_op_name((ndet_op_t)i);
-			/* nccl-tests' names of the same types (its -d). */
-			const char *alias = dtypes ? perf_dtype_alias(i) : NULL;
+						: i == PERF_OP_PREMULSUM
+							? "premulsum"
+							: ndet_op_name((ndet_op_t)i);
+			/* nccl-tests' names of the same types and op (its -d and -o). */
+			const char *alias = dtypes                   ? perf_dtype_alias(i)
+					    : i == PERF_OP_PREMULSUM ? "mulsum"
+								     : NULL;
 			if ((strlen(candidate) == length &&
 			     strncmp(cursor, candidate, length) == 0) ||
 			    (alias != NULL && strlen(alias) == length &&
 			     strncmp(cursor, alias, length) == 0) ||
-			    (length == 3 && strncmp(cursor, "all", 3) == 0)) {
+			    /* "all": every op but PreMulSum (nccl-tests' all has it). */
+			    (length == 3 && strncmp(cursor, "all", 3) == 0 &&
+			     (dtypes || i != PERF_OP_PREMULSUM))) {
 				result |= 1u << i;
 				found = true;
 			}
@@ -155,7 +162,9 @@ static const char *perf_parse_names(const char *text, unsigned *mask, bool dtype
 			return dtypes ? "unknown name in the list (f32 or float, f16 or half, bf16 "
 					"or "
 					"bfloat16, f64 or double, f8e4m3, f8e5m2, all)"
-				      : "unknown name in the list (sum, prod, min, max, avg, all)";
+				      : "unknown name in the list (sum, prod, min, max, avg, "
+					"premulsum or "
+					"mulsum, all)";
 		cursor += length;
 		if (*cursor == ',')
 			cursor++;
@@ -217,7 +226,8 @@ static const struct perf_option perf_option_table[] = {
 	{"check", 'c', "0|1", PERF_FIELD(check), perf_parse_bool, 0,
 	 "bit-exact and size-invariance checks (default 1, sizes up to --check-max)"},
 	{"op", 'o', "OPS", PERF_FIELD(ops), perf_parse_ops, 0,
-	 "comma list of sum,prod,min,max,avg or all (default sum)"},
+	 "comma list of sum,prod,min,max,avg,premulsum (nccl-tests' mulsum: a scalar\n"
+	 "per rank) or all (every op but premulsum; default sum)"},
 	{"datatype", 'd', "TYPES", PERF_FIELD(dtypes), perf_parse_dtypes, 0,
 	 "comma list of f32,f16,bf16,f64,f8e4m3,f8e5m2 or all (default bf16,f32; fp8 on sm_90+);\n"
 	 "nccl-tests' float, half, bfloat16 and double too"},

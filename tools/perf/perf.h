@@ -83,7 +83,7 @@ struct perf_options {
 	bool check;
 	size_t check_max_bytes;
 	unsigned dtypes;    /* bit per ndet_dtype_t */
-	unsigned ops;       /* bit per ndet_op_t */
+	unsigned ops;       /* bit per ndet_op_t, and PERF_OP_PREMULSUM's */
 	int nccl;           /* enum perf_nccl_choice */
 	int nccl_symmetric; /* --nccl-symmetric: also NCCL on symmetric windows */
 	const char *csv_path;
@@ -131,11 +131,18 @@ enum perf_impl {
 /* Rows up to this size also time their floor (PERF_FLOOR). */
 #define PERF_FLOOR_MAX_BYTES ((size_t)256 << 10)
 
+/*
+ * -o premulsum (nccl-tests' mulsum): PreMulSum, ncclRedOpCreatePreMulSum with a host
+ * scalar per rank; its bit in perf_options.ops is the one past the ndet_op_t ones.
+ */
+#define PERF_OP_PREMULSUM NDET_OP_COUNT
+
 /* One line of the table: one size, dtype and op. */
 struct perf_row {
 	size_t bytes, count;
 	ndet_dtype_t dtype;
-	ndet_op_t op;
+	ndet_op_t op; /* PreMulSum: NDET_OP_SUM with `premul` */
+	bool premul;
 	ndet_path_t path;
 	uint32_t blocks; /* the plan's grid and steps (0: no kernel) */
 	uint64_t steps;
@@ -193,6 +200,8 @@ struct perf_rank {
 	/* --nccl-symmetric: from ncclMemAlloc, registered as windows. */
 	char *symmetric_send, *symmetric_recv;
 	ncclWindow_t symmetric_windows[2];
+	/* A PreMulSum row's NCCL op on this rank's communicator (while the row runs). */
+	ncclRedOp_t nccl_premul_op;
 };
 
 /* nccl.c: whether the NCCL columns run, and say so; exits 2 when --nccl cannot have them. */
@@ -204,6 +213,10 @@ void perf_symmetric_setup(struct perf_rank *me);
 void perf_symmetric_teardown(struct perf_rank *me);
 /* nccl.c: stop with the reason when `result` or the communicator's async error is one. */
 void perf_check_nccl(struct perf_rank *me, ncclResult_t result, const char *what);
+
+/* rows.c: a row's op as the table names it; rank r's PreMulSum scalar, bits of dtype. */
+const char *perf_op_name(const struct perf_row *row);
+uint64_t perf_premul_scalar_bits(ndet_dtype_t dtype, int rank);
 
 /* rows.c; perf_print_row also adds nccl-det's busbw to the world's average. */
 void perf_for_each_row(const struct perf_world *world,

@@ -15,9 +15,46 @@
 
 #include "protocol/ndet_plan.h"
 #include "common/ndet_dtype.h"
+#include "reference/ndet_reference.h"
 #include "tools/perf/perf.h"
 
 const char *const perf_mode_names[PERF_MODE_COUNT] = {"eager", "graph"};
+
+const char *perf_op_name(const struct perf_row *row)
+{
+	return row->premul ? "mulsum" : ndet_op_name(row->op);
+}
+
+/* Rank r's PreMulSum scalar: exact in every dtype, signs mixed, never 1. */
+uint64_t perf_premul_scalar_bits(ndet_dtype_t dtype, int rank)
+{
+	static const float values[] = {0.75f, -1.5f, 3.0f, 1.25f, -0.5f, 2.0f, 0.375f, -2.5f};
+	const float value = values[rank % 8] * (rank >= 8 ? 0.5f : 1.0f);
+	uint64_t bits = 0;
+	switch (dtype) {
+	case NDET_DTYPE_F64: {
+		const double wide = value;
+		memcpy(&bits, &wide, sizeof(wide));
+		break;
+	}
+	case NDET_DTYPE_F32:
+		memcpy(&bits, &value, sizeof(value));
+		break;
+	case NDET_DTYPE_F16:
+		bits = ndet_float_to_half(value);
+		break;
+	case NDET_DTYPE_BF16:
+		bits = ndet_float_to_bfloat16(value);
+		break;
+	case NDET_DTYPE_F8E4M3:
+		bits = ndet_float_to_fp8_e4m3(value);
+		break;
+	default:
+		bits = ndet_float_to_fp8_e5m2(value);
+		break;
+	}
+	return bits;
+}
 
 /* Calls visit() for every (dtype, op, size) of the run, in the order of the table. */
 void perf_for_each_row(const struct perf_world *world,
@@ -27,9 +64,10 @@ void perf_for_each_row(const struct perf_world *world,
 	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
 		if (!(o->dtypes & (1u << dtype)))
 			continue;
-		for (int op = 0; op < NDET_OP_COUNT; op++) {
+		for (int op = 0; op <= PERF_OP_PREMULSUM; op++) {
 			if (!(o->ops & (1u << op)))
 				continue;
+			const bool premul = op == PERF_OP_PREMULSUM;
 			const size_t size = ndet_dtype_size((ndet_dtype_t)dtype);
 			for (double b = (double)o->min_bytes; b <= (double)o->max_bytes + 0.5;
 			     b = o->step_bytes > 0   ? b + (double)o->step_bytes
@@ -38,7 +76,8 @@ void perf_for_each_row(const struct perf_world *world,
 				struct perf_row row = {
 					.count = (size_t)b / size > 0 ? (size_t)b / size : 1,
 					.dtype = (ndet_dtype_t)dtype,
-					.op = (ndet_op_t)op,
+					.op = premul ? NDET_OP_SUM : (ndet_op_t)op,
+					.premul = premul,
 					.path = NDET_PATH_NONE,
 					.exact = "-",
 					.invariant = "-",
@@ -61,7 +100,10 @@ void perf_for_each_row(const struct perf_world *world,
 										     : row.count,
 					.dtype = row.dtype,
 					.op = row.op,
-					.root = -1};
+					.root = -1,
+					.premul = premul ? NDET_PREMUL_HOST : NDET_PREMUL_NONE,
+					.scalar_bits =
+						premul ? perf_premul_scalar_bits(row.dtype, 0) : 0};
 				struct ndet_plan plan;
 				if (ndet_engine_plan_call_for_config(&config, &call, &plan) ==
 				    NDET_OK) {
@@ -108,7 +150,7 @@ static double perf_ratio(const struct perf_row *row, int mode, enum perf_impl im
  * windows instead; both ratios go to the summary and the CSV), then the determinism
  * checks.  The one-GPU proxy's kernel bytes per second are in the CSV and the summary.
  */
-#define PERF_ROW_LEAD   "%12s %10s %6s %5s %5s %5s"
+#define PERF_ROW_LEAD   "%12s %10s %6s %*s %5s %5s"
 #define PERF_ROW_NDET   " %7s %6s %6s %6s"
 #define PERF_ROW_NCCL   " %7s %6s %6s"
 #define PERF_ROW_RATIO  " %5s"
@@ -123,25 +165,32 @@ static void perf_banner(const char *label, int width)
 	       "--------------------");
 }
 
+/* The redop column: 5 wide, 6 where PreMulSum rows ("mulsum", nccl-tests' name) run. */
+static int perf_redop_width(const struct perf_world *world)
+{
+	return world->options.ops & (1u << PERF_OP_PREMULSUM) ? 6 : 5;
+}
+
 void perf_print_header(struct perf_world *world)
 {
 	const bool symmetric = world->options.nccl_symmetric;
-	printf("#%11s %10s %6s %5s %5s %5s", "", "", "", "", "", "");
+	const int w = perf_redop_width(world);
+	printf("#%11s %10s %6s %*s %5s %5s", "", "", "", w, "", "", "");
 	perf_banner("nccl-det", 29);
 	perf_banner("NCCL", 22);
 	printf("%*s", symmetric ? 8 : 6, "");
 	perf_banner("checks", 25);
 	printf("\n");
-	printf("#%11s %10s %6s %5s %5s %5s" PERF_ROW_NDET PERF_ROW_NCCL "%s" PERF_ROW_CHECKS "\n",
-	       "size", "count", "type", "redop", "mode", "path", "time", "algbw", "busbw", "#wrong",
-	       "time", "algbw", "busbw", symmetric ? "  symm-t" : " ratio", "exact", "size-inv",
-	       "nccl-diff");
+	printf("#%11s %10s %6s %*s %5s %5s" PERF_ROW_NDET PERF_ROW_NCCL "%s" PERF_ROW_CHECKS "\n",
+	       "size", "count", "type", w, "redop", "mode", "path", "time", "algbw", "busbw",
+	       "#wrong", "time", "algbw", "busbw", symmetric ? "  symm-t" : " ratio", "exact",
+	       "size-inv", "nccl-diff");
 	/* The units, without the blank cells that end the line. */
 	char units[160];
 	int length = snprintf(units, sizeof(units),
-			      "#%11s %10s %6s %5s %5s %5s" PERF_ROW_NDET PERF_ROW_NCCL "%s", "(B)",
-			      "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
-			      "(GB/s)", "(GB/s)", symmetric ? "    (us)" : "");
+			      "#%11s %10s %6s %*s %5s %5s" PERF_ROW_NDET PERF_ROW_NCCL "%s", "(B)",
+			      "(elements)", "", w, "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
+			      "(us)", "(GB/s)", "(GB/s)", symmetric ? "    (us)" : "");
 	while (length > 0 && units[length - 1] == ' ')
 		units[--length] = '\0';
 	printf("%s\n", units);
@@ -204,8 +253,8 @@ void perf_print_row(struct perf_world *world, const struct perf_row *row)
 					   : perf_cell(cells[9], sizeof(cells[9]), "%.2f",
 						       perf_ratio(row, m, PERF_NCCL)));
 		printf(PERF_ROW_LEAD PERF_ROW_NDET PERF_ROW_NCCL "%s" PERF_ROW_CHECKS "\n",
-		       cells[0], cells[1], ndet_dtype_name(row->dtype), ndet_op_name(row->op),
-		       perf_mode_names[m], ndet_plan_path_name(row->path),
+		       cells[0], cells[1], ndet_dtype_name(row->dtype), perf_redop_width(world),
+		       perf_op_name(row), perf_mode_names[m], ndet_plan_path_name(row->path),
 		       perf_time_cell(cells[2], sizeof(cells[2]), s[PERF_NDET]),
 		       perf_cell(cells[3], sizeof(cells[3]), "%.2f", perf_algbw(row, s[PERF_NDET])),
 		       perf_cell(cells[4], sizeof(cells[4]), "%.2f", busbw),
@@ -220,7 +269,7 @@ void perf_print_row(struct perf_world *world, const struct perf_row *row)
 	if (world->csv == NULL)
 		return;
 	fprintf(world->csv, "%d,%zu,%zu,%s,%s,%s", world->options.nranks, row->bytes, row->count,
-		ndet_dtype_name(row->dtype), ndet_op_name(row->op), ndet_plan_path_name(row->path));
+		ndet_dtype_name(row->dtype), perf_op_name(row), ndet_plan_path_name(row->path));
 	if (row->blocks > 0)
 		fprintf(world->csv, ",%u,%llu", row->blocks, (unsigned long long)row->steps);
 	else

@@ -185,20 +185,25 @@ void perf_launch(struct perf_rank *me, enum perf_impl impl, const void *send, vo
 		return;
 	}
 	if (impl == PERF_NDET) {
-		const struct ndet_engine_call call = {.coll = (ndet_coll_t)world->options.coll,
-						      .sendbuff = send,
-						      .recvbuff = recv,
-						      .count = count,
-						      .dtype = row->dtype,
-						      .op = row->op,
-						      .root = -1};
+		const struct ndet_engine_call call = {
+			.coll = (ndet_coll_t)world->options.coll,
+			.sendbuff = send,
+			.recvbuff = recv,
+			.count = count,
+			.dtype = row->dtype,
+			.op = row->op,
+			.root = -1,
+			.premul = row->premul ? NDET_PREMUL_HOST : NDET_PREMUL_NONE,
+			.scalar_bits =
+				row->premul ? perf_premul_scalar_bits(row->dtype, me->rank) : 0};
 		/* Failures are read from the engine after the calls (perf_check_engine). */
 		(void)ndet_engine_collective(world->engines[me->rank], &call, me->stream);
 		return;
 	}
 	ncclResult_t result =
 		(scatter ? world->nccl.fn.ncclReduceScatter : world->nccl.fn.ncclAllReduce)(
-			send, recv, count, ndet_dtype_to_nccl(row->dtype), ndet_op_to_nccl(row->op),
+			send, recv, count, ndet_dtype_to_nccl(row->dtype),
+			row->premul ? me->nccl_premul_op : ndet_op_to_nccl(row->op),
 			world->comms[me->rank], me->stream);
 	if (result != ncclSuccess)
 		perf_check_nccl(me, result, scatter ? "ncclReduceScatter" : "ncclAllReduce");
@@ -388,7 +393,16 @@ static void perf_judge(struct perf_rank *me, struct perf_row *row)
 		views[r] = inputs[r];
 	}
 	char *expected = malloc(bytes);
-	ndet_reference_allreduce(views, n, expected, row->count, row->dtype, row->op);
+	if (row->premul) {
+		unsigned char scalars[NDET_MAX_RANKS * sizeof(uint64_t)];
+		for (int r = 0; r < n; r++) {
+			const uint64_t bits = perf_premul_scalar_bits(row->dtype, r);
+			memcpy(scalars + (size_t)r * size, &bits, size); /* little-endian */
+		}
+		ndet_reference_premulsum(views, scalars, n, expected, row->count, row->dtype);
+	} else {
+		ndet_reference_allreduce(views, n, expected, row->count, row->dtype, row->op);
+	}
 	/*
 	 * NDET_PERF_TEST_WRONG=1 (the GPU suite's perf-fail step): the first checked row's
 	 * expected first element gets its lowest bit flipped, so the failure path (FAIL,
@@ -476,6 +490,17 @@ static void perf_rank_row(void *context, struct perf_row *row)
 		PERF_CHECK(cudaMemcpyAsync(me->symmetric_send, me->host_in, row->bytes,
 					   cudaMemcpyHostToDevice, me->stream));
 	PERF_CHECK(cudaStreamSynchronize(me->stream));
+	/* A PreMulSum row's NCCL op, with this rank's scalar, for this row's calls. */
+	const bool nccl_premul = row->premul && (world->nccl_on || world->symmetric_on);
+	if (nccl_premul) {
+		uint64_t scalar = perf_premul_scalar_bits(row->dtype, me->rank);
+		perf_check_nccl(me,
+				world->nccl.fn.ncclRedOpCreatePreMulSum(
+					&me->nccl_premul_op, &scalar,
+					ndet_dtype_to_nccl(row->dtype), ncclScalarHostImmediate,
+					world->comms[me->rank]),
+				"ncclRedOpCreatePreMulSum");
+	}
 	/* Every rank's upload is done before any rank launches a call its peers wait in. */
 	pthread_barrier_wait(&world->barrier);
 	for (int mode = 0; mode < PERF_MODE_COUNT; mode++) {
@@ -494,6 +519,11 @@ static void perf_rank_row(void *context, struct perf_row *row)
 		perf_check(me, row);
 	if (o->trace && row->blocks > 0)
 		perf_trace(me, row);
+	if (nccl_premul)
+		perf_check_nccl(
+			me,
+			world->nccl.fn.ncclRedOpDestroy(me->nccl_premul_op, world->comms[me->rank]),
+			"ncclRedOpDestroy");
 	pthread_barrier_wait(&world->barrier);
 	if (me->rank != 0)
 		return;
