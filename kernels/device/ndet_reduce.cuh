@@ -24,7 +24,7 @@ namespace
  * (ndet_reduce_core), so that a sum's loop carries no division; the 4-rank bucket
  * keeps one loop, where two were the slower, and so does push at 2 ranks, where two
  * loops spill and one does not (doc/kernels.md has the figures of each).  kGeneric
- * (avg beyond 8 ranks) and kPremul (never divides) keep the run-time test.
+ * (avg beyond 8 ranks) keeps the run-time test; kPremul never divides.
  */
 constexpr int kAvgRuntime = 0;
 constexpr int kAvgNo = 1;
@@ -208,6 +208,7 @@ __device__ void ndet_reduce_core(const ndet_kernel_args &a, const char *const (&
 				 uint64_t len, char *out, char *const (&copies)[NR], int ncopies,
 				 const typename ndet_dtype<DT>::Acc *scales)
 {
+	static_assert(!TWO_LOOPS || K == kSum, "two loops: the sum class only");
 	if constexpr (TWO_LOOPS) {
 		if (a.op == NDET_OP_AVG)
 			ndet_reduce_loops<DT, K, NR, kAvgYes>(a, src, len, out, copies, ncopies,

@@ -71,7 +71,8 @@ job() {
 		wrong_rows "$file" | head -5 >>"$LOG"
 		tail -5 "$file" >>"$LOG"
 	fi
-	verdict "$name" "$([ -z "$why" ] && echo 0 || echo 1)" "${why% ;}"
+	why=${why%;}
+	verdict "$name" "$([ -z "$why" ] && echo 0 || echo 1)" "${why# }"
 }
 
 cd "$(dirname "$BIN")" || exit 2

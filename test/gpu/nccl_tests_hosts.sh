@@ -7,9 +7,10 @@
 # For each layout and each of all_reduce_perf and reduce_scatter_perf:
 #   - half, float, double, bfloat16, every op (-o all), 8 B-2 MiB, -c 1;
 #   - float and bfloat16 sum, 4-64 MiB, -c 1 (several pipelined chunks).
-# A run passes when it exits 0, nccl-tests' own check (#wrong) is 0 on every row,
-# every rank's verdict line says the communicator spans the layout's hosts, and every
-# rank's NCCL_DET_STATS line counts diverted calls.
+# A run passes when it exits 0, nccl-tests' own check (#wrong, its columns found by
+# the header) is 0 on every row, the verdict line (rank 0's) says the communicator
+# spans the layout's hosts, and every rank's NCCL_DET_STATS line counts diverted
+# calls, none refused or failed (and PreMulSum calls where -o all ran them).
 #
 # nccl-tests is not part of nccl-det: build it with MPI=1 (NVIDIA/nccl-tests) and put
 # all_reduce_perf and reduce_scatter_perf in NCCL_TESTS_DIR.  Without them, without
@@ -77,21 +78,50 @@ job() {
 		-x LAYOUT -x NCCL_SOCKET_IFNAME -x NCCL_DET_STRICT -x NCCL_DET_STATS -x NDET_PRELOAD \
 		"$wrap" "$DIR/$bin" "$@" >"$file" 2>&1
 	rc=$?
-	local rows bad verdicts diverted why=""
-	rows=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13' "$file" | wc -l)
-	bad=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13 && ($9 != "0" || $13 != "0")' "$file" | wc -l)
+	local rows bad verdicts diverted clean premul why=""
+	# The #wrong columns: where the header has them (its leading '#' is a field
+	# of its own), in the data rows one field to the left.
+	rows=$(wrong_rows "$file" all | wc -l)
+	bad=$(wrong_rows "$file" bad | wc -l)
 	verdicts=$(grep -c "across $hosts hosts of $((n / hosts)) rank" "$file")
 	diverted=$(grep "NCCL-DET STATS" "$file" | grep -c "diverted [1-9]")
+	clean=$(grep "NCCL-DET STATS" "$file" | grep -c "refused (strict) 0; failed 0$")
+	premul=$(grep "NCCL-DET STATS" "$file" | grep -c "PreMulSum [1-9]")
 	[ $rc -eq 0 ] || why="$why exit $rc;"
-	[ "$rows" -gt 0 ] || why="$why no result rows;"
+	[ "$rows" -gt 0 ] || why="$why no result rows (or no #wrong columns);"
 	[ "$bad" -eq 0 ] || why="$why $bad rows with #wrong != 0;"
 	[ "$verdicts" -ge 1 ] || why="$why no verdict 'across $hosts hosts';"
 	[ "$diverted" -eq "$n" ] || why="$why $diverted of $n ranks diverted;"
+	[ "$clean" -eq "$n" ] || why="$why $((n - clean)) ranks refused or failed calls;"
+	case " $* " in
+	*" -o all "*) [ "$premul" -eq "$n" ] || why="$why $premul of $n ranks ran PreMulSum;" ;;
+	esac
 	log "  $name: $rows rows, $bad with #wrong != 0, $diverted of $n ranks diverted (exit $rc)"
 	if [ -n "$why" ]; then
 		tail -8 "$file" >>"$LOG"
 	fi
-	verdict "$name" "$([ -z "$why" ] && echo 0 || echo 1)" "${why% ;}"
+	why=${why%;}
+	verdict "$name" "$([ -z "$why" ] && echo 0 || echo 1)" "${why# }"
+}
+
+# wrong_rows FILE all|bad: nccl-tests' data rows (all), or those whose #wrong
+# (out-of-place or in-place) is not 0 (bad); none when the header names no #wrong.
+wrong_rows() {
+	awk -v want="$2" '
+		/^#/ && /#wrong/ && !cols {
+			for (i = 1; i <= NF; i++)
+				if ($i == "#wrong")
+					col[++cols] = i - 1
+			next
+		}
+		cols && $1 ~ /^[0-9]+$/ && NF >= col[cols] {
+			bad = 0
+			for (c = 1; c <= cols; c++)
+				if ($col[c] != "0")
+					bad = 1
+			if (want == "all" || bad)
+				print
+		}' "$1"
 }
 
 for layout in $layouts; do

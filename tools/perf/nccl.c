@@ -32,7 +32,10 @@ static const char *const perf_nccl_names[NDET_NCCL_FUNCTION_COUNT] = {
 #undef PERF_NCCL_OFFSET
 #undef PERF_NCCL_NAME
 
-/* What the tool calls: without one of them NCCL's columns cannot run. */
+/*
+ * What the tool calls: without one of them NCCL's columns cannot run (PreMulSum's
+ * calls are in every NCCL nccl-det runs with: 2.11 and later).
+ */
 static const enum ndet_nccl_function perf_nccl_required[] = {
 	NDET_NCCL_FN_ncclGetVersion,        NDET_NCCL_FN_ncclCommInitAll,
 	NDET_NCCL_FN_ncclAllReduce,         NDET_NCCL_FN_ncclReduceScatter,
