@@ -18,7 +18,8 @@
 # AB_BUDGET (seconds: no run starts after it; default 480, above one round of every
 # size on an H200; the rare-op runs get RARE_BUDGET
 # more, default 150), LARGE and SMALL (the size
-# flags of the two kinds of run), RARE=0 leaves the rare-op runs out, OUT.  Further
+# flags of the two kinds of run), OPS (the judged runs' ops, default sum,avg; add
+# premulsum where both builds have it), RARE=0 leaves the rare-op runs out, OUT.  Further
 # raw files given as PREV_RAW (space-separated) join the medians.
 #
 # Writes $OUT/ab-raw.txt (every run's rows, tagged) and $OUT/ab-summary.txt (one line
@@ -26,6 +27,7 @@
 # of the judged rows, and how many are more than LIMIT (default 1.03) slower.
 set -u
 a=${1:?usage: ab_perf.sh A-PERF B-PERF}
+ops=${OPS:-sum,avg}
 b=${2:?usage: ab_perf.sh A-PERF B-PERF}
 rounds=${ROUNDS:-3}
 budget=${AB_BUDGET:-480}
@@ -65,9 +67,9 @@ for round in $(seq 1 "$rounds"); do
 			binary=$a
 			[ "$tag" = B ] && binary=$b
 			# shellcheck disable=SC2086
-			run "$tag" "$binary" judged --ranks "$n" $large -d all -o sum,avg -G 0
+			run "$tag" "$binary" judged --ranks "$n" $large -d all -o "$ops" -G 0
 			# shellcheck disable=SC2086
-			run "$tag" "$binary" judged --ranks "$n" $small -d all -o sum,avg
+			run "$tag" "$binary" judged --ranks "$n" $small -d all -o "$ops"
 		done
 	done
 	echo "round $round of $rounds done ($SECONDS s)"
