@@ -293,6 +293,33 @@ uint8_t ndet_float_to_fp8_e5m2(float value)
 	return ndet_float_to_fp8(value, &ndet_fp8_e5m2);
 }
 
+uint64_t ndet_reference_element_bits(ndet_dtype_t dtype, double value)
+{
+	const float narrow = (float)value;
+	uint64_t bits = 0;
+	switch (dtype) {
+	case NDET_DTYPE_F64:
+		memcpy(&bits, &value, sizeof(value));
+		break;
+	case NDET_DTYPE_F32:
+		memcpy(&bits, &narrow, sizeof(narrow));
+		break;
+	case NDET_DTYPE_F16:
+		bits = ndet_float_to_half(narrow);
+		break;
+	case NDET_DTYPE_BF16:
+		bits = ndet_float_to_bfloat16(narrow);
+		break;
+	case NDET_DTYPE_F8E4M3:
+		bits = ndet_float_to_fp8_e4m3(narrow);
+		break;
+	default:
+		bits = ndet_float_to_fp8_e5m2(narrow);
+		break;
+	}
+	return bits;
+}
+
 /*
  * Operators, one set per accumulation type.  min/max look only at values, never at
  * operand positions, so the bits of the result do not depend on operand order.

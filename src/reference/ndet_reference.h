@@ -208,6 +208,12 @@ uint8_t ndet_float_to_fp8_e4m3(float value);
 float ndet_fp8_e5m2_to_float(uint8_t bits);
 uint8_t ndet_float_to_fp8_e5m2(float value);
 
+/*
+ * `value` as the bits of one element of `dtype` (a PreMulSum scalar, a test value):
+ * exact for f64, rounded once to f32 and then by the conversions above for the others.
+ */
+uint64_t ndet_reference_element_bits(ndet_dtype_t dtype, double value);
+
 #ifdef __cplusplus
 }
 #endif

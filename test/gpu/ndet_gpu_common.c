@@ -761,27 +761,6 @@ static double gpu_scalar_value(int rank)
 	return values[rank % 8] * (rank >= 8 ? 0.5 : 1.0);
 }
 
-/* The bits of `value` as one element of `dtype` (what ncclRedOpCreatePreMulSum takes). */
-uint64_t gpu_scalar_bits(ndet_dtype_t dtype, double value)
-{
-	uint64_t bits = 0;
-	if (dtype == NDET_DTYPE_F64) {
-		memcpy(&bits, &value, sizeof(value));
-	} else if (dtype == NDET_DTYPE_F32) {
-		float f = (float)value;
-		memcpy(&bits, &f, sizeof(f));
-	} else if (dtype == NDET_DTYPE_F16) {
-		bits = ndet_float_to_half((float)value);
-	} else if (dtype == NDET_DTYPE_BF16) {
-		bits = ndet_float_to_bfloat16((float)value);
-	} else if (dtype == NDET_DTYPE_F8E4M3) {
-		bits = ndet_float_to_fp8_e4m3((float)value);
-	} else {
-		bits = ndet_float_to_fp8_e5m2((float)value);
-	}
-	return bits;
-}
-
 /* Device buffers of one rank for the collective matrix (allocated once, before any launch). */
 struct gpu_coll_buffers {
 	char *send_rs; /* reduce-scatter input; block `rank` is its output in place */
@@ -814,7 +793,7 @@ static void gpu_coll_prepare(struct gpu_coll_case *c, int rank, uint64_t seed, d
 		c->inputs[r] = malloc(total * size + 16);
 		gpu_fill(c->dtype, c->inputs[r], total, seed ^ ((uint64_t)r * 7919u), r % 2 == 1);
 		views[r] = c->inputs[r];
-		const uint64_t bits = gpu_scalar_bits(
+		const uint64_t bits = ndet_reference_element_bits(
 			c->dtype, gpu_scalar_value(r) * (r % 2 == 1 ? device_scale : 1.0));
 		memcpy(c->scalars + (size_t)r * size, &bits, size);
 	}

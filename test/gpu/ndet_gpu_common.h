@@ -58,9 +58,6 @@ bool gpu_is_fp8(ndet_dtype_t dtype);
  */
 bool gpu_dtype_selected(ndet_dtype_t dtype);
 
-/* The bits of `value` rounded to one element of `dtype` (a PreMulSum scalar). */
-uint64_t gpu_scalar_bits(ndet_dtype_t dtype, double value);
-
 /* Elements whose bits differ (two NaNs count as equal).  First mismatch reported. */
 /* Rank 0 makes the NCCL unique id and writes it to ID_FILE (atomically, through a
  * rename); the others wait up to 60 s for the file.  False on any failure. */

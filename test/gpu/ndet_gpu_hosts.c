@@ -306,7 +306,7 @@ static void hosts_case_run(struct hosts_rank *me, const struct hosts_case *c, ui
 	world->inputs[me->rank] = input;
 	uint64_t scalar_bits = 0;
 	if (c->premul) {
-		scalar_bits = gpu_scalar_bits(c->dtype, 0.75 + 0.125 * me->rank);
+		scalar_bits = ndet_reference_element_bits(c->dtype, 0.75 + 0.125 * me->rank);
 		memcpy(world->scalars + (size_t)me->rank * es, &scalar_bits, es);
 	}
 	hosts_barrier(world);

@@ -462,7 +462,7 @@ static void sanitize_collectives(struct loopback_world *world, cudaStream_t stre
 			/* A different scalar per rank, rounded to the dtype (the bits are the
 			 * scalar). */
 			const float value = (1.0f + (float)r / 8.0f) / (float)(2 << r);
-			const uint64_t bits = gpu_scalar_bits(dt, value);
+			const uint64_t bits = ndet_reference_element_bits(dt, value);
 			memcpy(scalars + (size_t)r * size, &bits, size);
 			void *send, *recv;
 			GPU_CHECK(cudaMalloc(&send, total * size));

@@ -62,7 +62,7 @@ static void preload_expect(struct preload_run *run, ndet_dtype_t dtype, const vo
 static void preload_scalar(ndet_dtype_t dtype, int r, unsigned char *out)
 {
 	const double value = (r % 2 == 0 ? 0.75 : -1.5) * (double)(1 + r / 2);
-	const uint64_t bits = gpu_scalar_bits(dtype, value);
+	const uint64_t bits = ndet_reference_element_bits(dtype, value);
 	memcpy(out, &bits, ndet_dtype_size(dtype));
 }
 

@@ -2285,6 +2285,22 @@ static void test_premulsum(void **state)
  * input, where it is exact; rounding it to f16 first (as a half-precision multiply
  * would) gives other bits.
  */
+/* One value as the bits of each dtype's element: what PreMulSum scalars are made of. */
+static void test_element_bits(void **state)
+{
+	(void)state;
+	assert_int_equal(ndet_reference_element_bits(NDET_DTYPE_F64, 0.75), 0x3FE8000000000000ull);
+	assert_int_equal(ndet_reference_element_bits(NDET_DTYPE_F32, -1.5), 0xBFC00000u);
+	assert_int_equal(ndet_reference_element_bits(NDET_DTYPE_F16, 0.75), 0x3A00u);
+	assert_int_equal(ndet_reference_element_bits(NDET_DTYPE_BF16, -1.5), 0xBFC0u);
+	assert_int_equal(ndet_reference_element_bits(NDET_DTYPE_F8E4M3, 0.75), 0x34u);
+	assert_int_equal(ndet_reference_element_bits(NDET_DTYPE_F8E5M2, 0.75), 0x3Au);
+	/* Rounded once to f32 first: 1 + 2^-30 is 1 in f32, and so in every narrower type. */
+	assert_int_equal(ndet_reference_element_bits(NDET_DTYPE_F32, 1.0 + 0x1p-30), 0x3F800000u);
+	assert_int_equal(ndet_reference_element_bits(NDET_DTYPE_F64, 1.0 + 0x1p-30),
+			 0x3FF0000000400000ull);
+}
+
 static void test_premulsum_product_rounding_by_hand(void **state)
 {
 	(void)state;
@@ -2406,6 +2422,7 @@ int main(void)
 		cmocka_unit_test(test_reduce_scatter_blocks_equal_allreduce),
 		cmocka_unit_test(test_premulsum),
 		cmocka_unit_test(test_premulsum_product_rounding_by_hand),
+		cmocka_unit_test(test_element_bits),
 		cmocka_unit_test(test_premulsum_reduce_scatter_blocks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

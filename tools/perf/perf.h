@@ -200,7 +200,8 @@ struct perf_rank {
 	/* --nccl-symmetric: from ncclMemAlloc, registered as windows. */
 	char *symmetric_send, *symmetric_recv;
 	ncclWindow_t symmetric_windows[2];
-	/* A PreMulSum row's NCCL op on this rank's communicator (while the row runs). */
+	/* A PreMulSum row's: this rank's scalar, and NCCL's op with it (while the row runs). */
+	uint64_t premul_scalar_bits;
 	ncclRedOp_t nccl_premul_op;
 };
 

@@ -28,32 +28,8 @@ const char *perf_op_name(const struct perf_row *row)
 /* Rank r's PreMulSum scalar: exact in every dtype, signs mixed, never 1. */
 uint64_t perf_premul_scalar_bits(ndet_dtype_t dtype, int rank)
 {
-	static const float values[] = {0.75f, -1.5f, 3.0f, 1.25f, -0.5f, 2.0f, 0.375f, -2.5f};
-	const float value = values[rank % 8] * (rank >= 8 ? 0.5f : 1.0f);
-	uint64_t bits = 0;
-	switch (dtype) {
-	case NDET_DTYPE_F64: {
-		const double wide = value;
-		memcpy(&bits, &wide, sizeof(wide));
-		break;
-	}
-	case NDET_DTYPE_F32:
-		memcpy(&bits, &value, sizeof(value));
-		break;
-	case NDET_DTYPE_F16:
-		bits = ndet_float_to_half(value);
-		break;
-	case NDET_DTYPE_BF16:
-		bits = ndet_float_to_bfloat16(value);
-		break;
-	case NDET_DTYPE_F8E4M3:
-		bits = ndet_float_to_fp8_e4m3(value);
-		break;
-	default:
-		bits = ndet_float_to_fp8_e5m2(value);
-		break;
-	}
-	return bits;
+	static const double values[] = {0.75, -1.5, 3.0, 1.25, -0.5, 2.0, 0.375, -2.5};
+	return ndet_reference_element_bits(dtype, values[rank % 8] * (rank >= 8 ? 0.5 : 1.0));
 }
 
 /* Calls visit() for every (dtype, op, size) of the run, in the order of the table. */

@@ -194,8 +194,7 @@ void perf_launch(struct perf_rank *me, enum perf_impl impl, const void *send, vo
 			.op = row->op,
 			.root = -1,
 			.premul = row->premul ? NDET_PREMUL_HOST : NDET_PREMUL_NONE,
-			.scalar_bits =
-				row->premul ? perf_premul_scalar_bits(row->dtype, me->rank) : 0};
+			.scalar_bits = row->premul ? me->premul_scalar_bits : 0};
 		/* Failures are read from the engine after the calls (perf_check_engine). */
 		(void)ndet_engine_collective(world->engines[me->rank], &call, me->stream);
 		return;
@@ -490,13 +489,13 @@ static void perf_rank_row(void *context, struct perf_row *row)
 		PERF_CHECK(cudaMemcpyAsync(me->symmetric_send, me->host_in, row->bytes,
 					   cudaMemcpyHostToDevice, me->stream));
 	PERF_CHECK(cudaStreamSynchronize(me->stream));
-	/* A PreMulSum row's NCCL op, with this rank's scalar, for this row's calls. */
+	/* A PreMulSum row's scalar of this rank, and NCCL's op with it, for this row's calls. */
+	me->premul_scalar_bits = row->premul ? perf_premul_scalar_bits(row->dtype, me->rank) : 0;
 	const bool nccl_premul = row->premul && (world->nccl_on || world->symmetric_on);
 	if (nccl_premul) {
-		uint64_t scalar = perf_premul_scalar_bits(row->dtype, me->rank);
 		perf_check_nccl(me,
 				world->nccl.fn.ncclRedOpCreatePreMulSum(
-					&me->nccl_premul_op, &scalar,
+					&me->nccl_premul_op, &me->premul_scalar_bits,
 					ndet_dtype_to_nccl(row->dtype), ncclScalarHostImmediate,
 					world->comms[me->rank]),
 				"ncclRedOpCreatePreMulSum");
