@@ -320,6 +320,15 @@ uint64_t ndet_reference_element_bits(ndet_dtype_t dtype, double value)
 	return bits;
 }
 
+double ndet_reference_test_scalar(int rank)
+{
+	/* Two mantissa bits at most (fp8 e5m2's), magnitudes 1/8 to 3, all distinct. */
+	static const double values[] = {0.75,   -1.5,  3.0,    1.25,    -0.5,  2.0,
+					0.375,  -2.5,  1.75,   -0.625,  0.875, -0.3125,
+					0.4375, -0.25, 0.1875, -0.21875};
+	return values[rank % 16];
+}
+
 /*
  * Operators, one set per accumulation type.  min/max look only at values, never at
  * operand positions, so the bits of the result do not depend on operand order.

@@ -214,6 +214,13 @@ uint8_t ndet_float_to_fp8_e5m2(float value);
  */
 uint64_t ndet_reference_element_bits(ndet_dtype_t dtype, double value);
 
+/*
+ * Rank r's PreMulSum scalar in the GPU tests and nccl-det-perf: exact in every dtype,
+ * signs mixed, never 1 and distinct for 16 ranks (then they repeat), so a scalar
+ * applied to the wrong rank or not at all gives other bits.
+ */
+double ndet_reference_test_scalar(int rank);
+
 #ifdef __cplusplus
 }
 #endif

@@ -298,19 +298,11 @@ static void test_reduce_root_and_count_zero(void **state)
 
 /* ------------------------------------------------------------------ PreMulSum */
 
-/* One element of `dtype` for a scalar value (exact for the values used here). */
+/* One element of `dtype` for a scalar value (ndet_reference_element_bits). */
 static void scalar_of(ndet_dtype_t dtype, double value, void *out)
 {
-	if (dtype == NDET_DTYPE_F64) {
-		memcpy(out, &value, sizeof(value));
-	} else if (dtype == NDET_DTYPE_F32) {
-		float f = (float)value;
-		memcpy(out, &f, sizeof(f));
-	} else {
-		uint16_t h = dtype == NDET_DTYPE_F16 ? ndet_float_to_half((float)value)
-						     : ndet_float_to_bfloat16((float)value);
-		memcpy(out, &h, sizeof(h));
-	}
+	const uint64_t bits = ndet_reference_element_bits(dtype, value);
+	memcpy(out, &bits, ndet_dtype_size(dtype)); /* little-endian: the low bytes */
 }
 
 /*
@@ -327,7 +319,6 @@ static void test_premulsum_host_and_device_scalars(void **state)
 	enum { N = 4 };
 	static _Alignas(16) unsigned char input[N][N * RECV * 8], all[N][N * RECV * 8],
 		scatter[N][RECV * 8], root[N * RECV * 8], want[N * RECV * 8], nccl[N][N * RECV * 8];
-	static const double values[N] = {0.75, -1.5, 3.0, 1.25};
 	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
 		const ndet_dtype_t dt = (ndet_dtype_t)dtype;
 		const ncclDataType_t type = ndet_divert_nccl_type(dt);
@@ -342,7 +333,7 @@ static void test_premulsum_host_and_device_scalars(void **state)
 					    NDET_TEST_DATA_CANCEL);
 			views[r] = input[r];
 			bool device = r % 2 == 1;
-			scalar_of(dt, values[r], host_scalar[r]);
+			scalar_of(dt, ndet_reference_test_scalar(r), host_scalar[r]);
 			scalar_of(dt, 2.5, device_scalar[r]); /* replaced before the calls */
 			assert_int_equal(
 				ncclRedOpCreatePreMulSum(
@@ -352,14 +343,14 @@ static void test_premulsum_host_and_device_scalars(void **state)
 				ncclSuccess);
 			/* Per communicator: every rank got the same first value. */
 			assert_int_equal(ops[r], ncclNumOps);
-			scalar_of(dt, values[r], scalars + (size_t)r * size);
+			scalar_of(dt, ndet_reference_test_scalar(r), scalars + (size_t)r * size);
 		}
 		/* Host: captured already; device: read when the call runs. */
 		for (int r = 0; r < N; r++) {
 			if (r % 2 == 0)
 				scalar_of(dt, 100.0, host_scalar[r]);
 			else
-				scalar_of(dt, values[r], device_scalar[r]);
+				scalar_of(dt, ndet_reference_test_scalar(r), device_scalar[r]);
 		}
 		assert_int_equal(ndet_reference_premulsum(views, scalars, N, want, total, dt),
 				 NDET_OK);

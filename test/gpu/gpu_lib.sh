@@ -1,4 +1,4 @@
-# Sourced by the GPU test scripts: the log and PASS/FAIL counting (MPS: mps.sh).
+# Sourced by the GPU test scripts: the log, PASS/FAIL counting and nccl-tests' result rows (MPS: mps.sh).
 # The sourcing script sets LOG (the log file) first.
 passed=0
 failed=0
@@ -17,6 +17,28 @@ verdict() {
 		failures="$failures $name"
 		log "FAIL $name$detail"
 	fi
+}
+
+# wrong_rows FILE all|bad: nccl-tests' data rows (all), or those whose #wrong
+# (out-of-place or in-place) is not 0 (bad); none when the header names no #wrong.
+# The #wrong columns are where the header has them (its leading '#' is a field of
+# its own, so in the data rows one field to the left).
+wrong_rows() {
+	awk -v want="$2" '
+		/^#/ && /#wrong/ && !cols {
+			for (i = 1; i <= NF; i++)
+				if ($i == "#wrong")
+					col[++cols] = i - 1
+			next
+		}
+		cols && $1 ~ /^[0-9]+$/ && NF >= col[cols] {
+			bad = 0
+			for (c = 1; c <= cols; c++)
+				if ($col[c] != "0")
+					bad = 1
+			if (want == "all" || bad)
+				print
+		}' "$1"
 }
 
 # wait_ranks PID...: wait for the ranks' processes; returns 1 if any failed.  Once one

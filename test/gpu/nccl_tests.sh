@@ -40,11 +40,6 @@ gpus=$(nvidia-smi -L | grep -c '^GPU')
 [ "$gpus" -le 8 ] || gpus=8
 log "nccl-tests all_reduce_perf -g $gpus, $(date -u +%FT%TZ), commit ${NDET_COMMIT:-unknown}, $BIN"
 
-# wrong_rows FILE: data rows whose #wrong (out-of-place or in-place) is not 0.
-wrong_rows() {
-	awk '$1 ~ /^[0-9]+$/ && NF >= 13 && ($9 != "0" || $13 != "0")' "$1"
-}
-
 # job NAME LIMIT CMD...: run it, then judge nccl-tests' checks and nccl-det's STATS.
 job() {
 	local name=$1 limit=$2 rc
@@ -54,13 +49,13 @@ job() {
 	NCCL_DET_STATS=1 timeout --kill-after=10 "$limit" stdbuf -oL "$@" >"$file" 2>&1
 	rc=$?
 	local rows bad stats diverted
-	rows=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13' "$file" | wc -l)
-	bad=$(wrong_rows "$file" | wc -l)
+	rows=$(wrong_rows "$file" all | wc -l)
+	bad=$(wrong_rows "$file" bad | wc -l)
 	stats=$(grep -c "NCCL-DET STATS" "$file")
 	diverted=$(grep "NCCL-DET STATS" "$file" | grep -c "diverted [1-9]")
 	local why=""
 	[ $rc -eq 0 ] || why="$why exit $rc;"
-	[ "$rows" -gt 0 ] || why="$why no result rows;"
+	[ "$rows" -gt 0 ] || why="$why no result rows (or no #wrong columns);"
 	[ "$bad" -eq 0 ] || why="$why $bad rows with #wrong != 0;"
 	case $name in
 	plain) [ "$stats" -eq 0 ] || why="$why nccl-det was loaded;" ;;
@@ -68,7 +63,7 @@ job() {
 	esac
 	log "  $name: $rows rows, $bad with #wrong != 0, $diverted of $stats ranks diverted (exit $rc)"
 	if [ -n "$why" ]; then
-		wrong_rows "$file" | head -5 >>"$LOG"
+		wrong_rows "$file" bad | head -5 >>"$LOG"
 		tail -5 "$file" >>"$LOG"
 	fi
 	why=${why%;}

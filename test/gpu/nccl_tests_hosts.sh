@@ -79,8 +79,6 @@ job() {
 		"$wrap" "$DIR/$bin" "$@" >"$file" 2>&1
 	rc=$?
 	local rows bad verdicts diverted clean premul why=""
-	# The #wrong columns: where the header has them (its leading '#' is a field
-	# of its own), in the data rows one field to the left.
 	rows=$(wrong_rows "$file" all | wc -l)
 	bad=$(wrong_rows "$file" bad | wc -l)
 	verdicts=$(grep -c "across $hosts hosts of $((n / hosts)) rank" "$file")
@@ -102,26 +100,6 @@ job() {
 	fi
 	why=${why%;}
 	verdict "$name" "$([ -z "$why" ] && echo 0 || echo 1)" "${why# }"
-}
-
-# wrong_rows FILE all|bad: nccl-tests' data rows (all), or those whose #wrong
-# (out-of-place or in-place) is not 0 (bad); none when the header names no #wrong.
-wrong_rows() {
-	awk -v want="$2" '
-		/^#/ && /#wrong/ && !cols {
-			for (i = 1; i <= NF; i++)
-				if ($i == "#wrong")
-					col[++cols] = i - 1
-			next
-		}
-		cols && $1 ~ /^[0-9]+$/ && NF >= col[cols] {
-			bad = 0
-			for (c = 1; c <= cols; c++)
-				if ($col[c] != "0")
-					bad = 1
-			if (want == "all" || bad)
-				print
-		}' "$1"
 }
 
 for layout in $layouts; do

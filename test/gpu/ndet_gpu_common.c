@@ -754,13 +754,6 @@ void gpu_run_abort_at_start(struct gpu_rank *rank, size_t count)
 
 /* ------------------------------------------------------------ reduce-scatter, reduce, PreMulSum */
 
-/* Rank r's PreMulSum scalar: exact in every dtype, signs mixed, never 1. */
-static double gpu_scalar_value(int rank)
-{
-	static const double values[] = {0.75, -1.5, 3.0, 1.25, -0.5, 2.0, 0.375, -2.5};
-	return values[rank % 8] * (rank >= 8 ? 0.5 : 1.0);
-}
-
 /* Device buffers of one rank for the collective matrix (allocated once, before any launch). */
 struct gpu_coll_buffers {
 	char *send_rs; /* reduce-scatter input; block `rank` is its output in place */
@@ -794,7 +787,8 @@ static void gpu_coll_prepare(struct gpu_coll_case *c, int rank, uint64_t seed, d
 		gpu_fill(c->dtype, c->inputs[r], total, seed ^ ((uint64_t)r * 7919u), r % 2 == 1);
 		views[r] = c->inputs[r];
 		const uint64_t bits = ndet_reference_element_bits(
-			c->dtype, gpu_scalar_value(r) * (r % 2 == 1 ? device_scale : 1.0));
+			c->dtype,
+			ndet_reference_test_scalar(r) * (r % 2 == 1 ? device_scale : 1.0));
 		memcpy(c->scalars + (size_t)r * size, &bits, size);
 	}
 	c->expected = malloc(total * size + 16);

@@ -2301,6 +2301,29 @@ static void test_element_bits(void **state)
 			 0x3FF0000000400000ull);
 }
 
+/* The tests' PreMulSum scalars: exact in the narrowest types, never 1, both signs, distinct. */
+static void test_test_scalars(void **state)
+{
+	(void)state;
+	int negative = 0;
+	for (int r = 0; r < 16; r++) {
+		const double s = ndet_reference_test_scalar(r);
+		assert_true(s != 1.0 && s != 0.0);
+		negative += s < 0;
+		for (int q = 0; q < r; q++)
+			assert_true(ndet_reference_test_scalar(q) != s);
+		assert_true(ndet_fp8_e4m3_to_float((uint8_t)ndet_reference_element_bits(
+				    NDET_DTYPE_F8E4M3, s)) == (float)s);
+		assert_true(ndet_fp8_e5m2_to_float((uint8_t)ndet_reference_element_bits(
+				    NDET_DTYPE_F8E5M2, s)) == (float)s);
+		assert_true(ndet_half_to_float((uint16_t)ndet_reference_element_bits(
+				    NDET_DTYPE_F16, s)) == (float)s);
+		assert_true(ndet_bfloat16_to_float((uint16_t)ndet_reference_element_bits(
+				    NDET_DTYPE_BF16, s)) == (float)s);
+	}
+	assert_true(negative > 0 && negative < 16);
+}
+
 static void test_premulsum_product_rounding_by_hand(void **state)
 {
 	(void)state;
@@ -2423,6 +2446,7 @@ int main(void)
 		cmocka_unit_test(test_premulsum),
 		cmocka_unit_test(test_premulsum_product_rounding_by_hand),
 		cmocka_unit_test(test_element_bits),
+		cmocka_unit_test(test_test_scalars),
 		cmocka_unit_test(test_premulsum_reduce_scatter_blocks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -25,11 +25,10 @@ const char *perf_op_name(const struct perf_row *row)
 	return row->premul ? "mulsum" : ndet_op_name(row->op);
 }
 
-/* Rank r's PreMulSum scalar: exact in every dtype, signs mixed, never 1. */
+/* Rank r's PreMulSum scalar, the GPU tests' (ndet_reference_test_scalar). */
 uint64_t perf_premul_scalar_bits(ndet_dtype_t dtype, int rank)
 {
-	static const double values[] = {0.75, -1.5, 3.0, 1.25, -0.5, 2.0, 0.375, -2.5};
-	return ndet_reference_element_bits(dtype, values[rank % 8] * (rank >= 8 ? 0.5 : 1.0));
+	return ndet_reference_element_bits(dtype, ndet_reference_test_scalar(rank));
 }
 
 /* Calls visit() for every (dtype, op, size) of the run, in the order of the table. */
