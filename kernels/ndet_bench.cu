@@ -79,9 +79,19 @@ template <> __device__ __forceinline__ float ndet_bench_value<float>(uint64_t in
 {
 	return __int_as_float((int)(uint32_t)index);
 }
+/* f64: the first inputs the edges (zeros, the subnormal range, the largest, infinity, NaN). */
+__constant__ uint64_t ndet_bench_f64_edges[] = {
+	0x0000000000000000ull, 0x8000000000000000ull, 0x0000000000000001ull, 0x8000000000000001ull,
+	0x0000000000000002ull, 0x0000000000000003ull, 0x000fffffffffffffull, 0x800fffffffffffffull,
+	0x0010000000000000ull, 0x8010000000000000ull, 0x0010000000000001ull, 0x0020000000000000ull,
+	0x0020000000000001ull, 0x0030000000000001ull, 0x3ff0000000000000ull, 0xbff0000000000000ull,
+	0x7fefffffffffffffull, 0xffefffffffffffffull, 0x7ff0000000000000ull, 0xfff0000000000000ull,
+	0x7ff8000000000000ull, 0xfff8000000000001ull, 0x7ff0000000000001ull};
 template <> __device__ __forceinline__ double ndet_bench_value<double>(uint64_t index)
 {
-	return __longlong_as_double((long long)ndet_bench_mix(index));
+	constexpr uint64_t edges = sizeof(ndet_bench_f64_edges) / sizeof(ndet_bench_f64_edges[0]);
+	return __longlong_as_double(
+		(long long)(index < edges ? ndet_bench_f64_edges[index] : ndet_bench_mix(index)));
 }
 __device__ __forceinline__ uint64_t ndet_bench_bits(float x)
 {

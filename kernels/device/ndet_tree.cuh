@@ -169,7 +169,7 @@ __device__ __forceinline__ Acc ndet_tree(const ndet_kernel_args &a, Acc (&v)[NDE
  */
 __device__ __forceinline__ bool ndet_power_of_two(uint32_t n)
 {
-	return (n & (n - 1)) == 0;
+	return n != 0 && (n & (n - 1)) == 0;
 }
 /* 2^-k for n = 2^k, built from its exponent (a normal number for every 32-bit n). */
 __device__ __forceinline__ float ndet_power_of_two_inverse(float, uint32_t n)

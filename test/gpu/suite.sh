@@ -1,8 +1,8 @@
 #!/bin/bash
 # GPU test suite for nccl-det (run on a GPU machine; see README "GPU tests").
 #
-#   test/gpu/suite.sh smoke            < 3 min: avg's product check, loopback n=3, 3 processes under MPS
-#                                      (every dtype), one-launch mode under
+#   test/gpu/suite.sh smoke            < 3 min: avg's product check, loopback n=3,
+#                                      3 processes under MPS (every dtype), one-launch mode under
 #                                      compute-sanitizer memcheck (f32 and e5m2: its
 #                                      kernels' first load, below, sanitizer())
 #   test/gpu/suite.sh loopback         loopback n=2..8, full matrix (f32, f16, bf16, f64)
