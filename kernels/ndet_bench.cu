@@ -2,9 +2,10 @@
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
  * The launchers of ndet_bench.h and their kernels: a bare flag round trip, the
- * collectives' copy loop alone, and a fill.  They use the collectives' device code
- * (device/ndet_sync.cuh, device/ndet_copy.cuh), so they measure what the collectives
- * do.
+ * collectives' copy loop alone, a fill, and a check of avg's product by a power of
+ * two.  They use the collectives' device code (device/ndet_sync.cuh,
+ * device/ndet_copy.cuh, device/ndet_tree.cuh), so they measure and check what the
+ * collectives do.
  */
 #include <cuda_runtime.h>
 
@@ -12,6 +13,7 @@
 #include "kernels/ndet_abi.h"
 #include "kernels/device/ndet_sync.cuh"
 #include "kernels/device/ndet_copy.cuh"
+#include "kernels/device/ndet_tree.cuh"
 
 namespace
 {
@@ -63,6 +65,61 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS) ndet_empty_kernel(const n
 {
 }
 
+/* A well-mixed 64-bit pattern of an index (splitmix64's finaliser). */
+__device__ __forceinline__ uint64_t ndet_bench_mix(uint64_t z)
+{
+	z += 0x9e3779b97f4a7c15ull;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+template <typename Acc> __device__ __forceinline__ Acc ndet_bench_value(uint64_t index);
+template <> __device__ __forceinline__ float ndet_bench_value<float>(uint64_t index)
+{
+	return __int_as_float((int)(uint32_t)index);
+}
+/* f64: the first inputs the edges (zeros, the subnormal range, the largest, infinity, NaN). */
+__constant__ uint64_t ndet_bench_f64_edges[] = {
+	0x0000000000000000ull, 0x8000000000000000ull, 0x0000000000000001ull, 0x8000000000000001ull,
+	0x0000000000000002ull, 0x0000000000000003ull, 0x000fffffffffffffull, 0x800fffffffffffffull,
+	0x0010000000000000ull, 0x8010000000000000ull, 0x0010000000000001ull, 0x0020000000000000ull,
+	0x0020000000000001ull, 0x0030000000000001ull, 0x3ff0000000000000ull, 0xbff0000000000000ull,
+	0x7fefffffffffffffull, 0xffefffffffffffffull, 0x7ff0000000000000ull, 0xfff0000000000000ull,
+	0x7ff8000000000000ull, 0xfff8000000000001ull, 0x7ff0000000000001ull};
+template <> __device__ __forceinline__ double ndet_bench_value<double>(uint64_t index)
+{
+	constexpr uint64_t edges = sizeof(ndet_bench_f64_edges) / sizeof(ndet_bench_f64_edges[0]);
+	return __longlong_as_double(
+		(long long)(index < edges ? ndet_bench_f64_edges[index] : ndet_bench_mix(index)));
+}
+__device__ __forceinline__ uint64_t ndet_bench_bits(float x)
+{
+	return (uint32_t)__float_as_int(x);
+}
+__device__ __forceinline__ uint64_t ndet_bench_bits(double x)
+{
+	return (uint64_t)__double_as_longlong(x);
+}
+
+template <typename Acc>
+__global__ void ndet_check_avg_product_kernel(uint32_t n, uint64_t first, uint64_t count,
+					      unsigned long long *mismatches,
+					      unsigned long long *example)
+{
+	for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+	     i += (uint64_t)gridDim.x * blockDim.x) {
+		const Acc x = ndet_bench_value<Acc>(first + i);
+		const Acc product = ndet_avg_of(x, n);
+		const Acc quotient = ndet_div(x, (Acc)n);
+		if (ndet_bench_bits(product) == ndet_bench_bits(quotient) ||
+		    (isnan(product) && isnan(quotient)))
+			continue;
+		if (atomicAdd(mismatches, 1ull) == 0)
+			*example = ndet_bench_bits(x);
+	}
+}
+
 } /* namespace */
 
 extern "C" int ndet_kernel_empty(unsigned blocks, void *stream)
@@ -98,5 +155,22 @@ extern "C" int ndet_kernel_fill_u32(unsigned *dst, size_t count, unsigned value,
 	if (blocks > 1024)
 		blocks = 1024;
 	ndet_fill_u32_kernel<<<blocks, 256, 0, (cudaStream_t)stream>>>(dst, count, value);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int ndet_kernel_check_avg_product(int wide, uint32_t n, uint64_t first, uint64_t count,
+					     unsigned long long *mismatches,
+					     unsigned long long *example, void *stream)
+{
+	if (n == 0 || (n & (n - 1)) != 0)
+		return (int)cudaErrorInvalidValue;
+	const cudaStream_t s = static_cast<cudaStream_t>(stream);
+	const unsigned blocks = 1024, threads = 256;
+	if (wide)
+		ndet_check_avg_product_kernel<double>
+			<<<blocks, threads, 0, s>>>(n, first, count, mismatches, example);
+	else
+		ndet_check_avg_product_kernel<float>
+			<<<blocks, threads, 0, s>>>(n, first, count, mismatches, example);
 	return (int)cudaGetLastError();
 }

@@ -39,6 +39,19 @@ int ndet_kernel_empty(unsigned blocks, void *stream);
 /* Fill `count` 32-bit words at `dst` with `value` on `stream`. */
 int ndet_kernel_fill_u32(unsigned *dst, size_t count, unsigned value, void *stream);
 
+/*
+ * avg's product by 2^-k (the collectives' ndet_avg_of for n = 2^k) against the IEEE
+ * division by n, for `count` inputs from index `first`: f32 (wide = 0) takes the bit
+ * pattern `first + i` (every pattern: first 0, count 2^32), f64 (wide = 1) a hash of
+ * it (indices 0-22: zeros, subnormals, the largest, infinities, NaNs).  Adds to
+ * *mismatches (device memory) the inputs whose two results differ in any bit (two
+ * NaNs count as equal) and, for the first one, stores its bits in *example.  n must
+ * be a power of two.
+ */
+int ndet_kernel_check_avg_product(int wide, uint32_t n, uint64_t first, uint64_t count,
+				  unsigned long long *mismatches, unsigned long long *example,
+				  void *stream);
+
 #ifdef __cplusplus
 }
 #endif

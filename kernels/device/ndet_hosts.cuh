@@ -259,7 +259,7 @@ template <int DT, int OP> __device__ void ndet_hosts_reduce_op(const ndet_hosts_
 			return ndet_hosts_load_partial<DT>(base, i, acc);
 		});
 		if (avg)
-			v = ndet_div(v, (Acc)h.divisor);
+			v = ndet_avg_of(v, h.divisor);
 		out[i] = D::narrow(v);
 	}
 }

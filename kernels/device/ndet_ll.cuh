@@ -205,7 +205,7 @@ ndet_ll_reduce(const ndet_kernel_args &a, const uint64_t (&mine)[NDET_LL_LINES_P
 			}
 			Acc acc = ndet_tree<K, Acc, NR>(a, v, n);
 			if (AVG)
-				acc = ndet_div(acc, (Acc)n);
+				acc = ndet_avg_of(acc, (uint32_t)n);
 			ndet_store_elem<T>(static_cast<char *>(a.recvbuff) +
 						   (start + line * E8 + e) * sizeof(T),
 					   D::narrow(acc));

@@ -34,7 +34,7 @@ template <int K, int AVG, typename Acc>
 __device__ __forceinline__ Acc ndet_reduce_root(const ndet_kernel_args &a, Acc acc, int n)
 {
 	if constexpr (AVG == kAvgYes)
-		return ndet_div(acc, (Acc)n);
+		return ndet_avg_of(acc, (uint32_t)n);
 	else if constexpr (AVG == kAvgNo)
 		return acc;
 	else
@@ -52,8 +52,14 @@ __device__ __forceinline__ void ndet_reduce_roots(const ndet_kernel_args &a, Acc
 {
 	if constexpr (AVG == kAvgNo || K == kPremul) {
 		return;
-	} else {
-		if (AVG == kAvgYes || a.op == NDET_OP_AVG) {
+	} else if (AVG == kAvgYes || a.op == NDET_OP_AVG) {
+		/* Products or divisions for the whole pack (ndet_avg_of). */
+		if (ndet_power_of_two((uint32_t)n)) {
+			const Acc inverse = ndet_power_of_two_inverse(Acc(0), (uint32_t)n);
+#pragma unroll
+			for (int e = 0; e < E; e++)
+				acc[e] = ndet_mul(acc[e], inverse);
+		} else {
 #pragma unroll
 			for (int e = 0; e < E; e++)
 				acc[e] = ndet_div(acc[e], (Acc)n);

@@ -159,11 +159,38 @@ __device__ __forceinline__ Acc ndet_tree(const ndet_kernel_args &a, Acc (&v)[NDE
 	return ndet_tree_of<NDET_OP_SUM, Acc, NR>(v, n);
 }
 
+/*
+ * avg's division of a root by n, the rank count (n >= 1).  By a power of two 2^k it
+ * is the product with 2^-k, which is exact: x * 2^-k and x / 2^k are then the one
+ * correctly rounded value of the same real number, the same bits for every x,
+ * subnormal results included (these kernels never flush to zero), infinity and
+ * zero alike; NaN stays NaN.  A product is one instruction where an IEEE division
+ * is tens.  Any other n divides.
+ */
+__device__ __forceinline__ bool ndet_power_of_two(uint32_t n)
+{
+	return n != 0 && (n & (n - 1)) == 0;
+}
+/* 2^-k for n = 2^k, built from its exponent (a normal number for every 32-bit n). */
+__device__ __forceinline__ float ndet_power_of_two_inverse(float, uint32_t n)
+{
+	return __int_as_float((127 - (__ffs((int)n) - 1)) << 23);
+}
+__device__ __forceinline__ double ndet_power_of_two_inverse(double, uint32_t n)
+{
+	return __longlong_as_double((long long)(1023 - (__ffs((int)n) - 1)) << 52);
+}
+template <typename Acc> __device__ __forceinline__ Acc ndet_avg_of(Acc x, uint32_t n)
+{
+	return ndet_power_of_two(n) ? ndet_mul(x, ndet_power_of_two_inverse(x, n))
+				    : ndet_div(x, (Acc)n);
+}
+
 /* The root before its one rounding: divided by n for avg. */
 template <int K, typename Acc>
 __device__ __forceinline__ Acc ndet_averaged(const ndet_kernel_args &a, Acc acc, int n)
 {
-	return K != kPremul && a.op == NDET_OP_AVG ? ndet_div(acc, (Acc)n) : acc;
+	return K != kPremul && a.op == NDET_OP_AVG ? ndet_avg_of(acc, (uint32_t)n) : acc;
 }
 
 } /* namespace */

@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/ndet_bench.h"
 #include "kernels/ndet_kernels.h"
 #include "test/gpu/ndet_gpu_common.h"
 #include "test/gpu/ndet_gpu_hosts.h"
@@ -738,6 +739,39 @@ static int run_load_all_ranks(void)
 	return 0;
 }
 
+/*
+ * avg divides by a power of two as a product with its exact inverse: the same bits
+ * as the division for every f32 input (all 2^32 patterns) and for 2^32 f64 patterns
+ * spread over every exponent, at rank counts 1 to 2^20.
+ */
+static int run_avg_product(void)
+{
+	static const uint32_t counts[] = {1, 2, 4, 8, 16, 64, 1024, 1u << 20};
+	unsigned long long *device = NULL, host[2];
+	GPU_CHECK(cudaMalloc((void **)&device, sizeof(host)));
+	int checks = 0, failures = 0;
+	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+		for (int wide = 0; wide < 2; wide++) {
+			GPU_CHECK(cudaMemset(device, 0, sizeof(host)));
+			GPU_CHECK((cudaError_t)ndet_kernel_check_avg_product(
+				wide, counts[c], 0, 1ull << 32, device, device + 1, NULL));
+			GPU_CHECK(cudaDeviceSynchronize());
+			GPU_CHECK(cudaMemcpy(host, device, sizeof(host), cudaMemcpyDeviceToHost));
+			checks++;
+			if (host[0] != 0) {
+				failures++;
+				printf("FAIL avg-product: %s, n = %u: %llu inputs differ from the "
+				       "division, the first 0x%llx\n",
+				       wide ? "f64" : "f32", counts[c], host[0], host[1]);
+			}
+		}
+	}
+	GPU_CHECK(cudaFree(device));
+	printf("SUMMARY ndet_gpu_test avg-product: %d checks of 2^32 inputs, %d failed\n", checks,
+	       failures);
+	return failures == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -792,9 +826,11 @@ int main(int argc, char **argv)
 		return run_mp(argc < 3 || strcmp(argv[2], "full") != 0);
 	if (argc >= 2 && strcmp(argv[1], "load-all-ranks") == 0)
 		return run_load_all_ranks();
+	if (argc >= 2 && strcmp(argv[1], "avg-product") == 0)
+		return run_avg_product();
 	fprintf(stderr,
 		"usage: %s loopback N [quick|full] | sanitize N (1-8) | hosts LAYOUT "
-		"[quick|full] [one-launch] | mp [quick|full] | load-all-ranks\n",
+		"[quick|full] [one-launch] | mp [quick|full] | load-all-ranks | avg-product\n",
 		argv[0]);
 	return 2;
 }

@@ -1,8 +1,8 @@
 #!/bin/bash
 # GPU test suite for nccl-det (run on a GPU machine; see README "GPU tests").
 #
-#   test/gpu/suite.sh smoke            < 3 min: loopback n=3, 3 processes under MPS
-#                                      (every dtype), one-launch mode under
+#   test/gpu/suite.sh smoke            < 3 min: avg's product check, loopback n=3,
+#                                      3 processes under MPS (every dtype), one-launch mode under
 #                                      compute-sanitizer memcheck (f32 and e5m2: its
 #                                      kernels' first load, below, sanitizer())
 #   test/gpu/suite.sh loopback         loopback n=2..8, full matrix (f32, f16, bf16, f64)
@@ -148,6 +148,7 @@ log "nccl-det GPU suite, tier $tier, $(date -u +%FT%TZ), commit ${NDET_COMMIT:-u
 
 case $tier in
 smoke)
+	run avg-product 60 "$bin" avg-product
 	run loopback-n3-quick 120 "$bin" loopback 3 quick
 	mps_start
 	mp_run mp-n3-mps 3 quick 90
