@@ -70,7 +70,7 @@ torch-hosts6 420 test/gpu/torch_hosts.sh $NDET_LIB AAAAAA AABBCC AAABBB
 torch-hosts-bytes 200 test/gpu/torch_hosts.sh $NDET_LIB bytes mismatch
 hosts-perf   300 test/gpu/torch_hosts_perf.sh $NDET_LIB ABCD
 fp8          450 test/gpu/suite.sh fp8
-fp8-quick    200 test/gpu/suite.sh fp8-quick
+fp8-quick    240 test/gpu/suite.sh fp8-quick
 mp           400 test/gpu/suite.sh mp
 sanitize     200 test/gpu/suite.sh sanitize
 sanitize-fp8 200 test/gpu/suite.sh sanitize-fp8
