@@ -162,7 +162,7 @@ extern "C" int ndet_kernel_check_avg_product(int wide, uint32_t n, uint64_t firs
 					     unsigned long long *mismatches,
 					     unsigned long long *example, void *stream)
 {
-	if (n == 0 || (n & (n - 1)) != 0)
+	if (!ndet_power_of_two(n))
 		return (int)cudaErrorInvalidValue;
 	const cudaStream_t s = static_cast<cudaStream_t>(stream);
 	const unsigned blocks = 1024, threads = 256;

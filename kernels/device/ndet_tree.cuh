@@ -167,7 +167,7 @@ __device__ __forceinline__ Acc ndet_tree(const ndet_kernel_args &a, Acc (&v)[NDE
  * zero alike; NaN stays NaN.  A product is one instruction where an IEEE division
  * is tens.  Any other n divides.
  */
-__device__ __forceinline__ bool ndet_power_of_two(uint32_t n)
+__host__ __device__ __forceinline__ bool ndet_power_of_two(uint32_t n)
 {
 	return n != 0 && (n & (n - 1)) == 0;
 }
