@@ -1,11 +1,10 @@
 /*
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
- * The launchers of ndet_bench.h and their kernels: a bare flag round trip, the
- * collectives' copy loop alone, a fill, and a check of avg's product by a power of
- * two.  They use the collectives' device code (device/ndet_sync.cuh,
- * device/ndet_copy.cuh, device/ndet_tree.cuh), so they measure and check what the
- * collectives do.
+ * The launchers of ndet_bench.h and their kernels: a bare flag round trip, an n-rank
+ * flag exchange, the collectives' copy loop alone, a fill, and a check of avg's product by a power
+ * of two.  They use the collectives' device code (device/ndet_sync.cuh, device/ndet_copy.cuh,
+ * device/ndet_ll.cuh, device/ndet_tree.cuh), so they measure and check what the collectives do.
  */
 #include <cuda_runtime.h>
 
@@ -13,6 +12,7 @@
 #include "kernels/ndet_abi.h"
 #include "kernels/device/ndet_sync.cuh"
 #include "kernels/device/ndet_copy.cuh"
+#include "kernels/device/ndet_ll.cuh"
 #include "kernels/device/ndet_tree.cuh"
 
 namespace
@@ -63,6 +63,73 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS)
  */
 __global__ void __launch_bounds__(NDET_KERNEL_THREADS) ndet_empty_kernel(const ndet_kernel_args)
 {
+}
+
+/*
+ * ndet_kernel_flag_exchange (ndet_bench.h).  The collectives' arguments ride along
+ * unused, so that the launch costs what a call's does; the prologue's one load and
+ * barrier are those of a collective block reading its step counter.  The LL shape
+ * stores and polls with the LL step's own line accesses.
+ */
+__device__ __forceinline__ bool ndet_exchange_expired(const ndet_bench_exchange &x, uint32_t spins,
+						      uint64_t t0)
+{
+	if ((spins & 63) != 0 || ndet_globaltimer() - t0 <= 5000000000ull)
+		return false;
+	*x.failed = 1;
+	return true;
+}
+
+__device__ void ndet_exchange_one_thread(const ndet_bench_exchange &x, uint64_t b, uint64_t s)
+{
+	const int n = x.nranks, me = x.rank;
+	const uint32_t tag = (uint32_t)s;
+	for (int j = 1; j < n; j++) {
+		const int q = (me + j) % n;
+		ndet_ll_store(x.flags[q] + (b * NDET_MAX_RANKS + me) * 16, s, tag);
+	}
+	uint32_t pending = ((1u << n) - 1) & ~(1u << me);
+	const uint64_t t0 = ndet_globaltimer();
+	for (uint32_t spins = 1; pending != 0 && !ndet_exchange_expired(x, spins, t0); spins++) {
+		uint32_t w[NDET_MAX_RANKS][4];
+#pragma unroll
+		for (int q = 0; q < NDET_MAX_RANKS; q++)
+			if ((pending >> q) & 1)
+				ndet_ll_load(x.flags[me] + (b * NDET_MAX_RANKS + q) * 16, w[q]);
+#pragma unroll
+		for (int q = 0; q < NDET_MAX_RANKS; q++)
+			if (((pending >> q) & 1) && w[q][1] == tag && w[q][3] == tag)
+				pending &= ~(1u << q);
+	}
+}
+
+__global__ void __launch_bounds__(NDET_KERNEL_THREADS)
+	ndet_flag_exchange_kernel(const ndet_kernel_args, const ndet_bench_exchange x)
+{
+	__shared__ uint64_t step;
+	const uint64_t b = blockIdx.x;
+	if (threadIdx.x == 0)
+		step = x.counters[b] + 1;
+	__syncthreads();
+	const uint64_t s = step;
+	const int q = (int)threadIdx.x;
+	if (x.one_thread) {
+		if (q == 0)
+			ndet_exchange_one_thread(x, b, s);
+	} else if (q < x.nranks && q != x.rank) {
+		ndet_store_relaxed(reinterpret_cast<uint64_t *>(x.flags[q] +
+								(b * NDET_MAX_RANKS + x.rank) * 16),
+				   s);
+		const uint64_t *mine = reinterpret_cast<const uint64_t *>(
+			x.flags[x.rank] + (b * NDET_MAX_RANKS + q) * 16);
+		const uint64_t t0 = ndet_globaltimer();
+		for (uint32_t spins = 1;
+		     ndet_load_relaxed(mine) < s && !ndet_exchange_expired(x, spins, t0); spins++) {
+		}
+	}
+	__syncthreads();
+	if (threadIdx.x == 0)
+		x.counters[b] = s;
 }
 
 /* A well-mixed 64-bit pattern of an index (splitmix64's finaliser). */
@@ -126,6 +193,19 @@ extern "C" int ndet_kernel_empty(unsigned blocks, void *stream)
 {
 	const ndet_kernel_args args = {};
 	ndet_empty_kernel<<<blocks, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(args);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int ndet_kernel_flag_exchange(const struct ndet_bench_exchange *exchange,
+					 unsigned blocks, void *stream)
+{
+	if (blocks == 0 || blocks > NDET_BENCH_EXCHANGE_MAX_BLOCKS || exchange->nranks < 1 ||
+	    exchange->nranks > NDET_MAX_RANKS || exchange->rank < 0 ||
+	    exchange->rank >= exchange->nranks)
+		return (int)cudaErrorInvalidValue;
+	const ndet_kernel_args args = {};
+	ndet_flag_exchange_kernel<<<blocks, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
+		args, *exchange);
 	return (int)cudaGetLastError();
 }
 

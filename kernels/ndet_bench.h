@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/ndet_types.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -35,6 +37,35 @@ int ndet_kernel_copy(void *dst, const void *src, size_t bytes, unsigned blocks, 
  * `blocks` blocks: what launching a call costs before it does anything.
  */
 int ndet_kernel_empty(unsigned blocks, void *stream);
+
+/*
+ * The flag exchange under a small collective (nccl-det-perf): what any all-reduce's
+ * synchronisation costs, every rank hearing from every peer once per call.  Block b of
+ * each launch takes the next step of its counter (this rank's `counters[b]`) and
+ * stores it into each peer q's 16 bytes at `flags[q] + (b * NDET_MAX_RANKS + rank) *
+ * 16`, then waits until each peer's step is in its own at `flags[rank] + (b *
+ * NDET_MAX_RANKS + q) * 16`; then the block's barrier.  `one_thread` 0: thread q stores
+ * an 8-byte flag to peer q and polls q's (the shape of the pull paths' flags);
+ * 1: thread 0 stores a 16-byte LL line to every peer in turn, then polls them all,
+ * one load of each per round (the shape of an LL step of 8 bytes).  Every rank must
+ * launch the same sequence of grids.  Flags and counters start at zero:
+ * NDET_BENCH_EXCHANGE_BYTES of flags and one counter per block, up to
+ * NDET_BENCH_EXCHANGE_MAX_BLOCKS blocks.  *failed (this rank's, device memory) is set
+ * to 1 when a peer's step did not come in 5 s (the block then goes on: a benchmark
+ * never hangs).
+ */
+#define NDET_BENCH_EXCHANGE_MAX_BLOCKS 1024u
+#define NDET_BENCH_EXCHANGE_BYTES      ((size_t)NDET_BENCH_EXCHANGE_MAX_BLOCKS * NDET_MAX_RANKS * 16)
+
+struct ndet_bench_exchange {
+	char *flags[NDET_MAX_RANKS];
+	uint64_t *counters;
+	uint32_t *failed;
+	int nranks, rank, one_thread;
+};
+
+int ndet_kernel_flag_exchange(const struct ndet_bench_exchange *exchange, unsigned blocks,
+			      void *stream);
 
 /* Fill `count` 32-bit words at `dst` with `value` on `stream`. */
 int ndet_kernel_fill_u32(unsigned *dst, size_t count, unsigned value, void *stream);

@@ -2,6 +2,7 @@
 # GPU test suite for nccl-det (run on a GPU machine; see README "GPU tests").
 #
 #   test/gpu/suite.sh smoke            < 3 min: avg's product check, loopback n=3,
+#                                      nccl-det-perf at 3 ranks (small sizes, checked),
 #                                      3 processes under MPS (every dtype), one-launch mode under
 #                                      compute-sanitizer memcheck (f32 and e5m2: its
 #                                      kernels' first load, below, sanitizer())
@@ -65,6 +66,29 @@ run() {
 	timeout --kill-after=10 "$limit" "$@" >> "$LOG" 2>&1
 	local rc=$?
 	verdict "$name" $rc "$([ $rc -eq 0 ] || echo "rc=$rc, ")$((SECONDS - start)) s"
+}
+
+# perf_run NAME LIMIT ARGS...: nccl-det-perf with its checks on (exit 1 on a result off
+# the CPU tree, or when a kernel of its own fails); every row of up to 256 KiB must
+# also have printed its floor and flag exchange.
+perf_run() {
+	local name=$1 limit=$2
+	shift 2
+	local out rc start=$SECONDS
+	out=$(mktemp)
+	timeout --kill-after=10 "$limit" "${NDET_PERF:-$BIN_DIR/../../tools/nccl-det-perf}" "$@" \
+		> "$out" 2>&1
+	rc=$?
+	cat "$out" >> "$LOG"
+	local rows exchanges
+	rows=$(grep -c '^ *[0-9]' "$out" || true)
+	exchanges=$(grep -c 'flag exchange above it' "$out" || true)
+	log "$name: $rows rows, $exchanges floor lines with the flag exchange"
+	if [ $rc -eq 0 ] && { [ "$rows" -eq 0 ] || [ "$exchanges" -eq 0 ]; }; then
+		rc=1
+	fi
+	rm -f "$out"
+	verdict "$name" $rc "$((SECONDS - start)) s"
 }
 
 # mp_run NAME N MODE LIMIT [PCT...]: N processes on GPU 0, each its own NCCL_HOSTID;
@@ -150,6 +174,7 @@ case $tier in
 smoke)
 	run avg-product 60 "$bin" avg-product
 	run loopback-n3-quick 120 "$bin" loopback 3 quick
+	perf_run perf-n3-small 60 --ranks 3 -b 8 -e 4K -f 8 -d f32,bf16 -o sum,avg --no-nccl
 	mps_start
 	mp_run mp-n3-mps 3 quick 90
 	mps_stop

@@ -264,6 +264,9 @@ static const struct perf_option perf_option_table[] = {
 	{"link-probe", 0, NULL, PERF_FIELD(link_probe), NULL, 1,
 	 "measure copy bandwidth local, peer-read and peer-write between GPUs 0 and 1 (one way, "
 	 "both ways, alongside a local copy), then exit"},
+	{"exchange-one-thread", 0, NULL, PERF_FIELD(exchange_one_thread), NULL, 1,
+	 "the flag exchange under each small row in an LL step's shape: thread 0 stores\n"
+	 "a 16-byte line to every peer, then polls theirs (default: thread q, peer q)"},
 	{"trace", 0, NULL, PERF_FIELD(trace), NULL, 1,
 	 "after each row, one more call that records the timeline of its first and\n"
 	 "last block on every rank (where the time of a call goes; the first 510\n"

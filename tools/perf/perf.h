@@ -41,6 +41,7 @@
 
 #include "engine/ndet_engine.h"
 #include "resolve/ndet_resolve.h"
+#include "kernels/ndet_bench.h"
 #include "kernels/ndet_types.h"
 
 /* A fatal error, possibly on one rank's thread: leave at once (perf_die in run.c). */
@@ -88,10 +89,11 @@ struct perf_options {
 	int nccl_symmetric; /* --nccl-symmetric: also NCCL on symmetric windows */
 	const char *csv_path;
 	int dry_run;
-	int assume_gpus; /* --gpus, dry run only; -1 = the visible count */
-	int coll;        /* --coll: NDET_COLL_ALLREDUCE or NDET_COLL_REDUCE_SCATTER */
-	int link_probe;  /* --link-probe: copy bandwidths between GPUs 0 and 1, then exit */
-	int trace;       /* --trace: each row's kernel timeline (first and last block) */
+	int assume_gpus;         /* --gpus, dry run only; -1 = the visible count */
+	int coll;                /* --coll: NDET_COLL_ALLREDUCE or NDET_COLL_REDUCE_SCATTER */
+	int link_probe;          /* --link-probe: copy bandwidths between GPUs 0 and 1, then exit */
+	int trace;               /* --trace: each row's kernel timeline (first and last block) */
+	int exchange_one_thread; /* --exchange-one-thread: the flag exchange in LL's shape */
 	int help;
 	int version;
 };
@@ -119,16 +121,20 @@ struct perf_nccl {
 /* ---------------------------------------------------------------- rows */
 
 /* PERF_NCCL_SYMMETRIC: NCCL on buffers registered as symmetric windows. */
-/* PERF_FLOOR: the empty kernel of a call's grid, timed like the calls (no table column). */
+/*
+ * PERF_FLOOR: the empty kernel of a call's grid; PERF_EXCHANGE: the flag exchange of
+ * that grid (ndet_kernel_flag_exchange).  Timed like the calls, no table column.
+ */
 enum perf_impl {
 	PERF_NDET = 0,
 	PERF_NCCL,
 	PERF_NCCL_SYMMETRIC,
 	PERF_IMPL_COUNT,
-	PERF_FLOOR = PERF_IMPL_COUNT
+	PERF_FLOOR = PERF_IMPL_COUNT,
+	PERF_EXCHANGE
 };
 
-/* Rows up to this size also time their floor (PERF_FLOOR). */
+/* Rows up to this size also time their floor (PERF_FLOOR) and flag exchange. */
 #define PERF_FLOOR_MAX_BYTES ((size_t)256 << 10)
 
 /*
@@ -148,6 +154,7 @@ struct perf_row {
 	uint64_t steps;
 	double seconds[PERF_MODE_COUNT][PERF_IMPL_COUNT]; /* per call; < 0 = not run */
 	double floor_seconds[PERF_MODE_COUNT];            /* PERF_FLOOR's, per call; 0 = not run */
+	double exchange_seconds[PERF_MODE_COUNT];         /* PERF_EXCHANGE's, likewise */
 	const char *exact, *invariant;                    /* "OK", "FAIL", "-" */
 	long long wrong;             /* nccl-det's elements off the CPU tree; < 0 = not checked */
 	long long nccl_differ;       /* elements; < 0 = not checked */
@@ -189,6 +196,7 @@ struct perf_world {
 	/* [impl][mode][small, large]; the PERF_NDET row stays empty. */
 	struct perf_ratio_stats ratios[PERF_IMPL_COUNT][PERF_MODE_COUNT][2];
 	uint64_t *flag_pair[2];
+	char *exchange_flags[NDET_MAX_RANKS]; /* each rank's, for PERF_EXCHANGE */
 };
 
 /* One rank's thread. */
@@ -200,6 +208,8 @@ struct perf_rank {
 	/* --nccl-symmetric: from ncclMemAlloc, registered as windows. */
 	char *symmetric_send, *symmetric_recv;
 	ncclWindow_t symmetric_windows[2];
+	/* PERF_EXCHANGE's flags of every rank, this rank's counters and failure word. */
+	struct ndet_bench_exchange exchange;
 	/* A PreMulSum row's: this rank's scalar, and NCCL's op with it (while the row runs). */
 	uint64_t premul_scalar_bits;
 	ncclRedOp_t nccl_premul_op;

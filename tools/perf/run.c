@@ -184,6 +184,11 @@ void perf_launch(struct perf_rank *me, enum perf_impl impl, const void *send, vo
 							  me->stream));
 		return;
 	}
+	if (impl == PERF_EXCHANGE) {
+		PERF_CHECK((cudaError_t)ndet_kernel_flag_exchange(
+			&me->exchange, row->blocks > 0 ? row->blocks : 1, me->stream));
+		return;
+	}
 	if (impl == PERF_NDET) {
 		const struct ndet_engine_call call = {
 			.coll = (ndet_coll_t)world->options.coll,
@@ -206,6 +211,22 @@ void perf_launch(struct perf_rank *me, enum perf_impl impl, const void *send, vo
 			world->comms[me->rank], me->stream);
 	if (result != ncclSuccess)
 		perf_check_nccl(me, result, scatter ? "ncclReduceScatter" : "ncclAllReduce");
+}
+
+/* A flag exchange that gave up waiting would time as a fast one: stop instead. */
+static void perf_check_exchange(struct perf_rank *me)
+{
+	uint32_t failed = 0;
+	PERF_CHECK(
+		cudaMemcpy(&failed, me->exchange.failed, sizeof(failed), cudaMemcpyDeviceToHost));
+	if (failed != 0) {
+		fprintf(stderr,
+			"nccl-det-perf: rank %d: the flag exchange waited 5 s for a peer. With "
+			"ranks sharing one GPU, every rank's blocks must be resident at once: "
+			"lower NCCL_DET_MAX_BLOCKS so that ranks x blocks fits the GPU.\n",
+			me->rank);
+		perf_die();
+	}
 }
 
 /*
@@ -255,6 +276,8 @@ static double perf_time(struct perf_rank *me, enum perf_impl impl, enum perf_mod
 	double elapsed = perf_now() - start;
 	if (impl == PERF_NDET)
 		perf_check_engine(me);
+	else if (impl == PERF_EXCHANGE)
+		perf_check_exchange(me);
 	else if (impl != PERF_FLOOR) /* its launches are checked one by one */
 		perf_check_nccl(me, ncclSuccess, "all-reduce");
 	if (exec != NULL)
@@ -321,6 +344,42 @@ static void perf_measure_flag_rtt(struct perf_rank *me)
 		PERF_CHECK(cudaFree(world->flag_pair[me->rank]));
 }
 
+/* Every rank's flags, counters and failure word for PERF_EXCHANGE (collective). */
+static void perf_exchange_setup(struct perf_rank *me)
+{
+	struct perf_world *world = me->world;
+	const int n = world->options.nranks;
+	const size_t flag_bytes = NDET_BENCH_EXCHANGE_BYTES;
+	struct ndet_bench_exchange *x = &me->exchange;
+	PERF_CHECK(cudaMalloc((void **)&world->exchange_flags[me->rank], flag_bytes));
+	PERF_CHECK(cudaMemset(world->exchange_flags[me->rank], 0, flag_bytes));
+	PERF_CHECK(cudaMalloc((void **)&x->counters,
+			      NDET_BENCH_EXCHANGE_MAX_BLOCKS * sizeof(uint64_t)));
+	PERF_CHECK(cudaMemset(x->counters, 0, NDET_BENCH_EXCHANGE_MAX_BLOCKS * sizeof(uint64_t)));
+	PERF_CHECK(cudaMalloc((void **)&x->failed, sizeof(uint32_t)));
+	PERF_CHECK(cudaMemset(x->failed, 0, sizeof(uint32_t)));
+	PERF_CHECK(cudaDeviceSynchronize());
+	pthread_barrier_wait(&world->barrier);
+	for (int q = 0; q < n; q++) {
+		x->flags[q] = world->exchange_flags[q];
+		const int device = q % world->ngpus;
+		if (world->ngpus > 1 && device != me->rank % world->ngpus &&
+		    cudaDeviceEnablePeerAccess(device, 0) != cudaSuccess)
+			(void)cudaGetLastError(); /* already on, or the copies say why later */
+	}
+	x->nranks = n;
+	x->rank = me->rank;
+	x->one_thread = world->options.exchange_one_thread;
+}
+
+static void perf_exchange_teardown(struct perf_rank *me)
+{
+	pthread_barrier_wait(&me->world->barrier);
+	PERF_CHECK(cudaFree(me->world->exchange_flags[me->rank]));
+	PERF_CHECK(cudaFree(me->exchange.counters));
+	PERF_CHECK(cudaFree(me->exchange.failed));
+}
+
 /* Elements whose bits differ between `got` and `want` (element size `size`). */
 static long long perf_count_differ(const char *got, const char *want, size_t count, size_t size)
 {
@@ -332,7 +391,8 @@ static long long perf_count_differ(const char *got, const char *want, size_t cou
 
 /*
  * Small calls are timed against their floor: the empty kernel of their grid, launched
- * the same way (eager, or a graph of as many launches), in bare flag round trips.
+ * the same way (eager, or a graph of as many launches), in bare flag round trips; so
+ * is the flag exchange of that grid, what any call's synchronisation costs.
  */
 static bool perf_floor_row(const struct perf_world *world, const struct perf_row *row)
 {
@@ -340,11 +400,15 @@ static bool perf_floor_row(const struct perf_world *world, const struct perf_row
 	       world->flag_rtt_us > 0;
 }
 
-/* "#   4096 B: floor eager 6.31 us, graph 0.82 us; above it: eager 0.7, graph 3.4 RT" */
+/*
+ * "#   4096 B: floor (empty kernel, 2 blocks) eager 6.31 us, graph 0.82 us; above it:
+ * eager 0.7, graph 3.4 bare flag round trips; flag exchange above it: eager 0.3, graph 1.2"
+ */
 static void perf_print_floor(const struct perf_world *world, const struct perf_row *row)
 {
-	char floor[96] = "", above[96] = "";
-	size_t f = 0, a = 0;
+	char floor[96] = "", above[96] = "", exchange[96] = "";
+	size_t f = 0, a = 0, x = 0;
+	const double rt = world->flag_rtt_us * 1e-6;
 	for (int mode = 0; mode < PERF_MODE_COUNT; mode++) {
 		const double call = row->seconds[mode][PERF_NDET], empty = row->floor_seconds[mode];
 		if (call <= 0 || empty <= 0)
@@ -353,15 +417,19 @@ static void perf_print_floor(const struct perf_world *world, const struct perf_r
 		f += (size_t)snprintf(floor + f, sizeof(floor) - f, "%s%s %.2f us", sep,
 				      perf_mode_names[mode], empty * 1e6);
 		a += (size_t)snprintf(above + a, sizeof(above) - a, "%s%s %.1f", sep,
-				      perf_mode_names[mode],
-				      (call - empty) * 1e6 / world->flag_rtt_us);
-		if (f >= sizeof(floor) || a >= sizeof(above))
+				      perf_mode_names[mode], (call - empty) / rt);
+		if (row->exchange_seconds[mode] > 0)
+			x += (size_t)snprintf(exchange + x, sizeof(exchange) - x, "%s%s %.1f",
+					      x > 0 ? ", " : "", perf_mode_names[mode],
+					      (row->exchange_seconds[mode] - empty) / rt);
+		if (f >= sizeof(floor) || a >= sizeof(above) || x >= sizeof(exchange))
 			return;
 	}
 	if (f > 0)
 		printf("#   %zu B: floor (empty kernel, %u blocks) %s; above it: %s bare flag "
-		       "round trips\n",
-		       row->bytes, row->blocks > 0 ? row->blocks : 1, floor, above);
+		       "round trips%s%s\n",
+		       row->bytes, row->blocks > 0 ? row->blocks : 1, floor, above,
+		       x > 0 ? "; flag exchange above it: " : "", exchange);
 }
 
 /* Whether NDET_PERF_TEST_WRONG asks for a wrong expected value, once per run. */
@@ -510,9 +578,12 @@ static void perf_rank_row(void *context, struct perf_row *row)
 			    (impl == PERF_NCCL_SYMMETRIC && world->symmetric_on))
 				row->seconds[mode][impl] = perf_time(me, (enum perf_impl)impl,
 								     (enum perf_mode)mode, row);
-		if (perf_floor_row(world, row))
+		if (perf_floor_row(world, row)) {
 			row->floor_seconds[mode] =
 				perf_time(me, PERF_FLOOR, (enum perf_mode)mode, row);
+			row->exchange_seconds[mode] =
+				perf_time(me, PERF_EXCHANGE, (enum perf_mode)mode, row);
+		}
 	}
 	if (o->check && row->bytes <= o->check_max_bytes)
 		perf_check(me, row);
@@ -572,8 +643,10 @@ static void *perf_rank_main(void *argument)
 	}
 	if (me->rank == 0)
 		perf_measure_copy(world);
-	if (o->nranks >= 2)
+	if (o->nranks >= 2) {
 		perf_measure_flag_rtt(me);
+		perf_exchange_setup(me);
+	}
 	if (me->rank == 0) {
 		printf("# device-to-device copy: %.1f GB/s (bytes read + written)",
 		       world->copy_gbps);
@@ -602,6 +675,8 @@ static void *perf_rank_main(void *argument)
 	PERF_CHECK(cudaFree(me->recv));
 	PERF_CHECK(cudaFree(me->recv2));
 	free(me->host_in);
+	if (o->nranks >= 2)
+		perf_exchange_teardown(me);
 	pthread_barrier_wait(&world->barrier);
 	ndet_engine_destroy(world->engines[me->rank], true);
 	free(world->recv_host[me->rank]);
