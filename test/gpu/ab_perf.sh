@@ -23,8 +23,10 @@
 # raw files given as PREV_RAW (space-separated) join the medians.
 #
 # Writes $OUT/ab-raw.txt (every run's rows, tagged) and $OUT/ab-summary.txt (one line
-# per row: B/A of the medians); the last line printed is the summary: the worst B/A
-# of the judged rows, and how many are more than LIMIT (default 1.03) slower.
+# per row: B/A of the medians; then, where the runs printed them, each small row's
+# round trips above the empty kernel and its flag exchange's, medians of A and B,
+# reported, not judged); the last line printed is the summary: the worst B/A of the
+# judged rows, and how many are more than LIMIT (default 1.03) slower.
 set -u
 a=${1:?usage: ab_perf.sh A-PERF B-PERF}
 ops=${OPS:-sum,avg}
@@ -49,10 +51,34 @@ run() {
 	n=$(echo "$*" | sed -E 's/.*--ranks ([0-9]+).*/\1/')
 	echo "# $tag $judged: $*" >>"$raw"
 	"$binary" "$@" -c 0 --no-nccl 2>&1 | awk -v tag="$tag" -v n="$n" -v judged="$judged" '
+		# "#   4096 B: floor (...) ...; above it: eager 0.7, graph 1.9 bare flag round
+		# trips; flag exchange above it: eager 0.3, graph 1.1", under the rows of its
+		# size, type and op: the round trips above the empty kernel, kinds floor and
+		# exchange (reported, not judged).
+		/^# +[0-9]+ B: floor/ {
+			i = index($0, "above it: ")
+			if (i == 0)
+				next
+			rest = substr($0, i + 10)
+			split(rest, w, /[ ,;]+/)
+			for (k = 1; k < 5; k += 2)
+				if (w[k] == "eager" || w[k] == "graph")
+					print tag, "floor", n, type, op, $2, w[k], w[k + 1]
+			j = index(rest, "flag exchange above it: ")
+			if (j == 0)
+				next
+			split(substr(rest, j + 24), x, /[ ,]+/)
+			for (k = 1; k < 5; k += 2)
+				if (x[k] == "eager" || x[k] == "graph")
+					print tag, "exchange", n, type, op, $2, x[k], x[k + 1]
+			next
+		}
 		/^#/ { next }
 		# size count type redop mode path, then nccl-det time algbw busbw #wrong, ...
 		NF == 17 && ($5 == "eager" || $5 == "graph") {
 			print tag, judged, n, $3, $4, $1, $5, $7
+			type = $3
+			op = $4
 		}
 		# The older layout: size count type redop path grid | eager cells | graph ...
 		$7 == "|" && $13 == "|" && NF >= 20 {
@@ -90,6 +116,8 @@ python3 - "$limit" "$OUT/ab-summary.txt" "$raw" ${PREV_RAW:-} <<'PY'
 import collections, statistics, sys
 limit, summary, raws = float(sys.argv[1]), sys.argv[2], sys.argv[3:]
 times = collections.defaultdict(lambda: {"A": [], "B": []})
+# Round trips above the empty kernel: [kind][key][tag], kinds floor and exchange.
+above = collections.defaultdict(lambda: collections.defaultdict(lambda: {"A": [], "B": []}))
 judged = {}
 for line in (l for raw in raws for l in open(raw)):
     if line.startswith("#"):
@@ -98,6 +126,9 @@ for line in (l for raw in raws for l in open(raw)):
     if us == "-":
         continue
     key = (int(n), dtype, op, int(size), mode)
+    if kind in ("floor", "exchange"):
+        above[kind][key][tag].append(float(us))
+        continue
     times[key][tag].append(float(us))
     judged[key] = kind == "judged"
 rows, worst, slower = [], (0.0, None), 0
@@ -119,6 +150,21 @@ for key in sorted(times):
     rows.append("%2d %-6s %-4s %10d %-5s A %9.2f us  B %9.2f us  B/A %.3f%s" % (
         n, dtype, op, size, mode, statistics.median(t["A"]), statistics.median(t["B"]),
         ratio, flag))
+floor_rows = []
+for key in sorted(above["floor"]):
+    t, x = above["floor"][key], above["exchange"].get(key)
+    if not t["A"] or not t["B"]:
+        continue
+    n, dtype, op, size, mode = key
+    cells = "A %5.2f  B %5.2f" % (statistics.median(t["A"]), statistics.median(t["B"]))
+    if x and x["A"] and x["B"]:
+        cells += "   flag exchange A %5.2f  B %5.2f" % (
+            statistics.median(x["A"]), statistics.median(x["B"]))
+    floor_rows.append("%2d %-6s %-4s %10d %-5s above the empty kernel, RT: %s" % (
+        n, dtype, op, size, mode, cells))
+if floor_rows:
+    rows.append("# round trips above the empty kernel (medians; reported, not judged)")
+    rows.extend(floor_rows)
 with open(summary, "w") as f:
     f.write("\n".join(rows) + "\n")
 print("\n".join(rows))

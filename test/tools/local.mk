@@ -4,4 +4,5 @@ TESTS += test/tools/test_tools.sh test/tools/test_perf_tool.sh test/tools/test_a
 	test/tools/test_torch_extras_check.sh
 EXTRA_DIST += test/tools/test_tools.sh test/tools/test_perf_tool.sh test/tools/test_ab_perf.sh \
 	test/tools/data/perf-rows-h200-2ranks.txt \
+	test/tools/data/perf-floor-h200-8ranks.txt \
 	test/tools/test_torch_extras_check.sh

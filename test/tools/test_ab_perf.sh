@@ -54,4 +54,24 @@ grep -q "^SUMMARY ab: 96 judged rows, worst B/A 1.[12][0-9]* at (2, 'bf16', 'avg
 	"$scratch/out" || fail "one slower row: $(tail -1 "$scratch/out")"
 grep -q "^ 2 bf16   avg       32768 graph A .* B/A 1.[12][0-9]*  SLOWER$" "$scratch/out" ||
 	fail "one slower row: the row is not flagged: $(grep SLOWER "$scratch/out")"
+# The floor lines (test/tools/data/perf-floor-h200-8ranks.txt: nccl-det-perf --ranks 8
+# -b 8 -e 32K -f 8 -d f32 -o sum -n 100 -w 20 -G 5 -c 0 --no-nccl on one H200,
+# 2026-12-04): each build's round trips above the empty kernel and its flag
+# exchange's, reported per row, not judged; B's 4 KiB graph row 1.2 instead of 2.4.
+floor=$(cd "$top" && pwd)/test/tools/data/perf-floor-h200-8ranks.txt
+[ -f "$floor" ] || fail "no $floor"
+printf '#!/bin/sh\ncat "%s"\n' "$floor" >"$scratch/fa"
+printf '#!/bin/sh\nsed "s/graph 2.4 bare/graph 1.2 bare/" "%s"\n' "$floor" >"$scratch/fb"
+chmod +x "$scratch/fa" "$scratch/fb"
+ab 0 "floor lines" "$scratch/fa" "$scratch/fb"
+grep -q "^SUMMARY ab: 10 judged rows, worst B/A 1.000 at .*, 0 above 1.03$" "$scratch/out" ||
+	fail "floor lines: $(tail -1 "$scratch/out")"
+grep -q "^ 2 f32    sum           8 graph above the empty kernel, RT: A  2.00  B  2.00   flag exchange A  1.10  B  1.10$" \
+	"$scratch/out" || fail "floor lines: 8 B graph: $(grep 'above the empty' "$scratch/out" | head -3)"
+grep -q "^ 2 f32    sum        4096 graph above the empty kernel, RT: A  2.40  B  1.20   flag exchange A  1.20  B  1.20$" \
+	"$scratch/out" || fail "floor lines: 4 KiB graph: $(grep 'above the empty' "$scratch/out")"
+grep -q "^ 2 f32    sum       32768 eager above the empty kernel, RT: A  1.20  B  1.20   flag exchange A  1.10  B  1.10$" \
+	"$scratch/out" || fail "floor lines: 32 KiB eager: $(grep 'above the empty' "$scratch/out")"
+[ "$(grep -c 'above the empty kernel, RT' "$scratch/out")" -eq 10 ] ||
+	fail "floor lines: expected 10: $(grep 'above the empty' "$scratch/out")"
 echo "PASS: ab_perf.sh on nccl-det-perf's rows"
