@@ -156,6 +156,11 @@ static uint64_t perf_seed(int rank, size_t count)
 	return (uint64_t)rank * 7777 + count;
 }
 
+/* Why a kernel that waits for its peers may never see them on one GPU. */
+#define PERF_RESIDENCY_HINT                                                                        \
+	"With ranks sharing one GPU, every rank's blocks must be resident at once: lower "         \
+	"NCCL_DET_MAX_BLOCKS so that ranks x blocks fits the GPU."
+
 /* A failed call would time as a fast no-op: stop with the reason instead. */
 void perf_check_engine(struct perf_rank *me)
 {
@@ -163,10 +168,7 @@ void perf_check_engine(struct perf_rank *me)
 	if (ndet_engine_error(me->world->engines[me->rank], &kernel_error) != NDET_OK) {
 		fprintf(stderr,
 			"nccl-det-perf: rank %d: the engine failed (kernel error %u: 1 timeout, 2 "
-			"abort, 3 diverging call, 4 peer failure). With ranks sharing one GPU, "
-			"every rank's blocks must be resident at once: lower NCCL_DET_MAX_BLOCKS "
-			"so "
-			"that ranks x blocks fits the GPU.\n",
+			"abort, 3 diverging call, 4 peer failure). " PERF_RESIDENCY_HINT "\n",
 			me->rank, kernel_error);
 		perf_die();
 	}
@@ -221,9 +223,8 @@ static void perf_check_exchange(struct perf_rank *me)
 		cudaMemcpy(&failed, me->exchange.failed, sizeof(failed), cudaMemcpyDeviceToHost));
 	if (failed != 0) {
 		fprintf(stderr,
-			"nccl-det-perf: rank %d: the flag exchange waited 5 s for a peer. With "
-			"ranks sharing one GPU, every rank's blocks must be resident at once: "
-			"lower NCCL_DET_MAX_BLOCKS so that ranks x blocks fits the GPU.\n",
+			"nccl-det-perf: rank %d: the flag exchange waited 5 s for a "
+			"peer. " PERF_RESIDENCY_HINT "\n",
 			me->rank);
 		perf_die();
 	}
@@ -360,13 +361,9 @@ static void perf_exchange_setup(struct perf_rank *me)
 	PERF_CHECK(cudaMemset(x->failed, 0, sizeof(uint32_t)));
 	PERF_CHECK(cudaDeviceSynchronize());
 	pthread_barrier_wait(&world->barrier);
-	for (int q = 0; q < n; q++) {
+	/* Peer access between the ranks' GPUs: the engines' setup turned it on. */
+	for (int q = 0; q < n; q++)
 		x->flags[q] = world->exchange_flags[q];
-		const int device = q % world->ngpus;
-		if (world->ngpus > 1 && device != me->rank % world->ngpus &&
-		    cudaDeviceEnablePeerAccess(device, 0) != cudaSuccess)
-			(void)cudaGetLastError(); /* already on, or the copies say why later */
-	}
 	x->nranks = n;
 	x->rank = me->rank;
 	x->one_thread = world->options.exchange_one_thread;
