@@ -125,6 +125,11 @@ typedef enum {
 	 * for NCCL_DET_TIMEOUT (struct ndet_hosts_stall).
 	 */
 	NDET_KERNEL_ERR_STALLED = 5,
+	/*
+	 * Not a kernel's: a launch (or a join of streams) of this rank's failed on its way
+	 * to the GPU while its peers went on; they were told (ndet_engine_poison).
+	 */
+	NDET_KERNEL_ERR_LAUNCH = 6,
 } ndet_kernel_error_t;
 
 /*

@@ -21,10 +21,11 @@
 
 /* Where one kind of launch (eager, or captured) last went. */
 struct ndet_engine_last {
-	cudaEvent_t event;          /* recorded on `stream` right after that launch */
-	cudaStream_t stream;        /* compared with the next launch's, never handed to CUDA:
-				     * the application may have destroyed it since */
-	unsigned long long capture; /* its capture id; 0 eager */
+	cudaEvent_t event;            /* recorded on `stream` right after that launch */
+	cudaStream_t stream;          /* compared with the next launch's, never handed to CUDA:
+				       * the application may have destroyed it since */
+	unsigned long long stream_id; /* its cudaStreamGetId; 0 unknown */
+	unsigned long long capture;   /* its capture id; 0 eager */
 	bool valid;
 };
 
@@ -90,7 +91,7 @@ struct ndet_engine {
 	 */
 	cudaStream_t stage_stream;
 	cudaEvent_t order_events[2];
-	bool hosts_poisoned; /* a join failed: the abort words are written (once) */
+	int poisoned; /* a launch or a join failed: the abort words are written (atomic) */
 	/*
 	 * NCCL's stages between hosts seen from the host (ndet_engine_error): the
 	 * progress word's observer, under a spin flag (any thread may poll).

@@ -154,11 +154,29 @@ static cudaError_t ndet_engine_capture_id(cudaStream_t stream, unsigned long lon
 }
 
 /*
+ * The process-wide id of the stream a handle names now (0: not known).  One handle
+ * may name several streams: cudaStreamPerThread is another stream in each thread, and
+ * the address of a destroyed stream may be handed out again.
+ */
+static unsigned long long ndet_engine_stream_id(cudaStream_t stream)
+{
+	unsigned long long id = 0;
+#if CUDART_VERSION >= 12000
+	if (cudaStreamGetId(stream, &id) != cudaSuccess)
+		id = 0;
+#else
+	(void)stream;
+#endif
+	return id;
+}
+
+/*
  * Calls on one engine must run in issue order even when issued on different streams
  * (their kernels share step counters and lanes): before a launch on another stream
- * than the previous one of its kind, that stream waits for the event recorded right
- * after that launch (on its stream, at its launch: that stream may be gone by now,
- * and only the event is used).  Eager calls wait for eager calls; calls in one
+ * than the previous one of its kind (another handle, or the same handle naming
+ * another stream: ndet_engine_stream_id), that stream waits for the event recorded
+ * right after that launch (on its stream, at its launch: that stream may be gone by
+ * now, and only the event is used).  Eager calls wait for eager calls; calls in one
  * capture wait for earlier calls of the same capture (the wait becomes an edge of
  * the graph).  Between an eager call and a captured one no edge can exist: the graph
  * runs whenever it is launched, and the application orders its launch (as it must
@@ -166,11 +184,13 @@ static cudaError_t ndet_engine_capture_id(cudaStream_t stream, unsigned long lon
  * stream).
  */
 static ndet_status_t ndet_engine_order(struct ndet_engine *engine, cudaStream_t stream,
-				       unsigned long long capture)
+				       unsigned long long stream_id, unsigned long long capture)
 {
 	ndet_status_t status = NDET_OK;
 	const struct ndet_engine_last *last = capture == 0 ? &engine->eager : &engine->captured;
-	if (last->valid && last->capture == capture && last->stream != stream)
+	const bool same_stream =
+		last->stream == stream && stream_id != 0 && last->stream_id == stream_id;
+	if (last->valid && last->capture == capture && !same_stream)
 		NDET_CUDA_CHECK_GOTO(cudaStreamWaitEvent(stream, last->event, 0), status, out);
 	if (engine->has_last_launch && engine->last_capture != capture &&
 	    __atomic_exchange_n(&engine->order_warned, 1, __ATOMIC_RELAXED) == 0)
@@ -185,12 +205,13 @@ out:
 
 /* Right after a launch on `stream`: what the next launch and teardown wait for. */
 static ndet_status_t ndet_engine_launched(struct ndet_engine *engine, cudaStream_t stream,
-					  unsigned long long capture)
+					  unsigned long long stream_id, unsigned long long capture)
 {
 	ndet_status_t status = NDET_OK;
 	struct ndet_engine_last *last = capture == 0 ? &engine->eager : &engine->captured;
 	NDET_CUDA_CHECK_GOTO(cudaEventRecord(last->event, stream), status, out);
 	last->stream = stream;
+	last->stream_id = stream_id;
 	last->capture = capture;
 	last->valid = true;
 	engine->last_capture = capture;
@@ -227,6 +248,35 @@ out:
 	return status;
 }
 
+/*
+ * A launch or a join that failed on this rank while its peers go on: as a failing
+ * kernel does (ndet_fail), the abort word of every rank of this host says so (1 +
+ * rank, one 8-byte copy each from the host status, which a capture takes too), so
+ * that the local peers leave instead of waiting for NCCL_DET_TIMEOUT and the status
+ * word this rank sends with its next NCCL stage fails its peers on other hosts; its
+ * kernels leave, and later calls fail at once (the engine's step counters no longer
+ * match its peers'); and the copies count as the engine's last launch, for its
+ * teardown to wait for.  Once per engine: an abort is for good.
+ */
+static void ndet_engine_poison(struct ndet_engine *engine, cudaStream_t call_stream,
+			       unsigned long long call_capture)
+{
+	if (__atomic_exchange_n(&engine->poisoned, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	for (int l = 0; l < engine->local.count; l++) {
+		struct ndet_flags *flags = engine->peer_flags[l];
+		if (flags != NULL &&
+		    cudaMemcpyAsync(
+			    &flags->abort_word, (const void *)&engine->host_status->poison_word,
+			    sizeof(uint64_t), cudaMemcpyHostToDevice, call_stream) != cudaSuccess)
+			(void)cudaGetLastError();
+	}
+	if (ndet_engine_launched(engine, call_stream, ndet_engine_stream_id(call_stream),
+				 call_capture) != NDET_OK)
+		(void)cudaGetLastError();
+	ndet_engine_abort(engine);
+}
+
 /* What one launch enqueues: a kernel of one host, a stage across hosts, or a copy. */
 struct ndet_engine_work {
 	const struct ndet_engine_call *call; /* the copy's (one rank) */
@@ -238,7 +288,10 @@ struct ndet_engine_work {
 /*
  * Enqueue `work` on `stream` on the engine's device (the caller's device given back),
  * behind the engine's previous launch of the same kind (ndet_engine_order), and note it
- * as the last one.
+ * as the last one.  Where an eager call fails on its way to the GPU, the engine is
+ * poisoned (ndet_engine_poison): its peers' kernels of this call would otherwise wait
+ * for it, and the next call of the same shape would pass for this one.  A capture
+ * that fails never runs (CUDA invalidates it): nothing is poisoned for it.
  */
 static ndet_status_t ndet_engine_enqueue(struct ndet_engine *engine, cudaStream_t stream,
 					 const struct ndet_engine_work *work)
@@ -250,20 +303,24 @@ static ndet_status_t ndet_engine_enqueue(struct ndet_engine *engine, cudaStream_
 	if (saved_device != engine->config.cuda_device)
 		NDET_CUDA_CHECK_GOTO(cudaSetDevice(engine->config.cuda_device), status, out);
 	NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(stream, &capture), status, out);
-	status = ndet_engine_order(engine, stream, capture);
+	const unsigned long long stream_id = ndet_engine_stream_id(stream);
+	status = ndet_engine_order(engine, stream, stream_id, capture);
 	if (status != NDET_OK)
-		goto out;
+		goto failed;
 	if (work->stage)
 		NDET_CUDA_CHECK_GOTO(
 			(cudaError_t)ndet_kernel_hosts_stage(&work->stage_args, stream), status,
-			out);
+			failed);
 	else if (work->kernel)
 		NDET_CUDA_CHECK_GOTO((cudaError_t)ndet_kernel_allreduce(&work->args, stream),
-				     status, out);
+				     status, failed);
 	else
 		status = ndet_engine_copy(work->call, stream);
 	if (status == NDET_OK)
-		status = ndet_engine_launched(engine, stream, capture);
+		status = ndet_engine_launched(engine, stream, stream_id, capture);
+failed:
+	if (status != NDET_OK && capture == 0)
+		ndet_engine_poison(engine, stream, capture);
 out:
 	if (saved_device >= 0 && saved_device != engine->config.cuda_device)
 		NDET_CUDA_CHECK_WARN(cudaSetDevice(saved_device));
@@ -395,33 +452,6 @@ ndet_status_t ndet_engine_hosts_view(const struct ndet_engine *engine,
 	return NDET_OK;
 }
 
-/*
- * A join that failed: as a failing kernel does (ndet_fail), the abort word of every
- * rank of this host says so (1 + rank, one 8-byte copy each from the host status,
- * which a capture takes too), so that the local peers leave and the status word this
- * rank sends with its next NCCL stage fails its peers on other hosts; its kernels
- * leave; and the copies count as the engine's last launch, for its teardown to wait
- * for.  Once per engine: an abort is for good.
- */
-static void ndet_engine_hosts_poison(struct ndet_engine *engine, cudaStream_t call_stream,
-				     unsigned long long call_capture)
-{
-	if (engine->hosts_poisoned)
-		return;
-	engine->hosts_poisoned = true;
-	for (int l = 0; l < engine->local.count; l++) {
-		struct ndet_flags *flags = engine->peer_flags[l];
-		if (flags != NULL &&
-		    cudaMemcpyAsync(
-			    &flags->abort_word, (const void *)&engine->host_status->poison_word,
-			    sizeof(uint64_t), cudaMemcpyHostToDevice, call_stream) != cudaSuccess)
-			(void)cudaGetLastError();
-	}
-	if (ndet_engine_launched(engine, call_stream, call_capture) != NDET_OK)
-		(void)cudaGetLastError();
-	ndet_engine_abort(engine);
-}
-
 /* Record `event` on `from`, and make `to` wait for it. */
 static cudaError_t ndet_engine_join(cudaEvent_t event, cudaStream_t from, cudaStream_t to)
 {
@@ -475,10 +505,11 @@ ndet_status_t ndet_engine_hosts_order(struct ndet_engine *engine, cudaStream_t c
 			goto out;
 	} else if (join == NDET_HOSTS_JOIN_END) {
 		/* The call's end on its own stream: its last group and its last kernel. */
-		status = ndet_engine_launched(engine, call_stream, call_capture);
+		status = ndet_engine_launched(engine, call_stream,
+					      ndet_engine_stream_id(call_stream), call_capture);
 	}
 	if (status != NDET_OK)
-		ndet_engine_hosts_poison(engine, call_stream, call_capture);
+		ndet_engine_poison(engine, call_stream, call_capture);
 out:
 	if (saved_device >= 0 && saved_device != engine->config.cuda_device)
 		NDET_CUDA_CHECK_WARN(cudaSetDevice(saved_device));

@@ -63,6 +63,8 @@ static bool ndet_engine_stalled(struct ndet_engine *engine)
 ndet_status_t ndet_engine_error(struct ndet_engine *engine, uint32_t *kernel_error)
 {
 	uint32_t error = __atomic_load_n(&engine->host_status->error, __ATOMIC_ACQUIRE);
+	if (error == NDET_KERNEL_OK && __atomic_load_n(&engine->poisoned, __ATOMIC_ACQUIRE) != 0)
+		error = NDET_KERNEL_ERR_LAUNCH;
 	if (error == NDET_KERNEL_OK && ndet_engine_stalled(engine))
 		error = NDET_KERNEL_ERR_STALLED;
 	if (kernel_error != NULL)

@@ -64,6 +64,7 @@ struct fake_item {
 	/* kernel */
 	enum fake_cuda_kernel behaviour;
 	struct ndet_host_status *status;
+	const uint64_t *abort_word; /* its rank's own flags: a peer's poison (SPIN leaves) */
 	int rank;
 	pid_t pid; /* the launching process: its end ends the kernel */
 	/* wait: until `wait_stream` finished everything up to `wait_seq` */
@@ -73,6 +74,7 @@ struct fake_item {
 
 struct fake_stream {
 	struct fake_named named;
+	unsigned long long id; /* cudaStreamGetId; fake_cuda_stream_renew changes it */
 	bool destroyed;
 	unsigned long long capture;
 	struct fake_item *head, *tail;
@@ -97,7 +99,8 @@ static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct fake_block *fake_blocks;
 static struct fake_named *fake_streams;
 static struct fake_named *fake_events;
-static struct fake_stream fake_default_stream = {.named = {.name = "s0"}};
+static struct fake_stream fake_default_stream = {.named = {.name = "s0"}, .id = 1};
+static unsigned long long fake_next_stream_id = 2;
 static int fake_next_id = 1;
 static struct fake_cuda_counts fake_counts;
 static char fake_violation[256];
@@ -313,6 +316,10 @@ static bool fake_item_done_locked(struct fake_item *item)
 		if (__atomic_load_n(&item->status->abort, __ATOMIC_ACQUIRE) != 0) {
 			fake_fail(item->status, NDET_KERNEL_ERR_ABORTED, item->rank);
 			item->finished = true;
+		} else if (item->abort_word != NULL &&
+			   __atomic_load_n(item->abort_word, __ATOMIC_ACQUIRE) != 0) {
+			fake_fail(item->status, NDET_KERNEL_ERR_PEER, item->rank);
+			item->finished = true;
 		}
 		break;
 	case FAKE_CUDA_KERNEL_STUCK:
@@ -461,6 +468,9 @@ int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *opaque_stre
 	pthread_mutex_lock(&fake_lock);
 	if (!fake_stream_usable_locked(stream, "kernel launch")) {
 		err = cudaErrorInvalidResourceHandle;
+	} else if (fake_kernel == FAKE_CUDA_KERNEL_LAUNCH_FAILS) {
+		fake_note("launch %s failed", stream->named.name);
+		err = cudaErrorLaunchOutOfResources;
 	} else if (stream->capture != 0) {
 		fake_note("launch %s captured", stream->named.name);
 	} else {
@@ -476,6 +486,9 @@ int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *opaque_stre
 			item->behaviour = fake_kernel;
 			item->status = args->host_status;
 			item->rank = args->rank;
+			if (args->rank >= 0 && args->rank < NDET_MAX_RANKS &&
+			    args->flags[args->rank] != NULL)
+				item->abort_word = &args->flags[args->rank]->abort_word;
 			item->pid = getpid();
 			fake_queue_locked(stream, item);
 			fake_counts.launches++;
@@ -961,8 +974,32 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
 	struct fake_stream *stream = fake_handle_new(sizeof(*stream), 's', &fake_streams);
 	if (stream == NULL)
 		return fake_result(cudaErrorMemoryAllocation);
+	pthread_mutex_lock(&fake_lock);
+	stream->id = fake_next_stream_id++;
+	pthread_mutex_unlock(&fake_lock);
 	*pStream = (cudaStream_t)stream;
 	return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetId(cudaStream_t opaque, unsigned long long *id)
+{
+	FAKE_RUNTIME_CALL();
+	struct fake_stream *stream = fake_stream_of(opaque);
+	cudaError_t err = cudaSuccess;
+	pthread_mutex_lock(&fake_lock);
+	if (!fake_stream_usable_locked(stream, "cudaStreamGetId"))
+		err = cudaErrorInvalidResourceHandle;
+	else
+		*id = stream->id;
+	pthread_mutex_unlock(&fake_lock);
+	return fake_result(err);
+}
+
+void fake_cuda_stream_renew(cudaStream_t opaque)
+{
+	pthread_mutex_lock(&fake_lock);
+	fake_stream_of(opaque)->id = fake_next_stream_id++;
+	pthread_mutex_unlock(&fake_lock);
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t opaque)

@@ -58,11 +58,13 @@
 enum fake_cuda_kernel {
 	FAKE_CUDA_KERNEL_DONE = 0, /* finishes at once */
 	FAKE_CUDA_KERNEL_SPIN,     /* finishes once its engine's abort flag is set, as
-				    * NDET_KERNEL_ERR_ABORTED (published as the protocol says) */
+				    * NDET_KERNEL_ERR_ABORTED (published as the protocol says),
+				    * or its rank's abort word, as NDET_KERNEL_ERR_PEER */
 	FAKE_CUDA_KERNEL_STUCK,    /* never finishes, abort or not (queued behind a hung one) */
 	FAKE_CUDA_KERNEL_FAULT,    /* dies with an illegal address: events behind it fail */
 	FAKE_CUDA_KERNEL_FAIL_UNORDERED, /* error word first, details never (wrong order) */
 	FAKE_CUDA_KERNEL_FAIL_CLAIMED,   /* claimed, details half written, error unpublished */
+	FAKE_CUDA_KERNEL_LAUNCH_FAILS,   /* the launch returns cudaErrorLaunchOutOfResources */
 };
 
 /* getpid() values the tests give their "processes" (fake_cuda_set_thread_pid, per device). */
@@ -141,6 +143,13 @@ void fake_cuda_set_close_delay_ms(int ms);
 
 /* Put `stream` into capture `id` (0: end the capture). */
 void fake_cuda_set_capture(cudaStream_t stream, unsigned long long id);
+
+/*
+ * Give `stream` a new cudaStreamGetId, as CUDA does where one handle names another
+ * stream: cudaStreamPerThread from another thread, or a destroyed stream's address
+ * handed out again.
+ */
+void fake_cuda_stream_renew(cudaStream_t stream);
 /* The short name of a stream or event in the log ("s3", "e2"). */
 const char *fake_cuda_name(const void *handle);
 

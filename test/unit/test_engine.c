@@ -817,6 +817,23 @@ static void record_event(int line, const char *stream, char *event, size_t size)
 }
 
 /*
+ * A launch on `stream` that first waits for `event`; returns the log line of the
+ * launch (its event is recorded on the next line).
+ */
+static int launch_after_wait(struct ndet_engine *engine, cudaStream_t stream, const char *event)
+{
+	char line[64];
+	const int from = fake_cuda_log_length();
+	launch(engine, stream);
+	snprintf(line, sizeof(line), "wait %s %s", fake_cuda_name(stream), event);
+	const int waited = fake_cuda_log_find(line, from);
+	snprintf(line, sizeof(line), "launch %s", fake_cuda_name(stream));
+	const int launched = fake_cuda_log_find(line, from);
+	assert_true(waited >= 0 && waited < launched);
+	return launched;
+}
+
+/*
  * Calls on one engine keep their order across streams: right after each launch an
  * event is recorded on the launch stream, and the next launch's stream (if another)
  * waits for it.  The engine never names an earlier stream again (the application
@@ -838,13 +855,7 @@ static void test_launch_order_across_streams(void **state)
 	record_event(launched + 1, fake_cuda_name(a), eager, sizeof(eager));
 	assert_int_equal(cudaStreamDestroy(a), cudaSuccess);
 
-	from = fake_cuda_log_length();
-	launch(group.engines[0], b);
-	snprintf(line, sizeof(line), "wait %s %s", fake_cuda_name(b), eager);
-	int waited = fake_cuda_log_find(line, from);
-	snprintf(line, sizeof(line), "launch %s", fake_cuda_name(b));
-	launched = fake_cuda_log_find(line, from);
-	assert_true(waited >= 0 && waited < launched);
+	launched = launch_after_wait(group.engines[0], b, eager);
 	record_event(launched + 1, fake_cuda_name(b), line, sizeof(line));
 	assert_string_equal(line, eager);
 	assert_int_equal(cudaStreamDestroy(b), cudaSuccess);
@@ -866,13 +877,20 @@ static void test_launch_order_across_streams(void **state)
 
 	/* Eager again, on yet another stream: after the last eager call, whatever came between. */
 	cudaStream_t e = new_stream();
+	launched = launch_after_wait(group.engines[0], e, eager);
+	record_event(launched + 1, fake_cuda_name(e), eager, sizeof(eager));
+
+	/* The same stream again: no wait. */
 	from = fake_cuda_log_length();
 	launch(group.engines[0], e);
-	snprintf(line, sizeof(line), "wait %s %s", fake_cuda_name(e), eager);
-	waited = fake_cuda_log_find(line, from);
-	snprintf(line, sizeof(line), "launch %s", fake_cuda_name(e));
-	launched = fake_cuda_log_find(line, from);
-	assert_true(waited >= 0 && waited < launched);
+	snprintf(line, sizeof(line), "wait %s", fake_cuda_name(e));
+	assert_int_equal(fake_cuda_log_find(line, from), -1);
+	/*
+	 * The same handle naming another stream (cudaStreamPerThread in another thread, a
+	 * destroyed stream's address handed out again): it waits.
+	 */
+	fake_cuda_stream_renew(e);
+	(void)launch_after_wait(group.engines[0], e, eager);
 
 	launch(group.engines[1], NULL);
 	assert_int_equal(ndet_engine_destroy_group(group.engines, 2, false), NDET_OK);
@@ -881,6 +899,43 @@ static void test_launch_order_across_streams(void **state)
 }
 
 /* ------------------------------------------------------------------ errors */
+
+/*
+ * A launch that fails on one rank while its peer's kernel of the same call waits:
+ * the call fails there, the peer's kernel leaves through its abort word (instead of
+ * waiting for the timeout, or for this rank's next call of the same shape, which
+ * would pass for this one), and this engine refuses later calls at once.
+ */
+static void test_failed_launch_poisons_peers(void **state)
+{
+	(void)state;
+	struct group group;
+	group_create(&group, 2, false);
+	fake_cuda_set_kernel(FAKE_CUDA_KERNEL_SPIN);
+	launch(group.engines[0], NULL);
+	assert_int_equal(fake_cuda_kernels_running(), 1);
+	fake_cuda_set_kernel(FAKE_CUDA_KERNEL_LAUNCH_FAILS);
+	const int launches = runtime().launches;
+	assert_int_equal(ndet_engine_allreduce(group.engines[1], send_values, recv_values, COUNT,
+					       NDET_DTYPE_F32, NDET_OP_SUM, NULL),
+			 NDET_ERR_CUDA);
+	/* Rank 0's kernel left, naming a peer's failure. */
+	assert_int_equal(fake_cuda_kernels_running(), 0);
+	uint32_t code = 0;
+	assert_int_equal(ndet_engine_error(group.engines[0], &code), NDET_ERR_REMOTE);
+	assert_int_equal(code, NDET_KERNEL_ERR_PEER);
+	/* Rank 1 reports it, refuses its next call and launches nothing. */
+	assert_int_equal(ndet_engine_error(group.engines[1], &code), NDET_ERR_REMOTE);
+	assert_int_equal(code, NDET_KERNEL_ERR_LAUNCH);
+	fake_cuda_set_kernel(FAKE_CUDA_KERNEL_DONE);
+	assert_int_equal(ndet_engine_allreduce(group.engines[1], send_values, recv_values, COUNT,
+					       NDET_DTYPE_F32, NDET_OP_SUM, NULL),
+			 NDET_ERR_REMOTE);
+	assert_int_equal(runtime().launches, launches);
+	assert_int_equal(ndet_engine_destroy_group(group.engines, 2, false), NDET_OK);
+	assert_nothing_held();
+	group_fini(&group);
+}
 
 static bool details_of(struct ndet_engine *engine, uint32_t *block, uint32_t *peer, uint64_t *step,
 		       uint64_t *observed, uint32_t *phase)
@@ -2617,6 +2672,7 @@ int main(void)
 		cmocka_unit_test_setup(test_abort_bounds_teardown, reset),
 		cmocka_unit_test_setup(test_abort_during_barrier_teardown, reset),
 		cmocka_unit_test_setup(test_launch_order_across_streams, reset),
+		cmocka_unit_test_setup(test_failed_launch_poisons_peers, reset),
 		cmocka_unit_test_setup(test_launch_args_trace_and_coll_line, reset),
 		cmocka_unit_test_setup(test_error_details_published_last, reset),
 		cmocka_unit_test_setup(test_setup_stale_round, reset),
