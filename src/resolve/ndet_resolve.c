@@ -24,7 +24,7 @@
 #include "common/ndet_settings.h"
 
 #define NDET_RESOLVE_PATH_MAX       4096
-#define NDET_RESOLVE_MAX_CANDIDATES 8
+#define NDET_RESOLVE_MAX_CANDIDATES 16
 /* The file name the drop-in looks for in the wheel and system directories. */
 #define NDET_RESOLVE_SONAME "libnccl.so.2"
 /* Every copy of nccl-det exports it; the real NCCL never does. */
@@ -283,9 +283,27 @@ static bool ndet_resolve_sanitizer_loaded(void)
 	return false;
 }
 
+/*
+ * A malloc that is not libc's own (jemalloc or tcmalloc, preloaded) serves libc's
+ * allocations too (realpath, getline): NCCL frees such blocks, and RTLD_DEEPBIND
+ * would bind its free to libc's, which aborts on them.  So the flag is left out
+ * then, as for the sanitizers.
+ */
+static bool ndet_resolve_malloc_replaced(void)
+{
+	void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+	void *own = libc != NULL ? dlsym(libc, "malloc") : NULL;
+	void *used = dlsym(RTLD_DEFAULT, "malloc");
+	if (libc != NULL)
+		dlclose(libc);
+	ndet_resolve_clear_dlerror();
+	return own != NULL && used != NULL && own != used;
+}
+
 static int ndet_resolve_private_flags(void)
 {
-	if (NDET_RESOLVE_DROPIN && !ndet_resolve_sanitizer_loaded())
+	if (NDET_RESOLVE_DROPIN && !ndet_resolve_sanitizer_loaded() &&
+	    !ndet_resolve_malloc_replaced())
 		return RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND;
 	return RTLD_NOW | RTLD_LOCAL;
 }
@@ -381,6 +399,10 @@ static void ndet_resolve_add_candidate(struct ndet_resolve_candidates *candidate
 	if (candidates->count < NDET_RESOLVE_MAX_CANDIDATES) {
 		snprintf(candidates->paths[candidates->count], NDET_RESOLVE_PATH_MAX, "%s", path);
 		candidates->count++;
+	} else {
+		NDET_INFO(NDET_SUBSYS_INIT,
+			  "the real NCCL: %d places to look at already, %s left out",
+			  NDET_RESOLVE_MAX_CANDIDATES, path);
 	}
 }
 
@@ -625,7 +647,11 @@ static void ndet_resolve_add_dir(struct ndet_resolve_candidates *candidates, con
 	int written = length == 0 ? snprintf(path, sizeof(path), "./%s", NDET_RESOLVE_SONAME)
 				  : snprintf(path, sizeof(path), "%s%.*s/%s", root, (int)length,
 					     dir, NDET_RESOLVE_SONAME);
-	if (written > 0 && (size_t)written < sizeof(path))
+	/*
+	 * Only a file that is there takes a place: a long LD_LIBRARY_PATH (modules,
+	 * containers) must not crowd out the loader cache and the system directories.
+	 */
+	if (written > 0 && (size_t)written < sizeof(path) && access(path, F_OK) == 0)
 		ndet_resolve_add_candidate(candidates, path);
 }
 

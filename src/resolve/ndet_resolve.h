@@ -31,8 +31,10 @@
  * names (ncclMemFree, ncclCommGetAsyncError, ...) inside itself, so that NCCL's
  * internal calls never meet the drop-in's entry points or another libnccl of the
  * process (MSCCL++ learnt this the hard way).  Under a sanitizer runtime, which
- * refuses RTLD_DEEPBIND, the flag is left out: NCCL's internal calls then reach
- * the drop-in's entry points, which forward them exactly like an application call.
+ * refuses RTLD_DEEPBIND, and where malloc is not libc's (jemalloc or tcmalloc
+ * preloaded: NCCL would free libc's blocks with libc's free), the flag is left out:
+ * NCCL's internal calls then reach the drop-in's entry points, which forward them
+ * exactly like an application call.
  *
  * This object is never taken: not by address (every symbol found is checked), not
  * by file (a candidate file with the device and inode of our own file, however it

@@ -97,6 +97,11 @@ ncclResult_t ncclGetVersion(int *version)
 	fake_line_begin(&line, "ncclGetVersion");
 	ncclResult_t result = ncclSuccess;
 	if (!fake_should_fail("ncclGetVersion", -1, &result)) {
+		/*
+		 * As NCCL's topology detection does: free what libc allocated (with a
+		 * preloaded allocator, only a free that is not libc's own survives it).
+		 */
+		free(realpath(".", NULL));
 		if (version == NULL)
 			result = ncclInvalidArgument;
 		else

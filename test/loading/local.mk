@@ -45,6 +45,12 @@ check_PROGRAMS += test/loading/test_dropin_load
 test_loading_test_dropin_load_SOURCES = test/loading/test_dropin_load.c
 test_loading_test_dropin_load_LDADD = -ldl
 
+# A malloc that is not libc's, preloaded by test_dropin_search.sh.
+check_LTLIBRARIES += test/loading/libtest_arena_malloc.la
+test_loading_libtest_arena_malloc_la_SOURCES = test/loading/test_arena_malloc.c
+test_loading_libtest_arena_malloc_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version \
+	-rpath /nowhere
+
 check_LTLIBRARIES += test/loading/libndet_test_anchor.la
 test_loading_libndet_test_anchor_la_SOURCES = test/loading/test_anchor.c
 test_loading_libndet_test_anchor_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version \

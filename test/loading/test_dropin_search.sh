@@ -100,6 +100,27 @@ expect wheel "$scratch/site-packages/nvidia/nccl/lib/libnccl.so.2" "wheel"
 search system "LD_LIBRARY_PATH=$scratch/dropin::$scratch/real" --
 expect system "$scratch/real/libnccl.so.2" "LD_LIBRARY_PATH"
 
+# ... with a preloaded malloc that is not libc's (jemalloc, tcmalloc): NCCL frees what
+# libc allocated (the fake does so in ncclGetVersion), so it must not be bound to
+# libc's free by RTLD_DEEPBIND.  (Sanitizer builds bring their own malloc.)
+arena="$top_builddir/test/loading/.libs/libtest_arena_malloc.so"
+[ -f "$arena" ] || fail "$arena was not built"
+if [ -z "$sanitizer_runtime" ]; then
+	env NCCL_DET_NCCL_LIBRARY="$scratch/real/libnccl.so.2" NCCL_DET_ENABLE=0 LD_PRELOAD="$arena" \
+		"$program" --open "$dropin_copy" --query >"$scratch/arena.out" 2>"$scratch/arena.err" ||
+		fail "a preloaded malloc: $(cat "$scratch/arena.err")"
+	expect arena "$scratch/real/libnccl.so.2" NCCL_DET_NCCL_LIBRARY
+fi
+
+# ... behind twenty directories without NCCL (module systems, containers)
+crowd=$scratch/dropin
+for i in $(seq 1 20); do
+	mkdir -p "$scratch/empty$i"
+	crowd=$crowd:$scratch/empty$i
+done
+search crowded "LD_LIBRARY_PATH=$crowd:$scratch/real" --
+expect crowded "$scratch/real/libnccl.so.2" "LD_LIBRARY_PATH"
+
 # Nothing: ncclSystemError and one WARN.  (The test drop-in looks for the loader
 # cache and the system directories under a root that does not exist: hermetic.)
 echo ncclGetVersion >"$scratch/one"
