@@ -21,6 +21,7 @@
 #include "common/ndet_env.h"
 #include "common/ndet_log.h"
 #include "common/ndet_settings.h"
+#include "resolve/ndet_resolve.h"
 
 #define NDET_COMM_BUCKETS 256
 
@@ -503,6 +504,29 @@ void ndet_comm_revoke(ncclComm_t nccl)
 	comm->kernel_failed = false;
 	pthread_mutex_unlock(&comm->lock);
 	ndet_comm_stop_children(nccl);
+	ndet_comm_unref(comm);
+}
+
+void ndet_comm_revoke_refused(ncclComm_t nccl, const char *what, ncclResult_t result)
+{
+	if (result == ncclSuccess || result == ncclInProgress)
+		return;
+	struct ndet_comm *comm = ndet_comm_lookup(nccl);
+	if (comm == NULL)
+		return;
+	pthread_mutex_lock(&comm->lock);
+	const bool first = !comm->revoke_refused;
+	comm->revoke_refused = true;
+	pthread_mutex_unlock(&comm->lock);
+	const struct ndet_nccl *real = ndet_resolve_nccl();
+	if (first)
+		NDET_WARN("communicator %p: NCCL refused %s (%s, %d) after nccl-det had stopped "
+			  "its engine for it: the communicator's all-reduces now run in NCCL, not "
+			  "deterministically",
+			  (void *)nccl, what,
+			  real->ncclGetErrorString != NULL ? real->ncclGetErrorString(result)
+							   : "error",
+			  (int)result);
 	ndet_comm_unref(comm);
 }
 

@@ -141,6 +141,15 @@ bool ndet_comm_config_shares(const ncclConfig_t *config, bool shrink);
  */
 ncclResult_t ndet_comm_setup_group(struct ndet_comm *const comms[], int count);
 
+/*
+ * Until NCCL's own work on a non-blocking communicator is done (its
+ * ncclCommGetAsyncError no longer says ncclInProgress): NCCL refuses any other call
+ * on it before, and may still be enqueueing kernels onto the application's streams.
+ * At most NCCL_DET_TIMEOUT, with one WARN; ncclSuccess at once for a blocking one.
+ * Returns NCCL's state (ncclInProgress: gave up, or aborted from another thread).
+ */
+ncclResult_t ndet_comm_wait_nccl(struct ndet_comm *comm);
+
 /* ---------------------------------------------------------------- calls */
 
 /* Decide `call` from its communicator's current state (fills call->decision). */
@@ -176,8 +185,15 @@ bool ndet_comm_async_error(ncclComm_t nccl, ncclResult_t *async_error);
 struct ndet_comm *ndet_comm_abort_begin(ncclComm_t nccl);
 void ndet_comm_abort_end(struct ndet_comm *comm);
 
-/* ncclCommRevoke, and ncclCommShrink with NCCL_SHRINK_ABORT (on the parent). */
+/*
+ * ncclCommRevoke, and ncclCommShrink with NCCL_SHRINK_ABORT (on the parent), before
+ * forwarding: our kernels leave and the communicator's calls go to NCCL from now on.
+ * ndet_comm_revoke_refused, after NCCL refused it (`result`, its arguments): that
+ * cannot be undone, so it says so, once per communicator (WARN), instead of falling
+ * back silently.
+ */
 void ndet_comm_revoke(ncclComm_t nccl);
+void ndet_comm_revoke_refused(ncclComm_t nccl, const char *what, ncclResult_t result);
 
 /*
  * ncclCommFinalize (collective): release the engines with a barrier, for all of

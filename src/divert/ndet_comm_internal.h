@@ -46,10 +46,11 @@ struct ndet_comm {
 	bool stopped;     /* aborted or revoked: our exchanges must not call NCCL on it */
 	int engine_users; /* threads between engine_get and engine_put */
 	bool kernel_failed;
-	bool broken; /* a rank never joined the setup: the collective order is lost */
-	bool strict; /* agreed NCCL_DET_STRICT, once set up */
-	bool sm90;   /* agreed: every rank's GPU is sm_90 or newer (NDET_SETUP_FLAG_SM90) */
-	bool fp8;    /* agreed: every rank runs our fp8 kernels (NDET_SETUP_FLAG_FP8) */
+	bool revoke_refused; /* NCCL refused a revoke we had acted on: said once */
+	bool broken;         /* a rank never joined the setup: the collective order is lost */
+	bool strict;         /* agreed NCCL_DET_STRICT, once set up */
+	bool sm90;           /* agreed: every rank's GPU is sm_90 or newer (NDET_SETUP_FLAG_SM90) */
+	bool fp8;            /* agreed: every rank runs our fp8 kernels (NDET_SETUP_FLAG_FP8) */
 	ndet_status_t setup_status;
 	struct ndet_setup_verdict verdict;
 

@@ -43,7 +43,7 @@ static pthread_once_t ndet_comm_exit_once = PTHREAD_ONCE_INIT;
  * the communicator inactive, and its all-gather must be waited for before the
  * exchange buffer is freed.
  */
-static ncclResult_t ndet_comm_wait_ready(struct ndet_comm *comm)
+ncclResult_t ndet_comm_wait_nccl(struct ndet_comm *comm)
 {
 	const struct ndet_nccl *nccl = ndet_resolve_nccl();
 	unsigned pause_us = 1;
@@ -64,8 +64,8 @@ static ncclResult_t ndet_comm_wait_ready(struct ndet_comm *comm)
 		if (ndet_comm_is_stopped(comm))
 			return ncclInProgress;
 		if (ndet_teardown_now_ms() > deadline) {
-			NDET_WARN("communicator %p: NCCL still reports ncclInProgress for "
-				  "nccl-det's exchange after NCCL_DET_TIMEOUT; giving up on it",
+			NDET_WARN("communicator %p: NCCL still reports ncclInProgress after "
+				  "NCCL_DET_TIMEOUT; nccl-det stops waiting for it",
 				  (void *)comm->nccl);
 			return ncclInProgress;
 		}
@@ -125,7 +125,7 @@ static ndet_status_t ndet_comm_exchange(void *const contexts[], int count,
 	 */
 	bool unresolved = false;
 	for (int i = 0; i < count; i++) {
-		result = ndet_comm_wait_ready(contexts[i]);
+		result = ndet_comm_wait_nccl(contexts[i]);
 		if (result == ncclInProgress)
 			unresolved = true;
 		else if (result != ncclSuccess && first == ncclSuccess)
@@ -200,7 +200,7 @@ static ncclResult_t ndet_comm_describe(struct ndet_comm *comm)
 {
 	const struct ndet_nccl *nccl = ndet_resolve_nccl();
 	int rank = -1, nranks = -1, device = -1;
-	ncclResult_t result = ndet_comm_wait_ready(comm);
+	ncclResult_t result = ndet_comm_wait_nccl(comm);
 	if (result == ncclInProgress) /* aborted before it was ready: nothing of ours ran */
 		return ncclInvalidUsage;
 	if (result != ncclSuccess)

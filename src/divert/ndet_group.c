@@ -188,7 +188,31 @@ static ncclResult_t ndet_group_forward(const struct ndet_nccl *nccl, const struc
 	return ndet_status_to_nccl(ndet_resolve_missing(functions[call->coll]));
 }
 
-/* Replays calls through the real NCCL inside one real group. */
+/*
+ * NCCL's group end said ncclInProgress (non-blocking communicators: NCCL goes on
+ * enqueueing in the background): wait until it is done on each communicator of
+ * `calls` (and `more`), before anything else of this group runs on them.  Otherwise
+ * NCCL would refuse the next replay on a communicator still in progress, and a
+ * diverted kernel could reach a stream before the NCCL kernels issued ahead of it,
+ * in an order that differs between ranks.  Returns the combined state.
+ */
+static ncclResult_t ndet_group_settle(struct ndet_call *const *calls, int count,
+				      const struct ndet_group_comms *more)
+{
+	ncclResult_t result = ncclSuccess;
+	for (int i = 0; i < count; i++) {
+		bool seen = false;
+		for (int k = 0; k < i && !seen; k++)
+			seen = calls[k]->comm == calls[i]->comm;
+		if (!seen)
+			result = ndet_group_combine(result, ndet_comm_wait_nccl(calls[i]->comm));
+	}
+	for (int i = 0; more != NULL && i < more->count; i++)
+		result = ndet_group_combine(result, ndet_comm_wait_nccl(more->items[i]));
+	return result;
+}
+
+/* Replays calls through the real NCCL inside one real group, until NCCL is done. */
 static ncclResult_t ndet_group_replay(struct ndet_call *const *calls, int count)
 {
 	const struct ndet_nccl *nccl = ndet_resolve_nccl();
@@ -199,7 +223,8 @@ static ncclResult_t ndet_group_replay(struct ndet_call *const *calls, int count)
 		return result;
 	for (int i = 0; i < count; i++)
 		result = ndet_group_combine(result, ndet_group_forward(nccl, calls[i]));
-	return ndet_group_combine(result, nccl->ncclGroupEnd());
+	result = ndet_group_combine(result, nccl->ncclGroupEnd());
+	return result == ncclInProgress ? ndet_group_settle(calls, count, NULL) : result;
 }
 
 /*
@@ -333,12 +358,31 @@ static struct ndet_group ndet_group_take(void)
 	return taken;
 }
 
+/* ndet_group_settle for every communicator of a taken group's calls and finalizes. */
+static ncclResult_t ndet_group_settle_taken(struct ndet_group *taken)
+{
+	const size_t slots = (size_t)(taken->calls.count > 0 ? taken->calls.count : 1);
+	struct ndet_call **calls = calloc(slots, sizeof(*calls));
+	if (calls == NULL) {
+		NDET_WARN("out of memory waiting for NCCL's group");
+		return ncclSystemError;
+	}
+	for (int i = 0; i < taken->calls.count; i++)
+		calls[i] = &taken->calls.items[i];
+	ncclResult_t result = ndet_group_settle(calls, taken->calls.count, &taken->finalizing);
+	free(calls);
+	return result;
+}
+
 ncclResult_t ndet_group_after_end(ncclResult_t result)
 {
 	struct ndet_group *group = &ndet_group_current;
 	if (group->depth == 0 || --group->depth > 0)
 		return result;
 	struct ndet_group taken = ndet_group_take();
+	/* NCCL still enqueues in the background: ours follows once it is done. */
+	if (result == ncclInProgress && (taken.calls.count > 0 || taken.finalizing.count > 0))
+		result = ndet_group_settle_taken(&taken);
 	/* NCCL failed the group: what it held did not run; neither does ours. */
 	if (result == ncclSuccess || result == ncclInProgress) {
 		result = ndet_group_combine(result,

@@ -13,14 +13,21 @@
  * pending setups run in lockstep (outside any group), then the recorded all-reduces
  * in issue order per communicator: diverted ones through the engine, those that
  * turned out to fall back replayed through NCCL inside one real group (one thread
- * may drive several ranks: never one by one), then the held finalizes.
- * ncclGroupSimulateEnd drops what was recorded.
+ * may drive several ranks: never one by one), then the held finalizes.  Where NCCL's
+ * group end (or a replay's) answers ncclInProgress (non-blocking communicators),
+ * what follows on those communicators waits until NCCL is done with them
+ * (ndet_comm_wait_nccl): NCCL refuses calls before, and ours must reach the streams
+ * after NCCL's kernels issued ahead of them.  ncclGroupSimulateEnd drops what was
+ * recorded.
  *
  * Known reordering: an NCCL collective nccl-det never diverts (ncclBroadcast,
  * ncclAllGather, send/receive, ...) issued in the same group as a diverted reduction
  * on a communicator runs in NCCL's group end, before the diverted one, whatever the
  * issue order.  The reductions themselves (diverted or replayed) keep their issue
- * order per communicator, mixed kinds included.
+ * order per communicator, mixed kinds included.  On a non-blocking communicator
+ * without a recorded reduction in the group nccl-det does not wait for NCCL: a
+ * diverted kernel on a stream that such a communicator's NCCL work of the same group
+ * also uses may reach it first.
  */
 #ifndef NDET_GROUP_H_
 #define NDET_GROUP_H_

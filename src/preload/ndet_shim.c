@@ -194,6 +194,8 @@ NDET_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,
 		ndet_comm_revoke(comm);
 	ncclResult_t result =
 		real(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+	if (enabled && (shrinkFlags & NCCL_SHRINK_ABORT) != 0)
+		ndet_comm_revoke_refused(comm, "ncclCommShrink(NCCL_SHRINK_ABORT)", result);
 	if (enabled)
 		result = ndet_shim_after_child(comm, newcomm, config, true, result);
 	return result;
@@ -230,9 +232,14 @@ NDET_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
 NDET_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
 {
 	NDET_SHIM_REAL(ncclCommRevoke, real);
-	if (ndet_shim_enabled())
+	/* NCCL refuses any other flags (nccl.h: "must be 0"): then nothing is stopped. */
+	const bool revoking = ndet_shim_enabled() && revokeFlags == 0;
+	if (revoking)
 		ndet_comm_revoke(comm);
-	return real(comm, revokeFlags);
+	ncclResult_t result = real(comm, revokeFlags);
+	if (revoking)
+		ndet_comm_revoke_refused(comm, "ncclCommRevoke", result);
+	return result;
 }
 
 NDET_EXPORT ncclResult_t ncclGroupStart(void)

@@ -377,7 +377,7 @@ struct nonblocking_job {
 	struct dataset *data;
 	ncclUniqueId id;
 	bool env; /* NCCL_COMM_BLOCKING=0 instead of the config */
-	ncclResult_t init[MAX_RANKS], reduce[MAX_RANKS], split[MAX_RANKS];
+	ncclResult_t init[MAX_RANKS], reduce[MAX_RANKS], split[MAX_RANKS], mixed[MAX_RANKS];
 	int pending_before[MAX_RANKS], diverted_after[MAX_RANKS], child_diverted[MAX_RANKS];
 };
 
@@ -397,6 +397,31 @@ static ncclResult_t poll_ready(ncclComm_t comm)
 			sched_yield();
 	}
 	return state;
+}
+
+#define MIXED_COUNT 67
+static int32_t mixed_ints[MAX_RANKS][MIXED_COUNT], mixed_int_sums[2][MAX_RANKS][MIXED_COUNT];
+static float mixed_floats[MAX_RANKS][MIXED_COUNT], mixed_float_sums[2][MAX_RANKS][MIXED_COUNT];
+
+/*
+ * One group on a non-blocking communicator mixing calls NCCL runs (int32) and
+ * diverted ones (f32): NCCL's group end answers ncclInProgress and goes on in the
+ * background, and NCCL refuses the next call on the communicator until it is done.
+ */
+static ncclResult_t mixed_group(ncclComm_t comm, int rank)
+{
+	ncclResult_t result = ncclGroupStart();
+	for (int k = 0; k < 2 && result == ncclSuccess; k++) {
+		result = ncclAllReduce(mixed_ints[rank], mixed_int_sums[k][rank], MIXED_COUNT,
+				       ncclInt32, ncclSum, comm, NULL);
+		if (result == ncclSuccess || result == ncclInProgress)
+			result = ncclAllReduce(mixed_floats[rank], mixed_float_sums[k][rank],
+					       MIXED_COUNT, ncclFloat32, ncclSum, comm, NULL);
+	}
+	ncclResult_t end = ncclGroupEnd();
+	if (result != ncclSuccess && result != ncclInProgress)
+		return result;
+	return end == ncclInProgress ? poll_ready(comm) : end;
 }
 
 static void nonblocking_rank(int rank, void *opaque)
@@ -421,6 +446,7 @@ static void nonblocking_rank(int rank, void *opaque)
 					  ndet_divert_nccl_op(data->op), comm, NULL);
 	if (ncclDetCommQuery(comm, &job->diverted_after[rank], &reason) != ncclSuccess)
 		job->diverted_after[rank] = -1;
+	job->mixed[rank] = mixed_group(comm, rank);
 	/* A split with a NULL config inherits non-blocking: pending until its first call. */
 	ncclComm_t child = NULL;
 	job->split[rank] = ncclCommSplit(comm, 0, rank, &child, NULL);
@@ -443,6 +469,14 @@ static void test_nonblocking(void **state)
 			assert_int_equal(setenv("NCCL_COMM_BLOCKING", "0", 1), 0);
 		dataset_fill(&data, NDET_DTYPE_F64, NDET_OP_SUM, 3, 41 + (uint64_t)env);
 		struct nonblocking_job job = {.data = &data, .env = env != 0};
+		for (int r = 0; r < 3; r++)
+			for (int i = 0; i < MIXED_COUNT; i++) {
+				mixed_ints[r][i] = (int32_t)(i * 7919 + r * 104729 + env) - 300000;
+				mixed_floats[r][i] = (float)((i * 37 + r * 11) % 101 + 1) /
+						     (float)(1u << ((i + 7 * r) % 20));
+			}
+		memset(mixed_int_sums, 0, sizeof(mixed_int_sums));
+		memset(mixed_float_sums, 0, sizeof(mixed_float_sums));
 		assert_int_equal(pncclGetUniqueId(&job.id), ncclSuccess);
 		assert_int_equal(fake_nccl_run_ranks(3, nonblocking_rank, &job), 0);
 		for (int r = 0; r < 3; r++) {
@@ -452,6 +486,19 @@ static void test_nonblocking(void **state)
 			assert_int_equal(job.diverted_after[r], 1);
 			assert_int_equal(job.split[r], ncclInProgress);
 			assert_int_equal(job.child_diverted[r], 1);
+			/* The mixed group: every call ran, NCCL's exact, ours equal on every rank.
+			 */
+			assert_int_equal(job.mixed[r], ncclSuccess);
+			for (int k = 0; k < 2; k++)
+				for (int i = 0; i < MIXED_COUNT; i++) {
+					assert_int_equal(mixed_int_sums[k][r][i],
+							 mixed_ints[0][i] + mixed_ints[1][i] +
+								 mixed_ints[2][i]);
+					assert_true(mixed_float_sums[k][r][i] > 0.0f);
+					assert_memory_equal(&mixed_float_sums[k][r][i],
+							    &mixed_float_sums[0][0][i],
+							    sizeof(float));
+				}
 		}
 		dataset_check_tree(&data);
 		unsetenv("NCCL_COMM_BLOCKING");
@@ -660,6 +707,52 @@ static void test_split_and_shrink(void **state)
 		}
 		assert_int_equal(job.parent_diverted[3], 1);
 	}
+}
+
+/*
+ * A revoke NCCL refuses (flags other than 0) stops nothing; an aborting shrink NCCL
+ * refuses (bad arguments) cannot be undone, and says so once instead of leaving the
+ * communicator's calls to NCCL silently.
+ */
+struct refused_job {
+	ncclUniqueId id;
+	ncclResult_t revoke[MAX_RANKS], shrink[MAX_RANKS];
+	int after_revoke[MAX_RANKS], after_shrink[MAX_RANKS];
+};
+
+static void refused_rank(int rank, void *opaque)
+{
+	struct refused_job *job = opaque;
+	ncclComm_t comm = NULL, child = NULL;
+	float value[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+	const char *reason;
+	job->after_revoke[rank] = job->after_shrink[rank] = -1;
+	if (ncclCommInitRank(&comm, 3, job->id, rank) != ncclSuccess)
+		return;
+	job->revoke[rank] = ncclCommRevoke(comm, 7);
+	if (ncclAllReduce(value, value, 4, ncclFloat32, ncclSum, comm, NULL) == ncclSuccess)
+		(void)ncclDetCommQuery(comm, &job->after_revoke[rank], &reason);
+	job->shrink[rank] = ncclCommShrink(comm, NULL, -1, &child, NULL, NCCL_SHRINK_ABORT);
+	(void)ncclDetCommQuery(comm, &job->after_shrink[rank], &reason);
+	if (child != NULL)
+		ncclCommDestroy(child);
+	ncclCommDestroy(comm);
+}
+
+static void test_refused_revoke_and_shrink(void **state)
+{
+	(void)state;
+	struct refused_job job = {0};
+	assert_int_equal(pncclGetUniqueId(&job.id), ncclSuccess);
+	assert_int_equal(fake_nccl_run_ranks(3, refused_rank, &job), 0);
+	for (int r = 0; r < 3; r++) {
+		assert_int_equal(job.revoke[r], ncclInvalidArgument);
+		assert_int_equal(job.after_revoke[r], 1);
+		assert_int_not_equal(job.shrink[r], ncclSuccess);
+		assert_int_equal(job.after_shrink[r], 0);
+	}
+	assert_int_equal(ndet_divert_count_log("WARN", "NCCL refused ncclCommShrink"), 3);
+	assert_int_equal(ndet_divert_count_log("WARN", "NCCL refused ncclCommRevoke"), 0);
 }
 
 /* ------------------------------------------------------------------ teardown paths */
@@ -1263,6 +1356,7 @@ int main(void)
 		cmocka_unit_test_setup(test_nonblocking, setup),
 		cmocka_unit_test_setup(test_hosts, setup),
 		cmocka_unit_test_setup(test_split_and_shrink, setup),
+		cmocka_unit_test_setup(test_refused_revoke_and_shrink, setup),
 		cmocka_unit_test_setup(test_teardown_paths, setup),
 		cmocka_unit_test_setup(test_finalize_in_group, setup),
 		cmocka_unit_test_setup(test_async_error_after_engine_error, setup),
