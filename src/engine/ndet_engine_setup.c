@@ -200,13 +200,47 @@ static bool ndet_engine_setup_verify(void *member)
 	return ndet_engine_use_device(engine) && ndet_engine_probe_verify(engine);
 }
 
+/* The peers' pools this rank opened (ndet_setup_member_ops.opened): by local index. */
+static uint32_t ndet_engine_setup_opened(void *member)
+{
+	const struct ndet_engine *engine = member;
+	uint32_t opened = 0;
+	for (int l = 0; l < engine->local.count; l++)
+		if (engine->peer_ipc_base[l] != NULL)
+			opened |= 1u << l;
+	return opened;
+}
+
+/*
+ * The ranks of this host that may hold a mapping of our pool: by round 3's words
+ * where known (a peer that opened nothing, say where CUDA refused IPC on every rank,
+ * is not waited for), else all.
+ */
+static uint32_t ndet_engine_setup_readers(const struct ndet_engine *engine,
+					  bool peers_may_have_mapped, const uint32_t *opened)
+{
+	if (!peers_may_have_mapped)
+		return 0;
+	if (opened == NULL || engine->local.count == 0)
+		return NDET_TEARDOWN_ALL_READERS;
+	uint32_t readers = 0;
+	for (int l = 0; l < engine->local.count; l++) {
+		const int q = engine->local.ranks[l];
+		if (l != engine->local.index && ((opened[q] >> engine->local.index) & 1u) != 0)
+			readers |= 1u << l;
+	}
+	return readers;
+}
+
 /*
  * Peers may have mapped our pool before the refusal became known; they close their
  * mappings before returning, but not necessarily before we get here, so the pool is
- * freed at once only when no peer ever saw it (else with its share, or never).  No
- * kernel ever ran: our own mappings of peers' pools can go now.
+ * freed at once only when no peer ever saw it (else with its share, once the peers
+ * that opened it let go, or never).  No kernel ever ran: our own mappings of peers'
+ * pools can go now.
  */
-static void ndet_engine_setup_release(void *member, bool peers_may_have_mapped)
+static void ndet_engine_setup_release(void *member, bool peers_may_have_mapped,
+				      const uint32_t *opened)
 {
 	struct ndet_engine *engine = member;
 	bool usable = ndet_engine_use_device(engine);
@@ -215,12 +249,14 @@ static void ndet_engine_setup_release(void *member, bool peers_may_have_mapped)
 		ndet_engine_close_peers(engine);
 	}
 	ndet_teardown_release(engine->share, engine, &ndet_engine_teardown_ops, engine->config.rank,
-			      usable, usable && !peers_may_have_mapped);
+			      usable, usable && !peers_may_have_mapped,
+			      ndet_engine_setup_readers(engine, peers_may_have_mapped, opened));
 }
 
 const struct ndet_setup_member_ops ndet_engine_setup_ops = {
 	.prepare = ndet_engine_setup_prepare,
 	.map_and_probe_write = ndet_engine_setup_map,
+	.opened = ndet_engine_setup_opened,
 	.probe_verify = ndet_engine_setup_verify,
 	.release = ndet_engine_setup_release,
 };

@@ -223,7 +223,7 @@ void ndet_engine_release(struct ndet_engine *engine)
 		return;
 	ndet_engine_caller_save(&caller);
 	ndet_teardown_release(engine->share, engine, &ndet_engine_teardown_ops, engine->config.rank,
-			      engine->idle, engine->peers_done);
+			      engine->idle, engine->peers_done, NDET_TEARDOWN_ALL_READERS);
 	/* Peers in other processes are probably tearing down now too: give them a moment. */
 	ndet_teardown_pending_retry(true);
 	ndet_engine_caller_restore(&caller);

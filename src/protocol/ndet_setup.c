@@ -46,6 +46,8 @@ enum ndet_setup_round {
 struct ndet_setup_word {
 	uint32_t tag; /* NDET_SETUP_WORD_TAG(round) */
 	int32_t value;
+	uint32_t opened; /* round 3: ops->opened */
+	uint32_t reserved;
 };
 
 #define NDET_SETUP_WORD_TAG(round) (0x4e440000u | (uint32_t)(round)) /* "ND" and the round */
@@ -126,15 +128,26 @@ static void ndet_setup_set_verdict(struct ndet_setup_member *member, ndet_verdic
 	member->verdict.detail = detail;
 }
 
-/* The member leaves the protocol without an engine. */
-static void ndet_setup_leave(struct ndet_setup_member *member, struct ndet_setup_state *state,
-			     const struct ndet_setup_member_ops *ops, ndet_status_t status,
-			     int round)
+/*
+ * The member leaves the protocol without an engine.  `opened`: each rank's round-3
+ * word where the round's exchange succeeded (NULL: unknown).
+ */
+static void ndet_setup_leave_opened(struct ndet_setup_member *member,
+				    struct ndet_setup_state *state,
+				    const struct ndet_setup_member_ops *ops, ndet_status_t status,
+				    int round, const uint32_t *opened)
 {
 	member->status = status;
 	state->active = false;
 	/* Mappings are made just before round 3 is exchanged. */
-	ops->release(member->context, round >= NDET_SETUP_ROUND_MAPPED);
+	ops->release(member->context, round >= NDET_SETUP_ROUND_MAPPED, opened);
+}
+
+static void ndet_setup_leave(struct ndet_setup_member *member, struct ndet_setup_state *state,
+			     const struct ndet_setup_member_ops *ops, ndet_status_t status,
+			     int round)
+{
+	ndet_setup_leave_opened(member, state, ops, status, round, NULL);
 }
 
 /*
@@ -259,6 +272,27 @@ static bool ndet_setup_word_read(const unsigned char *gathered, int r, int round
 	return word.tag == NDET_SETUP_WORD_TAG(round);
 }
 
+/*
+ * Round 3's failure: what every rank opened (its word's `opened`), for the release to
+ * wait only for the peers that did.  NULL where unknown (a rank's word is missing, or
+ * out of memory).
+ */
+static uint32_t *ndet_setup_opened_of(const struct ndet_setup_member *member,
+				      const struct ndet_setup_state *state)
+{
+	uint32_t *opened = calloc((size_t)member->nranks, sizeof(*opened));
+	for (int r = 0; opened != NULL && r < member->nranks; r++) {
+		struct ndet_setup_word word;
+		memcpy(&word, state->recv + (size_t)r * sizeof(word), sizeof(word));
+		if (word.tag != NDET_SETUP_WORD_TAG(NDET_SETUP_ROUND_MAPPED)) {
+			free(opened);
+			return NULL;
+		}
+		opened[r] = word.opened;
+	}
+	return opened;
+}
+
 /* Rounds 3 and 4: the lowest rank that reported a failure fails everyone. */
 static void ndet_setup_check_agreement(struct ndet_setup_member *member,
 				       struct ndet_setup_state *state,
@@ -274,7 +308,15 @@ static void ndet_setup_check_agreement(struct ndet_setup_member *member,
 		if (value == 0)
 			continue;
 		ndet_setup_set_verdict(member, NDET_VERDICT_LOCAL_FAILURE, r, (uint32_t)value);
-		ndet_setup_leave(member, state, ops, NDET_ERR_UNSUPPORTED, round);
+		/*
+		 * Every rank's round-3 word is in: wait only for the peers that opened
+		 * this pool.  (At round 4 every rank opened every peer.)
+		 */
+		uint32_t *opened = round == NDET_SETUP_ROUND_MAPPED
+					   ? ndet_setup_opened_of(member, state)
+					   : NULL;
+		ndet_setup_leave_opened(member, state, ops, NDET_ERR_UNSUPPORTED, round, opened);
+		free(opened);
 		return;
 	}
 }
@@ -352,6 +394,7 @@ void ndet_setup_run(struct ndet_setup_member *members, int count,
 		struct ndet_setup_word word;
 		ndet_setup_word_init(&word, NDET_SETUP_ROUND_MAPPED,
 				     ok ? 0 : (int32_t)NDET_LOCAL_MAP_FAILED);
+		word.opened = ops->opened != NULL ? ops->opened(members[i].context) : ~0u;
 		memcpy(states[i].send, &word, sizeof(word));
 	}
 	ndet_setup_exchange(members, states, count, ops, allgather, allgather_context,
@@ -391,7 +434,7 @@ out_of_memory:
 		if (members[i].status != NDET_OK)
 			continue;
 		members[i].status = NDET_ERR_SYSTEM;
-		ops->release(members[i].context, false);
+		ops->release(members[i].context, false, NULL);
 		if (states != NULL)
 			states[i].active = false;
 	}

@@ -54,16 +54,25 @@ struct ndet_setup_member_ops {
 	 */
 	bool (*map_and_probe_write)(void *member, const struct ndet_setup_payload *table,
 				    int nranks);
+	/*
+	 * Right after map_and_probe_write, whatever it returned: the peers' pools this
+	 * member opened, one bit per index among the ranks of its host (published with
+	 * round 3).  NULL: every one.
+	 */
+	uint32_t (*opened)(void *member);
 	/* true when every peer's probe word arrived in this member's pool. */
 	bool (*probe_verify)(void *member);
 	/*
 	 * The member leaves without an engine: undo what prepare and map did.  With
 	 * `peers_may_have_mapped`, peers may already hold mappings of this member's pool
-	 * (round 3 was reached), so it must not be freed now (ndet_teardown.h: with the
-	 * other ranks of its process, or at exit).  May come without a prepare (out of
-	 * memory before the first exchange).
+	 * (round 3 was reached), so it must not be freed before they let go (ndet_teardown.h:
+	 * with the other ranks of its process, or once they wrote their detach words, or
+	 * at exit).  `opened`: where round 3's words are known, what each rank of the
+	 * communicator opened (ops->opened, by global rank), so that only those peers are
+	 * waited for; NULL: any peer may have.  May come without a prepare (out of memory
+	 * before the first exchange).
 	 */
-	void (*release)(void *member, bool peers_may_have_mapped);
+	void (*release)(void *member, bool peers_may_have_mapped, const uint32_t *opened);
 };
 
 /*

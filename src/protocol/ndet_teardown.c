@@ -132,7 +132,8 @@ struct ndet_teardown_share {
 	int deferred;
 	void *engines[NDET_MAX_RANKS]; /* released, memory kept until the share completes */
 	const struct ndet_teardown_ops *ops[NDET_MAX_RANKS];
-	int ranks[NDET_MAX_RANKS]; /* the global rank of each deferred engine */
+	int ranks[NDET_MAX_RANKS];        /* the global rank of each deferred engine */
+	uint32_t readers[NDET_MAX_RANKS]; /* local indices that may read each deferred pool */
 	/* The detach protocol, from the table (the same for every rank of the share). */
 	uint64_t epoch;
 	uint32_t ipc_peers; /* ranks of this host in other processes: they import our pools */
@@ -327,7 +328,7 @@ static void ndet_teardown_register_fork_handler(void)
 
 /* The share's last engine is released and all were idle: wait for the other processes. */
 static void ndet_teardown_pend(const struct ndet_teardown_share *share, void *engine,
-			       const struct ndet_teardown_ops *ops, int rank)
+			       const struct ndet_teardown_ops *ops, int rank, uint32_t readers)
 {
 	struct ndet_teardown_pending *pending = calloc(1, sizeof(*pending));
 	if (pending == NULL) {
@@ -339,7 +340,7 @@ static void ndet_teardown_pend(const struct ndet_teardown_share *share, void *en
 	pending->ops = ops;
 	pending->rank = rank;
 	pending->epoch = share->epoch;
-	pending->waiting = share->ipc_peers;
+	pending->waiting = share->ipc_peers & readers;
 	pending->pid_known = share->pid_known;
 	memcpy(pending->pids, share->pids, sizeof(pending->pids));
 	memcpy(pending->host_ranks, share->host_ranks, sizeof(pending->host_ranks));
@@ -354,7 +355,7 @@ static void ndet_teardown_pend(const struct ndet_teardown_share *share, void *en
 
 void ndet_teardown_release(struct ndet_teardown_share *share, void *engine,
 			   const struct ndet_teardown_ops *ops, int rank, bool idle,
-			   bool peers_done)
+			   bool peers_done, uint32_t readers)
 {
 	const bool free_now = idle && peers_done;
 	if (share == NULL) {
@@ -370,6 +371,7 @@ void ndet_teardown_release(struct ndet_teardown_share *share, void *engine,
 	if (!free_now) {
 		share->engines[share->deferred] = engine;
 		share->ranks[share->deferred] = rank;
+		share->readers[share->deferred] = readers;
 		share->ops[share->deferred++] = ops;
 		ndet_resources_add(&ndet_resources_now.deferred_pools, 1);
 	}
@@ -394,9 +396,9 @@ void ndet_teardown_release(struct ndet_teardown_share *share, void *engine,
 		if (!share->all_idle)
 			ndet_teardown_leak(share->engines[i], share->ops[i],
 					   "a kernel of ours did not leave");
-		else if (share->remote)
-			ndet_teardown_pend(share, share->engines[i], share->ops[i],
-					   share->ranks[i]);
+		else if ((share->ipc_peers & share->readers[i]) != 0)
+			ndet_teardown_pend(share, share->engines[i], share->ops[i], share->ranks[i],
+					   share->readers[i]);
 		else
 			share->ops[i]->free(share->engines[i]);
 	}

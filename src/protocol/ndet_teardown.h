@@ -71,8 +71,10 @@
  * importer that outlives its exporter (no pool protocol can do better: the close
  * itself cannot be announced through the mapping it removes); (2) a reused
  * pid (the dead peer's pid given to a new process) only delays the release: that
- * process looks alive; (3) a peer that cannot tell (a failed detach write, a pool it
- * failed to open during setup) keeps the pool pending until it exits; (4) a pending
+ * process looks alive; (3) a peer that cannot tell (a failed detach write) keeps the
+ * pool pending until it exits.  A setup that fails after the mapping round waits only
+ * for the peers whose round-3 word says they opened the pool (`readers`); where those
+ * words never arrived, for every peer; (4) a pending
  * pool freed later (at another communicator's teardown, or at exit) goes
  * through cudaFree, which waits for the device: behind a kernel of another live
  * engine until it leaves (NCCL_DET_TIMEOUT at worst), behind an application kernel
@@ -216,11 +218,15 @@ struct ndet_teardown_share *ndet_teardown_join(const struct ndet_setup_payload *
  * or it has no peer).  With both, freed now; otherwise kept with its share until the
  * share's last engine is released, and then freed, left pending for the detach
  * protocol, or leaked (when `share` is NULL, leaked at once).  No waiting here: see
- * ndet_teardown_pending_retry.  The engine must not be used afterwards.
+ * ndet_teardown_pending_retry.  `readers`: the ranks of this host (bit: local index)
+ * that may have mapped its memory, NDET_TEARDOWN_ALL_READERS where that is not known:
+ * only those in other processes are waited for.  The engine must not be used
+ * afterwards.
  */
+#define NDET_TEARDOWN_ALL_READERS 0xffffffffu
 void ndet_teardown_release(struct ndet_teardown_share *share, void *engine,
 			   const struct ndet_teardown_ops *ops, int rank, bool idle,
-			   bool peers_done);
+			   bool peers_done, uint32_t readers);
 
 /*
  * Check every pending pool of the process: free those that no peer can read any

@@ -413,14 +413,19 @@ static bool ndet_fake_verify(void *member)
 	return ok;
 }
 
-/* As the CUDA engine's: no kernel ran, our mappings go; the pool if no peer saw it. */
-static void ndet_fake_release(void *member, bool peers_may_have_mapped)
+/*
+ * As the CUDA engine's: no kernel ran, our mappings go; the pool if no peer saw it
+ * (any peer may have: the fake publishes no ops->opened).
+ */
+static void ndet_fake_release(void *member, bool peers_may_have_mapped, const uint32_t *opened)
 {
 	struct ndet_fake_engine *engine = member;
+	(void)opened;
 	ndet_fake_detach_peers(engine);
 	ndet_fake_close_peers(engine);
 	ndet_teardown_release(engine->share, engine, &ndet_fake_teardown_ops, engine->config.rank,
-			      true, !peers_may_have_mapped);
+			      true, !peers_may_have_mapped,
+			      peers_may_have_mapped ? NDET_TEARDOWN_ALL_READERS : 0);
 }
 
 static const struct ndet_setup_member_ops ndet_fake_ops = {
@@ -1294,7 +1299,7 @@ static void ndet_fake_release_engine(void *opaque)
 	struct ndet_fake_engine *engine = opaque;
 	ndet_fake_count(&ndet_fake_counts.engines_destroyed);
 	ndet_teardown_release(engine->share, engine, &ndet_fake_teardown_ops, engine->config.rank,
-			      engine->idle, engine->peers_done);
+			      engine->idle, engine->peers_done, NDET_TEARDOWN_ALL_READERS);
 	ndet_teardown_pending_retry(true);
 }
 

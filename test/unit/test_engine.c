@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "engine/ndet_engine.h"
+#include "common/ndet_settings.h"
 #include "protocol/ndet_setup.h"
 #include "test/support/ndet_fake_cuda.h"
 #include "test/gpu/ndet_gpu_sizes.h"
@@ -2630,15 +2631,16 @@ static void test_hosts_stall(void **state)
  */
 static void test_hosts_staging_refused(void **state)
 {
-	for (int c = 0; c < 2; c++) {
+	for (int c = 0; c < 4; c++) {
 		reset(state);
 		ndet_setup_set_multi_host_for_testing(true);
 		struct group group;
-		group_init(&group, 4, false);
+		/* Ranks as threads of one process, then each in its own (IPC peers). */
+		group_init(&group, 4, c >= 2);
 		group.hosts = "AABB";
 		for (int r = 0; r < 4; r++) {
 			group.results[r] = rank_member(&group, r);
-			if (c == 0)
+			if (c % 2 == 0)
 				group.results[r].config.hosts_staging =
 					ndet_hosts_min_staging_any(2, 2) - 1;
 			else
@@ -2654,6 +2656,37 @@ static void test_hosts_staging_refused(void **state)
 		assert_no_violation();
 		assert_int_equal(runtime().mappings, 0);
 		ndet_teardown_pending_retry(false);
+		assert_nothing_held();
+		group_fini(&group);
+	}
+}
+
+/*
+ * A setup that fails where the ranks map each other's pools: each pool waits only
+ * for the peers that opened it (round 3's words say which), so where CUDA refused
+ * IPC on every rank (no P2P, isolated devices) no pool waits for anyone, and where
+ * one rank could not open its peer's pool, the pool it did open is freed once it
+ * wrote its detach word.  Ranks in separate processes: no barrier, no share.
+ */
+static void test_setup_ipc_refused_frees_pools(void **state)
+{
+	for (int c = 0; c < 2; c++) {
+		reset(state);
+		struct group group;
+		group_init(&group, 2, true);
+		for (int r = 0; r < 2; r++) {
+			group.results[r] = rank_member(&group, r);
+			if (c == 0 || r == 1)
+				group.results[r].config.test_fail = NDET_FAULT_IPC_OPEN;
+		}
+		group_start(&group, exchange);
+		for (int r = 0; r < 2; r++) {
+			assert_int_not_equal(group.results[r].status, NDET_OK);
+			assert_null(group.results[r].engine);
+		}
+		assert_no_violation();
+		assert_int_equal(runtime().mappings, 0);
+		ndet_teardown_pending_retry(c == 1);
 		assert_nothing_held();
 		group_fini(&group);
 	}
@@ -2701,6 +2734,7 @@ int main(void)
 		cmocka_unit_test_setup(test_hosts_stage_arguments, reset),
 		cmocka_unit_test_setup(test_hosts_stall, reset),
 		cmocka_unit_test_setup(test_hosts_staging_refused, reset),
+		cmocka_unit_test_setup(test_setup_ipc_refused_frees_pools, reset),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

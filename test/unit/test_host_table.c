@@ -418,9 +418,11 @@ static void test_teardown_ignores_other_hosts(void **state)
 	struct ndet_teardown_share *share1 = ndet_teardown_join(table, 4, 1);
 	assert_non_null(share0);
 	assert_ptr_equal(share0, share1);
-	ndet_teardown_release(share0, &pools[0], &stub_ops, 0, true, false);
+	ndet_teardown_release(share0, &pools[0], &stub_ops, 0, true, false,
+			      NDET_TEARDOWN_ALL_READERS);
 	assert_false(pools[0].freed);
-	ndet_teardown_release(share1, &pools[1], &stub_ops, 1, true, false);
+	ndet_teardown_release(share1, &pools[1], &stub_ops, 1, true, false,
+			      NDET_TEARDOWN_ALL_READERS);
 	assert_true(pools[0].freed && pools[1].freed);
 	ndet_resources_get(&resources);
 	assert_int_equal(resources.deferred_pools, 0);
@@ -438,7 +440,7 @@ static void test_teardown_ignores_other_hosts(void **state)
 	struct pool_stub alone = {0, false};
 	struct ndet_teardown_share *share = ndet_teardown_join(table, 4, 0);
 	assert_non_null(share);
-	ndet_teardown_release(share, &alone, &stub_ops, 0, true, false);
+	ndet_teardown_release(share, &alone, &stub_ops, 0, true, false, NDET_TEARDOWN_ALL_READERS);
 	assert_false(alone.freed);
 	ndet_teardown_pending_retry(false);
 	assert_false(alone.freed);
@@ -481,7 +483,7 @@ static void test_teardown_by_local_index(void **state)
 	struct pool_stub pool = {0, false};
 	struct ndet_teardown_share *share = ndet_teardown_join(table, N - 2, 0);
 	assert_non_null(share);
-	ndet_teardown_release(share, &pool, &stub_ops, 0, true, false);
+	ndet_teardown_release(share, &pool, &stub_ops, 0, true, false, NDET_TEARDOWN_ALL_READERS);
 	ndet_teardown_pending_retry(false);
 	assert_false(pool.freed);
 	for (int i = 0; i < pids_judged_count; i++)

@@ -80,8 +80,9 @@ static bool mock_verify(void *opaque)
 	return !member->fail_verify;
 }
 
-static void mock_release(void *opaque, bool peers_may_have_mapped)
+static void mock_release(void *opaque, bool peers_may_have_mapped, const uint32_t *opened)
 {
+	(void)opened;
 	struct mock_member *member = opaque;
 	member->released++;
 	member->released_mapped = peers_may_have_mapped;
