@@ -131,23 +131,44 @@ static unsigned ndet_log_parse_subsys(const char *own, const char *nccl)
 	return fallback;
 }
 
-/* NCCL expands %h (hostname) and %p (pid) in NCCL_DEBUG_FILE; so do we. */
-static FILE *ndet_log_open_file(const char *pattern)
+/*
+ * The host name as NCCL puts it into file names: up to the first '.', with '/' and
+ * '%' made '_'.
+ */
+static void ndet_log_host_piece(char *piece, size_t size)
+{
+	if (gethostname(piece, size) != 0)
+		snprintf(piece, size, "unknown");
+	piece[size - 1] = '\0';
+	for (char *c = piece; *c != '\0'; c++) {
+		if (*c == '.') {
+			*c = '\0';
+			break;
+		}
+		if (*c == '/' || *c == '%')
+			*c = '_';
+	}
+}
+
+/*
+ * NCCL expands %h (host name), %p (pid) and %% in NCCL_DEBUG_FILE; so do we.
+ * `suffix` is appended to the expanded name.
+ */
+static FILE *ndet_log_open_file(const char *pattern, const char *suffix)
 {
 	if (pattern == NULL || pattern[0] == '\0')
 		return stdout;
 	char path[4096];
 	size_t used = 0;
 	for (const char *p = pattern; *p != '\0' && used + 1 < sizeof(path); p++) {
-		if (p[0] == '%' && (p[1] == 'h' || p[1] == 'p')) {
+		if (p[0] == '%' && (p[1] == 'h' || p[1] == 'p' || p[1] == '%')) {
 			char piece[256];
-			if (p[1] == 'h') {
-				if (gethostname(piece, sizeof(piece)) != 0)
-					snprintf(piece, sizeof(piece), "unknown");
-				piece[sizeof(piece) - 1] = '\0';
-			} else {
+			if (p[1] == 'h')
+				ndet_log_host_piece(piece, sizeof(piece));
+			else if (p[1] == 'p')
 				snprintf(piece, sizeof(piece), "%d", (int)getpid());
-			}
+			else
+				snprintf(piece, sizeof(piece), "%%");
 			used += (size_t)snprintf(path + used, sizeof(path) - used, "%s", piece);
 			if (used >= sizeof(path))
 				used = sizeof(path) - 1;
@@ -157,6 +178,9 @@ static FILE *ndet_log_open_file(const char *pattern)
 		}
 	}
 	path[used] = '\0';
+	if (used + strlen(suffix) >= sizeof(path))
+		return stdout;
+	memcpy(path + used, suffix, strlen(suffix) + 1);
 	FILE *file = fopen(path, "a");
 	if (file == NULL)
 		return stdout;
@@ -172,9 +196,16 @@ static void ndet_log_init_locked(void)
 		ndet_log_parse_level(ndet_log_lookup("NCCL_DET_DEBUG", "NCCL_DEBUG"));
 	ndet_log_subsys_mask = ndet_log_parse_subsys(ndet_env_get("NCCL_DET_DEBUG_SUBSYS", NULL),
 						     ndet_env_get("NCCL_DEBUG_SUBSYS", NULL));
+	/*
+	 * Not into NCCL's own file: NCCL opens it for writing from its start, and its
+	 * next lines would overwrite ours.  Beside it, with a suffix.
+	 */
+	const char *own = ndet_env_get("NCCL_DET_DEBUG_FILE", NULL);
 	if (ndet_log_file == NULL)
-		ndet_log_file = ndet_log_open_file(
-			ndet_log_lookup("NCCL_DET_DEBUG_FILE", "NCCL_DEBUG_FILE"));
+		ndet_log_file = own != NULL && own[0] != '\0'
+					? ndet_log_open_file(own, "")
+					: ndet_log_open_file(ndet_env_get("NCCL_DEBUG_FILE", NULL),
+							     NDET_LOG_NCCL_FILE_SUFFIX);
 	__atomic_store_n(&ndet_log_level_cached, (int)level, __ATOMIC_RELEASE);
 }
 

@@ -7,10 +7,13 @@
  * default WARN: a user who loaded nccl-det asked for determinism and must hear
  * when they do not get it.  INFO lines are filtered by subsystem through
  * NCCL_DET_DEBUG_SUBSYS, else NCCL_DEBUG_SUBSYS (comma list, `^` negates, as NCCL).
- * Output goes to NCCL_DET_DEBUG_FILE, else NCCL_DEBUG_FILE, else stdout.
+ * Output goes to NCCL_DET_DEBUG_FILE, else beside NCCL_DEBUG_FILE (its name and
+ * NDET_LOG_NCCL_FILE_SUFFIX: NCCL writes its own file from the start), else stdout.
  */
 #ifndef NDET_LOG_H_
 #define NDET_LOG_H_
+
+#define NDET_LOG_NCCL_FILE_SUFFIX ".nccl-det"
 
 #include <stdbool.h>
 

@@ -347,16 +347,30 @@ static void test_log_file_pattern_and_nccl_fallback(void **state)
 	assert_int_equal(test_count(text, "to the pid file"), 1);
 	free(text);
 
-	/* NCCL_DEBUG_FILE is used when ours is unset. */
-	char nccl_log[PATH_MAX];
-	test_path(nccl_log, sizeof(nccl_log), "nccl-log");
+	/*
+	 * NCCL_DEBUG_FILE when ours is unset: beside NCCL's file, never in it (NCCL
+	 * writes its file from the start and would overwrite our lines); %h is the host
+	 * name up to its first '.', %% a '%'.
+	 */
+	char nccl_pattern[PATH_MAX], nccl_log[PATH_MAX], host[256];
+	test_path(nccl_pattern, sizeof(nccl_pattern), "nccl-log.%h.%%");
+	assert_int_equal(gethostname(host, sizeof(host)), 0);
+	host[sizeof(host) - 1] = '\0';
+	host[strcspn(host, ".")] = '\0';
+	snprintf(name, sizeof(name), "nccl-log.%.40s.%%", host);
+	test_path(nccl_log, sizeof(nccl_log), name);
 	assert_int_equal(unsetenv("NCCL_DET_DEBUG_FILE"), 0);
-	test_setenv("NCCL_DEBUG_FILE", nccl_log);
+	test_setenv("NCCL_DEBUG_FILE", nccl_pattern);
 	test_relog();
 	NDET_WARN("to the nccl file");
+	assert_int_equal(access(nccl_log, F_OK), -1);
+	assert_true(strlen(nccl_log) + strlen(NDET_LOG_NCCL_FILE_SUFFIX) < sizeof(nccl_log));
+	strcat(nccl_log, NDET_LOG_NCCL_FILE_SUFFIX);
 	text = test_read_file(nccl_log);
 	assert_int_equal(test_count(text, "to the nccl file"), 1);
 	free(text);
+	test_relog(); /* closes it */
+	assert_int_equal(unlink(nccl_log), 0);
 }
 
 static void test_log_keeps_errno(void **state)
