@@ -380,11 +380,16 @@ ncclResult_t ndet_group_after_end(ncclResult_t result)
 	if (group->depth == 0 || --group->depth > 0)
 		return result;
 	struct ndet_group taken = ndet_group_take();
-	/* NCCL still enqueues in the background: ours follows once it is done. */
+	/* NCCL failed the group: what it held did not run; neither does ours. */
+	const bool nccl_ran = result == ncclSuccess || result == ncclInProgress;
+	/*
+	 * NCCL still enqueues in the background: ours follows once it is done.  An
+	 * asynchronous error of one communicator is returned; the others' calls still run
+	 * (their peers wait for them).
+	 */
 	if (result == ncclInProgress && (taken.calls.count > 0 || taken.finalizing.count > 0))
 		result = ndet_group_settle_taken(&taken);
-	/* NCCL failed the group: what it held did not run; neither does ours. */
-	if (result == ncclSuccess || result == ncclInProgress) {
+	if (nccl_ran) {
 		result = ndet_group_combine(result,
 					    ndet_group_run_setups(&taken.created, &taken.calls));
 		for (int i = 0; i < taken.calls.count; i++) {

@@ -263,12 +263,20 @@ static void ndet_engine_poison(struct ndet_engine *engine, cudaStream_t call_str
 {
 	if (__atomic_exchange_n(&engine->poisoned, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
+	/* On the call's stream; where that fails (the stream is what failed), on ours. */
 	for (int l = 0; l < engine->local.count; l++) {
 		struct ndet_flags *flags = engine->peer_flags[l];
-		if (flags != NULL &&
+		if (flags == NULL ||
 		    cudaMemcpyAsync(
 			    &flags->abort_word, (const void *)&engine->host_status->poison_word,
-			    sizeof(uint64_t), cudaMemcpyHostToDevice, call_stream) != cudaSuccess)
+			    sizeof(uint64_t), cudaMemcpyHostToDevice, call_stream) == cudaSuccess)
+			continue;
+		(void)cudaGetLastError();
+		if (call_capture != 0 ||
+		    cudaMemcpyAsync(&flags->abort_word,
+				    (const void *)&engine->host_status->poison_word,
+				    sizeof(uint64_t), cudaMemcpyHostToDevice,
+				    engine->setup_stream) != cudaSuccess)
 			(void)cudaGetLastError();
 	}
 	if (ndet_engine_launched(engine, call_stream, ndet_engine_stream_id(call_stream),
@@ -302,7 +310,7 @@ static ndet_status_t ndet_engine_enqueue(struct ndet_engine *engine, cudaStream_
 	NDET_CUDA_CHECK_GOTO(cudaGetDevice(&saved_device), status, out);
 	if (saved_device != engine->config.cuda_device)
 		NDET_CUDA_CHECK_GOTO(cudaSetDevice(engine->config.cuda_device), status, out);
-	NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(stream, &capture), status, out);
+	NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(stream, &capture), status, failed);
 	const unsigned long long stream_id = ndet_engine_stream_id(stream);
 	status = ndet_engine_order(engine, stream, stream_id, capture);
 	if (status != NDET_OK)

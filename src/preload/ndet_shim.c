@@ -232,12 +232,21 @@ NDET_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
 NDET_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
 {
 	NDET_SHIM_REAL(ncclCommRevoke, real);
-	/* NCCL refuses any other flags (nccl.h: "must be 0"): then nothing is stopped. */
-	const bool revoking = ndet_shim_enabled() && revokeFlags == 0;
-	if (revoking)
+	const bool enabled = ndet_shim_enabled();
+	/*
+	 * Flags other than 0 (nccl.h: "must be 0") are NCCL's to judge first: where NCCL
+	 * takes them, our kernels are stopped right after.
+	 */
+	if (enabled && revokeFlags != 0) {
+		ncclResult_t result = real(comm, revokeFlags);
+		if (result == ncclSuccess || result == ncclInProgress)
+			ndet_comm_revoke(comm);
+		return result;
+	}
+	if (enabled)
 		ndet_comm_revoke(comm);
 	ncclResult_t result = real(comm, revokeFlags);
-	if (revoking)
+	if (enabled)
 		ndet_comm_revoke_refused(comm, "ncclCommRevoke", result);
 	return result;
 }

@@ -24,8 +24,9 @@
 extern "C" {
 #endif
 
-#define NDET_SETUP_MAGIC          0x5445444eu /* "NDET" in memory order */
-#define NDET_SETUP_FORMAT_VERSION 3u          /* 2: sm_count; 3: blocking */
+#define NDET_SETUP_MAGIC 0x5445444eu /* "NDET" in memory order */
+/* 2: sm_count; 3: blocking; 4: round 3's word says which pools a rank opened */
+#define NDET_SETUP_FORMAT_VERSION 4u
 
 /* Round one.  16 bytes, forever. */
 struct ndet_setup_header {

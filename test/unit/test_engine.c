@@ -2686,10 +2686,36 @@ static void test_setup_ipc_refused_frees_pools(void **state)
 		}
 		assert_no_violation();
 		assert_int_equal(runtime().mappings, 0);
+		/* Refused everywhere: nothing waits.  Else rank 1's pool, which 0 opened. */
+		assert_int_equal(held().pending_pools, c == 0 ? 0 : 1);
 		ndet_teardown_pending_retry(c == 1);
 		assert_nothing_held();
 		group_fini(&group);
 	}
+	/*
+	 * Two hosts of two, each rank its own process, rank 3 cannot open rank 2's pool:
+	 * the pools of 0 and 1 (opened by each other) and of 3 (opened by 2) wait for
+	 * their openers' detach words; 2's, which nobody opened, does not.  (Each rank
+	 * reads the word of its host peer by global rank and tests its own local index.)
+	 */
+	reset(state);
+	ndet_setup_set_multi_host_for_testing(true);
+	struct group group;
+	group_init(&group, 4, true);
+	group.hosts = "AABB";
+	for (int r = 0; r < 4; r++) {
+		group.results[r] = rank_member(&group, r);
+		group.results[r].config.test_fail = NDET_FAULT_IPC_OPEN;
+		group.results[r].config.test_fail_rank = 3;
+	}
+	group_start(&group, exchange);
+	for (int r = 0; r < 4; r++)
+		assert_null(group.results[r].engine);
+	assert_int_equal(runtime().mappings, 0);
+	assert_int_equal(held().pending_pools, 3);
+	ndet_teardown_pending_retry(true);
+	assert_nothing_held();
+	group_fini(&group);
 }
 
 int main(void)

@@ -178,9 +178,9 @@ static void test_header_each_field_wrong_is_refused(void **state)
 	assert_int_equal(ndet_setup_header_check(&header), NDET_ERR_UNSUPPORTED);
 	header.checksum = ndet_setup_header_checksum(&header);
 	assert_int_equal(ndet_setup_header_check(&header), NDET_ERR_UNSUPPORTED);
-	assert_int_equal(NDET_SETUP_FORMAT_VERSION, 3);
+	assert_int_equal(NDET_SETUP_FORMAT_VERSION, 4);
 	header = good;
-	header.format_version = 2;
+	header.format_version = 3;
 	header.checksum = ndet_setup_header_checksum(&header);
 	assert_int_equal(ndet_setup_header_check(&header), NDET_ERR_UNSUPPORTED);
 	assert_true(ndet_setup_header_is_record(&header));
