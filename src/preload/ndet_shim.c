@@ -410,6 +410,13 @@ NDET_EXPORT ncclResult_t ncclDetGetNcclLibrary(const char **path, int *version,
 			ndet_resolve_other_copy_symbol("ncclDetGetNcclLibrary");
 	if (other != NULL)
 		return other(path, version, found_by);
+	if (!ndet_resolve_peek()) {
+		*path = "";
+		*version = 0;
+		if (found_by != NULL)
+			*found_by = ndet_resolve_strategy_name(NDET_RESOLVE_NONE);
+		return ncclSuccess;
+	}
 	enum ndet_resolve_strategy strategy = ndet_resolve_strategy();
 	*path = ndet_resolve_path();
 	*version = ndet_resolve_nccl_version();

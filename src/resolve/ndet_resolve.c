@@ -816,6 +816,31 @@ const struct ndet_nccl *ndet_resolve_nccl(void)
 	return &ndet_resolve_table;
 }
 
+bool ndet_resolve_peek(void)
+{
+	if (__atomic_load_n(&ndet_resolve_done, __ATOMIC_ACQUIRE))
+		return true;
+	if (ndet_resolve_in_progress)
+		return false;
+	ndet_resolve_in_progress = true;
+	bool resolved_here = false;
+	pthread_mutex_lock(&ndet_resolve_lock);
+	if (!__atomic_load_n(&ndet_resolve_done, __ATOMIC_ACQUIRE)) {
+		ndet_resolve_locked();
+		/* Nothing found is not kept: the application may load NCCL later. */
+		if (ndet_resolve_found != NDET_RESOLVE_NONE) {
+			__atomic_store_n(&ndet_resolve_done, 1, __ATOMIC_RELEASE);
+			resolved_here = true;
+		}
+	}
+	const bool done = __atomic_load_n(&ndet_resolve_done, __ATOMIC_ACQUIRE) != 0;
+	pthread_mutex_unlock(&ndet_resolve_lock);
+	ndet_resolve_in_progress = false;
+	if (resolved_here)
+		ndet_resolve_log();
+	return done;
+}
+
 enum ndet_resolve_strategy ndet_resolve_strategy(void)
 {
 	(void)ndet_resolve_nccl();
@@ -880,8 +905,7 @@ bool ndet_resolve_divert_allowed(void)
 
 void *ndet_resolve_other_copy_symbol(const char *name)
 {
-	(void)ndet_resolve_nccl();
-	if (!ndet_resolve_behind_copy)
+	if (!ndet_resolve_peek() || !ndet_resolve_behind_copy)
 		return NULL;
 	void *address = dlsym(ndet_resolve_lookup_handle, name);
 	ndet_resolve_clear_dlerror();

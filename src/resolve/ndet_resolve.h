@@ -225,6 +225,14 @@ int ndet_resolve_nccl_version(void);
 bool ndet_resolve_divert_allowed(void);
 
 /*
+ * For nccl-det's own queries (ncclDetGetNcclLibrary, ncclDetGetResources, ...): the
+ * search as ndet_resolve_nccl runs it, except that finding nothing is not kept, so that
+ * a query made before the application loaded NCCL does not leave every later call
+ * without it.  True once the real NCCL (or another copy) was found.
+ */
+bool ndet_resolve_peek(void);
+
+/*
  * When this copy forwards to another copy of nccl-det: that copy's `name` (its
  * ncclDet* API), else NULL.
  */

@@ -12,6 +12,11 @@ test_loading_test_forward_script_LDADD = test/fake_nccl/libnccl.la
 check_PROGRAMS += test/loading/test_preload_threads
 test_loading_test_preload_threads_SOURCES = test/loading/test_preload_threads.c
 
+# An ncclDetGetNcclLibrary before NCCL is loaded (test_early_query.sh).
+check_PROGRAMS += test/loading/test_early_query
+test_loading_test_early_query_SOURCES = test/loading/test_early_query.c
+test_loading_test_early_query_LDADD = -ldl
+
 check_LTLIBRARIES += test/loading/libtest_preload_ext.la
 test_loading_libtest_preload_ext_la_SOURCES = test/loading/test_preload_ext.c
 test_loading_libtest_preload_ext_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version \
@@ -63,9 +68,11 @@ test_loading_test_plugin_load_LDADD = test/fake_nccl/libfake_nccl_helpers.la \
 	test/fake_nccl/libnccl.la -ldl
 
 TESTS += test/loading/test_forward.sh test/loading/test_preload_silent.sh \
+	test/loading/test_early_query.sh \
 	test/loading/test_preload_exports.sh test/loading/test_dtneeded.sh \
 	test/loading/test_plugins.sh
 EXTRA_DIST += test/loading/test_forward.sh test/loading/test_preload_silent.sh \
+	test/loading/test_early_query.sh \
 	test/loading/test_preload_local.sh test/loading/test_preload_exports.sh \
 	test/loading/test_dtneeded.sh test/loading/test_plugins.sh \
 	test/loading/test_dropin_exports.sh test/loading/test_dropin_calls.sh \
