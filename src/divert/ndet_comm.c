@@ -518,7 +518,7 @@ void ndet_comm_revoke_refused(ncclComm_t nccl, const char *what, ncclResult_t re
 	const bool first = !comm->revoke_refused;
 	comm->revoke_refused = true;
 	pthread_mutex_unlock(&comm->lock);
-	const struct ndet_nccl *real = ndet_resolve_nccl();
+	const struct ndet_nccl *real = first ? ndet_resolve_nccl() : NULL;
 	if (first)
 		NDET_WARN("communicator %p: NCCL refused %s (%s, %d) after nccl-det had stopped "
 			  "its engine for it: the communicator's all-reduces now run in NCCL, not "

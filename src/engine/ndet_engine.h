@@ -222,8 +222,8 @@ ndet_status_t ndet_engine_plan_for_config(const struct ndet_engine_config *confi
  * failure, or (across hosts) a stage of NCCL's made no progress for
  * NCCL_DET_TIMEOUT (NDET_KERNEL_ERR_STALLED: struct ndet_hosts_stall, which each
  * call of this function observes), or a launch of this rank failed while its peers
- * went on (NDET_KERNEL_ERR_LAUNCH: its peers were told).  `kernel_error` (may be NULL) gets the
- * ndet_kernel_error_t.
+ * went on (NDET_KERNEL_ERR_LAUNCH: its peers were told).  `kernel_error` (may be
+ * NULL) gets the ndet_kernel_error_t.
  */
 ndet_status_t ndet_engine_error(struct ndet_engine *engine, uint32_t *kernel_error);
 

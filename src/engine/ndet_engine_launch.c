@@ -263,21 +263,22 @@ static void ndet_engine_poison(struct ndet_engine *engine, cudaStream_t call_str
 {
 	if (__atomic_exchange_n(&engine->poisoned, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
-	/* On the call's stream; where that fails (the stream is what failed), on ours. */
+	/*
+	 * On the call's stream; where that fails (the stream is what failed), on ours,
+	 * unless in a capture (ours is not part of it).
+	 */
+	const void *poison = (const void *)&engine->host_status->poison_word;
 	for (int l = 0; l < engine->local.count; l++) {
-		struct ndet_flags *flags = engine->peer_flags[l];
-		if (flags == NULL ||
-		    cudaMemcpyAsync(
-			    &flags->abort_word, (const void *)&engine->host_status->poison_word,
-			    sizeof(uint64_t), cudaMemcpyHostToDevice, call_stream) == cudaSuccess)
-			continue;
-		(void)cudaGetLastError();
-		if (call_capture != 0 ||
-		    cudaMemcpyAsync(&flags->abort_word,
-				    (const void *)&engine->host_status->poison_word,
-				    sizeof(uint64_t), cudaMemcpyHostToDevice,
-				    engine->setup_stream) != cudaSuccess)
+		uint64_t *word =
+			engine->peer_flags[l] != NULL ? &engine->peer_flags[l]->abort_word : NULL;
+		for (int attempt = 0; word != NULL && attempt < (call_capture != 0 ? 1 : 2);
+		     attempt++) {
+			if (cudaMemcpyAsync(word, poison, sizeof(uint64_t), cudaMemcpyHostToDevice,
+					    attempt == 0 ? call_stream : engine->setup_stream) ==
+			    cudaSuccess)
+				break;
 			(void)cudaGetLastError();
+		}
 	}
 	if (ndet_engine_launched(engine, call_stream, ndet_engine_stream_id(call_stream),
 				 call_capture) != NDET_OK)

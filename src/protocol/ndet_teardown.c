@@ -127,7 +127,6 @@ struct ndet_teardown_share {
 	uint64_t pools[NDET_MAX_RANKS]; /* pool address of each rank in this process, else 0 */
 	int local;                      /* ranks of the communicator in this process */
 	int released;
-	bool remote;   /* some rank of this host lives in another process */
 	bool all_idle; /* every released engine was idle */
 	int deferred;
 	void *engines[NDET_MAX_RANKS]; /* released, memory kept until the share completes */
@@ -280,7 +279,6 @@ struct ndet_teardown_share *ndet_teardown_join(const struct ndet_setup_payload *
 			return NULL;
 		key.host_ranks[l] = q;
 		if (kind == NDET_PEER_IPC) {
-			key.remote = true;
 			key.ipc_peers |= 1u << l;
 			key.pids[l] = table[q].pid;
 			if (my_namespace != 0 && table[q].pid_namespace == my_namespace)

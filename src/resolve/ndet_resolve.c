@@ -793,33 +793,15 @@ static void ndet_resolve_log(void)
 			  (int)NDET_NCCL_FUNCTION_COUNT, missing);
 }
 
-const struct ndet_nccl *ndet_resolve_nccl(void)
-{
-	if (__atomic_load_n(&ndet_resolve_done, __ATOMIC_ACQUIRE))
-		return &ndet_resolve_table;
-	/* A library we dlopen may call NCCL from its constructor: no deadlock, no NCCL. */
-	if (ndet_resolve_in_progress)
-		return &ndet_resolve_empty_table;
-	ndet_resolve_in_progress = true;
-	bool resolved_here = false;
-	pthread_mutex_lock(&ndet_resolve_lock);
-	if (!__atomic_load_n(&ndet_resolve_done, __ATOMIC_ACQUIRE)) {
-		ndet_resolve_locked();
-		__atomic_store_n(&ndet_resolve_done, 1, __ATOMIC_RELEASE);
-		resolved_here = true;
-	}
-	pthread_mutex_unlock(&ndet_resolve_lock);
-	ndet_resolve_in_progress = false;
-	/* Outside the lock: logging may call pncclGetVersion. */
-	if (resolved_here)
-		ndet_resolve_log();
-	return &ndet_resolve_table;
-}
-
-bool ndet_resolve_peek(void)
+/*
+ * The search, once: true when it has run for good.  `keep_none`: a search that found
+ * nothing is kept too (every NCCL call); else it runs again next time (queries).
+ */
+static bool ndet_resolve_run(bool keep_none)
 {
 	if (__atomic_load_n(&ndet_resolve_done, __ATOMIC_ACQUIRE))
 		return true;
+	/* A library we dlopen may call NCCL from its constructor: no deadlock, no NCCL. */
 	if (ndet_resolve_in_progress)
 		return false;
 	ndet_resolve_in_progress = true;
@@ -827,8 +809,7 @@ bool ndet_resolve_peek(void)
 	pthread_mutex_lock(&ndet_resolve_lock);
 	if (!__atomic_load_n(&ndet_resolve_done, __ATOMIC_ACQUIRE)) {
 		ndet_resolve_locked();
-		/* Nothing found is not kept: the application may load NCCL later. */
-		if (ndet_resolve_found != NDET_RESOLVE_NONE) {
+		if (keep_none || ndet_resolve_found != NDET_RESOLVE_NONE) {
 			__atomic_store_n(&ndet_resolve_done, 1, __ATOMIC_RELEASE);
 			resolved_here = true;
 		}
@@ -836,9 +817,20 @@ bool ndet_resolve_peek(void)
 	const bool done = __atomic_load_n(&ndet_resolve_done, __ATOMIC_ACQUIRE) != 0;
 	pthread_mutex_unlock(&ndet_resolve_lock);
 	ndet_resolve_in_progress = false;
+	/* Outside the lock: logging may call pncclGetVersion. */
 	if (resolved_here)
 		ndet_resolve_log();
 	return done;
+}
+
+const struct ndet_nccl *ndet_resolve_nccl(void)
+{
+	return ndet_resolve_run(true) ? &ndet_resolve_table : &ndet_resolve_empty_table;
+}
+
+bool ndet_resolve_peek(void)
+{
+	return ndet_resolve_run(false);
 }
 
 enum ndet_resolve_strategy ndet_resolve_strategy(void)
