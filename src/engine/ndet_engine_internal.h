@@ -24,7 +24,7 @@ struct ndet_engine_last {
 	cudaEvent_t event;            /* recorded on `stream` right after that launch */
 	cudaStream_t stream;          /* compared with the next launch's, never handed to CUDA:
 				       * the application may have destroyed it since */
-	unsigned long long stream_id; /* its cudaStreamGetId; 0 unknown */
+	unsigned long long stream_id; /* its cudaStreamGetId; 0 unknown; in a capture a constant */
 	unsigned long long capture;   /* its capture id; 0 eager */
 	bool valid;
 };

@@ -154,16 +154,25 @@ static cudaError_t ndet_engine_capture_id(cudaStream_t stream, unsigned long lon
 }
 
 /*
- * The process-wide id of the stream a handle names now (0: not known).  One handle
- * may name several streams: cudaStreamPerThread is another stream in each thread, and
- * the address of a destroyed stream may be handed out again.
+ * The process-wide id of the stream a handle names now, for an eager launch (0: not
+ * known).  One handle may name several streams: cudaStreamPerThread is another stream
+ * in each thread, and the address of a destroyed stream may be handed out again.  In
+ * a capture (`capture` != 0) the handle alone tells, and CUDA is not asked:
+ * cudaStreamGetId on a capturing stream invalidates its capture, and a capturing
+ * stream cannot be destroyed.
  */
-static unsigned long long ndet_engine_stream_id(cudaStream_t stream)
+#define NDET_ENGINE_STREAM_ID_CAPTURED (~0ull)
+
+static unsigned long long ndet_engine_stream_id(cudaStream_t stream, unsigned long long capture)
 {
 	unsigned long long id = 0;
+	if (capture != 0)
+		return NDET_ENGINE_STREAM_ID_CAPTURED;
 #if CUDART_VERSION >= 12000
-	if (cudaStreamGetId(stream, &id) != cudaSuccess)
+	if (cudaStreamGetId(stream, &id) != cudaSuccess) {
+		(void)cudaGetLastError();
 		id = 0;
+	}
 #else
 	(void)stream;
 #endif
@@ -280,7 +289,8 @@ static void ndet_engine_poison(struct ndet_engine *engine, cudaStream_t call_str
 			(void)cudaGetLastError();
 		}
 	}
-	if (ndet_engine_launched(engine, call_stream, ndet_engine_stream_id(call_stream),
+	if (ndet_engine_launched(engine, call_stream,
+				 ndet_engine_stream_id(call_stream, call_capture),
 				 call_capture) != NDET_OK)
 		(void)cudaGetLastError();
 	ndet_engine_abort(engine);
@@ -312,7 +322,7 @@ static ndet_status_t ndet_engine_enqueue(struct ndet_engine *engine, cudaStream_
 	if (saved_device != engine->config.cuda_device)
 		NDET_CUDA_CHECK_GOTO(cudaSetDevice(engine->config.cuda_device), status, out);
 	NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(stream, &capture), status, failed);
-	const unsigned long long stream_id = ndet_engine_stream_id(stream);
+	const unsigned long long stream_id = ndet_engine_stream_id(stream, capture);
 	status = ndet_engine_order(engine, stream, stream_id, capture);
 	if (status != NDET_OK)
 		goto failed;
@@ -515,7 +525,8 @@ ndet_status_t ndet_engine_hosts_order(struct ndet_engine *engine, cudaStream_t c
 	} else if (join == NDET_HOSTS_JOIN_END) {
 		/* The call's end on its own stream: its last group and its last kernel. */
 		status = ndet_engine_launched(engine, call_stream,
-					      ndet_engine_stream_id(call_stream), call_capture);
+					      ndet_engine_stream_id(call_stream, call_capture),
+					      call_capture);
 	}
 	if (status != NDET_OK)
 		ndet_engine_poison(engine, call_stream, call_capture);

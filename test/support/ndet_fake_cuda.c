@@ -987,10 +987,15 @@ cudaError_t cudaStreamGetId(cudaStream_t opaque, unsigned long long *id)
 	struct fake_stream *stream = fake_stream_of(opaque);
 	cudaError_t err = cudaSuccess;
 	pthread_mutex_lock(&fake_lock);
-	if (!fake_stream_usable_locked(stream, "cudaStreamGetId"))
+	if (!fake_stream_usable_locked(stream, "cudaStreamGetId")) {
 		err = cudaErrorInvalidResourceHandle;
-	else
+	} else if (stream->capture != 0) {
+		/* CUDA invalidates the capture: every later call in it fails. */
+		fake_violate("cudaStreamGetId on stream %s while it captures", stream->named.name);
+		err = cudaErrorStreamCaptureInvalidated;
+	} else {
 		*id = stream->id;
+	}
 	pthread_mutex_unlock(&fake_lock);
 	return fake_result(err);
 }
