@@ -149,7 +149,7 @@ for name in "$@"; do
 	tail -3 "$work/$name/stdout.txt" | sed "s/^/  [$name] /" | tee -a "$LOG"
 	verdict "$name" "$rc" "$((SECONDS - t0)) s"
 done
-log "SUMMARY batch: $passed passed, $failed failed${failures:+ (failed:$failures)}"
+log "SUMMARY batch: $passed passed, $failed failed${failures:+ (failed:$failures)}${skips:+, $skipped skipped (not run here:$skips)}"
 cp "$LOG" "$work/"
 tar czf "$OUT/batch-logs.tgz" -C "$work" . 2>/dev/null
 rm -rf "$work"

@@ -263,5 +263,5 @@ if [ $((passed + failed)) -eq 0 ]; then
 	failed=1
 	failures=" (no case matched: '$*' with FAULTS_MPS='${FAULTS_MPS:-on off}')"
 fi
-log "SUMMARY faults: $passed passed, $failed failed${failures:+ (failed:$failures)}"
+log "SUMMARY faults: $passed passed, $failed failed${failures:+ (failed:$failures)}${skips:+, $skipped skipped (not run here:$skips)}"
 [ $failed -eq 0 ]

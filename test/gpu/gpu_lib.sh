@@ -1,17 +1,24 @@
 # Sourced by the GPU test scripts: the log, PASS/FAIL counting and nccl-tests' result rows (MPS: mps.sh).
 # The sourcing script sets LOG (the log file) first.
 passed=0
+skipped=0
+skips=
 failed=0
 failures=""
 
 log() { echo "$*" | tee -a "$LOG"; }
 
-# verdict NAME RC [DETAIL]: count and log a PASS (RC 0) or a FAIL.
+# verdict NAME RC [DETAIL]: count and log a PASS (RC 0), a SKIP (RC 77: it could not run
+# here) or a FAIL.
 verdict() {
 	local name=$1 rc=$2 detail=${3:+ ($3)}
 	if [ "$rc" -eq 0 ]; then
 		passed=$((passed + 1))
 		log "PASS $name$detail"
+	elif [ "$rc" -eq 77 ]; then # the step could not run here: neither passed nor failed
+		skipped=$((skipped + 1))
+		skips="$skips $name"
+		log "SKIP $name$detail"
 	else
 		failed=$((failed + 1))
 		failures="$failures $name"

@@ -58,5 +58,5 @@ for ((i = 1; i <= QUEUE_RUNS; i++)); do
 	grep -m3 '^NOTE' "$OUT/ll-stress-queues2-window0-run$i.txt" >>"$LOG"
 done
 log "  diagnostic: $queue_stalls of $QUEUE_RUNS runs with CUDA_DEVICE_MAX_CONNECTIONS=2 and all launches at once failed (not counted)"
-log "SUMMARY ll-stress: $passed passed, $failed failed${failures:+ (failed:$failures)}"
+log "SUMMARY ll-stress: $passed passed, $failed failed${failures:+ (failed:$failures)}${skips:+, $skipped skipped (not run here:$skips)}"
 [ "$failed" -eq 0 ]

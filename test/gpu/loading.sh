@@ -28,6 +28,8 @@ dropin_dir="$BUILD/src/dropin/.libs"
 run_tool="$BUILD/tools/nccl-det-run"
 export NCCL_SOCKET_IFNAME=lo
 fail=0
+checks=0
+skipped=
 
 # job TAG N CMD...: N processes of CMD on GPU 0 (process 0 first: the JAX coordinator).
 job() {
@@ -51,6 +53,7 @@ job() {
 check() { # MESSAGE COMMAND...
 	local message=$1
 	shift
+	checks=$((checks + 1))
 	if "$@"; then echo "PASS $message"; else echo "FAIL $message"; fail=1; fi
 }
 
@@ -106,6 +109,7 @@ if [ "$tier" = torchrun ] || [ "$tier" = all ]; then
 	gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 	if [ "$gpus" -lt 2 ]; then
 		echo "SKIP torchrun: $gpus GPU(s) visible, the recipe needs two or more"
+		skipped="$skipped torchrun"
 	else
 		trun() { # TAG CMD-PREFIX...: torchrun on every GPU, stdout to $OUT/loading-TAG.out
 			local tag=$1
@@ -160,5 +164,10 @@ if [ "$tier" = conf ] || [ "$tier" = all ]; then
 		"$OUT/loading-conf-0.out" "$OUT/loading-conf-0.err"
 fi
 
-echo "SUMMARY loading $tier: $([ $fail -eq 0 ] && echo PASS || echo FAIL)"
+# A tier of which nothing could run here is a SKIP (exit 77), not a PASS.
+if [ $fail -eq 0 ] && [ $checks -eq 0 ]; then
+	echo "SUMMARY loading $tier: SKIP (not run here:$skipped)"
+	exit 77
+fi
+echo "SUMMARY loading $tier: $([ $fail -eq 0 ] && echo PASS || echo FAIL), $checks checks${skipped:+, not run here:$skipped}"
 exit $fail

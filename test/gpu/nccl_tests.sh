@@ -88,5 +88,5 @@ if [ -f "$OUT/nccl-tests-run-eager.txt" ] && [ -f "$OUT/nccl-tests-plain.txt" ];
 	               printf "    %12d B  %6.2f\n", s, t[ARGV[2], s] / t[ARGV[1], s] }' \
 		"$OUT/nccl-tests-run-eager.txt" "$OUT/nccl-tests-plain.txt" | sort -n | tee -a "$LOG"
 fi
-log "SUMMARY nccl-tests: $passed passed, $failed failed${failures:+ (failed:$failures)}"
+log "SUMMARY nccl-tests: $passed passed, $failed failed${failures:+ (failed:$failures)}${skips:+, $skipped skipped (not run here:$skips)}"
 [ "$failed" -eq 0 ]

@@ -115,5 +115,5 @@ for layout in $layouts; do
 			-o sum -c 1 -n 2 -w 1
 	done
 done
-log "SUMMARY nccl-tests-hosts: $passed passed, $failed failed${failures:+ (failed:$failures)}"
+log "SUMMARY nccl-tests-hosts: $passed passed, $failed failed${failures:+ (failed:$failures)}${skips:+, $skipped skipped (not run here:$skips)}"
 [ "$failed" -eq 0 ]

@@ -319,5 +319,5 @@ defaults)
 	;;
 esac
 
-log "SUMMARY gpu-$tier: $passed passed, $failed failed${failures:+ (failed:$failures)}"
+log "SUMMARY gpu-$tier: $passed passed, $failed failed${failures:+ (failed:$failures)}${skips:+, $skipped skipped (not run here:$skips)}"
 [ $failed -eq 0 ]

@@ -107,5 +107,5 @@ for mps in $MPS; do
 	done
 	[ "$mps" = on ] && mps_stop
 done
-log "SUMMARY torch_extras n=$n: $passed passed, $failed failed${failures:+ (failed:$failures)}"
+log "SUMMARY torch_extras n=$n: $passed passed, $failed failed${failures:+ (failed:$failures)}${skips:+, $skipped skipped (not run here:$skips)}"
 [ $failed -eq 0 ]

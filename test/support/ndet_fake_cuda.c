@@ -990,9 +990,9 @@ cudaError_t cudaStreamGetId(cudaStream_t opaque, unsigned long long *id)
 	if (!fake_stream_usable_locked(stream, "cudaStreamGetId")) {
 		err = cudaErrorInvalidResourceHandle;
 	} else if (stream->capture != 0) {
-		/* CUDA invalidates the capture: every later call in it fails. */
+		/* CUDA refuses it and invalidates the capture: every later call fails. */
 		fake_violate("cudaStreamGetId on stream %s while it captures", stream->named.name);
-		err = cudaErrorStreamCaptureInvalidated;
+		err = cudaErrorStreamCaptureUnsupported;
 	} else {
 		*id = stream->id;
 	}
@@ -1030,6 +1030,9 @@ cudaError_t cudaStreamSynchronize(cudaStream_t opaque)
 	fake_counts.blocking++;
 	if (!fake_stream_usable_locked(stream, "cudaStreamSynchronize")) {
 		err = cudaErrorInvalidResourceHandle;
+	} else if (stream->capture != 0) {
+		fake_violate("cudaStreamSynchronize(%s) while it captures", stream->named.name);
+		err = cudaErrorStreamCaptureUnsupported;
 	} else if (!fake_stream_done_locked(stream, stream->seq)) {
 		fake_violate("cudaStreamSynchronize(%s) behind a kernel that may spin",
 			     stream->named.name);
