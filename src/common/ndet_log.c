@@ -21,6 +21,13 @@
 static int ndet_log_level_cached = -1;
 static unsigned ndet_log_subsys_mask = NDET_SUBSYS_INIT | NDET_SUBSYS_ENV;
 static FILE *ndet_log_file;
+/*
+ * Where the first line goes (ndet_log_init_locked): a file name pattern and the
+ * suffix to add (pattern NULL: stdout).  Opened at the first line written, so that a
+ * process that logs nothing leaves no empty file.
+ */
+static char *ndet_log_pattern;
+static const char *ndet_log_suffix = "";
 static pthread_mutex_t ndet_log_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local int ndet_log_device = -1;
 
@@ -201,11 +208,16 @@ static void ndet_log_init_locked(void)
 	 * next lines would overwrite ours.  Beside it, with a suffix.
 	 */
 	const char *own = ndet_env_get("NCCL_DET_DEBUG_FILE", NULL);
-	if (ndet_log_file == NULL)
-		ndet_log_file = own != NULL && own[0] != '\0'
-					? ndet_log_open_file(own, "")
-					: ndet_log_open_file(ndet_env_get("NCCL_DEBUG_FILE", NULL),
-							     NDET_LOG_NCCL_FILE_SUFFIX);
+	const char *nccl = ndet_env_get("NCCL_DEBUG_FILE", NULL);
+	free(ndet_log_pattern);
+	ndet_log_pattern = NULL;
+	ndet_log_suffix = "";
+	if (own != NULL && own[0] != '\0') {
+		ndet_log_pattern = strdup(own);
+	} else if (nccl != NULL && nccl[0] != '\0') {
+		ndet_log_pattern = strdup(nccl);
+		ndet_log_suffix = NDET_LOG_NCCL_FILE_SUFFIX;
+	}
 	__atomic_store_n(&ndet_log_level_cached, (int)level, __ATOMIC_RELEASE);
 }
 
@@ -256,7 +268,9 @@ static void ndet_log_write(const char *label, const char *where, const char *fmt
 		snprintf(device, sizeof(device), " [%d]", ndet_log_device);
 
 	pthread_mutex_lock(&ndet_log_lock);
-	FILE *out = ndet_log_file != NULL ? ndet_log_file : stdout;
+	if (ndet_log_file == NULL)
+		ndet_log_file = ndet_log_open_file(ndet_log_pattern, ndet_log_suffix);
+	FILE *out = ndet_log_file;
 	fprintf(out, "%s:%d:%d%s NCCL-DET %s%s %s\n", host, (int)getpid(), (int)syscall(SYS_gettid),
 		device, label, where, message);
 	fflush(out);
@@ -300,6 +314,8 @@ void ndet_log_reset_for_testing(void)
 	if (ndet_log_file != NULL && ndet_log_file != stdout)
 		fclose(ndet_log_file);
 	ndet_log_file = NULL;
+	free(ndet_log_pattern);
+	ndet_log_pattern = NULL;
 	__atomic_store_n(&ndet_log_level_cached, -1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&ndet_log_lock);
 }

@@ -30,6 +30,7 @@ struct ndet_group {
 	struct ndet_group_calls calls;      /* recorded all-reduces, in issue order */
 	struct ndet_group_comms created;    /* communicators created in the group */
 	struct ndet_group_comms finalizing; /* held ncclCommFinalize calls */
+	ncclResult_t error;                 /* the first call that failed at once in the group */
 };
 
 static _Thread_local struct ndet_group ndet_group_current;
@@ -389,6 +390,13 @@ ncclResult_t ndet_group_after_end(ncclResult_t result)
 	 */
 	if (result == ncclInProgress && (taken.calls.count > 0 || taken.finalizing.count > 0))
 		result = ndet_group_settle_taken(&taken);
+	/*
+	 * A call of ours that failed at once (refused, on a failed communicator) fails the
+	 * group's end too, as NCCL's group end reports an argument error of a call inside
+	 * it.  The group's other calls still run: where the failure is this rank's alone
+	 * (a communicator that failed here), its peers' kernels wait for them.
+	 */
+	result = ndet_group_combine(taken.error, result);
 	if (nccl_ran) {
 		result = ndet_group_combine(result,
 					    ndet_group_run_setups(&taken.created, &taken.calls));
@@ -513,6 +521,8 @@ bool ndet_group_reduction(ndet_coll_t coll, const void *sendbuff, void *recvbuff
 			NDET_WARN("out of memory recording an all-reduce in a group");
 			ndet_comm_unref(comm);
 			*result = ncclSystemError;
+			ndet_group_current.error =
+				ndet_group_combine(ndet_group_current.error, *result);
 			return true;
 		}
 	} else if (call.decision.action == NDET_ACTION_SETUP) {
@@ -542,6 +552,8 @@ bool ndet_group_reduction(ndet_coll_t coll, const void *sendbuff, void *recvbuff
 		handled = false;
 		break;
 	}
+	if (handled && ndet_group_current.depth > 0)
+		ndet_group_current.error = ndet_group_combine(ndet_group_current.error, *result);
 	ndet_comm_unref(comm);
 	return handled;
 }

@@ -1046,9 +1046,17 @@ static void test_strict(void **state)
 		assert_int_equal(ncclAllReduce(integers[r], integers[r], 4, ncclInt32, ncclSum,
 					       comms[r], NULL),
 				 ncclSuccess);
-	assert_int_equal(ncclGroupEnd(), ncclSuccess);
+	/* As NCCL's group end reports an argument error of a call inside the group. */
+	assert_int_equal(ncclGroupEnd(), ncclInvalidUsage);
 	assert_int_equal(ndet_divert_count_log("NCCL_DET_STRICT=1: ncclAllReduce fails", "rank 2"),
 			 3);
+	/* The next group starts clean. */
+	assert_int_equal(ncclGroupStart(), ncclSuccess);
+	for (int r = 0; r < 3; r++)
+		assert_int_equal(ncclAllReduce(integers[r], integers[r], 4, ncclInt32, ncclSum,
+					       comms[r], NULL),
+				 ncclSuccess);
+	assert_int_equal(ncclGroupEnd(), ncclSuccess);
 	for (int r = 0; r < 3; r++)
 		assert_int_equal(ncclCommDestroy(comms[r]), ncclSuccess);
 
@@ -1109,7 +1117,8 @@ static void test_fp8_without_kernels(void **state)
 						       ncclSum, comms[r], NULL),
 					 strict ? ncclInvalidUsage : ncclSuccess);
 		}
-		assert_int_equal(ncclGroupEnd(), ncclSuccess);
+		/* The refusal fails the group's end too; the f32 calls still run. */
+		assert_int_equal(ncclGroupEnd(), strict ? ncclInvalidUsage : ncclSuccess);
 		for (int r = 0; r < 3; r++) {
 			assert_true(values[r][0] == 3.0f);
 			if (!strict)

@@ -362,9 +362,14 @@ static void test_log_file_pattern_and_nccl_fallback(void **state)
 	assert_int_equal(unsetenv("NCCL_DET_DEBUG_FILE"), 0);
 	test_setenv("NCCL_DEBUG_FILE", nccl_pattern);
 	test_relog();
+	assert_true(strlen(nccl_log) + strlen(NDET_LOG_NCCL_FILE_SUFFIX) < sizeof(nccl_log));
+	char side_log[PATH_MAX];
+	snprintf(side_log, sizeof(side_log), "%s%s", nccl_log, NDET_LOG_NCCL_FILE_SUFFIX);
+	/* Asking the level reads the settings, and creates no file before a line. */
+	assert_true(ndet_log_enabled(NDET_LOG_WARN, NDET_SUBSYS_ALL));
+	assert_int_equal(access(side_log, F_OK), -1);
 	NDET_WARN("to the nccl file");
 	assert_int_equal(access(nccl_log, F_OK), -1);
-	assert_true(strlen(nccl_log) + strlen(NDET_LOG_NCCL_FILE_SUFFIX) < sizeof(nccl_log));
 	strcat(nccl_log, NDET_LOG_NCCL_FILE_SUFFIX);
 	text = test_read_file(nccl_log);
 	assert_int_equal(test_count(text, "to the nccl file"), 1);
