@@ -120,6 +120,7 @@ static _Thread_local pid_t fake_thread_pid;
 static _Thread_local int fake_close_delay_ms;
 static _Thread_local cudaError_t fake_last_error;
 static _Thread_local enum cudaStreamCaptureMode fake_capture_mode = cudaStreamCaptureModeGlobal;
+static int fake_active_captures; /* streams capturing now (fake_cuda_set_capture) */
 
 pid_t __real_getpid(void);
 pid_t __wrap_getpid(void);
@@ -652,7 +653,9 @@ void fake_cuda_set_close_delay_ms(int ms)
 void fake_cuda_set_capture(cudaStream_t stream, unsigned long long id)
 {
 	pthread_mutex_lock(&fake_lock);
-	fake_stream_of(stream)->capture = id;
+	struct fake_stream *captured = fake_stream_of(stream);
+	fake_active_captures += (id != 0) - (captured->capture != 0);
+	captured->capture = id;
 	pthread_mutex_unlock(&fake_lock);
 }
 
@@ -831,9 +834,28 @@ static cudaError_t fake_free(void *pointer, bool pinned)
 	return fake_result(err);
 }
 
+/*
+ * While a stream captures (in the global mode, which the fake assumes), CUDA refuses
+ * calls that may synchronise the device, in every thread that has not switched itself
+ * to the relaxed mode (cudaThreadExchangeStreamCaptureMode), and invalidates the
+ * capture.
+ */
+static bool fake_capture_forbids(const char *what)
+{
+	pthread_mutex_lock(&fake_lock);
+	const bool forbidden =
+		fake_active_captures > 0 && fake_capture_mode != cudaStreamCaptureModeRelaxed;
+	if (forbidden)
+		fake_violate("%s while a stream captures, outside the relaxed capture mode", what);
+	pthread_mutex_unlock(&fake_lock);
+	return forbidden;
+}
+
 cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
 	FAKE_RUNTIME_CALL();
+	if (fake_capture_forbids("cudaMalloc"))
+		return fake_result(cudaErrorStreamCaptureUnsupported);
 	pthread_mutex_lock(&fake_lock);
 	bool refused = fake_fail_malloc_bytes != 0 && size == fake_fail_malloc_bytes;
 	pthread_mutex_unlock(&fake_lock);
@@ -866,12 +888,16 @@ enum fake_cuda_memory fake_cuda_memory_kind(const void *pointer, size_t bytes)
 cudaError_t cudaFree(void *devPtr)
 {
 	FAKE_RUNTIME_CALL();
+	if (fake_capture_forbids("cudaFree"))
+		return fake_result(cudaErrorStreamCaptureUnsupported);
 	return fake_free(devPtr, false);
 }
 
 cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 {
 	FAKE_RUNTIME_CALL();
+	if (fake_capture_forbids("cudaHostAlloc"))
+		return fake_result(cudaErrorStreamCaptureUnsupported);
 	(void)flags;
 	return fake_alloc(pHost, size, true);
 }
@@ -879,6 +905,8 @@ cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 cudaError_t cudaFreeHost(void *ptr)
 {
 	FAKE_RUNTIME_CALL();
+	if (fake_capture_forbids("cudaFreeHost"))
+		return fake_result(cudaErrorStreamCaptureUnsupported);
 	return fake_free(ptr, true);
 }
 
@@ -943,6 +971,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
 	FAKE_RUNTIME_CALL();
+	if (fake_capture_forbids("cudaMemcpy"))
+		return fake_result(cudaErrorStreamCaptureUnsupported);
 	(void)kind;
 	pthread_mutex_lock(&fake_lock);
 	fake_counts.blocking++;

@@ -1328,6 +1328,31 @@ static void test_plan_ignores_pointers(void **state)
 }
 
 /*
+ * Setup and teardown while another stream captures (a graph captured in one thread,
+ * a communicator created or destroyed in another): their allocations, frees and
+ * copies run in the relaxed capture mode, which the fake requires (CUDA would refuse
+ * them and invalidate the capture otherwise).
+ */
+static void test_setup_and_teardown_beside_a_capture(void **state)
+{
+	(void)state;
+	cudaStream_t capturing = new_stream();
+	fake_cuda_set_capture(capturing, 5);
+	struct group group;
+	group_create(&group, 3, false);
+	for (int r = 0; r < 3; r++)
+		assert_int_equal(ndet_engine_allreduce(group.engines[r], plan_send, plan_recv, 1001,
+						       NDET_DTYPE_F32, NDET_OP_SUM, NULL),
+				 NDET_OK);
+	assert_int_equal(ndet_engine_destroy_group(group.engines, 3, true), NDET_OK);
+	fake_cuda_set_capture(capturing, 0);
+	assert_no_violation();
+	assert_int_equal(cudaStreamDestroy(capturing), cudaSuccess);
+	assert_nothing_held();
+	group_fini(&group);
+}
+
+/*
  * No host blocking on the call path: eager and captured calls on every path, the
  * reduce-scatter and the reduce make no cudaStreamSynchronize or cudaMemcpy (the
  * fake counts both), whatever stream, even on a rank's first call.
@@ -2738,6 +2763,7 @@ int main(void)
 		cmocka_unit_test_setup(test_setup_records_never_pageable, reset),
 		cmocka_unit_test_setup(test_plan_ignores_pointers, reset),
 		cmocka_unit_test_setup(test_calls_never_block_the_host, reset),
+		cmocka_unit_test_setup(test_setup_and_teardown_beside_a_capture, reset),
 		cmocka_unit_test_setup(test_gpu_harness_sizes_reach_every_path, reset),
 		cmocka_unit_test_setup(test_setup_gpu_too_small, reset),
 		cmocka_unit_test_setup(test_lanes_follow_grid_cap, reset),
