@@ -83,6 +83,11 @@ void ndet_comm_unref(struct ndet_comm *comm)
 }
 
 /* Remove from the registry (its reference goes); the caller holds one of its own. */
+/*
+ * Leaves the registry.  Its children no longer know it as their parent: a
+ * communicator NCCL creates later at the same address is another one, and its abort
+ * must not stop them.
+ */
 static void ndet_comm_unregister(struct ndet_comm *comm)
 {
 	bool drop = false;
@@ -95,6 +100,13 @@ static void ndet_comm_unregister(struct ndet_comm *comm)
 			*link = comm->next;
 		comm->registered = false;
 		drop = true;
+		for (unsigned b = 0; b < NDET_COMM_BUCKETS; b++)
+			for (struct ndet_comm *child = ndet_comm_buckets[b]; child != NULL;
+			     child = child->next)
+				if (child->parent == comm->nccl) {
+					child->parent = NULL;
+					child->shares_parent = false;
+				}
 	}
 	pthread_mutex_unlock(&ndet_comm_registry_lock);
 	if (drop)

@@ -27,8 +27,8 @@ struct ndet_comm {
 	ncclComm_t nccl;
 	bool blocking;
 	bool check_pointers; /* NCCL's pointer-check mode, read as NCCL reads it */
-	ncclComm_t parent;
-	bool shares_parent; /* registry lock: cleared once its parent stopped it */
+	ncclComm_t parent;   /* registry lock: NULL once the parent left the registry */
+	bool shares_parent;  /* registry lock: cleared once its parent stopped it */
 
 	/* comm->lock */
 	pthread_mutex_t lock;

@@ -39,6 +39,7 @@
 #include "test/fake_nccl/fake_nccl.h"
 #include "nccl_det.h"
 #include "divert/ndet_comm.h"
+#include "divert/ndet_comm_internal.h"
 #include "test/support/ndet_divert_fixture.h"
 #include "test/support/ndet_fake_backend.h"
 #include "kernels/ndet_abi.h"
@@ -1026,6 +1027,39 @@ static void test_memory_cap(void **state)
 	assert_int_equal(ndet_divert_count_log("not deterministic", "pool allocation failed"), 2);
 }
 
+/*
+ * A child sharing its parent's resources stops with the parent's abort (NCCL aborts it
+ * too), but not once the parent was destroyed: a communicator NCCL creates later at
+ * the parent's address is another one, and its abort leaves the child alone.
+ */
+static void test_child_of_a_reused_parent_address(void **state)
+{
+	(void)state;
+	static char handles[3];
+	ncclComm_t parent = (ncclComm_t)(void *)&handles[0];
+	ncclComm_t children[2] = {(ncclComm_t)(void *)&handles[1], (ncclComm_t)(void *)&handles[2]};
+	struct ndet_comm *first = ndet_comm_register(parent, true, NULL, false);
+	struct ndet_comm *kept = ndet_comm_register(children[0], true, parent, true);
+	assert_non_null(first);
+	assert_non_null(kept);
+	ndet_comm_destroy(parent);
+	ndet_comm_unref(first);
+	/* Another communicator at the same address, with a child of its own. */
+	struct ndet_comm *second = ndet_comm_register(parent, true, NULL, false);
+	struct ndet_comm *own = ndet_comm_register(children[1], true, parent, true);
+	assert_non_null(second);
+	assert_non_null(own);
+	ndet_comm_abort_end(ndet_comm_abort_begin(parent));
+	assert_true(ndet_comm_is_stopped(own));
+	assert_false(ndet_comm_is_stopped(kept));
+	ndet_comm_unref(second);
+	ndet_comm_unref(own);
+	ndet_comm_unref(kept);
+	for (int c = 0; c < 2; c++)
+		ndet_comm_destroy(children[c]);
+	assert_int_equal(ndet_comm_registered_for_testing(), 0);
+}
+
 /* NCCL_DET_STRICT=1: floating-point fallbacks fail, integer ones do not. */
 static void test_strict(void **state)
 {
@@ -1371,6 +1405,7 @@ int main(void)
 		cmocka_unit_test_setup(test_async_error_after_engine_error, setup),
 		cmocka_unit_test_setup(test_injected_failures, setup),
 		cmocka_unit_test_setup(test_memory_cap, setup),
+		cmocka_unit_test_setup(test_child_of_a_reused_parent_address, setup),
 		cmocka_unit_test_setup(test_strict, setup),
 		cmocka_unit_test_setup(test_fp8_without_kernels, setup),
 		cmocka_unit_test_setup(test_forwarded_and_no_op_calls, setup),
