@@ -195,6 +195,31 @@ static FILE *ndet_log_open_file(const char *pattern, const char *suffix)
 	return file;
 }
 
+/*
+ * A copy of `pattern` that names the same file from any directory: relative to the
+ * directory of now (when the settings are read, as NCCL opens its file at its
+ * initialisation), not of the first line, which the application may have changed.
+ */
+static char *ndet_log_absolute(const char *pattern)
+{
+	char cwd[4096];
+	if (pattern[0] == '/' || getcwd(cwd, sizeof(cwd)) == NULL)
+		return strdup(pattern);
+	/* The directory's own '%' are doubled: the pattern's expansion keeps them. */
+	const size_t bytes = 2 * strlen(cwd) + 1 + strlen(pattern) + 1;
+	char *path = malloc(bytes);
+	if (path == NULL)
+		return NULL;
+	size_t used = 0;
+	for (const char *c = cwd; *c != '\0'; c++) {
+		if (*c == '%')
+			path[used++] = '%';
+		path[used++] = *c;
+	}
+	snprintf(path + used, bytes - used, "/%s", pattern);
+	return path;
+}
+
 static void ndet_log_init_locked(void)
 {
 	if (__atomic_load_n(&ndet_log_level_cached, __ATOMIC_ACQUIRE) >= 0)
@@ -213,9 +238,9 @@ static void ndet_log_init_locked(void)
 	ndet_log_pattern = NULL;
 	ndet_log_suffix = "";
 	if (own != NULL && own[0] != '\0') {
-		ndet_log_pattern = strdup(own);
+		ndet_log_pattern = ndet_log_absolute(own);
 	} else if (nccl != NULL && nccl[0] != '\0') {
-		ndet_log_pattern = strdup(nccl);
+		ndet_log_pattern = ndet_log_absolute(nccl);
 		ndet_log_suffix = NDET_LOG_NCCL_FILE_SUFFIX;
 	}
 	__atomic_store_n(&ndet_log_level_cached, (int)level, __ATOMIC_RELEASE);

@@ -393,10 +393,14 @@ ncclResult_t ndet_group_after_end(ncclResult_t result)
 	/*
 	 * A call of ours that failed at once (refused, on a failed communicator) fails the
 	 * group's end too, as NCCL's group end reports an argument error of a call inside
-	 * it.  The group's other calls still run: where the failure is this rank's alone
-	 * (a communicator that failed here), its peers' kernels wait for them.
+	 * it (NCCL's own error first).  The group's other calls still run: where the
+	 * failure is this rank's alone (a communicator that failed here), its peers'
+	 * kernels wait for them.  While NCCL still enqueues in the background
+	 * (ncclInProgress, nothing of ours to wait for), the answer stays ncclInProgress:
+	 * the failed call returned its error itself.
 	 */
-	result = ndet_group_combine(taken.error, result);
+	if (result != ncclInProgress)
+		result = ndet_group_combine(result, taken.error);
 	if (nccl_ran) {
 		result = ndet_group_combine(result,
 					    ndet_group_run_setups(&taken.created, &taken.calls));
@@ -421,6 +425,8 @@ ncclResult_t ndet_group_after_simulate_end(ncclResult_t result)
 		return result;
 	/* Nothing ran: the created communicators stay pending (set up at their first call). */
 	struct ndet_group taken = ndet_group_take();
+	/* A call of ours that failed at once fails the simulation too, as in NCCL. */
+	result = ndet_group_combine(result, taken.error);
 	ndet_group_calls_release(&taken.calls);
 	ndet_group_comms_release(&taken.created);
 	ndet_group_comms_release(&taken.finalizing);

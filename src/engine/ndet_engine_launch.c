@@ -289,9 +289,11 @@ static void ndet_engine_poison(struct ndet_engine *engine, cudaStream_t call_str
 			(void)cudaGetLastError();
 		}
 	}
-	if (ndet_engine_launched(engine, call_stream,
-				 ndet_engine_stream_id(call_stream, call_capture),
-				 call_capture) != NDET_OK)
+	/*
+	 * The stream's id is not asked for (0: unknown, so the next launch waits for the
+	 * copies' event whatever its stream): the stream may be what failed.
+	 */
+	if (ndet_engine_launched(engine, call_stream, 0, call_capture) != NDET_OK)
 		(void)cudaGetLastError();
 	ndet_engine_abort(engine);
 }
@@ -490,9 +492,8 @@ ndet_status_t ndet_engine_hosts_order(struct ndet_engine *engine, cudaStream_t c
 	NDET_CUDA_CHECK_GOTO(cudaGetDevice(&saved_device), status, out);
 	if (saved_device != engine->config.cuda_device)
 		NDET_CUDA_CHECK_GOTO(cudaSetDevice(engine->config.cuda_device), status, out);
-	if (join == NDET_HOSTS_JOIN_BEGIN || join == NDET_HOSTS_JOIN_END)
-		NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(call_stream, &call_capture), status,
-				     out);
+	/* Every join: a failed one poisons the engine, eagerly or in the capture. */
+	NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(call_stream, &call_capture), status, out);
 	if (join == NDET_HOSTS_JOIN_BEGIN) {
 		/*
 		 * Still in a capture (one that is open) other than the call's, or in one

@@ -1091,6 +1091,13 @@ static void test_strict(void **state)
 					       comms[r], NULL),
 				 ncclSuccess);
 	assert_int_equal(ncclGroupEnd(), ncclSuccess);
+	/* A simulated group reports the refusal too. */
+	ncclSimInfo_t simulation = NCCL_SIM_INFO_INITIALIZER;
+	assert_int_equal(ncclGroupStart(), ncclSuccess);
+	assert_int_equal(
+		ncclAllReduce(values[0], values[0], 4, ncclFloat32, ncclSum, comms[0], NULL),
+		ncclInvalidUsage);
+	assert_int_equal(ncclGroupSimulateEnd(&simulation), ncclInvalidUsage);
 	for (int r = 0; r < 3; r++)
 		assert_int_equal(ncclCommDestroy(comms[r]), ncclSuccess);
 

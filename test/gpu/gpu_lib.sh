@@ -9,13 +9,15 @@ failures=""
 log() { echo "$*" | tee -a "$LOG"; }
 
 # verdict NAME RC [DETAIL]: count and log a PASS (RC 0), a SKIP (RC 77: it could not run
-# here) or a FAIL.
+# here) or a FAIL.  A script whose steps are the GPU test programs sets skip_allowed=0
+# once nvidia-smi has listed a GPU: a program that then answers 77 (no GPU for CUDA: a
+# driver and runtime that do not match, say) fails.
 verdict() {
 	local name=$1 rc=$2 detail=${3:+ ($3)}
 	if [ "$rc" -eq 0 ]; then
 		passed=$((passed + 1))
 		log "PASS $name$detail"
-	elif [ "$rc" -eq 77 ]; then # the step could not run here: neither passed nor failed
+	elif [ "$rc" -eq 77 ] && [ "${skip_allowed:-1}" = 1 ]; then # could not run here
 		skipped=$((skipped + 1))
 		skips="$skips $name"
 		log "SKIP $name$detail"

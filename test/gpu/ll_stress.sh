@@ -25,6 +25,7 @@ if ! nvidia-smi -L >>"$LOG" 2>&1; then
 	log "SUMMARY ll-stress: no GPU visible, skipped"
 	exit 77
 fi
+skip_allowed=0 # a GPU is there: a program that finds none fails (gpu_lib.sh)
 log "LL stress, $(date -u +%FT%TZ), commit ${NDET_COMMIT:-unknown}: loopback n=$N quick, 32 MiB pool, 16 blocks, LL 64 KiB"
 
 # one NAME [VAR=VALUE...]: one loopback run; prints its summary line.

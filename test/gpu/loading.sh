@@ -19,6 +19,13 @@
 # BUILD is the build tree (default: ../.. of this script); logs under $OUT.
 set -u
 tier=${1:-all}
+case $tier in
+all | conf | jax | pynccl | torch | torchrun | tuner) ;;
+*)
+	echo "loading.sh: unknown tier '$tier' (all, conf, jax, pynccl, torch, torchrun, tuner)" >&2
+	exit 2
+	;;
+esac
 here=$(cd "$(dirname "$0")" && pwd)
 BUILD=${BUILD:-$(cd "$here/../.." && pwd)}
 OUT=${OUT:-/tmp/ndet-gpu-out}
@@ -165,7 +172,7 @@ if [ "$tier" = conf ] || [ "$tier" = all ]; then
 fi
 
 # A tier of which nothing could run here is a SKIP (exit 77), not a PASS.
-if [ $fail -eq 0 ] && [ $checks -eq 0 ]; then
+if [ $fail -eq 0 ] && [ $checks -eq 0 ] && [ -n "$skipped" ]; then
 	echo "SUMMARY loading $tier: SKIP (not run here:$skipped)"
 	exit 77
 fi

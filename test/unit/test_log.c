@@ -332,6 +332,17 @@ static void test_log_line_format(void **state)
 	free(log);
 }
 
+/* The test directory's file `format` (with %d: this pid) holds `line` once; its path. */
+static void test_assert_pid_file(char *path, size_t size, const char *format, const char *line)
+{
+	char name[64];
+	snprintf(name, sizeof(name), format, (int)getpid());
+	test_path(path, size, name);
+	char *text = test_read_file(path);
+	assert_int_equal(test_count(text, line), 1);
+	free(text);
+}
+
 static void test_log_file_pattern_and_nccl_fallback(void **state)
 {
 	char pattern[PATH_MAX];
@@ -340,12 +351,9 @@ static void test_log_file_pattern_and_nccl_fallback(void **state)
 	test_relog();
 	NDET_WARN("to the pid file");
 	char pid_log[PATH_MAX];
+	test_assert_pid_file(pid_log, sizeof(pid_log), "log.%d", "to the pid file");
 	char name[64];
-	snprintf(name, sizeof(name), "log.%d", (int)getpid());
-	test_path(pid_log, sizeof(pid_log), name);
-	char *text = test_read_file(pid_log);
-	assert_int_equal(test_count(text, "to the pid file"), 1);
-	free(text);
+	char *text;
 
 	/*
 	 * NCCL_DEBUG_FILE when ours is unset: beside NCCL's file, never in it (NCCL
@@ -376,6 +384,23 @@ static void test_log_file_pattern_and_nccl_fallback(void **state)
 	free(text);
 	test_relog(); /* closes it */
 	assert_int_equal(unlink(nccl_log), 0);
+}
+
+/* A relative file name is taken from the directory the settings were read in. */
+static void test_log_relative_file_keeps_its_directory(void **state)
+{
+	char cwd[PATH_MAX], path[PATH_MAX];
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(chdir(test_dir), 0);
+	test_setenv("NCCL_DET_DEBUG_FILE", "relative.%p.log");
+	test_relog();
+	assert_true(ndet_log_enabled(NDET_LOG_WARN, NDET_SUBSYS_ALL));
+	assert_int_equal(chdir("/"), 0);
+	NDET_WARN("after a chdir");
+	assert_int_equal(chdir(cwd), 0);
+	test_assert_pid_file(path, sizeof(path), "relative.%d.log", "after a chdir");
+	test_relog(); /* closes it */
+	assert_int_equal(unlink(path), 0);
 }
 
 static void test_log_keeps_errno(void **state)
@@ -450,6 +475,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_log_line_format, test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_log_file_pattern_and_nccl_fallback, test_setup,
 						test_teardown),
+		cmocka_unit_test_setup_teardown(test_log_relative_file_keeps_its_directory,
+						test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_log_keeps_errno, test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_log_warn_once_from_many_threads, test_setup,
 						test_teardown),
