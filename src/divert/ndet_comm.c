@@ -82,11 +82,10 @@ void ndet_comm_unref(struct ndet_comm *comm)
 		ndet_comm_free(comm);
 }
 
-/* Remove from the registry (its reference goes); the caller holds one of its own. */
 /*
- * Leaves the registry.  Its children no longer know it as their parent: a
- * communicator NCCL creates later at the same address is another one, and its abort
- * must not stop them.
+ * Remove from the registry (its reference goes); the caller holds one of its own.
+ * Its children no longer know it as their parent: a communicator NCCL creates later
+ * at the same address is another one, and its abort must not stop them.
  */
 static void ndet_comm_unregister(struct ndet_comm *comm)
 {
