@@ -76,90 +76,157 @@ ncclResult_t ndet_comm_wait_nccl(struct ndet_comm *comm)
 	}
 }
 
+/* Member i of an exchange leaves it: `why` is its result (ndet_comm_exchange). */
+static void ndet_comm_exchange_fail(struct ndet_comm *comm, ncclResult_t why)
+{
+	__atomic_store_n(&comm->exchange_result, (int)why, __ATOMIC_RELAXED);
+}
+
 /*
  * ndet_engine_exchange_fn through the real NCCL: one ncclAllGather per
  * communicator, all in one NCCL group (a thread may drive several ranks of one
  * communicator), on the engines' private streams.  Always called outside the user's
- * groups: inside one, NCCL would defer it to the user's ncclGroupEnd.
+ * groups: inside one, NCCL would defer it to the user's ncclGroupEnd.  A
+ * communicator aborted or revoked (from another thread) leaves the exchange before
+ * NCCL is called, with the members that may be ranks of it (ndet_exchange_may_share);
+ * the others exchange as if it had never been there.
  */
 static ndet_status_t ndet_comm_exchange(void *const contexts[], int count,
 					const void *const sends[], void *const recvs[],
-					size_t bytes, const cudaStream_t streams[])
+					size_t bytes, const cudaStream_t streams[],
+					ndet_status_t results[])
 {
 	const struct ndet_nccl *nccl = ndet_resolve_nccl();
-	ncclResult_t first = ncclSuccess;
+	ncclResult_t *outcome = calloc((size_t)(count > 0 ? count : 1), sizeof(*outcome));
+	bool *out = calloc((size_t)(count > 0 ? count : 1), sizeof(*out));
+	ndet_status_t first = NDET_OK;
+	int calling = 0, failed = 0;
+	if (outcome == NULL || out == NULL) {
+		for (int i = 0; i < count; i++)
+			results[i] = NDET_ERR_SYSTEM;
+		first = NDET_ERR_SYSTEM;
+		goto done;
+	}
 	for (int i = 0; i < count; i++) {
 		/* Aborted: NCCL is tearing the communicator down (a teardown's barrier). */
 		if (ndet_comm_is_stopped(contexts[i])) {
 			NDET_INFO(NDET_SUBSYS_SETUP,
 				  "communicator %p was aborted: nccl-det's exchange is skipped",
 				  (void *)((const struct ndet_comm *)contexts[i])->nccl);
-			return NDET_ERR_REMOTE;
+			out[i] = true;
 		}
 	}
-	if (nccl->ncclGroupStart == NULL || nccl->ncclGroupEnd == NULL ||
-	    nccl->ncclAllGather == NULL) {
-		first = ndet_status_to_nccl(ndet_resolve_missing(
-			nccl->ncclAllGather == NULL ? NDET_NCCL_FN_ncclAllGather
-						    : NDET_NCCL_FN_ncclGroupStart));
-		goto out;
-	}
-	ncclResult_t result = nccl->ncclGroupStart();
-	if (result != ncclSuccess) {
-		first = result;
-		goto out;
+	/* ... and every member that may be a rank of it, of those, and so on. */
+	for (bool more = true; more;) {
+		more = false;
+		for (int i = 0; i < count; i++) {
+			const struct ndet_comm *f = contexts[i];
+			for (int k = 0; out[i] && k < count; k++) {
+				const struct ndet_comm *c = contexts[k];
+				if (!out[k] &&
+				    ndet_exchange_may_share(f->rank, f->nranks, f->device, c->rank,
+							    c->nranks, c->device)) {
+					NDET_INFO(NDET_SUBSYS_SETUP,
+						  "communicator %p may be a rank of aborted "
+						  "communicator %p: nccl-det's exchange is skipped",
+						  (void *)c->nccl, (void *)f->nccl);
+					out[k] = more = true;
+				}
+			}
+		}
 	}
 	for (int i = 0; i < count; i++) {
-		const struct ndet_comm *comm = contexts[i];
-		result = nccl->ncclAllGather(sends[i], recvs[i], bytes, ncclUint8, comm->nccl,
-					     streams != NULL ? streams[i] : NULL);
-		if (result != ncclSuccess && result != ncclInProgress && first == ncclSuccess)
-			first = result;
+		outcome[i] = ncclSuccess;
+		if (!out[i])
+			calling++;
 	}
-	result = nccl->ncclGroupEnd();
-	if (result != ncclSuccess && result != ncclInProgress && first == ncclSuccess)
-		first = result;
+	if (calling == 0)
+		goto judge;
+	if (nccl->ncclGroupStart == NULL || nccl->ncclGroupEnd == NULL ||
+	    nccl->ncclAllGather == NULL) {
+		const ncclResult_t missing = ndet_status_to_nccl(ndet_resolve_missing(
+			nccl->ncclAllGather == NULL ? NDET_NCCL_FN_ncclAllGather
+						    : NDET_NCCL_FN_ncclGroupStart));
+		for (int i = 0; i < count; i++)
+			outcome[i] = missing;
+		goto judge;
+	}
+	ncclResult_t group = nccl->ncclGroupStart();
+	if (group != ncclSuccess) {
+		for (int i = 0; i < count; i++)
+			outcome[i] = group;
+		goto judge;
+	}
+	for (int i = 0; i < count; i++) {
+		if (out[i])
+			continue;
+		const struct ndet_comm *comm = contexts[i];
+		ncclResult_t result =
+			nccl->ncclAllGather(sends[i], recvs[i], bytes, ncclUint8, comm->nccl,
+					    streams != NULL ? streams[i] : NULL);
+		if (result != ncclSuccess && result != ncclInProgress)
+			outcome[i] = result;
+	}
+	/* NCCL's group reports one result for all of them: each one in it takes it. */
+	group = nccl->ncclGroupEnd();
+	for (int i = 0; i < count; i++)
+		if (!out[i] && group != ncclSuccess && group != ncclInProgress &&
+		    outcome[i] == ncclSuccess)
+			outcome[i] = group;
 	/*
 	 * Every communicator, even after one failed: one still in progress means NCCL may
 	 * still write into its buffer, which must then outlive the engine.
 	 */
-	bool unresolved = false;
 	for (int i = 0; i < count; i++) {
-		result = ndet_comm_wait_nccl(contexts[i]);
-		if (result == ncclInProgress)
-			unresolved = true;
-		else if (result != ncclSuccess && first == ncclSuccess)
-			first = result;
+		if (out[i])
+			continue;
+		const ncclResult_t result = ndet_comm_wait_nccl(contexts[i]);
+		if (result == ncclInProgress ||
+		    (result != ncclSuccess && outcome[i] == ncclSuccess))
+			outcome[i] = result;
 	}
-	if (unresolved)
-		first = ncclInProgress;
-out:
-	if (first == ncclSuccess)
-		return NDET_OK;
-	if (first == ncclInProgress) {
-		for (int i = 0; i < count; i++) {
-			struct ndet_comm *comm = contexts[i];
-			__atomic_store_n(&comm->exchange_result, (int)ncclInvalidUsage,
-					 __ATOMIC_RELAXED);
-		}
-		/* The caller must not free or reuse the buffers (ndet_engine_exchange). */
-		NDET_WARN("nccl-det's exchange of %zu bytes on %d communicator(s) was abandoned: "
-			  "the communicator was aborted (or NCCL_DET_TIMEOUT passed) while NCCL "
-			  "still ran the all-gather",
-			  bytes, count);
-		return NDET_IN_PROGRESS;
-	}
+judge:
 	for (int i = 0; i < count; i++) {
 		struct ndet_comm *comm = contexts[i];
-		__atomic_store_n(&comm->exchange_result, (int)first, __ATOMIC_RELAXED);
+		if (out[i]) {
+			results[i] = NDET_ERR_REMOTE;
+		} else if (outcome[i] == ncclSuccess) {
+			results[i] = NDET_OK;
+			continue;
+		} else if (outcome[i] == ncclInProgress) {
+			/* The caller must not free or reuse the buffers (ndet_engine_exchange). */
+			ndet_comm_exchange_fail(comm, ncclInvalidUsage);
+			NDET_WARN("communicator %p: nccl-det's exchange of %zu bytes was "
+				  "abandoned: the communicator was aborted (or NCCL_DET_TIMEOUT "
+				  "passed) while NCCL still ran the all-gather",
+				  (void *)comm->nccl, bytes);
+			results[i] = NDET_IN_PROGRESS;
+		} else {
+			ndet_comm_exchange_fail(comm, outcome[i]);
+			NDET_WARN("communicator %p: nccl-det's exchange of %zu bytes through "
+				  "ncclAllGather failed: %s (%d)",
+				  (void *)comm->nccl, bytes,
+				  nccl->ncclGetErrorString != NULL
+					  ? nccl->ncclGetErrorString(outcome[i])
+					  : "error",
+				  (int)outcome[i]);
+			const ndet_status_t status = ndet_status_from_nccl(outcome[i]);
+			results[i] = status == NDET_OK || status == NDET_IN_PROGRESS ? NDET_ERR_NCCL
+										     : status;
+		}
+		failed++;
+		if (first == NDET_OK)
+			first = results[i];
 	}
-	NDET_WARN("nccl-det's exchange of %zu bytes through ncclAllGather on %d communicator(s) "
-		  "failed: %s (%d)",
-		  bytes, count,
-		  nccl->ncclGetErrorString != NULL ? nccl->ncclGetErrorString(first) : "error",
-		  (int)first);
-	ndet_status_t status = ndet_status_from_nccl(first);
-	return status == NDET_OK || status == NDET_IN_PROGRESS ? NDET_ERR_NCCL : status;
+	if (failed > 0 && failed < count)
+		NDET_INFO(NDET_SUBSYS_SETUP,
+			  "nccl-det's exchange: %d of %d communicator(s) failed, the others "
+			  "went on",
+			  failed, count);
+done:
+	free(out);
+	free(outcome);
+	return first;
 }
 
 /* ---------------------------------------------------------------- setup */

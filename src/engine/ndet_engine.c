@@ -117,6 +117,7 @@ void ndet_engine_create_group(struct ndet_engine_member *members, int count,
 		setup[taking_part].context = started[i];
 		setup[taking_part].rank = members[i].config.rank;
 		setup[taking_part].nranks = members[i].config.nranks;
+		setup[taking_part].device = members[i].config.cuda_device;
 		taking_part++;
 	}
 	ndet_setup_run(setup, taking_part, &ndet_engine_setup_ops, ndet_engine_setup_allgather,
@@ -163,17 +164,19 @@ struct ndet_engine_single_exchange {
 static ndet_status_t ndet_engine_single_exchange(void *const contexts[], int count,
 						 const void *const device_sends[],
 						 void *const device_recvs[], size_t bytes,
-						 const cudaStream_t streams[])
+						 const cudaStream_t streams[],
+						 ndet_status_t results[])
 {
+	ndet_status_t first = NDET_OK;
 	(void)streams;
 	for (int i = 0; i < count; i++) {
 		const struct ndet_engine_single_exchange *single = contexts[i];
-		ndet_status_t status =
+		results[i] =
 			single->allgather(single->context, device_sends[i], device_recvs[i], bytes);
-		if (status != NDET_OK)
-			return status;
+		if (results[i] != NDET_OK && first == NDET_OK)
+			first = results[i];
 	}
-	return NDET_OK;
+	return first;
 }
 
 ndet_status_t ndet_engine_create(const struct ndet_engine_config *config,

@@ -167,6 +167,6 @@ void ndet_engine_caller_restore(struct ndet_engine_caller *caller);
 extern const struct ndet_setup_member_ops ndet_engine_setup_ops;
 ndet_status_t ndet_engine_setup_allgather(void *context, int count, void *const members[],
 					  const void *const sends[], void *const recvs[],
-					  size_t bytes);
+					  size_t bytes, ndet_status_t results[]);
 
 #endif /* NDET_ENGINE_INTERNAL_H_ */

@@ -28,77 +28,132 @@
 /*
  * Exchange `bytes` of host data for each engine through its device buffer:
  * all[i][r * bytes ...] = rank r's mine[i].  One call of the exchange callback for
- * every engine, so that a thread driving several ranks can group them.
+ * every engine, so that a thread driving several ranks can group them.  results[i]:
+ * engine i's outcome (ndet_setup_allgather_fn); an engine that cannot exchange
+ * (an abandoned buffer, a CUDA error) fails alone, with the engines that may be
+ * ranks of its communicator (ndet_exchange_may_share).
  */
 static ndet_status_t ndet_engine_exchange(struct ndet_engine *const engines[], int count,
-					  const void *const mine[], void *const all[], size_t bytes)
+					  const void *const mine[], void *const all[], size_t bytes,
+					  ndet_status_t results[])
 {
 	ndet_status_t status = NDET_OK;
 	void **contexts = calloc((size_t)count, sizeof(*contexts));
 	const void **sends = calloc((size_t)count, sizeof(*sends));
 	void **recvs = calloc((size_t)count, sizeof(*recvs));
 	cudaStream_t *streams = calloc((size_t)count, sizeof(*streams));
-	if (count < 1 || contexts == NULL || sends == NULL || recvs == NULL || streams == NULL) {
+	ndet_status_t *called = calloc((size_t)count, sizeof(*called));
+	int *index = calloc((size_t)count, sizeof(*index));
+	int calling = 0;
+	for (int i = 0; i < count; i++)
+		results[i] = NDET_OK;
+	if (count < 1 || contexts == NULL || sends == NULL || recvs == NULL || streams == NULL ||
+	    called == NULL || index == NULL) {
 		status = count < 1 ? NDET_ERR_INTERNAL : NDET_ERR_SYSTEM;
+		for (int i = 0; i < count; i++)
+			results[i] = status;
 		goto out;
 	}
 	for (int i = 0; i < count; i++) {
 		struct ndet_engine *engine = engines[i];
+		char *send = (char *)engine->exchange_buffer;
 		if (engine->exchange != engines[0]->exchange ||
 		    bytes * (size_t)(engine->config.nranks + 1) > engine->exchange_bytes) {
-			status = NDET_ERR_INTERNAL;
-			goto out;
+			results[i] = NDET_ERR_INTERNAL;
+			continue;
 		}
 		/* NCCL may still write into an abandoned exchange's buffer: never reuse it. */
 		if (engine->exchange_abandoned) {
-			status = NDET_ERR_REMOTE;
-			goto out;
+			results[i] = NDET_ERR_REMOTE;
+			continue;
 		}
-		char *send = (char *)engine->exchange_buffer;
-		contexts[i] = engine->exchange_context;
-		sends[i] = send;
-		recvs[i] = send + bytes;
-		streams[i] = engine->setup_stream;
 		if (!ndet_engine_use_device(engine)) {
-			status = NDET_ERR_CUDA;
-			goto out;
+			results[i] = NDET_ERR_CUDA;
+			continue;
 		}
 		/* The device buffer serves every round: nothing of the last one may remain. */
-		NDET_CUDA_CHECK_GOTO(cudaMemsetAsync(recvs[i], 0,
+		ndet_status_t local = NDET_OK;
+		NDET_CUDA_CHECK_GOTO(cudaMemsetAsync(send + bytes, 0,
 						     bytes * (size_t)engine->config.nranks,
 						     engine->setup_stream),
-				     status, out);
+				     local, failed);
 		NDET_CUDA_CHECK_GOTO(cudaMemcpyAsync(send, mine[i], bytes, cudaMemcpyHostToDevice,
 						     engine->setup_stream),
-				     status, out);
+				     local, failed);
 		/* A callback may use a stream of its own: the send buffer must be ready. */
-		NDET_CUDA_CHECK_GOTO(cudaStreamSynchronize(engine->setup_stream), status, out);
+		NDET_CUDA_CHECK_GOTO(cudaStreamSynchronize(engine->setup_stream), local, failed);
+		continue;
+	failed:
+		results[i] = local;
 	}
-	status = engines[0]->exchange(contexts, count, sends, recvs, bytes, streams);
-	if (status == NDET_IN_PROGRESS) {
-		/* NCCL may still run the all-gather: its buffers outlive the engine. */
-		for (int i = 0; i < count; i++)
-			engines[i]->exchange_abandoned = true;
-		status = NDET_ERR_REMOTE;
-	}
-	if (status != NDET_OK) {
-		NDET_WARN("exchange of %zu bytes for %d communicator(s) failed: %s", bytes, count,
-			  ndet_status_name(status));
-		goto out;
+	/*
+	 * A member that cannot take part takes the ranks of its communicator with it,
+	 * and theirs with them.
+	 */
+	for (bool more = true; more;) {
+		more = false;
+		for (int i = 0; i < count; i++) {
+			if (results[i] == NDET_OK)
+				continue;
+			const struct ndet_engine_config *f = &engines[i]->config;
+			for (int k = 0; k < count; k++) {
+				const struct ndet_engine_config *c = &engines[k]->config;
+				if (results[k] == NDET_OK &&
+				    ndet_exchange_may_share(f->rank, f->nranks, f->cuda_device,
+							    c->rank, c->nranks, c->cuda_device)) {
+					results[k] = NDET_ERR_REMOTE;
+					more = true;
+				}
+			}
+		}
 	}
 	for (int i = 0; i < count; i++) {
-		struct ndet_engine *engine = engines[i];
-		if (!ndet_engine_use_device(engine)) {
-			status = NDET_ERR_CUDA;
-			goto out;
+		if (results[i] != NDET_OK)
+			continue;
+		char *send = (char *)engines[i]->exchange_buffer;
+		contexts[calling] = engines[i]->exchange_context;
+		sends[calling] = send;
+		recvs[calling] = send + bytes;
+		streams[calling] = engines[i]->setup_stream;
+		called[calling] = NDET_ERR_INTERNAL; /* a callback that sets none fails all */
+		index[calling++] = i;
+	}
+	if (calling > 0)
+		(void)engines[index[0]]->exchange(contexts, calling, sends, recvs, bytes, streams,
+						  called);
+	for (int k = 0; k < calling; k++) {
+		struct ndet_engine *engine = engines[index[k]];
+		ndet_status_t result = called[k];
+		if (result == NDET_IN_PROGRESS) {
+			/* NCCL may still run the all-gather: its buffers outlive the engine. */
+			engine->exchange_abandoned = true;
+			result = NDET_ERR_REMOTE;
 		}
-		NDET_CUDA_CHECK_GOTO(cudaMemcpyAsync(all[i], recvs[i],
-						     bytes * (size_t)engine->config.nranks,
-						     cudaMemcpyDeviceToHost, engine->setup_stream),
-				     status, out);
-		NDET_CUDA_CHECK_GOTO(cudaStreamSynchronize(engine->setup_stream), status, out);
+		if (result == NDET_OK && !ndet_engine_use_device(engine))
+			result = NDET_ERR_CUDA;
+		if (result == NDET_OK) {
+			NDET_CUDA_CHECK_GOTO(cudaMemcpyAsync(all[index[k]], recvs[k],
+							     bytes * (size_t)engine->config.nranks,
+							     cudaMemcpyDeviceToHost,
+							     engine->setup_stream),
+					     result, copied);
+			NDET_CUDA_CHECK_GOTO(cudaStreamSynchronize(engine->setup_stream), result,
+					     copied);
+		}
+	copied:
+		results[index[k]] = result;
+	}
+	for (int i = 0; i < count; i++) {
+		if (results[i] == NDET_OK)
+			continue;
+		if (status == NDET_OK)
+			status = results[i];
+		NDET_WARN("rank %d: exchange of %zu bytes failed: %s", engines[i]->config.rank,
+			  bytes, ndet_status_name(results[i]));
 	}
 out:
+	free(index);
+	free(called);
 	free(streams);
 	free(recvs);
 	free(sends);
@@ -264,9 +319,9 @@ const struct ndet_setup_member_ops ndet_engine_setup_ops = {
 /* ndet_setup_allgather_fn over the engines' device buffers. */
 ndet_status_t ndet_engine_setup_allgather(void *context, int count, void *const members[],
 					  const void *const sends[], void *const recvs[],
-					  size_t bytes)
+					  size_t bytes, ndet_status_t results[])
 {
 	(void)context;
 	return ndet_engine_exchange((struct ndet_engine *const *)members, count, sends, recvs,
-				    bytes);
+				    bytes, results);
 }

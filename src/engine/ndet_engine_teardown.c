@@ -204,8 +204,13 @@ ndet_status_t ndet_engine_quiesce_group(struct ndet_engine *const engines[], int
 		status =
 			ndet_setup_agree_among(meetings, meeting, nranks, words, among, among_count,
 					       clean, ndet_engine_setup_allgather, NULL);
-	for (int k = 0; k < meetings && status == NDET_OK; k++)
-		((struct ndet_engine *)meeting[k])->peers_done = clean[k];
+	/*
+	 * Per communicator: where some exchange failed, the clean ones still count, and
+	 * the rest keep what the quiesce set.
+	 */
+	for (int k = 0; k < meetings; k++)
+		if (status == NDET_OK || clean[k])
+			((struct ndet_engine *)meeting[k])->peers_done = clean[k];
 	ndet_engine_caller_restore(&caller);
 	free(clean);
 	free(among_count);

@@ -73,11 +73,32 @@ typedef ndet_status_t (*ndet_engine_allgather_fn)(void *context, const void *dev
  * device is full), never pageable.  The work may be left enqueued on streams[i] (the
  * engine's private non-blocking stream, on member i's device): the engine
  * synchronises streams[i] after the call.  Called in relaxed stream-capture mode.
+ * results[i]: member i's outcome, set for every member: NDET_OK (its exchange is
+ * enqueued or done), NDET_IN_PROGRESS (abandoned while the transport may still write
+ * into its buffers, which must then outlive the engine) or a failure.  A member
+ * that fails takes no other with it, except members that may be ranks of its own
+ * communicator, whose exchange would wait for it.  Returns NDET_OK when every
+ * member's is, else a failed member's.
  */
 typedef ndet_status_t (*ndet_engine_exchange_fn)(void *const contexts[], int count,
 						 const void *const device_sends[],
 						 void *const device_recvs[], size_t bytes,
-						 const cudaStream_t streams[]);
+						 const cudaStream_t streams[],
+						 ndet_status_t results[]);
+
+/*
+ * Whether two members of one exchange, each driven by this thread, may be ranks of
+ * one communicator: the same size, different ranks and different devices (NCCL
+ * refuses two ranks of a communicator on one GPU in one process).  Where one fails,
+ * such a member must fail too: its exchange would wait for the rank that left.
+ * A device below 0 (unknown) may be any.
+ */
+static inline bool ndet_exchange_may_share(int rank_a, int nranks_a, int device_a, int rank_b,
+					   int nranks_b, int device_b)
+{
+	return nranks_a == nranks_b && rank_a != rank_b &&
+	       (device_a < 0 || device_b < 0 || device_a != device_b);
+}
 
 #ifdef __cplusplus
 }

@@ -152,8 +152,8 @@ static void ndet_setup_leave(struct ndet_setup_member *member, struct ndet_setup
 
 /*
  * One round for every active member: `fill` wrote state->send; afterwards
- * state->recv holds nranks records of `bytes`.  A failed exchange removes every
- * member of the call (the all-gather reports one status for all of them).
+ * state->recv holds nranks records of `bytes`.  A member whose exchange failed
+ * leaves the protocol; the others go on (the all-gather reports each one's outcome).
  */
 static void ndet_setup_exchange(struct ndet_setup_member *members, struct ndet_setup_state *states,
 				int count, const struct ndet_setup_member_ops *ops,
@@ -164,11 +164,17 @@ static void ndet_setup_exchange(struct ndet_setup_member *members, struct ndet_s
 	const void **sends = calloc((size_t)count, sizeof(*sends));
 	void **recvs = calloc((size_t)count, sizeof(*recvs));
 	int *index = calloc((size_t)count, sizeof(*index));
+	ndet_status_t *results = calloc((size_t)count, sizeof(*results));
 	int active = 0;
-	ndet_status_t status = NDET_ERR_SYSTEM;
 
-	if (contexts == NULL || sends == NULL || recvs == NULL || index == NULL) {
-		NDET_WARN("setup round %d: out of memory", round);
+	if (contexts == NULL || sends == NULL || recvs == NULL || index == NULL ||
+	    results == NULL) {
+		NDET_WARN("setup round %d: out of memory; %d communicator(s) fall back to NCCL",
+			  round, count);
+		for (int i = 0; i < count; i++)
+			if (states[i].active)
+				ndet_setup_leave(&members[i], &states[i], ops, NDET_ERR_SYSTEM,
+						 round);
 		goto out;
 	}
 	for (int i = 0; i < count; i++) {
@@ -180,23 +186,38 @@ static void ndet_setup_exchange(struct ndet_setup_member *members, struct ndet_s
 		sends[active] = states[i].send;
 		recvs[active] = states[i].recv;
 		index[active] = i;
+		results[active] = NDET_ERR_INTERNAL; /* an all-gather that sets none fails all */
 		active++;
 	}
-	if (active == 0) {
-		status = NDET_OK;
+	if (active == 0)
 		goto out;
+	(void)allgather(context, active, contexts, sends, recvs, bytes, results);
+	/* The members that may be ranks of a failed one's communicator fail with it. */
+	for (bool more = true; more;) {
+		more = false;
+		for (int k = 0; k < active; k++) {
+			const struct ndet_setup_member *f = &members[index[k]];
+			for (int j = 0; results[k] != NDET_OK && j < active; j++) {
+				const struct ndet_setup_member *m = &members[index[j]];
+				if (results[j] == NDET_OK &&
+				    ndet_exchange_may_share(f->rank, f->nranks, f->device, m->rank,
+							    m->nranks, m->device)) {
+					results[j] = NDET_ERR_REMOTE;
+					more = true;
+				}
+			}
+		}
 	}
-	status = allgather(context, active, contexts, sends, recvs, bytes);
-	if (status != NDET_OK)
-		NDET_WARN("setup round %d: the exchange of %zu bytes for %d communicator(s) "
-			  "failed: %s; these communicators fall back to NCCL",
-			  round, bytes, active, ndet_status_name(status));
-out:
-	for (int i = 0; i < count; i++) {
-		if (!states[i].active || status == NDET_OK)
+	for (int k = 0; k < active; k++) {
+		if (results[k] == NDET_OK)
 			continue;
-		ndet_setup_leave(&members[i], &states[i], ops, status, round);
+		NDET_WARN("setup round %d: the exchange of %zu bytes failed: %s; this "
+			  "communicator falls back to NCCL",
+			  round, bytes, ndet_status_name(results[k]));
+		ndet_setup_leave(&members[index[k]], &states[index[k]], ops, results[k], round);
 	}
+out:
+	free(results);
 	free(index);
 	free(recvs);
 	free(sends);
@@ -491,15 +512,19 @@ ndet_status_t ndet_setup_agree_among(int count, void *const members[], const int
 	struct ndet_setup_word *mine = calloc(slots, sizeof(*mine));
 	const void **sends = calloc(slots, sizeof(*sends));
 	unsigned char **gathered = calloc(slots, sizeof(*gathered));
+	ndet_status_t *results = calloc(slots, sizeof(*results));
 	if (count < 1)
 		goto out;
-	if (mine == NULL || sends == NULL || gathered == NULL) {
+	for (int i = 0; i < count; i++)
+		clean[i] = false;
+	if (mine == NULL || sends == NULL || gathered == NULL || results == NULL) {
 		status = NDET_ERR_SYSTEM;
 		goto out;
 	}
 	for (int i = 0; i < count; i++) {
 		ndet_setup_word_init(&mine[i], NDET_SETUP_ROUND_BARRIER, words[i]);
 		sends[i] = &mine[i];
+		results[i] = NDET_ERR_INTERNAL;
 		/* Zeroed: a slot the all-gather never wrote is no word, hence not clean. */
 		gathered[i] = calloc((size_t)nranks[i], sizeof(struct ndet_setup_word));
 		if (gathered[i] == NULL) {
@@ -508,14 +533,17 @@ ndet_status_t ndet_setup_agree_among(int count, void *const members[], const int
 		}
 	}
 	status = allgather(allgather_context, count, members, sends, (void *const *)gathered,
-			   sizeof(struct ndet_setup_word));
-	for (int i = 0; i < count && status == NDET_OK; i++)
-		clean[i] = ndet_setup_agree_judge(gathered[i], nranks[i],
+			   sizeof(struct ndet_setup_word), results);
+	/* A member whose exchange failed is not clean; the others judge their words. */
+	for (int i = 0; i < count; i++)
+		clean[i] = results[i] == NDET_OK &&
+			   ndet_setup_agree_judge(gathered[i], nranks[i],
 						  among != NULL ? among[i] : NULL,
 						  among != NULL ? among_count[i] : 0);
 out:
 	for (int i = 0; gathered != NULL && i < count; i++)
 		free(gathered[i]);
+	free(results);
 	free(gathered);
 	free(sends);
 	free(mine);

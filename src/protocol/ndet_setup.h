@@ -81,10 +81,14 @@ struct ndet_setup_member_ops {
  * is this member's contribution.  Buffers are host memory.  `members[i]` is the
  * context of the member that sends[i] belongs to.  Collective over the members'
  * communicators; the members of one call may belong to different communicators.
+ * results[i]: member i's own outcome (NDET_OK: recvs[i] holds the round), set for
+ * every member, so that one communicator that fails (aborted from another thread)
+ * takes no other out of the protocol.  Returns NDET_OK when every member's is, else
+ * a failed member's.
  */
 typedef ndet_status_t (*ndet_setup_allgather_fn)(void *context, int count, void *const members[],
 						 const void *const sends[], void *const recvs[],
-						 size_t bytes);
+						 size_t bytes, ndet_status_t results[]);
 
 /* Flags a rank publishes (ndet_setup_payload.flags). */
 #define NDET_SETUP_FLAG_STRICT 0x1u /* NCCL_DET_STRICT=1 on that rank */
@@ -108,6 +112,13 @@ struct ndet_setup_member {
 	void *context; /* handed to the ops and to the all-gather */
 	int rank;
 	int nranks; /* 1 ... 4096 */
+	/*
+	 * The rank's CUDA device, -1 if unknown: with rank and nranks, what tells which
+	 * members of one call may be ranks of one communicator (ndet_exchange_may_share).
+	 * A member whose exchange fails takes those with it, so that none of them is
+	 * left to exchange without a rank this thread no longer drives.
+	 */
+	int device;
 	/* out */
 	ndet_status_t status; /* NDET_OK: engine ready; NDET_ERR_UNSUPPORTED: the ranks
 			       * agreed to fall back (verdict says why); else the exchange
@@ -147,7 +158,8 @@ void ndet_setup_run(struct ndet_setup_member *members, int count,
  * member i (members[i], nranks[i] ranks) contributes words[i]; clean[i] becomes
  * true when every rank of its communicator contributed 0 (a slot without a word of
  * this round, never written or stale, is not clean).  One all-gather call for all
- * members.  Returns that call's status; clean[] is set only on NDET_OK.
+ * members.  Returns that call's status; clean[] is set for every member, false
+ * where its exchange failed (or none could be made).
  */
 ndet_status_t ndet_setup_agree(int count, void *const members[], const int nranks[],
 			       const int32_t words[], bool clean[],

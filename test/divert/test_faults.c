@@ -41,6 +41,7 @@
 #include "kernels/ndet_abi.h"
 #include "common/ndet_log.h"
 #include "test/support/ndet_test_clock.h"
+#include "test/support/ndet_test_data.h"
 #include "reference/ndet_reference.h"
 #include "common/ndet_settings.h"
 #include "protocol/ndet_teardown.h"
@@ -850,6 +851,123 @@ static void test_split_groups_concurrently(void **state)
 	assert_int_equal(ndet_comm_registered_for_testing(), 0);
 }
 
+/* ------------------------------------------------------------------ abort beside a setup */
+
+#define LOCKSTEP_RANKS 3
+
+/*
+ * Two communicators created in one group (one lockstep setup of both at its end);
+ * before setup exchange `abort_before`, every rank's communicator 0 is aborted from
+ * another thread, once every rank is between the same two rounds.
+ */
+struct lockstep_job {
+	ncclUniqueId ids[2];
+	int abort_before;
+	pthread_barrier_t between;
+	float inputs[LOCKSTEP_RANKS][COUNT], outputs[LOCKSTEP_RANKS][COUNT];
+	ncclResult_t created[LOCKSTEP_RANKS], aborted[LOCKSTEP_RANKS], call[LOCKSTEP_RANKS];
+	int diverted[LOCKSTEP_RANKS], hooked[LOCKSTEP_RANKS];
+};
+
+static struct lockstep_job *lockstep_current;
+static __thread int lockstep_rank_here = -1; /* the rank this thread drives */
+static __thread ncclComm_t *lockstep_victim; /* its communicator 0, until aborted */
+static __thread int lockstep_exchanges;
+
+struct lockstep_abort {
+	ncclComm_t comm;
+	ncclResult_t result;
+};
+
+static void *lockstep_abort_main(void *opaque)
+{
+	struct lockstep_abort *abort = opaque;
+	abort->result = ncclCommAbort(abort->comm);
+	return NULL;
+}
+
+/* ndet_fake_backend_set_exchange_hook: the abort, between two rounds of the setup. */
+static void lockstep_hook(void)
+{
+	struct lockstep_job *job = lockstep_current;
+	if (lockstep_victim == NULL || ++lockstep_exchanges != job->abort_before)
+		return;
+	/* Every rank has left the round before: none is still in its exchange. */
+	pthread_barrier_wait(&job->between);
+	struct lockstep_abort abort = {.comm = *lockstep_victim, .result = ncclInternalError};
+	pthread_t thread;
+	if (pthread_create(&thread, NULL, lockstep_abort_main, &abort) == 0)
+		pthread_join(thread, NULL);
+	job->aborted[lockstep_rank_here] = abort.result;
+	job->hooked[lockstep_rank_here] = lockstep_exchanges;
+	lockstep_victim = NULL;
+}
+
+static void lockstep_rank(int rank, void *opaque)
+{
+	struct lockstep_job *job = opaque;
+	ncclComm_t comms[2] = {NULL, NULL};
+	lockstep_rank_here = rank;
+	lockstep_victim = &comms[0];
+	lockstep_exchanges = 0;
+	ncclResult_t result = ncclGroupStart();
+	for (int c = 0; c < 2 && result == ncclSuccess; c++)
+		result = ncclCommInitRank(&comms[c], LOCKSTEP_RANKS, job->ids[c], rank);
+	const ncclResult_t end = ncclGroupEnd();
+	job->created[rank] = result != ncclSuccess ? result : end;
+	lockstep_victim = NULL;
+	if (comms[1] == NULL)
+		return;
+	job->call[rank] = ncclAllReduce(job->inputs[rank], job->outputs[rank], COUNT, ncclFloat32,
+					ncclSum, comms[1], NULL);
+	job->diverted[rank] = diverted(comms[1]);
+	ncclCommDestroy(comms[1]);
+}
+
+/*
+ * A communicator aborted from another thread while it is set up in lockstep with
+ * another one: only it leaves the setup, whichever round it left before; the other
+ * is set up on every rank and computes the tree.
+ */
+static void test_abort_beside_a_lockstep_setup(void **state)
+{
+	for (int before = 1; before <= 4; before++) {
+		setup(state);
+		struct lockstep_job *job = calloc(1, sizeof(*job));
+		assert_non_null(job);
+		job->abort_before = before;
+		assert_int_equal(pthread_barrier_init(&job->between, NULL, LOCKSTEP_RANKS), 0);
+		for (int c = 0; c < 2; c++)
+			assert_int_equal(pncclGetUniqueId(&job->ids[c]), ncclSuccess);
+		for (int r = 0; r < LOCKSTEP_RANKS; r++)
+			ndet_test_fill_random(NDET_DTYPE_F32, job->inputs[r], COUNT,
+					      0x10c5 + (uint64_t)(before * 8 + r), 0);
+		lockstep_current = job;
+		ndet_fake_backend_set_exchange_hook(lockstep_hook);
+		assert_int_equal(fake_nccl_run_ranks(LOCKSTEP_RANKS, lockstep_rank, job), 0);
+		ndet_fake_backend_set_exchange_hook(NULL);
+		print_message("communicator 0 aborted before setup exchange %d\n", before);
+		const void *inputs[LOCKSTEP_RANKS];
+		float tree[COUNT];
+		for (int r = 0; r < LOCKSTEP_RANKS; r++)
+			inputs[r] = job->inputs[r];
+		assert_int_equal(ndet_reference_allreduce(inputs, LOCKSTEP_RANKS, tree, COUNT,
+							  NDET_DTYPE_F32, NDET_OP_SUM),
+				 NDET_OK);
+		for (int r = 0; r < LOCKSTEP_RANKS; r++) {
+			assert_int_equal(job->hooked[r], before);
+			assert_int_equal(job->aborted[r], ncclSuccess);
+			assert_int_equal(job->created[r], ncclSuccess);
+			assert_int_equal(job->call[r], ncclSuccess);
+			assert_int_equal(job->diverted[r], 1);
+			assert_memory_equal(job->outputs[r], tree, sizeof(tree));
+		}
+		assert_int_equal(ndet_comm_registered_for_testing(), 0);
+		pthread_barrier_destroy(&job->between);
+		free(job);
+	}
+}
+
 /* ------------------------------------------------------------------ create/destroy cycles */
 
 static int cycle_count(void)
@@ -1310,6 +1428,7 @@ int main(void)
 		cmocka_unit_test_setup(test_destroy_any_order, setup),
 		cmocka_unit_test_setup(test_killed_peer_releases_pools, setup),
 		cmocka_unit_test_setup(test_split_groups_concurrently, setup),
+		cmocka_unit_test_setup(test_abort_beside_a_lockstep_setup, setup),
 		cmocka_unit_test_setup(test_create_destroy_cycles, setup),
 		cmocka_unit_test_setup(test_ranks_disagree, setup),
 		cmocka_unit_test_setup(test_enable_differs, setup),

@@ -435,28 +435,57 @@ static const struct ndet_setup_member_ops ndet_fake_ops = {
 	.release = ndet_fake_release,
 };
 
-/* The exchange of `count` engines at once, on host buffers (the fake NCCL's memory). */
+static void (*ndet_fake_exchange_hook)(void); /* ndet_fake_lock */
+
+void ndet_fake_backend_set_exchange_hook(void (*hook)(void))
+{
+	pthread_mutex_lock(&ndet_fake_lock);
+	ndet_fake_exchange_hook = hook;
+	pthread_mutex_unlock(&ndet_fake_lock);
+}
+
+/*
+ * The exchange of `count` engines at once, on host buffers (the fake NCCL's memory):
+ * each engine's outcome in results[] (an abandoned exchange counts as failed).
+ */
 static ndet_status_t ndet_fake_exchange(struct ndet_fake_engine *const engines[], int count,
 					const void *const sends[], void *const recvs[],
-					size_t bytes)
+					size_t bytes, ndet_status_t results[])
 {
 	void **contexts = calloc((size_t)count, sizeof(*contexts));
-	if (contexts == NULL)
+	if (contexts == NULL) {
+		for (int i = 0; i < count; i++)
+			results[i] = NDET_ERR_SYSTEM;
 		return NDET_ERR_SYSTEM;
-	for (int i = 0; i < count; i++)
+	}
+	for (int i = 0; i < count; i++) {
 		contexts[i] = engines[i]->exchange_context;
-	ndet_status_t status = engines[0]->exchange(contexts, count, sends, recvs, bytes, NULL);
+		results[i] = NDET_ERR_INTERNAL; /* a callback that sets none fails all */
+	}
+	pthread_mutex_lock(&ndet_fake_lock);
+	void (*hook)(void) = ndet_fake_exchange_hook;
+	pthread_mutex_unlock(&ndet_fake_lock);
+	if (hook != NULL)
+		hook();
+	(void)engines[0]->exchange(contexts, count, sends, recvs, bytes, NULL, results);
+	ndet_status_t status = NDET_OK;
+	for (int i = 0; i < count; i++) {
+		if (results[i] == NDET_IN_PROGRESS)
+			results[i] = NDET_ERR_REMOTE;
+		if (results[i] != NDET_OK && status == NDET_OK)
+			status = results[i];
+	}
 	free(contexts);
 	return status;
 }
 
 static ndet_status_t ndet_fake_setup_allgather(void *context, int count, void *const members[],
 					       const void *const sends[], void *const recvs[],
-					       size_t bytes)
+					       size_t bytes, ndet_status_t results[])
 {
 	(void)context;
 	return ndet_fake_exchange((struct ndet_fake_engine *const *)members, count, sends, recvs,
-				  bytes);
+				  bytes, results);
 }
 
 static void ndet_fake_create_group(struct ndet_backend_member *members, int count,
@@ -486,6 +515,7 @@ static void ndet_fake_create_group(struct ndet_backend_member *members, int coun
 		setup[i].context = engine;
 		setup[i].rank = members[i].config.rank;
 		setup[i].nranks = members[i].config.nranks;
+		setup[i].device = members[i].config.cuda_device;
 	}
 	if (setup == NULL)
 		return;
@@ -1281,8 +1311,11 @@ static ndet_status_t ndet_fake_quiesce_group(void *const opaque[], int count, bo
 	if (meetings > 0)
 		status = ndet_setup_agree(meetings, meeting, nranks, words, clean,
 					  ndet_fake_setup_allgather, NULL);
-	for (int k = 0; k < meetings && status == NDET_OK; k++) {
+	/* As the CUDA engine's: where some exchange failed, the clean ones still count. */
+	for (int k = 0; k < meetings; k++) {
 		struct ndet_fake_engine *engine = meeting[k];
+		if (status != NDET_OK && !clean[k])
+			continue;
 		engine->peers_done = clean[k];
 		ndet_fake_count(&ndet_fake_counts.barriers);
 	}
@@ -1363,6 +1396,7 @@ void ndet_fake_backend_reset(void)
 	ndet_fake_join_fail_rank = -1;
 	ndet_fake_busy_stage_rank = -1;
 	ndet_fake_single_host_rank = -1;
+	ndet_fake_exchange_hook = NULL;
 	pthread_mutex_unlock(&ndet_fake_lock);
 	ndet_resources_reset_for_testing();
 	while (pool != NULL) {

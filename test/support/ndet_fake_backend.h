@@ -149,4 +149,12 @@ int ndet_fake_backend_mapped_peers(void *engine);
  */
 void ndet_fake_backend_end_process(int rank);
 
+/*
+ * Called before every setup or teardown exchange of the engines, on the thread that
+ * runs it, before the divert layer's exchange is asked (NULL: none): a test stops a
+ * communicator between two rounds of a lockstep setup.  Reset by
+ * ndet_fake_backend_reset.
+ */
+void ndet_fake_backend_set_exchange_hook(void (*hook)(void));
+
 #endif /* NDET_FAKE_BACKEND_H_ */

@@ -115,7 +115,8 @@ static ndet_status_t world_wait(struct world *world, uint64_t generation)
 
 /* ndet_engine_exchange_fn: post every member first, then wait (one thread, many ranks). */
 static ndet_status_t exchange(void *const contexts[], int count, const void *const sends[],
-			      void *const recvs[], size_t bytes, const cudaStream_t streams[])
+			      void *const recvs[], size_t bytes, const cudaStream_t streams[],
+			      ndet_status_t results[])
 {
 	(void)streams;
 	uint64_t generations[MAX_RANKS];
@@ -127,9 +128,9 @@ static ndet_status_t exchange(void *const contexts[], int count, const void *con
 	}
 	for (int i = 0; i < count; i++) {
 		const struct member *member = contexts[i];
-		ndet_status_t result = world_wait(member->world, generations[i]);
-		if (result != NDET_OK)
-			status = result;
+		results[i] = world_wait(member->world, generations[i]);
+		if (results[i] != NDET_OK)
+			status = results[i];
 	}
 	return status;
 }
@@ -1184,7 +1185,8 @@ static int exchange_memory_seen[3]; /* by enum fake_cuda_memory */
 
 static ndet_status_t exchange_checking_memory(void *const contexts[], int count,
 					      const void *const sends[], void *const recvs[],
-					      size_t bytes, const cudaStream_t streams[])
+					      size_t bytes, const cudaStream_t streams[],
+					      ndet_status_t results[])
 {
 	for (int i = 0; i < count; i++) {
 		const struct member *member = contexts[i];
@@ -1192,7 +1194,7 @@ static ndet_status_t exchange_checking_memory(void *const contexts[], int count,
 		exchange_memory_seen[fake_cuda_memory_kind(
 			recvs[i], bytes * (size_t)member->world->nranks)]++;
 	}
-	return exchange(contexts, count, sends, recvs, bytes, streams);
+	return exchange(contexts, count, sends, recvs, bytes, streams, results);
 }
 
 static void test_setup_records_never_pageable(void **state)
@@ -1225,6 +1227,51 @@ static void test_setup_records_never_pageable(void **state)
 		assert_nothing_held();
 		group_fini(&group);
 	}
+}
+
+/*
+ * One rank's exchange abandoned in round 2 (its communicator aborted while NCCL still
+ * ran the all-gather): the ranks this thread drives on devices of their own may be
+ * ranks of that communicator, so they leave with it, and no later exchange runs
+ * without it (the world's would wait forever for the missing rank).
+ */
+static int abandon_calls;
+
+static ndet_status_t exchange_abandoning(void *const contexts[], int count,
+					 const void *const sends[], void *const recvs[],
+					 size_t bytes, const cudaStream_t streams[],
+					 ndet_status_t results[])
+{
+	const struct member *first = contexts[0];
+	abandon_calls++;
+	if (count != first->world->nranks)
+		fail_msg("exchange %d: %d of %d ranks: a real job would hang", abandon_calls, count,
+			 first->world->nranks);
+	ndet_status_t status = exchange(contexts, count, sends, recvs, bytes, streams, results);
+	for (int i = 0; i < count && abandon_calls == 2; i++) {
+		if (((const struct member *)contexts[i])->rank == 1) {
+			results[i] = NDET_IN_PROGRESS;
+			status = NDET_IN_PROGRESS;
+		}
+	}
+	return status;
+}
+
+static void test_abandoned_exchange_takes_its_communicator(void **state)
+{
+	(void)state;
+	struct group group;
+	abandon_calls = 0;
+	group_init(&group, 3, true);
+	for (int r = 0; r < 3; r++)
+		group.results[r] = rank_member(&group, r);
+	group_start(&group, exchange_abandoning);
+	assert_int_equal(abandon_calls, 2);
+	for (int r = 0; r < 3; r++) {
+		assert_int_equal(group.results[r].status, NDET_ERR_REMOTE);
+		assert_null(group.results[r].engine);
+	}
+	group_fini(&group);
 }
 
 /*
@@ -2761,6 +2808,7 @@ int main(void)
 		cmocka_unit_test_setup(test_error_details_published_last, reset),
 		cmocka_unit_test_setup(test_setup_stale_round, reset),
 		cmocka_unit_test_setup(test_setup_records_never_pageable, reset),
+		cmocka_unit_test_setup(test_abandoned_exchange_takes_its_communicator, reset),
 		cmocka_unit_test_setup(test_plan_ignores_pointers, reset),
 		cmocka_unit_test_setup(test_calls_never_block_the_host, reset),
 		cmocka_unit_test_setup(test_setup_and_teardown_beside_a_capture, reset),

@@ -30,6 +30,7 @@
 struct mock_member {
 	int comm;
 	int rank, nranks;
+	int device;                        /* what the setup member says (-1: unknown) */
 	struct ndet_setup_payload payload; /* what prepare publishes */
 	bool fail_map, fail_verify;
 	int prepared, mapped, verified, released;
@@ -45,6 +46,8 @@ static struct {
 	int count;
 	int round;
 	int fail_round; /* the exchange of this round fails (0: none) */
+	int fail_comm;  /* ... for this communicator's members only (0: every member) */
+	int fail_ranks; /* ... for its ranks in this bit mask only (0: every rank) */
 	int tamper_round, tamper_comm, tamper_rank;
 	tamper_fn tamper;
 	/*
@@ -97,7 +100,8 @@ static const struct ndet_setup_member_ops mock_ops = {
 
 /* Every rank of every communicator in the call must be in the call: lockstep. */
 static ndet_status_t mock_allgather(void *context, int count, void *const members[],
-				    const void *const sends[], void *const recvs[], size_t bytes)
+				    const void *const sends[], void *const recvs[], size_t bytes,
+				    ndet_status_t results[])
 {
 	assert_ptr_equal(context, &world);
 	world.round++;
@@ -132,7 +136,17 @@ static ndet_status_t mock_allgather(void *context, int count, void *const member
 		const struct mock_member *sender = members[j];
 		memcpy(world.previous[sender - world.members], sends[j], bytes);
 	}
-	return world.round == world.fail_round ? NDET_ERR_NCCL : NDET_OK;
+	ndet_status_t first = NDET_OK;
+	for (int i = 0; i < count; i++) {
+		const struct mock_member *me = members[i];
+		const bool fails = world.round == world.fail_round &&
+				   (world.fail_comm == 0 || me->comm == world.fail_comm) &&
+				   (world.fail_ranks == 0 || ((world.fail_ranks >> me->rank) & 1));
+		results[i] = fails ? NDET_ERR_NCCL : NDET_OK;
+		if (fails)
+			first = NDET_ERR_NCCL;
+	}
+	return first;
 }
 
 /* A communicator `comm` of `nranks` ranks whose records all agree. */
@@ -145,6 +159,7 @@ static void add_comm(int comm, int nranks)
 		member->comm = comm;
 		member->rank = r;
 		member->nranks = nranks;
+		member->device = -1;
 		struct ndet_setup_payload *payload = &member->payload;
 		ndet_setup_payload_identity(payload, NULL);
 		payload->rank = r;
@@ -178,6 +193,7 @@ static void run(void)
 		results[i].context = &world.members[i];
 		results[i].rank = world.members[i].rank;
 		results[i].nranks = world.members[i].nranks;
+		results[i].device = world.members[i].device;
 	}
 	ndet_setup_run(results, world.count, &mock_ops, mock_allgather, &world);
 }
@@ -470,22 +486,80 @@ static void test_probe_failure(void **state)
 		    4);
 }
 
-/* A failed exchange: every member of it leaves; after round 3 pools are kept. */
+/*
+ * A failed exchange: its members leave, and after round 3 their pools are kept.
+ * Every member of the call fails, or (aborted from another thread, say) only
+ * communicator 1's, and communicator 2 goes through all four rounds.
+ */
 static void test_exchange_failure(void **state)
+{
+	for (int failing = 0; failing <= 1; failing++) {
+		for (int round = 1; round <= 4; round++) {
+			reset(state);
+			add_comm(1, 2);
+			add_comm(2, 3);
+			world.fail_round = round;
+			world.fail_comm = failing;
+			run();
+			for (int i = 0; i < world.count; i++) {
+				if (failing != 0 && world.members[i].comm != failing)
+					continue;
+				assert_int_equal(results[i].status, NDET_ERR_NCCL);
+				assert_int_equal(world.members[i].released, 1);
+				assert_int_equal(world.members[i].released_mapped, round >= 3);
+				assert_int_equal(world.members[i].rounds, round);
+			}
+			if (failing != 0)
+				assert_comm(2, NDET_OK, NDET_VERDICT_OK, -1, 0, 4);
+		}
+	}
+}
+
+/*
+ * One rank of a communicator fails its exchange (the thread drives every rank of
+ * it, each on its own device): every rank of that communicator leaves with it, or
+ * the next round would exchange without it (the mock fails such a call: a real job
+ * would hang there).  A communicator of another size goes on; one of the same
+ * size leaves too, since a rank of it with another rank number on another device
+ * may be a rank of the failed one's communicator.
+ */
+static void test_exchange_failure_of_one_rank(void **state)
 {
 	for (int round = 1; round <= 4; round++) {
 		reset(state);
 		add_comm(1, 2);
 		add_comm(2, 3);
+		for (int i = 0; i < world.count; i++)
+			world.members[i].device = world.members[i].rank;
 		world.fail_round = round;
+		world.fail_comm = 2;
+		world.fail_ranks = 1u << 1;
 		run();
-		for (int i = 0; i < world.count; i++) {
-			assert_int_equal(results[i].status, NDET_ERR_NCCL);
-			assert_int_equal(world.members[i].released, 1);
-			assert_int_equal(world.members[i].released_mapped, round >= 3);
-			assert_int_equal(world.members[i].rounds, round);
+		assert_comm(1, NDET_OK, NDET_VERDICT_OK, -1, 0, 4);
+		for (int r = 0; r < 3; r++) {
+			assert_int_equal(result_of(2, r)->status,
+					 r == 1 ? NDET_ERR_NCCL : NDET_ERR_REMOTE);
+			assert_int_equal(member_of(2, r)->rounds, round);
+			assert_int_equal(member_of(2, r)->released, 1);
 		}
 	}
+	/* Two communicators of one size: a rank of the first may be one of the second. */
+	reset(state);
+	add_comm(1, 2);
+	add_comm(2, 2);
+	for (int i = 0; i < world.count; i++)
+		world.members[i].device = world.members[i].rank;
+	world.fail_round = 2;
+	world.fail_comm = 1;
+	world.fail_ranks = 1u << 0;
+	run();
+	for (int c = 1; c <= 2; c++)
+		for (int r = 0; r < 2; r++)
+			assert_int_equal(member_of(c, r)->rounds, 2);
+	assert_int_equal(result_of(1, 0)->status, NDET_ERR_NCCL);
+	assert_int_equal(result_of(1, 1)->status, NDET_ERR_REMOTE);
+	assert_int_equal(result_of(2, 0)->status, NDET_ERR_REMOTE);
+	assert_int_equal(result_of(2, 1)->status, NDET_ERR_REMOTE);
 }
 
 /*
@@ -554,6 +628,20 @@ static void test_agree(void **state)
 	world.fail_round = 2;
 	assert_int_equal(ndet_setup_agree(5, members, nranks, words, clean, mock_allgather, &world),
 			 NDET_ERR_NCCL);
+	for (int i = 0; i < 5; i++)
+		assert_false(clean[i]);
+	/* Communicator 2's exchange fails: communicator 1's clean words still count. */
+	world.fail_round = 3;
+	world.fail_comm = 2;
+	for (int i = 0; i < 5; i++)
+		clean[i] = i >= 3;
+	assert_int_equal(ndet_setup_agree(5, members, nranks, words, clean, mock_allgather, &world),
+			 NDET_ERR_NCCL);
+	for (int i = 0; i < 3; i++)
+		assert_true(clean[i]);
+	for (int i = 3; i < 5; i++)
+		assert_false(clean[i]);
+	world.fail_comm = 0;
 	assert_int_equal(ndet_setup_agree(0, members, nranks, words, clean, mock_allgather, &world),
 			 NDET_OK);
 	/* A barrier word that never arrived is not "clean" (the buffer was zero). */
@@ -658,6 +746,7 @@ int main(void)
 		cmocka_unit_test_setup(test_map_failure, reset),
 		cmocka_unit_test_setup(test_probe_failure, reset),
 		cmocka_unit_test_setup(test_exchange_failure, reset),
+		cmocka_unit_test_setup(test_exchange_failure_of_one_rank, reset),
 		cmocka_unit_test_setup(test_stale_round_refused, reset),
 		cmocka_unit_test_setup(test_invalid_member, reset),
 		cmocka_unit_test_setup(test_agree_among, reset),
