@@ -132,8 +132,55 @@ struct ndet_comm *ndet_comm_lookup(ncclComm_t nccl)
 
 static bool ndet_comm_nccl_checks_pointers(void);
 
+/* splitmix64's finaliser: a well-mixed 64-bit value of z. */
+static uint64_t ndet_comm_mix(uint64_t z)
+{
+	z += 0x9e3779b97f4a7c15ull;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static uint64_t ndet_comm_nonzero(uint64_t identity)
+{
+	return identity != 0 ? identity : 1;
+}
+
+uint64_t ndet_comm_identity_of_ids(const void *ids, size_t bytes)
+{
+	const unsigned char *p = ids;
+	uint64_t h = 0x6e6363646574ull; /* any start */
+	for (size_t i = 0; p != NULL && i < bytes; i++)
+		h = ndet_comm_mix(h ^ p[i]);
+	return ndet_comm_nonzero(h);
+}
+
+uint64_t ndet_comm_identity_fresh(void)
+{
+	static uint64_t made; /* atomic */
+	const uint64_t n = __atomic_add_fetch(&made, 1, __ATOMIC_RELAXED);
+	/* Apart from every hash of ids: a different mix of a process-wide count. */
+	return ndet_comm_nonzero(ndet_comm_mix(n ^ 0xf4e5ull << 48));
+}
+
+uint64_t ndet_comm_identity_of_child(ncclComm_t parent, int color)
+{
+	struct ndet_comm *known = ndet_comm_lookup(parent);
+	if (known == NULL)
+		return 0;
+	pthread_mutex_lock(&known->lock);
+	const uint64_t child = known->children++;
+	pthread_mutex_unlock(&known->lock);
+	const uint64_t identity = known->identity;
+	ndet_comm_unref(known);
+	if (identity == 0)
+		return 0;
+	return ndet_comm_nonzero(
+		ndet_comm_mix(ndet_comm_mix(identity ^ child) ^ (uint64_t)(uint32_t)color));
+}
+
 struct ndet_comm *ndet_comm_register(ncclComm_t nccl, bool blocking, ncclComm_t parent,
-				     bool shares_parent)
+				     bool shares_parent, uint64_t identity)
 {
 	(void)pthread_once(&ndet_comm_fork_once, ndet_comm_register_fork_handler);
 	if (nccl == NULL)
@@ -163,6 +210,7 @@ struct ndet_comm *ndet_comm_register(ncclComm_t nccl, bool blocking, ncclComm_t 
 	comm->check_pointers = ndet_comm_nccl_checks_pointers();
 	comm->parent = parent;
 	comm->shares_parent = shares_parent;
+	comm->identity = identity;
 	comm->state = NDET_COMM_PENDING;
 	comm->rank = comm->nranks = comm->device = -1;
 	comm->setup_status = NDET_OK;

@@ -109,7 +109,25 @@ bool ndet_comm_hooks_allowed(void);
  * this rank only if its setup never runs, so the WARN says so).
  */
 struct ndet_comm *ndet_comm_register(ncclComm_t nccl, bool blocking, ncclComm_t parent,
-				     bool shares_parent);
+				     bool shares_parent, uint64_t identity);
+
+/*
+ * Which communicator a rank belongs to, as this process can tell (never 0; 0 is
+ * "unknown"): the same for two ranks of one communicator created here, different
+ * for two communicators, so that a lockstep setup whose exchange fails for one
+ * communicator takes exactly its ranks out (ndet_exchange_may_share).
+ *   - of the ids given to ncclCommInitRank/Config (one) or Scalable (several);
+ *   - fresh: every rank of one ncclCommInitAll;
+ *   - of a child: the parent's identity, how many children the parent's handle made
+ *     before (every rank of a parent splits in the same order), and the color
+ *     (a shrink passes NDET_COMM_SHRINK_COLOR); counts the child, also when this
+ *     rank gets none (NCCL_SPLIT_NOCOLOR) or the call failed.  0 where the parent
+ *     is unknown.
+ */
+uint64_t ndet_comm_identity_of_ids(const void *ids, size_t bytes);
+uint64_t ndet_comm_identity_fresh(void);
+#define NDET_COMM_SHRINK_COLOR (-0x7fffffff)
+uint64_t ndet_comm_identity_of_child(ncclComm_t parent, int color);
 
 /* A reference to the entry of `nccl`, or NULL. */
 struct ndet_comm *ndet_comm_lookup(ncclComm_t nccl);

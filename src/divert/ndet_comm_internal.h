@@ -29,6 +29,8 @@ struct ndet_comm {
 	bool check_pointers; /* NCCL's pointer-check mode, read as NCCL reads it */
 	ncclComm_t parent;   /* registry lock: NULL once the parent left the registry */
 	bool shares_parent;  /* registry lock: cleared once its parent stopped it */
+	uint64_t identity;   /* its communicator in this process (ndet_comm_identity_*) */
+	uint64_t children;   /* comm->lock: splits and shrinks made from it so far */
 
 	/* comm->lock */
 	pthread_mutex_t lock;

@@ -76,6 +76,11 @@ ncclResult_t ndet_comm_wait_nccl(struct ndet_comm *comm)
 	}
 }
 
+static struct ndet_exchange_place ndet_comm_place(const struct ndet_comm *comm)
+{
+	return ndet_exchange_place_of(comm->identity, comm->rank, comm->nranks, comm->device);
+}
+
 /* Member i of an exchange leaves it: `why` is its result (ndet_comm_exchange). */
 static void ndet_comm_exchange_fail(struct ndet_comm *comm, ncclResult_t why)
 {
@@ -121,11 +126,11 @@ static ndet_status_t ndet_comm_exchange(void *const contexts[], int count,
 		more = false;
 		for (int i = 0; i < count; i++) {
 			const struct ndet_comm *f = contexts[i];
+			const struct ndet_exchange_place fp = ndet_comm_place(f);
 			for (int k = 0; out[i] && k < count; k++) {
 				const struct ndet_comm *c = contexts[k];
-				if (!out[k] &&
-				    ndet_exchange_may_share(f->rank, f->nranks, f->device, c->rank,
-							    c->nranks, c->device)) {
+				const struct ndet_exchange_place cp = ndet_comm_place(c);
+				if (!out[k] && ndet_exchange_may_share(&fp, &cp)) {
 					NDET_INFO(NDET_SUBSYS_SETUP,
 						  "communicator %p may be a rank of aborted "
 						  "communicator %p: nccl-det's exchange is skipped",
@@ -255,6 +260,7 @@ static void ndet_comm_engine_config(const struct ndet_comm *comm, struct ndet_en
 	if (ndet_comm_hosts_capable())
 		config->setup_flags |= NDET_SETUP_FLAG_MULTI_HOST;
 	config->nonblocking = !comm->blocking;
+	config->comm_identity = comm->identity;
 	if (ndet_settings_test_host(settings, comm->rank, config->test_host,
 				    sizeof(config->test_host)))
 		NDET_INFO(NDET_SUBSYS_SETUP,

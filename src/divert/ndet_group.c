@@ -436,7 +436,8 @@ ncclResult_t ndet_group_after_simulate_end(ncclResult_t result)
 /* ---------------------------------------------------------------- entry points */
 
 ncclResult_t ndet_group_comms_created(ncclComm_t *comms, int count, bool blocking,
-				      ncclComm_t parent, bool shares_parent, ncclResult_t result)
+				      ncclComm_t parent, bool shares_parent, uint64_t identity,
+				      ncclResult_t result)
 {
 	if ((result != ncclSuccess && result != ncclInProgress) || comms == NULL)
 		return result;
@@ -445,7 +446,7 @@ ncclResult_t ndet_group_comms_created(ncclComm_t *comms, int count, bool blockin
 		if (comms[i] == NULL)
 			continue;
 		struct ndet_comm *comm =
-			ndet_comm_register(comms[i], blocking, parent, shares_parent);
+			ndet_comm_register(comms[i], blocking, parent, shares_parent, identity);
 		if (comm != NULL && !ndet_group_comms_add(&fresh, comm))
 			ndet_comm_unref(comm);
 	}

@@ -59,10 +59,13 @@ ncclResult_t ndet_group_after_simulate_end(ncclResult_t result);
  * `count` communicators just became valid (init, split, shrink returned `result`;
  * NULL entries are skipped).  Outside a group, a blocking communicator is set up
  * at once; inside one, at the outermost ncclGroupEnd; a non-blocking one at its
- * first eligible all-reduce.  Returns the result for the caller.
+ * first eligible all-reduce.  `identity`: their communicator's in this process
+ * (ndet_comm_identity_of_ids and the others; 0 unknown).  Returns the result for the
+ * caller.
  */
 ncclResult_t ndet_group_comms_created(ncclComm_t *comms, int count, bool blocking,
-				      ncclComm_t parent, bool shares_parent, ncclResult_t result);
+				      ncclComm_t parent, bool shares_parent, uint64_t identity,
+				      ncclResult_t result);
 
 /* ncclAllReduce: true when nccl-det handled the call and *result is the answer. */
 bool ndet_group_allreduce(const void *sendbuff, void *recvbuff, size_t count,

@@ -118,6 +118,7 @@ void ndet_engine_create_group(struct ndet_engine_member *members, int count,
 		setup[taking_part].rank = members[i].config.rank;
 		setup[taking_part].nranks = members[i].config.nranks;
 		setup[taking_part].device = members[i].config.cuda_device;
+		setup[taking_part].comm_identity = members[i].config.comm_identity;
 		taking_part++;
 	}
 	ndet_setup_run(setup, taking_part, &ndet_engine_setup_ops, ndet_engine_setup_allgather,

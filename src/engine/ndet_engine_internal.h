@@ -165,6 +165,8 @@ void ndet_engine_caller_save(struct ndet_engine_caller *caller);
 bool ndet_engine_spans_hosts(const struct ndet_engine *engine);
 void ndet_engine_caller_restore(struct ndet_engine_caller *caller);
 extern const struct ndet_setup_member_ops ndet_engine_setup_ops;
+/* A member's place in an exchange (ndet_exchange_may_share). */
+struct ndet_exchange_place ndet_engine_place(const struct ndet_engine_config *config);
 ndet_status_t ndet_engine_setup_allgather(void *context, int count, void *const members[],
 					  const void *const sends[], void *const recvs[],
 					  size_t bytes, ndet_status_t results[]);

@@ -25,6 +25,12 @@
 
 /* ---------------------------------------------------------------- exchange */
 
+struct ndet_exchange_place ndet_engine_place(const struct ndet_engine_config *config)
+{
+	return ndet_exchange_place_of(config->comm_identity, config->rank, config->nranks,
+				      config->cuda_device);
+}
+
 /*
  * Exchange `bytes` of host data for each engine through its device buffer:
  * all[i][r * bytes ...] = rank r's mine[i].  One call of the exchange callback for
@@ -95,12 +101,11 @@ static ndet_status_t ndet_engine_exchange(struct ndet_engine *const engines[], i
 		for (int i = 0; i < count; i++) {
 			if (results[i] == NDET_OK)
 				continue;
-			const struct ndet_engine_config *f = &engines[i]->config;
+			const struct ndet_exchange_place f = ndet_engine_place(&engines[i]->config);
 			for (int k = 0; k < count; k++) {
-				const struct ndet_engine_config *c = &engines[k]->config;
-				if (results[k] == NDET_OK &&
-				    ndet_exchange_may_share(f->rank, f->nranks, f->cuda_device,
-							    c->rank, c->nranks, c->cuda_device)) {
+				const struct ndet_exchange_place c =
+					ndet_engine_place(&engines[k]->config);
+				if (results[k] == NDET_OK && ndet_exchange_may_share(&f, &c)) {
 					results[k] = NDET_ERR_REMOTE;
 					more = true;
 				}

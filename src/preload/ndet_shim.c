@@ -66,17 +66,20 @@ static bool ndet_shim_enabled(void)
 /* ------------------------------------------------------------------ hooks */
 
 static ncclResult_t ndet_shim_after_comm_init(ncclComm_t *comm, const ncclConfig_t *config,
-					      ncclResult_t result)
+					      uint64_t identity, ncclResult_t result)
 {
 	return ndet_group_comms_created(comm, comm != NULL ? 1 : 0,
-					ndet_comm_config_blocking(config, -1), NULL, false, result);
+					ndet_comm_config_blocking(config, -1), NULL, false,
+					identity, result);
 }
 
 /* A child of `parent` (split, shrink): a NULL config inherits the parent's mode. */
 static ncclResult_t ndet_shim_after_child(ncclComm_t parent, ncclComm_t *newcomm,
-					  const ncclConfig_t *config, bool shrink,
+					  const ncclConfig_t *config, bool shrink, int color,
 					  ncclResult_t result)
 {
+	const uint64_t identity =
+		ndet_comm_identity_of_child(parent, shrink ? NDET_COMM_SHRINK_COLOR : color);
 	int inherited = -1;
 	struct ndet_comm *known = ndet_comm_lookup(parent);
 	if (known != NULL) {
@@ -85,7 +88,7 @@ static ncclResult_t ndet_shim_after_child(ncclComm_t parent, ncclComm_t *newcomm
 	}
 	return ndet_group_comms_created(newcomm, newcomm != NULL ? 1 : 0,
 					ndet_comm_config_blocking(config, inherited), parent,
-					ndet_comm_config_shares(config, shrink), result);
+					ndet_comm_config_shares(config, shrink), identity, result);
 }
 
 /* ------------------------------------------------------------------ entry points */
@@ -137,7 +140,8 @@ NDET_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniq
 	NDET_SHIM_REAL(ncclCommInitRank, real);
 	ncclResult_t result = real(comm, nranks, commId, rank);
 	if (ndet_shim_enabled())
-		result = ndet_shim_after_comm_init(comm, NULL, result);
+		result = ndet_shim_after_comm_init(
+			comm, NULL, ndet_comm_identity_of_ids(&commId, sizeof(commId)), result);
 	return result;
 }
 
@@ -147,7 +151,8 @@ NDET_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, nc
 	NDET_SHIM_REAL(ncclCommInitRankConfig, real);
 	ncclResult_t result = real(comm, nranks, commId, rank, config);
 	if (ndet_shim_enabled())
-		result = ndet_shim_after_comm_init(comm, config, result);
+		result = ndet_shim_after_comm_init(
+			comm, config, ndet_comm_identity_of_ids(&commId, sizeof(commId)), result);
 	return result;
 }
 
@@ -158,7 +163,11 @@ NDET_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nrank
 	NDET_SHIM_REAL(ncclCommInitRankScalable, real);
 	ncclResult_t result = real(newcomm, nranks, myrank, nId, commIds, config);
 	if (ndet_shim_enabled())
-		result = ndet_shim_after_comm_init(newcomm, config, result);
+		result = ndet_shim_after_comm_init(
+			newcomm, config,
+			ndet_comm_identity_of_ids(commIds,
+						  nId > 0 ? (size_t)nId * sizeof(*commIds) : 0),
+			result);
 	return result;
 }
 
@@ -169,7 +178,7 @@ NDET_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *
 	/* One thread holds every rank: the setup runs all of them in lockstep. */
 	if (ndet_shim_enabled())
 		result = ndet_group_comms_created(comm, ndev, ndet_comm_config_blocking(NULL, -1),
-						  NULL, false, result);
+						  NULL, false, ndet_comm_identity_fresh(), result);
 	return result;
 }
 
@@ -179,7 +188,7 @@ NDET_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
 	NDET_SHIM_REAL(ncclCommSplit, real);
 	ncclResult_t result = real(comm, color, key, newcomm, config);
 	if (ndet_shim_enabled())
-		result = ndet_shim_after_child(comm, newcomm, config, false, result);
+		result = ndet_shim_after_child(comm, newcomm, config, false, color, result);
 	return result;
 }
 
@@ -197,7 +206,7 @@ NDET_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,
 	if (enabled && (shrinkFlags & NCCL_SHRINK_ABORT) != 0)
 		ndet_comm_revoke_refused(comm, "ncclCommShrink(NCCL_SHRINK_ABORT)", result);
 	if (enabled)
-		result = ndet_shim_after_child(comm, newcomm, config, true, result);
+		result = ndet_shim_after_child(comm, newcomm, config, true, 0, result);
 	return result;
 }
 

@@ -54,6 +54,12 @@ struct ndet_engine_config {
 	bool nonblocking;       /* NCCL's config.blocking = 0: the record's blocking is 0 */
 	/* NCCL_DET_TEST_HOST's name for this rank (tests), "" = the real host */
 	char test_host[NDET_SETUP_HOSTNAME_LENGTH];
+	/*
+	 * Which communicator the rank belongs to, as this process knows it (0: unknown):
+	 * equal for two ranks of one communicator in this process, different for two
+	 * communicators (ndet_exchange_place).
+	 */
+	uint64_t comm_identity;
 };
 
 /*
@@ -87,17 +93,38 @@ typedef ndet_status_t (*ndet_engine_exchange_fn)(void *const contexts[], int cou
 						 ndet_status_t results[]);
 
 /*
- * Whether two members of one exchange, each driven by this thread, may be ranks of
- * one communicator: the same size, different ranks and different devices (NCCL
- * refuses two ranks of a communicator on one GPU in one process).  Where one fails,
- * such a member must fail too: its exchange would wait for the rank that left.
- * A device below 0 (unknown) may be any.
+ * Where a member of one exchange stands: its communicator's identity in this process
+ * (ndet_engine_config.comm_identity, 0 unknown), its rank, the communicator's size and
+ * its CUDA device (-1 unknown).
  */
-static inline bool ndet_exchange_may_share(int rank_a, int nranks_a, int device_a, int rank_b,
-					   int nranks_b, int device_b)
+struct ndet_exchange_place {
+	uint64_t comm;
+	int rank, nranks, device;
+};
+
+static inline struct ndet_exchange_place ndet_exchange_place_of(uint64_t comm, int rank, int nranks,
+								int device)
 {
-	return nranks_a == nranks_b && rank_a != rank_b &&
-	       (device_a < 0 || device_b < 0 || device_a != device_b);
+	const struct ndet_exchange_place place = {comm, rank, nranks, device};
+	return place;
+}
+
+/*
+ * Whether two members of one exchange, both driven by this thread, may be ranks of
+ * one communicator.  Where one fails, such a member must fail too: its next exchange
+ * would wait for the rank the thread no longer drives.  Known identities decide, so
+ * that a communicator leaves only when its own exchange failed (on every thread
+ * alike); otherwise the same size, another rank and another device (NCCL refuses two
+ * ranks of a communicator on one GPU in one process) may be one.
+ */
+static inline bool ndet_exchange_may_share(const struct ndet_exchange_place *a,
+					   const struct ndet_exchange_place *b)
+{
+	if (a->rank == b->rank)
+		return false;
+	if (a->comm != 0 && b->comm != 0)
+		return a->comm == b->comm;
+	return a->nranks == b->nranks && (a->device < 0 || b->device < 0 || a->device != b->device);
 }
 
 #ifdef __cplusplus

@@ -150,6 +150,12 @@ static void ndet_setup_leave(struct ndet_setup_member *member, struct ndet_setup
 	ndet_setup_leave_opened(member, state, ops, status, round, NULL);
 }
 
+static struct ndet_exchange_place ndet_setup_place(const struct ndet_setup_member *member)
+{
+	return ndet_exchange_place_of(member->comm_identity, member->rank, member->nranks,
+				      member->device);
+}
+
 /*
  * One round for every active member: `fill` wrote state->send; afterwards
  * state->recv holds nranks records of `bytes`.  A member whose exchange failed
@@ -196,12 +202,11 @@ static void ndet_setup_exchange(struct ndet_setup_member *members, struct ndet_s
 	for (bool more = true; more;) {
 		more = false;
 		for (int k = 0; k < active; k++) {
-			const struct ndet_setup_member *f = &members[index[k]];
+			const struct ndet_exchange_place f = ndet_setup_place(&members[index[k]]);
 			for (int j = 0; results[k] != NDET_OK && j < active; j++) {
-				const struct ndet_setup_member *m = &members[index[j]];
-				if (results[j] == NDET_OK &&
-				    ndet_exchange_may_share(f->rank, f->nranks, f->device, m->rank,
-							    m->nranks, m->device)) {
+				const struct ndet_exchange_place m =
+					ndet_setup_place(&members[index[j]]);
+				if (results[j] == NDET_OK && ndet_exchange_may_share(&f, &m)) {
 					results[j] = NDET_ERR_REMOTE;
 					more = true;
 				}

@@ -113,11 +113,13 @@ struct ndet_setup_member {
 	int rank;
 	int nranks; /* 1 ... 4096 */
 	/*
-	 * The rank's CUDA device, -1 if unknown: with rank and nranks, what tells which
-	 * members of one call may be ranks of one communicator (ndet_exchange_may_share).
-	 * A member whose exchange fails takes those with it, so that none of them is
-	 * left to exchange without a rank this thread no longer drives.
+	 * Its communicator's identity in this process (0 unknown) and the rank's CUDA
+	 * device (-1 unknown): with rank and nranks, what tells which members of one call
+	 * may be ranks of one communicator (ndet_exchange_may_share).  A member whose
+	 * exchange fails takes those with it, so that none of them is left to exchange
+	 * without a rank this thread no longer drives.
 	 */
+	uint64_t comm_identity;
 	int device;
 	/* out */
 	ndet_status_t status; /* NDET_OK: engine ready; NDET_ERR_UNSUPPORTED: the ranks

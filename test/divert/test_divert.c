@@ -1038,15 +1038,15 @@ static void test_child_of_a_reused_parent_address(void **state)
 	static char handles[3];
 	ncclComm_t parent = (ncclComm_t)(void *)&handles[0];
 	ncclComm_t children[2] = {(ncclComm_t)(void *)&handles[1], (ncclComm_t)(void *)&handles[2]};
-	struct ndet_comm *first = ndet_comm_register(parent, true, NULL, false);
-	struct ndet_comm *kept = ndet_comm_register(children[0], true, parent, true);
+	struct ndet_comm *first = ndet_comm_register(parent, true, NULL, false, 0);
+	struct ndet_comm *kept = ndet_comm_register(children[0], true, parent, true, 0);
 	assert_non_null(first);
 	assert_non_null(kept);
 	ndet_comm_destroy(parent);
 	ndet_comm_unref(first);
 	/* Another communicator at the same address, with a child of its own. */
-	struct ndet_comm *second = ndet_comm_register(parent, true, NULL, false);
-	struct ndet_comm *own = ndet_comm_register(children[1], true, parent, true);
+	struct ndet_comm *second = ndet_comm_register(parent, true, NULL, false, 0);
+	struct ndet_comm *own = ndet_comm_register(children[1], true, parent, true, 0);
 	assert_non_null(second);
 	assert_non_null(own);
 	ndet_comm_abort_end(ndet_comm_abort_begin(parent));

@@ -968,6 +968,84 @@ static void test_abort_beside_a_lockstep_setup(void **state)
 	}
 }
 
+/*
+ * One thread drives both ranks of two communicators (two cliques), set up in one
+ * lockstep at the outermost ncclGroupEnd; before setup exchange `before`, rank 0 of
+ * the first is aborted from another thread.  Its other rank leaves with it without
+ * calling NCCL: its all-gather would wait for the aborted rank forever (real NCCL
+ * does not fail it, as the fake does).  The second communicator is set up and diverts.
+ */
+static ncclComm_t *clique_victim;
+static int clique_abort_before, clique_exchanges;
+static ncclResult_t clique_aborted;
+
+static void *clique_abort_main(void *opaque)
+{
+	(void)opaque;
+	clique_aborted = ncclCommAbort(*clique_victim);
+	return NULL;
+}
+
+static void clique_hook(void)
+{
+	pthread_t thread;
+	if (++clique_exchanges == clique_abort_before &&
+	    pthread_create(&thread, NULL, clique_abort_main, NULL) == 0)
+		pthread_join(thread, NULL);
+}
+
+static void test_abort_in_a_clique_setup(void **state)
+{
+	for (int before = 1; before <= 4; before++) {
+		setup(state);
+		char trace[4096];
+		ncclComm_t x[2] = {NULL, NULL}, y[2] = {NULL, NULL};
+		static float data[2][COUNT], sums[2][COUNT];
+		assert_int_equal(fake_nccl_trace_temp(trace, sizeof(trace)), 0);
+		clique_victim = &x[0];
+		clique_abort_before = before;
+		clique_exchanges = 0;
+		clique_aborted = ncclInternalError;
+		assert_int_equal(ncclGroupStart(), ncclSuccess);
+		assert_int_equal(fake_nccl_init_clique(x, 2), ncclSuccess);
+		assert_int_equal(fake_nccl_init_clique(y, 2), ncclSuccess);
+		assert_int_equal(setenv("FAKE_NCCL_TRACE", trace, 1), 0);
+		ndet_fake_backend_set_exchange_hook(clique_hook);
+		assert_int_equal(ncclGroupEnd(), ncclSuccess);
+		ndet_fake_backend_set_exchange_hook(NULL);
+		unsetenv("FAKE_NCCL_TRACE");
+		print_message("rank 0 of the first clique aborted before setup exchange %d\n",
+			      before);
+		assert_int_equal(clique_aborted, ncclSuccess);
+		/* Four all-gathers a round until the abort, then the second clique's two. */
+		assert_int_equal(fake_nccl_trace_count(trace, "ncclAllGather"),
+				 4 * (before - 1) + 2 * (5 - before));
+		remove(trace);
+		for (int r = 0; r < 2; r++) {
+			ndet_test_fill_random(NDET_DTYPE_F32, data[r], COUNT,
+					      0xc11e + (uint64_t)(before * 2 + r), 0);
+			assert_int_equal(diverted(y[r]), 1);
+		}
+		assert_int_equal(ncclGroupStart(), ncclSuccess);
+		for (int r = 0; r < 2; r++)
+			assert_int_equal(ncclAllReduce(data[r], sums[r], COUNT, ncclFloat32,
+						       ncclSum, y[r], NULL),
+					 ncclSuccess);
+		assert_int_equal(ncclGroupEnd(), ncclSuccess);
+		const void *inputs[2] = {data[0], data[1]};
+		float tree[COUNT];
+		assert_int_equal(ndet_reference_allreduce(inputs, 2, tree, COUNT, NDET_DTYPE_F32,
+							  NDET_OP_SUM),
+				 NDET_OK);
+		for (int r = 0; r < 2; r++) {
+			assert_memory_equal(sums[r], tree, sizeof(tree));
+			assert_int_equal(ncclCommDestroy(y[r]), ncclSuccess);
+		}
+		assert_int_equal(ncclCommAbort(x[1]), ncclSuccess);
+		assert_int_equal(ndet_comm_registered_for_testing(), 0);
+	}
+}
+
 /* ------------------------------------------------------------------ create/destroy cycles */
 
 static int cycle_count(void)
@@ -1429,6 +1507,7 @@ int main(void)
 		cmocka_unit_test_setup(test_killed_peer_releases_pools, setup),
 		cmocka_unit_test_setup(test_split_groups_concurrently, setup),
 		cmocka_unit_test_setup(test_abort_beside_a_lockstep_setup, setup),
+		cmocka_unit_test_setup(test_abort_in_a_clique_setup, setup),
 		cmocka_unit_test_setup(test_create_destroy_cycles, setup),
 		cmocka_unit_test_setup(test_ranks_disagree, setup),
 		cmocka_unit_test_setup(test_enable_differs, setup),

@@ -516,6 +516,7 @@ static void ndet_fake_create_group(struct ndet_backend_member *members, int coun
 		setup[i].rank = members[i].config.rank;
 		setup[i].nranks = members[i].config.nranks;
 		setup[i].device = members[i].config.cuda_device;
+		setup[i].comm_identity = members[i].config.comm_identity;
 	}
 	if (setup == NULL)
 		return;

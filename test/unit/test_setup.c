@@ -31,6 +31,7 @@ struct mock_member {
 	int comm;
 	int rank, nranks;
 	int device;                        /* what the setup member says (-1: unknown) */
+	uint64_t identity;                 /* likewise, its communicator's (0: unknown) */
 	struct ndet_setup_payload payload; /* what prepare publishes */
 	bool fail_map, fail_verify;
 	int prepared, mapped, verified, released;
@@ -194,6 +195,7 @@ static void run(void)
 		results[i].rank = world.members[i].rank;
 		results[i].nranks = world.members[i].nranks;
 		results[i].device = world.members[i].device;
+		results[i].comm_identity = world.members[i].identity;
 	}
 	ndet_setup_run(results, world.count, &mock_ops, mock_allgather, &world);
 }
@@ -560,6 +562,47 @@ static void test_exchange_failure_of_one_rank(void **state)
 	assert_int_equal(result_of(1, 1)->status, NDET_ERR_REMOTE);
 	assert_int_equal(result_of(2, 0)->status, NDET_ERR_REMOTE);
 	assert_int_equal(result_of(2, 1)->status, NDET_ERR_REMOTE);
+	/*
+	 * Unknown identities, but a rank of communicator 2 on the failed rank's device
+	 * and the other of the same rank number as it: neither may be one of
+	 * communicator 1 (NCCL puts no two ranks of a communicator on one GPU in a
+	 * process), so communicator 2 goes on.
+	 */
+	reset(state);
+	add_comm(1, 2);
+	add_comm(2, 2);
+	member_of(1, 0)->device = 0;
+	member_of(1, 1)->device = 1;
+	member_of(2, 0)->device = 1;
+	member_of(2, 1)->device = 0;
+	world.fail_round = 2;
+	world.fail_comm = 1;
+	world.fail_ranks = 1u << 0;
+	run();
+	assert_int_equal(result_of(1, 0)->status, NDET_ERR_NCCL);
+	assert_int_equal(result_of(1, 1)->status, NDET_ERR_REMOTE);
+	assert_comm(2, NDET_OK, NDET_VERDICT_OK, -1, 0, 4);
+	/*
+	 * Known identities decide instead: communicator 1's ranks leave together, and
+	 * communicator 2, whose own exchange went through, goes on (as it does on every
+	 * thread that drives a rank of it, whatever else that thread drives).
+	 */
+	reset(state);
+	add_comm(1, 2);
+	add_comm(2, 2);
+	for (int i = 0; i < world.count; i++) {
+		world.members[i].device = world.members[i].rank;
+		world.members[i].identity = 0x1000 + (uint64_t)world.members[i].comm;
+	}
+	world.fail_round = 2;
+	world.fail_comm = 1;
+	world.fail_ranks = 1u << 0;
+	run();
+	assert_int_equal(result_of(1, 0)->status, NDET_ERR_NCCL);
+	assert_int_equal(result_of(1, 1)->status, NDET_ERR_REMOTE);
+	for (int r = 0; r < 2; r++)
+		assert_int_equal(member_of(1, r)->rounds, 2);
+	assert_comm(2, NDET_OK, NDET_VERDICT_OK, -1, 0, 4);
 }
 
 /*
