@@ -17,6 +17,21 @@
 #include "kernels/device/ndet_sync.cuh"
 #include "kernels/device/ndet_tree.cuh"
 
+/*
+ * Measurement builds only (test/gpu/ll_ablate_build.sh): NDET_LL_ABLATE names parts of
+ * the LL step to leave out, so that nccl-det-perf can time what each costs.  Such a
+ * build is wrong by design (no abort, no reduction, ...); the library is never
+ * built with it.
+ */
+#ifndef NDET_LL_ABLATE
+#define NDET_LL_ABLATE 0
+#endif
+#define NDET_LL_ABLATE_READY    0x1  /* the ready flag stored before the gather */
+#define NDET_LL_ABLATE_FINISHED 0x2  /* the released and done flags after it */
+#define NDET_LL_ABLATE_ABORT    0x4  /* block 0 waiting for its host abort read */
+#define NDET_LL_ABLATE_REDUCE   0x8  /* the tree and the stores into recvbuff */
+#define NDET_LL_ABLATE_AGREE    0x10 /* the block's agreement on the gather's outcome */
+
 namespace
 {
 
@@ -319,7 +334,9 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	 * block until every line above reached the peer (a system-scope round trip, a
 	 * large part of a small call: doc/kernels.md).
 	 */
-	ndet_signal_all(a, offsetof(ndet_flags, ready), ndet_flag_pack(step, a.signature), false);
+	if (!(NDET_LL_ABLATE & NDET_LL_ABLATE_READY))
+		ndet_signal_all(a, offsetof(ndet_flags, ready), ndet_flag_pack(step, a.signature),
+				false);
 	ndet_trace(a, st, NDET_TRACE_SCATTERED);
 
 	/* 3. Every peer's lines; the block agrees on the outcome. */
@@ -331,28 +348,33 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	 * Thread 32 of block 0 read the host abort flag at kernel start; it consumes the
 	 * read only now, after its stores, and shares it with every waiting thread.
 	 */
-	if (host_abort != 0)
+	if (!(NDET_LL_ABLATE & NDET_LL_ABLATE_ABORT) && host_abort != 0)
 		*aborted_at_start = host_abort;
 	const uint32_t code = ndet_ll_gather<NR>(a, st, parity, chunk_bytes, tag, step,
 						 aborted_at_start, payload, &bad_peer, &observed);
 	if (code != NDET_KERNEL_OK)
 		ndet_fail(a, code, (uint32_t)bad_peer, step, observed,
 			  code == NDET_KERNEL_ERR_ABORTED && *aborted_at_start != 0 ? 0 : 2);
-	if (__syncthreads_or(code != NDET_KERNEL_OK))
+	if (NDET_LL_ABLATE & NDET_LL_ABLATE_AGREE) {
+		if (code != NDET_KERNEL_OK)
+			return;
+	} else if (__syncthreads_or(code != NDET_KERNEL_OK)) {
 		return;
+	}
 
 	/*
 	 * 4. This rank read every line it needed of this step.  Relaxed: it orders
 	 * nothing, since no peer writes what an LL step reads (its own slots) on the
 	 * strength of it; it is there for a next step on another path.
 	 */
-	ndet_signal_finished_relaxed(a, step);
+	if (!(NDET_LL_ABLATE & NDET_LL_ABLATE_FINISHED))
+		ndet_signal_finished_relaxed(a, step);
 
 	/*
 	 * 5. The tree, element by element; at run time avg's division as a branch around
 	 * the whole loop.
 	 */
-	if (writes) {
+	if (writes && !(NDET_LL_ABLATE & NDET_LL_ABLATE_REDUCE)) {
 		if (LLOP == kLLOpAvg || (LLOP == kLLOpRuntime && a.op == NDET_OP_AVG))
 			ndet_ll_reduce<DT, K, NR, true>(a, mine, payload, start, chunk_bytes);
 		else

@@ -98,6 +98,7 @@ torch-large  200 bash -c '. test/gpu/mps.sh && trap mps_stop EXIT && mps_start &
 perf-trace-small 60 env NCCL_NVLS_ENABLE=0 NCCL_DET_LL_MAX=0 $PERF --ranks 2 -b 8 -e 64K -f 8 -d bf16 $NCCL2 -c 0 --trace && env NCCL_NVLS_ENABLE=0 NCCL_DET_LL_MAX=64K $PERF --ranks 2 -b 8 -e 64K -f 8 -d bf16 $NCCL2 -c 0 --trace
 probe-small  120 export NCCL_NVLS_ENABLE=0; P="$PERF --ranks 2 -d bf16 $NCCL2 -G 0 -c 0"; NCCL_DET_LL_MAX=0 $P -b 8 -e 64K -f 8 --trace; NCCL_DET_LL_MAX=64K $P -b 8 -e 4K -f 8 --trace; $P -b 1M -e 16M -f 4 --trace; NCCL_DET_POOL_SIZE=8M $P -b 1M -e 16M -f 4; NCCL_DET_MAX_BLOCKS=4 $P -b 1M -e 16M -f 4; NCCL_DET_MAX_BLOCKS=8 $P -b 1M -e 16M -f 4
 faults-abort 150 env FAULTS_MPS=on FAULTS_BUDGET=140 test/gpu/faults.sh abort-thread kill diverge-count
+ll-ablate    420 env ABLATE_BUDGET=400 test/gpu/ll_ablate.sh $BUILD/ablate
 perf-fail    30 env NDET_PERF_TEST_WRONG=1 $PERF --ranks 2 -b 4K -e 4K -d f32 -o sum -G 0 -c 1 --no-nccl >$OUT/perf-fail.txt; rc=$?; cat $OUT/perf-fail.txt; [ $rc -eq 1 ] && awk '$1 == 4096 && $5 == "eager" && $10 == 2 && $15 == "FAIL"' $OUT/perf-fail.txt | grep -q . && grep -q '^# Out of bounds values : 2 FAILED$' $OUT/perf-fail.txt && grep -q 'CHECK FAILURES' $OUT/perf-fail.txt
 perf-mid     40 env NCCL_NVLS_ENABLE=0 $PERF --ranks 2 -b 32K -e 64M -f 2 -d bf16 $NCCL2 -G 0 -c 0 --trace
 perf-trace    60 env NCCL_NVLS_ENABLE=0 $PERF --ranks 2 -b 4M -e 256M -f 4 -d bf16 $NCCL2 -G 0 -c 0 --trace

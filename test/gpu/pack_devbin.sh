@@ -19,6 +19,10 @@ done
 for t in "$build"/test/gpu/ndet_*_test; do
 	[ -x "$t" ] && cp -a "$t" "$dest/test/gpu/"
 done
+# The measurement builds of test/gpu/ll_ablate_build.sh, where made (batch step ll-ablate).
+if [ -d "$build/ablate" ]; then
+	cp -a "$build/ablate" "$dest/ablate"
+fi
 (cd "$dest" && git -C "$build" rev-parse --short HEAD > COMMIT 2>/dev/null || true)
 tar -C "$(dirname "$dest")" -czf "$dest.tgz" "$(basename "$dest")"
 du -sh "$dest" "$dest.tgz"

@@ -1,0 +1,114 @@
+#!/bin/bash
+# What each part of an LL step costs, on one GPU: the nccl-det-perf builds of
+# test/gpu/ll_ablate_build.sh (perf-0, the whole step; perf-MASK, the step without
+# the parts of NDET_LL_ABLATE=MASK) run in turns, f32 sum, 8 B-4 KiB, CUDA graph and
+# eager, checks off (the masked builds compute wrong results by design).  Per rank
+# count, size and mask: the median time of the call over perf-0's, and the round
+# trips above the empty kernel (nccl-det-perf's floor line), medians.
+#
+#   test/gpu/ll_ablate.sh [DIR]        DIR: the builds (default $BUILD/ablate)
+#
+# Environment: ROUNDS (default 4), NRANKS (default "4 8 3"), ABLATE_BUDGET (seconds: no
+# run starts after it; default 400), OUT.  Writes $OUT/ll-ablate-raw.txt and
+# $OUT/ll-ablate-summary.txt; the last line printed is the summary.
+set -u
+dir=${1:-${BUILD:-.}/ablate}
+rounds=${ROUNDS:-4}
+budget=${ABLATE_BUDGET:-400}
+OUT=${OUT:-/tmp/ndet-gpu-out}
+mkdir -p "$OUT"
+raw=$OUT/ll-ablate-raw.txt
+: >"$raw"
+export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
+mapfile -t builds < <(find "$dir" -maxdepth 1 -name 'perf-*' -perm -u+x | sort -V)
+if [ "${#builds[@]}" -lt 2 ] || [ ! -x "$dir/perf-0" ]; then
+	echo "SUMMARY ll-ablate: FAIL (no perf-0 and masked builds in $dir: test/gpu/ll_ablate_build.sh makes them)"
+	exit 1
+fi
+runs=0
+for round in $(seq 1 "$rounds"); do
+	for n in ${NRANKS:-4 8 3}; do
+		# Each round starts the turn at another build, so no build always runs first.
+		count=${#builds[@]}
+		for k in $(seq 0 $((count - 1))); do
+			binary=${builds[$(((k + round) % count))]}
+			[ "$SECONDS" -lt "$budget" ] || break 3
+			mask=${binary##*/perf-}
+			"$binary" --ranks "$n" -b 8 -e 4K -f 2 -d f32 -o sum -c 0 --no-nccl 2>&1 |
+				awk -v mask="$mask" -v n="$n" '
+				/^# +[0-9]+ B: floor/ {
+					i = index($0, "above it: ")
+					if (i == 0)
+						next
+					rest = substr($0, i + 10)
+					split(rest, w, /[ ,;]+/)
+					for (k = 1; k < 5; k += 2)
+						if (w[k] == "eager" || w[k] == "graph")
+							print mask, n, $2, w[k], "rt", w[k + 1]
+					j = index(rest, "flag exchange above it: ")
+					if (j == 0)
+						next
+					split(substr(rest, j + 24), x, /[ ,]+/)
+					for (k = 1; k < 5; k += 2)
+						if (x[k] == "eager" || x[k] == "graph")
+							print mask, n, $2, x[k], "xrt", x[k + 1]
+					next
+				}
+				/bare flag round trip: / {
+					i = index($0, "bare flag round trip: ")
+					split(substr($0, i + 22), w, / /)
+					print mask, n, 0, "-", "rtus", w[1]
+				}
+				/^#/ { next }
+				NF == 17 && ($5 == "eager" || $5 == "graph") { print mask, n, $1, $5, "us", $7 }' >>"$raw"
+			runs=$((runs + 1))
+		done
+	done
+	echo "round $round of $rounds done ($SECONDS s)"
+done
+python3 - "$raw" "$OUT/ll-ablate-summary.txt" "$runs" <<'PY'
+import collections, statistics, sys
+raw, summary, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+v = collections.defaultdict(list)
+for line in open(raw):
+    mask, n, size, mode, kind, value = line.split()
+    if value != "-":
+        v[(int(n), int(size), mode, kind, mask)].append(float(value))
+masks = sorted({k[4] for k in v}, key=int)
+keys = sorted({k[:3] for k in v if k[1] > 0})
+rows = ["# time over mask 0's (medians) and round trips above the empty kernel; xchg: the",
+        "# flag exchange of the grid above the empty kernel (perf-0's runs)",
+        "ranks     size mode    xchg " + " ".join("%13s" % ("mask " + m) for m in masks)]
+saved = collections.defaultdict(list)
+for n, size, mode in keys:
+    base = v.get((n, size, mode, "us", "0"))
+    if not base:
+        continue
+    cells = []
+    for m in masks:
+        t = v.get((n, size, mode, "us", m))
+        rt = v.get((n, size, mode, "rt", m))
+        if not t:
+            cells.append("%13s" % "-")
+            continue
+        ratio = statistics.median(t) / statistics.median(base)
+        cells.append("%5.3f %4s RT" % (ratio, "%.2f" % statistics.median(rt) if rt else "-"))
+        unit = v.get((n, 0, "-", "rtus", m))
+        if unit and mode == "graph":
+            saved[(n, m)].append((statistics.median(base) - statistics.median(t)) /
+                                 statistics.median(unit))
+    x = v.get((n, size, mode, "xrt", "0"))
+    rows.append("%5d %8d %-6s %5s " % (n, size, mode, "%.2f" % statistics.median(x) if x else "-")
+                + " ".join(cells))
+rows.append("# graph: what leaving the parts out saves per call, in bare flag round trips "
+            "(median over sizes of the median times' difference), per rank count")
+for n in sorted({k[0] for k in saved}):
+    rows.append("%5d ranks: " % n + "  ".join(
+        "mask %s %+.2f" % (m, statistics.median(saved[(n, m)])) for m in masks
+        if saved.get((n, m))))
+open(summary, "w").write("\n".join(rows) + "\n")
+print("\n".join(rows))
+ok = runs > 0 and len(keys) > 0
+print("SUMMARY ll-ablate: %s (%d runs, %d builds)" % ("PASS" if ok else "FAIL", runs, len(masks)))
+sys.exit(0 if ok else 1)
+PY
