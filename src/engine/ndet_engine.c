@@ -107,13 +107,42 @@ void ndet_engine_create_group(struct ndet_engine_member *members, int count,
 		if (members[i].status != NDET_OK)
 			continue;
 		members[i].status = ndet_engine_start(&members[i], exchange, &started[i]);
-		if (members[i].status != NDET_OK) {
+		if (members[i].status != NDET_OK)
 			NDET_WARN("rank %d: cannot prepare the setup exchange (%s): this rank "
 				  "passes its calls to NCCL, and its peers wait for it in the "
 				  "first setup exchange",
 				  members[i].config.rank, ndet_status_name(members[i].status));
-			continue;
+	}
+	/*
+	 * This thread's other ranks of a communicator whose rank could not start would
+	 * exchange without it, forever: they leave too (ndet_exchange_may_share).
+	 */
+	for (bool more = true; more;) {
+		more = false;
+		for (int i = 0; i < count; i++) {
+			if (members[i].status == NDET_OK ||
+			    members[i].status == NDET_ERR_INVALID_ARGUMENT)
+				continue;
+			const struct ndet_exchange_place f = ndet_engine_place(&members[i].config);
+			for (int k = 0; k < count; k++) {
+				const struct ndet_exchange_place m =
+					ndet_engine_place(&members[k].config);
+				if (members[k].status != NDET_OK ||
+				    !ndet_exchange_may_share(&f, &m))
+					continue;
+				NDET_WARN("rank %d: leaves the setup with rank %d of its "
+					  "communicator, which could not start",
+					  members[k].config.rank, members[i].config.rank);
+				ndet_engine_free_all(started[k]);
+				started[k] = NULL;
+				members[k].status = NDET_ERR_REMOTE;
+				more = true;
+			}
 		}
+	}
+	for (int i = 0; i < count; i++) {
+		if (started[i] == NULL)
+			continue;
 		setup[taking_part].context = started[i];
 		setup[taking_part].rank = members[i].config.rank;
 		setup[taking_part].nranks = members[i].config.nranks;

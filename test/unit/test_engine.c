@@ -1257,6 +1257,28 @@ static ndet_status_t exchange_abandoning(void *const contexts[], int count,
 	return status;
 }
 
+/*
+ * One rank cannot start (its device cannot be selected): the thread's other ranks of
+ * its communicator leave before any exchange, which would wait for it forever.
+ */
+static void test_failed_start_takes_its_communicator(void **state)
+{
+	(void)state;
+	struct group group;
+	abandon_calls = 0;
+	group_init(&group, 3, true);
+	for (int r = 0; r < 3; r++)
+		group.results[r] = rank_member(&group, r);
+	group.results[1].config.cuda_device = 99;
+	group_start(&group, exchange_abandoning);
+	assert_int_equal(abandon_calls, 0);
+	for (int r = 0; r < 3; r++) {
+		assert_int_equal(group.results[r].status, r == 1 ? NDET_ERR_CUDA : NDET_ERR_REMOTE);
+		assert_null(group.results[r].engine);
+	}
+	group_fini(&group);
+}
+
 static void test_abandoned_exchange_takes_its_communicator(void **state)
 {
 	(void)state;
@@ -2809,6 +2831,7 @@ int main(void)
 		cmocka_unit_test_setup(test_setup_stale_round, reset),
 		cmocka_unit_test_setup(test_setup_records_never_pageable, reset),
 		cmocka_unit_test_setup(test_abandoned_exchange_takes_its_communicator, reset),
+		cmocka_unit_test_setup(test_failed_start_takes_its_communicator, reset),
 		cmocka_unit_test_setup(test_plan_ignores_pointers, reset),
 		cmocka_unit_test_setup(test_calls_never_block_the_host, reset),
 		cmocka_unit_test_setup(test_setup_and_teardown_beside_a_capture, reset),
