@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 #include "common/ndet_env.h"
@@ -146,13 +147,49 @@ static uint64_t ndet_comm_nonzero(uint64_t identity)
 	return identity != 0 ? identity : 1;
 }
 
-uint64_t ndet_comm_identity_of_ids(const void *ids, size_t bytes)
+/*
+ * How often this process saw each (hash of ids, rank) so far: with NCCL_COMM_ID set,
+ * ncclGetUniqueId gives the same bytes to every communicator, created one after the
+ * other (they share the root's address), so the n-th communicator of an id is told
+ * apart by n.  The oldest entries give way to new ones.
+ */
+#define NDET_COMM_ID_SEEN 4096
+static struct {
+	uint64_t key;
+	int rank;
+	uint64_t count;
+} ndet_comm_id_seen[NDET_COMM_ID_SEEN];
+static unsigned ndet_comm_id_seen_next;
+static pthread_mutex_t ndet_comm_id_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t ndet_comm_id_occurrence(uint64_t key, int rank)
+{
+	uint64_t count = 0;
+	pthread_mutex_lock(&ndet_comm_id_lock);
+	unsigned k = 0;
+	while (k < NDET_COMM_ID_SEEN &&
+	       !(ndet_comm_id_seen[k].key == key && ndet_comm_id_seen[k].rank == rank))
+		k++;
+	if (k < NDET_COMM_ID_SEEN) {
+		count = ++ndet_comm_id_seen[k].count;
+	} else {
+		k = ndet_comm_id_seen_next++ % NDET_COMM_ID_SEEN;
+		ndet_comm_id_seen[k].key = key;
+		ndet_comm_id_seen[k].rank = rank;
+		ndet_comm_id_seen[k].count = 0;
+	}
+	pthread_mutex_unlock(&ndet_comm_id_lock);
+	return count;
+}
+
+uint64_t ndet_comm_identity_of_ids(const void *ids, size_t bytes, int nranks, int rank)
 {
 	const unsigned char *p = ids;
-	uint64_t h = 0x6e6363646574ull; /* any start */
+	uint64_t h = ndet_comm_mix(0x6e6363646574ull ^ (uint64_t)(uint32_t)nranks);
 	for (size_t i = 0; p != NULL && i < bytes; i++)
 		h = ndet_comm_mix(h ^ p[i]);
-	return ndet_comm_nonzero(h);
+	h = ndet_comm_nonzero(h);
+	return ndet_comm_nonzero(ndet_comm_mix(h ^ ndet_comm_id_occurrence(h, rank)));
 }
 
 uint64_t ndet_comm_identity_fresh(void)
@@ -163,20 +200,61 @@ uint64_t ndet_comm_identity_fresh(void)
 	return ndet_comm_nonzero(ndet_comm_mix(n ^ 0xf4e5ull << 48));
 }
 
-uint64_t ndet_comm_identity_of_child(ncclComm_t parent, int color)
+uint64_t ndet_comm_identity_of_split(ncclComm_t parent, int color)
 {
 	struct ndet_comm *known = ndet_comm_lookup(parent);
 	if (known == NULL)
 		return 0;
 	pthread_mutex_lock(&known->lock);
-	const uint64_t child = known->children++;
+	const uint64_t split = known->splits++;
 	pthread_mutex_unlock(&known->lock);
 	const uint64_t identity = known->identity;
 	ndet_comm_unref(known);
 	if (identity == 0)
 		return 0;
 	return ndet_comm_nonzero(
-		ndet_comm_mix(ndet_comm_mix(identity ^ child) ^ (uint64_t)(uint32_t)color));
+		ndet_comm_mix(ndet_comm_mix(identity ^ split) ^ (uint64_t)(uint32_t)color));
+}
+
+static int ndet_comm_rank_order(const void *a, const void *b)
+{
+	const int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+uint64_t ndet_comm_identity_of_shrink(ncclComm_t parent, const int *excluded, int count)
+{
+	int sorted[64];
+	if (count < 0 || count > (int)(sizeof(sorted) / sizeof(sorted[0])) ||
+	    (count > 0 && excluded == NULL))
+		return 0;
+	if (count > 0)
+		memcpy(sorted, excluded, (size_t)count * sizeof(*sorted));
+	qsort(sorted, (size_t)count, sizeof(*sorted), ndet_comm_rank_order);
+	uint64_t list = ndet_comm_mix(0x5368726eull ^ (uint64_t)count);
+	for (int i = 0; i < count; i++)
+		list = ndet_comm_mix(list ^ (uint64_t)(uint32_t)sorted[i]);
+	struct ndet_comm *known = ndet_comm_lookup(parent);
+	if (known == NULL)
+		return 0;
+	uint64_t nth = UINT64_MAX;
+	pthread_mutex_lock(&known->lock);
+	for (int k = 0; k < known->shrink_lists && nth == UINT64_MAX; k++)
+		if (known->shrinks[k].list == list)
+			nth = known->shrinks[k].count++;
+	if (nth == UINT64_MAX && known->shrink_lists < NDET_COMM_SHRINK_LISTS) {
+		known->shrinks[known->shrink_lists].list = list;
+		known->shrinks[known->shrink_lists++].count = 1;
+		nth = 0;
+	}
+	const uint64_t split = known->splits;
+	pthread_mutex_unlock(&known->lock);
+	const uint64_t identity = known->identity;
+	ndet_comm_unref(known);
+	if (identity == 0 || nth == UINT64_MAX)
+		return 0;
+	return ndet_comm_nonzero(
+		ndet_comm_mix(ndet_comm_mix(ndet_comm_mix(identity ^ split) ^ list) ^ nth));
 }
 
 struct ndet_comm *ndet_comm_register(ncclComm_t nccl, bool blocking, ncclComm_t parent,

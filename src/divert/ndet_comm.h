@@ -116,18 +116,23 @@ struct ndet_comm *ndet_comm_register(ncclComm_t nccl, bool blocking, ncclComm_t 
  * "unknown"): the same for two ranks of one communicator created here, different
  * for two communicators, so that a lockstep setup whose exchange fails for one
  * communicator takes exactly its ranks out (ndet_exchange_may_share).
- *   - of the ids given to ncclCommInitRank/Config (one) or Scalable (several);
+ *   - of the ids given to ncclCommInitRank/Config (one) or Scalable (several), the
+ *     size, and how many communicators of those ids this process saw at `rank`
+ *     before (with NCCL_COMM_ID every id is the same);
  *   - fresh: every rank of one ncclCommInitAll;
- *   - of a child: the parent's identity, how many children the parent's handle made
- *     before (every rank of a parent splits in the same order), and the color
- *     (a shrink passes NDET_COMM_SHRINK_COLOR); counts the child, also when this
- *     rank gets none (NCCL_SPLIT_NOCOLOR) or the call failed.  0 where the parent
- *     is unknown.
+ *   - of a split: the parent's identity, how many splits the parent's handle made
+ *     before (every rank of a parent splits in the same order) and the color;
+ *     counts the split, also when this rank gets no child (NCCL_SPLIT_NOCOLOR) or
+ *     the call failed;
+ *   - of a shrink: the parent's identity and split count, the excluded ranks, and
+ *     how many shrinks with that list the handle made before (the excluded ranks
+ *     call none, so shrinks are not counted as splits).
+ * 0 where the parent is unknown.
  */
-uint64_t ndet_comm_identity_of_ids(const void *ids, size_t bytes);
+uint64_t ndet_comm_identity_of_ids(const void *ids, size_t bytes, int nranks, int rank);
 uint64_t ndet_comm_identity_fresh(void);
-#define NDET_COMM_SHRINK_COLOR (-0x7fffffff)
-uint64_t ndet_comm_identity_of_child(ncclComm_t parent, int color);
+uint64_t ndet_comm_identity_of_split(ncclComm_t parent, int color);
+uint64_t ndet_comm_identity_of_shrink(ncclComm_t parent, const int *excluded, int count);
 
 /* A reference to the entry of `nccl`, or NULL. */
 struct ndet_comm *ndet_comm_lookup(ncclComm_t nccl);

@@ -16,6 +16,9 @@
 
 #include "divert/ndet_comm.h"
 
+/* Exclusion lists a communicator's shrinks are told apart by (more: identity unknown). */
+#define NDET_COMM_SHRINK_LISTS 8
+
 struct ndet_comm {
 	bool exit_reported; /* NCCL_DET_STATS printed by the exit handler (registry lock) */
 	/* registry lock */
@@ -29,8 +32,14 @@ struct ndet_comm {
 	bool check_pointers; /* NCCL's pointer-check mode, read as NCCL reads it */
 	ncclComm_t parent;   /* registry lock: NULL once the parent left the registry */
 	bool shares_parent;  /* registry lock: cleared once its parent stopped it */
-	uint64_t identity;   /* its communicator in this process (ndet_comm_identity_*) */
-	uint64_t children;   /* comm->lock: splits and shrinks made from it so far */
+	/* set at registration, never changed: its communicator (ndet_comm_identity_*) */
+	uint64_t identity;
+	/* comm->lock: splits made from it so far; shrinks so far per exclusion list */
+	uint64_t splits;
+	struct {
+		uint64_t list, count;
+	} shrinks[NDET_COMM_SHRINK_LISTS];
+	int shrink_lists;
 
 	/* comm->lock */
 	pthread_mutex_t lock;

@@ -75,11 +75,9 @@ static ncclResult_t ndet_shim_after_comm_init(ncclComm_t *comm, const ncclConfig
 
 /* A child of `parent` (split, shrink): a NULL config inherits the parent's mode. */
 static ncclResult_t ndet_shim_after_child(ncclComm_t parent, ncclComm_t *newcomm,
-					  const ncclConfig_t *config, bool shrink, int color,
-					  ncclResult_t result)
+					  const ncclConfig_t *config, bool shrink,
+					  uint64_t identity, ncclResult_t result)
 {
-	const uint64_t identity =
-		ndet_comm_identity_of_child(parent, shrink ? NDET_COMM_SHRINK_COLOR : color);
 	int inherited = -1;
 	struct ndet_comm *known = ndet_comm_lookup(parent);
 	if (known != NULL) {
@@ -141,7 +139,8 @@ NDET_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniq
 	ncclResult_t result = real(comm, nranks, commId, rank);
 	if (ndet_shim_enabled())
 		result = ndet_shim_after_comm_init(
-			comm, NULL, ndet_comm_identity_of_ids(&commId, sizeof(commId)), result);
+			comm, NULL,
+			ndet_comm_identity_of_ids(&commId, sizeof(commId), nranks, rank), result);
 	return result;
 }
 
@@ -152,7 +151,8 @@ NDET_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, nc
 	ncclResult_t result = real(comm, nranks, commId, rank, config);
 	if (ndet_shim_enabled())
 		result = ndet_shim_after_comm_init(
-			comm, config, ndet_comm_identity_of_ids(&commId, sizeof(commId)), result);
+			comm, config,
+			ndet_comm_identity_of_ids(&commId, sizeof(commId), nranks, rank), result);
 	return result;
 }
 
@@ -166,7 +166,8 @@ NDET_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nrank
 		result = ndet_shim_after_comm_init(
 			newcomm, config,
 			ndet_comm_identity_of_ids(commIds,
-						  nId > 0 ? (size_t)nId * sizeof(*commIds) : 0),
+						  nId > 0 ? (size_t)nId * sizeof(*commIds) : 0,
+						  nranks, myrank),
 			result);
 	return result;
 }
@@ -188,7 +189,8 @@ NDET_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
 	NDET_SHIM_REAL(ncclCommSplit, real);
 	ncclResult_t result = real(comm, color, key, newcomm, config);
 	if (ndet_shim_enabled())
-		result = ndet_shim_after_child(comm, newcomm, config, false, color, result);
+		result = ndet_shim_after_child(comm, newcomm, config, false,
+					       ndet_comm_identity_of_split(comm, color), result);
 	return result;
 }
 
@@ -206,7 +208,10 @@ NDET_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,
 	if (enabled && (shrinkFlags & NCCL_SHRINK_ABORT) != 0)
 		ndet_comm_revoke_refused(comm, "ncclCommShrink(NCCL_SHRINK_ABORT)", result);
 	if (enabled)
-		result = ndet_shim_after_child(comm, newcomm, config, true, 0, result);
+		result = ndet_shim_after_child(
+			comm, newcomm, config, true,
+			ndet_comm_identity_of_shrink(comm, excludeRanksList, excludeRanksCount),
+			result);
 	return result;
 }
 

@@ -114,8 +114,8 @@ static inline struct ndet_exchange_place ndet_exchange_place_of(uint64_t comm, i
  * one communicator.  Where one fails, such a member must fail too: its next exchange
  * would wait for the rank the thread no longer drives.  Known identities decide, so
  * that a communicator leaves only when its own exchange failed (on every thread
- * alike); otherwise the same size, another rank and another device (NCCL refuses two
- * ranks of a communicator on one GPU in one process) may be one.
+ * alike); where neither is known, the same size, another rank and another device
+ * (NCCL refuses two ranks of a communicator on one GPU in one process) may be one.
  */
 static inline bool ndet_exchange_may_share(const struct ndet_exchange_place *a,
 					   const struct ndet_exchange_place *b)
@@ -124,6 +124,9 @@ static inline bool ndet_exchange_may_share(const struct ndet_exchange_place *a,
 		return false;
 	if (a->comm != 0 && b->comm != 0)
 		return a->comm == b->comm;
+	/* One known, one not: ranks of one communicator are registered alike. */
+	if (a->comm != 0 || b->comm != 0)
+		return false;
 	return a->nranks == b->nranks && (a->device < 0 || b->device < 0 || a->device != b->device);
 }
 

@@ -1027,6 +1027,79 @@ static void test_memory_cap(void **state)
 	assert_int_equal(ndet_divert_count_log("not deterministic", "pool allocation failed"), 2);
 }
 
+/* The identity nccl-det gave `nccl` (0 if it does not know it). */
+static uint64_t identity_of(ncclComm_t nccl)
+{
+	struct ndet_comm *comm = ndet_comm_lookup(nccl);
+	if (comm == NULL)
+		return 0;
+	const uint64_t identity = comm->identity;
+	ndet_comm_unref(comm);
+	return identity;
+}
+
+/* Both ranks of `parents` split (or shrink: excluded rank 1 calls nothing) in one group. */
+static void split_both(ncclComm_t parents[2], const int colors[2], ncclComm_t children[2])
+{
+	assert_int_equal(ncclGroupStart(), ncclSuccess);
+	for (int r = 0; r < 2; r++)
+		assert_int_equal(ncclCommSplit(parents[r], colors[r], r, &children[r], NULL),
+				 ncclSuccess);
+	assert_int_equal(ncclGroupEnd(), ncclSuccess);
+}
+
+/*
+ * Communicator identities (what a failed lockstep exchange takes out: the ranks of
+ * its own communicator on the thread): equal for the ranks of one communicator
+ * created here, different for two, through ncclCommInitAll, splits (colors, repeats,
+ * NCCL_SPLIT_NOCOLOR) and a shrink that one rank does not call.  The ids of
+ * ncclCommInitRank: the same bytes again (NCCL_COMM_ID) make another communicator.
+ */
+static void test_identities(void **state)
+{
+	(void)state;
+	ncclComm_t p[2], a[2], b[2], c[2], d[2], shrunk = NULL;
+	assert_int_equal(ncclCommInitAll(p, 2, NULL), ncclSuccess);
+	assert_true(identity_of(p[0]) != 0 && identity_of(p[0]) == identity_of(p[1]));
+	const int same[2] = {0, 0}, apart[2] = {0, 1};
+	split_both(p, same, a);
+	assert_true(identity_of(a[0]) != 0 && identity_of(a[0]) == identity_of(a[1]));
+	assert_true(identity_of(a[0]) != identity_of(p[0]));
+	split_both(p, apart, b);
+	assert_true(identity_of(b[0]) != identity_of(b[1]));
+	assert_true(identity_of(b[0]) != identity_of(a[0]));
+	/* Rank 1 is left out of a shrink: the next joint split still agrees. */
+	const int excluded[1] = {1};
+	assert_int_equal(
+		ncclCommShrink(p[0], (int *)excluded, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT),
+		ncclSuccess);
+	assert_true(identity_of(shrunk) != 0 && identity_of(shrunk) != identity_of(p[0]));
+	split_both(p, same, c);
+	assert_true(identity_of(c[0]) != 0 && identity_of(c[0]) == identity_of(c[1]));
+	assert_true(identity_of(c[0]) != identity_of(a[0]));
+	/* A rank that gets no child still counts the split. */
+	const int one_out[2] = {0, NCCL_SPLIT_NOCOLOR};
+	ncclComm_t lone[2] = {NULL, NULL};
+	split_both(p, one_out, lone);
+	assert_null(lone[1]);
+	split_both(p, same, d);
+	assert_true(identity_of(d[0]) != 0 && identity_of(d[0]) == identity_of(d[1]));
+	/* The same ids twice: the second communicator of each rank is another one. */
+	ncclUniqueId id;
+	memset(&id, 0x3c, sizeof(id));
+	const uint64_t first0 = ndet_comm_identity_of_ids(&id, sizeof(id), 2, 0);
+	const uint64_t first1 = ndet_comm_identity_of_ids(&id, sizeof(id), 2, 1);
+	const uint64_t second0 = ndet_comm_identity_of_ids(&id, sizeof(id), 2, 0);
+	const uint64_t second1 = ndet_comm_identity_of_ids(&id, sizeof(id), 2, 1);
+	assert_true(first0 != 0 && first0 == first1 && second0 == second1 && first0 != second0);
+	assert_true(ndet_comm_identity_of_ids(&id, sizeof(id), 3, 0) != first0);
+	ncclComm_t all[] = {a[0], a[1], b[0],    b[1],   c[0], c[1],
+			    d[0], d[1], lone[0], shrunk, p[0], p[1]};
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		assert_int_equal(ncclCommDestroy(all[i]), ncclSuccess);
+	assert_int_equal(ndet_comm_registered_for_testing(), 0);
+}
+
 /*
  * A child sharing its parent's resources stops with the parent's abort (NCCL aborts it
  * too), but not once the parent was destroyed: a communicator NCCL creates later at
@@ -1413,6 +1486,7 @@ int main(void)
 		cmocka_unit_test_setup(test_injected_failures, setup),
 		cmocka_unit_test_setup(test_memory_cap, setup),
 		cmocka_unit_test_setup(test_child_of_a_reused_parent_address, setup),
+		cmocka_unit_test_setup(test_identities, setup),
 		cmocka_unit_test_setup(test_strict, setup),
 		cmocka_unit_test_setup(test_fp8_without_kernels, setup),
 		cmocka_unit_test_setup(test_forwarded_and_no_op_calls, setup),
