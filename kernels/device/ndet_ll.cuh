@@ -31,6 +31,7 @@
 #define NDET_LL_ABLATE_ABORT    0x4  /* block 0 waiting for its host abort read */
 #define NDET_LL_ABLATE_REDUCE   0x8  /* the tree and the stores into recvbuff */
 #define NDET_LL_ABLATE_AGREE    0x10 /* the block's agreement on the gather's outcome */
+#define NDET_LL_ABLATE_SENDBUFF 0x20 /* the loads of sendbuff (a constant is sent) */
 
 namespace
 {
@@ -261,7 +262,11 @@ __device__ __forceinline__ void ndet_ll_load_mine(const ndet_kernel_args &a,
 #pragma unroll
 	for (int l = 0; l < NDET_LL_LINES_PER_THREAD; l++) {
 		const uint64_t off = ((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * 8;
-		mine[l] = off < chunk_bytes ? ndet_ll_payload(send + off, chunk_bytes - off) : 0;
+		if (NDET_LL_ABLATE & NDET_LL_ABLATE_SENDBUFF)
+			mine[l] = off < chunk_bytes ? 0x3c003c003c003c00ull : 0;
+		else
+			mine[l] = off < chunk_bytes ? ndet_ll_payload(send + off, chunk_bytes - off)
+						    : 0;
 	}
 }
 
