@@ -12,8 +12,9 @@
 # then the step without its ready flag, its released/done flags, block 0's wait for
 # the host abort read, its tree and recvbuff stores, the block's agreement on the
 # gather, its loads of sendbuff; 0x1 ... 0x20 in ndet_ll.cuh).  The build tree's own
-# objects are rebuilt without a mask at the end.  About two minutes per mask on two
-# cores.
+# objects are rebuilt without a mask at the end.  On two cores: the first mask about
+# four minutes where ndet_ll.cuh is newer than the tree's kernels (they all rebuild),
+# each further one about 30 s.
 set -eu
 build=$(cd "${1:?usage: ll_ablate_build.sh BUILD-DIR [DEST]}" && pwd)
 dest=${2:-$build/ablate}
