@@ -121,25 +121,19 @@ static ndet_status_t ndet_comm_exchange(void *const contexts[], int count,
 			out[i] = true;
 		}
 	}
-	/* ... and every member that may be a rank of it, of those, and so on. */
-	for (bool more = true; more;) {
-		more = false;
-		for (int i = 0; i < count; i++) {
-			const struct ndet_comm *f = contexts[i];
-			const struct ndet_exchange_place fp = ndet_comm_place(f);
-			for (int k = 0; out[i] && k < count; k++) {
-				const struct ndet_comm *c = contexts[k];
-				const struct ndet_exchange_place cp = ndet_comm_place(c);
-				if (!out[k] && ndet_exchange_may_share(&fp, &cp)) {
-					NDET_INFO(NDET_SUBSYS_SETUP,
-						  "communicator %p may be a rank of aborted "
-						  "communicator %p: nccl-det's exchange is skipped",
-						  (void *)c->nccl, (void *)f->nccl);
-					out[k] = more = true;
-				}
-			}
-		}
-	}
+	/* ... and every member that may be a rank of one of them. */
+	struct ndet_exchange_place *places =
+		calloc((size_t)(count > 0 ? count : 1), sizeof(*places));
+	for (int i = 0; places != NULL && i < count; i++)
+		places[i] = ndet_comm_place(contexts[i]);
+	ndet_exchange_leave_together(places, out, count);
+	free(places);
+	for (int i = 0; i < count; i++)
+		if (out[i] && !ndet_comm_is_stopped(contexts[i]))
+			NDET_INFO(NDET_SUBSYS_SETUP,
+				  "communicator %p may be a rank of an aborted communicator of "
+				  "this thread: nccl-det's exchange is skipped",
+				  (void *)((const struct ndet_comm *)contexts[i])->nccl);
 	for (int i = 0; i < count; i++) {
 		outcome[i] = ncclSuccess;
 		if (!out[i])

@@ -117,29 +117,28 @@ void ndet_engine_create_group(struct ndet_engine_member *members, int count,
 	 * This thread's other ranks of a communicator whose rank could not start would
 	 * exchange without it, forever: they leave too (ndet_exchange_may_share).
 	 */
-	for (bool more = true; more;) {
-		more = false;
-		for (int i = 0; i < count; i++) {
-			if (members[i].status == NDET_OK ||
-			    members[i].status == NDET_ERR_INVALID_ARGUMENT)
-				continue;
-			const struct ndet_exchange_place f = ndet_engine_place(&members[i].config);
-			for (int k = 0; k < count; k++) {
-				const struct ndet_exchange_place m =
-					ndet_engine_place(&members[k].config);
-				if (members[k].status != NDET_OK ||
-				    !ndet_exchange_may_share(&f, &m))
-					continue;
-				NDET_WARN("rank %d: leaves the setup with rank %d of its "
-					  "communicator, which could not start",
-					  members[k].config.rank, members[i].config.rank);
-				ndet_engine_free_all(started[k]);
-				started[k] = NULL;
-				members[k].status = NDET_ERR_REMOTE;
-				more = true;
-			}
-		}
+	struct ndet_exchange_place *places = calloc(slots, sizeof(*places));
+	bool *leaves = calloc(slots, sizeof(*leaves));
+	for (int i = 0; leaves != NULL && i < count; i++) {
+		leaves[i] = members[i].status != NDET_OK &&
+			    members[i].status != NDET_ERR_INVALID_ARGUMENT;
+		if (places != NULL)
+			places[i] = ndet_engine_place(&members[i].config);
 	}
+	if (leaves != NULL)
+		ndet_exchange_leave_together(places, leaves, count);
+	for (int k = 0; leaves != NULL && k < count; k++) {
+		if (members[k].status != NDET_OK || !leaves[k])
+			continue;
+		NDET_WARN("rank %d: leaves the setup with a rank of its communicator that could "
+			  "not start",
+			  members[k].config.rank);
+		ndet_engine_free_all(started[k]);
+		started[k] = NULL;
+		members[k].status = NDET_ERR_REMOTE;
+	}
+	free(leaves);
+	free(places);
 	for (int i = 0; i < count; i++) {
 		if (started[i] == NULL)
 			continue;

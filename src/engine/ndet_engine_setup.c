@@ -32,6 +32,32 @@ struct ndet_exchange_place ndet_engine_place(const struct ndet_engine_config *co
 }
 
 /*
+ * results[i] becomes NDET_ERR_REMOTE for every engine that may be a rank of a failed
+ * one's communicator (ndet_exchange_leave_together); out of memory, for every engine
+ * where any failed.
+ */
+static void ndet_engine_leave_together(struct ndet_engine *const engines[], int count,
+				       ndet_status_t results[])
+{
+	bool any = false;
+	for (int i = 0; i < count; i++)
+		any = any || results[i] != NDET_OK;
+	struct ndet_exchange_place *places = any ? calloc((size_t)count, sizeof(*places)) : NULL;
+	bool *leaves = any ? calloc((size_t)count, sizeof(*leaves)) : NULL;
+	for (int i = 0; places != NULL && i < count; i++)
+		places[i] = ndet_engine_place(&engines[i]->config);
+	for (int i = 0; leaves != NULL && i < count; i++)
+		leaves[i] = results[i] != NDET_OK;
+	if (leaves != NULL)
+		ndet_exchange_leave_together(places, leaves, count);
+	for (int i = 0; any && i < count; i++)
+		if (results[i] == NDET_OK && (leaves == NULL || leaves[i]))
+			results[i] = NDET_ERR_REMOTE;
+	free(leaves);
+	free(places);
+}
+
+/*
  * Exchange `bytes` of host data for each engine through its device buffer:
  * all[i][r * bytes ...] = rank r's mine[i].  One call of the exchange callback for
  * every engine, so that a thread driving several ranks can group them.  results[i]:
@@ -92,26 +118,8 @@ static ndet_status_t ndet_engine_exchange(struct ndet_engine *const engines[], i
 	failed:
 		results[i] = local;
 	}
-	/*
-	 * A member that cannot take part takes the ranks of its communicator with it,
-	 * and theirs with them.
-	 */
-	for (bool more = true; more;) {
-		more = false;
-		for (int i = 0; i < count; i++) {
-			if (results[i] == NDET_OK)
-				continue;
-			const struct ndet_exchange_place f = ndet_engine_place(&engines[i]->config);
-			for (int k = 0; k < count; k++) {
-				const struct ndet_exchange_place c =
-					ndet_engine_place(&engines[k]->config);
-				if (results[k] == NDET_OK && ndet_exchange_may_share(&f, &c)) {
-					results[k] = NDET_ERR_REMOTE;
-					more = true;
-				}
-			}
-		}
-	}
+	/* A member that cannot take part takes the ranks of its communicator with it. */
+	ndet_engine_leave_together(engines, count, results);
 	for (int i = 0; i < count; i++) {
 		if (results[i] != NDET_OK)
 			continue;

@@ -130,6 +130,15 @@ static inline bool ndet_exchange_may_share(const struct ndet_exchange_place *a,
 	return a->nranks == b->nranks && (a->device < 0 || b->device < 0 || a->device != b->device);
 }
 
+/*
+ * Which members of one exchange leave it: those marked in leaves[], then every member
+ * that may be a rank of a leaving one's communicator (ndet_exchange_may_share), and
+ * theirs in turn.  places NULL (out of memory): every member leaves with any that
+ * leaves.
+ */
+void ndet_exchange_leave_together(const struct ndet_exchange_place *places, bool leaves[],
+				  int count);
+
 #ifdef __cplusplus
 }
 #endif

@@ -150,6 +150,24 @@ static void ndet_setup_leave(struct ndet_setup_member *member, struct ndet_setup
 	ndet_setup_leave_opened(member, state, ops, status, round, NULL);
 }
 
+void ndet_exchange_leave_together(const struct ndet_exchange_place *places, bool leaves[],
+				  int count)
+{
+	for (bool more = true; more;) {
+		more = false;
+		for (int i = 0; i < count; i++) {
+			for (int k = 0; leaves[i] && k < count; k++) {
+				if (!leaves[k] &&
+				    (places == NULL ||
+				     ndet_exchange_may_share(&places[i], &places[k]))) {
+					leaves[k] = true;
+					more = true;
+				}
+			}
+		}
+	}
+}
+
 static struct ndet_exchange_place ndet_setup_place(const struct ndet_setup_member *member)
 {
 	return ndet_exchange_place_of(member->comm_identity, member->rank, member->nranks,
@@ -171,10 +189,12 @@ static void ndet_setup_exchange(struct ndet_setup_member *members, struct ndet_s
 	void **recvs = calloc((size_t)count, sizeof(*recvs));
 	int *index = calloc((size_t)count, sizeof(*index));
 	ndet_status_t *results = calloc((size_t)count, sizeof(*results));
+	struct ndet_exchange_place *places = calloc((size_t)count, sizeof(*places));
+	bool *leaves = calloc((size_t)count, sizeof(*leaves));
 	int active = 0;
 
 	if (contexts == NULL || sends == NULL || recvs == NULL || index == NULL ||
-	    results == NULL) {
+	    results == NULL || places == NULL || leaves == NULL) {
 		NDET_WARN("setup round %d: out of memory; %d communicator(s) fall back to NCCL",
 			  round, count);
 		for (int i = 0; i < count; i++)
@@ -199,20 +219,14 @@ static void ndet_setup_exchange(struct ndet_setup_member *members, struct ndet_s
 		goto out;
 	(void)allgather(context, active, contexts, sends, recvs, bytes, results);
 	/* The members that may be ranks of a failed one's communicator fail with it. */
-	for (bool more = true; more;) {
-		more = false;
-		for (int k = 0; k < active; k++) {
-			const struct ndet_exchange_place f = ndet_setup_place(&members[index[k]]);
-			for (int j = 0; results[k] != NDET_OK && j < active; j++) {
-				const struct ndet_exchange_place m =
-					ndet_setup_place(&members[index[j]]);
-				if (results[j] == NDET_OK && ndet_exchange_may_share(&f, &m)) {
-					results[j] = NDET_ERR_REMOTE;
-					more = true;
-				}
-			}
-		}
+	for (int k = 0; k < active; k++) {
+		places[k] = ndet_setup_place(&members[index[k]]);
+		leaves[k] = results[k] != NDET_OK;
 	}
+	ndet_exchange_leave_together(places, leaves, active);
+	for (int k = 0; k < active; k++)
+		if (leaves[k] && results[k] == NDET_OK)
+			results[k] = NDET_ERR_REMOTE;
 	for (int k = 0; k < active; k++) {
 		if (results[k] == NDET_OK)
 			continue;
@@ -222,6 +236,8 @@ static void ndet_setup_exchange(struct ndet_setup_member *members, struct ndet_s
 		ndet_setup_leave(&members[index[k]], &states[index[k]], ops, results[k], round);
 	}
 out:
+	free(leaves);
+	free(places);
 	free(results);
 	free(index);
 	free(recvs);
