@@ -278,8 +278,9 @@ struct ndet_comm *ndet_comm_register(ncclComm_t nccl, bool blocking, ncclComm_t 
 
 	struct ndet_comm *comm = calloc(1, sizeof(*comm));
 	if (comm == NULL) {
-		NDET_WARN("out of memory tracking communicator %p: its all-reduces go to NCCL on "
-			  "this rank, and its peers wait in nccl-det's setup",
+		NDET_WARN("out of memory tracking communicator %p: the call that created it "
+			  "returns ncclSystemError, and its peers may wait for it in nccl-det's "
+			  "setup: abort it",
 			  (void *)nccl);
 		return NULL;
 	}
@@ -405,7 +406,7 @@ static bool ndet_comm_failed(struct ndet_comm *comm)
 {
 	pthread_mutex_lock(&comm->lock);
 	ndet_comm_refresh_locked(comm);
-	bool failed = comm->kernel_failed || comm->broken;
+	bool failed = comm->kernel_failed || comm->broken != ncclSuccess;
 	pthread_mutex_unlock(&comm->lock);
 	return failed;
 }
@@ -413,9 +414,9 @@ static bool ndet_comm_failed(struct ndet_comm *comm)
 ncclResult_t ndet_comm_failure(struct ndet_comm *comm)
 {
 	pthread_mutex_lock(&comm->lock);
-	bool broken = comm->broken;
+	ncclResult_t broken = comm->broken;
 	pthread_mutex_unlock(&comm->lock);
-	return broken ? ncclInvalidUsage : ncclRemoteError;
+	return broken != ncclSuccess ? broken : ncclRemoteError;
 }
 
 /*
@@ -670,8 +671,12 @@ void ndet_comm_revoke_refused(ncclComm_t nccl, const char *what, ncclResult_t re
 ncclResult_t ndet_comm_finalize_group(struct ndet_comm *const comms[], int count)
 {
 	ncclResult_t first = ncclSuccess;
-	void **engines = calloc((size_t)(count > 0 ? count : 1), sizeof(*engines));
-	struct ndet_comm **owners = calloc((size_t)(count > 0 ? count : 1), sizeof(*owners));
+	/* Up to NDET_COMM_STACK communicators allocate nothing: none misses the barrier. */
+	void *engines_here[NDET_COMM_STACK];
+	struct ndet_comm *owners_here[NDET_COMM_STACK];
+	const bool here = count <= NDET_COMM_STACK;
+	void **engines = here ? engines_here : calloc((size_t)count, sizeof(*engines));
+	struct ndet_comm **owners = here ? owners_here : calloc((size_t)count, sizeof(*owners));
 	int taken = 0;
 	if (engines == NULL || owners == NULL) {
 		NDET_WARN("out of memory finalizing %d communicator(s): pools stay allocated",
@@ -724,8 +729,10 @@ ncclResult_t ndet_comm_finalize_group(struct ndet_comm *const comms[], int count
 	for (int i = 0; i < meeting; i++)
 		ndet_comm_engine_release(owners[i], engines[i]);
 out:
-	free(owners);
-	free(engines);
+	if (!here) {
+		free(owners);
+		free(engines);
+	}
 	return first;
 }
 

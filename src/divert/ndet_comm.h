@@ -159,10 +159,20 @@ bool ndet_comm_config_shares(const ncclConfig_t *config, bool shrink);
 /*
  * Set up every PENDING communicator of `comms` in lockstep: one exchange per round
  * for all of them (one thread may drive several ranks).  Must run outside any NCCL
- * group.  Returns ncclSuccess, or the first error NCCL gave our exchange (the
- * communicator is then unusable anyway); local failures only make it fall back.
+ * group.  Returns ncclSuccess, or the first error: one NCCL gave our exchange (the
+ * communicator is then unusable anyway), or one that broke a communicator because
+ * this rank could not take its part (out of memory, say: its peers may wait for it
+ * in the exchange, so it is not left to fall back).  Failures the ranks agree on
+ * only make them fall back.
  */
 ncclResult_t ndet_comm_setup_group(struct ndet_comm *const comms[], int count);
+
+/*
+ * Out of memory before `comms` could take their part in the setup: each one still
+ * PENDING is broken with ncclSystemError (its eligible calls and
+ * ncclCommGetAsyncError report it).  Returns ncclSystemError.
+ */
+ncclResult_t ndet_comm_setup_refuse(struct ndet_comm *const comms[], int count);
 
 /*
  * Until NCCL's own work on a non-blocking communicator is done (its

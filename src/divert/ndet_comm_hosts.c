@@ -312,10 +312,10 @@ ncclResult_t ndet_comm_hosts_launch(struct ndet_backend_call *launches, const nc
 				    int count)
 {
 	ncclResult_t first = ncclSuccess;
-	/* A batch of up to NDET_COMM_HOSTS_STACK calls allocates nothing. */
-	struct ndet_comm_hosts_call items_here[NDET_COMM_HOSTS_STACK];
-	struct ndet_backend_call batch_here[NDET_COMM_HOSTS_STACK];
-	const bool here = count <= NDET_COMM_HOSTS_STACK;
+	/* A batch of up to NDET_COMM_STACK calls allocates nothing. */
+	struct ndet_comm_hosts_call items_here[NDET_COMM_STACK];
+	struct ndet_backend_call batch_here[NDET_COMM_STACK];
+	const bool here = count <= NDET_COMM_STACK;
 	struct ndet_comm_hosts_call *items =
 		here ? items_here : calloc((size_t)count, sizeof(*items));
 	struct ndet_backend_call *batch = here ? batch_here : calloc((size_t)count, sizeof(*batch));
@@ -412,12 +412,12 @@ ncclResult_t ndet_comm_hosts_connect(void *const engines[], const ncclComm_t com
 				     ncclResult_t results[], int count)
 {
 	const struct ndet_backend *backend = ndet_comm_backend();
-	/* Up to NDET_COMM_HOSTS_STACK communicators allocate nothing: none drops out. */
-	struct ndet_backend_hosts views_here[NDET_COMM_HOSTS_STACK];
-	ncclComm_t linked_here[NDET_COMM_HOSTS_STACK];
-	ncclResult_t linked_results_here[NDET_COMM_HOSTS_STACK];
-	int index_here[NDET_COMM_HOSTS_STACK];
-	const bool here = count <= NDET_COMM_HOSTS_STACK;
+	/* Up to NDET_COMM_STACK communicators allocate nothing: none drops out. */
+	struct ndet_backend_hosts views_here[NDET_COMM_STACK];
+	ncclComm_t linked_here[NDET_COMM_STACK];
+	ncclResult_t linked_results_here[NDET_COMM_STACK];
+	int index_here[NDET_COMM_STACK];
+	const bool here = count <= NDET_COMM_STACK;
 	const size_t slots = (size_t)(count > 0 ? count : 1);
 	struct ndet_backend_hosts *views = here ? views_here : calloc(slots, sizeof(*views));
 	ncclComm_t *linked = here ? linked_here : calloc(slots, sizeof(*linked));

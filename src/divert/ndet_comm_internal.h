@@ -58,10 +58,17 @@ struct ndet_comm {
 	int engine_users; /* threads between engine_get and engine_put */
 	bool kernel_failed;
 	bool revoke_refused; /* NCCL refused a revoke we had acted on: said once */
-	bool broken;         /* a rank never joined the setup: the collective order is lost */
-	bool strict;         /* agreed NCCL_DET_STRICT, once set up */
-	bool sm90;           /* agreed: every rank's GPU is sm_90 or newer (NDET_SETUP_FLAG_SM90) */
-	bool fp8;            /* agreed: every rank runs our fp8 kernels (NDET_SETUP_FLAG_FP8) */
+	/*
+	 * Not ncclSuccess: the setup did not end in the ranks' agreement, so falling back
+	 * could pair this rank's NCCL collectives with its peers' setup exchange.  What
+	 * every eligible call, and ncclCommGetAsyncError, then return: ncclInvalidUsage
+	 * where a rank never joined the setup, the error of this rank's own failure
+	 * (out of memory, say) where it could not take its part.
+	 */
+	ncclResult_t broken;
+	bool strict; /* agreed NCCL_DET_STRICT, once set up */
+	bool sm90;   /* agreed: every rank's GPU is sm_90 or newer (NDET_SETUP_FLAG_SM90) */
+	bool fp8;    /* agreed: every rank runs our fp8 kernels (NDET_SETUP_FLAG_FP8) */
 	ndet_status_t setup_status;
 	struct ndet_setup_verdict verdict;
 
@@ -111,7 +118,7 @@ bool ndet_comm_hosts_engine(void *engine, struct ndet_backend_hosts *view);
  * a call across hosts then allocates nothing, nor do the connections at setup: a
  * rank that stopped there would leave its peers on other hosts waiting in NCCL.
  */
-#define NDET_COMM_HOSTS_STACK 16
+#define NDET_COMM_STACK 16
 /*
  * Can this rank run the stages between hosts: a backend with them, and NCCL's
  * grouped sends and receives?  Published in the setup record (a rank that could not

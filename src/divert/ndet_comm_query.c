@@ -41,10 +41,14 @@ ncclResult_t ndet_comm_query(ncclComm_t nccl, int *diverted, const char **reason
 				      : "setup failed on this rank";
 			break;
 		case NDET_COMM_POISONED:
-			why = comm->broken ? "broken: a rank did not take part in nccl-det's "
-					     "setup (NCCL_DET_ENABLE differs between ranks)"
-					   : "poisoned: an nccl-det kernel failed (peer timeout, "
-					     "abort or diverging calls)";
+			why = comm->broken == ncclInvalidUsage
+				      ? "broken: a rank did not take part in nccl-det's setup "
+					"(NCCL_DET_ENABLE differs between ranks)"
+			      : comm->broken != ncclSuccess
+				      ? "broken: this rank could not take its part in nccl-det's "
+					"setup (out of memory, or its GPU unusable)"
+				      : "poisoned: an nccl-det kernel failed (peer timeout, "
+					"abort or diverging calls)";
 			break;
 		case NDET_COMM_DEAD:
 		default:

@@ -102,17 +102,25 @@ static ndet_status_t ndet_comm_exchange(void *const contexts[], int count,
 					ndet_status_t results[])
 {
 	const struct ndet_nccl *nccl = ndet_resolve_nccl();
-	ncclResult_t *outcome = calloc((size_t)(count > 0 ? count : 1), sizeof(*outcome));
-	bool *out = calloc((size_t)(count > 0 ? count : 1), sizeof(*out));
+	/* Up to NDET_COMM_STACK members allocate nothing: none leaves its peers waiting. */
+	ncclResult_t outcome_here[NDET_COMM_STACK];
+	bool out_here[NDET_COMM_STACK];
+	struct ndet_exchange_place places_here[NDET_COMM_STACK];
+	const bool here = count <= NDET_COMM_STACK;
+	const size_t slots = (size_t)(count > 0 ? count : 1);
+	ncclResult_t *outcome = here ? outcome_here : calloc(slots, sizeof(*outcome));
+	bool *out = here ? out_here : calloc(slots, sizeof(*out));
+	struct ndet_exchange_place *places = here ? places_here : calloc(slots, sizeof(*places));
 	ndet_status_t first = NDET_OK;
 	int calling = 0, failed = 0;
-	if (outcome == NULL || out == NULL) {
+	if (outcome == NULL || out == NULL || places == NULL) {
 		for (int i = 0; i < count; i++)
 			results[i] = NDET_ERR_SYSTEM;
 		first = NDET_ERR_SYSTEM;
 		goto done;
 	}
 	for (int i = 0; i < count; i++) {
+		out[i] = false;
 		/* Aborted: NCCL is tearing the communicator down (a teardown's barrier). */
 		if (ndet_comm_is_stopped(contexts[i])) {
 			NDET_INFO(NDET_SUBSYS_SETUP,
@@ -122,12 +130,9 @@ static ndet_status_t ndet_comm_exchange(void *const contexts[], int count,
 		}
 	}
 	/* ... and every member that may be a rank of one of them. */
-	struct ndet_exchange_place *places =
-		calloc((size_t)(count > 0 ? count : 1), sizeof(*places));
-	for (int i = 0; places != NULL && i < count; i++)
+	for (int i = 0; i < count; i++)
 		places[i] = ndet_comm_place(contexts[i]);
 	ndet_exchange_leave_together(places, out, count);
-	free(places);
 	for (int i = 0; i < count; i++)
 		if (out[i] && !ndet_comm_is_stopped(contexts[i]))
 			NDET_INFO(NDET_SUBSYS_SETUP,
@@ -223,8 +228,11 @@ judge:
 			  "went on",
 			  failed, count);
 done:
-	free(out);
-	free(outcome);
+	if (!here) {
+		free(places);
+		free(out);
+		free(outcome);
+	}
 	return first;
 }
 
@@ -342,9 +350,45 @@ static void ndet_comm_announce(const struct ndet_comm *comm,
 		 ndet_resolve_loading_mode(), (void *)comm->nccl, nranks, verdict);
 }
 
+/*
+ * ncclSuccess where `member` left the setup as every rank of its communicator did:
+ * set up, or not diverted by the ranks' common verdict, by a configuration every
+ * rank shares or by an NCCL that every rank finds the same (it failed the
+ * communicator, or lacks a function the setup needs), or because NCCL failed our
+ * exchange (the creating call returns NCCL's error, and NCCL fails the rest).
+ * Otherwise the error the communicator is broken with: ncclInvalidUsage where a rank
+ * never joined the setup; ncclRemoteError where it left with a rank of its own
+ * communicator that this thread also drives (aborted, or its exchange failed); this
+ * rank's own failure where it could not take its part (out of memory, its GPU
+ * unusable).  Its peers may still wait in the exchange, so nothing of this rank may
+ * run in NCCL in its place.
+ */
+static ncclResult_t ndet_comm_setup_broken(const struct ndet_comm *comm,
+					   const struct ndet_backend_member *member)
+{
+	switch (member->status) {
+	case NDET_OK:
+	case NDET_ERR_INVALID_ARGUMENT:
+	case NDET_ERR_NCCL:
+		return ncclSuccess;
+	case NDET_ERR_UNSUPPORTED:
+		return member->verdict.reason == NDET_VERDICT_NOT_IN_SETUP ? ncclInvalidUsage
+									   : ncclSuccess;
+	default:
+		break;
+	}
+	if (__atomic_load_n(&comm->exchange_result, __ATOMIC_RELAXED) != ncclSuccess)
+		return ncclSuccess;
+	const ncclResult_t result = ndet_status_to_nccl(member->status);
+	return result == ncclSuccess || result == ncclInProgress || result == ncclInternalError
+		       ? ncclSystemError
+		       : result;
+}
+
 /* The end of one communicator's setup; wakes threads waiting for it. */
 static void ndet_comm_setup_finish(struct ndet_comm *comm, const struct ndet_backend_member *member)
 {
+	const ncclResult_t broken = ndet_comm_setup_broken(comm, member);
 	pthread_mutex_lock(&comm->lock);
 	comm->setup_running = false;
 	comm->setup_status = member->status;
@@ -352,12 +396,10 @@ static void ndet_comm_setup_finish(struct ndet_comm *comm, const struct ndet_bac
 	comm->strict = (member->agreed_flags & NDET_SETUP_FLAG_STRICT) != 0;
 	comm->sm90 = (member->agreed_flags & NDET_SETUP_FLAG_SM90) != 0;
 	comm->fp8 = (member->agreed_flags & NDET_SETUP_FLAG_FP8) != 0;
-	/* Falling back would run NCCL on a sequence that no longer matches: fail. */
-	bool broken = member->status == NDET_ERR_UNSUPPORTED &&
-		      member->verdict.reason == NDET_VERDICT_NOT_IN_SETUP;
+	/* Falling back would run NCCL on a sequence that may no longer match: fail. */
 	if (comm->state == NDET_COMM_PENDING) {
 		comm->state = member->status == NDET_OK ? NDET_COMM_READY
-			      : broken                  ? NDET_COMM_POISONED
+			      : broken != ncclSuccess   ? NDET_COMM_POISONED
 							: NDET_COMM_FALLBACK;
 		comm->broken = broken;
 		comm->engine = member->engine;
@@ -376,12 +418,21 @@ static void ndet_comm_setup_finish(struct ndet_comm *comm, const struct ndet_bac
 	if (state == NDET_COMM_READY)
 		NDET_INFO(NDET_SUBSYS_SETUP, "communicator %p rank %d/%d: all-reduces diverted",
 			  (void *)comm->nccl, rank, nranks);
-	else if (broken)
+	else if (broken == ncclInvalidUsage)
 		NDET_WARN("communicator %p rank %d/%d: rank %d sent no setup record: %s. Its "
 			  "all-reduces fail with ncclInvalidUsage, and ncclCommGetAsyncError "
 			  "reports ncclInvalidUsage",
 			  (void *)comm->nccl, rank, nranks, member->verdict.offending_rank,
 			  ndet_verdict_reason_fix(member->verdict.reason));
+	else if (broken != ncclSuccess)
+		NDET_WARN("communicator %p rank %d/%d: this rank could not take its part in "
+			  "nccl-det's setup (%s), and its peers may wait for it there. The call "
+			  "that created it, its all-reduces, reduce-scatters and reduces fail with "
+			  "%s, and ncclCommGetAsyncError reports it: abort the communicator",
+			  (void *)comm->nccl, rank, nranks, ndet_status_name(member->status),
+			  ndet_resolve_nccl()->ncclGetErrorString != NULL
+				  ? ndet_resolve_nccl()->ncclGetErrorString(broken)
+				  : "an error");
 	else if (member->status == NDET_ERR_UNSUPPORTED)
 		NDET_INFO(NDET_SUBSYS_SETUP,
 			  "communicator %p rank %d/%d: not diverted: %s (rank %d, detail %u)",
@@ -403,10 +454,10 @@ static void ndet_comm_setup_connect(const struct ndet_backend_member *members,
 				    struct ndet_comm *const comms[], ncclResult_t connected[],
 				    int count)
 {
-	/* Up to NDET_COMM_HOSTS_STACK communicators allocate nothing: none drops out. */
-	void *engines_here[NDET_COMM_HOSTS_STACK];
-	ncclComm_t nccl_here[NDET_COMM_HOSTS_STACK];
-	const bool here = count <= NDET_COMM_HOSTS_STACK;
+	/* Up to NDET_COMM_STACK communicators allocate nothing: none drops out. */
+	void *engines_here[NDET_COMM_STACK];
+	ncclComm_t nccl_here[NDET_COMM_STACK];
+	const bool here = count <= NDET_COMM_STACK;
 	void **engines = here ? engines_here : calloc((size_t)count, sizeof(*engines));
 	ncclComm_t *nccl = here ? nccl_here : calloc((size_t)count, sizeof(*nccl));
 	if (engines == NULL || nccl == NULL) {
@@ -458,18 +509,45 @@ static void ndet_comm_wait_setup(struct ndet_comm *comm)
 	pthread_mutex_unlock(&comm->lock);
 }
 
+/* Its peers may wait for each of them in the exchange (ndet_comm_setup_broken). */
+ncclResult_t ndet_comm_setup_refuse(struct ndet_comm *const comms[], int count)
+{
+	NDET_WARN("out of memory setting up %d communicator(s): their all-reduces, "
+		  "reduce-scatters and reduces fail with ncclSystemError, and their peers may "
+		  "wait for them in nccl-det's setup: abort them",
+		  count);
+	for (int i = 0; i < count; i++) {
+		pthread_mutex_lock(&comms[i]->lock);
+		if (comms[i]->state == NDET_COMM_PENDING && !comms[i]->setup_running) {
+			comms[i]->state = NDET_COMM_POISONED;
+			comms[i]->broken = ncclSystemError;
+			comms[i]->setup_status = NDET_ERR_SYSTEM;
+			pthread_cond_broadcast(&comms[i]->changed);
+		}
+		pthread_mutex_unlock(&comms[i]->lock);
+	}
+	return ncclSystemError;
+}
+
 ncclResult_t ndet_comm_setup_group(struct ndet_comm *const comms[], int count)
 {
 	ncclResult_t first = ncclSuccess;
 	const size_t slots = (size_t)(count > 0 ? count : 1);
-	struct ndet_comm **claimed = calloc(slots, sizeof(*claimed));
-	struct ndet_comm **members_of = calloc(slots, sizeof(*members_of));
-	struct ndet_backend_member *members = calloc(slots, sizeof(*members));
-	ncclResult_t *connected = calloc(slots, sizeof(*connected));
+	/* Up to NDET_COMM_STACK communicators allocate nothing before the exchange. */
+	struct ndet_comm *claimed_here[NDET_COMM_STACK], *members_of_here[NDET_COMM_STACK];
+	struct ndet_backend_member members_here[NDET_COMM_STACK];
+	ncclResult_t connected_here[NDET_COMM_STACK];
+	const bool here = count <= NDET_COMM_STACK;
+	struct ndet_comm **claimed = here ? claimed_here : calloc(slots, sizeof(*claimed));
+	struct ndet_comm **members_of = here ? members_of_here : calloc(slots, sizeof(*members_of));
+	struct ndet_backend_member *members = here ? members_here : calloc(slots, sizeof(*members));
+	ncclResult_t *connected = here ? connected_here : calloc(slots, sizeof(*connected));
 	if (claimed == NULL || members_of == NULL || members == NULL || connected == NULL) {
-		NDET_WARN("out of memory setting up %d communicator(s): they stay pending", count);
+		first = ndet_comm_setup_refuse(comms, count);
 		goto out;
 	}
+	memset(members, 0, slots * sizeof(*members));
+	memset(connected, 0, slots * sizeof(*connected));
 	int taken = ndet_comm_claim(comms, count, claimed);
 	int joining = 0;
 	for (int i = 0; i < taken; i++) {
@@ -507,16 +585,25 @@ ncclResult_t ndet_comm_setup_group(struct ndet_comm *const comms[], int count)
 		/* The connections failed: the call that set it up returns NCCL's error. */
 		if (connected[i] != ncclSuccess && first == ncclSuccess)
 			first = connected[i];
-		/* The application must learn now: its next collective would not match. */
-		if (members[i].verdict.reason == NDET_VERDICT_NOT_IN_SETUP && first == ncclSuccess)
-			first = ncclInvalidUsage;
+		/*
+		 * The application must learn now: its next collective may not match.  (Not
+		 * of a rank that left with another of its communicator: that one's error is
+		 * returned, or the application aborted it.)
+		 */
+		pthread_mutex_lock(&comm->lock);
+		const ncclResult_t broken = comm->broken;
+		pthread_mutex_unlock(&comm->lock);
+		if (broken != ncclSuccess && broken != ncclRemoteError && first == ncclSuccess)
+			first = broken;
 	}
 	for (int i = 0; i < count; i++)
 		ndet_comm_wait_setup(comms[i]);
 out:
-	free(connected);
-	free(members);
-	free(members_of);
-	free(claimed);
+	if (!here) {
+		free(connected);
+		free(members);
+		free(members_of);
+		free(claimed);
+	}
 	return first;
 }

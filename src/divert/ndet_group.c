@@ -295,6 +295,22 @@ out:
 
 /* ---------------------------------------------------------------- group end */
 
+/*
+ * Add `comm` (a reference of its own) to setups due now.  Out of memory, it is
+ * broken instead (ndet_comm_setup_refuse): its peers set up without it.
+ */
+static void ndet_group_due(struct ndet_group_comms *due, struct ndet_comm *comm,
+			   ncclResult_t *result)
+{
+	if (ndet_group_comms_contain(due, comm))
+		return;
+	if (!ndet_group_comms_add(due, comm)) {
+		*result = ndet_group_combine(*result, ndet_comm_setup_refuse(&comm, 1));
+		return;
+	}
+	ndet_comm_ref(comm);
+}
+
 /* Setups the group owes: blocking communicators created in it, and any with calls. */
 static ncclResult_t ndet_group_run_setups(struct ndet_group_comms *created,
 					  const struct ndet_group_calls *calls)
@@ -303,18 +319,16 @@ static ncclResult_t ndet_group_run_setups(struct ndet_group_comms *created,
 	ncclResult_t result = ncclSuccess;
 	for (int i = 0; i < created->count; i++) {
 		struct ndet_comm *comm = created->items[i];
-		if ((ndet_comm_is_blocking(comm) || ndet_group_has_calls_on(calls, comm)) &&
-		    !ndet_group_comms_contain(&due, comm) && ndet_group_comms_add(&due, comm))
-			ndet_comm_ref(comm);
+		if (ndet_comm_is_blocking(comm) || ndet_group_has_calls_on(calls, comm))
+			ndet_group_due(&due, comm, &result);
 	}
 	for (int i = 0; i < calls->count; i++) {
 		struct ndet_comm *comm = calls->items[i].comm;
-		if (ndet_comm_state(comm) == NDET_COMM_PENDING &&
-		    !ndet_group_comms_contain(&due, comm) && ndet_group_comms_add(&due, comm))
-			ndet_comm_ref(comm);
+		if (ndet_comm_state(comm) == NDET_COMM_PENDING)
+			ndet_group_due(&due, comm, &result);
 	}
 	if (due.count > 0)
-		result = ndet_comm_setup_group(due.items, due.count);
+		result = ndet_group_combine(result, ndet_comm_setup_group(due.items, due.count));
 	ndet_group_comms_release(&due);
 	return result;
 }
@@ -447,14 +461,31 @@ ncclResult_t ndet_group_comms_created(ncclComm_t *comms, int count, bool blockin
 			continue;
 		struct ndet_comm *comm =
 			ndet_comm_register(comms[i], blocking, parent, shares_parent, identity);
-		if (comm != NULL && !ndet_group_comms_add(&fresh, comm))
+		/*
+		 * Out of memory: this rank cannot take part in the setup its peers are in,
+		 * and nothing of ours can remember to fail the communicator's calls.
+		 */
+		if (comm == NULL) {
+			result = ndet_group_combine(result, ncclSystemError);
+			continue;
+		}
+		if (!ndet_group_comms_add(&fresh, comm)) {
+			result = ndet_group_combine(result, ndet_comm_setup_refuse(&comm, 1));
 			ndet_comm_unref(comm);
+		}
 	}
 	if (ndet_group_current.depth > 0) {
 		/* The init runs at the outermost ncclGroupEnd: so does our setup. */
-		for (int i = 0; i < fresh.count; i++)
-			if (!ndet_group_comms_add(&ndet_group_current.created, fresh.items[i]))
+		for (int i = 0; i < fresh.count; i++) {
+			if (!ndet_group_comms_add(&ndet_group_current.created, fresh.items[i])) {
+				const ncclResult_t refused =
+					ndet_comm_setup_refuse(&fresh.items[i], 1);
+				ndet_group_current.error =
+					ndet_group_combine(ndet_group_current.error, refused);
+				result = ndet_group_combine(result, refused);
 				ndet_comm_unref(fresh.items[i]);
+			}
+		}
 		free(fresh.items);
 		return result;
 	}

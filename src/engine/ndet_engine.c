@@ -55,6 +55,11 @@ static ndet_status_t ndet_engine_start(const struct ndet_engine_member *member,
 	engine->config = member->config;
 	engine->exchange = exchange;
 	engine->exchange_context = member->exchange_context;
+	engine->barrier_words = calloc((size_t)member->config.nranks, NDET_SETUP_AGREE_BYTES);
+	if (engine->barrier_words == NULL) {
+		free(engine);
+		return NDET_ERR_SYSTEM;
+	}
 	if (!ndet_engine_use_device(engine)) {
 		status = NDET_ERR_CUDA;
 		goto fail;

@@ -64,6 +64,8 @@ struct ndet_engine {
 	struct ndet_host_status *host_status;     /* host view */
 	struct ndet_host_status *host_status_dev; /* device view */
 	void *exchange_buffer;                    /* device (or pinned host) memory */
+	void *barrier_words; /* the destroy barrier's gathered words (NDET_SETUP_AGREE_BYTES
+			      * per rank), taken before the setup's first exchange */
 	size_t exchange_bytes;
 	bool exchange_pinned; /* exchange_buffer came from cudaHostAlloc */
 	/* An exchange was abandoned while NCCL may still write into the buffer: kept. */
@@ -110,6 +112,8 @@ struct ndet_engine {
 	bool ranks_share_process;
 	/* This communicator's ranks in this process, whose pools are freed together. */
 	struct ndet_teardown_share *share;
+	/* ndet_teardown_reserve's, from round two's prepare until the share is joined */
+	struct ndet_teardown_share *reserved_share;
 
 	/*
 	 * Issue order across streams (ndet_engine_order): the last eager launch (its

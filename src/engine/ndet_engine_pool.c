@@ -591,6 +591,8 @@ static void ndet_engine_discard(struct ndet_engine *engine)
 	if (engine->stage_stream != NULL)
 		NDET_CUDA_CHECK_WARN(cudaStreamDestroy(engine->stage_stream));
 	free(engine->owned_context);
+	free(engine->barrier_words);
+	ndet_teardown_unreserve(engine->reserved_share);
 	free(engine->host_ranks);
 	free(engine->host_transfers);
 	free(engine);

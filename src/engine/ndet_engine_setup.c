@@ -33,8 +33,8 @@ struct ndet_exchange_place ndet_engine_place(const struct ndet_engine_config *co
 
 /*
  * results[i] becomes NDET_ERR_REMOTE for every engine that may be a rank of a failed
- * one's communicator (ndet_exchange_leave_together); out of memory, for every engine
- * where any failed.
+ * one's communicator (ndet_exchange_leave_together); out of memory (more than
+ * NDET_SETUP_STACK engines), for every engine where any failed.
  */
 static void ndet_engine_leave_together(struct ndet_engine *const engines[], int count,
 				       ndet_status_t results[])
@@ -42,8 +42,13 @@ static void ndet_engine_leave_together(struct ndet_engine *const engines[], int 
 	bool any = false;
 	for (int i = 0; i < count; i++)
 		any = any || results[i] != NDET_OK;
-	struct ndet_exchange_place *places = any ? calloc((size_t)count, sizeof(*places)) : NULL;
-	bool *leaves = any ? calloc((size_t)count, sizeof(*leaves)) : NULL;
+	struct ndet_exchange_place places_here[NDET_SETUP_STACK];
+	bool leaves_here[NDET_SETUP_STACK];
+	const bool here = count <= NDET_SETUP_STACK;
+	struct ndet_exchange_place *places = !any   ? NULL
+					     : here ? places_here
+						    : calloc((size_t)count, sizeof(*places));
+	bool *leaves = !any ? NULL : here ? leaves_here : calloc((size_t)count, sizeof(*leaves));
 	for (int i = 0; places != NULL && i < count; i++)
 		places[i] = ndet_engine_place(&engines[i]->config);
 	for (int i = 0; leaves != NULL && i < count; i++)
@@ -53,8 +58,10 @@ static void ndet_engine_leave_together(struct ndet_engine *const engines[], int 
 	for (int i = 0; any && i < count; i++)
 		if (results[i] == NDET_OK && (leaves == NULL || leaves[i]))
 			results[i] = NDET_ERR_REMOTE;
-	free(leaves);
-	free(places);
+	if (!here) {
+		free(leaves);
+		free(places);
+	}
 }
 
 /*
@@ -70,12 +77,23 @@ static ndet_status_t ndet_engine_exchange(struct ndet_engine *const engines[], i
 					  ndet_status_t results[])
 {
 	ndet_status_t status = NDET_OK;
-	void **contexts = calloc((size_t)count, sizeof(*contexts));
-	const void **sends = calloc((size_t)count, sizeof(*sends));
-	void **recvs = calloc((size_t)count, sizeof(*recvs));
-	cudaStream_t *streams = calloc((size_t)count, sizeof(*streams));
-	ndet_status_t *called = calloc((size_t)count, sizeof(*called));
-	int *index = calloc((size_t)count, sizeof(*index));
+	/*
+	 * Up to NDET_SETUP_STACK engines allocate nothing: an engine that began the setup
+	 * never misses a round (or the destroy barrier) its peers wait in.
+	 */
+	void *contexts_here[NDET_SETUP_STACK], *recvs_here[NDET_SETUP_STACK];
+	const void *sends_here[NDET_SETUP_STACK];
+	cudaStream_t streams_here[NDET_SETUP_STACK];
+	ndet_status_t called_here[NDET_SETUP_STACK];
+	int index_here[NDET_SETUP_STACK];
+	const bool here = count <= NDET_SETUP_STACK;
+	const size_t slots = (size_t)(count > 0 ? count : 1);
+	void **contexts = here ? contexts_here : calloc(slots, sizeof(*contexts));
+	const void **sends = here ? sends_here : calloc(slots, sizeof(*sends));
+	void **recvs = here ? recvs_here : calloc(slots, sizeof(*recvs));
+	cudaStream_t *streams = here ? streams_here : calloc(slots, sizeof(*streams));
+	ndet_status_t *called = here ? called_here : calloc(slots, sizeof(*called));
+	int *index = here ? index_here : calloc(slots, sizeof(*index));
 	int calling = 0;
 	for (int i = 0; i < count; i++)
 		results[i] = NDET_OK;
@@ -165,12 +183,14 @@ static ndet_status_t ndet_engine_exchange(struct ndet_engine *const engines[], i
 			  bytes, ndet_status_name(results[i]));
 	}
 out:
-	free(index);
-	free(called);
-	free(streams);
-	free(recvs);
-	free(sends);
-	free(contexts);
+	if (!here) {
+		free(index);
+		free(called);
+		free(streams);
+		free(recvs);
+		free(sends);
+		free(contexts);
+	}
 	return status;
 }
 
@@ -220,6 +240,8 @@ static void ndet_engine_setup_prepare(void *member, struct ndet_setup_payload *p
 		local = NDET_LOCAL_TOO_MANY_RANKS;
 	else if (!ndet_engine_use_device(engine))
 		local = NDET_LOCAL_CUDA_FAILED;
+	else if ((engine->reserved_share = ndet_teardown_reserve()) == NULL)
+		local = NDET_LOCAL_ALLOC_FAILED; /* out of host memory */
 	else
 		local = ndet_engine_alloc(engine);
 	ndet_engine_fill_payload(engine, local, payload);
@@ -241,7 +263,10 @@ static bool ndet_engine_setup_map(void *member, const struct ndet_setup_payload 
 	engine->config.device_sms = ndet_setup_table_min_sms(table, nranks);
 	engine->config.processes_per_device = ndet_setup_table_processes_per_device(table, nranks);
 	/* Before any peer can hold a pointer into our pool: from here on it is shared. */
-	engine->share = ndet_teardown_join(table, nranks, engine->config.rank);
+	engine->share =
+		ndet_teardown_join(table, nranks, engine->config.rank, &engine->reserved_share);
+	ndet_teardown_unreserve(engine->reserved_share);
+	engine->reserved_share = NULL;
 	engine->epoch = ndet_teardown_epoch(table, nranks);
 	if (!ndet_engine_set_local(engine, table, nranks))
 		return false;

@@ -172,20 +172,28 @@ ndet_status_t ndet_engine_quiesce_group(struct ndet_engine *const engines[], int
 {
 	ndet_status_t status = NDET_OK;
 	const size_t slots = (size_t)(count > 0 ? count : 1);
-	void **meeting = calloc(slots, sizeof(*meeting));
-	int *nranks = calloc(slots, sizeof(*nranks));
-	int32_t *words = calloc(slots, sizeof(*words));
-	const int **among = calloc(slots, sizeof(*among));
-	int *among_count = calloc(slots, sizeof(*among_count));
-	bool *clean = calloc(slots, sizeof(*clean));
+	/* Up to NDET_SETUP_STACK engines allocate nothing: none misses the barrier. */
+	void *meeting_here[NDET_SETUP_STACK], *gathered_here[NDET_SETUP_STACK];
+	int nranks_here[NDET_SETUP_STACK], among_count_here[NDET_SETUP_STACK];
+	int32_t words_here[NDET_SETUP_STACK];
+	const int *among_here[NDET_SETUP_STACK];
+	bool clean_here[NDET_SETUP_STACK];
+	const bool here = count <= NDET_SETUP_STACK;
+	void **meeting = here ? meeting_here : calloc(slots, sizeof(*meeting));
+	void **gathered = here ? gathered_here : calloc(slots, sizeof(*gathered));
+	int *nranks = here ? nranks_here : calloc(slots, sizeof(*nranks));
+	int32_t *words = here ? words_here : calloc(slots, sizeof(*words));
+	const int **among = here ? among_here : calloc(slots, sizeof(*among));
+	int *among_count = here ? among_count_here : calloc(slots, sizeof(*among_count));
+	bool *clean = here ? clean_here : calloc(slots, sizeof(*clean));
 	int meetings = 0;
 	struct ndet_engine_caller caller;
 
 	ndet_engine_caller_save(&caller);
 	for (int i = 0; i < count; i++)
 		ndet_engine_quiesce(engines[i]);
-	if (meeting == NULL || nranks == NULL || words == NULL || among == NULL ||
-	    among_count == NULL || clean == NULL) {
+	if (meeting == NULL || gathered == NULL || nranks == NULL || words == NULL ||
+	    among == NULL || among_count == NULL || clean == NULL) {
 		status = NDET_ERR_SYSTEM;
 		barrier = false;
 	}
@@ -198,12 +206,13 @@ ndet_status_t ndet_engine_quiesce_group(struct ndet_engine *const engines[], int
 		nranks[meetings] = engine->config.nranks;
 		among[meetings] = engine->local.ranks;
 		among_count[meetings] = engine->local.count;
+		gathered[meetings] = engine->barrier_words;
 		meeting[meetings++] = engine;
 	}
 	if (meetings > 0)
 		status =
 			ndet_setup_agree_among(meetings, meeting, nranks, words, among, among_count,
-					       clean, ndet_engine_setup_allgather, NULL);
+					       clean, gathered, ndet_engine_setup_allgather, NULL);
 	/*
 	 * Per communicator: where some exchange failed, the clean ones still count, and
 	 * the rest keep what the quiesce set.
@@ -212,12 +221,15 @@ ndet_status_t ndet_engine_quiesce_group(struct ndet_engine *const engines[], int
 		if (status == NDET_OK || clean[k])
 			((struct ndet_engine *)meeting[k])->peers_done = clean[k];
 	ndet_engine_caller_restore(&caller);
-	free(clean);
-	free(among_count);
-	free(among);
-	free(words);
-	free(nranks);
-	free(meeting);
+	if (!here) {
+		free(clean);
+		free(among_count);
+		free(among);
+		free(words);
+		free(nranks);
+		free(gathered);
+		free(meeting);
+	}
 	return status;
 }
 

@@ -52,6 +52,9 @@ struct ndet_setup_word {
 
 #define NDET_SETUP_WORD_TAG(round) (0x4e440000u | (uint32_t)(round)) /* "ND" and the round */
 
+_Static_assert(sizeof(struct ndet_setup_word) == NDET_SETUP_AGREE_BYTES,
+	       "a barrier word is what callers reserve for it");
+
 /* Round number of the destroy barrier (ndet_setup_agree). */
 #define NDET_SETUP_ROUND_BARRIER 5
 
@@ -175,34 +178,92 @@ static struct ndet_exchange_place ndet_setup_place(const struct ndet_setup_membe
 }
 
 /*
+ * What one round's all-gather takes, for `count` members: allocated once before the
+ * first round (on the stack up to NDET_SETUP_STACK members), so that a member that
+ * has begun the protocol never leaves a round for want of memory while its peers
+ * wait for it there.
+ */
+struct ndet_setup_scratch {
+	void **contexts;
+	const void **sends;
+	void **recvs;
+	int *index;
+	ndet_status_t *results;
+	struct ndet_exchange_place *places;
+	bool *leaves;
+};
+
+struct ndet_setup_scratch_stack {
+	void *contexts[NDET_SETUP_STACK];
+	const void *sends[NDET_SETUP_STACK];
+	void *recvs[NDET_SETUP_STACK];
+	int index[NDET_SETUP_STACK];
+	ndet_status_t results[NDET_SETUP_STACK];
+	struct ndet_exchange_place places[NDET_SETUP_STACK];
+	bool leaves[NDET_SETUP_STACK];
+};
+
+static void ndet_setup_scratch_free_heap(struct ndet_setup_scratch *scratch)
+{
+	free(scratch->contexts);
+	free(scratch->sends);
+	free(scratch->recvs);
+	free(scratch->index);
+	free(scratch->results);
+	free(scratch->places);
+	free(scratch->leaves);
+}
+
+/* false when out of memory (nothing to free then). */
+static bool ndet_setup_scratch_init(struct ndet_setup_scratch *scratch,
+				    struct ndet_setup_scratch_stack *stack, int count)
+{
+	if (count <= NDET_SETUP_STACK) {
+		*scratch = (struct ndet_setup_scratch){
+			stack->contexts, stack->sends,  stack->recvs, stack->index,
+			stack->results,  stack->places, stack->leaves};
+		return true;
+	}
+	const size_t n = (size_t)count;
+	*scratch = (struct ndet_setup_scratch){
+		calloc(n, sizeof(void *)),        calloc(n, sizeof(const void *)),
+		calloc(n, sizeof(void *)),        calloc(n, sizeof(int)),
+		calloc(n, sizeof(ndet_status_t)), calloc(n, sizeof(struct ndet_exchange_place)),
+		calloc(n, sizeof(bool))};
+	if (scratch->contexts != NULL && scratch->sends != NULL && scratch->recvs != NULL &&
+	    scratch->index != NULL && scratch->results != NULL && scratch->places != NULL &&
+	    scratch->leaves != NULL)
+		return true;
+	ndet_setup_scratch_free_heap(scratch);
+	return false;
+}
+
+static void ndet_setup_scratch_free(struct ndet_setup_scratch *scratch, int count)
+{
+	if (count > NDET_SETUP_STACK)
+		ndet_setup_scratch_free_heap(scratch);
+}
+
+/*
  * One round for every active member: `fill` wrote state->send; afterwards
  * state->recv holds nranks records of `bytes`.  A member whose exchange failed
  * leaves the protocol; the others go on (the all-gather reports each one's outcome).
  */
 static void ndet_setup_exchange(struct ndet_setup_member *members, struct ndet_setup_state *states,
 				int count, const struct ndet_setup_member_ops *ops,
+				const struct ndet_setup_scratch *scratch,
 				ndet_setup_allgather_fn allgather, void *context, size_t bytes,
 				int round)
 {
-	void **contexts = calloc((size_t)count, sizeof(*contexts));
-	const void **sends = calloc((size_t)count, sizeof(*sends));
-	void **recvs = calloc((size_t)count, sizeof(*recvs));
-	int *index = calloc((size_t)count, sizeof(*index));
-	ndet_status_t *results = calloc((size_t)count, sizeof(*results));
-	struct ndet_exchange_place *places = calloc((size_t)count, sizeof(*places));
-	bool *leaves = calloc((size_t)count, sizeof(*leaves));
+	void **contexts = scratch->contexts;
+	const void **sends = scratch->sends;
+	void **recvs = scratch->recvs;
+	int *index = scratch->index;
+	ndet_status_t *results = scratch->results;
+	struct ndet_exchange_place *places = scratch->places;
+	bool *leaves = scratch->leaves;
 	int active = 0;
 
-	if (contexts == NULL || sends == NULL || recvs == NULL || index == NULL ||
-	    results == NULL || places == NULL || leaves == NULL) {
-		NDET_WARN("setup round %d: out of memory; %d communicator(s) fall back to NCCL",
-			  round, count);
-		for (int i = 0; i < count; i++)
-			if (states[i].active)
-				ndet_setup_leave(&members[i], &states[i], ops, NDET_ERR_SYSTEM,
-						 round);
-		goto out;
-	}
 	for (int i = 0; i < count; i++) {
 		if (!states[i].active)
 			continue;
@@ -216,7 +277,7 @@ static void ndet_setup_exchange(struct ndet_setup_member *members, struct ndet_s
 		active++;
 	}
 	if (active == 0)
-		goto out;
+		return;
 	(void)allgather(context, active, contexts, sends, recvs, bytes, results);
 	/* The members that may be ranks of a failed one's communicator fail with it. */
 	for (int k = 0; k < active; k++) {
@@ -235,14 +296,6 @@ static void ndet_setup_exchange(struct ndet_setup_member *members, struct ndet_s
 			  round, bytes, ndet_status_name(results[k]));
 		ndet_setup_leave(&members[index[k]], &states[index[k]], ops, results[k], round);
 	}
-out:
-	free(leaves);
-	free(places);
-	free(results);
-	free(index);
-	free(recvs);
-	free(sends);
-	free(contexts);
 }
 
 static void ndet_setup_check_headers(struct ndet_setup_member *member,
@@ -374,6 +427,9 @@ void ndet_setup_run(struct ndet_setup_member *members, int count,
 		    void *allgather_context)
 {
 	struct ndet_setup_state *states = calloc((size_t)(count > 0 ? count : 1), sizeof(*states));
+	struct ndet_setup_scratch_stack stack;
+	struct ndet_setup_scratch scratch;
+	const bool scratch_ok = ndet_setup_scratch_init(&scratch, &stack, count);
 
 	for (int i = 0; i < count; i++) {
 		struct ndet_setup_member *member = &members[i];
@@ -386,7 +442,7 @@ void ndet_setup_run(struct ndet_setup_member *members, int count,
 		struct ndet_setup_member *member = &members[i];
 		if (member->status != NDET_OK)
 			continue;
-		if (states == NULL)
+		if (states == NULL || !scratch_ok)
 			goto out_of_memory;
 		struct ndet_setup_state *state = &states[i];
 		state->send = calloc(1, NDET_SETUP_RECORD_MAX);
@@ -407,7 +463,7 @@ void ndet_setup_run(struct ndet_setup_member *members, int count,
 		ndet_setup_header_init(&header, (uint32_t)sizeof(struct ndet_setup_payload));
 		memcpy(states[i].send, &header, sizeof(header));
 	}
-	ndet_setup_exchange(members, states, count, ops, allgather, allgather_context,
+	ndet_setup_exchange(members, states, count, ops, &scratch, allgather, allgather_context,
 			    sizeof(struct ndet_setup_header), NDET_SETUP_ROUND_HEADERS);
 	for (int i = 0; i < count; i++)
 		if (states[i].active)
@@ -421,7 +477,7 @@ void ndet_setup_run(struct ndet_setup_member *members, int count,
 		ops->prepare(members[i].context, &payload);
 		memcpy(states[i].send, &payload, sizeof(payload));
 	}
-	ndet_setup_exchange(members, states, count, ops, allgather, allgather_context,
+	ndet_setup_exchange(members, states, count, ops, &scratch, allgather, allgather_context,
 			    sizeof(struct ndet_setup_payload), NDET_SETUP_ROUND_PAYLOADS);
 	for (int i = 0; i < count; i++)
 		if (states[i].active)
@@ -439,7 +495,7 @@ void ndet_setup_run(struct ndet_setup_member *members, int count,
 		word.opened = ops->opened != NULL ? ops->opened(members[i].context) : ~0u;
 		memcpy(states[i].send, &word, sizeof(word));
 	}
-	ndet_setup_exchange(members, states, count, ops, allgather, allgather_context,
+	ndet_setup_exchange(members, states, count, ops, &scratch, allgather, allgather_context,
 			    sizeof(struct ndet_setup_word), NDET_SETUP_ROUND_MAPPED);
 	for (int i = 0; i < count; i++)
 		if (states[i].active)
@@ -457,7 +513,7 @@ void ndet_setup_run(struct ndet_setup_member *members, int count,
 					     : (int32_t)NDET_LOCAL_PROBE_FAILED);
 		memcpy(states[i].send, &word, sizeof(word));
 	}
-	ndet_setup_exchange(members, states, count, ops, allgather, allgather_context,
+	ndet_setup_exchange(members, states, count, ops, &scratch, allgather, allgather_context,
 			    sizeof(struct ndet_setup_word), NDET_SETUP_ROUND_VERIFIED);
 	for (int i = 0; i < count; i++)
 		if (states[i].active)
@@ -469,7 +525,8 @@ out_of_memory:
 	/*
 	 * Before any exchange: no member has sent anything, and the caller's peers are
 	 * in the same state only if their allocation failed too.  Nothing better exists
-	 * than failing every member here (a few hundred bytes per rank).
+	 * than failing every member here (a few hundred bytes per rank); the caller
+	 * reports NDET_ERR_SYSTEM, since the peers may wait in the first exchange.
 	 */
 	NDET_WARN("setup of %d communicator(s): out of memory before the first exchange", count);
 	for (int i = 0; i < count; i++) {
@@ -490,14 +547,16 @@ out:
 		}
 	}
 	free(states);
+	if (scratch_ok)
+		ndet_setup_scratch_free(&scratch, count);
 }
 
 ndet_status_t ndet_setup_agree(int count, void *const members[], const int nranks[],
-			       const int32_t words[], bool clean[],
+			       const int32_t words[], bool clean[], void *const gathered[],
 			       ndet_setup_allgather_fn allgather, void *allgather_context)
 {
-	return ndet_setup_agree_among(count, members, nranks, words, NULL, NULL, clean, allgather,
-				      allgather_context);
+	return ndet_setup_agree_among(count, members, nranks, words, NULL, NULL, clean, gathered,
+				      allgather, allgather_context);
 }
 
 /* Is rank r's barrier word in `gathered` a 0 of this round? */
@@ -525,20 +584,23 @@ static bool ndet_setup_agree_judge(const unsigned char *gathered, int nranks, co
 
 ndet_status_t ndet_setup_agree_among(int count, void *const members[], const int nranks[],
 				     const int32_t words[], const int *const among[],
-				     const int among_count[], bool clean[],
+				     const int among_count[], bool clean[], void *const gathered[],
 				     ndet_setup_allgather_fn allgather, void *allgather_context)
 {
 	ndet_status_t status = NDET_OK;
 	const size_t slots = (size_t)(count > 0 ? count : 1);
-	struct ndet_setup_word *mine = calloc(slots, sizeof(*mine));
-	const void **sends = calloc(slots, sizeof(*sends));
-	unsigned char **gathered = calloc(slots, sizeof(*gathered));
-	ndet_status_t *results = calloc(slots, sizeof(*results));
+	struct ndet_setup_word mine_here[NDET_SETUP_STACK];
+	const void *sends_here[NDET_SETUP_STACK];
+	ndet_status_t results_here[NDET_SETUP_STACK];
+	const bool here = count <= NDET_SETUP_STACK;
+	struct ndet_setup_word *mine = here ? mine_here : calloc(slots, sizeof(*mine));
+	const void **sends = here ? sends_here : calloc(slots, sizeof(*sends));
+	ndet_status_t *results = here ? results_here : calloc(slots, sizeof(*results));
 	if (count < 1)
 		goto out;
 	for (int i = 0; i < count; i++)
 		clean[i] = false;
-	if (mine == NULL || sends == NULL || gathered == NULL || results == NULL) {
+	if (mine == NULL || sends == NULL || results == NULL) {
 		status = NDET_ERR_SYSTEM;
 		goto out;
 	}
@@ -547,13 +609,9 @@ ndet_status_t ndet_setup_agree_among(int count, void *const members[], const int
 		sends[i] = &mine[i];
 		results[i] = NDET_ERR_INTERNAL;
 		/* Zeroed: a slot the all-gather never wrote is no word, hence not clean. */
-		gathered[i] = calloc((size_t)nranks[i], sizeof(struct ndet_setup_word));
-		if (gathered[i] == NULL) {
-			status = NDET_ERR_SYSTEM;
-			goto out;
-		}
+		memset(gathered[i], 0, (size_t)nranks[i] * sizeof(struct ndet_setup_word));
 	}
-	status = allgather(allgather_context, count, members, sends, (void *const *)gathered,
+	status = allgather(allgather_context, count, members, sends, gathered,
 			   sizeof(struct ndet_setup_word), results);
 	/* A member whose exchange failed is not clean; the others judge their words. */
 	for (int i = 0; i < count; i++)
@@ -562,12 +620,11 @@ ndet_status_t ndet_setup_agree_among(int count, void *const members[], const int
 						  among != NULL ? among[i] : NULL,
 						  among != NULL ? among_count[i] : 0);
 out:
-	for (int i = 0; gathered != NULL && i < count; i++)
-		free(gathered[i]);
-	free(results);
-	free(gathered);
-	free(sends);
-	free(mine);
+	if (!here) {
+		free(results);
+		free(sends);
+		free(mine);
+	}
 	return status;
 }
 

@@ -18,7 +18,10 @@
  * local_status, the agreement words of rounds 3 and 4), so no peer is left waiting
  * in an exchange.  A member leaves the protocol only on a verdict its peers reach
  * from the same bytes (bad header, refused table, a failed agreement), so every rank
- * of a communicator leaves at the same round.
+ * of a communicator leaves at the same round.  The memory every round needs is
+ * taken before the first: a member that cannot have it never begins (NDET_ERR_SYSTEM,
+ * and its caller must report it: its peers may wait for it in round 1), and one that
+ * has begun allocates nothing more to finish.
  *
  * Lockstep: ndet_setup_run() drives several members at once, one round at a time,
  * and hands every member's round to ONE all-gather call.  A thread that drives
@@ -123,8 +126,9 @@ struct ndet_setup_member {
 	int device;
 	/* out */
 	ndet_status_t status; /* NDET_OK: engine ready; NDET_ERR_UNSUPPORTED: the ranks
-			       * agreed to fall back (verdict says why); else the exchange
-			       * itself failed */
+			       * agreed to fall back (verdict says why); NDET_ERR_SYSTEM:
+			       * out of memory before round 1; else the exchange itself
+			       * failed */
 	struct ndet_setup_verdict verdict;
 	/*
 	 * AND of every rank's payload flags (NDET_SETUP_FLAG_*), 0 when payloads were
@@ -160,11 +164,15 @@ void ndet_setup_run(struct ndet_setup_member *members, int count,
  * member i (members[i], nranks[i] ranks) contributes words[i]; clean[i] becomes
  * true when every rank of its communicator contributed 0 (a slot without a word of
  * this round, never written or stale, is not clean).  One all-gather call for all
- * members.  Returns that call's status; clean[] is set for every member, false
- * where its exchange failed (or none could be made).
+ * members, into gathered[i] (nranks[i] * NDET_SETUP_AGREE_BYTES each, the caller's:
+ * taken at setup, so that a rank never misses the barrier its peers wait in for want
+ * of memory; up to NDET_SETUP_STACK members allocate nothing else).  Returns that
+ * call's status; clean[] is set for every member, false where its exchange failed.
  */
+#define NDET_SETUP_AGREE_BYTES 16
+#define NDET_SETUP_STACK       16
 ndet_status_t ndet_setup_agree(int count, void *const members[], const int nranks[],
-			       const int32_t words[], bool clean[],
+			       const int32_t words[], bool clean[], void *const gathered[],
 			       ndet_setup_allgather_fn allgather, void *allgather_context);
 
 /*
@@ -177,7 +185,7 @@ ndet_status_t ndet_setup_agree(int count, void *const members[], const int nrank
  */
 ndet_status_t ndet_setup_agree_among(int count, void *const members[], const int nranks[],
 				     const int32_t words[], const int *const among[],
-				     const int among_count[], bool clean[],
+				     const int among_count[], bool clean[], void *const gathered[],
 				     ndet_setup_allgather_fn allgather, void *allgather_context);
 
 /*

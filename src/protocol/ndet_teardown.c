@@ -258,8 +258,18 @@ bool ndet_teardown_process_gone(uint64_t pid)
  * get no local index.  The ranks of this host are numbered in rank order, as
  * ndet_host_table numbers them; the communicator may hold any number of hosts.
  */
+struct ndet_teardown_share *ndet_teardown_reserve(void)
+{
+	return malloc(sizeof(struct ndet_teardown_share));
+}
+
+void ndet_teardown_unreserve(struct ndet_teardown_share *reserved)
+{
+	free(reserved);
+}
+
 struct ndet_teardown_share *ndet_teardown_join(const struct ndet_setup_payload *table, int nranks,
-					       int my_rank)
+					       int my_rank, struct ndet_teardown_share **reserved)
 {
 	struct ndet_teardown_share key;
 	if (table == NULL || nranks < 1 || nranks > NDET_SETUP_NRANKS_LIMIT || my_rank < 0 ||
@@ -298,8 +308,9 @@ struct ndet_teardown_share *ndet_teardown_join(const struct ndet_setup_payload *
 	while (share != NULL &&
 	       (share->nranks != nranks || memcmp(share->pools, key.pools, sizeof(key.pools)) != 0))
 		share = share->next;
-	if (share == NULL) {
-		share = malloc(sizeof(*share));
+	if (share == NULL && reserved != NULL) {
+		share = *reserved;
+		*reserved = NULL;
 		if (share != NULL) {
 			*share = key;
 			share->all_idle = true;

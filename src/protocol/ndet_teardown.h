@@ -199,17 +199,28 @@ struct ndet_teardown_ops {
 struct ndet_teardown_share;
 
 /*
+ * The memory of a share, taken before the setup's second round (NULL: out of
+ * memory, which the rank then reports in its payload), so that joining one after the
+ * table is agreed never fails for want of it: a rank that could not join would keep
+ * its pool until exit.  ndet_teardown_unreserve frees one that was not used (NULL
+ * is fine).
+ */
+struct ndet_teardown_share *ndet_teardown_reserve(void);
+void ndet_teardown_unreserve(struct ndet_teardown_share *reserved);
+
+/*
  * After a setup that succeeded: the share of `my_rank`, found by the pools of the
- * table's same-process ranks (every one of them finds the same share) or made; it
- * also keeps what the detach protocol needs of the table (epoch, which ranks of this
- * host are in other processes, their pids), by local index.  Any nranks up to
- * NDET_SETUP_NRANKS_LIMIT; ranks on other hosts take no part.  NULL when out of
- * memory or when this host holds more than NDET_MAX_RANKS ranks (the verdict refuses
- * that table): the engine's memory is then leaked at release unless a barrier
- * completed.
+ * table's same-process ranks (every one of them finds the same share) or made in
+ * *reserved (which is then taken: *reserved becomes NULL; the caller unreserves what
+ * is left); it also keeps what the detach protocol needs of the table (epoch, which
+ * ranks of this host are in other processes, their pids), by local index.  Any nranks
+ * up to NDET_SETUP_NRANKS_LIMIT; ranks on other hosts take no part.  NULL when there
+ * was no reserved memory to make one in, or when this host holds more than
+ * NDET_MAX_RANKS ranks (the verdict refuses that table): the engine's memory is then
+ * leaked at release unless a barrier completed.
  */
 struct ndet_teardown_share *ndet_teardown_join(const struct ndet_setup_payload *table, int nranks,
-					       int my_rank);
+					       int my_rank, struct ndet_teardown_share **reserved);
 
 /*
  * Release one engine (global rank `rank`) of `share` (may be NULL).  `idle`: none of its

@@ -33,6 +33,15 @@ test_divert_test_faults_CFLAGS = $(SHIM_TEST_CFLAGS)
 test_divert_test_faults_LDFLAGS = $(AM_LDFLAGS) -no-install
 test_divert_test_faults_LDADD = $(SHIM_TEST_LDADD)
 TESTS += test/divert/test_faults
+
+# Out of host memory at each allocation of a job's life, one rank at a time.
+check_PROGRAMS += test/divert/test_alloc_failures
+test_divert_test_alloc_failures_SOURCES = test/divert/test_alloc_failures.c \
+	test/support/ndet_alloc_fail.c test/support/ndet_alloc_fail.h $(SHIM_TEST_SOURCES)
+test_divert_test_alloc_failures_CFLAGS = $(SHIM_TEST_CFLAGS)
+test_divert_test_alloc_failures_LDFLAGS = $(AM_LDFLAGS) -no-install $(NDET_ALLOC_FAIL_WRAP)
+test_divert_test_alloc_failures_LDADD = $(SHIM_TEST_LDADD)
+TESTS += test/divert/test_alloc_failures
 endif
 
 # Programs run by shell drivers against the fake NCCL, with and without a preload.

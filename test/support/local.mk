@@ -35,6 +35,11 @@ SHIM_TEST_CFLAGS = $(TEST_CFLAGS)
 SHIM_TEST_LDADD = $(NDET_PRELOAD_LIBS) test/support/libndet_fake_backend.la \
 	test/support/libndet_test_data.la $(NDET_PURE_TEST_LIBS) \
 	test/fake_nccl/libfake_nccl_helpers.la test/fake_nccl/libnccl.la $(TEST_LIBS)
+
+# Programs that fail allocations on demand (test/support/ndet_alloc_fail.h) link
+# test/support/ndet_alloc_fail.c and wrap the allocators of their own objects.
+NDET_ALLOC_FAIL_WRAP = -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc \
+	-Wl,--wrap=strdup
 endif
 
 EXTRA_DIST += test/support/test_preload_lib.sh test/support/ndet_fake_cuda.c \

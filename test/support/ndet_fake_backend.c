@@ -61,7 +61,9 @@ struct ndet_fake_engine {
 	ndet_peer_kind_t kind[NDET_MAX_RANKS];
 	bool shares_process;
 	struct ndet_teardown_share *share;
-	uint64_t epoch; /* of the setup: what our detach words carry */
+	struct ndet_teardown_share *reserved_share; /* as the CUDA engine's */
+	void *barrier_words;                        /* as the CUDA engine's */
+	uint64_t epoch;                             /* of the setup: what our detach words carry */
 	uint32_t error; /* atomics: as the host-mapped words of the real engine */
 	uint32_t abort;
 	uint64_t step; /* calls that ran the protocol: the kernels' step counter */
@@ -185,6 +187,8 @@ static void ndet_fake_close_peers(struct ndet_fake_engine *engine)
 static void ndet_fake_free(void *member)
 {
 	struct ndet_fake_engine *engine = member;
+	ndet_teardown_unreserve(engine->reserved_share);
+	free(engine->barrier_words);
 	ndet_fake_close_peers(engine);
 	if (engine->pool != NULL) {
 		ndet_fake_count(&ndet_fake_counts.pools_freed);
@@ -217,6 +221,8 @@ static uint64_t ndet_fake_abandon(void *member)
 	if (__atomic_load_n(&engine->running, __ATOMIC_ACQUIRE) == 0) {
 		if (engine->spinner_joinable)
 			pthread_join(engine->spinner, NULL);
+		ndet_teardown_unreserve(engine->reserved_share);
+		free(engine->barrier_words);
 		ndet_host_table_destroy(engine->hosts);
 		free(engine);
 	}
@@ -273,6 +279,8 @@ static void ndet_fake_prepare(void *member, struct ndet_setup_payload *payload)
 		NDET_WARN(
 			"rank %d: NCCL_DET_TEST_FAIL=alloc: pretending the pool allocation failed",
 			config->rank);
+		local = NDET_LOCAL_ALLOC_FAILED;
+	} else if ((engine->reserved_share = ndet_teardown_reserve()) == NULL) {
 		local = NDET_LOCAL_ALLOC_FAILED;
 	} else {
 		engine->pool = calloc(1, sizeof(*engine->pool));
@@ -361,7 +369,9 @@ static bool ndet_fake_map_and_probe(void *member, const struct ndet_setup_payloa
 	const struct ndet_engine_config *config = &engine->config;
 	bool ok = ndet_fake_hosts_setup(engine, table, nranks);
 	engine->shares_process = ndet_setup_table_shares_process(table, nranks);
-	engine->share = ndet_teardown_join(table, nranks, config->rank);
+	engine->share = ndet_teardown_join(table, nranks, config->rank, &engine->reserved_share);
+	ndet_teardown_unreserve(engine->reserved_share);
+	engine->reserved_share = NULL;
 	engine->epoch = ndet_teardown_epoch(table, nranks);
 	for (int q = 0; q < nranks; q++) {
 		ndet_peer_kind_t kind = ndet_setup_peer_kind(table, config->rank, q);
@@ -452,7 +462,10 @@ static ndet_status_t ndet_fake_exchange(struct ndet_fake_engine *const engines[]
 					const void *const sends[], void *const recvs[],
 					size_t bytes, ndet_status_t results[])
 {
-	void **contexts = calloc((size_t)count, sizeof(*contexts));
+	/* As the CUDA engine's: up to NDET_SETUP_STACK engines allocate nothing. */
+	void *contexts_here[NDET_SETUP_STACK];
+	const bool here = count <= NDET_SETUP_STACK;
+	void **contexts = here ? contexts_here : calloc((size_t)count, sizeof(*contexts));
 	if (contexts == NULL) {
 		for (int i = 0; i < count; i++)
 			results[i] = NDET_ERR_SYSTEM;
@@ -475,7 +488,8 @@ static ndet_status_t ndet_fake_exchange(struct ndet_fake_engine *const engines[]
 		if (results[i] != NDET_OK && status == NDET_OK)
 			status = results[i];
 	}
-	free(contexts);
+	if (!here)
+		free(contexts);
 	return status;
 }
 
@@ -507,6 +521,14 @@ static void ndet_fake_create_group(struct ndet_backend_member *members, int coun
 			continue;
 		}
 		struct ndet_fake_engine *engine = setup != NULL ? calloc(1, sizeof(*engine)) : NULL;
+		if (engine != NULL) {
+			engine->barrier_words =
+				calloc((size_t)config->nranks, NDET_SETUP_AGREE_BYTES);
+			if (engine->barrier_words == NULL) {
+				free(engine);
+				engine = NULL;
+			}
+		}
 		if (engine == NULL)
 			continue;
 		engine->config = members[i].config;
@@ -1274,10 +1296,16 @@ static ndet_status_t ndet_fake_quiesce_group(void *const opaque[], int count, bo
 	ndet_fake_runtime_check("a teardown");
 	ndet_status_t status = NDET_OK;
 	const size_t slots = (size_t)(count > 0 ? count : 1);
-	void **meeting = calloc(slots, sizeof(*meeting));
-	int *nranks = calloc(slots, sizeof(*nranks));
-	int32_t *words = calloc(slots, sizeof(*words));
-	bool *clean = calloc(slots, sizeof(*clean));
+	void *meeting_here[NDET_SETUP_STACK], *gathered_here[NDET_SETUP_STACK];
+	int nranks_here[NDET_SETUP_STACK];
+	int32_t words_here[NDET_SETUP_STACK];
+	bool clean_here[NDET_SETUP_STACK];
+	const bool here = count <= NDET_SETUP_STACK;
+	void **meeting = here ? meeting_here : calloc(slots, sizeof(*meeting));
+	void **gathered = here ? gathered_here : calloc(slots, sizeof(*gathered));
+	int *nranks = here ? nranks_here : calloc(slots, sizeof(*nranks));
+	int32_t *words = here ? words_here : calloc(slots, sizeof(*words));
+	bool *clean = here ? clean_here : calloc(slots, sizeof(*clean));
 	int meetings = 0;
 	for (int i = 0; i < count; i++) {
 		struct ndet_fake_engine *engine = opaque[i];
@@ -1297,7 +1325,8 @@ static ndet_status_t ndet_fake_quiesce_group(void *const opaque[], int count, bo
 		}
 		engine->peers_done = engine->config.nranks == 1;
 	}
-	if (meeting == NULL || nranks == NULL || words == NULL || clean == NULL) {
+	if (meeting == NULL || gathered == NULL || nranks == NULL || words == NULL ||
+	    clean == NULL) {
 		status = NDET_ERR_SYSTEM;
 		barrier = false;
 	}
@@ -1307,10 +1336,11 @@ static ndet_status_t ndet_fake_quiesce_group(void *const opaque[], int count, bo
 			continue;
 		words[meetings] = engine->idle ? 0 : 1;
 		nranks[meetings] = engine->config.nranks;
+		gathered[meetings] = engine->barrier_words;
 		meeting[meetings++] = engine;
 	}
 	if (meetings > 0)
-		status = ndet_setup_agree(meetings, meeting, nranks, words, clean,
+		status = ndet_setup_agree(meetings, meeting, nranks, words, clean, gathered,
 					  ndet_fake_setup_allgather, NULL);
 	/* As the CUDA engine's: where some exchange failed, the clean ones still count. */
 	for (int k = 0; k < meetings; k++) {
@@ -1320,10 +1350,13 @@ static ndet_status_t ndet_fake_quiesce_group(void *const opaque[], int count, bo
 		engine->peers_done = clean[k];
 		ndet_fake_count(&ndet_fake_counts.barriers);
 	}
-	free(clean);
-	free(words);
-	free(nranks);
-	free(meeting);
+	if (!here) {
+		free(clean);
+		free(words);
+		free(nranks);
+		free(gathered);
+		free(meeting);
+	}
 	return status;
 }
 

@@ -391,6 +391,17 @@ static const struct ndet_teardown_ops stub_ops = {
 	.process_gone = stub_process_gone,
 };
 
+/* ndet_teardown_join with memory reserved, as the engines join. */
+static struct ndet_teardown_share *join(const struct ndet_setup_payload *table, int nranks,
+					int rank)
+{
+	struct ndet_teardown_share *reserved = ndet_teardown_reserve();
+	assert_non_null(reserved);
+	struct ndet_teardown_share *share = ndet_teardown_join(table, nranks, rank, &reserved);
+	ndet_teardown_unreserve(reserved);
+	return share;
+}
+
 static void teardown_reset(void)
 {
 	memset(detach_words, 0, sizeof(detach_words));
@@ -414,10 +425,18 @@ static void test_teardown_ignores_other_hosts(void **state)
 	const uint64_t one_pid[4] = {4242, 4242, 4242, 4242};
 	make_colliding(table, "AABB", one_pid);
 	struct pool_stub pools[2] = {{0, false}, {1, false}};
-	struct ndet_teardown_share *share0 = ndet_teardown_join(table, 4, 0);
-	struct ndet_teardown_share *share1 = ndet_teardown_join(table, 4, 1);
+	struct ndet_teardown_share *share0 = join(table, 4, 0);
+	/* Rank 1 finds rank 0's share: it needs no memory of its own, and takes none. */
+	struct ndet_teardown_share *reserved = NULL;
+	struct ndet_teardown_share *share1 = ndet_teardown_join(table, 4, 1, &reserved);
 	assert_non_null(share0);
 	assert_ptr_equal(share0, share1);
+	reserved = ndet_teardown_reserve();
+	assert_non_null(reserved);
+	struct ndet_teardown_share *const spare = reserved;
+	assert_ptr_equal(ndet_teardown_join(table, 4, 1, &reserved), share0);
+	assert_ptr_equal(reserved, spare);
+	ndet_teardown_unreserve(reserved);
 	ndet_teardown_release(share0, &pools[0], &stub_ops, 0, true, false,
 			      NDET_TEARDOWN_ALL_READERS);
 	assert_false(pools[0].freed);
@@ -438,7 +457,11 @@ static void test_teardown_ignores_other_hosts(void **state)
 	const uint64_t per_host[4] = {100, 101, 100, 101};
 	make_colliding(table, "AABB", per_host);
 	struct pool_stub alone = {0, false};
-	struct ndet_teardown_share *share = ndet_teardown_join(table, 4, 0);
+	/* No share yet, and no memory reserved for one: none (the pool would be kept). */
+	reserved = NULL;
+	assert_null(ndet_teardown_join(table, 4, 0, &reserved));
+	assert_int_equal(ndet_teardown_shares_for_testing(), 0);
+	struct ndet_teardown_share *share = join(table, 4, 0);
 	assert_non_null(share);
 	ndet_teardown_release(share, &alone, &stub_ops, 0, true, false, NDET_TEARDOWN_ALL_READERS);
 	assert_false(alone.freed);
@@ -481,7 +504,7 @@ static void test_teardown_by_local_index(void **state)
 	make_colliding(table, letters, pids);
 	const uint64_t epoch = ndet_teardown_epoch(table, N - 2);
 	struct pool_stub pool = {0, false};
-	struct ndet_teardown_share *share = ndet_teardown_join(table, N - 2, 0);
+	struct ndet_teardown_share *share = join(table, N - 2, 0);
 	assert_non_null(share);
 	ndet_teardown_release(share, &pool, &stub_ops, 0, true, false, NDET_TEARDOWN_ALL_READERS);
 	ndet_teardown_pending_retry(false);
@@ -504,7 +527,7 @@ static void test_teardown_by_local_index(void **state)
 	letters[N - 2] = 'A';
 	letters[N - 1] = 'B';
 	make_colliding(table, letters, pids);
-	assert_null(ndet_teardown_join(table, N, 0));
+	assert_null(join(table, N, 0));
 	assert_int_equal(ndet_teardown_shares_for_testing(), 0);
 	ndet_teardown_set_detach_wait_for_testing(NDET_TEARDOWN_DETACH_WAIT_MS);
 }

@@ -370,9 +370,10 @@ static void test_log_file_pattern_and_nccl_fallback(void **state)
 	assert_int_equal(unsetenv("NCCL_DET_DEBUG_FILE"), 0);
 	test_setenv("NCCL_DEBUG_FILE", nccl_pattern);
 	test_relog();
-	assert_true(strlen(nccl_log) + strlen(NDET_LOG_NCCL_FILE_SUFFIX) < sizeof(nccl_log));
 	char side_log[PATH_MAX];
-	snprintf(side_log, sizeof(side_log), "%s%s", nccl_log, NDET_LOG_NCCL_FILE_SUFFIX);
+	const int side_len =
+		snprintf(side_log, sizeof(side_log), "%s%s", nccl_log, NDET_LOG_NCCL_FILE_SUFFIX);
+	assert_true(side_len > 0 && (size_t)side_len < sizeof(side_log));
 	/* Asking the level reads the settings, and creates no file before a line. */
 	assert_true(ndet_log_enabled(NDET_LOG_WARN, NDET_SUBSYS_ALL));
 	assert_int_equal(access(side_log, F_OK), -1);

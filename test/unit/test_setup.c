@@ -657,11 +657,16 @@ static void test_agree(void **state)
 	int nranks[5];
 	int32_t words[5] = {0, 0, 0, 0, 1};
 	bool clean[5] = {false, false, false, true, true};
+	/* Kept from call to call: each call must zero them itself (the dropped word). */
+	static unsigned char words_of[5][3 * NDET_SETUP_AGREE_BYTES];
+	void *gathered[5];
 	for (int i = 0; i < 5; i++) {
 		members[i] = &world.members[i];
 		nranks[i] = world.members[i].nranks;
+		gathered[i] = words_of[i];
 	}
-	assert_int_equal(ndet_setup_agree(5, members, nranks, words, clean, mock_allgather, &world),
+	assert_int_equal(ndet_setup_agree(5, members, nranks, words, clean, gathered,
+					  mock_allgather, &world),
 			 NDET_OK);
 	assert_int_equal(world.round, 1);
 	for (int i = 0; i < 3; i++)
@@ -669,7 +674,8 @@ static void test_agree(void **state)
 	for (int i = 3; i < 5; i++)
 		assert_false(clean[i]);
 	world.fail_round = 2;
-	assert_int_equal(ndet_setup_agree(5, members, nranks, words, clean, mock_allgather, &world),
+	assert_int_equal(ndet_setup_agree(5, members, nranks, words, clean, gathered,
+					  mock_allgather, &world),
 			 NDET_ERR_NCCL);
 	for (int i = 0; i < 5; i++)
 		assert_false(clean[i]);
@@ -678,14 +684,16 @@ static void test_agree(void **state)
 	world.fail_comm = 2;
 	for (int i = 0; i < 5; i++)
 		clean[i] = i >= 3;
-	assert_int_equal(ndet_setup_agree(5, members, nranks, words, clean, mock_allgather, &world),
+	assert_int_equal(ndet_setup_agree(5, members, nranks, words, clean, gathered,
+					  mock_allgather, &world),
 			 NDET_ERR_NCCL);
 	for (int i = 0; i < 3; i++)
 		assert_true(clean[i]);
 	for (int i = 3; i < 5; i++)
 		assert_false(clean[i]);
 	world.fail_comm = 0;
-	assert_int_equal(ndet_setup_agree(0, members, nranks, words, clean, mock_allgather, &world),
+	assert_int_equal(ndet_setup_agree(0, members, nranks, words, clean, gathered,
+					  mock_allgather, &world),
 			 NDET_OK);
 	/* A barrier word that never arrived is not "clean" (the buffer was zero). */
 	words[4] = 0;
@@ -693,7 +701,8 @@ static void test_agree(void **state)
 	world.drop_round = world.round + 1;
 	world.drop_comm = 2;
 	world.drop_rank = 1;
-	assert_int_equal(ndet_setup_agree(5, members, nranks, words, clean, mock_allgather, &world),
+	assert_int_equal(ndet_setup_agree(5, members, nranks, words, clean, gathered,
+					  mock_allgather, &world),
 			 NDET_OK);
 	for (int i = 0; i < 3; i++)
 		assert_true(clean[i]);
@@ -716,12 +725,15 @@ static void test_agree_among(void **state)
 	const int *among[4] = {pair01, pair23, single2, outside};
 	const int among_count[4] = {2, 2, 1, 2};
 	bool clean[4];
+	static unsigned char words_of[4][4 * NDET_SETUP_AGREE_BYTES];
+	void *gathered[4];
 	for (int i = 0; i < 4; i++) {
 		members[i] = &world.members[i];
 		nranks[i] = 4;
+		gathered[i] = words_of[i];
 	}
 	assert_int_equal(ndet_setup_agree_among(4, members, nranks, words, among, among_count,
-						clean, mock_allgather, &world),
+						clean, gathered, mock_allgather, &world),
 			 NDET_OK);
 	assert_int_equal(world.round, 1);
 	assert_true(clean[0]);
@@ -730,7 +742,7 @@ static void test_agree_among(void **state)
 	assert_false(clean[3]);
 	/* Without lists, every rank: rank 3's word spoils them all. */
 	assert_int_equal(ndet_setup_agree_among(4, members, nranks, words, NULL, NULL, clean,
-						mock_allgather, &world),
+						gathered, mock_allgather, &world),
 			 NDET_OK);
 	for (int i = 0; i < 4; i++)
 		assert_false(clean[i]);

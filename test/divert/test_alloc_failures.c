@@ -1,0 +1,567 @@
+/*
+ * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Out of host memory at every allocation: a job's life (init, all-reduces eager and
+ * in a group, a reduce-scatter, a split, destroy) runs once for each allocation that
+ * one rank makes, with exactly that allocation failing (test/support/ndet_alloc_fail.h).
+ * Like test_divert, this program plays libnccl-det.so in front of the multi-rank fake
+ * NCCL with the host-only backend; ranks are threads.
+ *
+ * Whatever allocation fails, on whichever rank:
+ *   - no rank waits for another that left: no rendezvous of the fake NCCL times out
+ *     (a run takes far less than FAKE_NCCL_TIMEOUT_MS), which in a real job would
+ *     be a hang;
+ *   - a call either succeeds or says so: every call that returned ncclSuccess on a
+ *     communicator without an asynchronous error wrote the exact result (f32 and f64
+ *     sums of 3 ranks: the tree is rank order, so NCCL's result and nccl-det's are
+ *     the same bits), and an error is ncclSystemError, or ncclRemoteError where a
+ *     peer's failure reached this rank;
+ *   - the ranks agree whether the communicator is diverted;
+ *   - nothing leaks: every engine's pool is freed or quarantined, and every
+ *     resource of ndet_resources is given back (LeakSanitizer and valgrind check the
+ *     host memory).
+ */
+#include "config.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "test/fake_nccl/fake_nccl.h"
+#include "nccl_det.h"
+#include "common/ndet_log.h"
+#include "common/ndet_settings.h"
+#include "protocol/ndet_teardown.h"
+#include "reference/ndet_reference.h"
+#include "test/support/ndet_alloc_fail.h"
+#include "test/support/ndet_divert_fixture.h"
+#include "test/support/ndet_fake_backend.h"
+#include "test/support/ndet_test_data.h"
+
+#define NRANKS   3
+#define COUNT    299 /* odd; the reduce-scatter uses the first NRANKS * RS_COUNT */
+#define RS_COUNT 97
+
+/* A run longer than this waited for a rank that had left (FAKE_NCCL_TIMEOUT_MS is 8 s). */
+#define RUN_LIMIT_S 6.0
+
+static char log_path[4096];
+
+static const char *const knobs[] = {
+	"NCCL_DET_TIMEOUT", "NCCL_DET_TEST_FAIL", "FAKE_BACKEND_PROCESS_PER_RANK",
+	"FAKE_NCCL_FAIL",   "NCCL_COMM_BLOCKING", "FAKE_NCCL_TIMEOUT_MS",
+};
+
+static int setup(void **state)
+{
+	(void)state;
+	if (ndet_divert_fixture_reset(knobs, sizeof(knobs) / sizeof(knobs[0]), log_path, NULL) != 0)
+		return -1;
+	/* A rank that waits for one whose call failed gives up after a second. */
+	if (setenv("NCCL_DET_TIMEOUT", "1", 1) != 0 ||
+	    setenv("FAKE_NCCL_TIMEOUT_MS", "8000", 1) != 0)
+		return -1;
+	ndet_divert_settings_changed();
+	return 0;
+}
+
+static int setup_group(void **state)
+{
+	(void)state;
+	return ndet_divert_fixture_start(log_path, sizeof(log_path), NULL, 0);
+}
+
+static int teardown_group(void **state)
+{
+	(void)state;
+	ndet_divert_fixture_stop(log_path, NULL);
+	return 0;
+}
+
+static double now_seconds(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* ------------------------------------------------------------------ data */
+
+/* Inputs and the exact results, the same for every run. */
+static struct {
+	float in32[NRANKS][COUNT];
+	double in64[NRANKS][COUNT];
+	float sum32[COUNT];
+	double sum64[COUNT];
+} data;
+
+/* Every rank's `count` elements of `dtype` at inputs[r], and their tree sum. */
+static void data_fill_one(ndet_dtype_t dtype, void *const inputs[NRANKS], void *sum, uint64_t seed)
+{
+	const void *in[NRANKS];
+	for (int r = 0; r < NRANKS; r++) {
+		ndet_test_fill_rank(dtype, inputs[r], 0, COUNT, seed, r, NRANKS,
+				    NDET_TEST_DATA_CANCEL);
+		in[r] = inputs[r];
+	}
+	assert_int_equal(ndet_reference_allreduce(in, NRANKS, sum, COUNT, dtype, NDET_OP_SUM),
+			 NDET_OK);
+}
+
+static void data_fill(void)
+{
+	void *in32[NRANKS], *in64[NRANKS];
+	for (int r = 0; r < NRANKS; r++) {
+		in32[r] = data.in32[r];
+		in64[r] = data.in64[r];
+	}
+	data_fill_one(NDET_DTYPE_F32, in32, data.sum32, 71);
+	data_fill_one(NDET_DTYPE_F64, in64, data.sum64, 72);
+}
+
+/* ------------------------------------------------------------------ one run */
+
+enum step {
+	STEP_INIT,
+	STEP_EAGER,    /* ncclAllReduce f32 */
+	STEP_GROUP_AR, /* in a group: ncclAllReduce f64 ... */
+	STEP_GROUP_RS, /* ... and ncclReduceScatter f32 */
+	STEP_GROUP_END,
+	STEP_IN_PLACE, /* ncclAllReduce f32, in place */
+	STEP_SPLIT,    /* ncclCommSplit, every rank color 0 */
+	STEP_CHILD,    /* ncclAllReduce f64 on the child */
+	STEP_ASYNC,    /* ncclCommGetAsyncError of the parent */
+	STEP_CHILD_ASYNC,
+	STEP_DESTROY,
+	STEP_CHILD_DESTROY,
+	STEP_COUNT
+};
+
+static const char *const step_names[STEP_COUNT] = {
+	"init",
+	"eager all-reduce",
+	"grouped all-reduce",
+	"grouped reduce-scatter",
+	"group end",
+	"in-place all-reduce",
+	"split",
+	"child's all-reduce",
+	"async error",
+	"child's async error",
+	"destroy",
+	"child's destroy",
+};
+
+/* A step that did not run (an earlier one failed on this rank). */
+#define NOT_RUN ((ncclResult_t)-1)
+
+/* Buffers of one rank in one run. */
+struct rank_run {
+	float out32[COUNT], rs32[RS_COUNT], place32[COUNT];
+	double out64[COUNT], child64[COUNT];
+	ncclResult_t result[STEP_COUNT];
+	int diverted, child_diverted; /* -1: no communicator */
+	unsigned long allocations;
+	bool fired;
+	bool group_open; /* between ncclGroupStart and ncclGroupEnd */
+};
+
+struct run {
+	int target;        /* the rank whose allocation fails */
+	unsigned long nth; /* which of its allocations; 0: none */
+	ncclUniqueId id;
+	struct rank_run rank[NRANKS];
+};
+
+static int diverted_of(ncclComm_t comm)
+{
+	int answer = -1;
+	const char *reason = NULL;
+	if (comm == NULL || ncclDetCommQuery(comm, &answer, &reason) != ncclSuccess)
+		return -1;
+	return answer;
+}
+
+static ncclResult_t async_of(ncclComm_t comm)
+{
+	ncclResult_t async = ncclInternalError;
+	if (ncclCommGetAsyncError(comm, &async) != ncclSuccess)
+		return ncclInternalError;
+	return async;
+}
+
+/* Poison: no result of a call looks like it. */
+static void poison(void *buffer, size_t bytes)
+{
+	memset(buffer, 0x7f, bytes);
+}
+
+/*
+ * One step of the life; false once it failed.  What an application does then
+ * (PyTorch's process group, a launcher that sees a rank fail): it aborts its
+ * communicators and stops using them.
+ */
+static bool rank_step(struct rank_run *me, int rank, enum step step, ncclComm_t comm,
+		      ncclComm_t *child)
+{
+	ncclResult_t *result = &me->result[step];
+	switch (step) {
+	case STEP_EAGER:
+		*result = ncclAllReduce(data.in32[rank], me->out32, COUNT, ncclFloat32, ncclSum,
+					comm, NULL);
+		break;
+	case STEP_GROUP_AR:
+		*result = ncclGroupStart();
+		me->group_open = *result == ncclSuccess;
+		if (*result == ncclSuccess)
+			*result = ncclAllReduce(data.in64[rank], me->out64, COUNT, ncclFloat64,
+						ncclSum, comm, NULL);
+		break;
+	case STEP_GROUP_RS:
+		*result = ncclReduceScatter(data.in32[rank], me->rs32, RS_COUNT, ncclFloat32,
+					    ncclSum, comm, NULL);
+		break;
+	case STEP_GROUP_END:
+		*result = ncclGroupEnd();
+		me->group_open = false;
+		break;
+	case STEP_IN_PLACE:
+		*result = ncclAllReduce(me->place32, me->place32, COUNT, ncclFloat32, ncclSum, comm,
+					NULL);
+		break;
+	case STEP_SPLIT:
+		*result = ncclCommSplit(comm, 0, rank, child, NULL);
+		break;
+	case STEP_CHILD:
+		*result = ncclAllReduce(data.in64[rank], me->child64, COUNT, ncclFloat64, ncclSum,
+					*child, NULL);
+		break;
+	case STEP_ASYNC:
+		*result = async_of(comm);
+		break;
+	case STEP_CHILD_ASYNC:
+		*result = async_of(*child);
+		break;
+	default:
+		fail();
+	}
+	return *result == ncclSuccess;
+}
+
+/* Ranks as processes: a finalize (with its barrier) before each destroy. */
+static bool ranks_are_processes;
+
+static ncclResult_t rank_close(ncclComm_t comm)
+{
+	if (ranks_are_processes) {
+		const ncclResult_t finalized = ncclCommFinalize(comm);
+		if (finalized != ncclSuccess) {
+			(void)ncclCommAbort(comm);
+			return finalized;
+		}
+	}
+	return ncclCommDestroy(comm);
+}
+
+static void rank_main(int rank, void *opaque)
+{
+	struct run *run = opaque;
+	struct rank_run *me = &run->rank[rank];
+	ncclComm_t comm = NULL, child = NULL;
+
+	for (int s = 0; s < STEP_COUNT; s++)
+		me->result[s] = NOT_RUN;
+	poison(me->out32, sizeof(me->out32));
+	poison(me->rs32, sizeof(me->rs32));
+	poison(me->out64, sizeof(me->out64));
+	poison(me->child64, sizeof(me->child64));
+	memcpy(me->place32, data.in32[rank], sizeof(me->place32));
+	me->diverted = me->child_diverted = -1;
+	me->group_open = false;
+
+	ndet_alloc_fail_arm(rank == run->target ? run->nth : 0);
+	me->result[STEP_INIT] = ncclCommInitRank(&comm, NRANKS, run->id, rank);
+	/* A failed init may leave NCCL's communicator, for the application to abort. */
+	bool ok = me->result[STEP_INIT] == ncclSuccess;
+	for (int s = STEP_EAGER; ok && s < STEP_DESTROY; s++) {
+		if ((s == STEP_CHILD || s == STEP_CHILD_ASYNC) && child == NULL)
+			continue;
+		ok = rank_step(me, rank, (enum step)s, comm, &child);
+	}
+	if (ok || comm != NULL) {
+		me->diverted = diverted_of(comm);
+		me->child_diverted = diverted_of(child);
+	}
+	if (me->group_open) /* a call in the group failed: close it */
+		me->result[STEP_GROUP_END] = ncclGroupEnd();
+	if (child != NULL)
+		me->result[STEP_CHILD_DESTROY] = ok ? rank_close(child) : ncclCommAbort(child);
+	if (comm != NULL)
+		me->result[STEP_DESTROY] = ok ? rank_close(comm) : ncclCommAbort(comm);
+	me->allocations = ndet_alloc_fail_disarm();
+	me->fired = ndet_alloc_fail_fired();
+}
+
+/* ------------------------------------------------------------------ judging a run */
+
+static char verdict[4096];
+
+static void describe(const struct run *run, const char *fmt, ...)
+{
+	va_list ap;
+	size_t used = (size_t)snprintf(verdict, sizeof(verdict),
+				       "rank %d, allocation %lu: ", run->target, run->nth);
+	va_start(ap, fmt);
+	vsnprintf(verdict + used, sizeof(verdict) - used, fmt, ap);
+	va_end(ap);
+}
+
+static const char *result_name(ncclResult_t result)
+{
+	return result == NOT_RUN ? "-" : ncclGetErrorString(result);
+}
+
+static bool error_allowed(ncclResult_t result)
+{
+	return result == NOT_RUN || result == ncclSuccess || result == ncclSystemError ||
+	       result == ncclRemoteError;
+}
+
+/* A call's output where the call and its communicator said it succeeded. */
+static bool output_exact(const void *out, const void *expected, size_t bytes)
+{
+	return memcmp(out, expected, bytes) == 0;
+}
+
+/* Whether every step of this rank ran and succeeded. */
+static bool rank_clean(const struct rank_run *me)
+{
+	for (int s = 0; s < STEP_COUNT; s++)
+		if (me->result[s] != ncclSuccess)
+			return false;
+	return true;
+}
+
+/* Whether ranks r and k do the same with both communicators; `verdict` if not. */
+static bool ranks_agree(const struct run *run, int r, int k)
+{
+	const struct rank_run *a = &run->rank[r], *b = &run->rank[k];
+	if (a->diverted != b->diverted) {
+		describe(run, "rank %d %s, rank %d %s", r, a->diverted ? "diverts" : "falls back",
+			 k, b->diverted ? "diverts" : "falls back");
+		return false;
+	}
+	if (a->child_diverted != b->child_diverted) {
+		describe(run, "the split: rank %d %s, rank %d %s", r,
+			 a->child_diverted ? "diverts" : "falls back", k,
+			 b->child_diverted ? "diverts" : "falls back");
+		return false;
+	}
+	return true;
+}
+
+/* false, with `verdict` saying why, if the run broke a promise of this file's header. */
+static bool run_judge(const struct run *run)
+{
+	for (int r = 0; r < NRANKS; r++) {
+		const struct rank_run *me = &run->rank[r];
+		const ncclResult_t *result = me->result;
+		for (int s = 0; s < STEP_COUNT; s++) {
+			if (!error_allowed(result[s])) {
+				describe(run, "rank %d's %s returned %s", r, step_names[s],
+					 result_name(result[s]));
+				return false;
+			}
+		}
+		if (result[STEP_INIT] != ncclSuccess)
+			continue;
+		/* Outputs are known good only where the communicator said so at the end. */
+		const bool parent_ok = result[STEP_ASYNC] == ncclSuccess;
+		const bool group_ok = result[STEP_GROUP_END] == ncclSuccess;
+		const struct {
+			enum step step;
+			bool ok;
+			const void *out, *expected;
+			size_t bytes;
+		} checks[] = {
+			{STEP_EAGER, parent_ok, me->out32, data.sum32, sizeof(data.sum32)},
+			{STEP_GROUP_AR, parent_ok && group_ok, me->out64, data.sum64,
+			 sizeof(data.sum64)},
+			{STEP_GROUP_RS, parent_ok && group_ok, me->rs32, data.sum32 + r * RS_COUNT,
+			 sizeof(me->rs32)},
+			{STEP_IN_PLACE, parent_ok, me->place32, data.sum32, sizeof(data.sum32)},
+			{STEP_CHILD,
+			 result[STEP_SPLIT] == ncclSuccess &&
+				 result[STEP_CHILD_ASYNC] == ncclSuccess,
+			 me->child64, data.sum64, sizeof(data.sum64)},
+		};
+		for (size_t c = 0; c < sizeof(checks) / sizeof(checks[0]); c++) {
+			if (!checks[c].ok || result[checks[c].step] != ncclSuccess)
+				continue;
+			if (!output_exact(checks[c].out, checks[c].expected, checks[c].bytes)) {
+				describe(run,
+					 "rank %d's %s returned ncclSuccess and its communicator "
+					 "reports no error, but its output is not the sum",
+					 r, step_names[checks[c].step]);
+				return false;
+			}
+		}
+	}
+	/*
+	 * Ranks that saw no error agree on what their communicators do.  (One that
+	 * failed, or saw a peer fail, may have left its engine: "poisoned".)
+	 */
+	for (int r = 0; r < NRANKS; r++) {
+		const struct rank_run *a = &run->rank[r];
+		for (int k = r + 1; k < NRANKS; k++) {
+			const struct rank_run *b = &run->rank[k];
+			if (rank_clean(a) && rank_clean(b) && !ranks_agree(run, r, k))
+				return false;
+		}
+	}
+	return true;
+}
+
+static bool run_is_clean(const struct run *run)
+{
+	for (int r = 0; r < NRANKS; r++)
+		if (!rank_clean(&run->rank[r]))
+			return false;
+	return true;
+}
+
+/* Runs one life; fails the test if it broke a promise.  Returns the target's count. */
+static unsigned long run_once(struct run *run, bool *failed_any)
+{
+	struct ndet_resources before, after;
+	struct ndet_fake_backend_counters engines_before, engines_after;
+	ndet_resources_get(&before);
+	ndet_fake_backend_counters(&engines_before);
+	assert_int_equal(pncclGetUniqueId(&run->id), ncclSuccess);
+	const double start = now_seconds();
+	assert_int_equal(fake_nccl_run_ranks(NRANKS, rank_main, run), 0);
+	const double took = now_seconds() - start;
+	ndet_resources_get(&after);
+	ndet_fake_backend_counters(&engines_after);
+
+	bool good = run_judge(run);
+	if (good && took > RUN_LIMIT_S) {
+		describe(run, "the run took %.1f s: a rank waited for one that had left", took);
+		good = false;
+	}
+	if (good && memcmp(&before, &after, sizeof(before)) != 0) {
+		describe(run,
+			 "held after the run: %lld allocations (%lld bytes), %lld mappings, %lld "
+			 "pools waiting, %lld pending, %lld kept (before: %lld, %lld, %lld, %lld, "
+			 "%lld, %lld)",
+			 (long long)after.allocations, (long long)after.bytes,
+			 (long long)after.ipc_imports, (long long)after.deferred_pools,
+			 (long long)after.pending_pools, (long long)after.leaked_pools,
+			 (long long)before.allocations, (long long)before.bytes,
+			 (long long)before.ipc_imports, (long long)before.deferred_pools,
+			 (long long)before.pending_pools, (long long)before.leaked_pools);
+		good = false;
+	}
+	/* Pools and mappings: ndet_resources above.  Engines set up: each released. */
+	const int created = engines_after.engines_created - engines_before.engines_created;
+	const int released = engines_after.engines_destroyed - engines_before.engines_destroyed;
+	if (good && released != created) {
+		describe(run, "%d engines set up, %d released", created, released);
+		good = false;
+	}
+	if (good && run->nth == 0 && !run_is_clean(run)) {
+		describe(run, "a run without a failure failed");
+		good = false;
+	}
+	if (good && run->nth == 0 &&
+	    (run->rank[0].diverted != 1 || run->rank[0].child_diverted != 1)) {
+		describe(run, "a run without a failure did not divert");
+		good = false;
+	}
+	if (!good) {
+		print_error("%s\n", verdict);
+		for (int r = 0; r < NRANKS; r++) {
+			print_error("  rank %d:", r);
+			for (int s = 0; s < STEP_COUNT; s++)
+				print_error(" [%s]", result_name(run->rank[r].result[s]));
+			print_error(" (diverted %d/%d)\n", run->rank[r].diverted,
+				    run->rank[r].child_diverted);
+		}
+		print_error("  the failed allocation:\n");
+		ndet_alloc_fail_print_site(stderr);
+		*failed_any = true;
+	}
+	return run->rank[run->target].allocations;
+}
+
+/* Every allocation of `target`, one after the other. */
+static void sweep(int target)
+{
+	static struct run run;
+	bool failed_any = false;
+
+	data_fill();
+	memset(&run, 0, sizeof(run));
+	run.target = target;
+	const unsigned long total = run_once(&run, &failed_any);
+	assert_false(failed_any);
+	assert_true(total > 0);
+	unsigned long fired = 0;
+	for (unsigned long nth = 1; nth <= total + 2; nth++) {
+		memset(&run, 0, sizeof(run));
+		run.target = target;
+		run.nth = nth;
+		(void)run_once(&run, &failed_any);
+		fired += run.rank[target].fired;
+	}
+	print_message("rank %d: %lu allocations in a run, %lu failed one at a time\n", target,
+		      total, fired);
+	assert_false(failed_any);
+	/* Every allocation was reached by at least most runs (the order may vary a little). */
+	assert_true(fired >= total - total / 10);
+}
+
+static void test_rank0_out_of_memory(void **state)
+{
+	(void)state;
+	sweep(0);
+}
+
+static void test_rank2_out_of_memory(void **state)
+{
+	(void)state;
+	sweep(2);
+}
+
+/*
+ * Every rank a process of its own (the host-only backend's pids): pools go by the
+ * finalize's barrier or the detach protocol instead of with the last thread.
+ */
+static void test_processes_out_of_memory(void **state)
+{
+	(void)state;
+	assert_int_equal(setenv("FAKE_BACKEND_PROCESS_PER_RANK", "1", 1), 0);
+	ndet_divert_settings_changed();
+	ranks_are_processes = true;
+	sweep(1);
+	ranks_are_processes = false;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_rank0_out_of_memory, setup),
+		cmocka_unit_test_setup(test_rank2_out_of_memory, setup),
+		cmocka_unit_test_setup(test_processes_out_of_memory, setup),
+	};
+	return cmocka_run_group_tests(tests, setup_group, teardown_group);
+}
