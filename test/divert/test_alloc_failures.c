@@ -5,9 +5,13 @@
  * in a group, a reduce-scatter, a split, destroy) runs once for each allocation that
  * one rank makes, with exactly that allocation failing (test/support/ndet_alloc_fail.h).
  * Like test_divert, this program plays libnccl-det.so in front of the multi-rank fake
- * NCCL with the host-only backend; ranks are threads.
+ * NCCL with the host-only backend.  Ranks are threads of one process; then
+ * "processes" of the host-only backend (a finalize and its barrier before each
+ * destroy); then one thread drives every rank (ncclCommInitAll, each collective for
+ * all ranks in one group, as nccl-tests -g does).  A rank whose call fails aborts its
+ * communicators, as an application does.
  *
- * Whatever allocation fails, on whichever rank:
+ * Whatever allocation fails:
  *   - no rank waits for another that left: no rendezvous of the fake NCCL times out
  *     (a run takes far less than FAKE_NCCL_TIMEOUT_MS), which in a real job would
  *     be a hang;
@@ -16,10 +20,9 @@
  *     sums of 3 ranks: the tree is rank order, so NCCL's result and nccl-det's are
  *     the same bits), and an error is ncclSystemError, or ncclRemoteError where a
  *     peer's failure reached this rank;
- *   - the ranks agree whether the communicator is diverted;
- *   - nothing leaks: every engine's pool is freed or quarantined, and every
- *     resource of ndet_resources is given back (LeakSanitizer and valgrind check the
- *     host memory).
+ *   - ranks that saw no error agree whether each communicator is diverted;
+ *   - nothing is held afterwards (ndet_resources: pools, mappings, kept memory) and
+ *     every engine set up is released; LeakSanitizer checks the host memory.
  */
 #include "config.h"
 
@@ -178,9 +181,18 @@ struct rank_run {
 struct run {
 	int target;        /* the rank whose allocation fails */
 	unsigned long nth; /* which of its allocations; 0: none */
+	bool one_thread;   /* one thread drives every rank (one_thread_main) */
 	ncclUniqueId id;
 	struct rank_run rank[NRANKS];
 };
+
+/* The steps one thread driving every rank runs (it splits nothing). */
+static bool step_runs(const struct run *run, int step)
+{
+	return !run->one_thread || step == STEP_INIT || step == STEP_EAGER ||
+	       step == STEP_GROUP_AR || step == STEP_GROUP_RS || step == STEP_GROUP_END ||
+	       step == STEP_ASYNC || step == STEP_DESTROY;
+}
 
 static int diverted_of(ncclComm_t comm)
 {
@@ -311,6 +323,77 @@ static void rank_main(int rank, void *opaque)
 	me->fired = ndet_alloc_fail_fired();
 }
 
+/*
+ * nccl-tests -g: one thread holds every rank (ncclCommInitAll) and issues each
+ * collective for all of them in one group.  Its allocations count as rank
+ * run->target's.
+ */
+static void one_thread_main(struct run *run)
+{
+	ncclComm_t comms[NRANKS] = {NULL};
+	for (int r = 0; r < NRANKS; r++) {
+		struct rank_run *me = &run->rank[r];
+		for (int s = 0; s < STEP_COUNT; s++)
+			me->result[s] = NOT_RUN;
+		poison(me->out32, sizeof(me->out32));
+		poison(me->rs32, sizeof(me->rs32));
+		poison(me->out64, sizeof(me->out64));
+		me->diverted = me->child_diverted = -1;
+	}
+	ndet_alloc_fail_arm(run->nth);
+	const ncclResult_t init = ncclCommInitAll(comms, NRANKS, NULL);
+	bool ok = init == ncclSuccess;
+	for (int r = 0; r < NRANKS; r++)
+		run->rank[r].result[STEP_INIT] = init;
+	/* Two groups: the f32 all-reduces; the f64 all-reduces with the reduce-scatters. */
+	for (int g = 0; ok && g < 2; g++) {
+		ncclResult_t end = ncclGroupStart();
+		for (int r = 0; end == ncclSuccess && r < NRANKS; r++) {
+			struct rank_run *me = &run->rank[r];
+			if (g == 0) {
+				me->result[STEP_EAGER] =
+					ncclAllReduce(data.in32[r], me->out32, COUNT, ncclFloat32,
+						      ncclSum, comms[r], NULL);
+				continue;
+			}
+			me->result[STEP_GROUP_AR] =
+				ncclAllReduce(data.in64[r], me->out64, COUNT, ncclFloat64, ncclSum,
+					      comms[r], NULL);
+			me->result[STEP_GROUP_RS] =
+				ncclReduceScatter(data.in32[r], me->rs32, RS_COUNT, ncclFloat32,
+						  ncclSum, comms[r], NULL);
+		}
+		end = ncclGroupEnd();
+		for (int r = 0; r < NRANKS; r++) {
+			struct rank_run *me = &run->rank[r];
+			ncclResult_t *call =
+				g == 0 ? &me->result[STEP_EAGER] : &me->result[STEP_GROUP_END];
+			/* A group's calls ran only if its end says so. */
+			if (g == 0 && *call == ncclSuccess)
+				*call = end;
+			if (g == 1)
+				*call = end;
+			ok = ok && end == ncclSuccess;
+		}
+	}
+	for (int r = 0; r < NRANKS; r++) {
+		struct rank_run *me = &run->rank[r];
+		if (comms[r] == NULL)
+			continue;
+		if (ok) {
+			me->result[STEP_ASYNC] = async_of(comms[r]);
+			ok = me->result[STEP_ASYNC] == ncclSuccess;
+		}
+		me->diverted = diverted_of(comms[r]);
+	}
+	for (int r = 0; r < NRANKS; r++)
+		if (comms[r] != NULL)
+			run->rank[r].result[STEP_DESTROY] =
+				ok ? ncclCommDestroy(comms[r]) : ncclCommAbort(comms[r]);
+	run->rank[run->target].allocations = ndet_alloc_fail_disarm();
+	run->rank[run->target].fired = ndet_alloc_fail_fired();
+}
+
 /* ------------------------------------------------------------------ judging a run */
 
 static char verdict[4096];
@@ -343,10 +426,10 @@ static bool output_exact(const void *out, const void *expected, size_t bytes)
 }
 
 /* Whether every step of this rank ran and succeeded. */
-static bool rank_clean(const struct rank_run *me)
+static bool rank_clean(const struct run *run, const struct rank_run *me)
 {
 	for (int s = 0; s < STEP_COUNT; s++)
-		if (me->result[s] != ncclSuccess)
+		if (me->result[s] != ncclSuccess && (step_runs(run, s) || me->result[s] != NOT_RUN))
 			return false;
 	return true;
 }
@@ -424,7 +507,7 @@ static bool run_judge(const struct run *run)
 		const struct rank_run *a = &run->rank[r];
 		for (int k = r + 1; k < NRANKS; k++) {
 			const struct rank_run *b = &run->rank[k];
-			if (rank_clean(a) && rank_clean(b) && !ranks_agree(run, r, k))
+			if (rank_clean(run, a) && rank_clean(run, b) && !ranks_agree(run, r, k))
 				return false;
 		}
 	}
@@ -434,7 +517,7 @@ static bool run_judge(const struct run *run)
 static bool run_is_clean(const struct run *run)
 {
 	for (int r = 0; r < NRANKS; r++)
-		if (!rank_clean(&run->rank[r]))
+		if (!rank_clean(run, &run->rank[r]))
 			return false;
 	return true;
 }
@@ -448,7 +531,10 @@ static unsigned long run_once(struct run *run, bool *failed_any)
 	ndet_fake_backend_counters(&engines_before);
 	assert_int_equal(pncclGetUniqueId(&run->id), ncclSuccess);
 	const double start = now_seconds();
-	assert_int_equal(fake_nccl_run_ranks(NRANKS, rank_main, run), 0);
+	if (run->one_thread)
+		one_thread_main(run);
+	else
+		assert_int_equal(fake_nccl_run_ranks(NRANKS, rank_main, run), 0);
 	const double took = now_seconds() - start;
 	ndet_resources_get(&after);
 	ndet_fake_backend_counters(&engines_after);
@@ -483,7 +569,8 @@ static unsigned long run_once(struct run *run, bool *failed_any)
 		good = false;
 	}
 	if (good && run->nth == 0 &&
-	    (run->rank[0].diverted != 1 || run->rank[0].child_diverted != 1)) {
+	    (run->rank[0].diverted != 1 ||
+	     (step_runs(run, STEP_CHILD) && run->rank[0].child_diverted != 1))) {
 		describe(run, "a run without a failure did not divert");
 		good = false;
 	}
@@ -503,22 +590,31 @@ static unsigned long run_once(struct run *run, bool *failed_any)
 	return run->rank[run->target].allocations;
 }
 
-/* Every allocation of `target`, one after the other. */
-static void sweep(int target)
+/*
+ * Every allocation of `target` (or of the one thread), one after the other; under a
+ * sanitizer (NDET_SANITIZER, make check's), every other one from `odd`: the
+ * sanitizers' checks make each run slower, and a run whose failure leaves a peer
+ * waiting takes NCCL_DET_TIMEOUT (a second).
+ */
+static void sweep(int target, bool one_thread, bool odd)
 {
+	const char *sanitizer = getenv("NDET_SANITIZER");
+	const unsigned long stride = sanitizer != NULL && sanitizer[0] != '\0' ? 2 : 1;
 	static struct run run;
 	bool failed_any = false;
 
 	data_fill();
 	memset(&run, 0, sizeof(run));
 	run.target = target;
+	run.one_thread = one_thread;
 	const unsigned long total = run_once(&run, &failed_any);
 	assert_false(failed_any);
 	assert_true(total > 0);
 	unsigned long fired = 0;
-	for (unsigned long nth = 1; nth <= total + 2; nth++) {
+	for (unsigned long nth = stride == 2 && odd ? 1 : stride; nth <= total + 2; nth += stride) {
 		memset(&run, 0, sizeof(run));
 		run.target = target;
+		run.one_thread = one_thread;
 		run.nth = nth;
 		(void)run_once(&run, &failed_any);
 		fired += run.rank[target].fired;
@@ -526,20 +622,14 @@ static void sweep(int target)
 	print_message("rank %d: %lu allocations in a run, %lu failed one at a time\n", target,
 		      total, fired);
 	assert_false(failed_any);
-	/* Every allocation was reached by at least most runs (the order may vary a little). */
-	assert_true(fired >= total - total / 10);
+	/* Each allocation tried was reached (the order may vary a little from run to run). */
+	assert_true(fired >= total / stride - total / 10);
 }
 
 static void test_rank0_out_of_memory(void **state)
 {
 	(void)state;
-	sweep(0);
-}
-
-static void test_rank2_out_of_memory(void **state)
-{
-	(void)state;
-	sweep(2);
+	sweep(0, false, false);
 }
 
 /*
@@ -552,16 +642,23 @@ static void test_processes_out_of_memory(void **state)
 	assert_int_equal(setenv("FAKE_BACKEND_PROCESS_PER_RANK", "1", 1), 0);
 	ndet_divert_settings_changed();
 	ranks_are_processes = true;
-	sweep(1);
+	sweep(1, false, true);
 	ranks_are_processes = false;
+}
+
+/* One thread drives every rank: the setups run in lockstep, the calls in groups. */
+static void test_one_thread_out_of_memory(void **state)
+{
+	(void)state;
+	sweep(0, true, false);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_rank0_out_of_memory, setup),
-		cmocka_unit_test_setup(test_rank2_out_of_memory, setup),
 		cmocka_unit_test_setup(test_processes_out_of_memory, setup),
+		cmocka_unit_test_setup(test_one_thread_out_of_memory, setup),
 	};
 	return cmocka_run_group_tests(tests, setup_group, teardown_group);
 }

@@ -502,6 +502,45 @@ static ndet_status_t ndet_fake_setup_allgather(void *context, int count, void *c
 				  bytes, results);
 }
 
+/*
+ * As the CUDA engine's start: the members that may be ranks of one that got no engine
+ * (out of memory) leave with it before round 1, with NDET_ERR_REMOTE.  Out of memory
+ * here (test code), all of this thread's members leave.
+ */
+static void ndet_fake_leave_together(struct ndet_backend_member *members,
+				     struct ndet_setup_member *setup, int count)
+{
+	bool any = false;
+	for (int i = 0; i < count; i++)
+		any = any ||
+		      (setup[i].context == NULL && members[i].status != NDET_ERR_INVALID_ARGUMENT);
+	if (!any)
+		return;
+	struct ndet_exchange_place *places = calloc((size_t)count, sizeof(*places));
+	bool *leaves = calloc((size_t)count, sizeof(*leaves));
+	const bool known = places != NULL && leaves != NULL;
+	for (int i = 0; known && i < count; i++) {
+		leaves[i] =
+			setup[i].context == NULL && members[i].status != NDET_ERR_INVALID_ARGUMENT;
+		places[i] = ndet_exchange_place_of(members[i].config.comm_identity,
+						   members[i].config.rank, members[i].config.nranks,
+						   members[i].config.cuda_device);
+	}
+	if (known)
+		ndet_exchange_leave_together(places, leaves, count);
+	for (int i = 0; i < count; i++) {
+		struct ndet_fake_engine *engine = setup[i].context;
+		if (engine == NULL || (known && !leaves[i]))
+			continue;
+		free(engine->barrier_words);
+		free(engine);
+		setup[i] = (struct ndet_setup_member){0};
+		members[i].status = NDET_ERR_REMOTE;
+	}
+	free(leaves);
+	free(places);
+}
+
 static void ndet_fake_create_group(struct ndet_backend_member *members, int count,
 				   ndet_engine_exchange_fn exchange)
 {
@@ -542,6 +581,7 @@ static void ndet_fake_create_group(struct ndet_backend_member *members, int coun
 	}
 	if (setup == NULL)
 		return;
+	ndet_fake_leave_together(members, setup, count);
 	/* Members without an engine (invalid, out of memory) are left out: nranks 0. */
 	ndet_setup_run(setup, count, &ndet_fake_ops, ndet_fake_setup_allgather, NULL);
 	for (int i = 0; i < count; i++) {
