@@ -44,6 +44,9 @@ ncclResult_t ndet_comm_query(ncclComm_t nccl, int *diverted, const char **reason
 			why = comm->broken == ncclInvalidUsage
 				      ? "broken: a rank did not take part in nccl-det's setup "
 					"(NCCL_DET_ENABLE differs between ranks)"
+			      : comm->broken == ncclRemoteError
+				      ? "broken: this rank left nccl-det's setup with another rank "
+					"of its communicator that this thread drives"
 			      : comm->broken != ncclSuccess
 				      ? "broken: this rank could not take its part in nccl-det's "
 					"setup (out of memory, or its GPU unusable)"

@@ -308,7 +308,7 @@ static ncclResult_t ndet_comm_describe(struct ndet_comm *comm)
  */
 static void ndet_comm_announce(const struct ndet_comm *comm,
 			       const struct ndet_backend_member *member, int rank, int nranks,
-			       ndet_comm_state_t state, bool strict)
+			       ndet_comm_state_t state, bool strict, ncclResult_t broken)
 {
 	if (rank != 0 || !ndet_log_enabled(NDET_LOG_VERSION, NDET_SUBSYS_ALL))
 		return;
@@ -335,7 +335,11 @@ static void ndet_comm_announce(const struct ndet_comm *comm,
 			 layout);
 	else if (state == NDET_COMM_POISONED)
 		snprintf(verdict, sizeof(verdict),
-			 "its floating-point reductions fail with ncclInvalidUsage (%s)", cause);
+			 "its floating-point reductions fail with %s (%s)",
+			 broken == ncclInvalidUsage  ? "ncclInvalidUsage"
+			 : broken == ncclRemoteError ? "ncclRemoteError"
+						     : "an error of this rank",
+			 cause);
 	else if (strict)
 		snprintf(verdict, sizeof(verdict),
 			 "not diverted (%s): its floating-point reductions fail with "
@@ -412,26 +416,32 @@ static void ndet_comm_setup_finish(struct ndet_comm *comm, const struct ndet_bac
 	int rank = comm->rank, nranks = comm->nranks;
 	ndet_comm_state_t state = comm->state;
 	bool strict = comm->strict;
+	/* Broken only where the setup decided the state (not aborted meanwhile). */
+	const ncclResult_t stored = comm->broken;
 	pthread_mutex_unlock(&comm->lock);
 
-	ndet_comm_announce(comm, member, rank, nranks, state, strict);
+	ndet_comm_announce(comm, member, rank, nranks, state, strict, stored);
 	if (state == NDET_COMM_READY)
 		NDET_INFO(NDET_SUBSYS_SETUP, "communicator %p rank %d/%d: all-reduces diverted",
 			  (void *)comm->nccl, rank, nranks);
-	else if (broken == ncclInvalidUsage)
+	else if (stored == ncclInvalidUsage)
 		NDET_WARN("communicator %p rank %d/%d: rank %d sent no setup record: %s. Its "
 			  "all-reduces fail with ncclInvalidUsage, and ncclCommGetAsyncError "
 			  "reports ncclInvalidUsage",
 			  (void *)comm->nccl, rank, nranks, member->verdict.offending_rank,
 			  ndet_verdict_reason_fix(member->verdict.reason));
-	else if (broken != ncclSuccess)
-		NDET_WARN("communicator %p rank %d/%d: this rank could not take its part in "
-			  "nccl-det's setup (%s), and its peers may wait for it there. The call "
-			  "that created it, its all-reduces, reduce-scatters and reduces fail with "
-			  "%s, and ncclCommGetAsyncError reports it: abort the communicator",
-			  (void *)comm->nccl, rank, nranks, ndet_status_name(member->status),
+	else if (stored != ncclSuccess)
+		NDET_WARN("communicator %p rank %d/%d: %s (%s), and its peers may wait for it "
+			  "there. Its all-reduces, reduce-scatters and reduces fail with %s, and "
+			  "ncclCommGetAsyncError reports it: abort the communicator",
+			  (void *)comm->nccl, rank, nranks,
+			  stored == ncclRemoteError
+				  ? "this rank left nccl-det's setup with another rank of its "
+				    "communicator that this thread drives"
+				  : "this rank could not take its part in nccl-det's setup",
+			  ndet_status_name(member->status),
 			  ndet_resolve_nccl()->ncclGetErrorString != NULL
-				  ? ndet_resolve_nccl()->ncclGetErrorString(broken)
+				  ? ndet_resolve_nccl()->ncclGetErrorString(stored)
 				  : "an error");
 	else if (member->status == NDET_ERR_UNSUPPORTED)
 		NDET_INFO(NDET_SUBSYS_SETUP,
@@ -512,6 +522,8 @@ static void ndet_comm_wait_setup(struct ndet_comm *comm)
 /* Its peers may wait for each of them in the exchange (ndet_comm_setup_broken). */
 ncclResult_t ndet_comm_setup_refuse(struct ndet_comm *const comms[], int count)
 {
+	if (count < 1)
+		return ncclSystemError;
 	NDET_WARN("out of memory setting up %d communicator(s): their all-reduces, "
 		  "reduce-scatters and reduces fail with ncclSystemError, and their peers may "
 		  "wait for them in nccl-det's setup: abort them",

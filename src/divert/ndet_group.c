@@ -31,6 +31,12 @@ struct ndet_group {
 	struct ndet_group_comms created;    /* communicators created in the group */
 	struct ndet_group_comms finalizing; /* held ncclCommFinalize calls */
 	ncclResult_t error;                 /* the first call that failed at once in the group */
+	/*
+	 * Out of memory, a communicator created in the group could not be tracked or
+	 * listed: every one created in it is refused at its end (ndet_comm_setup_refuse),
+	 * since this thread's other ranks of that one would wait for it in the setup.
+	 */
+	bool refusing;
 };
 
 static _Thread_local struct ndet_group ndet_group_current;
@@ -297,7 +303,7 @@ out:
 
 /*
  * Add `comm` (a reference of its own) to setups due now.  Out of memory, it is
- * broken instead (ndet_comm_setup_refuse): its peers set up without it.
+ * broken instead (ndet_comm_setup_refuse), and *result says so.
  */
 static void ndet_group_due(struct ndet_group_comms *due, struct ndet_comm *comm,
 			   ncclResult_t *result)
@@ -311,24 +317,34 @@ static void ndet_group_due(struct ndet_group_comms *due, struct ndet_comm *comm,
 	ndet_comm_ref(comm);
 }
 
-/* Setups the group owes: blocking communicators created in it, and any with calls. */
+/*
+ * Setups the group owes: blocking communicators created in it, and any with calls.
+ * `refusing` (or out of memory listing them): none runs, every one is refused.
+ */
 static ncclResult_t ndet_group_run_setups(struct ndet_group_comms *created,
-					  const struct ndet_group_calls *calls)
+					  const struct ndet_group_calls *calls, bool refusing)
 {
 	struct ndet_group_comms due = {0};
 	ncclResult_t result = ncclSuccess;
-	for (int i = 0; i < created->count; i++) {
+	if (refusing)
+		result = ndet_comm_setup_refuse(created->items, created->count);
+	for (int i = 0; !refusing && i < created->count; i++) {
 		struct ndet_comm *comm = created->items[i];
 		if (ndet_comm_is_blocking(comm) || ndet_group_has_calls_on(calls, comm))
 			ndet_group_due(&due, comm, &result);
 	}
-	for (int i = 0; i < calls->count; i++) {
+	for (int i = 0; !refusing && i < calls->count; i++) {
 		struct ndet_comm *comm = calls->items[i].comm;
 		if (ndet_comm_state(comm) == NDET_COMM_PENDING)
 			ndet_group_due(&due, comm, &result);
 	}
-	if (due.count > 0)
-		result = ndet_group_combine(result, ndet_comm_setup_group(due.items, due.count));
+	/* One could not be listed: the others may be ranks of its communicator. */
+	if (result != ncclSuccess && !refusing) {
+		(void)ndet_comm_setup_refuse(created->items, created->count);
+		(void)ndet_comm_setup_refuse(due.items, due.count);
+	}
+	if (due.count > 0 && result == ncclSuccess)
+		result = ndet_comm_setup_group(due.items, due.count);
 	ndet_group_comms_release(&due);
 	return result;
 }
@@ -416,8 +432,9 @@ ncclResult_t ndet_group_after_end(ncclResult_t result)
 	if (result != ncclInProgress)
 		result = ndet_group_combine(result, taken.error);
 	if (nccl_ran) {
-		result = ndet_group_combine(result,
-					    ndet_group_run_setups(&taken.created, &taken.calls));
+		result = ndet_group_combine(
+			result,
+			ndet_group_run_setups(&taken.created, &taken.calls, taken.refusing));
 		for (int i = 0; i < taken.calls.count; i++) {
 			ndet_comm_decide(&taken.calls.items[i]);
 			ndet_comm_note_decision(&taken.calls.items[i]);
@@ -456,35 +473,47 @@ ncclResult_t ndet_group_comms_created(ncclComm_t *comms, int count, bool blockin
 	if ((result != ncclSuccess && result != ncclInProgress) || comms == NULL)
 		return result;
 	struct ndet_group_comms fresh = {0};
+	/*
+	 * Out of memory, a communicator of this call can be neither tracked nor listed:
+	 * that rank cannot take part in the setup its peers are in (and nothing of ours
+	 * can fail its calls), and the call's other ranks (ncclCommInitAll: the same
+	 * communicator) must not set up without it.
+	 */
+	bool lost = false;
 	for (int i = 0; i < count; i++) {
 		if (comms[i] == NULL)
 			continue;
 		struct ndet_comm *comm =
 			ndet_comm_register(comms[i], blocking, parent, shares_parent, identity);
-		/*
-		 * Out of memory: this rank cannot take part in the setup its peers are in,
-		 * and nothing of ours can remember to fail the communicator's calls.
-		 */
 		if (comm == NULL) {
-			result = ndet_group_combine(result, ncclSystemError);
-			continue;
-		}
-		if (!ndet_group_comms_add(&fresh, comm)) {
-			result = ndet_group_combine(result, ndet_comm_setup_refuse(&comm, 1));
+			lost = true;
+		} else if (!ndet_group_comms_add(&fresh, comm)) {
+			(void)ndet_comm_setup_refuse(&comm, 1);
 			ndet_comm_unref(comm);
+			lost = true;
 		}
 	}
+	if (lost) {
+		result = ndet_group_combine(result, ncclSystemError);
+		(void)ndet_comm_setup_refuse(fresh.items, fresh.count);
+	}
 	if (ndet_group_current.depth > 0) {
-		/* The init runs at the outermost ncclGroupEnd: so does our setup. */
+		/*
+		 * The init runs at the outermost ncclGroupEnd: so does our setup, unless
+		 * the group lost one (this thread's other ranks of it are in the group).
+		 */
 		for (int i = 0; i < fresh.count; i++) {
 			if (!ndet_group_comms_add(&ndet_group_current.created, fresh.items[i])) {
-				const ncclResult_t refused =
-					ndet_comm_setup_refuse(&fresh.items[i], 1);
-				ndet_group_current.error =
-					ndet_group_combine(ndet_group_current.error, refused);
-				result = ndet_group_combine(result, refused);
+				(void)ndet_comm_setup_refuse(&fresh.items[i], 1);
 				ndet_comm_unref(fresh.items[i]);
+				lost = true;
 			}
+		}
+		if (lost) {
+			ndet_group_current.refusing = true;
+			ndet_group_current.error =
+				ndet_group_combine(ndet_group_current.error, ncclSystemError);
+			result = ndet_group_combine(result, ncclSystemError);
 		}
 		free(fresh.items);
 		return result;
@@ -606,10 +635,18 @@ bool ndet_group_finalize(ncclComm_t nccl, ncclResult_t *result)
 			*result = ncclSuccess;
 			return true;
 		}
-		NDET_WARN("out of memory holding ncclCommFinalize in a group: its pool stays "
-			  "allocated");
+		/*
+		 * Its peers will wait in the barrier: the application must learn now, and
+		 * abort the communicator (its pool is then kept until exit).
+		 */
+		NDET_WARN("communicator %p: out of memory holding ncclCommFinalize in a group: "
+			  "nccl-det's barrier cannot run, and the finalize fails with "
+			  "ncclSystemError: abort the communicator",
+			  (void *)nccl);
 		ndet_comm_unref(comm);
-		return false;
+		*result = ncclSystemError;
+		ndet_group_current.error = ndet_group_combine(ndet_group_current.error, *result);
+		return true;
 	}
 	struct ndet_comm *finalizing[1] = {comm};
 	(void)ndet_comm_finalize_group(finalizing, 1);

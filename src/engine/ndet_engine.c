@@ -120,20 +120,30 @@ void ndet_engine_create_group(struct ndet_engine_member *members, int count,
 	}
 	/*
 	 * This thread's other ranks of a communicator whose rank could not start would
-	 * exchange without it, forever: they leave too (ndet_exchange_may_share).
+	 * exchange without it, forever: they leave too (ndet_exchange_may_share).  Up to
+	 * NDET_SETUP_STACK members this allocates nothing; out of memory beyond, every
+	 * member leaves where any could not start.
 	 */
-	struct ndet_exchange_place *places = calloc(slots, sizeof(*places));
-	bool *leaves = calloc(slots, sizeof(*leaves));
-	for (int i = 0; leaves != NULL && i < count; i++) {
-		leaves[i] = members[i].status != NDET_OK &&
-			    members[i].status != NDET_ERR_INVALID_ARGUMENT;
-		if (places != NULL)
+	struct ndet_exchange_place places_here[NDET_SETUP_STACK];
+	bool leaves_here[NDET_SETUP_STACK];
+	const bool here = count <= NDET_SETUP_STACK;
+	struct ndet_exchange_place *places = here ? places_here : calloc(slots, sizeof(*places));
+	bool *leaves = here ? leaves_here : calloc(slots, sizeof(*leaves));
+	const bool known = places != NULL && leaves != NULL;
+	bool any = false;
+	for (int i = 0; i < count; i++) {
+		const bool failed = members[i].status != NDET_OK &&
+				    members[i].status != NDET_ERR_INVALID_ARGUMENT;
+		any = any || failed;
+		if (known) {
+			leaves[i] = failed;
 			places[i] = ndet_engine_place(&members[i].config);
+		}
 	}
-	if (leaves != NULL)
+	if (known)
 		ndet_exchange_leave_together(places, leaves, count);
-	for (int k = 0; leaves != NULL && k < count; k++) {
-		if (members[k].status != NDET_OK || !leaves[k])
+	for (int k = 0; any && k < count; k++) {
+		if (members[k].status != NDET_OK || (known && !leaves[k]))
 			continue;
 		NDET_WARN("rank %d: leaves the setup with a rank of its communicator that could "
 			  "not start",
@@ -142,8 +152,10 @@ void ndet_engine_create_group(struct ndet_engine_member *members, int count,
 		started[k] = NULL;
 		members[k].status = NDET_ERR_REMOTE;
 	}
-	free(leaves);
-	free(places);
+	if (!here) {
+		free(leaves);
+		free(places);
+	}
 	for (int i = 0; i < count; i++) {
 		if (started[i] == NULL)
 			continue;

@@ -60,8 +60,9 @@
 static char log_path[4096];
 
 static const char *const knobs[] = {
-	"NCCL_DET_TIMEOUT", "NCCL_DET_TEST_FAIL", "FAKE_BACKEND_PROCESS_PER_RANK",
-	"FAKE_NCCL_FAIL",   "NCCL_COMM_BLOCKING", "FAKE_NCCL_TIMEOUT_MS",
+	"NCCL_DET_TIMEOUT",   "NCCL_DET_TEST_FAIL", "FAKE_BACKEND_PROCESS_PER_RANK",
+	"FAKE_NCCL_FAIL",     "NCCL_COMM_BLOCKING", "FAKE_NCCL_TIMEOUT_MS",
+	"NCCL_DET_TEST_HOST",
 };
 
 static int setup(void **state)
@@ -182,6 +183,7 @@ struct run {
 	int target;        /* the rank whose allocation fails */
 	unsigned long nth; /* which of its allocations; 0: none */
 	bool one_thread;   /* one thread drives every rank (one_thread_main) */
+	bool init_group;   /* ... and creates them with ncclCommInitRank in a group */
 	ncclUniqueId id;
 	struct rank_run rank[NRANKS];
 };
@@ -269,13 +271,23 @@ static bool rank_step(struct rank_run *me, int rank, enum step step, ncclComm_t 
 	return *result == ncclSuccess;
 }
 
-/* Ranks as processes: a finalize (with its barrier) before each destroy. */
+/*
+ * Ranks as processes: a finalize (with its barrier) before each destroy, the child's
+ * inside a group (its barrier then runs at the group's end).
+ */
 static bool ranks_are_processes;
 
-static ncclResult_t rank_close(ncclComm_t comm)
+static ncclResult_t rank_close(ncclComm_t comm, bool in_group)
 {
 	if (ranks_are_processes) {
-		const ncclResult_t finalized = ncclCommFinalize(comm);
+		ncclResult_t finalized = in_group ? ncclGroupStart() : ncclSuccess;
+		if (finalized == ncclSuccess)
+			finalized = ncclCommFinalize(comm);
+		if (in_group) {
+			const ncclResult_t end = ncclGroupEnd();
+			if (finalized == ncclSuccess)
+				finalized = end;
+		}
 		if (finalized != ncclSuccess) {
 			(void)ncclCommAbort(comm);
 			return finalized;
@@ -316,9 +328,10 @@ static void rank_main(int rank, void *opaque)
 	if (me->group_open) /* a call in the group failed: close it */
 		me->result[STEP_GROUP_END] = ncclGroupEnd();
 	if (child != NULL)
-		me->result[STEP_CHILD_DESTROY] = ok ? rank_close(child) : ncclCommAbort(child);
+		me->result[STEP_CHILD_DESTROY] =
+			ok ? rank_close(child, true) : ncclCommAbort(child);
 	if (comm != NULL)
-		me->result[STEP_DESTROY] = ok ? rank_close(comm) : ncclCommAbort(comm);
+		me->result[STEP_DESTROY] = ok ? rank_close(comm, false) : ncclCommAbort(comm);
 	me->allocations = ndet_alloc_fail_disarm();
 	me->fired = ndet_alloc_fail_fired();
 }
@@ -341,7 +354,21 @@ static void one_thread_main(struct run *run)
 		me->diverted = me->child_diverted = -1;
 	}
 	ndet_alloc_fail_arm(run->nth);
-	const ncclResult_t init = ncclCommInitAll(comms, NRANKS, NULL);
+	ncclResult_t init = ncclSuccess;
+	if (run->init_group) {
+		/* Every rank is issued whatever one returned: NCCL inits them at the end. */
+		init = ncclGroupStart();
+		for (int r = 0; r < NRANKS; r++) {
+			const ncclResult_t one = ncclCommInitRank(&comms[r], NRANKS, run->id, r);
+			if (init == ncclSuccess)
+				init = one;
+		}
+		const ncclResult_t end = ncclGroupEnd();
+		if (init == ncclSuccess)
+			init = end;
+	} else {
+		init = ncclCommInitAll(comms, NRANKS, NULL);
+	}
 	bool ok = init == ncclSuccess;
 	for (int r = 0; r < NRANKS; r++)
 		run->rank[r].result[STEP_INIT] = init;
@@ -596,7 +623,7 @@ static unsigned long run_once(struct run *run, bool *failed_any)
  * sanitizers' checks make each run slower, and a run whose failure leaves a peer
  * waiting takes NCCL_DET_TIMEOUT (a second).
  */
-static void sweep(int target, bool one_thread, bool odd)
+static void sweep(int target, bool one_thread, bool init_group, bool odd)
 {
 	const char *sanitizer = getenv("NDET_SANITIZER");
 	const unsigned long stride = sanitizer != NULL && sanitizer[0] != '\0' ? 2 : 1;
@@ -607,6 +634,7 @@ static void sweep(int target, bool one_thread, bool odd)
 	memset(&run, 0, sizeof(run));
 	run.target = target;
 	run.one_thread = one_thread;
+	run.init_group = init_group;
 	const unsigned long total = run_once(&run, &failed_any);
 	assert_false(failed_any);
 	assert_true(total > 0);
@@ -615,6 +643,7 @@ static void sweep(int target, bool one_thread, bool odd)
 		memset(&run, 0, sizeof(run));
 		run.target = target;
 		run.one_thread = one_thread;
+		run.init_group = init_group;
 		run.nth = nth;
 		(void)run_once(&run, &failed_any);
 		fired += run.rank[target].fired;
@@ -629,7 +658,7 @@ static void sweep(int target, bool one_thread, bool odd)
 static void test_rank0_out_of_memory(void **state)
 {
 	(void)state;
-	sweep(0, false, false);
+	sweep(0, false, false, false);
 }
 
 /*
@@ -642,15 +671,35 @@ static void test_processes_out_of_memory(void **state)
 	assert_int_equal(setenv("FAKE_BACKEND_PROCESS_PER_RANK", "1", 1), 0);
 	ndet_divert_settings_changed();
 	ranks_are_processes = true;
-	sweep(1, false, true);
+	sweep(1, false, false, true);
 	ranks_are_processes = false;
+}
+
+/*
+ * Every rank its own host (NCCL_DET_TEST_HOST): the calls run the multi-host stages,
+ * with NCCL's sends and receives between them.  Three hosts of one rank sum in rank
+ * order, so the results are the same bits.
+ */
+static void test_hosts_out_of_memory(void **state)
+{
+	(void)state;
+	assert_int_equal(setenv("NCCL_DET_TEST_HOST", "A@0;B@1;C@2", 1), 0);
+	ndet_divert_settings_changed();
+	sweep(2, false, false, true);
 }
 
 /* One thread drives every rank: the setups run in lockstep, the calls in groups. */
 static void test_one_thread_out_of_memory(void **state)
 {
 	(void)state;
-	sweep(0, true, false);
+	sweep(0, true, false, false);
+}
+
+/* nccl-tests -g: one thread creates every rank with ncclCommInitRank inside a group. */
+static void test_one_thread_group_out_of_memory(void **state)
+{
+	(void)state;
+	sweep(0, true, true, true);
 }
 
 int main(void)
@@ -658,7 +707,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_rank0_out_of_memory, setup),
 		cmocka_unit_test_setup(test_processes_out_of_memory, setup),
+		cmocka_unit_test_setup(test_hosts_out_of_memory, setup),
 		cmocka_unit_test_setup(test_one_thread_out_of_memory, setup),
+		cmocka_unit_test_setup(test_one_thread_group_out_of_memory, setup),
 	};
 	return cmocka_run_group_tests(tests, setup_group, teardown_group);
 }

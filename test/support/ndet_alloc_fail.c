@@ -21,10 +21,16 @@ void *__real_malloc(size_t size);
 void *__real_calloc(size_t count, size_t size);
 void *__real_realloc(void *pointer, size_t size);
 char *__real_strdup(const char *text);
-void *__wrap_malloc(size_t size);
-void *__wrap_calloc(size_t count, size_t size);
-void *__wrap_realloc(void *pointer, size_t size);
-char *__wrap_strdup(const char *text);
+/*
+ * Exported: in a sanitizer build the linker also binds a shared library's reference
+ * to these allocators to the wrappers, which the project's hidden default visibility
+ * would refuse.
+ */
+#define NDET_WRAP __attribute__((visibility("default")))
+NDET_WRAP void *__wrap_malloc(size_t size);
+NDET_WRAP void *__wrap_calloc(size_t count, size_t size);
+NDET_WRAP void *__wrap_realloc(void *pointer, size_t size);
+NDET_WRAP char *__wrap_strdup(const char *text);
 
 static _Thread_local struct {
 	bool armed, fired;

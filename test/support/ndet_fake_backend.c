@@ -63,8 +63,9 @@ struct ndet_fake_engine {
 	struct ndet_teardown_share *share;
 	struct ndet_teardown_share *reserved_share; /* as the CUDA engine's */
 	void *barrier_words;                        /* as the CUDA engine's */
-	uint64_t epoch;                             /* of the setup: what our detach words carry */
-	uint32_t error; /* atomics: as the host-mapped words of the real engine */
+	uint64_t staging_bytes; /* of pool_bytes: the multi-host staging, counted apart */
+	uint64_t epoch;         /* of the setup: what our detach words carry */
+	uint32_t error;         /* atomics: as the host-mapped words of the real engine */
 	uint32_t abort;
 	uint64_t step; /* calls that ran the protocol: the kernels' step counter */
 	/* A "kernel" still running in the background (ndet_fake_backend_spin_rank). */
@@ -197,7 +198,9 @@ static void ndet_fake_free(void *member)
 		free(engine->pool->hosts_transfers);
 		free(engine->pool->hosts_connect);
 		free(engine->pool);
-		ndet_resources_freed(engine->pool_bytes);
+		ndet_resources_freed(engine->pool_bytes - engine->staging_bytes);
+		if (engine->staging_bytes != 0)
+			ndet_resources_freed(engine->staging_bytes);
 	}
 	ndet_host_table_destroy(engine->hosts);
 	free(engine);
@@ -357,7 +360,9 @@ static bool ndet_fake_hosts_setup(struct ndet_fake_engine *engine,
 	if (engine->pool->hosts_staging == NULL || engine->pool->hosts_transfers == NULL ||
 	    engine->pool->hosts_connect == NULL)
 		return false;
+	/* A resource of its own, as the CUDA engine's staging buffer is. */
 	engine->pool_bytes += config->hosts_staging;
+	engine->staging_bytes = config->hosts_staging;
 	ndet_resources_allocated(config->hosts_staging);
 	return true;
 }
@@ -905,20 +910,36 @@ static ndet_status_t ndet_fake_start_spinner(struct ndet_fake_engine *engine)
  * still returns NDET_OK: the error is in the engine's error word
  * (ncclCommGetAsyncError), and the next call fails fast.
  */
-/* The bookkeeping of a batch, one `size` item per call; NULL (calls failed) when out of memory. */
+/*
+ * The bookkeeping of a batch, one `size` item per call: `here` (zeroed) for up to
+ * NDET_SETUP_STACK calls, which allocate nothing, as the CUDA engine's launches do;
+ * NULL (calls failed) when out of memory.  ndet_fake_batch_done gives it back.
+ */
 static void *ndet_fake_batch(struct ndet_backend_call *calls, int count, size_t size,
-			     const char *what)
+			     const char *what, void *here)
 {
 	ndet_fake_runtime_check(what);
-	void *runs = calloc((size_t)(count > 0 ? count : 1), size);
+	if (count <= NDET_SETUP_STACK) {
+		memset(here, 0, size * NDET_SETUP_STACK);
+		return here;
+	}
+	void *runs = calloc((size_t)count, size);
 	for (int i = 0; i < count && runs == NULL; i++)
 		calls[i].status = NDET_ERR_SYSTEM;
 	return runs;
 }
 
+static void ndet_fake_batch_done(void *runs, int count)
+{
+	if (count > NDET_SETUP_STACK)
+		free(runs);
+}
+
 static void ndet_fake_allreduce_group(struct ndet_backend_call *calls, int count)
 {
-	struct ndet_fake_run *runs = ndet_fake_batch(calls, count, sizeof(*runs), "an all-reduce");
+	struct ndet_fake_run here[NDET_SETUP_STACK];
+	struct ndet_fake_run *runs =
+		ndet_fake_batch(calls, count, sizeof(*runs), "an all-reduce", here);
 	if (runs == NULL)
 		return;
 	for (int i = 0; i < count; i++) {
@@ -939,7 +960,7 @@ static void ndet_fake_allreduce_group(struct ndet_backend_call *calls, int count
 	for (int i = 0; i < count; i++)
 		if (runs[i].reduced)
 			ndet_fake_finish(&runs[i]);
-	free(runs);
+	ndet_fake_batch_done(runs, count);
 }
 
 /* ---------------------------------------------------------------- multi-host stages */
@@ -1267,8 +1288,9 @@ static bool ndet_fake_peer_host_failed(const struct ndet_backend_call *call,
 static void ndet_fake_hosts_stage(struct ndet_backend_call *calls, int count,
 				  ndet_hosts_stage_t stage, uint64_t chunk)
 {
+	struct ndet_fake_stage here[NDET_SETUP_STACK];
 	struct ndet_fake_stage *runs =
-		ndet_fake_batch(calls, count, sizeof(*runs), "a multi-host stage");
+		ndet_fake_batch(calls, count, sizeof(*runs), "a multi-host stage", here);
 	if (runs == NULL)
 		return;
 	for (int i = 0; i < count; i++) {
@@ -1305,7 +1327,7 @@ static void ndet_fake_hosts_stage(struct ndet_backend_call *calls, int count,
 	for (int i = 0; i < count; i++)
 		if (runs[i].worked)
 			(void)ndet_fake_stage_wait(&runs[i], false);
-	free(runs);
+	ndet_fake_batch_done(runs, count);
 }
 
 static void ndet_fake_abort(void *opaque)
