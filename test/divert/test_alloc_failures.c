@@ -174,6 +174,7 @@ struct rank_run {
 	double out64[COUNT], child64[COUNT];
 	ncclResult_t result[STEP_COUNT];
 	int diverted, child_diverted; /* -1: no communicator */
+	int set_up;                   /* diverted right after a successful init; -1: none */
 	unsigned long allocations;
 	bool fired;
 	bool group_open; /* between ncclGroupStart and ncclGroupEnd */
@@ -316,6 +317,7 @@ static void rank_main(int rank, void *opaque)
 	me->result[STEP_INIT] = ncclCommInitRank(&comm, NRANKS, run->id, rank);
 	/* A failed init may leave NCCL's communicator, for the application to abort. */
 	bool ok = me->result[STEP_INIT] == ncclSuccess;
+	me->set_up = ok ? diverted_of(comm) : -1;
 	for (int s = STEP_EAGER; ok && s < STEP_DESTROY; s++) {
 		if ((s == STEP_CHILD || s == STEP_CHILD_ASYNC) && child == NULL)
 			continue;
@@ -372,6 +374,8 @@ static void one_thread_main(struct run *run)
 	bool ok = init == ncclSuccess;
 	for (int r = 0; r < NRANKS; r++)
 		run->rank[r].result[STEP_INIT] = init;
+	for (int r = 0; r < NRANKS; r++)
+		run->rank[r].set_up = init == ncclSuccess ? diverted_of(comms[r]) : -1;
 	/* Two groups: the f32 all-reduces; the f64 all-reduces with the reduce-scatters. */
 	for (int g = 0; ok && g < 2; g++) {
 		ncclResult_t end = ncclGroupStart();
@@ -526,9 +530,21 @@ static bool run_judge(const struct run *run)
 			}
 		}
 	}
+	/* Every rank whose init succeeded came out of the setup as its peers did. */
+	for (int r = 0; r < NRANKS; r++) {
+		for (int k = r + 1; k < NRANKS; k++) {
+			const int a = run->rank[r].set_up, b = run->rank[k].set_up;
+			if (a >= 0 && b >= 0 && a != b) {
+				describe(run, "after init, rank %d %s and rank %d %s", r,
+					 a ? "diverts" : "does not divert", k,
+					 b ? "diverts" : "does not divert");
+				return false;
+			}
+		}
+	}
 	/*
-	 * Ranks that saw no error agree on what their communicators do.  (One that
-	 * failed, or saw a peer fail, may have left its engine: "poisoned".)
+	 * Ranks that saw no error agree on what their communicators do at the end.  (One
+	 * that failed, or saw a peer fail, may have left its engine: "poisoned".)
 	 */
 	for (int r = 0; r < NRANKS; r++) {
 		const struct rank_run *a = &run->rank[r];
