@@ -247,9 +247,11 @@ void ndet_comm_destroy(ncclComm_t nccl);
  * NCCL made PreMulSum op `op` on `nccl` (ncclRedOpCreatePreMulSum succeeded): keep
  * what the kernels need, as NCCL does: the scalar's value now (host immediate:
  * NCCL reads it before returning) or its device address (read by every call).  Op
- * values are NCCL's own, so they are per communicator as NCCL's are.
+ * values are NCCL's own, so they are per communicator as NCCL's are.  false when out
+ * of memory: the op is unknown to us, and its calls would run in NCCL on this rank
+ * while the other ranks divert theirs (the caller fails its creation).
  */
-void ndet_comm_premul_created(ncclComm_t nccl, ncclRedOp_t op, const void *scalar,
+bool ndet_comm_premul_created(ncclComm_t nccl, ncclRedOp_t op, const void *scalar,
 			      ncclDataType_t datatype, ncclScalarResidence_t residence);
 
 /* NCCL destroyed `op` on `nccl` (ncclRedOpDestroy succeeded). */

@@ -344,12 +344,12 @@ static size_t ndet_comm_scalar_size(ncclDataType_t datatype)
 	return ndet_dtype_from_nccl(datatype, &dtype) ? ndet_dtype_size(dtype) : 0;
 }
 
-void ndet_comm_premul_created(ncclComm_t nccl, ncclRedOp_t op, const void *scalar,
+bool ndet_comm_premul_created(ncclComm_t nccl, ncclRedOp_t op, const void *scalar,
 			      ncclDataType_t datatype, ncclScalarResidence_t residence)
 {
 	struct ndet_comm *comm = ndet_comm_lookup(nccl);
 	if (comm == NULL)
-		return;
+		return true;
 	struct ndet_comm_premul premul = {
 		.op = op,
 		.datatype = datatype,
@@ -370,13 +370,11 @@ void ndet_comm_premul_created(ncclComm_t nccl, ncclRedOp_t op, const void *scala
 			realloc(comm->premul_ops, (size_t)grown * sizeof(*larger));
 		if (larger == NULL) {
 			pthread_mutex_unlock(&comm->lock);
-			/* Unknown to us: calls with it go to NCCL on every rank that ran out. */
-			NDET_WARN("out of memory recording PreMulSum op %d of communicator %p: its "
-				  "calls run in NCCL on this rank, which hangs if other ranks "
-				  "divert them",
+			NDET_WARN("out of memory recording PreMulSum op %d of communicator %p: "
+				  "ncclRedOpCreatePreMulSum fails with ncclSystemError",
 				  (int)op, (void *)nccl);
 			ndet_comm_unref(comm);
-			return;
+			return false;
 		}
 		comm->premul_ops = larger;
 		comm->premul_capacity = grown;
@@ -386,6 +384,7 @@ void ndet_comm_premul_created(ncclComm_t nccl, ncclRedOp_t op, const void *scala
 		comm->premul_count++;
 	pthread_mutex_unlock(&comm->lock);
 	ndet_comm_unref(comm);
+	return true;
 }
 
 void ndet_comm_premul_destroyed(ncclComm_t nccl, ncclRedOp_t op)

@@ -309,10 +309,19 @@ NDET_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar,
 						  ncclScalarResidence_t residence, ncclComm_t comm)
 {
 	NDET_SHIM_REAL(ncclRedOpCreatePreMulSum, real);
-	/* NCCL makes the op (its value, its checks); we keep its scalar for our kernels. */
+	/*
+	 * NCCL makes the op (its value, its checks); we keep its scalar for our kernels.
+	 * An op we cannot keep is given back: its calls would run in NCCL on this rank
+	 * alone.
+	 */
 	ncclResult_t result = real(op, scalar, datatype, residence, comm);
-	if (result == ncclSuccess && ndet_shim_enabled())
-		ndet_comm_premul_created(comm, *op, scalar, datatype, residence);
+	if (result == ncclSuccess && ndet_shim_enabled() &&
+	    !ndet_comm_premul_created(comm, *op, scalar, datatype, residence)) {
+		const struct ndet_nccl *nccl = ndet_resolve_nccl();
+		if (nccl->ncclRedOpDestroy != NULL)
+			(void)nccl->ncclRedOpDestroy(*op, comm);
+		result = ncclSystemError;
+	}
 	return result;
 }
 

@@ -2,7 +2,7 @@
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
  * Out of host memory at every allocation: a job's life (init, all-reduces eager and
- * in a group, a reduce-scatter, a split, destroy) runs once for each allocation that
+ * in a group, a reduce-scatter, a PreMulSum op, a split, destroy) runs once for each allocation that
  * one rank makes, with exactly that allocation failing (test/support/ndet_alloc_fail.h).
  * Like test_divert, this program plays libnccl-det.so in front of the multi-rank fake
  * NCCL with the host-only backend.  Ranks are threads of one process; then
@@ -106,6 +106,8 @@ static struct {
 	double in64[NRANKS][COUNT];
 	float sum32[COUNT];
 	double sum64[COUNT];
+	float scalars[NRANKS]; /* each rank's PreMulSum factor */
+	float premul32[COUNT]; /* the PreMulSum of in32 */
 } data;
 
 /* Every rank's `count` elements of `dtype` at inputs[r], and their tree sum. */
@@ -130,6 +132,14 @@ static void data_fill(void)
 	}
 	data_fill_one(NDET_DTYPE_F32, in32, data.sum32, 71);
 	data_fill_one(NDET_DTYPE_F64, in64, data.sum64, 72);
+	const void *in[NRANKS];
+	for (int r = 0; r < NRANKS; r++) {
+		data.scalars[r] = 0.75f + 0.3f * (float)r;
+		in[r] = data.in32[r];
+	}
+	assert_int_equal(ndet_reference_premulsum(in, data.scalars, NRANKS, data.premul32, COUNT,
+						  NDET_DTYPE_F32),
+			 NDET_OK);
 }
 
 /* ------------------------------------------------------------------ one run */
@@ -141,6 +151,7 @@ enum step {
 	STEP_GROUP_RS, /* ... and ncclReduceScatter f32 */
 	STEP_GROUP_END,
 	STEP_IN_PLACE, /* ncclAllReduce f32, in place */
+	STEP_PREMUL,   /* ncclRedOpCreatePreMulSum, an all-reduce with it, its destroy */
 	STEP_SPLIT,    /* ncclCommSplit, every rank color 0 */
 	STEP_CHILD,    /* ncclAllReduce f64 on the child */
 	STEP_ASYNC,    /* ncclCommGetAsyncError of the parent */
@@ -157,6 +168,7 @@ static const char *const step_names[STEP_COUNT] = {
 	"grouped reduce-scatter",
 	"group end",
 	"in-place all-reduce",
+	"PreMulSum all-reduce",
 	"split",
 	"child's all-reduce",
 	"async error",
@@ -170,7 +182,7 @@ static const char *const step_names[STEP_COUNT] = {
 
 /* Buffers of one rank in one run. */
 struct rank_run {
-	float out32[COUNT], rs32[RS_COUNT], place32[COUNT];
+	float out32[COUNT], rs32[RS_COUNT], place32[COUNT], premul32[COUNT];
 	double out64[COUNT], child64[COUNT];
 	ncclResult_t result[STEP_COUNT];
 	int diverted, child_diverted; /* -1: no communicator */
@@ -253,6 +265,19 @@ static bool rank_step(struct rank_run *me, int rank, enum step step, ncclComm_t 
 		*result = ncclAllReduce(me->place32, me->place32, COUNT, ncclFloat32, ncclSum, comm,
 					NULL);
 		break;
+	case STEP_PREMUL: {
+		ncclRedOp_t op;
+		*result = ncclRedOpCreatePreMulSum(&op, &data.scalars[rank], ncclFloat32,
+						   ncclScalarHostImmediate, comm);
+		if (*result != ncclSuccess)
+			break;
+		*result = ncclAllReduce(data.in32[rank], me->premul32, COUNT, ncclFloat32, op, comm,
+					NULL);
+		const ncclResult_t destroyed = ncclRedOpDestroy(op, comm);
+		if (*result == ncclSuccess)
+			*result = destroyed;
+		break;
+	}
 	case STEP_SPLIT:
 		*result = ncclCommSplit(comm, 0, rank, child, NULL);
 		break;
@@ -306,6 +331,7 @@ static void rank_main(int rank, void *opaque)
 	for (int s = 0; s < STEP_COUNT; s++)
 		me->result[s] = NOT_RUN;
 	poison(me->out32, sizeof(me->out32));
+	poison(me->premul32, sizeof(me->premul32));
 	poison(me->rs32, sizeof(me->rs32));
 	poison(me->out64, sizeof(me->out64));
 	poison(me->child64, sizeof(me->child64));
@@ -513,6 +539,8 @@ static bool run_judge(const struct run *run)
 			{STEP_GROUP_RS, parent_ok && group_ok, me->rs32, data.sum32 + r * RS_COUNT,
 			 sizeof(me->rs32)},
 			{STEP_IN_PLACE, parent_ok, me->place32, data.sum32, sizeof(data.sum32)},
+			{STEP_PREMUL, parent_ok, me->premul32, data.premul32,
+			 sizeof(data.premul32)},
 			{STEP_CHILD,
 			 result[STEP_SPLIT] == ncclSuccess &&
 				 result[STEP_CHILD_ASYNC] == ncclSuccess,
