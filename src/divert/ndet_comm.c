@@ -633,14 +633,13 @@ void ndet_comm_revoke(ncclComm_t nccl)
 	ndet_comm_stop(comm);
 	/*
 	 * The failed work is aborted: from now on ncclCommGetAsyncError gives NCCL's
-	 * answer (not our kernel error, nor a broken setup's), as NCCL's revoke promises.  NCCL
+	 * answer (not our kernel error), as NCCL's revoke promises.  NCCL
 	 * asks it too, through the public name this library answers (ncclCommEnsureReady, before a
 	 * shrink, split or finalize): our old kernel error would make NCCL refuse the very shrink
 	 * that recovers from it (seen with NCCL 2.28.3 under LD_PRELOAD, test/gpu/faults.sh).
 	 */
 	pthread_mutex_lock(&comm->lock);
 	comm->kernel_failed = false;
-	comm->broken = ncclSuccess;
 	pthread_mutex_unlock(&comm->lock);
 	ndet_comm_stop_children(nccl);
 	ndet_comm_unref(comm);
@@ -680,8 +679,10 @@ ncclResult_t ndet_comm_finalize_group(struct ndet_comm *const comms[], int count
 	struct ndet_comm **owners = here ? owners_here : calloc((size_t)count, sizeof(*owners));
 	int taken = 0;
 	if (engines == NULL || owners == NULL) {
-		NDET_WARN("out of memory finalizing %d communicator(s): pools stay allocated",
+		NDET_WARN("out of memory finalizing %d communicator(s): nccl-det's barrier cannot "
+			  "run, the finalize fails with ncclSystemError and pools stay allocated",
 			  count);
+		first = ncclSystemError;
 		goto out;
 	}
 	for (int i = 0; i < count; i++) {
@@ -719,13 +720,18 @@ ncclResult_t ndet_comm_finalize_group(struct ndet_comm *const comms[], int count
 		engines[meeting] = engines[i];
 		owners[meeting++] = owners[i];
 	}
-	if (meeting > 0 && ndet_comm_backend()->quiesce_group(engines, meeting, true) != NDET_OK) {
+	const ndet_status_t quiesced =
+		meeting > 0 ? ndet_comm_backend()->quiesce_group(engines, meeting, true) : NDET_OK;
+	if (quiesced != NDET_OK) {
 		for (int i = 0; i < meeting; i++) {
 			int exchange =
 				__atomic_load_n(&owners[i]->exchange_result, __ATOMIC_RELAXED);
 			if (exchange != ncclSuccess && first == ncclSuccess)
 				first = (ncclResult_t)exchange;
 		}
+		/* Out of memory (more engines than fit on the stack): no barrier ran. */
+		if (quiesced == NDET_ERR_SYSTEM && first == ncclSuccess)
+			first = ncclSystemError;
 	}
 	for (int i = 0; i < meeting; i++)
 		ndet_comm_engine_release(owners[i], engines[i]);

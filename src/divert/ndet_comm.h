@@ -175,6 +175,13 @@ ncclResult_t ndet_comm_setup_group(struct ndet_comm *const comms[], int count);
 ncclResult_t ndet_comm_setup_refuse(struct ndet_comm *const comms[], int count);
 
 /*
+ * A call of `comm` failed on this rank alone (a launch that failed, or one that was
+ * never made for want of memory): its later calls would pair with its peers' of that
+ * one, so they fail from now on, and ncclCommGetAsyncError reports it.
+ */
+void ndet_comm_poison(struct ndet_comm *comm);
+
+/*
  * Until NCCL's own work on a non-blocking communicator is done (its
  * ncclCommGetAsyncError no longer says ncclInProgress): NCCL refuses any other call
  * on it before, and may still be enqueueing kernels onto the application's streams.

@@ -256,6 +256,9 @@ ncclResult_t ndet_comm_launch_group(struct ndet_call *calls, int count)
 		index = calloc((size_t)count, sizeof(*index));
 		comms = calloc((size_t)count, sizeof(*comms));
 		if (launches == NULL || index == NULL || comms == NULL) {
+			/* None launches here: later calls would pair with the peers' of these. */
+			for (int i = 0; i < count; i++)
+				ndet_comm_poison(calls[i].comm);
 			first = ncclSystemError;
 			goto out;
 		}
@@ -317,7 +320,8 @@ ncclResult_t ndet_comm_launch_group(struct ndet_call *calls, int count)
 					   __ATOMIC_RELAXED);
 			continue;
 		}
-		if (status == NDET_ERR_REMOTE)
+		/* A peer failed, or this rank could not launch it (out of memory). */
+		if (status == NDET_ERR_REMOTE || status == NDET_ERR_SYSTEM)
 			ndet_comm_poison(call->comm);
 		__atomic_add_fetch(&call->comm->stats.failed_calls, 1, __ATOMIC_RELAXED);
 		/* NCCL failed a stage between hosts: its own result, as NCCL returns it. */

@@ -101,7 +101,6 @@ void ndet_comm_refresh_locked(struct ndet_comm *comm);
 void *ndet_comm_engine_get(struct ndet_comm *comm);
 void ndet_comm_engine_put(struct ndet_comm *comm);
 bool ndet_comm_is_stopped(struct ndet_comm *comm);
-void ndet_comm_poison(struct ndet_comm *comm);
 
 /*
  * ndet_comm_hosts.c: calls of communicators that span hosts.  Is `engine` one

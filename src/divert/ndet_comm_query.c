@@ -49,7 +49,7 @@ ncclResult_t ndet_comm_query(ncclComm_t nccl, int *diverted, const char **reason
 					"of its communicator that this thread drives"
 			      : comm->broken != ncclSuccess
 				      ? "broken: this rank could not take its part in nccl-det's "
-					"setup (out of memory, or its GPU unusable)"
+					"setup (out of memory)"
 				      : "poisoned: an nccl-det kernel failed (peer timeout, "
 					"abort or diverging calls)";
 			break;

@@ -359,13 +359,14 @@ static void ndet_comm_announce(const struct ndet_comm *comm,
  * set up, or not diverted by the ranks' common verdict, by a configuration every
  * rank shares or by an NCCL that every rank finds the same (it failed the
  * communicator, or lacks a function the setup needs), or because NCCL failed our
- * exchange (the creating call returns NCCL's error, and NCCL fails the rest).
- * Otherwise the error the communicator is broken with: ncclInvalidUsage where a rank
- * never joined the setup; ncclRemoteError where it left with a rank of its own
- * communicator that this thread also drives (aborted, or its exchange failed); this
- * rank's own failure where it could not take its part (out of memory, its GPU
- * unusable).  Its peers may still wait in the exchange, so nothing of this rank may
- * run in NCCL in its place.
+ * exchange (the creating call returns NCCL's error, and NCCL fails the rest), or a
+ * CUDA runtime that cannot start (a precondition, alike on every rank).  Otherwise
+ * the error the communicator is broken with: ncclInvalidUsage where a rank never
+ * joined the setup; ncclRemoteError where it left with a rank of its own
+ * communicator that this thread also drives (aborted, or its exchange failed);
+ * ncclSystemError where it could not take its part for want of memory.  Its peers
+ * may still wait in the exchange, so nothing of this rank may run in NCCL in its
+ * place.
  */
 static ncclResult_t ndet_comm_setup_broken(const struct ndet_comm *comm,
 					   const struct ndet_backend_member *member)
@@ -374,6 +375,12 @@ static ncclResult_t ndet_comm_setup_broken(const struct ndet_comm *comm,
 	case NDET_OK:
 	case NDET_ERR_INVALID_ARGUMENT:
 	case NDET_ERR_NCCL:
+	/*
+	 * The CUDA runtime of nccl-det cannot start (a driver older than it), or the
+	 * rank's device cannot be selected: the documented precondition is that this is
+	 * so on every rank alike, and every call then goes to NCCL (doc/contract.md).
+	 */
+	case NDET_ERR_CUDA:
 		return ncclSuccess;
 	case NDET_ERR_UNSUPPORTED:
 		return member->verdict.reason == NDET_VERDICT_NOT_IN_SETUP ? ncclInvalidUsage

@@ -250,7 +250,12 @@ static ncclResult_t ndet_group_run_calls(struct ndet_call *calls, int count)
 	struct ndet_call *batch = calloc(slots, sizeof(*batch));
 	struct ndet_call **replay = calloc(slots, sizeof(*replay));
 	if (queues == NULL || order == NULL || batch == NULL || replay == NULL) {
-		NDET_WARN("out of memory running %d recorded all-reduces", count);
+		/* None runs on this rank: their communicators fail from now on. */
+		NDET_WARN("out of memory running %d recorded calls: they fail with "
+			  "ncclSystemError, and so do their communicators",
+			  count);
+		for (int i = 0; i < count; i++)
+			ndet_comm_poison(calls[i].comm);
 		result = ncclSystemError;
 		goto out;
 	}
@@ -325,26 +330,31 @@ static ncclResult_t ndet_group_run_setups(struct ndet_group_comms *created,
 					  const struct ndet_group_calls *calls, bool refusing)
 {
 	struct ndet_group_comms due = {0};
-	ncclResult_t result = ncclSuccess;
+	ncclResult_t result = ncclSuccess, listed = ncclSuccess;
 	if (refusing)
 		result = ndet_comm_setup_refuse(created->items, created->count);
 	for (int i = 0; !refusing && i < created->count; i++) {
 		struct ndet_comm *comm = created->items[i];
 		if (ndet_comm_is_blocking(comm) || ndet_group_has_calls_on(calls, comm))
-			ndet_group_due(&due, comm, &result);
+			ndet_group_due(&due, comm, &listed);
 	}
-	for (int i = 0; !refusing && i < calls->count; i++) {
+	/*
+	 * Pending ones with calls here that were created before (non-blocking): never
+	 * ranks of a refused one, whose ranks on this thread were all created here.
+	 */
+	for (int i = 0; i < calls->count; i++) {
 		struct ndet_comm *comm = calls->items[i].comm;
 		if (ndet_comm_state(comm) == NDET_COMM_PENDING)
-			ndet_group_due(&due, comm, &result);
+			ndet_group_due(&due, comm, &listed);
 	}
 	/* One could not be listed: the others may be ranks of its communicator. */
-	if (result != ncclSuccess && !refusing) {
+	if (listed != ncclSuccess) {
 		(void)ndet_comm_setup_refuse(created->items, created->count);
 		(void)ndet_comm_setup_refuse(due.items, due.count);
+		result = ndet_group_combine(result, listed);
 	}
-	if (due.count > 0 && result == ncclSuccess)
-		result = ndet_comm_setup_group(due.items, due.count);
+	if (due.count > 0 && listed == ncclSuccess)
+		result = ndet_group_combine(result, ndet_comm_setup_group(due.items, due.count));
 	ndet_group_comms_release(&due);
 	return result;
 }
@@ -442,6 +452,9 @@ ncclResult_t ndet_group_after_end(ncclResult_t result)
 		result = ndet_group_combine(
 			result, ndet_group_run_calls(taken.calls.items, taken.calls.count));
 		result = ndet_group_combine(result, ndet_group_run_finalizes(&taken.finalizing));
+	} else if (taken.refusing) {
+		/* Pending after NCCL's failure too: none sets up without the lost one. */
+		(void)ndet_comm_setup_refuse(taken.created.items, taken.created.count);
 	}
 	ndet_group_calls_release(&taken.calls);
 	ndet_group_comms_release(&taken.created);
@@ -454,8 +467,13 @@ ncclResult_t ndet_group_after_simulate_end(ncclResult_t result)
 	struct ndet_group *group = &ndet_group_current;
 	if (group->depth == 0 || --group->depth > 0)
 		return result;
-	/* Nothing ran: the created communicators stay pending (set up at their first call). */
+	/*
+	 * Nothing of ours ran: the created communicators stay pending (set up at their
+	 * first call), unless the group lost one of them (ndet_group.refusing).
+	 */
 	struct ndet_group taken = ndet_group_take();
+	if (taken.refusing)
+		(void)ndet_comm_setup_refuse(taken.created.items, taken.created.count);
 	/* A call of ours that failed at once fails the simulation too, as in NCCL. */
 	result = ndet_group_combine(result, taken.error);
 	ndet_group_calls_release(&taken.calls);
@@ -585,7 +603,14 @@ bool ndet_group_reduction(ndet_coll_t coll, const void *sendbuff, void *recvbuff
 				*result = ncclSuccess;
 				return true;
 			}
-			NDET_WARN("out of memory recording an all-reduce in a group");
+			/*
+			 * Dropped on this rank alone: its later calls would pair with its
+			 * peers' of this one.  The communicator fails from now on.
+			 */
+			NDET_WARN("communicator %p: out of memory recording a call in a group: "
+				  "it fails with ncclSystemError, and so does the communicator",
+				  (void *)nccl);
+			ndet_comm_poison(comm);
 			ndet_comm_unref(comm);
 			*result = ncclSystemError;
 			ndet_group_current.error =

@@ -113,9 +113,9 @@ void ndet_engine_create_group(struct ndet_engine_member *members, int count,
 			continue;
 		members[i].status = ndet_engine_start(&members[i], exchange, &started[i]);
 		if (members[i].status != NDET_OK)
-			NDET_WARN("rank %d: cannot prepare the setup exchange (%s): this rank "
-				  "passes its calls to NCCL, and its peers wait for it in the "
-				  "first setup exchange",
+			NDET_WARN("rank %d: cannot prepare the setup exchange (%s), and its "
+				  "peers wait for it in the first setup exchange: out of memory, "
+				  "its communicator fails; a CUDA failure passes its calls to NCCL",
 				  members[i].config.rank, ndet_status_name(members[i].status));
 	}
 	/*

@@ -20,9 +20,10 @@
  * from the same bytes (bad header, refused table, a failed agreement), so every rank
  * of a communicator leaves at the same round.  The memory every round needs is
  * taken before the first: a member that cannot have it never begins (NDET_ERR_SYSTEM,
- * and its caller must report it: its peers may wait for it in round 1), and one that
- * has begun needs nothing more to finish its rounds (what it may still allocate after
- * a failed round only narrows which peers its release waits for).
+ * and its caller must report it: its peers may wait for it in round 1), and, up to
+ * NDET_SETUP_STACK members driven at once, one that has begun needs nothing more to
+ * finish its rounds (what it may still allocate after a failed round only narrows
+ * which peers its release waits for).
  *
  * Lockstep: ndet_setup_run() drives several members at once, one round at a time,
  * and hands every member's round to ONE all-gather call.  A thread that drives

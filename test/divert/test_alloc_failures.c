@@ -2,14 +2,15 @@
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
  * Out of host memory at every allocation: a job's life (init, all-reduces eager and
- * in a group, a reduce-scatter, a PreMulSum op, a split, destroy) runs once for each allocation that
- * one rank makes, with exactly that allocation failing (test/support/ndet_alloc_fail.h).
- * Like test_divert, this program plays libnccl-det.so in front of the multi-rank fake
- * NCCL with the host-only backend.  Ranks are threads of one process; then
- * "processes" of the host-only backend (a finalize and its barrier before each
- * destroy); then one thread drives every rank (ncclCommInitAll, each collective for
- * all ranks in one group, as nccl-tests -g does).  A rank whose call fails aborts its
- * communicators, as an application does.
+ * in a group, a reduce-scatter, a PreMulSum op, a split, destroy) runs once for each
+ * allocation that one rank makes, with exactly that allocation failing
+ * (test/support/ndet_alloc_fail.h).  Like test_divert, this program plays
+ * libnccl-det.so in front of the multi-rank fake NCCL with the host-only backend.
+ * Ranks are threads of one process; then "processes" of the host-only backend (a
+ * finalize and its barrier before each destroy); then each rank its own host; then
+ * one thread drives every rank (ncclCommInitAll, or ncclCommInitRank in a group, and
+ * each collective for all ranks in one group, as nccl-tests -g does).  A rank whose
+ * call fails aborts its communicators, as an application does.
  *
  * Whatever allocation fails:
  *   - no rank waits for another that left: no rendezvous of the fake NCCL times out
@@ -187,6 +188,10 @@ struct rank_run {
 	ncclResult_t result[STEP_COUNT];
 	int diverted, child_diverted; /* -1: no communicator */
 	int set_up;                   /* diverted right after a successful init; -1: none */
+	/* An all-reduce or reduce-scatter failed with ncclSystemError; the parent's
+	 * ncclCommGetAsyncError then. */
+	bool call_failed;
+	ncclResult_t async_then;
 	unsigned long allocations;
 	bool fired;
 	bool group_open; /* between ncclGroupStart and ncclGroupEnd */
@@ -344,10 +349,12 @@ static void rank_main(int rank, void *opaque)
 	/* A failed init may leave NCCL's communicator, for the application to abort. */
 	bool ok = me->result[STEP_INIT] == ncclSuccess;
 	me->set_up = ok ? diverted_of(comm) : -1;
+	int failed = -1;
 	for (int s = STEP_EAGER; ok && s < STEP_DESTROY; s++) {
 		if ((s == STEP_CHILD || s == STEP_CHILD_ASYNC) && child == NULL)
 			continue;
 		ok = rank_step(me, rank, (enum step)s, comm, &child);
+		failed = ok ? -1 : s;
 	}
 	if (ok || comm != NULL) {
 		me->diverted = diverted_of(comm);
@@ -355,6 +362,15 @@ static void rank_main(int rank, void *opaque)
 	}
 	if (me->group_open) /* a call in the group failed: close it */
 		me->result[STEP_GROUP_END] = ncclGroupEnd();
+	/*
+	 * An all-reduce or reduce-scatter this rank could not run leaves its communicator
+	 * failed: its next call would pair with its peers' of that one.
+	 */
+	me->call_failed =
+		(failed == STEP_EAGER || failed == STEP_GROUP_AR || failed == STEP_GROUP_RS ||
+		 failed == STEP_GROUP_END || failed == STEP_IN_PLACE) &&
+		me->result[failed] == ncclSystemError;
+	me->async_then = me->call_failed ? async_of(comm) : ncclSuccess;
 	if (child != NULL)
 		me->result[STEP_CHILD_DESTROY] =
 			ok ? rank_close(child, true) : ncclCommAbort(child);
@@ -524,6 +540,14 @@ static bool run_judge(const struct run *run)
 		}
 		if (result[STEP_INIT] != ncclSuccess)
 			continue;
+		if (me->call_failed && me->async_then == ncclSuccess) {
+			describe(run,
+				 "rank %d: a call failed with ncclSystemError, and its "
+				 "communicator reports no error (its next call would pair with its "
+				 "peers' of that one)",
+				 r);
+			return false;
+		}
 		/* Outputs are known good only where the communicator said so at the end. */
 		const bool parent_ok = result[STEP_ASYNC] == ncclSuccess;
 		const bool group_ok = result[STEP_GROUP_END] == ncclSuccess;
