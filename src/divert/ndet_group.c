@@ -402,16 +402,20 @@ static struct ndet_group ndet_group_take(void)
 /* ndet_group_settle for every communicator of a taken group's calls and finalizes. */
 static ncclResult_t ndet_group_settle_taken(struct ndet_group *taken)
 {
-	const size_t slots = (size_t)(taken->calls.count > 0 ? taken->calls.count : 1);
-	struct ndet_call **calls = calloc(slots, sizeof(*calls));
-	if (calls == NULL) {
-		NDET_WARN("out of memory waiting for NCCL's group");
-		return ncclSystemError;
+	/* As ndet_group_settle, allocating nothing: its wait must never be skipped. */
+	const struct ndet_group_calls *calls = &taken->calls;
+	ncclResult_t result = ncclSuccess;
+	for (int i = 0; i < calls->count; i++) {
+		bool seen = false;
+		for (int k = 0; k < i && !seen; k++)
+			seen = calls->items[k].comm == calls->items[i].comm;
+		if (!seen)
+			result = ndet_group_combine(result,
+						    ndet_comm_wait_nccl(calls->items[i].comm));
 	}
-	for (int i = 0; i < taken->calls.count; i++)
-		calls[i] = &taken->calls.items[i];
-	ncclResult_t result = ndet_group_settle(calls, taken->calls.count, &taken->finalizing);
-	free(calls);
+	for (int i = 0; i < taken->finalizing.count; i++)
+		result =
+			ndet_group_combine(result, ndet_comm_wait_nccl(taken->finalizing.items[i]));
 	return result;
 }
 
