@@ -633,10 +633,10 @@ void ndet_comm_revoke(ncclComm_t nccl)
 	ndet_comm_stop(comm);
 	/*
 	 * The failed work is aborted: from now on ncclCommGetAsyncError gives NCCL's
-	 * answer (not our kernel error), as NCCL's revoke promises.  NCCL
-	 * asks it too, through the public name this library answers (ncclCommEnsureReady, before a
-	 * shrink, split or finalize): our old kernel error would make NCCL refuse the very shrink
-	 * that recovers from it (seen with NCCL 2.28.3 under LD_PRELOAD, test/gpu/faults.sh).
+	 * answer, as NCCL's revoke promises.  NCCL asks it too, through the public name
+	 * this library answers (ncclCommEnsureReady, before a shrink, split or
+	 * finalize): our old kernel error would make NCCL refuse the very shrink that
+	 * recovers from it (seen with NCCL 2.28.3 under LD_PRELOAD, test/gpu/faults.sh).
 	 */
 	pthread_mutex_lock(&comm->lock);
 	comm->kernel_failed = false;

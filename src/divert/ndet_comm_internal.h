@@ -15,6 +15,7 @@
 #include <nccl.h>
 
 #include "divert/ndet_comm.h"
+#include "protocol/ndet_setup.h"
 
 /* Exclusion lists a communicator's shrinks are told apart by (more: identity unknown). */
 #define NDET_COMM_SHRINK_LISTS 8
@@ -62,8 +63,9 @@ struct ndet_comm {
 	 * Not ncclSuccess: the setup did not end in the ranks' agreement, so falling back
 	 * could pair this rank's NCCL collectives with its peers' setup exchange.  What
 	 * every eligible call, and ncclCommGetAsyncError, then return: ncclInvalidUsage
-	 * where a rank never joined the setup, the error of this rank's own failure
-	 * (out of memory, say) where it could not take its part.
+	 * where a rank never joined the setup, ncclRemoteError where this rank left with
+	 * another of its communicator that this thread drives, ncclSystemError where it
+	 * could not take its part for want of memory (ndet_comm_setup_broken).
 	 */
 	ncclResult_t broken;
 	bool strict; /* agreed NCCL_DET_STRICT, once set up */
@@ -116,8 +118,9 @@ bool ndet_comm_hosts_engine(void *engine, struct ndet_backend_hosts *view);
  * up to this many.  With the engine's transfer lists (ndet_backend_hosts.transfers)
  * a call across hosts then allocates nothing, nor do the connections at setup: a
  * rank that stopped there would leave its peers on other hosts waiting in NCCL.
+ * The setup protocol's bound, so that the two layers stop allocating together.
  */
-#define NDET_COMM_STACK 16
+#define NDET_COMM_STACK NDET_SETUP_STACK
 /*
  * Can this rank run the stages between hosts: a backend with them, and NCCL's
  * grouped sends and receives?  Published in the setup record (a rank that could not

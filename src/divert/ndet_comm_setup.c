@@ -376,9 +376,9 @@ static ncclResult_t ndet_comm_setup_broken(const struct ndet_comm *comm,
 	case NDET_ERR_INVALID_ARGUMENT:
 	case NDET_ERR_NCCL:
 	/*
-	 * The CUDA runtime of nccl-det cannot start (a driver older than it), or the
-	 * rank's device cannot be selected: the documented precondition is that this is
-	 * so on every rank alike, and every call then goes to NCCL (doc/contract.md).
+	 * A CUDA failure (the runtime of nccl-det cannot start: no driver, or one older
+	 * than it) passes through with one WARN, as doc/contract.md says: every rank of
+	 * a job needs a working runtime, or none.
 	 */
 	case NDET_ERR_CUDA:
 		return ncclSuccess;

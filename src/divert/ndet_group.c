@@ -201,18 +201,22 @@ static ncclResult_t ndet_group_forward(const struct ndet_nccl *nccl, const struc
  * `calls` (and `more`), before anything else of this group runs on them.  Otherwise
  * NCCL would refuse the next replay on a communicator still in progress, and a
  * diverted kernel could reach a stream before the NCCL kernels issued ahead of it,
- * in an order that differs between ranks.  Returns the combined state.
+ * in an order that differs between ranks.  The calls are `items` (an array), or
+ * else `pointers`.  Allocates nothing: the wait is never skipped.  Returns the
+ * combined state.
  */
-static ncclResult_t ndet_group_settle(struct ndet_call *const *calls, int count,
+static ncclResult_t ndet_group_settle(const struct ndet_call *items,
+				      struct ndet_call *const *pointers, int count,
 				      const struct ndet_group_comms *more)
 {
 	ncclResult_t result = ncclSuccess;
 	for (int i = 0; i < count; i++) {
+		struct ndet_comm *comm = items != NULL ? items[i].comm : pointers[i]->comm;
 		bool seen = false;
 		for (int k = 0; k < i && !seen; k++)
-			seen = calls[k]->comm == calls[i]->comm;
+			seen = (items != NULL ? items[k].comm : pointers[k]->comm) == comm;
 		if (!seen)
-			result = ndet_group_combine(result, ndet_comm_wait_nccl(calls[i]->comm));
+			result = ndet_group_combine(result, ndet_comm_wait_nccl(comm));
 	}
 	for (int i = 0; more != NULL && i < more->count; i++)
 		result = ndet_group_combine(result, ndet_comm_wait_nccl(more->items[i]));
@@ -231,7 +235,7 @@ static ncclResult_t ndet_group_replay(struct ndet_call *const *calls, int count)
 	for (int i = 0; i < count; i++)
 		result = ndet_group_combine(result, ndet_group_forward(nccl, calls[i]));
 	result = ndet_group_combine(result, nccl->ncclGroupEnd());
-	return result == ncclInProgress ? ndet_group_settle(calls, count, NULL) : result;
+	return result == ncclInProgress ? ndet_group_settle(NULL, calls, count, NULL) : result;
 }
 
 /*
@@ -324,7 +328,8 @@ static void ndet_group_due(struct ndet_group_comms *due, struct ndet_comm *comm,
 
 /*
  * Setups the group owes: blocking communicators created in it, and any with calls.
- * `refusing` (or out of memory listing them): none runs, every one is refused.
+ * `refusing`: those created in it are refused instead (ndet_group.refusing); out of
+ * memory listing them, every one is refused.
  */
 static ncclResult_t ndet_group_run_setups(struct ndet_group_comms *created,
 					  const struct ndet_group_calls *calls, bool refusing)
@@ -399,26 +404,6 @@ static struct ndet_group ndet_group_take(void)
 	return taken;
 }
 
-/* ndet_group_settle for every communicator of a taken group's calls and finalizes. */
-static ncclResult_t ndet_group_settle_taken(struct ndet_group *taken)
-{
-	/* As ndet_group_settle, allocating nothing: its wait must never be skipped. */
-	const struct ndet_group_calls *calls = &taken->calls;
-	ncclResult_t result = ncclSuccess;
-	for (int i = 0; i < calls->count; i++) {
-		bool seen = false;
-		for (int k = 0; k < i && !seen; k++)
-			seen = calls->items[k].comm == calls->items[i].comm;
-		if (!seen)
-			result = ndet_group_combine(result,
-						    ndet_comm_wait_nccl(calls->items[i].comm));
-	}
-	for (int i = 0; i < taken->finalizing.count; i++)
-		result =
-			ndet_group_combine(result, ndet_comm_wait_nccl(taken->finalizing.items[i]));
-	return result;
-}
-
 ncclResult_t ndet_group_after_end(ncclResult_t result)
 {
 	struct ndet_group *group = &ndet_group_current;
@@ -433,7 +418,8 @@ ncclResult_t ndet_group_after_end(ncclResult_t result)
 	 * (their peers wait for them).
 	 */
 	if (result == ncclInProgress && (taken.calls.count > 0 || taken.finalizing.count > 0))
-		result = ndet_group_settle_taken(&taken);
+		result = ndet_group_settle(taken.calls.items, NULL, taken.calls.count,
+					   &taken.finalizing);
 	/*
 	 * A call of ours that failed at once (refused, on a failed communicator) fails the
 	 * group's end too, as NCCL's group end reports an argument error of a call inside

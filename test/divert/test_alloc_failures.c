@@ -58,8 +58,6 @@
 /* A run longer than this waited for a rank that had left (FAKE_NCCL_TIMEOUT_MS is 8 s). */
 #define RUN_LIMIT_S 6.0
 
-static char log_path[4096];
-
 static const char *const knobs[] = {
 	"NCCL_DET_TIMEOUT",   "NCCL_DET_TEST_FAIL", "FAKE_BACKEND_PROCESS_PER_RANK",
 	"FAKE_NCCL_FAIL",     "NCCL_COMM_BLOCKING", "FAKE_NCCL_TIMEOUT_MS",
@@ -69,26 +67,14 @@ static const char *const knobs[] = {
 static int setup(void **state)
 {
 	(void)state;
-	if (ndet_divert_fixture_reset(knobs, sizeof(knobs) / sizeof(knobs[0]), log_path, NULL) != 0)
+	if (ndet_divert_fixture_reset(knobs, sizeof(knobs) / sizeof(knobs[0]), ndet_divert_log,
+				      ndet_divert_trace) != 0)
 		return -1;
 	/* A rank that waits for one whose call failed gives up after a second. */
 	if (setenv("NCCL_DET_TIMEOUT", "1", 1) != 0 ||
 	    setenv("FAKE_NCCL_TIMEOUT_MS", "8000", 1) != 0)
 		return -1;
 	ndet_divert_settings_changed();
-	return 0;
-}
-
-static int setup_group(void **state)
-{
-	(void)state;
-	return ndet_divert_fixture_start(log_path, sizeof(log_path), NULL, 0);
-}
-
-static int teardown_group(void **state)
-{
-	(void)state;
-	ndet_divert_fixture_stop(log_path, NULL);
 	return 0;
 }
 
@@ -779,5 +765,5 @@ int main(void)
 		cmocka_unit_test_setup(test_one_thread_out_of_memory, setup),
 		cmocka_unit_test_setup(test_one_thread_group_out_of_memory, setup),
 	};
-	return cmocka_run_group_tests(tests, setup_group, teardown_group);
+	return cmocka_run_group_tests(tests, ndet_divert_group_setup, ndet_divert_group_teardown);
 }
