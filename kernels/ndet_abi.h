@@ -13,11 +13,12 @@
  * error, never garbage), then reduces in the tree order of ndet_reference.h.
  * released[b][q] = s says rank q no longer touches my lane b for step s, done[b][q] =
  * s that nothing of step s is left in q's pool; a step waits for the one or the other
- * before it writes.  Pull (one-shot, two-shot, reduce-scatter) loads the peers'
- * lanes; LL stores data and tag together in 8-byte words into the peers' LL slots;
- * push stores segments into the peers' lanes.  Flags hold exact step values, so peers
- * are at most one step apart and counters may wrap; the step counters live in device
- * memory, so CUDA-graph replays continue the sequence.
+ * of the block's previous step before it writes (LL steps publish neither, and the
+ * step after them waits for the flags of the step before them).  Pull (one-shot, two-shot,
+ * reduce-scatter) loads the peers' lanes; LL stores data and tag together in 8-byte words into the
+ * peers' LL slots; push stores segments into the peers' lanes.  Flags hold exact step values, so
+ * peers are at most one step apart and counters may wrap; the step counters live in device memory,
+ * so CUDA-graph replays continue the sequence.
  */
 #ifndef NDET_ABI_H_
 #define NDET_ABI_H_
@@ -69,13 +70,16 @@ typedef enum {
 #endif
 
 /*
- * The step counters of a rank (ndet_kernel_args.step_counters), three words per block:
- * its step, its LL step, and the step its last LL step was (an LL step right after
- * another needs no released wait: doc/protocol.md, LL).
+ * The step counters of a rank (ndet_kernel_args.step_counters), four words per block:
+ * its step, its LL step, the step its last LL step was (an LL step right after
+ * another needs no released wait: doc/protocol.md, LL), and, once it ran LL steps,
+ * the step before the first of them: LL steps publish neither released nor done, so
+ * the next step on another path waits for that step's.
  */
-#define NDET_STEP_COUNTER_WORDS 3
+#define NDET_STEP_COUNTER_WORDS 4
 #define NDET_COUNTER_LL(b)      (NDET_KERNEL_MAX_BLOCKS + (b))
 #define NDET_COUNTER_LAST_LL(b) (2 * NDET_KERNEL_MAX_BLOCKS + (b))
+#define NDET_COUNTER_OPEN(b)    (3 * NDET_KERNEL_MAX_BLOCKS + (b))
 /* Upper bound of NCCL_DET_LL_MAX, and the most LL blocks a pool has slots for. */
 #define NDET_LL_MAX_BYTES  (256u * 1024u)
 #define NDET_LL_MAX_BLOCKS (NDET_LL_MAX_BYTES / NDET_LL_BLOCK_BYTES)
@@ -222,8 +226,9 @@ struct ndet_kernel_args {
 	const void *scalar;   /* NDET_PREMUL_DEVICE: device address of one element */
 	/*
 	 * This rank's, NDET_STEP_COUNTER_WORDS per block: word b is block b's step,
-	 * NDET_COUNTER_LL(b) its LL step and NDET_COUNTER_LAST_LL(b) the step of its
-	 * last LL step (0: none yet).
+	 * NDET_COUNTER_LL(b) its LL step, NDET_COUNTER_LAST_LL(b) the step of its
+	 * last LL step (0: none yet) and NDET_COUNTER_OPEN(b) the step before its
+	 * latest run of LL steps.
 	 */
 	uint64_t *step_counters;
 	/*

@@ -227,14 +227,6 @@ __device__ __forceinline__ void ndet_signal_finished(const ndet_kernel_args &a, 
 			 offsetof(ndet_flags, done), ndet_flag_pack(step, 0));
 }
 
-/* The same with relaxed stores, for a step whose end orders nothing (LL). */
-__device__ __forceinline__ void ndet_signal_finished_relaxed(const ndet_kernel_args &a,
-							     uint64_t step)
-{
-	ndet_signal_all(a, offsetof(ndet_flags, released), ndet_flag_pack(step, 0), false);
-	ndet_signal_all(a, offsetof(ndet_flags, done), ndet_flag_pack(step, 0), false);
-}
-
 } /* namespace */
 
 #endif /* NDET_DEVICE_FLAGS_CUH_ */

@@ -108,12 +108,14 @@ __device__ __forceinline__ Acc ndet_hosts_tree_of(int m, F value)
 
 /*
  * Step `step` (the k-th of this block in this launch) of stage 1 or 5 begins: every
- * peer is through with this block's lane and flags of the step before.
+ * peer is through with this block's lane and flags of the step before (the first
+ * step: of open_step, ndet_block_start).
  */
 __device__ __forceinline__ bool ndet_hosts_open(const ndet_kernel_args &a, ndet_block_state &st,
-						uint64_t k, uint64_t step)
+						uint64_t k, uint64_t step, uint64_t open_step)
 {
-	if (ndet_wait_all(a, st, st.me->released, step - 1, false, 1, false, k == 0) != 0)
+	if (ndet_wait_all(a, st, st.me->released, k == 0 ? open_step : step - 1, false, 1, false,
+			  k == 0) != 0)
 		return false;
 	ndet_debug_delay(a, step, 1);
 	return true;
@@ -186,7 +188,7 @@ __device__ void ndet_hosts_local(const ndet_hosts_args &h, ndet_block_state &st,
 		if (o >= stride)
 			break; /* the same on every rank */
 		step++;
-		if (!ndet_hosts_open(a, st, k, step))
+		if (!ndet_hosts_open(a, st, k, step, start.open_step))
 			return;
 		for (int d = 0; d < g; d++) {
 			const uint64_t n = ndet_hosts_piece(h, d, o, piece);
@@ -326,7 +328,7 @@ __device__ void ndet_hosts_gather(const ndet_hosts_args &h, ndet_block_state &st
 		if (o >= stride)
 			break;
 		step++;
-		if (!ndet_hosts_open(a, st, k, step))
+		if (!ndet_hosts_open(a, st, k, step, start.open_step))
 			return;
 		const uint64_t mine = ndet_hosts_piece(h, a.rank, o, piece);
 		if (mine > 0)

@@ -27,7 +27,6 @@
 #define NDET_LL_ABLATE 0
 #endif
 #define NDET_LL_ABLATE_READY    0x1  /* the ready flag stored before the gather */
-#define NDET_LL_ABLATE_FINISHED 0x2  /* the released and done flags after it */
 #define NDET_LL_ABLATE_ABORT    0x4  /* block 0 waiting for its host abort read */
 #define NDET_LL_ABLATE_REDUCE   0x8  /* the tree and the stores into recvbuff */
 #define NDET_LL_ABLATE_AGREE    0x10 /* the block's agreement on the gather's outcome */
@@ -368,15 +367,13 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	}
 
 	/*
-	 * 4. This rank read every line it needed of this step.  Relaxed: it orders
-	 * nothing, since no peer writes what an LL step reads (its own slots) on the
-	 * strength of it; it is there for a next step on another path.
-	 */
-	if (!(NDET_LL_ABLATE & NDET_LL_ABLATE_FINISHED))
-		ndet_signal_finished_relaxed(a, step);
-
-	/*
-	 * 5. The tree, element by element; at run time avg's division as a branch around
+	 * No released or done: no peer writes what an LL step reads (its own slots) on
+	 * the strength of them, and a next step on another path waits for those of the
+	 * step before the block's LL steps instead (NDET_COUNTER_OPEN, which the prologue
+	 * keeps), which a peer cannot pass before that step's ready (doc/protocol.md,
+	 * LL).
+	 *
+	 * 4. The tree, element by element; at run time avg's division as a branch around
 	 * the whole loop.
 	 */
 	if (writes && !(NDET_LL_ABLATE & NDET_LL_ABLATE_REDUCE)) {

@@ -23,7 +23,12 @@ static_assert(NDET_KERNEL_THREADS > 32, "the kernel needs a second warp");
 struct ndet_block_start {
 	uint64_t first_step; /* the block's step counter before this call */
 	uint64_t first_ll;   /* its LL step counter */
-	bool after_ll;       /* the block's last step was an LL step */
+	/*
+	 * The step whose released (done for push) the block's next step waits for: its
+	 * last step, or where that was an LL step, the step before its run of LL steps.
+	 */
+	uint64_t open_step;
+	bool after_ll; /* the block's last step was an LL step */
 	/*
 	 * Shared, 0 when the prologue ends: where an LL step puts host_abort once thread
 	 * 32 has it, for every waiting thread of the block to see (ndet_ll_block).
@@ -39,7 +44,7 @@ struct ndet_block_start {
 __device__ bool ndet_block_open(const ndet_kernel_args &a, ndet_block_state &st,
 				ndet_block_start &start)
 {
-	__shared__ uint64_t first_step, first_ll;
+	__shared__ uint64_t first_step, first_ll, open_step;
 	__shared__ int poisoned, after_ll;
 	__shared__ uint32_t aborted_at_start;
 	st.t0 = ndet_globaltimer();
@@ -69,6 +74,7 @@ __device__ bool ndet_block_open(const ndet_kernel_args &a, ndet_block_state &st,
 		const uint64_t counter = a.step_counters[b];
 		const uint64_t ll_counter = a.step_counters[NDET_COUNTER_LL(b)];
 		const uint64_t last_ll = a.step_counters[NDET_COUNTER_LAST_LL(b)];
+		const uint64_t before_ll = a.step_counters[NDET_COUNTER_OPEN(b)];
 		/*
 		 * Before any flag or lane of a peer is touched: a poisoned engine fails
 		 * fast (later calls touch nothing).  Every failure a kernel records also
@@ -83,6 +89,15 @@ __device__ bool ndet_block_open(const ndet_kernel_args &a, ndet_block_state &st,
 		first_ll = ll_counter;
 		aborted_at_start = 0;
 		after_ll = last_ll != 0 && last_ll == counter;
+		open_step = after_ll ? before_ll : counter;
+		/*
+		 * An LL step after a step on another path: that step is the one the step
+		 * after this run of LL steps waits for.  Kept before the step can fail: it
+		 * is read only once an LL step succeeded (after_ll), and a failed step
+		 * leaves the counters that decide after_ll as they were.
+		 */
+		if (a.path == NDET_PATH_LL && !after_ll)
+			a.step_counters[NDET_COUNTER_OPEN(b)] = counter;
 		poisoned = abort_word != 0;
 		if (poisoned)
 			ndet_record_error(a, NDET_KERNEL_ERR_PEER, (uint32_t)(abort_word - 1),
@@ -111,6 +126,7 @@ __device__ bool ndet_block_open(const ndet_kernel_args &a, ndet_block_state &st,
 	__syncthreads();
 	start.first_step = first_step;
 	start.first_ll = first_ll;
+	start.open_step = open_step;
 	start.after_ll = after_ll != 0;
 	start.aborted_at_start = &aborted_at_start;
 	start.host_abort = host_abort;

@@ -65,9 +65,11 @@ __device__ __forceinline__ void ndet_path_block(const ndet_kernel_args &a, ndet_
 		ndet_ll_start<DT, K, NR, LLOP>(a, st, start, mine);
 	} else if constexpr (PATH == NDET_PATH_PUSH) {
 		static_assert(K != kPremul && NR <= 8, "push: no PreMulSum, at most 8 ranks");
-		ndet_push_block<DT, K, NR>(a, st, start.first_step, start.host_abort);
+		ndet_push_block<DT, K, NR>(a, st, start.first_step, start.open_step,
+					   start.host_abort);
 	} else {
-		ndet_pull_block<DT, K, NR>(a, st, start.first_step, start.host_abort);
+		ndet_pull_block<DT, K, NR>(a, st, start.first_step, start.open_step,
+					   start.host_abort);
 	}
 }
 

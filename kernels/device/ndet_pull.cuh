@@ -23,11 +23,12 @@ namespace
 
 /*
  * Pull (one-shot, two-shot, reduce-scatter; reduce through either): steps
- * first_step + 1 ... of block b, each behind the released wait of the step before.
+ * first_step + 1 ... of block b, each behind the released wait of the step before
+ * (the first: of open_step, ndet_block_start).
  */
 template <int DT, int K, int NR>
 __device__ void ndet_pull_block(const ndet_kernel_args &a, ndet_block_state &st,
-				uint64_t first_step, uint32_t host_abort)
+				uint64_t first_step, uint64_t open_step, uint32_t host_abort)
 {
 	typedef ndet_dtype<DT> D;
 	typedef typename D::T T;
@@ -61,7 +62,8 @@ __device__ void ndet_pull_block(const ndet_kernel_args &a, ndet_block_state &st,
 		ndet_trace(a, st, NDET_TRACE_STEP);
 
 		/* 1. Peers are through with my lane and flags of my previous step. */
-		if (ndet_wait_all(a, st, st.me->released, step - 1, false, 1, false, k == 0) != 0)
+		if (ndet_wait_all(a, st, st.me->released, k == 0 ? open_step : step - 1, false, 1,
+				  false, k == 0) != 0)
 			return;
 		ndet_trace(a, st, NDET_TRACE_OPENED);
 

@@ -26,7 +26,7 @@ namespace
  */
 template <int DT, int K, int NR>
 __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
-				uint64_t first_step, uint32_t host_abort)
+				uint64_t first_step, uint64_t open_step, uint32_t host_abort)
 {
 	typedef typename ndet_dtype<DT>::T T;
 	__shared__ uint32_t host_aborted;
@@ -84,11 +84,11 @@ __device__ void ndet_push_block(const ndet_kernel_args &a, ndet_block_state &st,
 
 	/*
 	 * Before the first remote store: every peer finished every access to the lanes of
-	 * the steps before (pull or push; an LL step touches no lane: each ends a call
-	 * with done; never later than first_step, so exactly that, as the other paths
-	 * wait).
+	 * the steps before.  LL steps touch no lane and publish no done: the last step
+	 * that did is open_step (ndet_block_start), and a peer is never past it before it
+	 * has this call's ready, so exactly that, as the other paths wait.
 	 */
-	if (ndet_wait_all(a, st, st.me->done, first_step, false, 1, false, true) != 0)
+	if (ndet_wait_all(a, st, st.me->done, open_step, false, 1, false, true) != 0)
 		return;
 	ndet_trace(a, st, NDET_TRACE_OPENED);
 	if (threadIdx.x == 32)

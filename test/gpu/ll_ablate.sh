@@ -4,7 +4,9 @@
 # the parts of NDET_LL_ABLATE=MASK) run in turns, f32 sum, 8 B-4 KiB, CUDA graph and
 # eager, checks off (the masked builds compute wrong results by design).  Per rank
 # count, size and mask: the median time of the call over perf-0's, and the round
-# trips above the empty kernel (nccl-det-perf's floor line), medians.
+# trips above the empty kernel (nccl-det-perf's floor line), medians.  A build named
+# perf-LABEL, LABEL not a number (a candidate built from another tree), is timed with
+# them and reported after the masks.
 #
 #   test/gpu/ll_ablate.sh [DIR]        DIR: the builds (default $BUILD/ablate)
 #
@@ -74,7 +76,7 @@ for line in open(raw):
     mask, n, size, mode, kind, value = line.split()
     if value != "-":
         v[(int(n), int(size), mode, kind, mask)].append(float(value))
-masks = sorted({k[4] for k in v}, key=int)
+masks = sorted({k[4] for k in v}, key=lambda m: (not m.isdigit(), int(m) if m.isdigit() else 0, m))
 keys = sorted({k[:3] for k in v if k[1] > 0})
 rows = ["# time over mask 0's (medians) and round trips above the empty kernel; xchg: the",
         "# flag exchange of the grid above the empty kernel (perf-0's runs)",

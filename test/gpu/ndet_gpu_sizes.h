@@ -63,6 +63,18 @@
 	}
 
 /*
+ * run_delay_phase's third round, f32 sum: runs of one to three LL calls (one to four
+ * blocks) ended by push, two-shot or one-shot, and those followed by LL again.  LL
+ * steps publish neither released nor done: the step after them waits for the flags
+ * of the step before them, which these switches exercise under the delays.
+ */
+#define NDET_GPU_DELAY_AFTER_LL_COUNTS                                                             \
+	{                                                                                          \
+		777, 300001, 1, 2049, 70001, 4095, 300001, 333, 9001, 1025, 70001, 3001, 9001, 1,  \
+			300001, 2049, 1, 70001                                                     \
+	}
+
+/*
  * gpu_run_abort_at_start, f32, with the error phases' engine (NDET_GPU_ERROR_POOL and
  * _BLOCKS): one-shot, which consumes the host abort flag after its copy-in; LL of one
  * block (half NDET_LL_BLOCK_BYTES) in which thread 32, which holds the flag, waits for

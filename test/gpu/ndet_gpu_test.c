@@ -373,9 +373,12 @@ static void *loopback_thread(void *argument)
 			(int)env_u64("NDET_TEST_DELAY_CALLS", world->quick ? 1000 : 10000);
 		static const size_t mixed[] = NDET_GPU_DELAY_COUNTS;
 		static const size_t ll_only[] = NDET_GPU_DELAY_LL_COUNTS;
+		static const size_t after_ll[] = NDET_GPU_DELAY_AFTER_LL_COUNTS;
 		run_delay_phase(&gpu, delay_calls, mixed, (int)(sizeof(mixed) / sizeof(mixed[0])));
 		run_delay_phase(&gpu, delay_calls, ll_only,
 				(int)(sizeof(ll_only) / sizeof(ll_only[0])));
+		run_delay_phase(&gpu, delay_calls, after_ll,
+				(int)(sizeof(after_ll) / sizeof(after_ll[0])));
 		if (world->nranks >= 2)
 			run_ll_refresh(&gpu, world->quick ? 4 : 16);
 		ndet_engine_destroy(gpu.engine, true);
