@@ -100,6 +100,7 @@ probe-small  120 export NCCL_NVLS_ENABLE=0; P="$PERF --ranks 2 -d bf16 $NCCL2 -G
 faults-abort 150 env FAULTS_MPS=on FAULTS_BUDGET=140 test/gpu/faults.sh abort-thread kill diverge-count
 ll-ablate    420 env ABLATE_BUDGET=400 test/gpu/ll_ablate.sh $BUILD/ablate
 perf-fail    30 env NDET_PERF_TEST_WRONG=1 $PERF --ranks 2 -b 4K -e 4K -d f32 -o sum -G 0 -c 1 --no-nccl >$OUT/perf-fail.txt; rc=$?; cat $OUT/perf-fail.txt; [ $rc -eq 1 ] && awk '$1 == 4096 && $5 == "eager" && $10 == 2 && $15 == "FAIL"' $OUT/perf-fail.txt | grep -q . && grep -q '^# Out of bounds values : 2 FAILED$' $OUT/perf-fail.txt && grep -q 'CHECK FAILURES' $OUT/perf-fail.txt
+perf-reduce  90 export NCCL_NVLS_ENABLE=0; for n in 3 4; do $PERF --ranks $n --coll reduce -r $((n - 1)) -b 8 -e 4M -f 8 -d f32,bf16 -o all -G 1 -n 2 -w 1 --no-nccl || exit 1; done; for n in 2 4 8; do $PERF --ranks $n --coll reduce -r 1 -b 8 -e 64K -f 2 -d bf16 -o sum -c 0 -n 100 -w 20 -G 5 --modes graph --no-nccl || exit 1; done
 perf-mid     40 env NCCL_NVLS_ENABLE=0 $PERF --ranks 2 -b 32K -e 64M -f 2 -d bf16 $NCCL2 -G 0 -c 0 --trace
 perf-trace    60 env NCCL_NVLS_ENABLE=0 $PERF --ranks 2 -b 4M -e 256M -f 4 -d bf16 $NCCL2 -G 0 -c 0 --trace
 link-probe    30 $PERF --link-probe

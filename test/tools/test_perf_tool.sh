@@ -30,12 +30,12 @@ grep -q '^Usage: nccl-det-perf' "$scratch/help" || fail "--help: $(cat "$scratch
 for option in '    --ranks N' '-n, --iters N' '-w, --warmup_iters N' '-b, --minbytes BYTES' \
 	'-i, --stepbytes BYTES' '-G, --cudagraph N' '-F, --output_file FILE' '    --modes MODES' \
 	'    --coll C' '--nccl ' '--no-nccl ' '--nccl-symmetric ' '--csv FILE' '--dry-run ' '--gpus N' \
-	'--check-max BYTES' '-h, --help'; do
+	'--check-max BYTES' '-r, --root R' '-h, --help'; do
 	grep -q -F -- "$option" "$scratch/help" || fail "--help does not list '$option'"
 done
 "$perf" -h | cmp -s - "$scratch/help" || fail "-h and --help differ"
 for bad in --bogus '-G x' '-c 2' '-d f32,f99' '-o sum,xor' '-o premul' '-b 1Q' '-f 1' '-n 0' \
-	'-b 64 -e 8' '--ranks 17' 'stray' '--check-max 1Q' '-C allreduce' '-f 2 -i 8' \
+	'-b 64 -e 8' '--ranks 17' 'stray' '--check-max 1Q' '-C allreduce' '-f 2 -i 8' '-r 0' '--coll bogus' \
 	'--modes bogus' '--modes graph -G 0' '-t 2' '-g 1' '-n'; do
 	# shellcheck disable=SC2086 # each case is a list of words
 	"$perf" --dry-run $bad >"$scratch/bad" 2>&1
@@ -245,6 +245,24 @@ rows auto2b ' 4194304 +2097152 +bf16 +sum +2shot +32x1 '
 "$perf" --dry-run --gpus 2 --ranks 2 -b 2M -e 2M -d bf16 --no-nccl --coll reducescatter \
 	--csv "$scratch/auto2rs.csv" >"$scratch/auto2rs" 2>&1 || fail "dry run (one-shot auto, reduce-scatter) failed"
 rows auto2rs '^# pool 100663296 B, max blocks 96, one-shot up to 65536 B$'
+# A reduce (--coll reduce, -r the root, default 0): LL while small, two-shot when large,
+# never push; the header names the root and what its checks mean; -r outside the ranks,
+# or without --coll reduce, exits 2 with the reason.
+"$perf" --dry-run --gpus 1 --ranks 4 -b 8 -e 16M -f 8 -d bf16 --no-nccl --coll reduce -r 3 \
+	--csv "$scratch/reduce.csv" >"$scratch/reduce" 2>&1 || fail "dry run (reduce) failed"
+rows reduce '^# collective: reduce to rank 3 \(exact = its result equals the all-reduce tree and every other rank.s receive buffer is left untouched\)$' \
+	' 8 +4 +bf16 +sum +ll +1x1 ' ' 32768 +16384 +bf16 +sum +ll ' ' 16777216 +8388608 +bf16 +sum +2shot '
+grep -q -E ' push ' "$scratch/reduce" && fail "a reduce planned push: $(cat "$scratch/reduce")"
+"$perf" --dry-run --gpus 1 --ranks 2 -b 8 -e 8 --no-nccl --coll reduce >"$scratch/reduce0" 2>&1 ||
+	fail "dry run (reduce, default root) failed"
+grep -q -x '# collective: reduce to rank 0 .*' "$scratch/reduce0" || fail "reduce: the root is not 0 by default: $(cat "$scratch/reduce0")"
+"$perf" --dry-run --gpus 1 --ranks 4 --coll reduce -r 4 >"$scratch/badroot" 2>&1
+[ $? -eq 2 ] || fail "-r 4 of 4 ranks was accepted: $(cat "$scratch/badroot")"
+grep -q -x 'nccl-det-perf: -r (--root) 4 is not a rank (0 to 3)' "$scratch/badroot" || fail "-r 4: $(cat "$scratch/badroot")"
+"$perf" --dry-run -r 1 2>&1 | grep -q -x 'nccl-det-perf: -r (--root) goes with --coll reduce' ||
+	fail "-r without --coll reduce: no reason"
+"$perf" --dry-run --coll allgather 2>&1 | grep -q 'allreduce, reducescatter or reduce' ||
+	fail "--coll allgather does not list the collectives"
 NCCL_DET_LL_MAX=0 "$perf" --dry-run --gpus 3 --ranks 3 -b 64K -e 128K -f 2 -d bf16 --no-nccl \
 	--csv "$scratch/auto3.csv" >"$scratch/auto3" 2>&1 || fail "dry run (one-shot auto, 3 ranks) failed"
 rows auto3 '^# pool 100663296 B, max blocks 96, one-shot up to 65536 B$' \

@@ -258,7 +258,7 @@ grep -q 'WARN.*NCCL_DET_ENABLE is 1 in this process but was 0' "$scratch/mismatc
 perf="$top_builddir/tools/nccl-det-perf"
 "$perf" --coll bogus >/dev/null 2>&1
 [ $? -eq 2 ] || fail "nccl-det-perf accepted --coll bogus"
-"$perf" -h | grep -q -- '--coll C *allreduce (default) or reducescatter' || fail "nccl-det-perf -h lacks --coll"
+"$perf" -h | grep -q -- '--coll C *allreduce (default), reducescatter or reduce ' || fail "nccl-det-perf -h lacks --coll"
 if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -eq 0 ]; then
 	"$perf" --coll reducescatter -e 1M >"$scratch/perf" 2>&1 || fail "nccl-det-perf --coll reducescatter: $(cat "$scratch/perf")"
 fi

@@ -51,7 +51,8 @@ int main(int argc, char **argv)
 				   .ops = 1u << NDET_OP_SUM,
 				   .nccl = PERF_NCCL_AUTO,
 				   .nccl_symmetric = 0,
-				   .assume_gpus = -1};
+				   .assume_gpus = -1,
+				   .root = -1};
 	perf_parse_options(argc, argv, o);
 	if (o->help) {
 		perf_usage(stdout);
@@ -79,6 +80,13 @@ int main(int argc, char **argv)
 		ngpus = 1;
 	if (o->nranks == 0)
 		o->nranks = ngpus > 1 ? ngpus : 4;
+	if (o->coll == NDET_COLL_REDUCE && o->root < 0)
+		o->root = 0;
+	if (o->root >= o->nranks) {
+		fprintf(stderr, "nccl-det-perf: -r (--root) %d is not a rank (0 to %d)\n", o->root,
+			o->nranks - 1);
+		return 2;
+	}
 	world.ngpus_visible = ngpus;
 	world.ngpus = ngpus < o->nranks ? 1 : ngpus;
 
@@ -137,12 +145,16 @@ int main(int argc, char **argv)
 		       o->check_max_bytes);
 	else
 		printf("# checks: off (-c 0)\n");
-	printf("# collective: %s\n",
-	       o->coll == NDET_COLL_REDUCE_SCATTER
-		       ? "reduce-scatter (size: the whole send buffer; each rank receives "
-			 "size/ranks; "
-			 "exact = every rank's block equals its slice of the all-reduce tree)"
-		       : "all-reduce");
+	if (o->coll == NDET_COLL_REDUCE_SCATTER)
+		printf("# collective: reduce-scatter (size: the whole send buffer; each rank "
+		       "receives size/ranks; exact = every rank's block equals its slice of the "
+		       "all-reduce tree)\n");
+	else if (o->coll == NDET_COLL_REDUCE)
+		printf("# collective: reduce to rank %d (exact = its result equals the all-reduce "
+		       "tree and every other rank's receive buffer is left untouched)\n",
+		       o->root);
+	else
+		printf("# collective: all-reduce\n");
 	perf_nccl_decide(&world);
 	perf_symmetric_decide(&world);
 	if (o->csv_path != NULL) {

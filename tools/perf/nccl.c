@@ -37,10 +37,15 @@ static const char *const perf_nccl_names[NDET_NCCL_FUNCTION_COUNT] = {
  * calls are in every NCCL nccl-det runs with: 2.11 and later).
  */
 static const enum ndet_nccl_function perf_nccl_required[] = {
-	NDET_NCCL_FN_ncclGetVersion,        NDET_NCCL_FN_ncclCommInitAll,
-	NDET_NCCL_FN_ncclAllReduce,         NDET_NCCL_FN_ncclReduceScatter,
-	NDET_NCCL_FN_ncclCommGetAsyncError, NDET_NCCL_FN_ncclCommDestroy,
-	NDET_NCCL_FN_ncclGetErrorString,    NDET_NCCL_FN_ncclRedOpCreatePreMulSum,
+	NDET_NCCL_FN_ncclGetVersion,
+	NDET_NCCL_FN_ncclCommInitAll,
+	NDET_NCCL_FN_ncclAllReduce,
+	NDET_NCCL_FN_ncclReduceScatter,
+	NDET_NCCL_FN_ncclReduce,
+	NDET_NCCL_FN_ncclCommGetAsyncError,
+	NDET_NCCL_FN_ncclCommDestroy,
+	NDET_NCCL_FN_ncclGetErrorString,
+	NDET_NCCL_FN_ncclRedOpCreatePreMulSum,
 	NDET_NCCL_FN_ncclRedOpDestroy,
 };
 

@@ -191,8 +191,10 @@ static const char *perf_parse_coll(const char *text, void *field)
 		*(int *)field = NDET_COLL_ALLREDUCE;
 	else if (strcmp(text, "reducescatter") == 0)
 		*(int *)field = NDET_COLL_REDUCE_SCATTER;
+	else if (strcmp(text, "reduce") == 0)
+		*(int *)field = NDET_COLL_REDUCE;
 	else
-		return "allreduce or reducescatter";
+		return "allreduce, reducescatter or reduce";
 	return NULL;
 }
 
@@ -243,8 +245,10 @@ static const struct perf_option perf_option_table[] = {
 	{"modes", 0, "MODES", PERF_FIELD(modes), perf_parse_modes, 0,
 	 "comma list of eager,graph: the rows of each size (default eager,graph)"},
 	{"coll", 0, "C", PERF_FIELD(coll), perf_parse_coll, 0,
-	 "allreduce (default) or reducescatter (sizes: whole send buffers,\n"
-	 "each rank receives size/ranks)"},
+	 "allreduce (default), reducescatter or reduce (reducescatter's sizes:\n"
+	 "whole send buffers, each rank receives size/ranks; reduce: to rank -r)"},
+	{"root", 'r', "R", PERF_FIELD(root), perf_parse_int, 0,
+	 "--coll reduce: the root rank (default 0)"},
 	{"check-max", 0, "BYTES", PERF_FIELD(check_max_bytes), perf_parse_size, 0,
 	 "the largest size checked (default 256M: the CPU reference holds every\n"
 	 "rank's input in host memory and takes about a second per GiB)"},
@@ -321,7 +325,7 @@ static void perf_bad_option(int key, const char *word)
 		fprintf(stderr, "nccl-det-perf: option '%s' needs an argument\n", word);
 	else if (optopt == 'C')
 		fprintf(stderr, "nccl-det-perf: invalid option '-C' (the collective is --coll)\n");
-	else if (optopt != 0 && strchr("tgmprzyTa", optopt) != NULL)
+	else if (optopt != 0 && strchr("tgmpzyTa", optopt) != NULL)
 		fprintf(stderr,
 			"nccl-det-perf: invalid option '-%c' (nccl-tests' -%c has no counterpart "
 			"here)\n",
@@ -405,6 +409,8 @@ void perf_parse_options(int argc, char **argv, struct perf_options *o)
 		why = "--gpus only goes with --dry-run";
 	else if (o->nranks > NDET_MAX_RANKS)
 		why = "--ranks is above the largest number of ranks nccl-det supports";
+	else if (o->root >= 0 && o->coll != NDET_COLL_REDUCE)
+		why = "-r (--root) goes with --coll reduce";
 	if (why != NULL) {
 		fprintf(stderr, "nccl-det-perf: %s\n", why);
 		exit(2);

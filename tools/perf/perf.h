@@ -90,7 +90,8 @@ struct perf_options {
 	const char *csv_path;
 	int dry_run;
 	int assume_gpus;         /* --gpus, dry run only; -1 = the visible count */
-	int coll;                /* --coll: NDET_COLL_ALLREDUCE or NDET_COLL_REDUCE_SCATTER */
+	int coll;                /* --coll: NDET_COLL_ALLREDUCE, _REDUCE_SCATTER or _REDUCE */
+	int root;                /* -r: a reduce's root; -1 until given (then 0 for reduce) */
 	int link_probe;          /* --link-probe: copy bandwidths between GPUs 0 and 1, then exit */
 	int trace;               /* --trace: each row's kernel timeline (first and last block) */
 	int exchange_one_thread; /* --exchange-one-thread: the flag exchange in LL's shape */
@@ -182,7 +183,8 @@ struct perf_world {
 	const void *sends[NDET_MAX_RANKS];
 	struct ndet_engine *engines[NDET_MAX_RANKS];
 	char *recv_host[NDET_MAX_RANKS];
-	char *nccl_host; /* rank 0's NCCL result */
+	char *nccl_host;       /* the result rank's NCCL result (rank 0, a reduce's root) */
+	const char *invariant; /* the result rank's size invariance of the row checked */
 	/* Written by rank 0. */
 	double copy_gbps, flag_rtt_us;
 	double best_ratio_large;

@@ -75,7 +75,7 @@ void perf_for_each_row(const struct perf_world *world,
 										     : row.count,
 					.dtype = row.dtype,
 					.op = row.op,
-					.root = -1,
+					.root = o->coll == NDET_COLL_REDUCE ? o->root : -1,
 					.premul = premul ? NDET_PREMUL_HOST : NDET_PREMUL_NONE,
 					.scalar_bits =
 						premul ? perf_premul_scalar_bits(row.dtype, 0) : 0};
@@ -106,8 +106,12 @@ static double perf_busbw(const struct perf_world *world, const struct perf_row *
 	const int n = world->options.nranks;
 	if (seconds <= 0)
 		return -1;
+	const double algbw = (double)row->bytes / seconds / 1e9;
+	/* nccl-tests' factors: reduce moves each byte to the root once, whatever n. */
+	if (world->options.coll == NDET_COLL_REDUCE)
+		return algbw;
 	const double factor = world->options.coll == NDET_COLL_REDUCE_SCATTER ? 1.0 : 2.0;
-	return (double)row->bytes / seconds / 1e9 * (factor * (n - 1) / n);
+	return algbw * (factor * (n - 1) / n);
 }
 
 /* `impl`'s time over nccl-det's in one mode; < 0 when either was not measured. */

@@ -174,6 +174,30 @@ void perf_check_engine(struct perf_rank *me)
 	}
 }
 
+/* The call's root: a reduce's, else -1 (every rank receives). */
+static int perf_root(const struct perf_world *world)
+{
+	return world->options.coll == NDET_COLL_REDUCE ? world->options.root : -1;
+}
+
+/* The rank whose result the checks read first: a reduce's root, else rank 0. */
+static int perf_result_rank(const struct perf_world *world)
+{
+	return world->options.coll == NDET_COLL_REDUCE ? world->options.root : 0;
+}
+
+static const char *perf_nccl_call_name(const struct perf_world *world)
+{
+	switch (world->options.coll) {
+	case NDET_COLL_REDUCE_SCATTER:
+		return "ncclReduceScatter";
+	case NDET_COLL_REDUCE:
+		return "ncclReduce";
+	default:
+		return "ncclAllReduce";
+	}
+}
+
 void perf_launch(struct perf_rank *me, enum perf_impl impl, const void *send, void *recv,
 		 const struct perf_row *row)
 {
@@ -199,20 +223,25 @@ void perf_launch(struct perf_rank *me, enum perf_impl impl, const void *send, vo
 			.count = count,
 			.dtype = row->dtype,
 			.op = row->op,
-			.root = -1,
+			.root = perf_root(world),
 			.premul = row->premul ? NDET_PREMUL_HOST : NDET_PREMUL_NONE,
 			.scalar_bits = row->premul ? me->premul_scalar_bits : 0};
 		/* Failures are read from the engine after the calls (perf_check_engine). */
 		(void)ndet_engine_collective(world->engines[me->rank], &call, me->stream);
 		return;
 	}
-	ncclResult_t result =
-		(scatter ? world->nccl.fn.ncclReduceScatter : world->nccl.fn.ncclAllReduce)(
-			send, recv, count, ndet_dtype_to_nccl(row->dtype),
-			row->premul ? me->nccl_premul_op : ndet_op_to_nccl(row->op),
-			world->comms[me->rank], me->stream);
+	const ncclDataType_t type = ndet_dtype_to_nccl(row->dtype);
+	const ncclRedOp_t op = row->premul ? me->nccl_premul_op : ndet_op_to_nccl(row->op);
+	ncclResult_t result;
+	if (world->options.coll == NDET_COLL_REDUCE)
+		result = world->nccl.fn.ncclReduce(send, recv, count, type, op, world->options.root,
+						   world->comms[me->rank], me->stream);
+	else
+		result =
+			(scatter ? world->nccl.fn.ncclReduceScatter : world->nccl.fn.ncclAllReduce)(
+				send, recv, count, type, op, world->comms[me->rank], me->stream);
 	if (result != ncclSuccess)
-		perf_check_nccl(me, result, scatter ? "ncclReduceScatter" : "ncclAllReduce");
+		perf_check_nccl(me, result, perf_nccl_call_name(world));
 }
 
 /* A flag exchange that gave up waiting would time as a fast one: stop instead. */
@@ -280,7 +309,7 @@ static double perf_time(struct perf_rank *me, enum perf_impl impl, enum perf_mod
 	else if (impl == PERF_EXCHANGE)
 		perf_check_exchange(me);
 	else if (impl != PERF_FLOOR) /* its launches are checked one by one */
-		perf_check_nccl(me, ncclSuccess, "all-reduce");
+		perf_check_nccl(me, ncclSuccess, perf_nccl_call_name(world));
 	if (exec != NULL)
 		PERF_CHECK(cudaGraphExecDestroy(exec));
 	return elapsed / ((double)iters * launches);
@@ -439,10 +468,14 @@ static bool perf_test_wrong(struct perf_world *world)
 	return true;
 }
 
+/* What perf_check fills the receive buffers with before its calls. */
+#define PERF_RECV_FILL 0x5a
+
 /*
  * Rank 0, after every rank's fresh result is in recv_host: bit-exact against the CPU
- * reference, size invariance against the offset call in recv2, NCCL's elements off
- * the tree.
+ * reference (a reduce: the root's; every other rank's receive buffer still holds
+ * PERF_RECV_FILL), size invariance as the result rank found it, NCCL's elements (of
+ * the result rank) off the tree.
  */
 static void perf_judge(struct perf_rank *me, struct perf_row *row)
 {
@@ -477,27 +510,28 @@ static void perf_judge(struct perf_rank *me, struct perf_row *row)
 	/* Reduce-scatter: rank r's block is block r of the all-reduce, bit for bit. */
 	const bool scatter = world->options.coll == NDET_COLL_REDUCE_SCATTER;
 	const size_t block = scatter ? bytes / (size_t)n : bytes;
+	const int root = perf_root(world);
+	char *untouched = NULL;
+	if (root >= 0) {
+		untouched = malloc(bytes);
+		memset(untouched, PERF_RECV_FILL, bytes);
+	}
 	row->wrong = 0;
 	if (world->wrong < 0)
 		world->wrong = 0;
-	for (int r = 0; r < n; r++)
-		row->wrong += perf_count_differ(world->recv_host[r],
-						expected + (scatter ? (size_t)r * block : 0),
-						block / size, size);
+	for (int r = 0; r < n; r++) {
+		const char *want = root >= 0 && r != root
+					   ? untouched
+					   : expected + (scatter ? (size_t)r * block : 0);
+		row->wrong += perf_count_differ(world->recv_host[r], want, block / size, size);
+	}
+	free(untouched);
 	world->wrong += row->wrong;
 	const bool same = row->wrong == 0;
 	row->exact = same ? "OK" : "FAIL";
 	for (int r = 0; r < n; r++)
 		free(inputs[r]);
-	if (row->count > 1 && !scatter) {
-		char *second = malloc(bytes);
-		PERF_CHECK(cudaMemcpy(second, me->recv2 + size + 8, bytes - size,
-				      cudaMemcpyDeviceToHost));
-		row->invariant = memcmp(second, world->recv_host[0] + size, bytes - size) == 0
-					 ? "OK"
-					 : "FAIL";
-		free(second);
-	}
+	row->invariant = world->invariant;
 	if (world->nccl_on)
 		row->nccl_differ =
 			perf_count_differ(world->nccl_host, expected, block / size, size);
@@ -506,17 +540,37 @@ static void perf_judge(struct perf_rank *me, struct perf_row *row)
 		world->failures++;
 }
 
+/*
+ * The result rank's offset call of perf_check in recv2 against its fresh result in
+ * recv_host: "OK", "FAIL", or "-" where there is none (one element, reduce-scatter).
+ */
+static const char *perf_size_invariant(struct perf_rank *me, const struct perf_row *row)
+{
+	const size_t size = ndet_dtype_size(row->dtype), bytes = row->bytes;
+	if (row->count < 2 || me->world->options.coll == NDET_COLL_REDUCE_SCATTER)
+		return "-";
+	char *second = malloc(bytes);
+	if (second == NULL) {
+		fprintf(stderr, "nccl-det-perf: out of host memory\n");
+		perf_die();
+	}
+	PERF_CHECK(cudaMemcpy(second, me->recv2 + size + 8, bytes - size, cudaMemcpyDeviceToHost));
+	const bool same = memcmp(second, me->world->recv_host[me->rank] + size, bytes - size) == 0;
+	free(second);
+	return same ? "OK" : "FAIL";
+}
+
 /* One fresh call, the same elements [1, count) in a smaller call at another offset,
  * and NCCL's result of the fresh call. */
 static void perf_check(struct perf_rank *me, struct perf_row *row)
 {
 	struct perf_world *world = me->world;
 	const size_t size = ndet_dtype_size(row->dtype), bytes = row->bytes;
-	PERF_CHECK(cudaMemsetAsync(me->recv, 0x5a, bytes, me->stream));
-	PERF_CHECK(cudaMemsetAsync(me->recv2, 0x5a, bytes + 16, me->stream));
+	PERF_CHECK(cudaMemsetAsync(me->recv, PERF_RECV_FILL, bytes, me->stream));
+	PERF_CHECK(cudaMemsetAsync(me->recv2, PERF_RECV_FILL, bytes + 16, me->stream));
 	perf_launch(me, PERF_NDET, me->send, me->recv, row);
-	/* The size-invariance call: all-reduce only (a smaller reduce-scatter moves blocks). */
-	if (row->count > 1 && world->options.coll == NDET_COLL_ALLREDUCE) {
+	/* The size-invariance call: not for reduce-scatter (a smaller one moves blocks). */
+	if (row->count > 1 && world->options.coll != NDET_COLL_REDUCE_SCATTER) {
 		struct perf_row smaller = *row;
 		smaller.count--;
 		perf_launch(me, PERF_NDET, me->send + size, me->recv2 + size + 8, &smaller);
@@ -524,11 +578,13 @@ static void perf_check(struct perf_rank *me, struct perf_row *row)
 	PERF_CHECK(cudaStreamSynchronize(me->stream));
 	perf_check_engine(me);
 	PERF_CHECK(cudaMemcpy(world->recv_host[me->rank], me->recv, bytes, cudaMemcpyDeviceToHost));
+	if (me->rank == perf_result_rank(world))
+		world->invariant = perf_size_invariant(me, row);
 	if (world->nccl_on) {
 		perf_launch(me, PERF_NCCL, me->send, me->recv, row);
 		PERF_CHECK(cudaStreamSynchronize(me->stream));
-		perf_check_nccl(me, ncclSuccess, "all-reduce");
-		if (me->rank == 0)
+		perf_check_nccl(me, ncclSuccess, perf_nccl_call_name(world));
+		if (me->rank == perf_result_rank(world))
 			PERF_CHECK(cudaMemcpy(world->nccl_host, me->recv, bytes,
 					      cudaMemcpyDeviceToHost));
 	}
@@ -601,8 +657,11 @@ static void perf_rank_row(void *context, struct perf_row *row)
 		if (s > 0 && (best < 0 || s < best))
 			best = s;
 	}
-	row->kernel_gbps = perf_kernel_bytes(row->path, (double)row->bytes, n) * n / best / 1e9;
-	if (world->ngpus == 1) {
+	/* No byte model for a reduce: only its root writes, its ranks move unlike bytes. */
+	if (o->coll != NDET_COLL_REDUCE)
+		row->kernel_gbps =
+			perf_kernel_bytes(row->path, (double)row->bytes, n) * n / best / 1e9;
+	if (world->ngpus == 1 && row->kernel_gbps > 0) {
 		row->vs_copy = row->kernel_gbps / world->copy_gbps;
 		if (row->bytes >= PERF_LARGE_MIN_BYTES) {
 			world->large_rows++;
