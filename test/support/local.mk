@@ -16,7 +16,7 @@ if HAVE_CMOCKA
 # nothing itself: its users link the pure layers after it.
 check_LTLIBRARIES += test/support/libndet_fake_backend.la
 test_support_libndet_fake_backend_la_SOURCES = test/support/ndet_fake_backend.c \
-	test/support/ndet_fake_backend.h
+	test/support/ndet_fake_backend.h test/support/ndet_big_alloc.h
 
 # libnccl-det.so with the host-only backend, for preload tests with NCCL_DET_ENABLE=1
 # against the fake NCCL (which works on host memory: the CUDA engine cannot serve it).

@@ -25,6 +25,7 @@
 #include "protocol/ndet_host_table.h"
 #include "protocol/ndet_setup.h"
 #include "protocol/ndet_teardown.h"
+#include "test/support/ndet_big_alloc.h"
 
 #define NDET_FAKE_PROBE_TAG   0x46414b4550000000ull /* "FAKEP" */
 #define NDET_FAKE_DATA_OFFSET 4096u
@@ -194,7 +195,7 @@ static void ndet_fake_free(void *member)
 	if (engine->pool != NULL) {
 		ndet_fake_count(&ndet_fake_counts.pools_freed);
 		free(engine->pool->staging);
-		free(engine->pool->hosts_staging);
+		ndet_big_free(engine->pool->hosts_staging, engine->config.hosts_staging);
 		free(engine->pool->hosts_transfers);
 		free(engine->pool->hosts_connect);
 		free(engine->pool);
@@ -355,7 +356,7 @@ static bool ndet_fake_hosts_setup(struct ndet_fake_engine *engine,
 		return false;
 	engine->pool->hosts_transfers =
 		calloc((size_t)engine->hosts->nhosts, sizeof(*engine->pool->hosts_transfers));
-	engine->pool->hosts_staging = calloc(1, config->hosts_staging);
+	engine->pool->hosts_staging = ndet_big_alloc(config->hosts_staging);
 	engine->pool->hosts_connect = calloc(NDET_HOSTS_CONNECT_BYTES(engine->hosts->nhosts), 1);
 	if (engine->pool->hosts_staging == NULL || engine->pool->hosts_transfers == NULL ||
 	    engine->pool->hosts_connect == NULL)

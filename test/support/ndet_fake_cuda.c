@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "kernels/ndet_kernels.h"
+#include "test/support/ndet_big_alloc.h"
 
 #define FAKE_DEVICES   8
 #define FAKE_IPC_MAGIC 0x46495043u /* "FIPC" */
@@ -254,7 +255,7 @@ static void fake_block_unlink_locked(struct fake_block *gone)
 		free(gone->maps);
 		gone->maps = next;
 	}
-	free(gone->base);
+	ndet_big_free(gone->base, gone->size);
 	free(gone);
 }
 
@@ -772,10 +773,10 @@ cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode
 static cudaError_t fake_alloc(void **pointer, size_t size, bool pinned)
 {
 	struct fake_block *block = calloc(1, sizeof(*block));
-	char *base = calloc(1, size > 0 ? size : 1);
+	char *base = ndet_big_alloc(size);
 	if (block == NULL || base == NULL) {
 		free(block);
-		free(base);
+		ndet_big_free(base, size);
 		return fake_result(cudaErrorMemoryAllocation);
 	}
 	block->base = base;
