@@ -259,6 +259,12 @@ grep -q -x '# collective: reduce to rank 0 .*' "$scratch/reduce0" || fail "reduc
 "$perf" --dry-run --gpus 1 --ranks 4 --coll reduce -r 4 >"$scratch/badroot" 2>&1
 [ $? -eq 2 ] || fail "-r 4 of 4 ranks was accepted: $(cat "$scratch/badroot")"
 grep -q -x 'nccl-det-perf: -r (--root) 4 is not a rank (0 to 3)' "$scratch/badroot" || fail "-r 4: $(cat "$scratch/badroot")"
+# Without --dry-run too (checked before the tool looks for a GPU).
+"$perf" --ranks 2 --coll reduce -r 2 >"$scratch/badroot2" 2>&1
+[ $? -eq 2 ] || fail "-r 2 of 2 ranks, no dry run, was accepted: $(cat "$scratch/badroot2")"
+grep -q -x 'nccl-det-perf: -r (--root) 2 is not a rank (0 to 1)' "$scratch/badroot2" || fail "-r 2: $(cat "$scratch/badroot2")"
+"$perf" --coll reduce -r 16 2>&1 | grep -q -x 'nccl-det-perf: -r (--root) is above the largest number of ranks nccl-det supports' ||
+	fail "-r 16: no reason"
 "$perf" --dry-run -r 1 2>&1 | grep -q -x 'nccl-det-perf: -r (--root) goes with --coll reduce' ||
 	fail "-r without --coll reduce: no reason"
 "$perf" --dry-run --coll allgather 2>&1 | grep -q 'allreduce, reducescatter or reduce' ||

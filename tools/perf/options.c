@@ -411,8 +411,16 @@ void perf_parse_options(int argc, char **argv, struct perf_options *o)
 		why = "--ranks is above the largest number of ranks nccl-det supports";
 	else if (o->root >= 0 && o->coll != NDET_COLL_REDUCE)
 		why = "-r (--root) goes with --coll reduce";
+	else if (o->root >= NDET_MAX_RANKS)
+		why = "-r (--root) is above the largest number of ranks nccl-det supports";
 	if (why != NULL) {
 		fprintf(stderr, "nccl-det-perf: %s\n", why);
+		exit(2);
+	}
+	/* With --ranks given, before anything looks for a GPU (main.c checks the default). */
+	if (o->nranks > 0 && o->root >= o->nranks) {
+		fprintf(stderr, "nccl-det-perf: -r (--root) %d is not a rank (0 to %d)\n", o->root,
+			o->nranks - 1);
 		exit(2);
 	}
 }

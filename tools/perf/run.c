@@ -458,14 +458,19 @@ static void perf_print_floor(const struct perf_world *world, const struct perf_r
 		       x > 0 ? "; flag exchange above it: " : "", exchange);
 }
 
-/* Whether NDET_PERF_TEST_WRONG asks for a wrong expected value, once per run. */
-static bool perf_test_wrong(struct perf_world *world)
+/*
+ * What NDET_PERF_TEST_WRONG asks of the first checked row: 1, a wrong expected result;
+ * 2, a reduce's non-root ranks expected to have written their receive buffers; 0,
+ * nothing (other values, later rows).
+ */
+static int perf_test_wrong(struct perf_world *world)
 {
 	const char *value = getenv("NDET_PERF_TEST_WRONG");
-	if (value == NULL || strcmp(value, "1") != 0 || world->test_wrong_done)
-		return false;
-	world->test_wrong_done = true;
-	return true;
+	if (value == NULL || world->test_wrong_done)
+		return 0;
+	const int mode = strcmp(value, "1") == 0 ? 1 : strcmp(value, "2") == 0 ? 2 : 0;
+	world->test_wrong_done = mode != 0;
+	return mode;
 }
 
 /* What perf_check fills the receive buffers with before its calls. */
@@ -501,11 +506,14 @@ static void perf_judge(struct perf_rank *me, struct perf_row *row)
 		ndet_reference_allreduce(views, n, expected, row->count, row->dtype, row->op);
 	}
 	/*
-	 * NDET_PERF_TEST_WRONG=1 (the GPU suite's perf-fail step): the first checked row's
-	 * expected first element gets its lowest bit flipped, so the failure path (FAIL,
-	 * #wrong, the closing lines, exit status 1) runs on a healthy GPU.
+	 * NDET_PERF_TEST_WRONG (the GPU suite's perf-fail and perf-reduce steps): in the
+	 * first checked row, 1 flips the lowest bit of the expected first element, 2 that
+	 * of the first byte a reduce's non-root ranks must leave as it was, so that each
+	 * failure path (FAIL, #wrong, the closing lines, exit status 1) runs on a healthy
+	 * GPU.
 	 */
-	if (perf_test_wrong(world))
+	const int wrong = perf_test_wrong(world);
+	if (wrong == 1)
 		expected[0] ^= 1;
 	/* Reduce-scatter: rank r's block is block r of the all-reduce, bit for bit. */
 	const bool scatter = world->options.coll == NDET_COLL_REDUCE_SCATTER;
@@ -514,7 +522,13 @@ static void perf_judge(struct perf_rank *me, struct perf_row *row)
 	char *untouched = NULL;
 	if (root >= 0) {
 		untouched = malloc(bytes);
+		if (untouched == NULL) {
+			fprintf(stderr, "nccl-det-perf: out of host memory\n");
+			perf_die();
+		}
 		memset(untouched, PERF_RECV_FILL, bytes);
+		if (wrong == 2)
+			untouched[0] ^= 1;
 	}
 	row->wrong = 0;
 	if (world->wrong < 0)
