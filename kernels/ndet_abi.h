@@ -14,11 +14,12 @@
  * released[b][q] = s says rank q no longer touches my lane b for step s, done[b][q] =
  * s that nothing of step s is left in q's pool; a step waits for the one or the other
  * of the block's previous step before it writes (LL steps publish neither, and the
- * step after them waits for the flags of the step before them).  Pull (one-shot, two-shot,
- * reduce-scatter) loads the peers' lanes; LL stores data and tag together in 8-byte words into the
- * peers' LL slots; push stores segments into the peers' lanes.  Flags hold exact step values, so
- * peers are at most one step apart and counters may wrap; the step counters live in device memory,
- * so CUDA-graph replays continue the sequence.
+ * step after them waits for the flags of the step before them).  Pull (one-shot,
+ * two-shot, reduce-scatter) loads the peers' lanes; LL stores data and tag together in
+ * 8-byte words into the peers' LL slots; push stores segments into the peers' lanes.
+ * Flags hold exact step values, so peers are at most one step apart and counters may
+ * wrap; the step counters live in device memory, so CUDA-graph replays continue the
+ * sequence.
  */
 #ifndef NDET_ABI_H_
 #define NDET_ABI_H_

@@ -80,13 +80,7 @@ int main(int argc, char **argv)
 		ngpus = 1;
 	if (o->nranks == 0)
 		o->nranks = ngpus > 1 ? ngpus : 4;
-	if (o->coll == NDET_COLL_REDUCE && o->root < 0)
-		o->root = 0;
-	if (o->root >= o->nranks) {
-		fprintf(stderr, "nccl-det-perf: -r (--root) %d is not a rank (0 to %d)\n", o->root,
-			o->nranks - 1);
-		return 2;
-	}
+	perf_check_root(o);
 	world.ngpus_visible = ngpus;
 	world.ngpus = ngpus < o->nranks ? 1 : ngpus;
 

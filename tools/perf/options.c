@@ -418,7 +418,20 @@ void perf_parse_options(int argc, char **argv, struct perf_options *o)
 		exit(2);
 	}
 	/* With --ranks given, before anything looks for a GPU (main.c checks the default). */
-	if (o->nranks > 0 && o->root >= o->nranks) {
+	if (o->nranks > 0)
+		perf_check_root(o);
+}
+
+int perf_root(const struct perf_options *o)
+{
+	return o->coll == NDET_COLL_REDUCE ? o->root : -1;
+}
+
+void perf_check_root(struct perf_options *o)
+{
+	if (o->coll == NDET_COLL_REDUCE && o->root < 0)
+		o->root = 0;
+	if (o->root >= o->nranks) {
 		fprintf(stderr, "nccl-det-perf: -r (--root) %d is not a rank (0 to %d)\n", o->root,
 			o->nranks - 1);
 		exit(2);

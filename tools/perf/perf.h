@@ -105,6 +105,15 @@ void perf_parse_options(int argc, char **argv, struct perf_options *o);
 /* The --help text. */
 void perf_usage(FILE *out);
 
+/*
+ * Once the rank count is known: a reduce's root defaults to 0; a root that is not a
+ * rank exits 2 with the reason.
+ */
+void perf_check_root(struct perf_options *o);
+
+/* The call's root: a reduce's, else -1 (every rank receives). */
+int perf_root(const struct perf_options *o);
+
 /* ---------------------------------------------------------------- the real NCCL */
 
 /*

@@ -75,7 +75,7 @@ void perf_for_each_row(const struct perf_world *world,
 										     : row.count,
 					.dtype = row.dtype,
 					.op = row.op,
-					.root = o->coll == NDET_COLL_REDUCE ? o->root : -1,
+					.root = perf_root(o),
 					.premul = premul ? NDET_PREMUL_HOST : NDET_PREMUL_NONE,
 					.scalar_bits =
 						premul ? perf_premul_scalar_bits(row.dtype, 0) : 0};

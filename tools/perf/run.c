@@ -174,16 +174,11 @@ void perf_check_engine(struct perf_rank *me)
 	}
 }
 
-/* The call's root: a reduce's, else -1 (every rank receives). */
-static int perf_root(const struct perf_world *world)
-{
-	return world->options.coll == NDET_COLL_REDUCE ? world->options.root : -1;
-}
-
 /* The rank whose result the checks read first: a reduce's root, else rank 0. */
 static int perf_result_rank(const struct perf_world *world)
 {
-	return world->options.coll == NDET_COLL_REDUCE ? world->options.root : 0;
+	const int root = perf_root(&world->options);
+	return root >= 0 ? root : 0;
 }
 
 static const char *perf_nccl_call_name(const struct perf_world *world)
@@ -223,7 +218,7 @@ void perf_launch(struct perf_rank *me, enum perf_impl impl, const void *send, vo
 			.count = count,
 			.dtype = row->dtype,
 			.op = row->op,
-			.root = perf_root(world),
+			.root = perf_root(&world->options),
 			.premul = row->premul ? NDET_PREMUL_HOST : NDET_PREMUL_NONE,
 			.scalar_bits = row->premul ? me->premul_scalar_bits : 0};
 		/* Failures are read from the engine after the calls (perf_check_engine). */
@@ -518,7 +513,7 @@ static void perf_judge(struct perf_rank *me, struct perf_row *row)
 	/* Reduce-scatter: rank r's block is block r of the all-reduce, bit for bit. */
 	const bool scatter = world->options.coll == NDET_COLL_REDUCE_SCATTER;
 	const size_t block = scatter ? bytes / (size_t)n : bytes;
-	const int root = perf_root(world);
+	const int root = perf_root(&world->options);
 	char *untouched = NULL;
 	if (root >= 0) {
 		untouched = malloc(bytes);
