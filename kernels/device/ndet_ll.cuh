@@ -67,7 +67,7 @@ __device__ __forceinline__ uint64_t ndet_ll_payload(const char *src, uint64_t by
 }
 
 /*
- * This thread's lines of every peer (NDET_LL_LINES_PER_THREAD lines of n - 1 peers, those
+ * This thread's lines of every peer (L lines of n - 1 peers, those
  * inside the chunk) from its own LL slots of parity `parity`, into payload[l][r]: each
  * round issues one load per line still missing before it looks at any, so lines that
  * are there cost one memory latency in all, not one per line and peer.  A line is there
@@ -81,14 +81,12 @@ __device__ __forceinline__ uint64_t ndet_ll_payload(const char *src, uint64_t by
  * started fails there, naming this rank, while one whose lines are all there
  * completes like its peers.
  */
-template <int NR>
+template <int NR, int L>
 __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &st, uint64_t parity,
 				   uint64_t chunk_bytes, uint32_t tag, uint64_t step,
 				   const volatile uint32_t *aborted_at_start,
-				   uint64_t (&payload)[NDET_LL_LINES_PER_THREAD][NR], int *bad_peer,
-				   uint64_t *observed)
+				   uint64_t (&payload)[L][NR], int *bad_peer, uint64_t *observed)
 {
-	constexpr int L = NDET_LL_LINES_PER_THREAD;
 	static_assert(L * NR <= 64, "one bit per line and peer");
 	const int n = a.nranks, me = a.rank;
 	const char *slots = a.lanes[me] + a.ll_offset;
@@ -184,11 +182,10 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
  * peers' gathered into `payload`), element by element in tree order, into recvbuff.
  * AVG: args.op is avg (the root divided by n before its rounding).
  */
-template <int DT, int K, int NR, bool AVG>
-__device__ __forceinline__ void
-ndet_ll_reduce(const ndet_kernel_args &a, const uint64_t (&mine)[NDET_LL_LINES_PER_THREAD],
-	       const uint64_t (&payload)[NDET_LL_LINES_PER_THREAD][NR], uint64_t start,
-	       uint64_t chunk_bytes)
+template <int DT, int K, int NR, bool AVG, int L>
+__device__ __forceinline__ void ndet_ll_reduce(const ndet_kernel_args &a, const uint64_t (&mine)[L],
+					       const uint64_t (&payload)[L][NR], uint64_t start,
+					       uint64_t chunk_bytes)
 {
 	typedef ndet_dtype<DT> D;
 	typedef typename D::T T;
@@ -196,7 +193,7 @@ ndet_ll_reduce(const ndet_kernel_args &a, const uint64_t (&mine)[NDET_LL_LINES_P
 	constexpr int E8 = 8 / sizeof(T);
 	const int n = a.nranks, me = a.rank;
 #pragma unroll
-	for (int l = 0; l < NDET_LL_LINES_PER_THREAD; l++) {
+	for (int l = 0; l < L; l++) {
 		const uint64_t line = (uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
 		const uint64_t off = line * 8;
 		if (off >= chunk_bytes)
@@ -243,6 +240,16 @@ constexpr int kLLOpAvg = 2;
  * kernel loads them before its prologue, so that their latency and the prologue's
  * overlap: the first thing an LL step does after it is store them.
  */
+/*
+ * Whether an LL call's blocks hold at most NDET_LL_BLOCK_BYTES / 2, one line per
+ * thread: the kernels of L = 1 serve them (fewer registers: at 8 ranks, no spill), and
+ * ndet_kernel_select picks those by the same rule.
+ */
+template <int DT> __device__ __forceinline__ bool ndet_ll_one_line(const ndet_kernel_args &a)
+{
+	return a.chunk_elems * sizeof(typename ndet_dtype<DT>::T) <= NDET_LL_BLOCK_BYTES / 2;
+}
+
 template <int DT> __device__ __forceinline__ uint64_t ndet_ll_chunk_bytes(const ndet_kernel_args &a)
 {
 	const uint64_t start = (uint64_t)blockIdx.x * a.chunk_elems; /* one step: k = 0 */
@@ -250,16 +257,15 @@ template <int DT> __device__ __forceinline__ uint64_t ndet_ll_chunk_bytes(const 
 	return len * sizeof(typename ndet_dtype<DT>::T);
 }
 
-template <int DT>
-__device__ __forceinline__ void ndet_ll_load_mine(const ndet_kernel_args &a,
-						  uint64_t (&mine)[NDET_LL_LINES_PER_THREAD])
+template <int DT, int L>
+__device__ __forceinline__ void ndet_ll_load_mine(const ndet_kernel_args &a, uint64_t (&mine)[L])
 {
 	typedef typename ndet_dtype<DT>::T T;
 	const uint64_t chunk_bytes = ndet_ll_chunk_bytes<DT>(a);
 	const char *send = static_cast<const char *>(a.sendbuff) +
 			   (uint64_t)blockIdx.x * a.chunk_elems * sizeof(T);
 #pragma unroll
-	for (int l = 0; l < NDET_LL_LINES_PER_THREAD; l++) {
+	for (int l = 0; l < L; l++) {
 		const uint64_t off = ((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * 8;
 		if (NDET_LL_ABLATE & NDET_LL_ABLATE_SENDBUFF)
 			mine[l] = off < chunk_bytes ? 0x3c003c003c003c00ull : 0;
@@ -274,13 +280,13 @@ __device__ __forceinline__ void ndet_ll_load_mine(const ndet_kernel_args &a,
  * `t` of its slots.  Thread i carries lines i, i + threads, ... of the block's chunk.
  * after_ll: the block's previous step was LL step t - 1.
  */
-template <int DT, int K, int NR, int LLOP>
+template <int DT, int K, int NR, int LLOP, int L>
 __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, uint64_t step,
 			      uint64_t t, uint32_t host_abort, volatile uint32_t *aborted_at_start,
-			      bool after_ll, const uint64_t (&mine)[NDET_LL_LINES_PER_THREAD])
+			      bool after_ll, const uint64_t (&mine)[L])
 {
 	typedef typename ndet_dtype<DT>::T T;
-	constexpr int L = NDET_LL_LINES_PER_THREAD;
+	static_assert(L >= 1 && L <= NDET_LL_LINES_PER_THREAD, "lines per thread");
 	const uint32_t b = blockIdx.x;
 	const int n = a.nranks, me = a.rank;
 	/*
@@ -324,10 +330,11 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 		char *slot = a.lanes[q] + a.ll_offset +
 			     (((uint64_t)b * n + me) * 2 + parity) * NDET_LL_SLOT_BYTES;
 #pragma unroll
-		for (int l = 0; l < L; l++) {
+		for (int l = 0; l < NDET_LL_LINES_PER_THREAD; l++) {
 			const uint64_t line = (uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
-			if (refresh || line * 8 < chunk_bytes)
-				ndet_ll_store(slot + line * 16, mine[l], tag);
+			/* A kernel of fewer lines refreshes the slot's other lines too. */
+			if (refresh || (l < L && line * 8 < chunk_bytes))
+				ndet_ll_store(slot + line * 16, l < L ? mine[l % L] : 0, tag);
 		}
 	}
 	/*
@@ -354,8 +361,9 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	 */
 	if (!(NDET_LL_ABLATE & NDET_LL_ABLATE_ABORT) && host_abort != 0)
 		*aborted_at_start = host_abort;
-	const uint32_t code = ndet_ll_gather<NR>(a, st, parity, chunk_bytes, tag, step,
-						 aborted_at_start, payload, &bad_peer, &observed);
+	const uint32_t code =
+		ndet_ll_gather<NR, L>(a, st, parity, chunk_bytes, tag, step, aborted_at_start,
+				      payload, &bad_peer, &observed);
 	if (code != NDET_KERNEL_OK)
 		ndet_fail(a, code, (uint32_t)bad_peer, step, observed,
 			  code == NDET_KERNEL_ERR_ABORTED && *aborted_at_start != 0 ? 0 : 2);
@@ -378,9 +386,9 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	 */
 	if (writes && !(NDET_LL_ABLATE & NDET_LL_ABLATE_REDUCE)) {
 		if (LLOP == kLLOpAvg || (LLOP == kLLOpRuntime && a.op == NDET_OP_AVG))
-			ndet_ll_reduce<DT, K, NR, true>(a, mine, payload, start, chunk_bytes);
+			ndet_ll_reduce<DT, K, NR, true, L>(a, mine, payload, start, chunk_bytes);
 		else
-			ndet_ll_reduce<DT, K, NR, false>(a, mine, payload, start, chunk_bytes);
+			ndet_ll_reduce<DT, K, NR, false, L>(a, mine, payload, start, chunk_bytes);
 	}
 	ndet_trace(a, st, NDET_TRACE_REDUCED);
 	if (threadIdx.x == 0) {

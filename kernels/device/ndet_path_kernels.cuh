@@ -38,31 +38,33 @@ namespace
 #define NDET_KERNEL_OCCUPANCY(NR) ((NR) <= 8 ? 2 : 1)
 
 /* An LL step from the prologue's outcome and this thread's lines. */
-template <int DT, int K, int NR, int LLOP>
+template <int DT, int K, int NR, int LLOP, int L>
 __device__ __forceinline__ void ndet_ll_start(const ndet_kernel_args &a, ndet_block_state &st,
 					      const ndet_block_start &start,
-					      const uint64_t (&mine)[NDET_LL_LINES_PER_THREAD])
+					      const uint64_t (&mine)[L])
 {
-	ndet_ll_block<DT, K, NR, LLOP>(a, st, start.first_step + 1, start.first_ll + 1,
-				       start.host_abort, start.aborted_at_start, start.after_ll,
-				       mine);
+	ndet_ll_block<DT, K, NR, LLOP, L>(a, st, start.first_step + 1, start.first_ll + 1,
+					  start.host_abort, start.aborted_at_start, start.after_ll,
+					  mine);
 }
 
 /*
  * One path's blocks after the prologue: pull (NDET_PATH_ONESHOT stands for one-shot,
  * two-shot and reduce-scatter, which args.path tells apart), push or LL.  Push and
  * LL are never planned with PreMulSum (ndet_plan.h): they have no kPremul kernels.
- * LLOP: the ops an LL kernel serves (ndet_ll.cuh); the other paths ignore it.
+ * LLOP: the ops an LL kernel serves (ndet_ll.cuh), L the lines per thread it carries
+ * (1: blocks of NDET_LL_BLOCK_BYTES / 2 only); the other paths ignore both.
  */
-template <int PATH, int DT, int K, int NR, int LLOP = kLLOpRuntime>
+template <int PATH, int DT, int K, int NR, int LLOP = kLLOpRuntime,
+	  int L = NDET_LL_LINES_PER_THREAD>
 __device__ __forceinline__ void ndet_path_block(const ndet_kernel_args &a, ndet_block_state &st,
 						const ndet_block_start &start)
 {
 	if constexpr (PATH == NDET_PATH_LL) {
 		static_assert(K != kPremul, "LL: no PreMulSum");
-		uint64_t mine[NDET_LL_LINES_PER_THREAD];
-		ndet_ll_load_mine<DT>(a, mine);
-		ndet_ll_start<DT, K, NR, LLOP>(a, st, start, mine);
+		uint64_t mine[L];
+		ndet_ll_load_mine<DT, L>(a, mine);
+		ndet_ll_start<DT, K, NR, LLOP, L>(a, st, start, mine);
 	} else if constexpr (PATH == NDET_PATH_PUSH) {
 		static_assert(K != kPremul && NR <= 8, "push: no PreMulSum, at most 8 ranks");
 		ndet_push_block<DT, K, NR>(a, st, start.first_step, start.open_step,
@@ -73,7 +75,8 @@ __device__ __forceinline__ void ndet_path_block(const ndet_kernel_args &a, ndet_
 	}
 }
 
-template <int PATH, int DT, int K, int NR, int LLOP = kLLOpRuntime>
+template <int PATH, int DT, int K, int NR, int LLOP = kLLOpRuntime,
+	  int L = NDET_LL_LINES_PER_THREAD>
 __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(NR))
 	ndet_path_kernel(const ndet_kernel_args args)
 {
@@ -82,10 +85,10 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(NR)
 	if constexpr (PATH == NDET_PATH_LL) {
 		static_assert(K != kPremul, "LL: no PreMulSum");
 		/* sendbuff's lines first: their latency overlaps the prologue's. */
-		uint64_t mine[NDET_LL_LINES_PER_THREAD];
-		ndet_ll_load_mine<DT>(args, mine);
+		uint64_t mine[L];
+		ndet_ll_load_mine<DT, L>(args, mine);
 		if (ndet_block_open(args, st, start))
-			ndet_ll_start<DT, K, NR, LLOP>(args, st, start, mine);
+			ndet_ll_start<DT, K, NR, LLOP, L>(args, st, start, mine);
 	} else if (ndet_block_open(args, st, start)) {
 		ndet_path_block<PATH, DT, K, NR, LLOP>(args, st, start);
 	}
@@ -101,6 +104,9 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(8))
 	if (!ndet_block_open(a, st, start))
 		return;
 	if constexpr (K != kPremul) {
+		if (a.path == NDET_PATH_LL && ndet_ll_one_line<DT>(a))
+			return ndet_path_block<NDET_PATH_LL, DT, K, 8, kLLOpRuntime, 1>(a, st,
+											start);
 		if (a.path == NDET_PATH_LL)
 			return ndet_path_block<NDET_PATH_LL, DT, K, 8>(a, st, start);
 		if (a.path == NDET_PATH_PUSH)
@@ -114,10 +120,10 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(8))
 #define NDET_BUCKETS_OF(PATH, DT, CLASS)                                                           \
 	ndet_path_kernel<PATH, DT, CLASS, 2>, ndet_path_kernel<PATH, DT, CLASS, 4>,                \
 		ndet_path_kernel<PATH, DT, CLASS, 8>
-#define NDET_LL_BUCKETS_OF(DT, LLOP)                                                               \
-	ndet_path_kernel<NDET_PATH_LL, DT, kSum, 2, LLOP>,                                         \
-		ndet_path_kernel<NDET_PATH_LL, DT, kSum, 4, LLOP>,                                 \
-		ndet_path_kernel<NDET_PATH_LL, DT, kSum, 8, LLOP>
+#define NDET_LL_BUCKETS_OF(DT, LLOP, L)                                                            \
+	ndet_path_kernel<NDET_PATH_LL, DT, kSum, 2, LLOP, L>,                                      \
+		ndet_path_kernel<NDET_PATH_LL, DT, kSum, 4, LLOP, L>,                              \
+		ndet_path_kernel<NDET_PATH_LL, DT, kSum, 8, LLOP, L>
 
 /* In ndet_pull_<dtype>.cu and ndet_push_ll_<dtype>.cu (kernels/libndet_kernels.la). */
 #define NDET_PULL_KERNELS(DT, SUFFIX)                                                              \
@@ -131,8 +137,10 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(8))
 #define NDET_PUSH_LL_KERNELS(DT, SUFFIX)                                                           \
 	const ndet_push_ll_kernels ndet_push_ll_kernels_##SUFFIX = {                               \
 		{NDET_BUCKETS_OF(NDET_PATH_PUSH, DT, kSum)},                                       \
-		{NDET_LL_BUCKETS_OF(DT, kLLOpSum)},                                                \
-		{NDET_LL_BUCKETS_OF(DT, kLLOpAvg)},                                                \
+		{NDET_LL_BUCKETS_OF(DT, kLLOpSum, NDET_LL_LINES_PER_THREAD)},                      \
+		{NDET_LL_BUCKETS_OF(DT, kLLOpAvg, NDET_LL_LINES_PER_THREAD)},                      \
+		{NDET_LL_BUCKETS_OF(DT, kLLOpSum, 1)},                                             \
+		{NDET_LL_BUCKETS_OF(DT, kLLOpAvg, 1)},                                             \
 		{ndet_path_kernel<NDET_PATH_PUSH, DT, kGeneric, 2>,                                \
 		 ndet_path_kernel<NDET_PATH_PUSH, DT, kGeneric, 8>},                               \
 		{ndet_path_kernel<NDET_PATH_LL, DT, kGeneric, 2>,                                  \

@@ -42,8 +42,10 @@ struct ndet_pull_kernels {
 };
 struct ndet_push_ll_kernels {
 	ndet_kernel_fn push_sum[NDET_KERNEL_BUCKETS];
-	ndet_kernel_fn ll_sum[NDET_KERNEL_BUCKETS];               /* sum only */
-	ndet_kernel_fn ll_avg[NDET_KERNEL_BUCKETS];               /* avg only */
+	ndet_kernel_fn ll_sum[NDET_KERNEL_BUCKETS];  /* sum only */
+	ndet_kernel_fn ll_avg[NDET_KERNEL_BUCKETS];  /* avg only */
+	ndet_kernel_fn ll1_sum[NDET_KERNEL_BUCKETS]; /* one line per thread (ndet_ll_one_line) */
+	ndet_kernel_fn ll1_avg[NDET_KERNEL_BUCKETS];
 	ndet_kernel_fn push_generic[NDET_KERNEL_GENERIC_BUCKETS]; /* prod, min, max */
 	ndet_kernel_fn ll_generic[NDET_KERNEL_GENERIC_BUCKETS];   /* and sum, avg beyond 8 */
 };

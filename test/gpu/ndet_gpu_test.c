@@ -229,33 +229,59 @@ static void run_delay_phase(struct gpu_rank *gpu, int calls, const size_t *count
  * LL tags repeat every 255 LL steps, so on one slot parity a line last written 510 LL
  * steps before carries the tag its reader waits for; an LL step stores only the lines
  * that hold data, and the refresh steps (NDET_LL_REFRESH_STEPS) are what keeps such a
- * line from standing.  Each round: a call of kBig elements (data A; block 0's lines
- * all hold data, whether its block holds 2 or 4 KiB), kGap one-element calls (block
- * 0's line 0 only, data B), and kBig elements again
+ * line from standing.  Each round: a call of `big` elements (data A; block 0's lines
+ * all hold data), kGap one-element calls (block 0's line 0 only, data B, a kernel of
+ * one line per thread), and `big` elements again
  * (data C) exactly 510 LL steps after the first, under the delay knob, so that ranks
  * poll lines before their peers' stores land.  Without the refresh, a reader would
  * take A's lines for C's.  Both big calls are checked against the reference, with
- * poison after their count.
+ * poison after their count.  Rounds alternate blocks of half NDET_LL_BLOCK_BYTES
+ * (1000 elements) and of all of it (ll_refresh_full_count: the second line of each
+ * thread, which the one-line kernels of the gap refresh without using it).
  */
+enum { kLLRefreshMaxBig = 24000 };
+
+/* A count of f32 that this engine sends LL in blocks of NDET_LL_BLOCK_BYTES; 0 if none. */
+static size_t ll_refresh_full_count(const struct gpu_rank *gpu)
+{
+	static const size_t candidates[] = {3000, 6000, 12000, kLLRefreshMaxBig};
+	for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
+		struct ndet_plan plan;
+		if (ndet_engine_plan(gpu->engine, candidates[i], NDET_DTYPE_F32, NDET_OP_SUM,
+				     &plan) == NDET_OK &&
+		    plan.path == NDET_PATH_LL &&
+		    plan.chunk_elems * sizeof(float) == NDET_LL_BLOCK_BYTES)
+			return candidates[i];
+	}
+	return 0;
+}
+
 static void run_ll_refresh(struct gpu_rank *gpu, int rounds)
 {
-	enum { kBig = 1000, kGap = 509 };
+	enum { kGap = 509 };
 	const int window = gpu_launch_window(gpu);
-	const size_t big_bytes = kBig * sizeof(float);
+	const size_t full = ll_refresh_full_count(gpu);
+	const size_t max_bytes = kLLRefreshMaxBig * sizeof(float);
 	float *send = NULL, *recv = NULL, *got = NULL;
-	GPU_CHECK(cudaMalloc((void **)&send, 3 * big_bytes));
-	GPU_CHECK(cudaMalloc((void **)&recv, 3 * (big_bytes + sizeof(float))));
-	GPU_CHECK(cudaMallocHost((void **)&got, big_bytes + sizeof(float)));
+	GPU_CHECK(cudaMalloc((void **)&send, 3 * max_bytes));
+	GPU_CHECK(cudaMalloc((void **)&recv, 3 * (max_bytes + sizeof(float))));
+	GPU_CHECK(cudaMallocHost((void **)&got, max_bytes + sizeof(float)));
 	float *inputs[NDET_MAX_RANKS];
 	const void *views[NDET_MAX_RANKS];
-	float *expected = malloc(big_bytes);
+	float *expected = malloc(max_bytes);
 	uint32_t poison;
 	memset(&poison, 0x5a, sizeof(poison));
+	if (full == 0)
+		fprintf(stderr,
+			"rank %d: LL refresh: no LL count in full blocks here; half blocks only\n",
+			gpu->rank);
 	for (int round = 0; round < rounds; round++) {
+		const size_t big = round % 2 == 1 && full != 0 ? full : 1000;
+		const size_t big_bytes = big * sizeof(float);
 		/* Data A, B and C of every rank, back to back: seeds from round and rank. */
 		for (int r = 0; r < gpu->nranks; r++) {
 			inputs[r] = malloc(3 * big_bytes);
-			gpu_fill(NDET_DTYPE_F32, inputs[r], 3 * kBig,
+			gpu_fill(NDET_DTYPE_F32, inputs[r], 3 * big,
 				 0x11f7e5ull + ((uint64_t)round << 8) + (uint64_t)r, false);
 		}
 		gpu_upload(send, inputs[gpu->rank], 3 * big_bytes, gpu->stream);
@@ -264,31 +290,31 @@ static void run_ll_refresh(struct gpu_rank *gpu, int rounds)
 		gpu->barrier(gpu->barrier_context);
 		float *out[3];
 		for (int k = 0; k < 3; k++)
-			out[k] = recv + (size_t)k * (kBig + 1);
-		ndet_engine_allreduce(gpu->engine, send, out[0], kBig, NDET_DTYPE_F32, NDET_OP_SUM,
+			out[k] = recv + (size_t)k * (big + 1);
+		ndet_engine_allreduce(gpu->engine, send, out[0], big, NDET_DTYPE_F32, NDET_OP_SUM,
 				      gpu->stream);
 		for (int i = 0; i < kGap; i++) {
 			if (window > 0 && i % window == 0)
 				gpu->barrier(gpu->barrier_context);
-			ndet_engine_allreduce(gpu->engine, send + kBig, out[1], 1, NDET_DTYPE_F32,
+			ndet_engine_allreduce(gpu->engine, send + big, out[1], 1, NDET_DTYPE_F32,
 					      NDET_OP_SUM, gpu->stream);
 		}
 		gpu->barrier(gpu->barrier_context);
-		ndet_engine_allreduce(gpu->engine, send + 2 * kBig, out[2], kBig, NDET_DTYPE_F32,
+		ndet_engine_allreduce(gpu->engine, send + 2 * big, out[2], big, NDET_DTYPE_F32,
 				      NDET_OP_SUM, gpu->stream);
 		gpu->barrier(gpu->barrier_context);
 		GPU_CHECK(cudaStreamSynchronize(gpu->stream));
 		for (int k = 0; k < 3; k += 2) {
 			for (int r = 0; r < gpu->nranks; r++)
-				views[r] = inputs[r] + (size_t)k * kBig;
-			ndet_reference_allreduce(views, gpu->nranks, expected, kBig, NDET_DTYPE_F32,
+				views[r] = inputs[r] + (size_t)k * big;
+			ndet_reference_allreduce(views, gpu->nranks, expected, big, NDET_DTYPE_F32,
 						 NDET_OP_SUM);
 			GPU_CHECK(cudaMemcpy(got, out[k], big_bytes + sizeof(float),
 					     cudaMemcpyDeviceToHost));
 			size_t first = 0;
-			const size_t bad = gpu_compare(NDET_DTYPE_F32, got, expected, kBig, &first);
+			const size_t bad = gpu_compare(NDET_DTYPE_F32, got, expected, big, &first);
 			uint32_t after;
-			memcpy(&after, &got[kBig], sizeof(after));
+			memcpy(&after, &got[big], sizeof(after));
 			gpu->checks++;
 			if (bad != 0 || after != poison) {
 				gpu->failures++;
