@@ -236,11 +236,6 @@ constexpr int kLLOpSum = 1;
 constexpr int kLLOpAvg = 2;
 
 /*
- * This thread's lines of block b's chunk of sendbuff (past the chunk: zeros).  The LL
- * kernel loads them before its prologue, so that their latency and the prologue's
- * overlap: the first thing an LL step does after it is store them.
- */
-/*
  * Whether an LL call's blocks hold at most NDET_LL_BLOCK_BYTES / 2, one line per
  * thread: the kernels of L = 1 serve them (fewer registers: at 8 ranks, no spill), and
  * ndet_kernel_select picks those by the same rule.
@@ -250,6 +245,11 @@ template <int DT> __device__ __forceinline__ bool ndet_ll_one_line(const ndet_ke
 	return a.chunk_elems * sizeof(typename ndet_dtype<DT>::T) <= NDET_LL_BLOCK_BYTES / 2;
 }
 
+/*
+ * This thread's lines of block b's chunk of sendbuff (past the chunk: zeros).  The LL
+ * kernel loads them before its prologue, so that their latency and the prologue's
+ * overlap: the first thing an LL step does after it is store them.
+ */
 template <int DT> __device__ __forceinline__ uint64_t ndet_ll_chunk_bytes(const ndet_kernel_args &a)
 {
 	const uint64_t start = (uint64_t)blockIdx.x * a.chunk_elems; /* one step: k = 0 */
