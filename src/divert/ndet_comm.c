@@ -486,6 +486,17 @@ void ndet_comm_poison(struct ndet_comm *comm)
 	pthread_mutex_unlock(&comm->lock);
 }
 
+void ndet_comm_fail_unlaunched(struct ndet_comm *comm, cudaStream_t stream)
+{
+	/* NULL where the communicator failed already: its peers were told then. */
+	void *engine = ndet_comm_engine_get(comm);
+	if (engine != NULL) {
+		ndet_comm_backend()->fail_call(engine, stream);
+		ndet_comm_engine_put(comm);
+	}
+	ndet_comm_poison(comm);
+}
+
 /* ---------------------------------------------------------------- lifecycle */
 
 bool ndet_comm_async_error(ncclComm_t nccl, ncclResult_t *async_error)

@@ -182,6 +182,13 @@ ncclResult_t ndet_comm_setup_refuse(struct ndet_comm *const comms[], int count);
 void ndet_comm_poison(struct ndet_comm *comm);
 
 /*
+ * A call of `comm` on `stream` that this rank will not launch (host memory ran out
+ * before it reached the engine): its peers' kernels of it are told at once (the
+ * backend's fail_call), then ndet_comm_poison.  Allocates nothing.
+ */
+void ndet_comm_fail_unlaunched(struct ndet_comm *comm, cudaStream_t stream);
+
+/*
  * Until NCCL's own work on a non-blocking communicator is done (its
  * ncclCommGetAsyncError no longer says ncclInProgress): NCCL refuses any other call
  * on it before, and may still be enqueueing kernels onto the application's streams.

@@ -258,7 +258,7 @@ ncclResult_t ndet_comm_launch_group(struct ndet_call *calls, int count)
 		if (launches == NULL || index == NULL || comms == NULL) {
 			/* None launches here: later calls would pair with the peers' of these. */
 			for (int i = 0; i < count; i++)
-				ndet_comm_poison(calls[i].comm);
+				ndet_comm_fail_unlaunched(calls[i].comm, calls[i].stream);
 			first = ncclSystemError;
 			goto out;
 		}

@@ -259,7 +259,7 @@ static ncclResult_t ndet_group_run_calls(struct ndet_call *calls, int count)
 			  "ncclSystemError, and so do their communicators",
 			  count);
 		for (int i = 0; i < count; i++)
-			ndet_comm_poison(calls[i].comm);
+			ndet_comm_fail_unlaunched(calls[i].comm, calls[i].stream);
 		result = ncclSystemError;
 		goto out;
 	}
@@ -600,7 +600,7 @@ bool ndet_group_reduction(ndet_coll_t coll, const void *sendbuff, void *recvbuff
 			NDET_WARN("communicator %p: out of memory recording a call in a group: "
 				  "it fails with ncclSystemError, and so does the communicator",
 				  (void *)nccl);
-			ndet_comm_poison(comm);
+			ndet_comm_fail_unlaunched(comm, call.stream);
 			ndet_comm_unref(comm);
 			*result = ncclSystemError;
 			ndet_group_current.error =

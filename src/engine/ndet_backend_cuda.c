@@ -117,6 +117,11 @@ static void ndet_backend_cuda_abort(void *engine)
 	ndet_engine_abort(engine);
 }
 
+static void ndet_backend_cuda_fail_call(void *engine, cudaStream_t stream)
+{
+	ndet_engine_fail_call(engine, stream);
+}
+
 static ndet_status_t ndet_backend_cuda_quiesce_group(void *const engines[], int count, bool barrier)
 {
 	return ndet_engine_quiesce_group((struct ndet_engine *const *)engines, count, barrier);
@@ -202,6 +207,7 @@ const struct ndet_backend ndet_backend_cuda = {
 	.allreduce_group = ndet_backend_cuda_allreduce_group,
 	.error = ndet_backend_cuda_error,
 	.abort = ndet_backend_cuda_abort,
+	.fail_call = ndet_backend_cuda_fail_call,
 	.quiesce_group = ndet_backend_cuda_quiesce_group,
 	.release = ndet_backend_cuda_release,
 	.shares_process = ndet_backend_cuda_shares_process,

@@ -244,6 +244,14 @@ bool ndet_engine_error_details(const struct ndet_engine *engine, uint32_t *block
 void ndet_engine_abort(struct ndet_engine *engine);
 
 /*
+ * A call this rank will not launch while its peers launch theirs (struct
+ * ndet_backend, fail_call): the abort word of every rank of this host says so, on
+ * `stream` (the engine's setup stream where that fails and no capture is open), and
+ * the engine aborts.  Best effort; once per engine, as a failed launch's.
+ */
+void ndet_engine_fail_call(struct ndet_engine *engine, cudaStream_t stream);
+
+/*
  * Teardown, phase one (ndet_teardown.h), for `count` engines in lockstep (one
  * thread may drive several ranks): wait for each engine's kernels, bounded (an
  * abort from another thread cuts the wait short), close its mappings of peers' pools

@@ -298,6 +298,27 @@ static void ndet_engine_poison(struct ndet_engine *engine, cudaStream_t call_str
 	ndet_engine_abort(engine);
 }
 
+void ndet_engine_fail_call(struct ndet_engine *engine, cudaStream_t stream)
+{
+	int saved_device = -1;
+	if (cudaGetDevice(&saved_device) != cudaSuccess)
+		saved_device = -1;
+	if (saved_device != engine->config.cuda_device &&
+	    cudaSetDevice(engine->config.cuda_device) != cudaSuccess) {
+		(void)cudaGetLastError();
+		ndet_engine_abort(engine);
+		return;
+	}
+	unsigned long long capture = 0;
+	if (ndet_engine_capture_id(stream, &capture) != cudaSuccess) {
+		(void)cudaGetLastError();
+		capture = 0;
+	}
+	ndet_engine_poison(engine, stream, capture);
+	if (saved_device >= 0 && saved_device != engine->config.cuda_device)
+		NDET_CUDA_CHECK_WARN(cudaSetDevice(saved_device));
+}
+
 /* What one launch enqueues: a kernel of one host, a stage across hosts, or a copy. */
 struct ndet_engine_work {
 	const struct ndet_engine_call *call; /* the copy's (one rank) */

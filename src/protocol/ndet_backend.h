@@ -135,6 +135,15 @@ struct ndet_backend {
 	/* Make running and future kernels leave; no CUDA call. */
 	void (*abort)(void *engine);
 	/*
+	 * A call this rank will not launch (host memory ran out before it reached
+	 * allreduce_group), whose peers launch theirs: as for a launch that failed, this
+	 * rank's abort word goes into its peers' flags, enqueued on `stream` (captured
+	 * with it, if it is being captured), so that their kernels of that call fail at
+	 * once instead of at NCCL_DET_TIMEOUT, and this engine's kernels leave.  Best
+	 * effort: needs no host memory of its own and reports nothing.
+	 */
+	void (*fail_call)(void *engine, cudaStream_t stream);
+	/*
 	 * Teardown phase one (ndet_engine_quiesce_group semantics): wait for the
 	 * engines' kernels (bounded; abort() from another thread cuts it short), close
 	 * their mappings, with `barrier` meet every peer.  Engines stay valid.

@@ -28,6 +28,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -46,6 +47,7 @@
 #include "common/ndet_settings.h"
 #include "protocol/ndet_teardown.h"
 #include "reference/ndet_reference.h"
+#include "kernels/ndet_abi.h"
 #include "test/support/ndet_alloc_fail.h"
 #include "test/support/ndet_divert_fixture.h"
 #include "test/support/ndet_fake_backend.h"
@@ -57,6 +59,8 @@
 
 /* A run longer than this waited for a rank that had left (FAKE_NCCL_TIMEOUT_MS is 8 s). */
 #define RUN_LIMIT_S 6.0
+/* A run in which a call was never launched: below NCCL_DET_TIMEOUT (1 s, above). */
+#define UNLAUNCHED_LIMIT_S 0.9
 
 static const char *const knobs[] = {
 	"NCCL_DET_TIMEOUT",   "NCCL_DET_TEST_FAIL", "FAKE_BACKEND_PROCESS_PER_RANK",
@@ -188,6 +192,7 @@ struct run {
 	unsigned long nth; /* which of its allocations; 0: none */
 	bool one_thread;   /* one thread drives every rank (one_thread_main) */
 	bool init_group;   /* ... and creates them with ncclCommInitRank in a group */
+	int unlaunched;    /* calls the target could not launch for want of memory */
 	ncclUniqueId id;
 	struct rank_run rank[NRANKS];
 };
@@ -625,6 +630,20 @@ static unsigned long run_once(struct run *run, bool *failed_any)
 		describe(run, "the run took %.1f s: a rank waited for one that had left", took);
 		good = false;
 	}
+	/*
+	 * A call the target could not launch (memory ran out recording or running it)
+	 * tells its peers at once (the backend's fail_call): none of them waits
+	 * NCCL_DET_TIMEOUT (a second) for it.
+	 */
+	run->unlaunched =
+		engines_after.calls_failed_unlaunched - engines_before.calls_failed_unlaunched;
+	if (good && run->unlaunched > 0 && took >= UNLAUNCHED_LIMIT_S) {
+		describe(run,
+			 "a call the target could not launch, and the run took %.2f s: a peer "
+			 "waited NCCL_DET_TIMEOUT for it",
+			 took);
+		good = false;
+	}
 	if (good && memcmp(&before, &after, sizeof(before)) != 0) {
 		describe(run,
 			 "held after the run: %lld allocations (%lld bytes), %lld mappings, %lld "
@@ -693,6 +712,7 @@ static void sweep(int target, bool one_thread, bool init_group, bool odd)
 	assert_false(failed_any);
 	assert_true(total > 0);
 	unsigned long fired = 0;
+	int unlaunched_runs = 0;
 	for (unsigned long nth = stride == 2 && odd ? 1 : stride; nth <= total + 2; nth += stride) {
 		memset(&run, 0, sizeof(run));
 		run.target = target;
@@ -701,10 +721,15 @@ static void sweep(int target, bool one_thread, bool init_group, bool odd)
 		run.nth = nth;
 		(void)run_once(&run, &failed_any);
 		fired += run.rank[target].fired;
+		unlaunched_runs += run.unlaunched > 0;
 	}
-	print_message("rank %d: %lu allocations in a run, %lu failed one at a time\n", target,
-		      total, fired);
+	print_message("rank %d: %lu allocations in a run, %lu failed one at a time, %d of them "
+		      "a call it could not launch\n",
+		      target, total, fired, unlaunched_runs);
 	assert_false(failed_any);
+	/* Recording a call in a group allocates: some failure leaves a call unlaunched. */
+	if (stride == 1)
+		assert_true(unlaunched_runs > 0);
 	/* Each allocation tried was reached (the order may vary a little from run to run). */
 	assert_true(fired >= total / stride - total / 10);
 }
@@ -742,6 +767,88 @@ static void test_hosts_out_of_memory(void **state)
 	sweep(2, false, false, true);
 }
 
+/*
+ * A call that rank 0 cannot record in a group (its first allocation there fails)
+ * while it keeps its communicator open: the peers' calls of it fail at once, with a
+ * peer's error, instead of waiting NCCL_DET_TIMEOUT (5 s here) for a rank that will
+ * never launch it.  (In the sweeps above the failing rank aborts its communicator at
+ * once, which tells its peers too.)
+ */
+static struct {
+	ncclUniqueId id;
+	pthread_barrier_t barrier;
+	ncclResult_t recorded, ended, peer_async[NRANKS];
+	double peer_seconds[NRANKS];
+	bool fired, first_ok[NRANKS], aborted[NRANKS];
+} unrecorded;
+
+static void unrecorded_rank(int rank, void *opaque)
+{
+	(void)opaque;
+	static float out[NRANKS][COUNT];
+	ncclComm_t comm = NULL;
+	/* The setup, and one call that works (judged by the test, not on this thread). */
+	const bool init = ncclCommInitRank(&comm, NRANKS, unrecorded.id, rank) == ncclSuccess;
+	unrecorded.first_ok[rank] = init &&
+				    ncclAllReduce(data.in32[rank], out[rank], COUNT, ncclFloat32,
+						  ncclSum, comm, NULL) == ncclSuccess &&
+				    async_of(comm) == ncclSuccess && diverted_of(comm) == 1 &&
+				    output_exact(out[rank], data.sum32, sizeof(data.sum32));
+	pthread_barrier_wait(&unrecorded.barrier);
+	if (rank == 0) {
+		assert_int_equal(ncclGroupStart(), ncclSuccess);
+		ndet_alloc_fail_arm(1);
+		unrecorded.recorded = ncclAllReduce(data.in32[rank], out[rank], COUNT, ncclFloat32,
+						    ncclSum, comm, NULL);
+		(void)ndet_alloc_fail_disarm();
+		unrecorded.fired = ndet_alloc_fail_fired();
+		unrecorded.ended = ncclGroupEnd();
+	} else {
+		const double start = now_seconds();
+		(void)ncclAllReduce(data.in32[rank], out[rank], COUNT, ncclFloat32, ncclSum, comm,
+				    NULL);
+		unrecorded.peer_async[rank] = async_of(comm);
+		unrecorded.peer_seconds[rank] = now_seconds() - start;
+	}
+	/* Rank 0 keeps its communicator until every peer is through. */
+	pthread_barrier_wait(&unrecorded.barrier);
+	unrecorded.aborted[rank] = init && ncclCommAbort(comm) == ncclSuccess;
+}
+
+static void test_unrecorded_call_tells_peers(void **state)
+{
+	(void)state;
+	assert_int_equal(setenv("NCCL_DET_TIMEOUT", "5", 1), 0);
+	ndet_divert_settings_changed();
+	data_fill();
+	memset(&unrecorded, 0, sizeof(unrecorded));
+	assert_int_equal(pncclGetUniqueId(&unrecorded.id), ncclSuccess);
+	assert_int_equal(pthread_barrier_init(&unrecorded.barrier, NULL, NRANKS), 0);
+	struct ndet_fake_backend_counters before, after;
+	ndet_fake_backend_counters(&before);
+	assert_int_equal(fake_nccl_run_ranks(NRANKS, unrecorded_rank, NULL), 0);
+	ndet_fake_backend_counters(&after);
+	pthread_barrier_destroy(&unrecorded.barrier);
+	for (int r = 0; r < NRANKS; r++) {
+		assert_true(unrecorded.first_ok[r]);
+		assert_true(unrecorded.aborted[r]);
+	}
+	assert_true(unrecorded.fired);
+	assert_int_equal(unrecorded.recorded, ncclSystemError);
+	assert_int_equal(unrecorded.ended, ncclSystemError);
+	assert_int_equal(after.calls_failed_unlaunched - before.calls_failed_unlaunched, 1);
+	assert_int_equal(after.kernel_errors[NDET_KERNEL_ERR_TIMEOUT] -
+				 before.kernel_errors[NDET_KERNEL_ERR_TIMEOUT],
+			 0);
+	for (int r = 1; r < NRANKS; r++) {
+		if (unrecorded.peer_seconds[r] >= 2.0)
+			fail_msg("rank %d waited %.1f s for the call rank 0 never launched", r,
+				 unrecorded.peer_seconds[r]);
+		/* The peer's error (ncclRemoteError), not a timeout of its own. */
+		assert_int_equal(unrecorded.peer_async[r], ncclRemoteError);
+	}
+}
+
 /* One thread drives every rank: the setups run in lockstep, the calls in groups. */
 static void test_one_thread_out_of_memory(void **state)
 {
@@ -764,6 +871,7 @@ int main(void)
 		cmocka_unit_test_setup(test_hosts_out_of_memory, setup),
 		cmocka_unit_test_setup(test_one_thread_out_of_memory, setup),
 		cmocka_unit_test_setup(test_one_thread_group_out_of_memory, setup),
+		cmocka_unit_test_setup(test_unrecorded_call_tells_peers, setup),
 	};
 	return cmocka_run_group_tests(tests, ndet_divert_group_setup, ndet_divert_group_teardown);
 }

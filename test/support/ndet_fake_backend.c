@@ -1338,6 +1338,25 @@ static void ndet_fake_abort(void *opaque)
 	__atomic_store_n(&engine->abort, 1u, __ATOMIC_RELEASE);
 }
 
+/*
+ * As ndet_engine_fail_call: every rank's abort word says this rank failed (its peers'
+ * "kernels" leave with NDET_KERNEL_ERR_PEER), and the engine aborts.
+ */
+static void ndet_fake_fail_call(void *opaque, cudaStream_t stream)
+{
+	(void)stream;
+	ndet_fake_runtime_check("a call that failed before its launch");
+	struct ndet_fake_engine *engine = opaque;
+	for (int q = 0; q < engine->config.nranks; q++)
+		if (engine->peers[q] != NULL)
+			__atomic_store_n(&engine->peers[q]->abort_word,
+					 1u + (uint64_t)engine->config.rank, __ATOMIC_RELAXED);
+	__atomic_store_n(&engine->abort, 1u, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&ndet_fake_lock);
+	ndet_fake_counts.calls_failed_unlaunched++;
+	pthread_mutex_unlock(&ndet_fake_lock);
+}
+
 /* ---------------------------------------------------------------- teardown */
 
 static bool ndet_fake_kernels_idle(void *opaque)
@@ -1458,6 +1477,7 @@ const struct ndet_backend ndet_fake_backend = {
 	.allreduce_group = ndet_fake_allreduce_group,
 	.error = ndet_fake_error,
 	.abort = ndet_fake_abort,
+	.fail_call = ndet_fake_fail_call,
 	.quiesce_group = ndet_fake_quiesce_group,
 	.release = ndet_fake_release_engine,
 	.shares_process = ndet_fake_shares_process,

@@ -87,6 +87,7 @@ struct ndet_fake_backend_counters {
 	/* hosts_order calls: the stage stream waiting for the call's, and the reverse. */
 	int hosts_orders_to_stages, hosts_orders_to_call;
 	int hosts_stages_off_stream; /* stages not given the engine's stage stream */
+	int calls_failed_unlaunched; /* fail_call: calls this rank could not launch */
 };
 
 void ndet_fake_backend_counters(struct ndet_fake_backend_counters *counters);
