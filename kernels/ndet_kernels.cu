@@ -19,22 +19,21 @@ namespace
 struct ndet_type_kernels {
 	const ndet_pull_kernels *pull;
 	const ndet_push_ll_kernels *push_ll;
-	uint64_t elem_bytes;
 };
 const ndet_type_kernels ndet_kernels[NDET_DTYPE_COUNT] = {
-	{&ndet_pull_kernels_f32, &ndet_push_ll_kernels_f32, 4},
-	{&ndet_pull_kernels_f16, &ndet_push_ll_kernels_f16, 2},
-	{&ndet_pull_kernels_bf16, &ndet_push_ll_kernels_bf16, 2},
-	{&ndet_pull_kernels_f64, &ndet_push_ll_kernels_f64, 8},
-	{&ndet_pull_kernels_f8e4m3, &ndet_push_ll_kernels_f8e4m3, 1},
-	{&ndet_pull_kernels_f8e5m2, &ndet_push_ll_kernels_f8e5m2, 1},
+	{&ndet_pull_kernels_f32, &ndet_push_ll_kernels_f32},
+	{&ndet_pull_kernels_f16, &ndet_push_ll_kernels_f16},
+	{&ndet_pull_kernels_bf16, &ndet_push_ll_kernels_bf16},
+	{&ndet_pull_kernels_f64, &ndet_push_ll_kernels_f64},
+	{&ndet_pull_kernels_f8e4m3, &ndet_push_ll_kernels_f8e4m3},
+	{&ndet_pull_kernels_f8e5m2, &ndet_push_ll_kernels_f8e5m2},
 };
 
 /*
  * The kernel of one checked call: its path, the class of its op and its rank bucket
  * (device/ndet_path_kernels.cuh).  Sum and avg share their kernels but on the LL path,
  * where each has its own, in two shapes: one line per thread where the blocks hold
- * half NDET_LL_BLOCK_BYTES (ndet_ll_one_line's rule), else two.  Prod, min and max take
+ * half NDET_LL_BLOCK_BYTES (the table's ll1_max_elems), else two.  Prod, min and max take
  * the generic ones, which also serve every op beyond 8 ranks.
  */
 ndet_kernel_fn ndet_kernel_select(const ndet_kernel_args &args)
@@ -49,7 +48,7 @@ ndet_kernel_fn ndet_kernel_select(const ndet_kernel_args &args)
 	case NDET_PATH_LL:
 		if (!special)
 			return k.push_ll->ll_generic[generic];
-		if (args.chunk_elems * k.elem_bytes <= NDET_LL_BLOCK_BYTES / 2)
+		if (args.chunk_elems <= k.push_ll->ll1_max_elems)
 			return args.op == NDET_OP_AVG ? k.push_ll->ll1_avg[bucket]
 						      : k.push_ll->ll1_sum[bucket];
 		return args.op == NDET_OP_AVG ? k.push_ll->ll_avg[bucket]

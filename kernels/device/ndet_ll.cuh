@@ -236,13 +236,19 @@ constexpr int kLLOpSum = 1;
 constexpr int kLLOpAvg = 2;
 
 /*
- * Whether an LL call's blocks hold at most NDET_LL_BLOCK_BYTES / 2, one line per
- * thread: the kernels of L = 1 serve them (fewer registers: at 8 ranks, no spill), and
- * ndet_kernel_select picks those by the same rule.
+ * The largest chunk (elements of DT) of a block of one line per thread: LL calls whose
+ * blocks hold at most NDET_LL_BLOCK_BYTES / 2 run the kernels of L = 1 (fewer
+ * registers: at 8 ranks, no spill).  ndet_kernel_select reads it from the kernel table
+ * (ll1_max_elems), the all-ranks kernel through ndet_ll_one_line.
  */
+template <int DT> __host__ __device__ constexpr uint64_t ndet_ll_one_line_elems()
+{
+	return NDET_LL_BLOCK_BYTES / 2 / sizeof(typename ndet_dtype<DT>::T);
+}
+
 template <int DT> __device__ __forceinline__ bool ndet_ll_one_line(const ndet_kernel_args &a)
 {
-	return a.chunk_elems * sizeof(typename ndet_dtype<DT>::T) <= NDET_LL_BLOCK_BYTES / 2;
+	return a.chunk_elems <= ndet_ll_one_line_elems<DT>();
 }
 
 /*

@@ -145,6 +145,7 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(8))
 		 ndet_path_kernel<NDET_PATH_PUSH, DT, kGeneric, 8>},                               \
 		{ndet_path_kernel<NDET_PATH_LL, DT, kGeneric, 2>,                                  \
 		 ndet_path_kernel<NDET_PATH_LL, DT, kGeneric, NDET_MAX_RANKS>},                    \
+		ndet_ll_one_line_elems<DT>(),                                                      \
 	}
 
 /* In ndet_kernels_all_ranks_<dtype>.cu: kernels/libndet_all_ranks.la (local.mk). */

@@ -48,6 +48,7 @@ struct ndet_push_ll_kernels {
 	ndet_kernel_fn ll1_avg[NDET_KERNEL_BUCKETS];
 	ndet_kernel_fn push_generic[NDET_KERNEL_GENERIC_BUCKETS]; /* prod, min, max */
 	ndet_kernel_fn ll_generic[NDET_KERNEL_GENERIC_BUCKETS];   /* and sum, avg beyond 8 */
+	uint64_t ll1_max_elems; /* ndet_ll_one_line_elems: the largest chunk of ll1_* */
 };
 /* The all-ranks kernels (compute-sanitizer), by class; the stages across hosts. */
 struct ndet_all_ranks_kernels {

@@ -631,14 +631,20 @@ static void ndet_fake_fail(struct ndet_fake_engine *engine, uint32_t kernel_erro
 		ndet_fake_count_failure(kernel_error);
 }
 
-/* A failing "kernel": record the error and tell every rank to leave (ndet_fail). */
-static void ndet_fake_fail_all(struct ndet_fake_engine *engine, uint32_t kernel_error)
+/* Every rank's abort word says this rank failed: their "kernels" leave. */
+static void ndet_fake_tell_peers(struct ndet_fake_engine *engine)
 {
-	ndet_fake_fail(engine, kernel_error);
 	for (int q = 0; q < engine->config.nranks; q++)
 		if (engine->peers[q] != NULL)
 			__atomic_store_n(&engine->peers[q]->abort_word,
 					 1u + (uint64_t)engine->config.rank, __ATOMIC_RELAXED);
+}
+
+/* A failing "kernel": record the error and tell every rank to leave (ndet_fail). */
+static void ndet_fake_fail_all(struct ndet_fake_engine *engine, uint32_t kernel_error)
+{
+	ndet_fake_fail(engine, kernel_error);
+	ndet_fake_tell_peers(engine);
 }
 
 static ndet_status_t ndet_fake_error(void *opaque, uint32_t *kernel_error)
@@ -1347,10 +1353,7 @@ static void ndet_fake_fail_call(void *opaque, cudaStream_t stream)
 	(void)stream;
 	ndet_fake_runtime_check("a call that failed before its launch");
 	struct ndet_fake_engine *engine = opaque;
-	for (int q = 0; q < engine->config.nranks; q++)
-		if (engine->peers[q] != NULL)
-			__atomic_store_n(&engine->peers[q]->abort_word,
-					 1u + (uint64_t)engine->config.rank, __ATOMIC_RELAXED);
+	ndet_fake_tell_peers(engine);
 	__atomic_store_n(&engine->abort, 1u, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&ndet_fake_lock);
 	ndet_fake_counts.calls_failed_unlaunched++;
