@@ -32,6 +32,21 @@
 #define NDET_LL_ABLATE_AGREE    0x10 /* the block's agreement on the gather's outcome */
 #define NDET_LL_ABLATE_SENDBUFF 0x20 /* the loads of sendbuff (a constant is sent) */
 
+/*
+ * Measurement builds only, like NDET_LL_ABLATE, but right by design: how the gather
+ * polls.  Each round of ndet_ll_gather loads every line still missing; where the
+ * ranks share one GPU those loads share its memory system with the peers' stores.
+ * NDET_LL_POLL_SLEEP: nanoseconds a thread sleeps after a round that brought no line.
+ * NDET_LL_POLL_NARROW: after such a round, the next one loads only the first line
+ * still missing (all of them again once one came).
+ */
+#ifndef NDET_LL_POLL_SLEEP
+#define NDET_LL_POLL_SLEEP 0
+#endif
+#ifndef NDET_LL_POLL_NARROW
+#define NDET_LL_POLL_NARROW 0
+#endif
+
 namespace
 {
 
@@ -102,13 +117,14 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 			if (r < n && r != me)
 				pending |= 1ull << (l * NR + r);
 	}
+	uint64_t polled = ~0ull; /* of the lines missing, those this round loads */
 	for (uint64_t spins = 1; pending != 0; spins++) {
 		uint32_t w[L][NR][4];
 #pragma unroll
 		for (int l = 0; l < L; l++) {
 #pragma unroll
 			for (int r = 0; r < NR; r++) {
-				if ((pending >> (l * NR + r)) & 1) {
+				if (((pending & polled) >> (l * NR + r)) & 1) {
 					const uint64_t line =
 						(uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
 					ndet_ll_load(slots +
@@ -128,6 +144,10 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 				const uint64_t bit = 1ull << (l * NR + r);
 				if (!(pending & bit))
 					continue;
+				if (!(polled & bit)) {
+					peers |= 1u << r;
+					continue;
+				}
 				if (w[l][r][1] == tag && w[l][r][3] == tag) {
 					payload[l][r] =
 						(uint64_t)w[l][r][0] | ((uint64_t)w[l][r][2] << 32);
@@ -139,6 +159,10 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 		}
 		if (pending != before && spins > 1)
 			st.t0 = ndet_globaltimer(); /* progress: the deadline starts again */
+		if (NDET_LL_POLL_NARROW)
+			polled = pending == before ? pending & (~pending + 1) : ~0ull;
+		if (NDET_LL_POLL_SLEEP > 0 && pending == before)
+			__nanosleep(NDET_LL_POLL_SLEEP);
 		if (pending == 0 || (spins & 63) != 0)
 			continue;
 		const int first = __ffs(peers) - 1;

@@ -115,6 +115,14 @@ uint64_t ndet_plan_ll_blocks(uint64_t ll_max)
 #ifndef NDET_PLAN_LL_HALF_BLOCKS /* -DNDET_PLAN_LL_HALF_BLOCKS=0: builds that compare */
 #define NDET_PLAN_LL_HALF_BLOCKS 1
 #endif
+/*
+ * -DNDET_PLAN_LL_FILL=1 (builds that compare): where the one-line grid exceeds the
+ * cap, the whole cap with the message spread evenly over it (whole 16-byte lines pairs)
+ * instead of blocks of NDET_LL_BLOCK_BYTES.
+ */
+#ifndef NDET_PLAN_LL_FILL
+#define NDET_PLAN_LL_FILL 0
+#endif
 static uint64_t ndet_plan_ll_block_bytes(const struct ndet_plan_params *params, uint64_t bytes)
 {
 	const uint64_t cap = ndet_plan_grid_cap(params);
@@ -123,6 +131,10 @@ static uint64_t ndet_plan_ll_block_bytes(const struct ndet_plan_params *params, 
 	if (NDET_PLAN_LL_HALF_BLOCKS && half_blocks <= cap &&
 	    half_blocks <= ndet_plan_ll_blocks(params->ll_max))
 		return half;
+	if (NDET_PLAN_LL_FILL) {
+		const uint64_t even = ndet_plan_div_up(ndet_plan_div_up(bytes, cap), 16) * 16;
+		return even <= NDET_LL_BLOCK_BYTES ? (even > half ? even : half) : 0;
+	}
 	return ndet_plan_div_up(bytes, NDET_LL_BLOCK_BYTES) <= cap ? NDET_LL_BLOCK_BYTES : 0;
 }
 

@@ -117,7 +117,9 @@ uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks, ndet_coll_t col
  * has (the setup table's sm_count: a MIG slice counts its own), and never more than
  * a 96-SM GPU holds: 192 (96 above 8 ranks).
  */
-#define NDET_PLAN_GRID_CAPACITY      192u
+#ifndef NDET_PLAN_GRID_CAPACITY /* -DNDET_PLAN_GRID_CAPACITY=N: builds that compare */
+#define NDET_PLAN_GRID_CAPACITY 192u
+#endif
 #define NDET_PLAN_GRID_CAPACITY_WIDE 96u /* nranks > 8 */
 
 /*

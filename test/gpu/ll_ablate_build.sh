@@ -15,6 +15,16 @@
 # objects are rebuilt without a mask at the end.  On two cores: the first mask about
 # four minutes where ndet_ll.cuh is newer than the tree's kernels (they all rebuild),
 # each further one about 30 s.
+#
+# VARIANTS (space-separated LABEL:KERNEL-DEFINES:HOST-DEFINES:SETTINGS, each list
+# joined by commas) adds perf-LABEL builds that compute right results but poll or
+# plan otherwise: the f32 LL kernels get the kernel defines (NDET_LL_POLL_SLEEP,
+# NDET_LL_POLL_NARROW in ndet_ll.cuh), src/protocol/ndet_plan.c the host ones
+# (NDET_PLAN_GRID_CAPACITY, NDET_PLAN_LL_FILL); SETTINGS (NCCL_DET_*=VALUE) alone
+# make perf-LABEL a script that runs perf-0 with them.  For example
+#   VARIANTS="sleep100:NDET_LL_POLL_SLEEP=100 cap264::NDET_PLAN_GRID_CAPACITY=264u
+#             llmax32k:::NCCL_DET_LL_MAX=32K"
+# ll_ablate.sh times them after the masks (LABEL must not be a number).
 set -eu
 build=$(cd "${1:?usage: ll_ablate_build.sh BUILD-DIR [DEST]}" && pwd)
 dest=${2:-$build/ablate}
@@ -26,9 +36,10 @@ nvcc=$(sed -n 's/^NVCC = //p' "$build/Makefile")
 }
 mkdir -p "$dest"
 object=kernels/ndet_push_ll_f32.lo
+plan=src/protocol/ndet_plan.lo
 restore() {
-	rm -f "$build/$object"
-	make -s -C "$build" "$object" tools/nccl-det-perf >/dev/null
+	rm -f "$build/$object" "$build/$plan"
+	make -s -C "$build" "$object" "$plan" tools/nccl-det-perf >/dev/null
 }
 trap restore EXIT
 for mask in $masks; do
@@ -37,5 +48,42 @@ for mask in $masks; do
 	make -s -C "$build" tools/nccl-det-perf >/dev/null
 	cp "$build/tools/nccl-det-perf" "$dest/perf-$mask"
 	echo "built $dest/perf-$mask"
+done
+defines() { # "A=1,B=2" -> "-DA=1 -DB=2"
+	local d out=
+	for d in ${1//,/ }; do
+		out="$out -D$d"
+	done
+	echo "$out"
+}
+for variant in ${VARIANTS:-}; do
+	IFS=: read -r label kernel host settings <<<"$variant"
+	case $label in
+	'' | *[!A-Za-z0-9_-]* | [0-9]*)
+		echo "ll_ablate_build.sh: variant label '$label': letters, digits, _ or -, not a number" >&2
+		exit 2
+		;;
+	esac
+	if [ -n "$kernel$host" ] && [ -n "$settings" ]; then
+		echo "ll_ablate_build.sh: $label: defines or settings, not both" >&2
+		exit 2
+	fi
+	if [ -z "$kernel$host" ]; then
+		[ -x "$dest/perf-0" ] || {
+			echo "ll_ablate_build.sh: $label runs perf-0 with settings: ABLATE must build mask 0" >&2
+			exit 2
+		}
+		printf '#!/bin/sh\nexec env %s "$(dirname "$0")/perf-0" "$@"\n' "${settings//,/ }" \
+			>"$dest/perf-$label"
+		chmod +x "$dest/perf-$label"
+		echo "made $dest/perf-$label (perf-0 with ${settings:-no settings})"
+		continue
+	fi
+	rm -f "$build/$object" "$build/$plan"
+	make -s -C "$build" "$object" NVCC="$nvcc$(defines "$kernel")" >/dev/null
+	make -s -C "$build" "$plan" CPPFLAGS="$(defines "$host")" >/dev/null
+	make -s -C "$build" tools/nccl-det-perf >/dev/null
+	cp "$build/tools/nccl-det-perf" "$dest/perf-$label"
+	echo "built $dest/perf-$label (kernel:${kernel:-none} host:${host:-none})"
 done
 git -C "$build" rev-parse --short HEAD >"$dest/COMMIT" 2>/dev/null || true
