@@ -123,10 +123,25 @@ uint64_t ndet_plan_ll_blocks(uint64_t ll_max)
 #ifndef NDET_PLAN_LL_FILL
 #define NDET_PLAN_LL_FILL 0
 #endif
+/*
+ * -DNDET_PLAN_LL_SMALL_BYTES=N (builds that compare; a multiple of 16, at most half
+ * NDET_LL_BLOCK_BYTES): blocks of N bytes where that grid fits, before those of half
+ * NDET_LL_BLOCK_BYTES, so that each SM stores and polls fewer lines.
+ */
+#ifndef NDET_PLAN_LL_SMALL_BYTES
+#define NDET_PLAN_LL_SMALL_BYTES (NDET_LL_BLOCK_BYTES / 2)
+#endif
+_Static_assert(NDET_PLAN_LL_SMALL_BYTES % 16 == 0 && NDET_PLAN_LL_SMALL_BYTES > 0 &&
+		       NDET_PLAN_LL_SMALL_BYTES <= NDET_LL_BLOCK_BYTES / 2,
+	       "LL blocks of whole line pairs, of one line per thread");
 static uint64_t ndet_plan_ll_block_bytes(const struct ndet_plan_params *params, uint64_t bytes)
 {
 	const uint64_t cap = ndet_plan_grid_cap(params);
 	const uint64_t half = NDET_LL_BLOCK_BYTES / 2;
+	const uint64_t small_blocks = ndet_plan_div_up(bytes, NDET_PLAN_LL_SMALL_BYTES);
+	if (NDET_PLAN_LL_SMALL_BYTES < half && small_blocks <= cap &&
+	    small_blocks <= ndet_plan_ll_blocks(params->ll_max))
+		return NDET_PLAN_LL_SMALL_BYTES;
 	const uint64_t half_blocks = ndet_plan_div_up(bytes, half);
 	if (NDET_PLAN_LL_HALF_BLOCKS && half_blocks <= cap &&
 	    half_blocks <= ndet_plan_ll_blocks(params->ll_max))
