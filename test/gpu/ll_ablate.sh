@@ -28,6 +28,32 @@ if [ "${#builds[@]}" -lt 2 ] || [ ! -x "$dir/perf-0" ]; then
 	echo "SUMMARY ll-ablate: FAIL (no perf-0 and masked builds in $dir: test/gpu/ll_ablate_build.sh makes them)"
 	exit 1
 fi
+# The candidates (perf-LABEL) compute right results: each first runs once checked
+# (bit-exact against the CPU tree, size-invariant) at every rank count, and one that
+# fails is not timed and fails the summary.
+failed=
+checked=()
+for binary in "${builds[@]}"; do
+	label=${binary##*/perf-}
+	case $label in
+	*[!0-9]*)
+		ok=1
+		for n in ${NRANKS:-4 8 3}; do
+			# shellcheck disable=SC2086 # SIZES is a list of flags
+			if ! "$binary" --ranks "$n" ${SIZES:--b 8 -e 4K -f 2} -d f32 -o sum -c 1 -n 2 -w 1 \
+				--no-nccl >"$OUT/ll-ablate-check-$label-$n.txt" 2>&1; then
+				ok=0
+				failed="$failed $label/$n"
+				tail -5 "$OUT/ll-ablate-check-$label-$n.txt"
+			fi
+		done
+		[ "$ok" -eq 1 ] && checked+=("$binary")
+		;;
+	*) checked+=("$binary") ;;
+	esac
+done
+builds=("${checked[@]}")
+echo "checked the candidates ($SECONDS s)${failed:+; FAILED:$failed}"
 runs=0
 for round in $(seq 1 "$rounds"); do
 	for n in ${NRANKS:-4 8 3}; do
@@ -70,7 +96,7 @@ for round in $(seq 1 "$rounds"); do
 	done
 	echo "round $round of $rounds done ($SECONDS s)"
 done
-python3 - "$raw" "$OUT/ll-ablate-summary.txt" "$runs" <<'PY'
+python3 - "$raw" "$OUT/ll-ablate-summary.txt" "$runs" "$failed" <<'PY'
 import collections, statistics, sys
 raw, summary, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
 v = collections.defaultdict(list)
@@ -112,7 +138,9 @@ for n in sorted({k[0] for k in saved}):
         if saved.get((n, m))))
 open(summary, "w").write("\n".join(rows) + "\n")
 print("\n".join(rows))
-ok = runs > 0 and len(keys) > 0
-print("SUMMARY ll-ablate: %s (%d runs, %d builds)" % ("PASS" if ok else "FAIL", runs, len(masks)))
+failed = sys.argv[4].split()
+ok = runs > 0 and len(keys) > 0 and not failed
+print("SUMMARY ll-ablate: %s (%d runs, %d builds%s)" % ("PASS" if ok else "FAIL", runs, len(masks),
+      "; candidates not exact: " + " ".join(failed) if failed else ""))
 sys.exit(0 if ok else 1)
 PY
