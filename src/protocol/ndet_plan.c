@@ -117,8 +117,9 @@ uint64_t ndet_plan_ll_blocks(uint64_t ll_max)
 #endif
 /*
  * -DNDET_PLAN_LL_FILL=1 (builds that compare): where the one-line grid exceeds the
- * cap, the whole cap with the message spread evenly over it (whole 16-byte lines pairs)
- * instead of blocks of NDET_LL_BLOCK_BYTES.
+ * cap or the pool's LL slots, as many blocks as both allow with the message spread
+ * evenly over them (whole 16-byte line pairs) instead of blocks of
+ * NDET_LL_BLOCK_BYTES.
  */
 #ifndef NDET_PLAN_LL_FILL
 #define NDET_PLAN_LL_FILL 0
@@ -147,7 +148,10 @@ static uint64_t ndet_plan_ll_block_bytes(const struct ndet_plan_params *params, 
 	    half_blocks <= ndet_plan_ll_blocks(params->ll_max))
 		return half;
 	if (NDET_PLAN_LL_FILL) {
-		const uint64_t even = ndet_plan_div_up(ndet_plan_div_up(bytes, cap), 16) * 16;
+		/* As many blocks as both the cap and the pool's LL slots allow. */
+		const uint64_t slots = ndet_plan_ll_blocks(params->ll_max);
+		const uint64_t grid = cap < slots ? cap : slots;
+		const uint64_t even = ndet_plan_div_up(ndet_plan_div_up(bytes, grid), 16) * 16;
 		return even <= NDET_LL_BLOCK_BYTES ? (even > half ? even : half) : 0;
 	}
 	return ndet_plan_div_up(bytes, NDET_LL_BLOCK_BYTES) <= cap ? NDET_LL_BLOCK_BYTES : 0;

@@ -4,7 +4,8 @@ if HAVE_CMOCKA
 # in them, so its build compiles them (they must build everywhere) but does not run
 # them; the others run in every build.
 UNIT_TESTS_ONE_THREAD = test/unit/test_status test/unit/test_host_table \
-	test/unit/test_eligibility test/unit/test_plan test/unit/test_hosts_plan \
+	test/unit/test_eligibility test/unit/test_plan test/unit/test_plan_ll_grid \
+	test/unit/test_plan_ll_grid_fill test/unit/test_plan_ll_grid_small test/unit/test_hosts_plan \
 	test/unit/test_check test/unit/test_host_order test/unit/test_reference \
 	test/unit/test_reference_hosts
 UNIT_TESTS = test/unit/test_settings test/unit/test_env test/unit/test_log \
@@ -37,6 +38,19 @@ test_unit_test_eligibility_CFLAGS = $(TEST_CFLAGS)
 test_unit_test_eligibility_LDADD = $(NDET_PURE_TEST_LIBS) $(TEST_LIBS)
 test_unit_test_plan_CFLAGS = $(TEST_CFLAGS)
 test_unit_test_plan_LDADD = $(NDET_PURE_TEST_LIBS) $(TEST_LIBS)
+# Every LL plan fits the kernels and the pool: the library's plan, and the plan of each
+# measurement build (test/gpu/ll_ablate_build.sh), compiled here with its defines.
+test_unit_test_plan_ll_grid_CFLAGS = $(TEST_CFLAGS)
+test_unit_test_plan_ll_grid_LDADD = $(NDET_PURE_TEST_LIBS) $(TEST_LIBS)
+test_unit_test_plan_ll_grid_fill_SOURCES = test/unit/test_plan_ll_grid.c src/protocol/ndet_plan.c
+test_unit_test_plan_ll_grid_fill_CPPFLAGS = $(AM_CPPFLAGS) -DNDET_PLAN_LL_FILL=1
+test_unit_test_plan_ll_grid_fill_CFLAGS = $(TEST_CFLAGS)
+test_unit_test_plan_ll_grid_fill_LDADD = src/common/libndet_common.la $(TEST_LIBS)
+test_unit_test_plan_ll_grid_small_SOURCES = test/unit/test_plan_ll_grid.c src/protocol/ndet_plan.c
+test_unit_test_plan_ll_grid_small_CPPFLAGS = $(AM_CPPFLAGS) -DNDET_PLAN_LL_SMALL_BYTES=512 \
+	-DNDET_PLAN_GRID_CAPACITY=264u -DNDET_PLAN_LL_FILL=1
+test_unit_test_plan_ll_grid_small_CFLAGS = $(TEST_CFLAGS)
+test_unit_test_plan_ll_grid_small_LDADD = src/common/libndet_common.la $(TEST_LIBS)
 # The multi-host schedule: coverage, matching sends and receives, bytes, staging.
 test_unit_test_hosts_plan_CFLAGS = $(TEST_CFLAGS)
 test_unit_test_hosts_plan_LDADD = $(NDET_PURE_TEST_LIBS) $(TEST_LIBS)
