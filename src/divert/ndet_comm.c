@@ -415,8 +415,10 @@ ncclResult_t ndet_comm_failure(struct ndet_comm *comm)
 {
 	pthread_mutex_lock(&comm->lock);
 	ncclResult_t broken = comm->broken;
+	const bool unlaunched = comm->unlaunched;
 	pthread_mutex_unlock(&comm->lock);
-	return broken != ncclSuccess ? broken : ncclRemoteError;
+	/* A call this rank never launched is its own failure, not a peer's. */
+	return broken != ncclSuccess ? broken : unlaunched ? ncclSystemError : ncclRemoteError;
 }
 
 /*
@@ -488,13 +490,25 @@ void ndet_comm_poison(struct ndet_comm *comm)
 
 void ndet_comm_fail_unlaunched(struct ndet_comm *comm, cudaStream_t stream)
 {
-	/* NULL where the communicator failed already: its peers were told then. */
+	/*
+	 * NULL where the communicator failed already (its peers were told then), or is
+	 * not set up yet (its setup tells them: ndet_comm_setup_finish).
+	 */
 	void *engine = ndet_comm_engine_get(comm);
 	if (engine != NULL) {
 		ndet_comm_backend()->fail_call(engine, stream);
 		ndet_comm_engine_put(comm);
 	}
-	ndet_comm_poison(comm);
+	pthread_mutex_lock(&comm->lock);
+	if (comm->state == NDET_COMM_READY)
+		comm->state = NDET_COMM_POISONED;
+	else if (comm->state == NDET_COMM_PENDING && !comm->dropped) {
+		comm->dropped = true;
+		comm->dropped_stream = stream;
+	}
+	comm->kernel_failed = true;
+	comm->unlaunched = true;
+	pthread_mutex_unlock(&comm->lock);
 }
 
 /* ---------------------------------------------------------------- lifecycle */
@@ -651,6 +665,7 @@ void ndet_comm_revoke(ncclComm_t nccl)
 	 */
 	pthread_mutex_lock(&comm->lock);
 	comm->kernel_failed = false;
+	comm->unlaunched = false;
 	pthread_mutex_unlock(&comm->lock);
 	ndet_comm_stop_children(nccl);
 	ndet_comm_unref(comm);

@@ -183,8 +183,11 @@ void ndet_comm_poison(struct ndet_comm *comm);
 
 /*
  * A call of `comm` on `stream` that this rank will not launch (host memory ran out
- * before it reached the engine): its peers' kernels of it are told at once (the
- * backend's fail_call), then ndet_comm_poison.  Allocates nothing.
+ * before it reached the engine, or NCCL failed the group that held it on this rank):
+ * its peers' kernels of it are told at once (the backend's fail_call), or, where the
+ * communicator is not set up yet, when its setup ends (which then fails it);
+ * `comm` fails from then on with ncclSystemError, as ncclCommGetAsyncError says.
+ * Allocates nothing.
  */
 void ndet_comm_fail_unlaunched(struct ndet_comm *comm, cudaStream_t stream);
 

@@ -58,6 +58,16 @@ struct ndet_comm {
 	bool stopped;     /* aborted or revoked: our exchanges must not call NCCL on it */
 	int engine_users; /* threads between engine_get and engine_put */
 	bool kernel_failed;
+	bool unlaunched; /* ... because this rank dropped a call (ndet_comm_fail_unlaunched) */
+	/*
+	 * A call of this rank was dropped before the communicator's setup ran (out of
+	 * host memory recording or running it, or NCCL failed the group that held it on
+	 * this rank): its peers may run theirs once set up, so the setup ends in
+	 * POISONED and, where it set up an engine, tells the peers on `dropped_stream`
+	 * (ndet_comm_setup_finish).
+	 */
+	bool dropped;
+	cudaStream_t dropped_stream;
 	bool revoke_refused; /* NCCL refused a revoke we had acted on: said once */
 	/*
 	 * Not ncclSuccess: the setup did not end in the ranks' agreement, so falling back

@@ -308,12 +308,15 @@ static ncclResult_t ndet_comm_describe(struct ndet_comm *comm)
  */
 static void ndet_comm_announce(const struct ndet_comm *comm,
 			       const struct ndet_backend_member *member, int rank, int nranks,
-			       ndet_comm_state_t state, bool strict, ncclResult_t broken)
+			       ndet_comm_state_t state, bool strict, ncclResult_t broken,
+			       bool dropped)
 {
 	if (rank != 0 || !ndet_log_enabled(NDET_LOG_VERSION, NDET_SUBSYS_ALL))
 		return;
 	char cause[256];
-	if (member->status == NDET_ERR_UNSUPPORTED)
+	if (dropped)
+		snprintf(cause, sizeof(cause), "a call of this rank was dropped before the setup");
+	else if (member->status == NDET_ERR_UNSUPPORTED)
 		snprintf(cause, sizeof(cause), "%s, rank %d",
 			 ndet_verdict_reason_name(member->verdict.reason),
 			 member->verdict.offending_rank);
@@ -399,7 +402,10 @@ static ncclResult_t ndet_comm_setup_broken(const struct ndet_comm *comm,
 /* The end of one communicator's setup; wakes threads waiting for it. */
 static void ndet_comm_setup_finish(struct ndet_comm *comm, const struct ndet_backend_member *member)
 {
-	const ncclResult_t broken = ndet_comm_setup_broken(comm, member);
+	ncclResult_t broken = ndet_comm_setup_broken(comm, member);
+	void *tell = NULL; /* the engine that tells the peers of a dropped call */
+	cudaStream_t tell_stream = NULL;
+	bool dropped = false;
 	pthread_mutex_lock(&comm->lock);
 	comm->setup_running = false;
 	comm->setup_status = member->status;
@@ -412,6 +418,21 @@ static void ndet_comm_setup_finish(struct ndet_comm *comm, const struct ndet_bac
 		comm->state = member->status == NDET_OK ? NDET_COMM_READY
 			      : broken != ncclSuccess   ? NDET_COMM_POISONED
 							: NDET_COMM_FALLBACK;
+		/*
+		 * A call of this rank was dropped before: its peers run theirs now, in our
+		 * kernels (told at once, below) or in NCCL (where this rank's next call must
+		 * not pair with it): it fails, and so does every later one.
+		 */
+		dropped = comm->dropped && comm->state != NDET_COMM_POISONED;
+		if (dropped) {
+			if (comm->state == NDET_COMM_READY && member->engine != NULL) {
+				tell = member->engine;
+				tell_stream = comm->dropped_stream;
+				comm->engine_users++;
+			}
+			comm->state = NDET_COMM_POISONED;
+			broken = ncclSystemError;
+		}
 		comm->broken = broken;
 		comm->engine = member->engine;
 	} else if (member->engine != NULL) {
@@ -427,8 +448,19 @@ static void ndet_comm_setup_finish(struct ndet_comm *comm, const struct ndet_bac
 	const ncclResult_t stored = comm->broken;
 	pthread_mutex_unlock(&comm->lock);
 
-	ndet_comm_announce(comm, member, rank, nranks, state, strict, stored);
-	if (state == NDET_COMM_READY)
+	ndet_comm_announce(comm, member, rank, nranks, state, strict, stored, dropped);
+	if (tell != NULL) {
+		ndet_comm_backend()->fail_call(tell, tell_stream);
+		ndet_comm_engine_put(comm);
+	}
+	if (dropped)
+		NDET_WARN("communicator %p rank %d/%d: a call of this rank was dropped before "
+			  "nccl-det's setup (see the WARN above), and its peers' calls of it "
+			  "fail. Its all-reduces, reduce-scatters and reduces fail with "
+			  "ncclSystemError, and ncclCommGetAsyncError reports it: abort the "
+			  "communicator",
+			  (void *)comm->nccl, rank, nranks);
+	else if (state == NDET_COMM_READY)
 		NDET_INFO(NDET_SUBSYS_SETUP, "communicator %p rank %d/%d: all-reduces diverted",
 			  (void *)comm->nccl, rank, nranks);
 	else if (stored == ncclInvalidUsage)

@@ -223,8 +223,13 @@ static ncclResult_t ndet_group_settle(const struct ndet_call *items,
 	return result;
 }
 
-/* Replays calls through the real NCCL inside one real group, until NCCL is done. */
-static ncclResult_t ndet_group_replay(struct ndet_call *const *calls, int count)
+/*
+ * Replays calls through the real NCCL inside one real group, until NCCL is done: the
+ * calls `pointers`, or else those of `items` decided NDET_ACTION_FORWARD, in order.
+ * Allocates nothing.
+ */
+static ncclResult_t ndet_group_replay(const struct ndet_call *items,
+				      struct ndet_call *const *pointers, int count)
 {
 	const struct ndet_nccl *nccl = ndet_resolve_nccl();
 	if (nccl->ncclGroupStart == NULL || nccl->ncclGroupEnd == NULL)
@@ -232,10 +237,13 @@ static ncclResult_t ndet_group_replay(struct ndet_call *const *calls, int count)
 	ncclResult_t result = nccl->ncclGroupStart();
 	if (result != ncclSuccess)
 		return result;
-	for (int i = 0; i < count; i++)
-		result = ndet_group_combine(result, ndet_group_forward(nccl, calls[i]));
+	for (int i = 0; i < count; i++) {
+		const struct ndet_call *call = items != NULL ? &items[i] : pointers[i];
+		if (items == NULL || call->decision.action == NDET_ACTION_FORWARD)
+			result = ndet_group_combine(result, ndet_group_forward(nccl, call));
+	}
 	result = ndet_group_combine(result, nccl->ncclGroupEnd());
-	return result == ncclInProgress ? ndet_group_settle(NULL, calls, count, NULL) : result;
+	return result == ncclInProgress ? ndet_group_settle(items, pointers, count, NULL) : result;
 }
 
 /*
@@ -254,13 +262,24 @@ static ncclResult_t ndet_group_run_calls(struct ndet_call *calls, int count)
 	struct ndet_call *batch = calloc(slots, sizeof(*batch));
 	struct ndet_call **replay = calloc(slots, sizeof(*replay));
 	if (queues == NULL || order == NULL || batch == NULL || replay == NULL) {
-		/* None runs on this rank: their communicators fail from now on. */
-		NDET_WARN("out of memory running %d recorded calls: they fail with "
-			  "ncclSystemError, and so do their communicators",
+		/*
+		 * None of ours runs on this rank: their communicators fail from now on.
+		 * Those for NCCL still go, in their order (its peers replay them too).
+		 */
+		NDET_WARN("out of memory running %d recorded calls: the diverted ones fail "
+			  "with ncclSystemError, and so do their communicators",
 			  count);
 		for (int i = 0; i < count; i++)
-			ndet_comm_fail_unlaunched(calls[i].comm, calls[i].stream);
+			if (calls[i].decision.action == NDET_ACTION_DIVERT)
+				ndet_comm_fail_unlaunched(calls[i].comm, calls[i].stream);
 		result = ncclSystemError;
+		for (int i = 0; i < count; i++) {
+			if (calls[i].decision.action == NDET_ACTION_FORWARD) {
+				result = ndet_group_combine(result,
+							    ndet_group_replay(calls, NULL, count));
+				break;
+			}
+		}
 		goto out;
 	}
 	const int nqueues = ndet_group_queues_build(calls, count, queues, order);
@@ -297,7 +316,8 @@ static ncclResult_t ndet_group_run_calls(struct ndet_call *calls, int count)
 		}
 		if (replaying > 0) {
 			progress = true;
-			result = ndet_group_combine(result, ndet_group_replay(replay, replaying));
+			result = ndet_group_combine(result,
+						    ndet_group_replay(NULL, replay, replaying));
 		}
 	}
 out:
@@ -410,7 +430,10 @@ ncclResult_t ndet_group_after_end(ncclResult_t result)
 	if (group->depth == 0 || --group->depth > 0)
 		return result;
 	struct ndet_group taken = ndet_group_take();
-	/* NCCL failed the group: what it held did not run; neither does ours. */
+	/*
+	 * NCCL failed the group: what it held did not run; neither does ours, and the
+	 * communicators of ours fail from now on (below).
+	 */
 	const bool nccl_ran = result == ncclSuccess || result == ncclInProgress;
 	/*
 	 * NCCL still enqueues in the background: ours follows once it is done.  An
@@ -442,9 +465,20 @@ ncclResult_t ndet_group_after_end(ncclResult_t result)
 		result = ndet_group_combine(
 			result, ndet_group_run_calls(taken.calls.items, taken.calls.count));
 		result = ndet_group_combine(result, ndet_group_run_finalizes(&taken.finalizing));
-	} else if (taken.refusing) {
+	} else {
 		/* Pending after NCCL's failure too: none sets up without the lost one. */
-		(void)ndet_comm_setup_refuse(taken.created.items, taken.created.count);
+		if (taken.refusing)
+			(void)ndet_comm_setup_refuse(taken.created.items, taken.created.count);
+		/*
+		 * NCCL's failure may be this rank's alone, while its peers run the calls
+		 * of ours it held: they are told, now or when the setup ends.
+		 */
+		for (int i = 0; i < taken.calls.count; i++) {
+			const struct ndet_call *call = &taken.calls.items[i];
+			if (call->decision.action == NDET_ACTION_DIVERT ||
+			    call->decision.action == NDET_ACTION_SETUP)
+				ndet_comm_fail_unlaunched(call->comm, call->stream);
+		}
 	}
 	ndet_group_calls_release(&taken.calls);
 	ndet_group_comms_release(&taken.created);

@@ -93,7 +93,8 @@ struct ndet_engine {
 	 */
 	cudaStream_t stage_stream;
 	cudaEvent_t order_events[2];
-	int poisoned; /* a launch or a join failed: the abort words are written (atomic) */
+	int poisoned; /* a launch or a join failed: the abort words are written, where the
+		       * engine's device could still be made current (atomic) */
 	/*
 	 * NCCL's stages between hosts seen from the host (ndet_engine_error): the
 	 * progress word's observer, under a spin flag (any thread may poll).

@@ -341,9 +341,9 @@ static ndet_status_t ndet_engine_enqueue(struct ndet_engine *engine, cudaStream_
 	ndet_status_t status = NDET_OK;
 	int saved_device = -1;
 	unsigned long long capture = 0;
-	NDET_CUDA_CHECK_GOTO(cudaGetDevice(&saved_device), status, out);
+	NDET_CUDA_CHECK_GOTO(cudaGetDevice(&saved_device), status, unreached);
 	if (saved_device != engine->config.cuda_device)
-		NDET_CUDA_CHECK_GOTO(cudaSetDevice(engine->config.cuda_device), status, out);
+		NDET_CUDA_CHECK_GOTO(cudaSetDevice(engine->config.cuda_device), status, unreached);
 	NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(stream, &capture), status, failed);
 	const unsigned long long stream_id = ndet_engine_stream_id(stream, capture);
 	status = ndet_engine_order(engine, stream, stream_id, capture);
@@ -367,6 +367,15 @@ out:
 	if (saved_device >= 0 && saved_device != engine->config.cuda_device)
 		NDET_CUDA_CHECK_WARN(cudaSetDevice(saved_device));
 	return status;
+unreached:
+	/*
+	 * The engine's device cannot even be made current (a context already broken):
+	 * nothing can be stored into the peers, but this rank's later calls must not
+	 * pair with their calls of this one.
+	 */
+	__atomic_store_n(&engine->poisoned, 1, __ATOMIC_RELEASE);
+	ndet_engine_abort(engine);
+	goto out;
 }
 
 ndet_status_t ndet_engine_collective(struct ndet_engine *engine,

@@ -24,6 +24,9 @@
  *   - ranks that saw no error agree whether each communicator is diverted;
  *   - nothing is held afterwards (ndet_resources: pools, mappings, kept memory) and
  *     every engine set up is released; LeakSanitizer checks the host memory.
+ *
+ * Then the cases where the failing rank keeps its communicator open: a call it could
+ * not record, and calls it drops while its peers run them (dropped_run).
  */
 #include "config.h"
 
@@ -768,6 +771,48 @@ static void test_hosts_out_of_memory(void **state)
 }
 
 /*
+ * The ranks of a case in which rank 0 keeps its communicator open (a call rank 0
+ * never runs must not leave its peers waiting NCCL_DET_TIMEOUT, here 5 s), each
+ * running `each_rank` from the same data, a fresh id and a barrier of all ranks;
+ * the fake backend's counters before and after.
+ */
+static void run_kept_open(ncclUniqueId *id, pthread_barrier_t *barrier,
+			  void (*each_rank)(int rank, void *opaque),
+			  struct ndet_fake_backend_counters *before,
+			  struct ndet_fake_backend_counters *after)
+{
+	assert_int_equal(setenv("NCCL_DET_TIMEOUT", "5", 1), 0);
+	ndet_divert_settings_changed();
+	data_fill();
+	assert_int_equal(pncclGetUniqueId(id), ncclSuccess);
+	assert_int_equal(pthread_barrier_init(barrier, NULL, NRANKS), 0);
+	ndet_fake_backend_counters(before);
+	assert_int_equal(fake_nccl_run_ranks(NRANKS, each_rank, NULL), 0);
+	ndet_fake_backend_counters(after);
+	pthread_barrier_destroy(barrier);
+}
+
+/*
+ * Rank 0's peers (ranks 1 ...) were told of its call that never ran: no kernel of
+ * theirs timed out, none waited as long as NCCL_DET_TIMEOUT (5 s), and each fails
+ * with a peer's error (ncclRemoteError), not one of its own.
+ */
+static void assert_peers_told(const struct ndet_fake_backend_counters *before,
+			      const struct ndet_fake_backend_counters *after,
+			      const double seconds[NRANKS], const ncclResult_t async[NRANKS])
+{
+	assert_int_equal(after->kernel_errors[NDET_KERNEL_ERR_TIMEOUT] -
+				 before->kernel_errors[NDET_KERNEL_ERR_TIMEOUT],
+			 0);
+	for (int r = 1; r < NRANKS; r++) {
+		if (seconds[r] >= 2.0)
+			fail_msg("rank %d waited %.1f s for a call rank 0 never ran", r,
+				 seconds[r]);
+		assert_int_equal(async[r], ncclRemoteError);
+	}
+}
+
+/*
  * A call that rank 0 cannot record in a group (its first allocation there fails)
  * while it keeps its communicator open: the peers' calls of it fail at once, with a
  * peer's error, instead of waiting NCCL_DET_TIMEOUT (5 s here) for a rank that will
@@ -818,17 +863,9 @@ static void unrecorded_rank(int rank, void *opaque)
 static void test_unrecorded_call_tells_peers(void **state)
 {
 	(void)state;
-	assert_int_equal(setenv("NCCL_DET_TIMEOUT", "5", 1), 0);
-	ndet_divert_settings_changed();
-	data_fill();
 	memset(&unrecorded, 0, sizeof(unrecorded));
-	assert_int_equal(pncclGetUniqueId(&unrecorded.id), ncclSuccess);
-	assert_int_equal(pthread_barrier_init(&unrecorded.barrier, NULL, NRANKS), 0);
 	struct ndet_fake_backend_counters before, after;
-	ndet_fake_backend_counters(&before);
-	assert_int_equal(fake_nccl_run_ranks(NRANKS, unrecorded_rank, NULL), 0);
-	ndet_fake_backend_counters(&after);
-	pthread_barrier_destroy(&unrecorded.barrier);
+	run_kept_open(&unrecorded.id, &unrecorded.barrier, unrecorded_rank, &before, &after);
 	for (int r = 0; r < NRANKS; r++) {
 		assert_true(unrecorded.first_ok[r]);
 		assert_true(unrecorded.aborted[r]);
@@ -837,16 +874,177 @@ static void test_unrecorded_call_tells_peers(void **state)
 	assert_int_equal(unrecorded.recorded, ncclSystemError);
 	assert_int_equal(unrecorded.ended, ncclSystemError);
 	assert_int_equal(after.calls_failed_unlaunched - before.calls_failed_unlaunched, 1);
-	assert_int_equal(after.kernel_errors[NDET_KERNEL_ERR_TIMEOUT] -
-				 before.kernel_errors[NDET_KERNEL_ERR_TIMEOUT],
-			 0);
-	for (int r = 1; r < NRANKS; r++) {
-		if (unrecorded.peer_seconds[r] >= 2.0)
-			fail_msg("rank %d waited %.1f s for the call rank 0 never launched", r,
-				 unrecorded.peer_seconds[r]);
-		/* The peer's error (ncclRemoteError), not a timeout of its own. */
-		assert_int_equal(unrecorded.peer_async[r], ncclRemoteError);
+	assert_peers_told(&before, &after, unrecorded.peer_seconds, unrecorded.peer_async);
+}
+
+/* ---------------------------------------------- calls rank 0 drops while its peers run them */
+
+/*
+ * Rank 0 drops a call its peers run (out of memory recording or running it, or NCCL
+ * failing the group on rank 0 alone) and keeps its communicator, as an application
+ * that goes on after an error does.  Whatever the case: rank 0's later all-reduce
+ * fails with ncclSystemError and writes nothing (it must not pair with its peers'
+ * call of the dropped one), the peers' call of it fails with a peer's error within a
+ * second or two (NCCL_DET_TIMEOUT is 5 s), and no rank returns ncclSuccess with a
+ * wrong result.
+ */
+enum dropped_case {
+	DROPPED_PENDING,     /* the first call of a non-blocking communicator, not set up */
+	DROPPED_NCCL_GROUP,  /* NCCL's ncclGroupEnd fails on rank 0 alone */
+	DROPPED_RUN_FORWARD, /* out of memory running the group: a float call and an
+				int32 one for NCCL behind it (which still runs) */
+};
+
+static struct {
+	enum dropped_case which;
+	ncclUniqueId id;
+	pthread_barrier_t barrier;
+	ncclResult_t recorded, ended, next, next_async, peer_async[NRANKS];
+	double peer_seconds[NRANKS];
+	bool fired;
+	float out[NRANKS][COUNT], next_out[COUNT];
+	int32_t in_int[NRANKS][COUNT], out_int[NRANKS][COUNT], sum_int[COUNT];
+	ncclResult_t int_result[NRANKS];
+} dropped;
+
+static ncclResult_t dropped_wait(ncclComm_t comm, ncclResult_t result)
+{
+	for (int i = 0; i < 4000000 && result == ncclInProgress; i++)
+		if (ncclCommGetAsyncError(comm, &result) != ncclSuccess)
+			return ncclInternalError;
+	return result;
+}
+
+/* Rank `rank`'s calls of the group that rank 0 drops. */
+static ncclResult_t dropped_group(int rank, ncclComm_t comm)
+{
+	ncclResult_t result = ncclGroupStart();
+	if (result != ncclSuccess)
+		return result;
+	if (rank == 0 && dropped.which == DROPPED_PENDING)
+		ndet_alloc_fail_arm(1);
+	result = ncclAllReduce(data.in32[rank], dropped.out[rank], COUNT, ncclFloat32, ncclSum,
+			       comm, NULL);
+	if (rank == 0 && dropped.which == DROPPED_PENDING) {
+		(void)ndet_alloc_fail_disarm();
+		dropped.fired = ndet_alloc_fail_fired();
 	}
+	if (rank == 0)
+		dropped.recorded = result;
+	if (dropped.which == DROPPED_RUN_FORWARD)
+		dropped.int_result[rank] =
+			ncclAllReduce(dropped.in_int[rank], dropped.out_int[rank], COUNT, ncclInt32,
+				      ncclSum, comm, NULL);
+	if (rank == 0 && dropped.which == DROPPED_NCCL_GROUP)
+		assert_int_equal(setenv("FAKE_NCCL_FAIL", "ncclGroupEnd", 1), 0);
+	if (rank == 0 && dropped.which == DROPPED_RUN_FORWARD)
+		ndet_alloc_fail_arm(1);
+	result = ncclGroupEnd();
+	if (rank == 0 && dropped.which == DROPPED_RUN_FORWARD) {
+		(void)ndet_alloc_fail_disarm();
+		dropped.fired = ndet_alloc_fail_fired();
+	}
+	if (rank == 0 && dropped.which == DROPPED_NCCL_GROUP) {
+		assert_int_equal(unsetenv("FAKE_NCCL_FAIL"), 0);
+		dropped.fired = result != ncclSuccess;
+	}
+	return dropped_wait(comm, result);
+}
+
+static void dropped_rank(int rank, void *opaque)
+{
+	(void)opaque;
+	ncclComm_t comm = NULL;
+	ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+	config.blocking = dropped.which == DROPPED_PENDING ? 0 : 1;
+	assert_int_equal(dropped_wait(comm, ncclCommInitRankConfig(&comm, NRANKS, dropped.id, rank,
+								   &config)),
+			 ncclSuccess);
+	if (dropped.which != DROPPED_PENDING) {
+		/* Set up, and one call that works. */
+		assert_int_equal(ncclAllReduce(data.in32[rank], dropped.out[rank], COUNT,
+					       ncclFloat32, ncclSum, comm, NULL),
+				 ncclSuccess);
+		assert_true(output_exact(dropped.out[rank], data.sum32, sizeof(data.sum32)));
+		assert_int_equal(diverted_of(comm), 1);
+	}
+	poison(dropped.out[rank], sizeof(dropped.out[rank]));
+	/*
+	 * Rank 0 first where only its group may see FAKE_NCCL_FAIL, which every thread
+	 * reads; all at once where its group waits for theirs in NCCL.
+	 */
+	const bool first = dropped.which != DROPPED_RUN_FORWARD;
+	if (rank == 0) {
+		dropped.ended = dropped_group(rank, comm);
+		if (first)
+			pthread_barrier_wait(&dropped.barrier);
+		/* It goes on: its next all-reduce (which the peers never make). */
+		dropped.next =
+			dropped_wait(comm, ncclAllReduce(data.in32[rank], dropped.next_out, COUNT,
+							 ncclFloat32, ncclSum, comm, NULL));
+		dropped.next_async = async_of(comm);
+	} else {
+		if (first)
+			pthread_barrier_wait(&dropped.barrier);
+		const double start = now_seconds();
+		(void)dropped_group(rank, comm);
+		dropped.peer_async[rank] = async_of(comm);
+		dropped.peer_seconds[rank] = now_seconds() - start;
+	}
+	pthread_barrier_wait(&dropped.barrier);
+	assert_int_equal(ncclCommAbort(comm), ncclSuccess);
+}
+
+static void dropped_run(enum dropped_case which)
+{
+	memset(&dropped, 0, sizeof(dropped));
+	dropped.which = which;
+	for (int i = 0; i < COUNT; i++) {
+		for (int r = 0; r < NRANKS; r++) {
+			dropped.in_int[r][i] = (int32_t)(i * 7919 + r * 104729) % 100003 - 50000;
+			dropped.sum_int[i] += dropped.in_int[r][i];
+		}
+	}
+	poison(dropped.next_out, sizeof(dropped.next_out));
+	struct ndet_fake_backend_counters before, after;
+	run_kept_open(&dropped.id, &dropped.barrier, dropped_rank, &before, &after);
+
+	assert_true(dropped.fired);
+	/* Rank 0: told at once, and its next call neither runs nor pairs. */
+	if (which == DROPPED_PENDING)
+		assert_int_equal(dropped.recorded, ncclSystemError);
+	assert_int_not_equal(dropped.ended, ncclSuccess);
+	assert_int_equal(dropped.next, ncclSystemError);
+	assert_int_equal(dropped.next_async, ncclSystemError);
+	float untouched[COUNT];
+	poison(untouched, sizeof(untouched));
+	assert_true(output_exact(dropped.next_out, untouched, sizeof(untouched)));
+	assert_peers_told(&before, &after, dropped.peer_seconds, dropped.peer_async);
+	/* The call for NCCL behind the dropped one still ran, on every rank. */
+	if (which == DROPPED_RUN_FORWARD)
+		for (int r = 0; r < NRANKS; r++) {
+			assert_int_equal(dropped.int_result[r], ncclSuccess);
+			assert_true(output_exact(dropped.out_int[r], dropped.sum_int,
+						 sizeof(dropped.sum_int)));
+		}
+}
+
+static void test_dropped_before_setup(void **state)
+{
+	(void)state;
+	dropped_run(DROPPED_PENDING);
+}
+
+static void test_dropped_by_nccl_group_end(void **state)
+{
+	(void)state;
+	dropped_run(DROPPED_NCCL_GROUP);
+}
+
+static void test_dropped_running_group_forwards_the_rest(void **state)
+{
+	(void)state;
+	dropped_run(DROPPED_RUN_FORWARD);
 }
 
 /* One thread drives every rank: the setups run in lockstep, the calls in groups. */
@@ -872,6 +1070,9 @@ int main(void)
 		cmocka_unit_test_setup(test_one_thread_out_of_memory, setup),
 		cmocka_unit_test_setup(test_one_thread_group_out_of_memory, setup),
 		cmocka_unit_test_setup(test_unrecorded_call_tells_peers, setup),
+		cmocka_unit_test_setup(test_dropped_before_setup, setup),
+		cmocka_unit_test_setup(test_dropped_by_nccl_group_end, setup),
+		cmocka_unit_test_setup(test_dropped_running_group_forwards_the_rest, setup),
 	};
 	return cmocka_run_group_tests(tests, ndet_divert_group_setup, ndet_divert_group_teardown);
 }

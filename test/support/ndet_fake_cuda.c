@@ -429,7 +429,13 @@ bool fake_cuda_last_hosts_launch(int rank, struct ndet_hosts_args *args)
 	return valid;
 }
 
-static bool fake_no_kernel_image; /* fake_cuda_set_no_kernel_image */
+static bool fake_no_kernel_image;  /* fake_cuda_set_no_kernel_image */
+static bool fake_set_device_fails; /* fake_cuda_fail_set_device */
+
+void fake_cuda_fail_set_device(bool on)
+{
+	__atomic_store_n(&fake_set_device_fails, on, __ATOMIC_RELAXED);
+}
 
 void fake_cuda_set_no_kernel_image(bool on)
 {
@@ -561,6 +567,7 @@ void fake_cuda_reset(void)
 	fake_unloading = false;
 	fake_fail_malloc_bytes = 0;
 	fake_no_kernel_image = false;
+	fake_set_device_fails = false;
 	fake_no_fp8_image = false;
 	fake_major = 0;
 	fake_claimed = NULL;
@@ -727,6 +734,8 @@ cudaError_t cudaSetDevice(int device)
 	FAKE_RUNTIME_CALL();
 	if (device < 0 || device >= FAKE_DEVICES)
 		return fake_result(cudaErrorInvalidDevice);
+	if (__atomic_load_n(&fake_set_device_fails, __ATOMIC_RELAXED))
+		return fake_result(cudaErrorDevicesUnavailable);
 	fake_device = device;
 	return cudaSuccess;
 }

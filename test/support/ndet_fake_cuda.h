@@ -112,6 +112,9 @@ void fake_cuda_end_process(pid_t pid);
 /* From now on every runtime call fails with cudaErrorCudartUnloading (exit). */
 void fake_cuda_set_unloading(bool on);
 
+/* cudaSetDevice fails (a context already broken); fake_cuda_reset clears it. */
+void fake_cuda_fail_set_device(bool on);
+
 /* ndet_kernel_device_check says the build has no kernel image for the device (a GPU
  * the build's targets leave out); fake_cuda_reset clears it. */
 void fake_cuda_set_no_kernel_image(bool on);

@@ -939,6 +939,38 @@ static void test_failed_launch_poisons_peers(void **state)
 	group_fini(&group);
 }
 
+/*
+ * A launch that cannot even make the engine's device current (a context already
+ * broken) reaches no GPU and can tell no peer, but the engine fails from then on:
+ * its next call of the same shape would pass for this one in its peers' kernels.
+ */
+static void test_unreachable_device_fails_engine(void **state)
+{
+	(void)state;
+	struct group group;
+	group_create(&group, 2, true); /* "processes": rank r on device r */
+	assert_int_equal(cudaSetDevice(0), cudaSuccess);
+	struct ndet_engine *engine = group.engines[1];
+	const int launches = runtime().launches;
+	fake_cuda_fail_set_device(true);
+	assert_int_equal(ndet_engine_allreduce(engine, send_values, recv_values, COUNT,
+					       NDET_DTYPE_F32, NDET_OP_SUM, NULL),
+			 NDET_ERR_CUDA);
+	fake_cuda_fail_set_device(false);
+	uint32_t code = 0;
+	assert_int_equal(ndet_engine_error(engine, &code), NDET_ERR_REMOTE);
+	assert_int_equal(code, NDET_KERNEL_ERR_LAUNCH);
+	assert_int_equal(ndet_engine_allreduce(engine, send_values, recv_values, COUNT,
+					       NDET_DTYPE_F32, NDET_OP_SUM, NULL),
+			 NDET_ERR_REMOTE);
+	assert_int_equal(runtime().launches, launches);
+	/* The other rank's engine is untouched. */
+	assert_int_equal(ndet_engine_error(group.engines[0], &code), NDET_OK);
+	assert_int_equal(ndet_engine_destroy_group(group.engines, 2, true), NDET_OK);
+	assert_nothing_held();
+	group_fini(&group);
+}
+
 static bool details_of(struct ndet_engine *engine, uint32_t *block, uint32_t *peer, uint64_t *step,
 		       uint64_t *observed, uint32_t *phase)
 {
@@ -2826,6 +2858,7 @@ int main(void)
 		cmocka_unit_test_setup(test_abort_during_barrier_teardown, reset),
 		cmocka_unit_test_setup(test_launch_order_across_streams, reset),
 		cmocka_unit_test_setup(test_failed_launch_poisons_peers, reset),
+		cmocka_unit_test_setup(test_unreachable_device_fails_engine, reset),
 		cmocka_unit_test_setup(test_launch_args_trace_and_coll_line, reset),
 		cmocka_unit_test_setup(test_error_details_published_last, reset),
 		cmocka_unit_test_setup(test_setup_stale_round, reset),
