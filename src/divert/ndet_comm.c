@@ -478,13 +478,18 @@ static void ndet_comm_engine_release(struct ndet_comm *comm, void *engine)
 	ndet_comm_backend()->release(engine);
 }
 
+static void ndet_comm_poison_locked(struct ndet_comm *comm)
+{
+	if (comm->state == NDET_COMM_READY)
+		comm->state = NDET_COMM_POISONED;
+	comm->kernel_failed = true;
+}
+
 /* A launch reported the engine failed. */
 void ndet_comm_poison(struct ndet_comm *comm)
 {
 	pthread_mutex_lock(&comm->lock);
-	if (comm->state == NDET_COMM_READY)
-		comm->state = NDET_COMM_POISONED;
-	comm->kernel_failed = true;
+	ndet_comm_poison_locked(comm);
 	pthread_mutex_unlock(&comm->lock);
 }
 
@@ -500,13 +505,11 @@ void ndet_comm_fail_unlaunched(struct ndet_comm *comm, cudaStream_t stream)
 		ndet_comm_engine_put(comm);
 	}
 	pthread_mutex_lock(&comm->lock);
-	if (comm->state == NDET_COMM_READY)
-		comm->state = NDET_COMM_POISONED;
-	else if (comm->state == NDET_COMM_PENDING && !comm->dropped) {
+	if (comm->state == NDET_COMM_PENDING && !comm->dropped) {
 		comm->dropped = true;
 		comm->dropped_stream = stream;
 	}
-	comm->kernel_failed = true;
+	ndet_comm_poison_locked(comm);
 	comm->unlaunched = true;
 	pthread_mutex_unlock(&comm->lock);
 }
