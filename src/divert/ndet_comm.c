@@ -395,10 +395,19 @@ void ndet_comm_refresh_locked(struct ndet_comm *comm)
 {
 	if (comm->state != NDET_COMM_READY || comm->engine == NULL)
 		return;
-	if (ndet_comm_backend()->error(comm->engine, NULL) == NDET_OK)
+	const struct ndet_backend *backend = ndet_comm_backend();
+	if (backend->error(comm->engine, NULL) == NDET_OK)
 		return;
 	comm->state = NDET_COMM_POISONED;
 	comm->kernel_failed = true;
+	/* Once per communicator (the state never goes back to READY): which wait failed. */
+	char what[256] = "";
+	if (backend->describe_error != NULL)
+		(void)backend->describe_error(comm->engine, what, sizeof(what));
+	NDET_WARN("communicator %p rank %d: a kernel of nccl-det failed (%s): its eligible "
+		  "calls now fail with ncclRemoteError and ncclCommGetAsyncError reports it; "
+		  "abort the communicator (ncclCommAbort) on every rank",
+		  (void *)comm->nccl, comm->rank, what[0] != '\0' ? what : "no details");
 }
 
 /* Has a kernel of ours failed on `comm`, or its setup found it broken?  No CUDA call. */

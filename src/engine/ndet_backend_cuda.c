@@ -112,6 +112,11 @@ static ndet_status_t ndet_backend_cuda_error(void *engine, uint32_t *kernel_erro
 	return ndet_engine_error(engine, kernel_error);
 }
 
+static size_t ndet_backend_cuda_describe_error(void *engine, char *text, size_t size)
+{
+	return ndet_engine_error_describe(engine, text, size);
+}
+
 static void ndet_backend_cuda_abort(void *engine)
 {
 	ndet_engine_abort(engine);
@@ -206,6 +211,7 @@ const struct ndet_backend ndet_backend_cuda = {
 	.create_group = ndet_backend_cuda_create_group,
 	.allreduce_group = ndet_backend_cuda_allreduce_group,
 	.error = ndet_backend_cuda_error,
+	.describe_error = ndet_backend_cuda_describe_error,
 	.abort = ndet_backend_cuda_abort,
 	.fail_call = ndet_backend_cuda_fail_call,
 	.quiesce_group = ndet_backend_cuda_quiesce_group,

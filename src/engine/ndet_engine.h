@@ -237,6 +237,14 @@ bool ndet_engine_error_details(const struct ndet_engine *engine, uint32_t *block
 			       uint64_t *step, uint64_t *observed, uint32_t *phase);
 
 /*
+ * The first kernel error in one line for a log (no CUDA call): what failed, and where
+ * its details are published, which block waited for which peer's flag of which step
+ * and what it last saw.  Writes at most size bytes, NUL-terminated; returns the
+ * length written, 0 (and "") when there is no error.
+ */
+size_t ndet_engine_error_describe(const struct ndet_engine *engine, char *text, size_t size);
+
+/*
  * Ask running and future kernels to leave (ncclCommAbort/Revoke).  No CUDA call.
  * Any thread, any time until ndet_engine_release(): a teardown waiting in
  * ndet_engine_quiesce_group() then returns within NDET_TEARDOWN_GRACE_MS.

@@ -11,6 +11,7 @@
 #include "engine/ndet_engine.h"
 #include "engine/ndet_engine_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "engine/ndet_cuda.h"
@@ -91,6 +92,69 @@ bool ndet_engine_error_details(const struct ndet_engine *engine, uint32_t *block
 	*observed = h->observed;
 	*phase = h->phase;
 	return true;
+}
+
+static const char *ndet_engine_error_name(uint32_t error)
+{
+	switch (error) {
+	case NDET_KERNEL_ERR_TIMEOUT:
+		return "timed out (NCCL_DET_TIMEOUT)";
+	case NDET_KERNEL_ERR_ABORTED:
+		return "aborted";
+	case NDET_KERNEL_ERR_SIGNATURE:
+		return "met a peer in another call (count, type, op or plan differ)";
+	case NDET_KERNEL_ERR_PEER:
+		return "failed because a peer failed";
+	case NDET_KERNEL_ERR_STALLED:
+		return "stalled in NCCL between hosts";
+	case NDET_KERNEL_ERR_LAUNCH:
+		return "lost a launch (its peers were told)";
+	default:
+		return "failed";
+	}
+}
+
+static const char *ndet_engine_wait_name(uint32_t phase)
+{
+	switch (phase) {
+	case 0:
+		return "kernel start";
+	case 1:
+		return "released/done";
+	case 2:
+		return "ready";
+	case 3:
+		return "reduced";
+	case 4:
+		return "host status";
+	default:
+		return "?";
+	}
+}
+
+size_t ndet_engine_error_describe(const struct ndet_engine *engine, char *text, size_t size)
+{
+	if (size == 0)
+		return 0;
+	text[0] = '\0';
+	const uint32_t error = __atomic_load_n(&engine->host_status->error, __ATOMIC_ACQUIRE);
+	if (error == NDET_KERNEL_OK)
+		return 0;
+	uint32_t block = 0, peer = 0, phase = 0;
+	uint64_t step = 0, observed = 0;
+	int n;
+	if (ndet_engine_error_details(engine, &block, &peer, &step, &observed, &phase))
+		n = snprintf(text, size,
+			     "kernel error %u, %s: block %u, step %llu, waiting for rank %u's %s "
+			     "flag, last seen step %llu signature %06x",
+			     error, ndet_engine_error_name(error), block, (unsigned long long)step,
+			     peer, ndet_engine_wait_name(phase),
+			     (unsigned long long)(observed >> NDET_FLAG_SIGNATURE_BITS),
+			     (unsigned)(observed & NDET_FLAG_SIGNATURE_MASK));
+	else
+		n = snprintf(text, size, "kernel error %u, %s", error,
+			     ndet_engine_error_name(error));
+	return n < 0 ? 0 : (size_t)n < size ? (size_t)n : size - 1;
 }
 
 void ndet_engine_abort(struct ndet_engine *engine)

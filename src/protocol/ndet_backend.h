@@ -132,6 +132,11 @@ struct ndet_backend {
 	void (*allreduce_group)(struct ndet_backend_call *calls, int count);
 	/* NDET_OK or NDET_ERR_REMOTE; no CUDA call (a host-mapped read). */
 	ndet_status_t (*error)(void *engine, uint32_t *kernel_error);
+	/*
+	 * The first error in one line for a WARN (which wait of which block failed);
+	 * returns its length, 0 where there is none.  No CUDA call.
+	 */
+	size_t (*describe_error)(void *engine, char *text, size_t size);
 	/* Make running and future kernels leave; no CUDA call. */
 	void (*abort)(void *engine);
 	/*

@@ -924,6 +924,14 @@ static void test_async_error_after_engine_error(void **state)
 	async = ncclSuccess;
 	assert_int_equal(ncclCommGetAsyncError(comm, &async), ncclSuccess);
 	assert_int_equal(async, ncclRemoteError);
+	/* One WARN says which kernel failed and how (the backend's description). */
+	assert_int_equal(ndet_divert_count_log("a kernel of nccl-det failed (fake kernel error 1 "
+					       "of rank 0)",
+					       "ncclCommAbort"),
+			 1);
+	async = ncclSuccess;
+	assert_int_equal(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+	assert_int_equal(async, ncclRemoteError);
 	/* Answered from our state alone: NCCL was not asked. */
 	assert_int_equal(ndet_divert_traced("ncclCommGetAsyncError"), 0);
 	/* Later eligible calls fail fast; others still go to NCCL. */
@@ -942,6 +950,8 @@ static void test_async_error_after_engine_error(void **state)
 	assert_true(ndet_comm_stats(comm, &stats));
 	assert_int_equal(stats.failed_calls, 1);
 	assert_int_equal(stats.fallback_calls[NDET_FALLBACK_INTEGER], 1);
+	/* Once per communicator, however often the failure is seen. */
+	assert_int_equal(ndet_divert_count_log("a kernel of nccl-det failed", NULL), 1);
 	assert_int_equal(ncclCommDestroy(comm), ncclSuccess);
 	struct ndet_fake_backend_counters counters;
 	ndet_fake_backend_counters(&counters);

@@ -656,6 +656,17 @@ static ndet_status_t ndet_fake_error(void *opaque, uint32_t *kernel_error)
 	return error == NDET_KERNEL_OK ? NDET_OK : NDET_ERR_REMOTE;
 }
 
+static size_t ndet_fake_describe_error(void *opaque, char *text, size_t size)
+{
+	struct ndet_fake_engine *engine = opaque;
+	const uint32_t error = __atomic_load_n(&engine->error, __ATOMIC_ACQUIRE);
+	const int n = error == NDET_KERNEL_OK
+			      ? 0
+			      : snprintf(text, size, "fake kernel error %u of rank %d", error,
+					 engine->config.rank);
+	return n <= 0 ? 0 : (size_t)n < size ? (size_t)n : size - 1;
+}
+
 /* The kernels' signature: calls that differ in any of these must not meet. */
 static uint64_t ndet_fake_signature(const struct ndet_backend_call *call, int nranks)
 {
@@ -1479,6 +1490,7 @@ const struct ndet_backend ndet_fake_backend = {
 	.create_group = ndet_fake_create_group,
 	.allreduce_group = ndet_fake_allreduce_group,
 	.error = ndet_fake_error,
+	.describe_error = ndet_fake_describe_error,
 	.abort = ndet_fake_abort,
 	.fail_call = ndet_fake_fail_call,
 	.quiesce_group = ndet_fake_quiesce_group,

@@ -990,6 +990,9 @@ static void test_error_details_published_last(void **state)
 	group_create(&group, 2, false);
 	uint32_t code = 0, block = 77, peer = 77, phase = 77;
 	uint64_t step = 77, observed = 77;
+	char none[8] = "x";
+	assert_int_equal(ndet_engine_error_describe(group.engines[0], none, sizeof(none)), 0);
+	assert_string_equal(none, "");
 
 	fake_cuda_set_kernel(FAKE_CUDA_KERNEL_FAIL_UNORDERED);
 	launch(group.engines[0], NULL);
@@ -1011,6 +1014,18 @@ static void test_error_details_published_last(void **state)
 	assert_int_equal(step, 9);
 	assert_int_equal(observed, 0xabcdef);
 	assert_int_equal(phase, 2);
+	/* The WARN's line: the published details; without them, the error alone. */
+	char text[256];
+	const char *want = "kernel error 1, timed out (NCCL_DET_TIMEOUT): block 5, step 9, "
+			   "waiting for rank 1's ready flag, last seen step 0 signature abcdef";
+	assert_int_equal(ndet_engine_error_describe(group.engines[1], text, sizeof(text)),
+			 strlen(want));
+	assert_string_equal(text, want);
+	assert_int_equal(ndet_engine_error_describe(group.engines[1], text, 11), 10);
+	assert_string_equal(text, "kernel err");
+	assert_int_equal(ndet_engine_error_describe(group.engines[0], text, sizeof(text)),
+			 strlen("kernel error 1, timed out (NCCL_DET_TIMEOUT)"));
+	assert_string_equal(text, "kernel error 1, timed out (NCCL_DET_TIMEOUT)");
 	/*
 	 * Querying the error makes no CUDA call (an error handler, a watchdog thread or
 	 * an exit hook may ask while the runtime is unusable): with every runtime call

@@ -170,6 +170,14 @@ void perf_check_engine(struct perf_rank *me)
 			"nccl-det-perf: rank %d: the engine failed (kernel error %u: 1 timeout, 2 "
 			"abort, 3 diverging call, 4 peer failure). " PERF_RESIDENCY_HINT "\n",
 			me->rank, kernel_error);
+		/* Where each rank's kernels stopped: the wait that failed first. */
+		for (int r = 0; r < me->world->options.nranks; r++) {
+			char text[256];
+			if (me->world->engines[r] != NULL &&
+			    ndet_engine_error_describe(me->world->engines[r], text, sizeof(text)) !=
+				    0)
+				fprintf(stderr, "nccl-det-perf: rank %d: %s\n", r, text);
+		}
 		perf_die();
 	}
 }
