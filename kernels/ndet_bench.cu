@@ -254,3 +254,23 @@ extern "C" int ndet_kernel_check_avg_product(int wide, uint32_t n, uint64_t firs
 			<<<blocks, threads, 0, s>>>(n, first, count, mismatches, example);
 	return (int)cudaGetLastError();
 }
+
+extern "C" int ndet_bench_load(void)
+{
+	/* The kernels whose blocks wait for other ranks' kernels, and those timed. */
+	cudaFuncAttributes attributes;
+	const void *kernels[] = {
+		(const void *)ndet_pingpong_kernel,
+		(const void *)ndet_empty_kernel,
+		(const void *)ndet_flag_exchange_kernel,
+		(const void *)ndet_copy_kernel,
+	};
+	for (const void *kernel : kernels) {
+		const cudaError_t err = cudaFuncGetAttributes(&attributes, kernel);
+		if (err != cudaSuccess) {
+			(void)cudaGetLastError();
+			return (int)err;
+		}
+	}
+	return 0;
+}

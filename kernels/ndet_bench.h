@@ -39,6 +39,13 @@ int ndet_kernel_copy(void *dst, const void *src, size_t bytes, unsigned blocks, 
 int ndet_kernel_empty(unsigned blocks, void *stream);
 
 /*
+ * Load the kernels above into the current device's context before any rank runs one:
+ * under CUDA's lazy loading, a first launch while other ranks' kernels spin in the
+ * same context may wait for them (ndet_kernel_device_check).  A cudaError_t.
+ */
+int ndet_bench_load(void);
+
+/*
  * The flag exchange under a small collective (nccl-det-perf): what any all-reduce's
  * synchronisation costs, every rank hearing from every peer once per call.  Block b of
  * each launch takes the next step of its counter (this rank's `counters[b]`) and

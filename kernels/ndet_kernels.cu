@@ -89,43 +89,76 @@ extern "C" int ndet_kernel_hosts_stage(const struct ndet_hosts_args *args, void 
 	return (int)cudaGetLastError();
 }
 
-/* The first kernel in `kernels` without an image for the current device (cleared). */
-static int ndet_kernel_probe(const ndet_kernel_fn *kernels, unsigned count)
+/*
+ * Load one kernel into the current device's context (cudaFuncGetAttributes loads a
+ * kernel that CUDA's lazy loading has not loaded yet); 0 or the runtime's error,
+ * cleared.
+ */
+template <typename Fn> static int ndet_kernel_load(Fn kernel)
+{
+	cudaFuncAttributes attributes;
+	const cudaError_t err = cudaFuncGetAttributes(&attributes, kernel);
+	if (err != cudaSuccess)
+		(void)cudaGetLastError();
+	return (int)err;
+}
+
+template <typename Fn> static int ndet_kernel_load_all(const Fn *kernels, unsigned count)
 {
 	for (unsigned i = 0; i < count; i++) {
-		cudaFuncAttributes attributes;
-		const cudaError_t err = cudaFuncGetAttributes(&attributes, kernels[i]);
-		if (err != cudaSuccess) {
-			(void)cudaGetLastError();
-			return (int)err;
-		}
+		const int err = ndet_kernel_load(kernels[i]);
+		if (err != 0)
+			return err;
 	}
+	return 0;
+}
+
+#define NDET_LOAD_ARRAY(ARRAY)                                                                     \
+	do {                                                                                       \
+		const int err_ =                                                                   \
+			ndet_kernel_load_all((ARRAY), sizeof(ARRAY) / sizeof((ARRAY)[0]));         \
+		if (err_ != 0)                                                                     \
+			return err_;                                                               \
+	} while (0)
+
+/*
+ * Every kernel of one element type's tables.  Under CUDA's lazy loading (the default
+ * since CUDA 12.2) a kernel's first launch loads it, and a load may wait for the
+ * kernels already running in the context: a rank whose call is the first of its
+ * kernel would then wait for its peers' kernels, which wait for that rank's call
+ * (ranks that share a context: one process, one GPU).  Setup loads them all instead.
+ */
+static int ndet_kernel_load_type(const ndet_type_kernels &k)
+{
+	NDET_LOAD_ARRAY(k.pull->sum);
+	NDET_LOAD_ARRAY(k.pull->premul);
+	NDET_LOAD_ARRAY(k.pull->generic);
+	NDET_LOAD_ARRAY(k.pull->hosts);
+	NDET_LOAD_ARRAY(k.push_ll->push_sum);
+	NDET_LOAD_ARRAY(k.push_ll->ll_sum);
+	NDET_LOAD_ARRAY(k.push_ll->ll_avg);
+	NDET_LOAD_ARRAY(k.push_ll->ll1_sum);
+	NDET_LOAD_ARRAY(k.push_ll->ll1_avg);
+	NDET_LOAD_ARRAY(k.push_ll->push_generic);
+	NDET_LOAD_ARRAY(k.push_ll->ll_generic);
 	return 0;
 }
 
 extern "C" int ndet_kernel_device_check(void)
 {
-	/*
-	 * One kernel of every translation unit built for NVCC_GENCODE (each unit's code
-	 * is one image): each element type's tables.
-	 */
-	const ndet_kernel_fn kernels[] = {
-		ndet_pull_kernels_f32.sum[0],  ndet_push_ll_kernels_f32.ll_sum[0],
-		ndet_pull_kernels_f16.sum[0],  ndet_push_ll_kernels_f16.ll_sum[0],
-		ndet_pull_kernels_bf16.sum[0], ndet_push_ll_kernels_bf16.ll_sum[0],
-		ndet_pull_kernels_f64.sum[0],  ndet_push_ll_kernels_f64.ll_sum[0],
-	};
-	return ndet_kernel_probe(kernels, sizeof(kernels) / sizeof(kernels[0]));
+	/* Every type but fp8, whose kernels have their own targets (ndet_kernel_fp8_check). */
+	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+		if (dtype == NDET_DTYPE_F8E4M3 || dtype == NDET_DTYPE_F8E5M2)
+			continue;
+		const int err = ndet_kernel_load_type(ndet_kernels[dtype]);
+		if (err != 0)
+			return err;
+	}
+	return 0;
 }
 
 extern "C" int ndet_kernel_fp8_check(void)
 {
-	/* One kernel of each fp8 table: the tables of a type may be two units. */
-	const ndet_kernel_fn kernels[] = {
-		ndet_pull_kernels_f8e4m3.sum[0],
-		ndet_push_ll_kernels_f8e4m3.ll_sum[0],
-		ndet_pull_kernels_f8e5m2.sum[0],
-		ndet_push_ll_kernels_f8e5m2.ll_sum[0],
-	};
-	return ndet_kernel_probe(kernels, sizeof(kernels) / sizeof(kernels[0]));
+	const int err = ndet_kernel_load_type(ndet_kernels[NDET_DTYPE_F8E4M3]);
+	return err != 0 ? err : ndet_kernel_load_type(ndet_kernels[NDET_DTYPE_F8E5M2]);
 }

@@ -63,21 +63,25 @@ int ndet_kernel_hosts_stage_all_ranks(const struct ndet_hosts_args *device_args,
 int ndet_kernel_all_ranks_load(unsigned dtype_mask);
 
 /*
- * Can the current device run this build's kernels?  cudaSuccess, or what the runtime
- * says there of one kernel of each translation unit built for NVCC_GENCODE:
- * cudaErrorNoKernelImageForDevice (or
- * cudaErrorInvalidDeviceFunction) where the build has no SASS for the device and no
- * PTX it can compile, e.g. a Volta or Turing GPU under the default sm_80+ targets.
- * Setup asks before it reports the rank ready, so such a GPU runs the communicator in
- * NCCL instead of failing its first call.  The error is cleared.
+ * Can the current device run this build's kernels?  Loads every collective kernel of
+ * every type but fp8 into the current device's context (CUDA's lazy loading would
+ * load each at its first launch, which may wait for the peers' kernels already
+ * spinning in a context several ranks share: a hang until NCCL_DET_TIMEOUT).
+ * cudaSuccess, or what the runtime says of the first kernel it cannot load:
+ * cudaErrorNoKernelImageForDevice (or cudaErrorInvalidDeviceFunction) where the build
+ * has no SASS for the device and no PTX it can compile, e.g. a Volta or Turing GPU
+ * under the default sm_80+ targets.  Setup asks before it reports the rank ready, so
+ * such a GPU runs the communicator in NCCL instead of failing its first call.  The
+ * error is cleared.
  */
 int ndet_kernel_device_check(void);
 
 /*
  * Can the current device run this build's fp8 kernels?  They are built for their own
  * targets (NVCC_FP8_GENCODE: sm_90 SASS and compute_90 PTX by default), so a GPU that
- * runs every other kernel may lack them.  cudaSuccess, or the runtime's error for the
- * first fp8 kernel that has no image for the device (cleared).  Setup asks, and
+ * runs every other kernel may lack them.  Loads every fp8 kernel, as
+ * ndet_kernel_device_check does the others; cudaSuccess, or the runtime's error for
+ * the first fp8 kernel that has no image for the device (cleared).  Setup asks, and
  * every rank's answer decides together whether fp8 calls are diverted.
  */
 int ndet_kernel_fp8_check(void);

@@ -3,6 +3,8 @@
 #
 #   test/gpu/suite.sh smoke            < 3 min: avg's product check, loopback n=3,
 #                                      nccl-det-perf at 3 ranks (small sizes, checked),
+#                                      a kernel's first launch behind waiting peers
+#                                      (3, 4 and 8 ranks, lazy loading),
 #                                      3 processes under MPS (every dtype), one-launch mode under
 #                                      compute-sanitizer memcheck (f32 and e5m2: its
 #                                      kernels' first load, below, sanitizer())
@@ -176,6 +178,14 @@ smoke)
 	run avg-product 60 "$bin" avg-product
 	run loopback-n3-quick 120 "$bin" loopback 3 quick
 	perf_run perf-n3-small 60 --ranks 3 -b 8 -e 4K -f 8 -d f32,bf16 -o sum,avg --no-nccl
+	# The checked call goes two-shot behind a push, the first launch of its kernel in
+	# the process while the peers' push kernels wait: setup loaded every kernel, so
+	# CUDA's lazy loading has none left to load there (it would wait for them).
+	for n in 3 4 8; do
+		CUDA_MODULE_LOADING=LAZY NCCL_DET_LL_MAX=32K NCCL_DET_ONESHOT_MAX=32K \
+			NCCL_DET_PUSH_MIN=64K perf_run "first-launch-n$n" 60 --ranks "$n" -b 64K \
+			-e 64K -d f32 -o sum -c 1 -n 2 -w 1 -G 0 --no-nccl
+	done
 	mps_start
 	mp_run mp-n3-mps 3 quick 90
 	mps_stop

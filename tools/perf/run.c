@@ -704,6 +704,7 @@ static void *perf_rank_main(void *argument)
 	struct ndet_engine_config config = perf_engine_config(world, me->rank);
 	PERF_CHECK(cudaSetDevice(config.cuda_device));
 	PERF_CHECK(cudaStreamCreateWithFlags(&me->stream, cudaStreamNonBlocking));
+	PERF_CHECK((cudaError_t)ndet_bench_load());
 
 	struct ndet_setup_verdict verdict;
 	ndet_status_t st = ndet_engine_create(&config, perf_allgather, me,
