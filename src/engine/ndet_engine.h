@@ -298,6 +298,9 @@ void ndet_engine_at_exit(void);
 bool ndet_engine_detach_slot_for_testing(const struct ndet_engine *engine, int writer,
 					 uint64_t **slot, uint64_t *epoch);
 
+/* Tests: the host-mapped status the kernels report errors into (host view). */
+struct ndet_host_status *ndet_engine_host_status_for_testing(struct ndet_engine *engine);
+
 /* Both phases, for one engine or several in lockstep (every engine is released). */
 ndet_status_t ndet_engine_destroy(struct ndet_engine *engine, bool barrier);
 ndet_status_t ndet_engine_destroy_group(struct ndet_engine *const engines[], int count,

@@ -114,22 +114,10 @@ static const char *ndet_engine_error_name(uint32_t error)
 	}
 }
 
+/* The flag a wait of `phase` (struct ndet_host_status) waited for. */
 static const char *ndet_engine_wait_name(uint32_t phase)
 {
-	switch (phase) {
-	case 0:
-		return "kernel start";
-	case 1:
-		return "released/done";
-	case 2:
-		return "ready";
-	case 3:
-		return "reduced";
-	case 4:
-		return "host status";
-	default:
-		return "?";
-	}
+	return phase == 1 ? "released/done" : phase == 2 ? "ready" : "reduced";
 }
 
 size_t ndet_engine_error_describe(const struct ndet_engine *engine, char *text, size_t size)
@@ -142,18 +130,34 @@ size_t ndet_engine_error_describe(const struct ndet_engine *engine, char *text, 
 		return 0;
 	uint32_t block = 0, peer = 0, phase = 0;
 	uint64_t step = 0, observed = 0;
+	const char *name = ndet_engine_error_name(error);
 	int n;
-	if (ndet_engine_error_details(engine, &block, &peer, &step, &observed, &phase))
+	if (!ndet_engine_error_details(engine, &block, &peer, &step, &observed, &phase)) {
+		n = snprintf(text, size, "kernel error %u, %s", error, name);
+	} else if (phase == 4) {
+		/* A stage across hosts: peer is the host whose status word said so. */
 		n = snprintf(text, size,
-			     "kernel error %u, %s: block %u, step %llu, waiting for rank %u's %s "
-			     "flag, last seen step %llu signature %06x",
-			     error, ndet_engine_error_name(error), block, (unsigned long long)step,
-			     peer, ndet_engine_wait_name(phase),
-			     (unsigned long long)(observed >> NDET_FLAG_SIGNATURE_BITS),
-			     (unsigned)(observed & NDET_FLAG_SIGNATURE_MASK));
-	else
-		n = snprintf(text, size, "kernel error %u, %s", error,
-			     ndet_engine_error_name(error));
+			     "kernel error %u, %s: block %u, host %u's status word says a rank "
+			     "there failed (word %#llx)",
+			     error, name, block, peer, (unsigned long long)observed);
+	} else {
+		/* The kernels name peers by local index: the log names communicator ranks. */
+		if (peer < (uint32_t)engine->local.count)
+			peer = (uint32_t)engine->local.ranks[peer];
+		if (phase == 0 || phase > 4)
+			n = snprintf(text, size,
+				     "kernel error %u, %s: block %u, step %llu, rank %u, "
+				     "at kernel start",
+				     error, name, block, (unsigned long long)step, peer);
+		else
+			n = snprintf(text, size,
+				     "kernel error %u, %s: block %u, step %llu, waiting for rank "
+				     "%u's %s flag, last seen step %llu signature %06x",
+				     error, name, block, (unsigned long long)step, peer,
+				     ndet_engine_wait_name(phase),
+				     (unsigned long long)(observed >> NDET_FLAG_SIGNATURE_BITS),
+				     (unsigned)(observed & NDET_FLAG_SIGNATURE_MASK));
+	}
 	return n < 0 ? 0 : (size_t)n < size ? (size_t)n : size - 1;
 }
 
@@ -341,6 +345,11 @@ bool ndet_engine_detach_slot_for_testing(const struct ndet_engine *engine, int w
 	*slot = (uint64_t *)(engine->pool + NDET_POOL_DETACH_OFFSET) + l;
 	*epoch = engine->epoch;
 	return true;
+}
+
+struct ndet_host_status *ndet_engine_host_status_for_testing(struct ndet_engine *engine)
+{
+	return engine->host_status;
 }
 
 ndet_status_t ndet_engine_destroy_group(struct ndet_engine *const engines[], int count,

@@ -2222,6 +2222,51 @@ static void hosts_group_create(struct group *group, const char *hosts, int nrank
 	hosts_group_start(group, hosts, nranks, 30000);
 }
 
+/* A published error as a kernel writes it (struct ndet_host_status). */
+static void publish_error(struct ndet_engine *engine, uint32_t code, uint32_t block, uint32_t peer,
+			  uint64_t step, uint64_t observed, uint32_t phase)
+{
+	struct ndet_host_status *h = ndet_engine_host_status_for_testing(engine);
+	__atomic_store_n(&h->claim, code, __ATOMIC_RELEASE);
+	h->block = block;
+	h->peer = peer;
+	h->step = step;
+	h->observed = observed;
+	h->phase = phase;
+	__atomic_store_n(&h->error, code, __ATOMIC_RELEASE);
+}
+
+/*
+ * The WARN's description names communicator ranks, not the kernels' local indices
+ * (hosts A,B,A,B: rank 1's local peer 1 is rank 3), a stage's failed host by its
+ * index, and a failure seen at kernel start as such.
+ */
+static void test_error_description_names_ranks(void **state)
+{
+	(void)state;
+	ndet_setup_set_multi_host_for_testing(true);
+	struct group group;
+	hosts_group_create(&group, "ABAB", 4);
+	char text[256];
+	publish_error(group.engines[1], NDET_KERNEL_ERR_TIMEOUT, 7, 1, 12, (11ull << 24) | 0x1234,
+		      3);
+	ndet_engine_error_describe(group.engines[1], text, sizeof(text));
+	assert_string_equal(text, "kernel error 1, timed out (NCCL_DET_TIMEOUT): block 7, step 12, "
+				  "waiting for rank 3's reduced flag, last seen step 11 signature "
+				  "001234");
+	publish_error(group.engines[2], NDET_KERNEL_ERR_PEER, 0, 1, 0, 0x4, 4);
+	ndet_engine_error_describe(group.engines[2], text, sizeof(text));
+	assert_string_equal(text, "kernel error 4, failed because a peer failed: block 0, host 1's "
+				  "status word says a rank there failed (word 0x4)");
+	publish_error(group.engines[3], NDET_KERNEL_ERR_PEER, 2, 0, 5, 0, 0);
+	ndet_engine_error_describe(group.engines[3], text, sizeof(text));
+	assert_string_equal(text, "kernel error 4, failed because a peer failed: block 2, step 5, "
+				  "rank 1, at kernel start");
+	assert_int_equal(ndet_engine_destroy_group(group.engines, 4, true), NDET_OK);
+	assert_nothing_held();
+	group_fini(&group);
+}
+
 /*
  * One host, as every diverted communicator: local index = rank, g = nranks, so the
  * kernels get exactly what the whole communicator's configuration gives (the plan of
@@ -2876,6 +2921,7 @@ int main(void)
 		cmocka_unit_test_setup(test_unreachable_device_fails_engine, reset),
 		cmocka_unit_test_setup(test_launch_args_trace_and_coll_line, reset),
 		cmocka_unit_test_setup(test_error_details_published_last, reset),
+		cmocka_unit_test_setup(test_error_description_names_ranks, reset),
 		cmocka_unit_test_setup(test_setup_stale_round, reset),
 		cmocka_unit_test_setup(test_setup_records_never_pageable, reset),
 		cmocka_unit_test_setup(test_abandoned_exchange_takes_its_communicator, reset),
