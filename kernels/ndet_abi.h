@@ -197,7 +197,8 @@ struct ndet_host_status {
 	volatile uint64_t where;
 	volatile uint64_t progress;
 	/*
-	 * 1 + rank, from setup on: what a failed join of a call across hosts copies, as
+	 * 1 + this rank's local index (its index on its host, as ndet_fail writes into
+	 * abort words), from setup on: what a failed join of a call across hosts copies, as
 	 * one 8-byte word, into the abort words of this host's ranks (the host's
 	 * ndet_engine_hosts_order; never read by a kernel).
 	 */

@@ -404,7 +404,7 @@ void ndet_comm_refresh_locked(struct ndet_comm *comm)
 	char what[256] = "";
 	if (backend->describe_error != NULL)
 		(void)backend->describe_error(comm->engine, what, sizeof(what));
-	NDET_WARN("communicator %p rank %d: a kernel of nccl-det failed (%s): its eligible "
+	NDET_WARN("communicator %p rank %d: nccl-det's collective failed (%s): its eligible "
 		  "calls now fail with ncclRemoteError and ncclCommGetAsyncError reports it; "
 		  "abort the communicator (ncclCommAbort) on every rank",
 		  (void *)comm->nccl, comm->rank, what[0] != '\0' ? what : "no details");
@@ -498,6 +498,7 @@ static void ndet_comm_poison_locked(struct ndet_comm *comm)
 void ndet_comm_poison(struct ndet_comm *comm)
 {
 	pthread_mutex_lock(&comm->lock);
+	ndet_comm_refresh_locked(comm); /* READY until now: its WARN says why */
 	ndet_comm_poison_locked(comm);
 	pthread_mutex_unlock(&comm->lock);
 }

@@ -255,6 +255,9 @@ bool ndet_engine_set_local(struct ndet_engine *engine, const struct ndet_setup_p
 			engine->local.ranks[l] = hosts->my_ranks[l];
 		engine->local_config = engine->config;
 		engine->local_config.rank = engine->local.index;
+		/* The abort words hold local indices, as the kernels' ndet_fail writes them. */
+		if (engine->host_status != NULL)
+			engine->host_status->poison_word = 1ull + (uint64_t)engine->local.index;
 		engine->local_config.nranks = engine->local.count;
 		engine->host = hosts->my_host;
 		/* Every host holds as many ranks: the verdict lets no other table divert. */

@@ -100,7 +100,7 @@ static const char *ndet_engine_error_name(uint32_t error)
 	case NDET_KERNEL_ERR_TIMEOUT:
 		return "timed out (NCCL_DET_TIMEOUT)";
 	case NDET_KERNEL_ERR_ABORTED:
-		return "aborted";
+		return "aborted (ncclCommAbort or ncclCommRevoke)";
 	case NDET_KERNEL_ERR_SIGNATURE:
 		return "met a peer in another call (count, type, op or plan differ)";
 	case NDET_KERNEL_ERR_PEER:
@@ -108,7 +108,7 @@ static const char *ndet_engine_error_name(uint32_t error)
 	case NDET_KERNEL_ERR_STALLED:
 		return "stalled in NCCL between hosts";
 	case NDET_KERNEL_ERR_LAUNCH:
-		return "lost a launch (its peers were told)";
+		return "lost a launch of this rank's (its peers were told)";
 	default:
 		return "failed";
 	}
@@ -120,45 +120,73 @@ static const char *ndet_engine_wait_name(uint32_t phase)
 	return phase == 1 ? "released/done" : phase == 2 ? "ready" : "reduced";
 }
 
+/* The details of a published kernel error, in words (ndet_engine_error_describe). */
+static int ndet_engine_describe_details(const struct ndet_engine *engine, uint32_t error,
+					char *text, size_t size)
+{
+	uint32_t block = 0, peer = 0, phase = 0;
+	uint64_t step = 0, observed = 0;
+	const char *name = ndet_engine_error_name(error);
+	if (!ndet_engine_error_details(engine, &block, &peer, &step, &observed, &phase))
+		return snprintf(text, size, "kernel error %u, %s", error, name);
+	if (error == NDET_KERNEL_ERR_ABORTED)
+		return snprintf(text, size, "kernel error %u, %s: block %u, step %llu", error, name,
+				block, (unsigned long long)step);
+	if (phase == 4) /* a stage across hosts: `peer` is the host whose word said so */
+		return snprintf(text, size,
+				"kernel error %u, %s: block %u, host %u reported a failure (its "
+				"status word %#llx)",
+				error, name, block, peer, (unsigned long long)observed);
+	/* The kernels name peers by local index (so do abort words): the log, ranks. */
+	if (peer < (uint32_t)engine->local.count)
+		peer = (uint32_t)engine->local.ranks[peer];
+	if (phase == 0 || phase > 4)
+		return snprintf(text, size,
+				"kernel error %u, %s: block %u, step %llu: rank %u had failed "
+				"before this kernel started",
+				error, name, block, (unsigned long long)step, peer);
+	if (error == NDET_KERNEL_ERR_PEER)
+		return snprintf(text, size,
+				"kernel error %u, %s: block %u: a peer failed and told this rank "
+				"while it waited for rank %u's %s flag of step %llu",
+				error, name, block, peer, ndet_engine_wait_name(phase),
+				(unsigned long long)step);
+	return snprintf(text, size,
+			"kernel error %u, %s: block %u, waiting for rank %u's %s flag of step "
+			"%llu, last seen step %llu signature %06x",
+			error, name, block, peer, ndet_engine_wait_name(phase),
+			(unsigned long long)step,
+			(unsigned long long)(observed >> NDET_FLAG_SIGNATURE_BITS),
+			(unsigned)(observed & NDET_FLAG_SIGNATURE_MASK));
+}
+
 size_t ndet_engine_error_describe(const struct ndet_engine *engine, char *text, size_t size)
 {
 	if (size == 0)
 		return 0;
 	text[0] = '\0';
+	/* What ndet_engine_error reports, in its order. */
 	const uint32_t error = __atomic_load_n(&engine->host_status->error, __ATOMIC_ACQUIRE);
-	if (error == NDET_KERNEL_OK)
-		return 0;
-	uint32_t block = 0, peer = 0, phase = 0;
-	uint64_t step = 0, observed = 0;
-	const char *name = ndet_engine_error_name(error);
-	int n;
-	if (!ndet_engine_error_details(engine, &block, &peer, &step, &observed, &phase)) {
-		n = snprintf(text, size, "kernel error %u, %s", error, name);
-	} else if (phase == 4) {
-		/* A stage across hosts: peer is the host whose status word said so. */
-		n = snprintf(text, size,
-			     "kernel error %u, %s: block %u, host %u's status word says a rank "
-			     "there failed (word %#llx)",
-			     error, name, block, peer, (unsigned long long)observed);
-	} else {
-		/* The kernels name peers by local index: the log names communicator ranks. */
-		if (peer < (uint32_t)engine->local.count)
-			peer = (uint32_t)engine->local.ranks[peer];
-		if (phase == 0 || phase > 4)
-			n = snprintf(text, size,
-				     "kernel error %u, %s: block %u, step %llu, rank %u, "
-				     "at kernel start",
-				     error, name, block, (unsigned long long)step, peer);
-		else
-			n = snprintf(text, size,
-				     "kernel error %u, %s: block %u, step %llu, waiting for rank "
-				     "%u's %s flag, last seen step %llu signature %06x",
-				     error, name, block, (unsigned long long)step, peer,
-				     ndet_engine_wait_name(phase),
-				     (unsigned long long)(observed >> NDET_FLAG_SIGNATURE_BITS),
-				     (unsigned)(observed & NDET_FLAG_SIGNATURE_MASK));
+	int n = 0;
+	if (error != NDET_KERNEL_OK) {
+		n = ndet_engine_describe_details(engine, error, text, size);
+	} else if (__atomic_load_n(&engine->poisoned, __ATOMIC_ACQUIRE) != 0) {
+		n = snprintf(text, size, "kernel error %u, %s", NDET_KERNEL_ERR_LAUNCH,
+			     ndet_engine_error_name(NDET_KERNEL_ERR_LAUNCH));
+	} else if (__atomic_load_n(&engine->stall.stalled, __ATOMIC_ACQUIRE)) {
+		char where[96];
+		ndet_hosts_where_text(
+			__atomic_load_n(&engine->host_status->where, __ATOMIC_ACQUIRE), where,
+			sizeof(where));
+		n = snprintf(text, size, "kernel error %u, %s, after our %s",
+			     NDET_KERNEL_ERR_STALLED,
+			     ndet_engine_error_name(NDET_KERNEL_ERR_STALLED), where);
 	}
-	return n < 0 ? 0 : (size_t)n < size ? (size_t)n : size - 1;
+	if (n < 0) {
+		text[0] = '\0';
+		return 0;
+	}
+	return (size_t)n < size ? (size_t)n : size - 1;
 }
 
 void ndet_engine_abort(struct ndet_engine *engine)

@@ -925,7 +925,7 @@ static void test_async_error_after_engine_error(void **state)
 	assert_int_equal(ncclCommGetAsyncError(comm, &async), ncclSuccess);
 	assert_int_equal(async, ncclRemoteError);
 	/* One WARN says which kernel failed and how (the backend's description). */
-	assert_int_equal(ndet_divert_count_log("a kernel of nccl-det failed (fake kernel error 1 "
+	assert_int_equal(ndet_divert_count_log("nccl-det's collective failed (fake kernel error 1 "
 					       "of rank 0)",
 					       "ncclCommAbort"),
 			 1);
@@ -951,13 +951,45 @@ static void test_async_error_after_engine_error(void **state)
 	assert_int_equal(stats.failed_calls, 1);
 	assert_int_equal(stats.fallback_calls[NDET_FALLBACK_INTEGER], 1);
 	/* Once per communicator, however often the failure is seen. */
-	assert_int_equal(ndet_divert_count_log("a kernel of nccl-det failed", NULL), 1);
+	assert_int_equal(ndet_divert_count_log("nccl-det's collective failed", NULL), 1);
 	assert_int_equal(ncclCommDestroy(comm), ncclSuccess);
 	struct ndet_fake_backend_counters counters;
 	ndet_fake_backend_counters(&counters);
 	/* The failed kernel had finished (teardown waits to see that): nothing to keep. */
 	assert_int_equal(counters.pools_freed, 1);
 	assert_int_equal(counters.pools_quarantined, 0);
+}
+
+static void fail_at_launch(void *engine)
+{
+	ndet_fake_backend_set_error(engine, NDET_KERNEL_ERR_TIMEOUT);
+}
+
+/*
+ * A kernel error that lands after the call found the communicator healthy, as the
+ * call launches: the call fails, and the communicator's one WARN still says why.
+ */
+static void test_engine_error_at_launch_warns(void **state)
+{
+	(void)state;
+	ncclUniqueId id;
+	ncclComm_t comm = NULL;
+	float value[4] = {1, 2, 3, 4};
+	assert_int_equal(pncclGetUniqueId(&id), ncclSuccess);
+	assert_int_equal(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+	ndet_fake_backend_set_launch_hook(fail_at_launch);
+	assert_int_equal(ncclAllReduce(value, value, 4, ncclFloat32, ncclSum, comm, NULL),
+			 ncclRemoteError);
+	ndet_fake_backend_set_launch_hook(NULL);
+	assert_int_equal(ndet_divert_count_log("nccl-det's collective failed (fake kernel error 1 "
+					       "of rank 0)",
+					       NULL),
+			 1);
+	ncclResult_t async = ncclSuccess;
+	assert_int_equal(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+	assert_int_equal(async, ncclRemoteError);
+	assert_int_equal(ndet_divert_count_log("nccl-det's collective failed", NULL), 1);
+	assert_int_equal(ncclCommDestroy(comm), ncclSuccess);
 }
 
 /* ------------------------------------------------------------------ setup failures */
@@ -1493,6 +1525,7 @@ int main(void)
 		cmocka_unit_test_setup(test_teardown_paths, setup),
 		cmocka_unit_test_setup(test_finalize_in_group, setup),
 		cmocka_unit_test_setup(test_async_error_after_engine_error, setup),
+		cmocka_unit_test_setup(test_engine_error_at_launch_warns, setup),
 		cmocka_unit_test_setup(test_injected_failures, setup),
 		cmocka_unit_test_setup(test_memory_cap, setup),
 		cmocka_unit_test_setup(test_child_of_a_reused_parent_address, setup),

@@ -451,7 +451,15 @@ static const struct ndet_setup_member_ops ndet_fake_ops = {
 	.release = ndet_fake_release,
 };
 
-static void (*ndet_fake_exchange_hook)(void); /* ndet_fake_lock */
+static void (*ndet_fake_exchange_hook)(void);       /* ndet_fake_lock */
+static void (*ndet_fake_launch_hook)(void *engine); /* ndet_fake_lock */
+
+void ndet_fake_backend_set_launch_hook(void (*hook)(void *engine))
+{
+	pthread_mutex_lock(&ndet_fake_lock);
+	ndet_fake_launch_hook = hook;
+	pthread_mutex_unlock(&ndet_fake_lock);
+}
 
 void ndet_fake_backend_set_exchange_hook(void (*hook)(void))
 {
@@ -660,6 +668,8 @@ static size_t ndet_fake_describe_error(void *opaque, char *text, size_t size)
 {
 	struct ndet_fake_engine *engine = opaque;
 	const uint32_t error = __atomic_load_n(&engine->error, __ATOMIC_ACQUIRE);
+	if (size > 0)
+		text[0] = '\0';
 	const int n = error == NDET_KERNEL_OK
 			      ? 0
 			      : snprintf(text, size, "fake kernel error %u of rank %d", error,
@@ -965,6 +975,11 @@ static void ndet_fake_allreduce_group(struct ndet_backend_call *calls, int count
 		runs[i].call = &calls[i];
 		runs[i].engine = engine;
 		calls[i].status = NDET_OK;
+		pthread_mutex_lock(&ndet_fake_lock);
+		void (*hook)(void *) = ndet_fake_launch_hook;
+		pthread_mutex_unlock(&ndet_fake_lock);
+		if (hook != NULL)
+			hook(engine);
 		if (ndet_fake_error(engine, NULL) != NDET_OK)
 			calls[i].status = NDET_ERR_REMOTE; /* poisoned: refused at launch */
 		else if (calls[i].count > 0 && ndet_fake_spins(engine))
@@ -1529,6 +1544,7 @@ void ndet_fake_backend_reset(void)
 	ndet_fake_busy_stage_rank = -1;
 	ndet_fake_single_host_rank = -1;
 	ndet_fake_exchange_hook = NULL;
+	ndet_fake_launch_hook = NULL;
 	pthread_mutex_unlock(&ndet_fake_lock);
 	ndet_resources_reset_for_testing();
 	while (pool != NULL) {

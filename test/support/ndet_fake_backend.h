@@ -158,4 +158,11 @@ void ndet_fake_backend_end_process(int rank);
  */
 void ndet_fake_backend_set_exchange_hook(void (*hook)(void));
 
+/*
+ * A function every launch of a call runs first, with the call's engine (NULL: none):
+ * a test fails a kernel after the divert layer found the engine healthy.  Reset by
+ * ndet_fake_backend_reset.
+ */
+void ndet_fake_backend_set_launch_hook(void (*hook)(void *engine));
+
 #endif /* NDET_FAKE_BACKEND_H_ */

@@ -929,6 +929,10 @@ static void test_failed_launch_poisons_peers(void **state)
 	/* Rank 1 reports it, refuses its next call and launches nothing. */
 	assert_int_equal(ndet_engine_error(group.engines[1], &code), NDET_ERR_REMOTE);
 	assert_int_equal(code, NDET_KERNEL_ERR_LAUNCH);
+	char lost[128];
+	ndet_engine_error_describe(group.engines[1], lost, sizeof(lost));
+	assert_string_equal(lost,
+			    "kernel error 6, lost a launch of this rank's (its peers were told)");
 	fake_cuda_set_kernel(FAKE_CUDA_KERNEL_DONE);
 	assert_int_equal(ndet_engine_allreduce(group.engines[1], send_values, recv_values, COUNT,
 					       NDET_DTYPE_F32, NDET_OP_SUM, NULL),
@@ -1016,8 +1020,8 @@ static void test_error_details_published_last(void **state)
 	assert_int_equal(phase, 2);
 	/* The WARN's line: the published details; without them, the error alone. */
 	char text[256];
-	const char *want = "kernel error 1, timed out (NCCL_DET_TIMEOUT): block 5, step 9, "
-			   "waiting for rank 1's ready flag, last seen step 0 signature abcdef";
+	const char *want = "kernel error 1, timed out (NCCL_DET_TIMEOUT): block 5, waiting for "
+			   "rank 1's ready flag of step 9, last seen step 0 signature abcdef";
 	assert_int_equal(ndet_engine_error_describe(group.engines[1], text, sizeof(text)),
 			 strlen(want));
 	assert_string_equal(text, want);
@@ -2248,20 +2252,56 @@ static void test_error_description_names_ranks(void **state)
 	struct group group;
 	hosts_group_create(&group, "ABAB", 4);
 	char text[256];
+	/* Host B holds ranks 1 and 3: local indices 0 and 1. */
 	publish_error(group.engines[1], NDET_KERNEL_ERR_TIMEOUT, 7, 1, 12, (11ull << 24) | 0x1234,
 		      3);
 	ndet_engine_error_describe(group.engines[1], text, sizeof(text));
-	assert_string_equal(text, "kernel error 1, timed out (NCCL_DET_TIMEOUT): block 7, step 12, "
-				  "waiting for rank 3's reduced flag, last seen step 11 signature "
-				  "001234");
+	assert_string_equal(text, "kernel error 1, timed out (NCCL_DET_TIMEOUT): block 7, waiting "
+				  "for rank 3's reduced flag of step 12, last seen step 11 "
+				  "signature 001234");
 	publish_error(group.engines[2], NDET_KERNEL_ERR_PEER, 0, 1, 0, 0x4, 4);
 	ndet_engine_error_describe(group.engines[2], text, sizeof(text));
-	assert_string_equal(text, "kernel error 4, failed because a peer failed: block 0, host 1's "
-				  "status word says a rank there failed (word 0x4)");
+	assert_string_equal(text, "kernel error 4, failed because a peer failed: block 0, host 1 "
+				  "reported a failure (its status word 0x4)");
 	publish_error(group.engines[3], NDET_KERNEL_ERR_PEER, 2, 0, 5, 0, 0);
 	ndet_engine_error_describe(group.engines[3], text, sizeof(text));
-	assert_string_equal(text, "kernel error 4, failed because a peer failed: block 2, step 5, "
-				  "rank 1, at kernel start");
+	assert_string_equal(text, "kernel error 4, failed because a peer failed: block 2, step 5: "
+				  "rank 1 had failed before this kernel started");
+	publish_error(group.engines[0], NDET_KERNEL_ERR_PEER, 3, 1, 8, 0, 2);
+	ndet_engine_error_describe(group.engines[0], text, sizeof(text));
+	assert_string_equal(text, "kernel error 4, failed because a peer failed: block 3: a peer "
+				  "failed and told this rank while it waited for rank 2's ready "
+				  "flag of step 8");
+	assert_int_equal(ndet_engine_destroy_group(group.engines, 4, true), NDET_OK);
+	assert_nothing_held();
+	group_fini(&group);
+
+	/* Aborted: no peer to blame; one host, where the index is the rank. */
+	reset(state);
+	group_create(&group, 2, false);
+	publish_error(group.engines[1], NDET_KERNEL_ERR_ABORTED, 4, 1, 3, 0, 0);
+	ndet_engine_error_describe(group.engines[1], text, sizeof(text));
+	assert_string_equal(
+		text, "kernel error 2, aborted (ncclCommAbort or ncclCommRevoke): block 4, step 3");
+	assert_int_equal(ndet_engine_destroy_group(group.engines, 2, true), NDET_OK);
+	assert_nothing_held();
+	group_fini(&group);
+}
+
+/*
+ * The abort word a failed launch writes into its host's ranks (the poison word) is
+ * 1 + its local index, as a kernel's ndet_fail writes it: hosts A,B,A,B.
+ */
+static void test_poison_word_is_local_index(void **state)
+{
+	(void)state;
+	ndet_setup_set_multi_host_for_testing(true);
+	struct group group;
+	hosts_group_create(&group, "ABAB", 4);
+	const uint64_t want[4] = {1, 1, 2, 2};
+	for (int r = 0; r < 4; r++)
+		assert_int_equal(ndet_engine_host_status_for_testing(group.engines[r])->poison_word,
+				 want[r]);
 	assert_int_equal(ndet_engine_destroy_group(group.engines, 4, true), NDET_OK);
 	assert_nothing_held();
 	group_fini(&group);
@@ -2782,6 +2822,11 @@ static void test_hosts_stall(void **state)
 	assert_int_equal(file_lines_with(log_path, "made no progress"), 1);
 	assert_int_equal(file_lines_with(log_path, "rank 0: a send or receive"), 1);
 	assert_int_equal(file_lines_with(log_path, "after our stage 5 of chunk 3 of 8"), 1);
+	char stalled[256];
+	ndet_engine_error_describe(group.engines[0], stalled, sizeof(stalled));
+	assert_string_equal(stalled,
+			    "kernel error 5, stalled in NCCL between hosts, after our stage "
+			    "5 of chunk 3 of 8");
 	log_stop();
 	unlink(log_path);
 	const int launches = runtime().launches;
@@ -2922,6 +2967,7 @@ int main(void)
 		cmocka_unit_test_setup(test_launch_args_trace_and_coll_line, reset),
 		cmocka_unit_test_setup(test_error_details_published_last, reset),
 		cmocka_unit_test_setup(test_error_description_names_ranks, reset),
+		cmocka_unit_test_setup(test_poison_word_is_local_index, reset),
 		cmocka_unit_test_setup(test_setup_stale_round, reset),
 		cmocka_unit_test_setup(test_setup_records_never_pageable, reset),
 		cmocka_unit_test_setup(test_abandoned_exchange_takes_its_communicator, reset),

@@ -170,8 +170,10 @@ void perf_check_engine(struct perf_rank *me)
 			"nccl-det-perf: rank %d: the engine failed (kernel error %u: 1 timeout, 2 "
 			"abort, 3 diverging call, 4 peer failure). " PERF_RESIDENCY_HINT "\n",
 			me->rank, kernel_error);
-		/* Where each rank's kernels stopped: the wait that failed first. */
-		for (int r = 0; r < me->world->options.nranks; r++) {
+		/* Where each rank's kernels stopped (printed once, by the first to see it). */
+		static int described;
+		const bool first = !__atomic_exchange_n(&described, 1, __ATOMIC_ACQ_REL);
+		for (int r = 0; first && r < me->world->options.nranks; r++) {
 			char text[256];
 			if (me->world->engines[r] != NULL &&
 			    ndet_engine_error_describe(me->world->engines[r], text, sizeof(text)) !=
@@ -704,7 +706,8 @@ static void *perf_rank_main(void *argument)
 	struct ndet_engine_config config = perf_engine_config(world, me->rank);
 	PERF_CHECK(cudaSetDevice(config.cuda_device));
 	PERF_CHECK(cudaStreamCreateWithFlags(&me->stream, cudaStreamNonBlocking));
-	PERF_CHECK((cudaError_t)ndet_bench_load());
+	/* Before setup's exchange, which every rank passes before any kernel of theirs spins. */
+	const cudaError_t bench_loaded = (cudaError_t)ndet_bench_load();
 
 	struct ndet_setup_verdict verdict;
 	ndet_status_t st = ndet_engine_create(&config, perf_allgather, me,
@@ -713,6 +716,11 @@ static void *perf_rank_main(void *argument)
 		fprintf(stderr, "nccl-det-perf: rank %d: engine setup failed: %s (%s, rank %d)\n",
 			me->rank, ndet_status_name(st), ndet_verdict_reason_name(verdict.reason),
 			verdict.offending_rank);
+		perf_die();
+	}
+	if (bench_loaded != cudaSuccess) {
+		fprintf(stderr, "nccl-det-perf: rank %d: its timing kernels cannot load here: %s\n",
+			me->rank, cudaGetErrorString(bench_loaded));
 		perf_die();
 	}
 	if (me->rank == 0)
