@@ -905,14 +905,21 @@ static void test_finalize_in_group(void **state)
 
 /* ------------------------------------------------------------------ async errors */
 
+/* A communicator of one rank, diverted. */
+static ncclComm_t single_rank_comm(void)
+{
+	ncclUniqueId id;
+	ncclComm_t comm = NULL;
+	assert_int_equal(pncclGetUniqueId(&id), ncclSuccess);
+	assert_int_equal(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+	return comm;
+}
+
 static void test_async_error_after_engine_error(void **state)
 {
 	(void)state;
-	ncclUniqueId id;
-	ncclComm_t comm = NULL;
+	ncclComm_t comm = single_rank_comm();
 	float value[4] = {1, 2, 3, 4};
-	assert_int_equal(pncclGetUniqueId(&id), ncclSuccess);
-	assert_int_equal(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
 	ncclResult_t async = ncclInternalError;
 	assert_int_equal(ncclCommGetAsyncError(comm, &async), ncclSuccess);
 	assert_int_equal(async, ncclSuccess);
@@ -972,11 +979,8 @@ static void fail_at_launch(void *engine)
 static void test_engine_error_at_launch_warns(void **state)
 {
 	(void)state;
-	ncclUniqueId id;
-	ncclComm_t comm = NULL;
+	ncclComm_t comm = single_rank_comm();
 	float value[4] = {1, 2, 3, 4};
-	assert_int_equal(pncclGetUniqueId(&id), ncclSuccess);
-	assert_int_equal(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
 	ndet_fake_backend_set_launch_hook(fail_at_launch);
 	assert_int_equal(ncclAllReduce(value, value, 4, ncclFloat32, ncclSum, comm, NULL),
 			 ncclRemoteError);
