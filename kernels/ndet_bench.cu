@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/ndet_bench.h"
+#include "kernels/ndet_kernels.h"
 #include "kernels/ndet_abi.h"
 #include "kernels/device/ndet_sync.cuh"
 #include "kernels/device/ndet_copy.cuh"
@@ -258,19 +259,11 @@ extern "C" int ndet_kernel_check_avg_product(int wide, uint32_t n, uint64_t firs
 extern "C" int ndet_bench_load(void)
 {
 	/* The kernels whose blocks wait for other ranks' kernels, and those timed. */
-	cudaFuncAttributes attributes;
-	const void *kernels[] = {
+	const void *const kernels[] = {
 		(const void *)ndet_pingpong_kernel,
 		(const void *)ndet_empty_kernel,
 		(const void *)ndet_flag_exchange_kernel,
 		(const void *)ndet_copy_kernel,
 	};
-	for (const void *kernel : kernels) {
-		const cudaError_t err = cudaFuncGetAttributes(&attributes, kernel);
-		if (err != cudaSuccess) {
-			(void)cudaGetLastError();
-			return (int)err;
-		}
-	}
-	return 0;
+	return ndet_kernel_load_each(kernels, sizeof(kernels) / sizeof(kernels[0]));
 }

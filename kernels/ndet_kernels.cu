@@ -94,7 +94,7 @@ extern "C" int ndet_kernel_hosts_stage(const struct ndet_hosts_args *args, void 
  * kernel that CUDA's lazy loading has not loaded yet); 0 or the runtime's error,
  * cleared.
  */
-template <typename Fn> static int ndet_kernel_load(Fn kernel)
+static int ndet_kernel_load(const void *kernel)
 {
 	cudaFuncAttributes attributes;
 	const cudaError_t err = cudaFuncGetAttributes(&attributes, kernel);
@@ -106,11 +106,16 @@ template <typename Fn> static int ndet_kernel_load(Fn kernel)
 template <typename Fn> static int ndet_kernel_load_all(const Fn *kernels, unsigned count)
 {
 	for (unsigned i = 0; i < count; i++) {
-		const int err = ndet_kernel_load(kernels[i]);
+		const int err = ndet_kernel_load((const void *)kernels[i]);
 		if (err != 0)
 			return err;
 	}
 	return 0;
+}
+
+extern "C" int ndet_kernel_load_each(const void *const *kernels, unsigned count)
+{
+	return ndet_kernel_load_all(kernels, count);
 }
 
 #define NDET_LOAD_ARRAY(ARRAY)                                                                     \

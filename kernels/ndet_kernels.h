@@ -63,6 +63,13 @@ int ndet_kernel_hosts_stage_all_ranks(const struct ndet_hosts_args *device_args,
 int ndet_kernel_all_ranks_load(unsigned dtype_mask);
 
 /*
+ * Load each of `count` kernels (their host entry points) into the current device's
+ * context, as setup does below; 0, or the runtime's error for the first that cannot
+ * load (cleared).
+ */
+int ndet_kernel_load_each(const void *const *kernels, unsigned count);
+
+/*
  * Can the current device run this build's kernels?  Loads every collective kernel of
  * every type but fp8 into the current device's context (CUDA's lazy loading would
  * load each at its first launch, which may wait for the peers' kernels already
