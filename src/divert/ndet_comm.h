@@ -73,6 +73,11 @@ struct ndet_call {
 	ndet_coll_t coll;
 	int root; /* ncclReduce */
 	/*
+	 * Made through ncclDetAllReduce, ncclDetReduceScatter or ncclDetReduce: a
+	 * floating-point fallback fails (ncclInvalidUsage) whatever NCCL_DET_STRICT says.
+	 */
+	bool direct;
+	/*
 	 * A PreMulSum op's scalar, as its communicator knew it at the call's first
 	 * decision (as NCCL resolves the op when the call is made): a call recorded in a
 	 * group keeps it when the op is destroyed before ncclGroupEnd (PyTorch destroys
@@ -86,6 +91,9 @@ struct ndet_call {
 
 /* "ncclAllReduce", "ncclReduceScatter", "ncclReduce". */
 const char *ndet_comm_coll_name(ndet_coll_t coll);
+
+/* The same, or for a direct call "ncclDetAllReduce", "ncclDetReduceScatter", "ncclDetReduce". */
+const char *ndet_comm_call_name(ndet_coll_t coll, bool direct);
 
 /* Counters of one communicator (NCCL_DET_STATS=1 prints them at destroy). */
 struct ndet_comm_stats {

@@ -72,8 +72,12 @@ void ndet_comm_decide(struct ndet_call *call)
 	ndet_comm_refresh_locked(comm);
 	facts.state = comm->state;
 	facts.nranks = comm->nranks;
-	/* The agreed value only: ranks may differ, and a split decision is a hang. */
-	facts.strict = comm->strict;
+	/*
+	 * The agreed value only: ranks may differ, and a split decision is a hang.  A
+	 * direct call is strict on every rank that makes it, which every rank does (the
+	 * same collective on every rank, as any NCCL call).
+	 */
+	facts.strict = comm->strict || call->direct;
 	facts.sm90 = comm->sm90;
 	facts.fp8 = comm->fp8;
 	/* The scalar as it is at the first decision: a later ncclRedOpDestroy cannot change it. */
@@ -198,10 +202,11 @@ void ndet_comm_note_decision(const struct ndet_call *call)
 		if (__atomic_exchange_n(&comm->refused_warned[reason], 1, __ATOMIC_RELAXED) != 0)
 			return;
 		ndet_comm_describe_reason(comm, call, cause, sizeof(cause));
-		NDET_WARN("communicator %p rank %d: NCCL_DET_STRICT=1: %s fails with "
-			  "ncclInvalidUsage because it would not be deterministic: %s",
-			  (void *)comm->nccl, ndet_comm_rank(comm), ndet_comm_coll_name(call->coll),
-			  cause);
+		NDET_WARN("communicator %p rank %d: %s%s fails with ncclInvalidUsage because it "
+			  "would not be deterministic: %s",
+			  (void *)comm->nccl, ndet_comm_rank(comm),
+			  call->direct ? "" : "NCCL_DET_STRICT=1: ",
+			  ndet_comm_call_name(call->coll, call->direct), cause);
 		return;
 	case NDET_ACTION_FAIL:
 		__atomic_add_fetch(&comm->stats.failed_calls, 1, __ATOMIC_RELAXED);
@@ -409,12 +414,24 @@ void ndet_comm_premul_destroyed(ncclComm_t nccl, ncclRedOp_t op)
 
 const char *ndet_comm_coll_name(ndet_coll_t coll)
 {
-	static const char *const names[NDET_COLL_COUNT] = {
-		[NDET_COLL_ALLREDUCE] = "ncclAllReduce",
-		[NDET_COLL_REDUCE_SCATTER] = "ncclReduceScatter",
-		[NDET_COLL_REDUCE] = "ncclReduce",
+	return ndet_comm_call_name(coll, false);
+}
+
+const char *ndet_comm_call_name(ndet_coll_t coll, bool direct)
+{
+	static const char *const names[2][NDET_COLL_COUNT] = {
+		{
+			[NDET_COLL_ALLREDUCE] = "ncclAllReduce",
+			[NDET_COLL_REDUCE_SCATTER] = "ncclReduceScatter",
+			[NDET_COLL_REDUCE] = "ncclReduce",
+		},
+		{
+			[NDET_COLL_ALLREDUCE] = "ncclDetAllReduce",
+			[NDET_COLL_REDUCE_SCATTER] = "ncclDetReduceScatter",
+			[NDET_COLL_REDUCE] = "ncclDetReduce",
+		},
 	};
 	if ((unsigned)coll >= NDET_COLL_COUNT)
 		return "unknown collective";
-	return names[coll];
+	return names[direct ? 1 : 0][coll];
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "divert/ndet_comm.h"
+#include "common/ndet_dtype.h"
 #include "common/ndet_log.h"
 #include "resolve/ndet_resolve.h"
 
@@ -591,16 +592,41 @@ bool ndet_group_allreduce(const void *sendbuff, void *recvbuff, size_t count,
 			  cudaStream_t stream, ncclResult_t *result)
 {
 	return ndet_group_reduction(NDET_COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op,
-				    -1, nccl, stream, result);
+				    -1, false, nccl, stream, result);
+}
+
+/*
+ * A direct call on a communicator nccl-det does not know (its registration failed,
+ * or the handle is no communicator of this process): a floating-point reduction
+ * would not be deterministic in NCCL, so it fails; the others go to NCCL, which
+ * answers a bad handle with its own code.
+ */
+static bool ndet_group_refuse_unknown(ndet_coll_t coll, ncclDataType_t datatype, ncclComm_t nccl,
+				      ncclResult_t *result)
+{
+	static int warned;
+	ndet_dtype_t dtype;
+	if (nccl == NULL || (int)datatype < 0 || !ndet_dtype_from_nccl(datatype, &dtype))
+		return false;
+	if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+		NDET_WARN("communicator %p: %s fails with ncclInvalidUsage because it would not "
+			  "be deterministic: nccl-det does not know this communicator (not made "
+			  "by NCCL with nccl-det loaded, or its registration failed: see the "
+			  "WARN above). Fix: create it with nccl-det loaded",
+			  (void *)nccl, ndet_comm_call_name(coll, true));
+	*result = ncclInvalidUsage;
+	if (ndet_group_current.depth > 0)
+		ndet_group_current.error = ndet_group_combine(ndet_group_current.error, *result);
+	return true;
 }
 
 bool ndet_group_reduction(ndet_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
-			  ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t nccl,
-			  cudaStream_t stream, ncclResult_t *result)
+			  ncclDataType_t datatype, ncclRedOp_t op, int root, bool direct,
+			  ncclComm_t nccl, cudaStream_t stream, ncclResult_t *result)
 {
 	struct ndet_comm *comm = ndet_comm_lookup(nccl);
 	if (comm == NULL)
-		return false;
+		return direct && ndet_group_refuse_unknown(coll, datatype, nccl, result);
 	struct ndet_call call = {
 		.comm = comm,
 		.sendbuff = sendbuff,
@@ -611,6 +637,7 @@ bool ndet_group_reduction(ndet_coll_t coll, const void *sendbuff, void *recvbuff
 		.stream = stream,
 		.coll = coll,
 		.root = root,
+		.direct = direct,
 	};
 	ndet_comm_decide(&call);
 	if (ndet_group_current.depth > 0) {

@@ -75,10 +75,14 @@ bool ndet_group_allreduce(const void *sendbuff, void *recvbuff, size_t count,
 /*
  * Any reduction nccl-det may divert: ncclAllReduce, ncclReduceScatter (count =
  * recvcount) or ncclReduce (root; ignored by the others).  As ndet_group_allreduce.
+ * `direct`: the call came through nccl-det's own entry points (ncclDetAllReduce, ...),
+ * which run deterministically or fail: a floating-point call that would go to NCCL,
+ * on a communicator nccl-det knows or one it does not, fails with ncclInvalidUsage
+ * (as under NCCL_DET_STRICT=1, one WARN per communicator and cause).
  */
 bool ndet_group_reduction(ndet_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
-			  ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-			  cudaStream_t stream, ncclResult_t *result);
+			  ncclDataType_t datatype, ncclRedOp_t op, int root, bool direct,
+			  ncclComm_t comm, cudaStream_t stream, ncclResult_t *result);
 
 /*
  * ncclCommFinalize: inside a group, held until the outermost ncclGroupEnd (returns

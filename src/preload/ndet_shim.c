@@ -40,6 +40,8 @@
 #include "divert/ndet_comm.h"
 #include "divert/ndet_group.h"
 #include "resolve/ndet_resolve.h"
+#include "common/ndet_dtype.h"
+#include "common/ndet_log.h"
 #include "common/ndet_settings.h"
 #include "common/ndet_status.h"
 #include "protocol/ndet_teardown.h"
@@ -115,7 +117,7 @@ NDET_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff,
 	ncclResult_t result;
 	if (ndet_shim_enabled() &&
 	    ndet_group_reduction(NDET_COLL_REDUCE_SCATTER, sendbuff, recvbuff, recvcount, datatype,
-				 op, -1, comm, stream, &result))
+				 op, -1, false, comm, stream, &result))
 		return result;
 	return real(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
 }
@@ -126,8 +128,9 @@ NDET_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t
 {
 	NDET_SHIM_REAL(ncclReduce, real);
 	ncclResult_t result;
-	if (ndet_shim_enabled() && ndet_group_reduction(NDET_COLL_REDUCE, sendbuff, recvbuff, count,
-							datatype, op, root, comm, stream, &result))
+	if (ndet_shim_enabled() &&
+	    ndet_group_reduction(NDET_COLL_REDUCE, sendbuff, recvbuff, count, datatype, op, root,
+				 false, comm, stream, &result))
 		return result;
 	return real(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
@@ -367,6 +370,87 @@ NDET_SHIM_PROFILING_ALIAS(ncclRedOpDestroy)
 #endif
 
 /* ------------------------------------------------------------------ nccl-det's own API */
+
+/*
+ * The direct entry points (nccl_det.h): the interposed call with `direct` set, so that a
+ * floating-point call nccl-det would send to NCCL fails instead.  Where nccl-det does
+ * not divert in this process at all, such a call fails here (one WARN per process);
+ * integer reductions and arguments NCCL refuses reach NCCL either way.  Behind another
+ * copy of nccl-det, that copy's entry point answers.
+ */
+static bool ndet_shim_direct(ndet_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
+			     ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+			     cudaStream_t stream, ncclResult_t *result)
+{
+	static int warned;
+	const bool enabled = ndet_settings_get()->enable;
+	if (enabled && ndet_comm_hooks_allowed() && ndet_resolve_divert_allowed())
+		return ndet_group_reduction(coll, sendbuff, recvbuff, count, datatype, op, root,
+					    true, comm, stream, result);
+	ndet_dtype_t dtype;
+	if (comm == NULL || (int)datatype < 0 || !ndet_dtype_from_nccl(datatype, &dtype))
+		return false;
+	NDET_WARN_ONCE(&warned,
+		       "%s fails with ncclInvalidUsage because it would not be deterministic: "
+		       "nccl-det %s. Fix: %s",
+		       ndet_comm_call_name(coll, true),
+		       !enabled ? "is disabled (NCCL_DET_ENABLE=0)"
+		       : !ndet_comm_hooks_allowed()
+			       ? "is inactive in this process (a child after fork(), or exiting)"
+			       : "does not divert here (see the WARN above)",
+		       !enabled ? "unset NCCL_DET_ENABLE" : "make the call where nccl-det diverts");
+	*result = ncclInvalidUsage;
+	return true;
+}
+
+NDET_EXPORT ncclResult_t ncclDetAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+					  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+					  cudaStream_t stream)
+{
+	__typeof__(ncclDetAllReduce) *other =
+		(__typeof__(ncclDetAllReduce) *)ndet_resolve_other_copy_symbol("ncclDetAllReduce");
+	if (other != NULL)
+		return other(sendbuff, recvbuff, count, datatype, op, comm, stream);
+	NDET_SHIM_REAL(ncclAllReduce, real);
+	ncclResult_t result;
+	if (ndet_shim_direct(NDET_COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, -1, comm,
+			     stream, &result))
+		return result;
+	return real(sendbuff, recvbuff, count, datatype, op, comm, stream);
+}
+
+NDET_EXPORT ncclResult_t ncclDetReduceScatter(const void *sendbuff, void *recvbuff,
+					      size_t recvcount, ncclDataType_t datatype,
+					      ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+	__typeof__(ncclDetReduceScatter) *other =
+		(__typeof__(ncclDetReduceScatter) *)ndet_resolve_other_copy_symbol(
+			"ncclDetReduceScatter");
+	if (other != NULL)
+		return other(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+	NDET_SHIM_REAL(ncclReduceScatter, real);
+	ncclResult_t result;
+	if (ndet_shim_direct(NDET_COLL_REDUCE_SCATTER, sendbuff, recvbuff, recvcount, datatype, op,
+			     -1, comm, stream, &result))
+		return result;
+	return real(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+}
+
+NDET_EXPORT ncclResult_t ncclDetReduce(const void *sendbuff, void *recvbuff, size_t count,
+				       ncclDataType_t datatype, ncclRedOp_t op, int root,
+				       ncclComm_t comm, cudaStream_t stream)
+{
+	__typeof__(ncclDetReduce) *other =
+		(__typeof__(ncclDetReduce) *)ndet_resolve_other_copy_symbol("ncclDetReduce");
+	if (other != NULL)
+		return other(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+	NDET_SHIM_REAL(ncclReduce, real);
+	ncclResult_t result;
+	if (ndet_shim_direct(NDET_COLL_REDUCE, sendbuff, recvbuff, count, datatype, op, root, comm,
+			     stream, &result))
+		return result;
+	return real(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+}
 
 NDET_EXPORT ncclResult_t ncclDetCommQuery(ncclComm_t comm, int *diverted, const char **reason)
 {

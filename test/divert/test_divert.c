@@ -57,7 +57,7 @@ static const char *const knobs[] = {
 	"NCCL_DET_TEST_FAIL", "NCCL_DET_TEST_HOST", "NCCL_DET_TIMEOUT",
 	"NCCL_DET_STRICT",    "NCCL_DET_STATS",     "NCCL_DET_MAX_MEMORY",
 	"NCCL_DET_POOL_SIZE", "NCCL_COMM_BLOCKING", "FAKE_BACKEND_PROCESS_PER_RANK",
-	"FAKE_NCCL_TRACE",    "FAKE_NCCL_FAIL",
+	"FAKE_NCCL_TRACE",    "FAKE_NCCL_FAIL",     "NCCL_DET_ENABLE",
 };
 
 static int setup(void **state)
@@ -1241,6 +1241,158 @@ static void test_strict(void **state)
 }
 
 /*
+ * The direct entry points run in the engine or fail.  On a diverted communicator they
+ * give the tree's bits, as the interposed calls do; where a communicator falls back,
+ * their floating-point calls fail with ncclInvalidUsage on every rank without reaching
+ * NCCL (one WARN each) while ncclAllReduce still goes to NCCL; integer calls go to
+ * NCCL, and NCCL answers bad arguments.  With nccl-det disabled, or on a handle it does
+ * not know, floating-point calls fail too.
+ */
+static void test_direct_entry_points(void **state)
+{
+	(void)state;
+	enum { RECV = COUNT / 3, ROOT = 1 };
+	static struct dataset data;
+	static unsigned char scattered[3][COUNT * 8], reduced[3][COUNT * 8];
+	dataset_fill(&data, NDET_DTYPE_BF16, NDET_OP_SUM, 3, 31);
+	ncclComm_t comms[3] = {NULL};
+	assert_int_equal(ncclCommInitAll(comms, 3, NULL), ncclSuccess);
+	assert_int_equal(ncclGroupStart(), ncclSuccess);
+	for (int r = 0; r < 3; r++) {
+		assert_int_equal(ncclDetAllReduce(data.input[r], data.output[r], COUNT,
+						  ncclBfloat16, ncclSum, comms[r], NULL),
+				 ncclSuccess);
+		assert_int_equal(ncclDetReduceScatter(data.input[r], scattered[r], RECV,
+						      ncclBfloat16, ncclSum, comms[r], NULL),
+				 ncclSuccess);
+		assert_int_equal(ncclDetReduce(data.input[r], reduced[r], COUNT, ncclBfloat16,
+					       ncclSum, ROOT, comms[r], NULL),
+				 ncclSuccess);
+	}
+	assert_int_equal(ncclGroupEnd(), ncclSuccess);
+	dataset_check_tree(&data);
+	for (int r = 0; r < 3; r++) {
+		size_t first = 0;
+		assert_int_equal(ndet_test_count_differences(NDET_DTYPE_BF16, scattered[r],
+							     data.tree + (size_t)r * RECV * 2, RECV,
+							     &first),
+				 0);
+		struct ndet_comm_stats stats;
+		assert_true(ndet_comm_stats(comms[r], &stats));
+		assert_int_equal(stats.diverted_by_coll[NDET_COLL_ALLREDUCE], 1);
+		assert_int_equal(stats.diverted_by_coll[NDET_COLL_REDUCE_SCATTER], 1);
+		assert_int_equal(stats.diverted_by_coll[NDET_COLL_REDUCE], 1);
+	}
+	size_t first = 0;
+	assert_int_equal(ndet_test_count_differences(NDET_DTYPE_BF16, reduced[ROOT], data.tree,
+						     COUNT, &first),
+			 0);
+	/* Arguments NCCL refuses: its code, as the interposed call gets it. */
+	const ncclResult_t bad = pncclAllReduce(data.input[0], data.output[0], COUNT,
+						(ncclDataType_t)99, ncclSum, comms[0], NULL);
+	assert_int_not_equal(bad, ncclSuccess);
+	assert_int_equal(ncclDetAllReduce(data.input[0], data.output[0], COUNT, (ncclDataType_t)99,
+					  ncclSum, comms[0], NULL),
+			 bad);
+	for (int r = 0; r < 3; r++)
+		assert_int_equal(ncclCommDestroy(comms[r]), ncclSuccess);
+
+	/* A communicator that falls back (an allocation failed on rank 2). */
+	assert_int_equal(setenv("NCCL_DET_TEST_FAIL", "alloc@2", 1), 0);
+	ndet_divert_settings_changed();
+	static float values[3][4];
+	static int32_t integers[3][4];
+	for (int r = 0; r < 3; r++)
+		for (int i = 0; i < 4; i++) {
+			values[r][i] = 0.1f * (float)(r + 1) + (float)i;
+			integers[r][i] = 10 * r + i;
+		}
+	assert_int_equal(ncclCommInitAll(comms, 3, NULL), ncclSuccess);
+	ndet_divert_trace_on();
+	for (int r = 0; r < 3; r++) {
+		expect_diverted(comms[r], 0);
+		assert_int_equal(ncclDetAllReduce(values[r], values[r], 4, ncclFloat32, ncclSum,
+						  comms[r], NULL),
+				 ncclInvalidUsage);
+		assert_int_equal(ncclDetReduceScatter(values[r], values[r], 1, ncclFloat32, ncclSum,
+						      comms[r], NULL),
+				 ncclInvalidUsage);
+		assert_int_equal(ncclDetReduce(values[r], values[r], 4, ncclFloat32, ncclMax, 0,
+					       comms[r], NULL),
+				 ncclInvalidUsage);
+	}
+	assert_int_equal(ndet_divert_traced("ncclAllReduce"), 0);
+	assert_int_equal(ndet_divert_traced("ncclReduceScatter"), 0);
+	assert_int_equal(ndet_divert_traced("ncclReduce"), 0);
+	assert_int_equal(ndet_divert_count_log("ncclDetAllReduce fails with ncclInvalidUsage",
+					       "local failure on rank 2"),
+			 3);
+	assert_int_equal(ndet_divert_count_log("NCCL_DET_STRICT=1", NULL), 0);
+	/* In a group, the refusal fails the group's end as well. */
+	assert_int_equal(ncclGroupStart(), ncclSuccess);
+	assert_int_equal(
+		ncclDetAllReduce(values[0], values[0], 4, ncclFloat32, ncclSum, comms[0], NULL),
+		ncclInvalidUsage);
+	assert_int_equal(ncclGroupEnd(), ncclInvalidUsage);
+	/* Integers through the direct call, floats through the interposed one: NCCL. */
+	assert_int_equal(ncclGroupStart(), ncclSuccess);
+	for (int r = 0; r < 3; r++) {
+		assert_int_equal(ncclDetAllReduce(integers[r], integers[r], 4, ncclInt32, ncclSum,
+						  comms[r], NULL),
+				 ncclSuccess);
+		assert_int_equal(ncclAllReduce(values[r], values[r], 4, ncclFloat32, ncclSum,
+					       comms[r], NULL),
+				 ncclSuccess);
+	}
+	assert_int_equal(ncclGroupEnd(), ncclSuccess);
+	assert_int_equal(ndet_divert_traced("ncclAllReduce"), 6);
+	for (int r = 0; r < 3; r++) {
+		for (int i = 0; i < 4; i++)
+			assert_int_equal(integers[r][i], 30 + 3 * i);
+		struct ndet_comm_stats stats;
+		assert_true(ndet_comm_stats(comms[r], &stats));
+		assert_int_equal(stats.refused_calls, r == 0 ? 4 : 3);
+		assert_int_equal(stats.fallback_calls[NDET_FALLBACK_INTEGER], 1);
+		assert_int_equal(stats.fallback_calls[NDET_FALLBACK_COMMUNICATOR], 1);
+		assert_int_equal(ncclCommDestroy(comms[r]), ncclSuccess);
+	}
+	ndet_divert_trace_off();
+
+	/* A handle nccl-det does not know. */
+	unsetenv("NCCL_DET_TEST_FAIL");
+	ndet_divert_settings_changed();
+	static char not_a_comm[64];
+	assert_int_equal(ncclDetAllReduce(values[0], values[0], 4, ncclFloat32, ncclSum,
+					  (ncclComm_t)not_a_comm, NULL),
+			 ncclInvalidUsage);
+	assert_int_equal(ndet_divert_count_log("ncclDetAllReduce fails", "does not know this "
+									 "communicator"),
+			 1);
+
+	/* nccl-det disabled: the library passes everything through, but not these. */
+	assert_int_equal(setenv("NCCL_DET_ENABLE", "0", 1), 0);
+	ndet_divert_settings_changed();
+	assert_int_equal(ncclCommInitAll(comms, 3, NULL), ncclSuccess);
+	for (int r = 0; r < 3; r++)
+		assert_int_equal(ncclDetReduce(values[r], values[r], 4, ncclFloat64, ncclSum, 0,
+					       comms[r], NULL),
+				 ncclInvalidUsage);
+	assert_int_equal(ncclGroupStart(), ncclSuccess);
+	for (int r = 0; r < 3; r++)
+		assert_int_equal(ncclDetAllReduce(integers[r], integers[r], 4, ncclInt32, ncclSum,
+						  comms[r], NULL),
+				 ncclSuccess);
+	assert_int_equal(ncclGroupEnd(), ncclSuccess);
+	assert_int_equal(integers[2][1], 3 * 33);
+	assert_int_equal(
+		ndet_divert_count_log("ncclDetReduce fails", "disabled (NCCL_DET_ENABLE=0)"), 1);
+	for (int r = 0; r < 3; r++)
+		assert_int_equal(ncclCommDestroy(comms[r]), ncclSuccess);
+	unsetenv("NCCL_DET_ENABLE");
+	ndet_divert_settings_changed();
+}
+
+/*
  * fp8 where not every GPU runs our fp8 kernels: one rank without them sends fp8 to
  * NCCL on every rank, one WARN each, and strict mode refuses it; one rank below sm_90
  * sends it to NCCL silently (NCCL's answer: below sm_90 NCCL refuses fp8 itself,
@@ -1535,6 +1687,7 @@ int main(void)
 		cmocka_unit_test_setup(test_child_of_a_reused_parent_address, setup),
 		cmocka_unit_test_setup(test_identities, setup),
 		cmocka_unit_test_setup(test_strict, setup),
+		cmocka_unit_test_setup(test_direct_entry_points, setup),
 		cmocka_unit_test_setup(test_fp8_without_kernels, setup),
 		cmocka_unit_test_setup(test_forwarded_and_no_op_calls, setup),
 		cmocka_unit_test_setup(test_stats_report, setup),

@@ -12,6 +12,8 @@
  * ncclAllReduce of the same data, bit for bit), ncclReduce (the root only) and
  * PreMulSum ops (ncclRedOpCreatePreMulSum: host scalar on even ranks, device scalar
  * on odd ones) for all-reduce, reduce-scatter and reduce, then ncclRedOpDestroy.
+ * Where nccl-det diverts, some calls go through its direct entry points instead
+ * (ncclDetAllReduce, ncclDetReduceScatter, ncclDetReduce), checked the same way.
  *
  *   RANK=r WORLD=n NDET_TEST_ID_FILE=path ndet_preload_test     (one process per rank)
  * GPU = rank % visible GPUs; ranks sharing a GPU need NCCL_HOSTID per process.
@@ -37,7 +39,16 @@ static int env_int(const char *name, int fallback)
 	return value != NULL ? atoi(value) : fallback;
 }
 
+/* NCCL's reductions, and nccl-det's direct entry points with the same arguments. */
+typedef ncclResult_t (*allreduce_fn)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
+				     ncclComm_t, cudaStream_t);
+typedef ncclResult_t (*reduce_fn)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int,
+				  ncclComm_t, cudaStream_t);
+
 struct preload_run {
+	/* The direct entry points where nccl-det is loaded and diverts, else NULL. */
+	allreduce_fn direct_reduce_scatter;
+	reduce_fn direct_reduce;
 	ncclComm_t comm;
 	cudaStream_t stream;
 	int rank, nranks;
@@ -99,8 +110,11 @@ static void preload_collectives_case(struct preload_run *run, ndet_dtype_t dtype
 	const ncclDataType_t type = ndet_dtype_to_nccl(dtype);
 	/* In place: NCCL's rule, recvbuff = sendbuff + rank * recvcount. */
 	char *rs_out = in_place ? run->extra + (size_t)run->rank * count * size : run->recv;
+	/* The PreMulSum cases through the direct entry points, where there are some. */
+	const bool direct = premul && run->direct_reduce_scatter != NULL;
 	NCCL_OK(ncclGroupStart());
-	NCCL_OK(ncclReduceScatter(run->extra, rs_out, count, type, op, run->comm, run->stream));
+	NCCL_OK((direct ? run->direct_reduce_scatter : ncclReduceScatter)(
+		run->extra, rs_out, count, type, op, run->comm, run->stream));
 	NCCL_OK(ncclGroupEnd());
 	GPU_CHECK(cudaStreamSynchronize(run->stream));
 	GPU_CHECK(cudaMemcpy(got, rs_out, count * size, cudaMemcpyDeviceToHost));
@@ -115,7 +129,8 @@ static void preload_collectives_case(struct preload_run *run, ndet_dtype_t dtype
 	preload_expect(run, dtype, got, (char *)got_all + (size_t)run->rank * count * size, count,
 		       "reduce-scatter vs all-reduce slice", count);
 	GPU_CHECK(cudaMemsetAsync(run->recv, 0x5a, total * size, run->stream));
-	NCCL_OK(ncclReduce(run->send, run->recv, total, type, op, root, run->comm, run->stream));
+	NCCL_OK((direct ? run->direct_reduce : ncclReduce)(run->send, run->recv, total, type, op,
+							   root, run->comm, run->stream));
 	GPU_CHECK(cudaStreamSynchronize(run->stream));
 	GPU_CHECK(cudaMemcpy(got, run->recv, total * size, cudaMemcpyDeviceToHost));
 	if (run->rank == root) {
@@ -200,6 +215,9 @@ int main(void)
 		query(comm, &diverted, &reason);
 	printf("rank %d: nccl-det %s, communicator diverted=%d (%s)\n", rank,
 	       query != NULL ? "loaded" : "absent", diverted, reason);
+	/* nccl-det's direct entry points, used for some calls where the communicator diverts. */
+	allreduce_fn direct_allreduce =
+		diverted == 1 ? (allreduce_fn)dlsym(RTLD_DEFAULT, "ncclDetAllReduce") : NULL;
 
 	cudaStream_t stream;
 	GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -238,11 +256,12 @@ int main(void)
 				 * wait for it. */
 				GPU_CHECK(cudaMemcpyAsync(sendp, host[rank], count * size,
 							  cudaMemcpyHostToDevice, stream));
+				const bool direct = direct_allreduce != NULL && s % 2 == 0;
 				NCCL_OK(ncclGroupStart());
-				NCCL_OK(ncclAllReduce(sendp, recvp, count,
-						      ndet_dtype_to_nccl((ndet_dtype_t)dtype),
-						      ndet_op_to_nccl((ndet_op_t)op), comm,
-						      stream));
+				NCCL_OK((direct ? direct_allreduce : ncclAllReduce)(
+					sendp, recvp, count,
+					ndet_dtype_to_nccl((ndet_dtype_t)dtype),
+					ndet_op_to_nccl((ndet_op_t)op), comm, stream));
 				NCCL_OK(ncclGroupEnd());
 				GPU_CHECK(cudaStreamSynchronize(stream));
 				GPU_CHECK(cudaMemcpy(got, recvp, count * size,
@@ -298,6 +317,11 @@ int main(void)
 				  .diverted = diverted == 1,
 				  .send = send,
 				  .recv = recv};
+	if (diverted == 1) {
+		run.direct_reduce_scatter =
+			(allreduce_fn)dlsym(RTLD_DEFAULT, "ncclDetReduceScatter");
+		run.direct_reduce = (reduce_fn)dlsym(RTLD_DEFAULT, "ncclDetReduce");
+	}
 	NCCL_OK(ncclMemAlloc((void **)&run.extra, max_count * 8));
 	preload_collectives(&run);
 	NCCL_OK(ncclMemFree(run.extra));

@@ -51,7 +51,8 @@ same_file "$scratch/plain.out" "$scratch/dropin_disabled.out" \
 	"drop-in, NCCL_DET_ENABLE=0: different return codes"
 grep -q "real NCCL $fake_nccl (found by NCCL_DET_NCCL_LIBRARY" "$scratch/dropin_disabled.log" ||
 	fail "drop-in: no INFO line about the real NCCL: $(cat "$scratch/dropin_disabled.log")"
-grep -q 'WARN' "$scratch/dropin_disabled.log" &&
+# The one WARN: the direct call the script makes, which fails while disabled.
+grep 'WARN' "$scratch/dropin_disabled.log" | grep -qv 'ncclDetAllReduce fails' &&
 	fail "drop-in, NCCL_DET_ENABLE=0: unexpected WARN: $(cat "$scratch/dropin_disabled.log")"
 
 run preload NCCL_DET_ENABLE=1 LD_PRELOAD="$(preload_of "$fake_shim")"
@@ -74,4 +75,12 @@ run both_reversed NCCL_DET_ENABLE=1 LD_PRELOAD="$(preload_of "$fake_dropin" "$fa
 same_file "$scratch/plain.out" "$scratch/both_reversed.out" "both copies reversed: different codes"
 same_diverted "$scratch/preload.trace" "$scratch/both_reversed.trace" \
 	"both copies (drop-in first): not exactly one copy diverted"
+# ncclDetAllReduce: ncclInvalidUsage (5) where nccl-det is disabled; wherever a copy
+# diverts, diverted, also through the copy in front that passes everything on.
+grep -q '^direct = 5$' "$scratch/dropin_disabled.err" ||
+	fail "drop-in, NCCL_DET_ENABLE=0: ncclDetAllReduce did not fail: $(cat "$scratch/dropin_disabled.err")"
+for name in preload dropin both both_reversed; do
+	grep -q '^direct = 0$' "$scratch/$name.err" ||
+		fail "$name: ncclDetAllReduce failed: $(cat "$scratch/$name.err")"
+done
 echo "PASS: drop-in pass-through identical to no nccl-det; drop-in diverts like the preload; two copies divert once"

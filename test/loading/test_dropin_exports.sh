@@ -27,7 +27,8 @@ check_dropin() { # LIBRARY REFERENCE-LIST WHAT
 		[ -n "$plain" ] && [ "$plain" = "$profiling" ] ||
 			fail "$3: $name and p$name are not the same entry point ($plain, $profiling)"
 	done
-	for name in ncclDetCommQuery ncclDetGetVersion ncclDetGetNcclLibrary; do
+	for name in ncclDetCommQuery ncclDetGetVersion ncclDetGetNcclLibrary ncclDetAllReduce \
+		ncclDetReduceScatter ncclDetReduce; do
 		grep -q "^$name " "$scratch/symbols" || fail "$3 does not export $name"
 	done
 	echo "$3: $(wc -l <"$scratch/names") exports, $(wc -l <"$scratch/reference") required"

@@ -68,6 +68,13 @@ grep -q '^provider: libnccl-det.so$' "$scratch/disabled.err" ||
 	fail "disabled run: the shim was not in front: $(cat "$scratch/disabled.err")"
 grep -q '^provider: libnccl-det-fake.so$' "$scratch/enabled.err" ||
 	fail "enabled run: the shim was not in front: $(cat "$scratch/enabled.err")"
+# ncclDetAllReduce: diverted where nccl-det diverts, ncclInvalidUsage (5) where it is
+# disabled, absent without it.
+grep -q '^direct = ' "$scratch/plain.err" && fail "plain run: ncclDetAllReduce exists"
+grep -q '^direct = 5$' "$scratch/disabled.err" ||
+	fail "disabled run: ncclDetAllReduce did not fail: $(cat "$scratch/disabled.err")"
+grep -q '^direct = 0$' "$scratch/enabled.err" ||
+	fail "enabled run: ncclDetAllReduce failed: $(cat "$scratch/enabled.err")"
 
 # Pass-through: byte for byte.
 same_file "$scratch/plain.trace" "$scratch/disabled.trace" \

@@ -190,6 +190,18 @@ int main(void)
 	STEP(ncclGetUniqueId(&single_id));
 	STEP(ncclCommInitRankScalable(&single, 1, 0, 1, &single_id, NULL));
 	STEP(ncclAllReduce(values[0], values[0], 8, ncclFloat32, ncclSum, single, NULL));
+	/*
+	 * nccl-det's direct entry point, where a copy of nccl-det is loaded (its code to
+	 * stderr: the runs without nccl-det have none): a one-rank sum, which leaves the
+	 * values as they are.
+	 */
+	ncclResult_t (*direct)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
+			       ncclComm_t, cudaStream_t) =
+		(ncclResult_t(*)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
+				 ncclComm_t, cudaStream_t))dlsym(RTLD_DEFAULT, "ncclDetAllReduce");
+	if (direct != NULL)
+		fprintf(stderr, "direct = %d\n",
+			(int)direct(values[2], values[2], 8, ncclFloat32, ncclSum, single, NULL));
 
 	/* Errors pass through unchanged. */
 	STEP(ncclAllReduce(values[0], results[0], 8, ncclFloat32, ncclSum, NULL, NULL));
