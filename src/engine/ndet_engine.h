@@ -166,6 +166,18 @@ ndet_status_t ndet_engine_collective_all_ranks(struct ndet_engine *const *engine
 					       cudaStream_t stream);
 
 /*
+ * The arguments of one all-ranks collective, without running it (a measurement:
+ * ndet_gpu_test one-launch-time): rank r's kernel arguments into args[r], and the
+ * launcher's `blocks` and `what` (the kernel-table op).  The kernels keep their step
+ * counters on the device, so one set serves every later launch of the same call, as
+ * a CUDA graph replays one.
+ */
+ndet_status_t ndet_engine_all_ranks_args(struct ndet_engine *const *engines, int nranks,
+					 const struct ndet_engine_call *calls,
+					 struct ndet_kernel_args *args, uint32_t *blocks,
+					 int *what);
+
+/*
  * ndet_engine_hosts_stage for every rank of this process in one launch (grid.y =
  * rank, up to 8 ranks), for compute-sanitizer: calls[r] is rank r's (one collective),
  * `plan` every rank's (the same parameters give every rank the same plan).  `launch`

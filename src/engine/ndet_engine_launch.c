@@ -640,43 +640,49 @@ out:
 	return status;
 }
 
-ndet_status_t ndet_engine_collective_all_ranks(struct ndet_engine *const *engines, int nranks,
-					       const struct ndet_engine_call *calls,
-					       ndet_all_ranks_launcher_fn launch,
-					       cudaStream_t stream)
+ndet_status_t ndet_engine_all_ranks_args(struct ndet_engine *const *engines, int nranks,
+					 const struct ndet_engine_call *calls,
+					 struct ndet_kernel_args *args, uint32_t *blocks, int *what)
 {
-	ndet_status_t status = NDET_OK;
-	struct ndet_kernel_args *host_args = NULL;
 	struct ndet_plan plan;
-	if (nranks < 1 || nranks > NDET_MAX_RANKS || launch == NULL)
+	if (nranks < 1 || nranks > NDET_MAX_RANKS)
 		return NDET_ERR_INVALID_ARGUMENT;
-	status = ndet_engine_plan_call(engines[0], &calls[0], &plan);
+	ndet_status_t status = ndet_engine_plan_call(engines[0], &calls[0], &plan);
 	if (status != NDET_OK)
 		return status;
 	if (plan.path != NDET_PATH_ONESHOT && plan.path != NDET_PATH_TWOSHOT &&
 	    plan.path != NDET_PATH_SCATTER && plan.path != NDET_PATH_LL &&
 	    plan.path != NDET_PATH_PUSH)
 		return NDET_ERR_INVALID_ARGUMENT;
-	host_args = calloc((size_t)nranks, sizeof(*host_args));
-	if (host_args == NULL)
-		return NDET_ERR_SYSTEM;
 	for (int r = 0; r < nranks; r++) {
 		struct ndet_engine_call local;
 		status = ndet_engine_local_call(engines[r], &calls[r], &local);
 		if (status != NDET_OK)
-			goto out;
-		ndet_engine_fill_args(engines[r], &plan, &local, &host_args[r]);
+			return status;
+		ndet_engine_fill_args(engines[r], &plan, &local, &args[r]);
 	}
-	const struct ndet_engine_all_ranks_launch l = {.collective = launch,
-						       .dtype = (int)calls[0].dtype,
-						       .what = calls[0].premul != NDET_PREMUL_NONE
-								       ? NDET_KERNEL_OP_PREMULSUM
-								       : (int)calls[0].op,
-						       .nranks = nranks,
-						       .blocks = plan.blocks};
-	status = ndet_engine_run_all_ranks(host_args, sizeof(*host_args) * (size_t)nranks, &l,
-					   stream);
-out:
+	*blocks = plan.blocks;
+	*what = calls[0].premul != NDET_PREMUL_NONE ? NDET_KERNEL_OP_PREMULSUM : (int)calls[0].op;
+	return NDET_OK;
+}
+
+ndet_status_t ndet_engine_collective_all_ranks(struct ndet_engine *const *engines, int nranks,
+					       const struct ndet_engine_call *calls,
+					       ndet_all_ranks_launcher_fn launch,
+					       cudaStream_t stream)
+{
+	if (nranks < 1 || nranks > NDET_MAX_RANKS || launch == NULL)
+		return NDET_ERR_INVALID_ARGUMENT;
+	struct ndet_kernel_args *host_args = calloc((size_t)nranks, sizeof(*host_args));
+	if (host_args == NULL)
+		return NDET_ERR_SYSTEM;
+	struct ndet_engine_all_ranks_launch l = {
+		.collective = launch, .dtype = (int)calls[0].dtype, .nranks = nranks};
+	ndet_status_t status =
+		ndet_engine_all_ranks_args(engines, nranks, calls, host_args, &l.blocks, &l.what);
+	if (status == NDET_OK)
+		status = ndet_engine_run_all_ranks(host_args, sizeof(*host_args) * (size_t)nranks,
+						   &l, stream);
 	free(host_args);
 	return status;
 }

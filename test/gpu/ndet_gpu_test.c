@@ -18,6 +18,11 @@
  *                                           hosts of 2), as threads on GPU 0: the
  *                                           multi-host stages, NCCL's part played by
  *                                           device copies (ndet_gpu_hosts.c)
+ *   ndet_gpu_test one-launch-time N         a measurement, not a test: small f32 sums
+ *                                           of N ranks in ONE launch (as sanitize),
+ *                                           with the library's default settings, timed
+ *                                           in CUDA graphs against an empty kernel of
+ *                                           as many blocks, in bare flag round trips
  *   ndet_gpu_test mp [quick|full]           one rank per process (RANK, WORLD,
  *                                           NDET_TEST_ID_FILE), CUDA IPC between
  *                                           processes, bootstrap through real NCCL
@@ -46,7 +51,12 @@
 #include "test/gpu/ndet_gpu_common.h"
 #include "test/gpu/ndet_gpu_hosts.h"
 #include "test/gpu/ndet_gpu_sizes.h"
+#include "common/ndet_settings.h"
+#include "protocol/ndet_plan.h"
 #include "reference/ndet_reference.h"
+
+/* one-launch-time: engines with the library's settings, not the tests' small ones. */
+static bool gpu_default_settings;
 
 static uint64_t env_u64(const char *name, uint64_t fallback)
 {
@@ -72,6 +82,18 @@ void gpu_test_config(struct ndet_engine_config *config, int rank, int nranks)
 	config->debug_delay_ns = 0;
 	config->settings_hash = 42;
 	config->test_fail_rank = -1;
+	if (gpu_default_settings) {
+		const struct ndet_settings *settings = ndet_settings_get();
+		int sms = 0;
+		GPU_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+		config->pool_size = settings->pool_size;
+		config->max_blocks = settings->max_blocks;
+		config->oneshot_max = settings->oneshot_max;
+		config->ll_max = settings->ll_max;
+		config->push_min = settings->push_min;
+		config->ranks_per_device = nranks;
+		config->device_sms = sms;
+	}
 }
 
 /* ------------------------------------------------------------ loopback */
@@ -622,6 +644,242 @@ static void sanitize_run(struct loopback_world *world)
 	GPU_CHECK(cudaStreamDestroy(stream));
 }
 
+/* ------------------------------------------------------------ one-launch timing */
+
+enum { TIME_CALLS = 20, TIME_LAUNCHES = 20, TIME_ROUNDS = 7 };
+
+static int time_compare_doubles(const void *a, const void *b)
+{
+	const double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Microseconds per call of `exec` (a graph of TIME_CALLS calls): the median of rounds. */
+static double time_graph_us(cudaGraphExec_t exec, cudaStream_t stream)
+{
+	cudaEvent_t start, stop;
+	double rounds[TIME_ROUNDS];
+	GPU_CHECK(cudaEventCreate(&start));
+	GPU_CHECK(cudaEventCreate(&stop));
+	GPU_CHECK(cudaGraphLaunch(exec, stream));
+	for (int round = 0; round < TIME_ROUNDS; round++) {
+		GPU_CHECK(cudaEventRecord(start, stream));
+		for (int l = 0; l < TIME_LAUNCHES; l++)
+			GPU_CHECK(cudaGraphLaunch(exec, stream));
+		GPU_CHECK(cudaEventRecord(stop, stream));
+		GPU_CHECK(cudaEventSynchronize(stop));
+		float ms = 0;
+		GPU_CHECK(cudaEventElapsedTime(&ms, start, stop));
+		rounds[round] = ms * 1000.0 / (TIME_LAUNCHES * TIME_CALLS);
+	}
+	GPU_CHECK(cudaEventDestroy(start));
+	GPU_CHECK(cudaEventDestroy(stop));
+	qsort(rounds, TIME_ROUNDS, sizeof(rounds[0]), time_compare_doubles);
+	return rounds[TIME_ROUNDS / 2];
+}
+
+/* nccl-det-perf's unit: a bare flag round trip between two concurrent launches, us. */
+static double time_round_trip_us(void)
+{
+	enum { ITERS = 2000 };
+	uint64_t *flags = NULL, *result = NULL, ns = 0;
+	cudaStream_t a, b;
+	GPU_CHECK(cudaMalloc((void **)&flags, 2 * sizeof(uint64_t)));
+	GPU_CHECK(cudaMalloc((void **)&result, 2 * sizeof(uint64_t)));
+	GPU_CHECK(cudaMemset(flags, 0, 2 * sizeof(uint64_t)));
+	GPU_CHECK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+	GPU_CHECK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+	GPU_CHECK((cudaError_t)ndet_kernel_flag_pingpong(&flags[0], &flags[1], ITERS, 1, &result[0],
+							 a));
+	GPU_CHECK((cudaError_t)ndet_kernel_flag_pingpong(&flags[1], &flags[0], ITERS, 0, &result[1],
+							 b));
+	GPU_CHECK(cudaDeviceSynchronize());
+	GPU_CHECK(cudaMemcpy(&ns, &result[0], sizeof(ns), cudaMemcpyDeviceToHost));
+	GPU_CHECK(cudaStreamDestroy(a));
+	GPU_CHECK(cudaStreamDestroy(b));
+	GPU_CHECK(cudaFree(flags));
+	GPU_CHECK(cudaFree(result));
+	return ns == 0 ? -1.0 : (double)ns / ITERS / 1000.0;
+}
+
+/* Every rank's result of the calls made so far against the CPU tree (a check). */
+static void time_check(struct loopback_world *world, void *const *recvs, const void *want,
+		       size_t count, const char *when)
+{
+	void *got = malloc(count * sizeof(float));
+	for (int r = 0; r < world->nranks; r++) {
+		GPU_CHECK(cudaMemcpy(got, recvs[r], count * sizeof(float), cudaMemcpyDeviceToHost));
+		size_t first = 0, bad = gpu_compare(NDET_DTYPE_F32, got, want, count, &first);
+		world->checks++;
+		if (bad != 0) {
+			world->failures++;
+			fprintf(stderr, "FAIL one-launch-time rank %d count %zu %s: %zu differ\n",
+				r, count, when, bad);
+		}
+	}
+	free(got);
+}
+
+/*
+ * The timeline of block 0 of every rank in the last call of one more launch of the
+ * call's graph (kernels/ndet_abi.h, trace): all ranks run in one kernel on one clock,
+ * so their events line up; us from the first rank's start.
+ */
+static void time_trace(struct loopback_world *world, struct ndet_kernel_args *args,
+		       struct ndet_kernel_args *device_args, cudaGraphExec_t exec,
+		       cudaStream_t stream)
+{
+	static const char *const names[] = {
+		[NDET_TRACE_START] = "start",
+		[NDET_TRACE_OPENED] = "opened",
+		[NDET_TRACE_SCATTERED] = "scattered",
+		[NDET_TRACE_REDUCED] = "reduced",
+		[NDET_TRACE_END] = "end",
+	};
+	const int n = world->nranks;
+	const size_t words = 2 * NDET_TRACE_WORDS;
+	uint64_t *trace = NULL, *host = malloc(words * sizeof(uint64_t) * (size_t)n);
+	GPU_CHECK(cudaMalloc((void **)&trace, words * sizeof(uint64_t) * (size_t)n));
+	GPU_CHECK(cudaMemset(trace, 0, words * sizeof(uint64_t) * (size_t)n));
+	for (int r = 0; r < n; r++)
+		args[r].trace = trace + words * (size_t)r;
+	GPU_CHECK(
+		cudaMemcpy(device_args, args, sizeof(args[0]) * (size_t)n, cudaMemcpyHostToDevice));
+	GPU_CHECK(cudaGraphLaunch(exec, stream));
+	GPU_CHECK(cudaStreamSynchronize(stream));
+	GPU_CHECK(cudaMemcpy(host, trace, words * sizeof(uint64_t) * (size_t)n,
+			     cudaMemcpyDeviceToHost));
+	uint64_t first = UINT64_MAX;
+	const uint64_t mask = (1ull << 56) - 1;
+	for (int r = 0; r < n; r++)
+		if (host[words * (size_t)r] > 0)
+			first = first < (host[words * (size_t)r + 1] & mask)
+					? first
+					: (host[words * (size_t)r + 1] & mask);
+	for (int r = 0; r < n; r++) {
+		const uint64_t *t = host + words * (size_t)r;
+		printf("    trace rank %d block 0:", r);
+		for (uint64_t e = 1; e <= t[0] && e < NDET_TRACE_WORDS; e++) {
+			const unsigned code = (unsigned)(t[e] >> 56);
+			printf(" %s %.2f",
+			       code < sizeof(names) / sizeof(names[0]) && names[code] != NULL
+				       ? names[code]
+				       : "?",
+			       (double)((t[e] & mask) - first) / 1000.0);
+		}
+		printf("\n");
+	}
+	for (int r = 0; r < n; r++)
+		args[r].trace = NULL;
+	GPU_CHECK(
+		cudaMemcpy(device_args, args, sizeof(args[0]) * (size_t)n, cudaMemcpyHostToDevice));
+	GPU_CHECK(cudaFree(trace));
+	free(host);
+}
+
+/*
+ * One size: the call (every rank's blocks in one launch) and an empty kernel of as
+ * many blocks, each in a graph of TIME_CALLS launches; their difference in round
+ * trips.  Ranks that launch separately (nccl-det-perf) also wait for each other's
+ * kernels to start; here all start together.
+ */
+static void time_one_size(struct loopback_world *world, size_t bytes, double rt,
+			  cudaStream_t stream)
+{
+	const int n = world->nranks;
+	const size_t count = bytes / sizeof(float);
+	void *host[NDET_MAX_RANKS], *recvs[NDET_MAX_RANKS];
+	const void *views[NDET_MAX_RANKS];
+	struct ndet_engine_call calls[NDET_MAX_RANKS];
+	for (int r = 0; r < n; r++) {
+		void *send = NULL;
+		host[r] = malloc(bytes);
+		gpu_fill(NDET_DTYPE_F32, host[r], count, (uint64_t)r * 7919u + bytes, false);
+		views[r] = host[r];
+		GPU_CHECK(cudaMalloc(&send, bytes));
+		GPU_CHECK(cudaMalloc(&recvs[r], bytes));
+		GPU_CHECK(cudaMemcpy(send, host[r], bytes, cudaMemcpyHostToDevice));
+		calls[r] = (struct ndet_engine_call){.sendbuff = send,
+						     .recvbuff = recvs[r],
+						     .count = count,
+						     .dtype = NDET_DTYPE_F32,
+						     .op = NDET_OP_SUM};
+	}
+	void *want = malloc(bytes);
+	ndet_reference_allreduce(views, n, want, count, NDET_DTYPE_F32, NDET_OP_SUM);
+	struct ndet_kernel_args args[NDET_MAX_RANKS];
+	struct ndet_kernel_args *device_args = NULL;
+	uint32_t blocks = 0;
+	int what = 0;
+	ndet_status_t st =
+		ndet_engine_all_ranks_args(world->engines, n, calls, args, &blocks, &what);
+	world->checks++;
+	if (st != NDET_OK) {
+		world->failures++;
+		fprintf(stderr, "FAIL one-launch-time %zu B: %s\n", bytes, ndet_status_name(st));
+		goto out;
+	}
+	GPU_CHECK(cudaMalloc((void **)&device_args, sizeof(args[0]) * (size_t)n));
+	GPU_CHECK(
+		cudaMemcpy(device_args, args, sizeof(args[0]) * (size_t)n, cudaMemcpyHostToDevice));
+	cudaGraphExec_t exec[2];
+	for (int g = 0; g < 2; g++) {
+		cudaGraph_t graph;
+		GPU_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+		for (int i = 0; i < TIME_CALLS; i++)
+			GPU_CHECK(g == 0 ? (cudaError_t)ndet_kernel_allreduce_all_ranks(
+						   device_args, NDET_DTYPE_F32, what, n, blocks,
+						   stream)
+					 : (cudaError_t)ndet_kernel_empty(blocks * (unsigned)n,
+									  stream));
+		GPU_CHECK(cudaStreamEndCapture(stream, &graph));
+		GPU_CHECK(cudaGraphInstantiate(&exec[g], graph, 0));
+		GPU_CHECK(cudaGraphDestroy(graph));
+	}
+	GPU_CHECK(cudaGraphLaunch(exec[0], stream));
+	GPU_CHECK(cudaStreamSynchronize(stream));
+	time_check(world, recvs, want, count, "first graph");
+	const double call = time_graph_us(exec[0], stream), empty = time_graph_us(exec[1], stream);
+	GPU_CHECK(cudaStreamSynchronize(stream));
+	time_check(world, recvs, want, count, "after the timed graphs");
+	printf("  %d ranks %6zu B  %-8s %3u blocks x %d  graph: call %6.2f us  empty %5.2f us  "
+	       "above %4.2f RT\n",
+	       n, bytes, ndet_plan_path_name((ndet_path_t)args[0].path), blocks, n, call, empty,
+	       (call - empty) / rt);
+	time_trace(world, args, device_args, exec[0], stream);
+	for (int g = 0; g < 2; g++)
+		GPU_CHECK(cudaGraphExecDestroy(exec[g]));
+out:
+	for (int r = 0; r < n; r++) {
+		GPU_CHECK(cudaFree((void *)calls[r].sendbuff));
+		GPU_CHECK(cudaFree(recvs[r]));
+		free(host[r]);
+	}
+	if (device_args != NULL)
+		GPU_CHECK(cudaFree(device_args));
+	free(want);
+}
+
+static void one_launch_time(struct loopback_world *world)
+{
+	static const size_t sizes[] = {8, 64, 512, 2048, 4096, 8192, 16384, 32768, 65536};
+	cudaStream_t stream;
+	GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+	const double rt = time_round_trip_us();
+	printf("# one launch, %d ranks, f32 sum, graphs of %d calls (median of %d rounds of %d "
+	       "launches); bare flag round trip %.2f us\n",
+	       world->nranks, TIME_CALLS, TIME_ROUNDS, TIME_LAUNCHES, rt);
+	world->checks++;
+	if (rt <= 0) {
+		world->failures++;
+		fprintf(stderr, "FAIL one-launch-time: the flag round trip did not complete\n");
+	} else {
+		for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+			time_one_size(world, sizes[s], rt, stream);
+	}
+	GPU_CHECK(cudaStreamDestroy(stream));
+}
+
 static int run_loopback(int nranks, bool quick, bool sanitize)
 {
 	struct loopback_world world = {.nranks = nranks, .quick = quick, .sanitize = sanitize};
@@ -643,12 +901,18 @@ static int run_loopback(int nranks, bool quick, bool sanitize)
 	for (int r = 0; r < nranks; r++)
 		pthread_join(threads[r], NULL);
 	if (sanitize) {
-		sanitize_run(&world);
+		if (gpu_default_settings)
+			one_launch_time(&world);
+		else
+			sanitize_run(&world);
 		for (int r = 0; r < nranks; r++)
 			ndet_engine_destroy(world.engines[r], false);
 	}
 	printf("SUMMARY ndet_gpu_test %s n=%d: %llu checks, %llu failed\n",
-	       sanitize ? "sanitize" : "loopback", nranks, world.checks, world.failures);
+	       gpu_default_settings ? "one-launch-time"
+	       : sanitize           ? "sanitize"
+				    : "loopback",
+	       nranks, world.checks, world.failures);
 	return world.failures == 0 ? 0 : 1;
 }
 
@@ -835,6 +1099,16 @@ int main(int argc, char **argv)
 		}
 		return run_loopback(n, true, true);
 	}
+	if (argc >= 3 && strcmp(argv[1], "one-launch-time") == 0) {
+		const int n = atoi(argv[2]);
+		if (n < 2 || n > 8) {
+			fprintf(stderr, "%s: one-launch-time takes 2 to 8 ranks, not %s\n", argv[0],
+				argv[2]);
+			return 2;
+		}
+		gpu_default_settings = true;
+		return run_loopback(n, true, true);
+	}
 	if (argc >= 3 && strcmp(argv[1], "hosts") == 0) {
 		bool quick = true, one_launch = false;
 		for (int i = 3; i < argc; i++) {
@@ -859,7 +1133,8 @@ int main(int argc, char **argv)
 		return run_avg_product();
 	fprintf(stderr,
 		"usage: %s loopback N [quick|full] | sanitize N (1-8) | hosts LAYOUT "
-		"[quick|full] [one-launch] | mp [quick|full] | load-all-ranks | avg-product\n",
+		"[quick|full] [one-launch] | one-launch-time N (2-8) | mp [quick|full] | "
+		"load-all-ranks | avg-product\n",
 		argv[0]);
 	return 2;
 }
