@@ -5,8 +5,8 @@
  * every NCCL_DET_* setting with its value and where it came from, which loading
  * mode is active (a preloaded nccl-det, what dlopen("libnccl.so.2") gives, the
  * plugin variables), the real NCCL nccl-det forwards to, and the GPUs with their
- * peer-access matrix.  Run it the way the job runs (same environment, same
- * LD_PRELOAD / LD_LIBRARY_PATH, or under nccl-det-run) to see what the job gets.
+ * peer-access matrix and a CUDA IPC probe between two processes.  Run it the way the job runs (same
+ * environment, same LD_PRELOAD / LD_LIBRARY_PATH, or under nccl-det-run) to see what the job gets.
  *
  * It never links libnccl or nccl-det: both are looked up at run time, so the tool
  * also works (and says so) where neither is installed.  The CUDA runtime is linked
@@ -15,13 +15,19 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <getopt.h>
 #include <link.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -52,7 +58,9 @@ static void info_usage(FILE *out)
 		"setting with its value and source (environment, $NCCL_CONF_FILE or\n"
 		"~/.nccl.conf, /etc/nccl.conf, default); the loading mode in effect (preloaded\n"
 		"libnccl-det.so, the drop-in libnccl.so.2, the plugin variables); the real NCCL\n"
-		"nccl-det finds and its version; the GPUs and their peer-access (P2P) matrix.\n"
+		"nccl-det finds and its version; the GPUs, their peer-access (P2P) matrix, and\n"
+		"whether a second process can open, read and write their memory through CUDA\n"
+		"IPC, as the ranks of a job do (IPC matrix).\n"
 		"Run it with the job's environment (or as `nccl-det-run nccl-det-info`).\n"
 		"\n"
 		"  --no-gpu    skip the GPU section and the driver (no CUDA call)\n"
@@ -379,6 +387,8 @@ static void info_build(void)
 	(void)cudaGetLastError();
 }
 
+static void info_ipc(int count);
+
 static void info_gpus(void)
 {
 	printf("\n== GPUs\n");
@@ -431,6 +441,248 @@ static void info_gpus(void)
 		printf("\n");
 	}
 	(void)cudaGetLastError();
+	info_ipc(count);
+}
+
+/* ------------------------------------------------------------ CUDA IPC probe */
+
+/*
+ * CUDA IPC between processes, the way a job's ranks use it: this process exports a
+ * cudaMalloc buffer on every GPU; a second process (this program again, started with
+ * --ipc-probe-child: CUDA does not survive fork()) opens each one on every GPU, checks
+ * what it holds and writes its mark into it; this process then checks the marks.
+ * Containers without a shared IPC or PID namespace, or GPUs the second process
+ * cannot reach, fail here as they would fail nccl-det's setup.
+ */
+#define INFO_IPC_BYTES     4096
+#define INFO_IPC_MARKS     1024 /* where opener j writes its 16 bytes: + 16 j */
+#define INFO_IPC_MAX       64
+#define INFO_IPC_TIMEOUT_S 60
+
+enum info_ipc_result { INFO_IPC_OK, INFO_IPC_OPEN, INFO_IPC_READ, INFO_IPC_WRITE, INFO_IPC_CUDA };
+
+struct info_ipc_record {
+	int32_t result; /* enum info_ipc_result */
+	int32_t error;  /* the cudaError_t of a failed call */
+};
+
+static bool info_io(int fd, void *buffer, size_t size, bool write_it)
+{
+	char *p = buffer;
+	while (size > 0) {
+		ssize_t done = write_it ? write(fd, p, size) : read(fd, p, size);
+		if (done < 0 && errno == EINTR)
+			continue;
+		if (done <= 0)
+			return false;
+		p += done;
+		size -= (size_t)done;
+	}
+	return true;
+}
+
+/* The second process: handles on stdin, one record per (exporter, opener) on stdout. */
+static int info_ipc_child(void)
+{
+	int32_t count = 0;
+	static cudaIpcMemHandle_t handles[INFO_IPC_MAX];
+	if (!info_io(0, &count, sizeof(count), false) || count < 1 || count > INFO_IPC_MAX ||
+	    !info_io(0, handles, sizeof(handles[0]) * (size_t)count, false))
+		return 2;
+	for (int32_t from = 0; from < count; from++) {
+		for (int32_t at = 0; at < count; at++) {
+			struct info_ipc_record record = {INFO_IPC_OK, cudaSuccess};
+			void *p = NULL;
+			unsigned char got[16], mark[16];
+			cudaError_t error = cudaSetDevice(at);
+			if (error != cudaSuccess) {
+				record = (struct info_ipc_record){INFO_IPC_CUDA, error};
+			} else if ((error = cudaIpcOpenMemHandle(&p, handles[from],
+								 cudaIpcMemLazyEnablePeerAccess)) !=
+				   cudaSuccess) {
+				record = (struct info_ipc_record){INFO_IPC_OPEN, error};
+			} else {
+				error = cudaMemcpy(got, p, sizeof(got), cudaMemcpyDeviceToHost);
+				memset(mark, 0x40 + from, sizeof(mark));
+				if (error != cudaSuccess || memcmp(got, mark, sizeof(got)) != 0)
+					record = (struct info_ipc_record){INFO_IPC_READ, error};
+				memset(mark, 0xa0 + at, sizeof(mark));
+				error = cudaMemcpy((char *)p + INFO_IPC_MARKS + 16 * at, mark,
+						   sizeof(mark), cudaMemcpyHostToDevice);
+				if (error == cudaSuccess)
+					error = cudaDeviceSynchronize();
+				if (error != cudaSuccess && record.result == INFO_IPC_OK)
+					record = (struct info_ipc_record){INFO_IPC_WRITE, error};
+				(void)cudaIpcCloseMemHandle(p);
+			}
+			(void)cudaGetLastError();
+			if (!info_io(1, &record, sizeof(record), true))
+				return 2;
+		}
+	}
+	return 0;
+}
+
+/* Start this program again as the probe's second process; its pid, or -1. */
+static pid_t info_ipc_spawn(int *to_child, int *from_child)
+{
+	int in[2], out[2];
+	if (pipe(in) != 0)
+		return -1;
+	if (pipe(out) != 0) {
+		close(in[0]);
+		close(in[1]);
+		return -1;
+	}
+	posix_spawn_file_actions_t actions;
+	posix_spawn_file_actions_init(&actions);
+	posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+	posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+	posix_spawn_file_actions_addclose(&actions, in[1]);
+	posix_spawn_file_actions_addclose(&actions, out[0]);
+	char *args[] = {(char *)"nccl-det-info", (char *)"--ipc-probe-child", NULL};
+	extern char **environ;
+	pid_t pid = -1;
+	if (posix_spawn(&pid, "/proc/self/exe", &actions, NULL, args, environ) != 0)
+		pid = -1;
+	posix_spawn_file_actions_destroy(&actions);
+	close(in[0]);
+	close(out[1]);
+	if (pid < 0) {
+		close(in[1]);
+		close(out[0]);
+		return -1;
+	}
+	*to_child = in[1];
+	*from_child = out[0];
+	return pid;
+}
+
+/* The child's records, waiting at most INFO_IPC_TIMEOUT_S for more. */
+static bool info_ipc_read(int fd, struct info_ipc_record *records, size_t count)
+{
+	size_t want = count * sizeof(*records), have = 0;
+	char *p = (char *)records;
+	for (int waited = 0; have < want && waited < INFO_IPC_TIMEOUT_S * 10;) {
+		struct pollfd ready = {.fd = fd, .events = POLLIN};
+		int n = poll(&ready, 1, 100);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0) {
+			waited++;
+			continue;
+		}
+		ssize_t done = read(fd, p + have, want - have);
+		if (done < 0 && errno == EINTR)
+			continue;
+		if (done <= 0)
+			return false;
+		have += (size_t)done;
+	}
+	return have == want;
+}
+
+static void info_ipc(int count)
+{
+	static const char *const names[] = {[INFO_IPC_OK] = "ok",
+					    [INFO_IPC_OPEN] = "open",
+					    [INFO_IPC_READ] = "read",
+					    [INFO_IPC_WRITE] = "write",
+					    [INFO_IPC_CUDA] = "cuda"};
+	static cudaIpcMemHandle_t handles[INFO_IPC_MAX];
+	static struct info_ipc_record records[INFO_IPC_MAX * INFO_IPC_MAX];
+	void *buffers[INFO_IPC_MAX] = {NULL};
+	const char *why = NULL;
+	printf("\n  CUDA IPC (a second process opens this one's cudaMalloc memory, reads and "
+	       "writes it:\n  row exports, column opens)\n");
+	count = count < INFO_IPC_MAX ? count : INFO_IPC_MAX;
+	for (int i = 0; i < count && why == NULL; i++) {
+		cudaError_t error = cudaSetDevice(i);
+		if (error == cudaSuccess)
+			error = cudaMalloc(&buffers[i], INFO_IPC_BYTES);
+		if (error == cudaSuccess)
+			error = cudaMemset(buffers[i], 0x40 + i, INFO_IPC_BYTES);
+		if (error == cudaSuccess)
+			error = cudaIpcGetMemHandle(&handles[i], buffers[i]);
+		if (error == cudaSuccess)
+			error = cudaDeviceSynchronize();
+		if (error != cudaSuccess)
+			why = cudaGetErrorString(error);
+	}
+	int to_child = -1, from_child = -1;
+	pid_t child = why == NULL ? info_ipc_spawn(&to_child, &from_child) : -1;
+	if (why == NULL && child < 0)
+		why = "could not start the second process";
+	if (child >= 0) {
+		const int32_t n = count;
+		struct sigaction ignore = {.sa_handler = SIG_IGN}, old;
+		sigaction(SIGPIPE, &ignore, &old);
+		bool sent = info_io(to_child, (void *)&n, sizeof(n), true) &&
+			    info_io(to_child, handles, sizeof(handles[0]) * (size_t)count, true);
+		close(to_child);
+		sigaction(SIGPIPE, &old, NULL);
+		if (!sent || !info_ipc_read(from_child, records, (size_t)count * (size_t)count)) {
+			why = "the second process did not answer (see its output above, or it "
+			      "took more than a minute)";
+			kill(child, SIGKILL);
+		}
+		close(from_child);
+		int status = 0;
+		while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+		}
+	}
+	if (why != NULL) {
+		printf("  not probed: %s\n", why);
+	} else {
+		/* The second process's marks, read back here: its writes reached our memory. */
+		for (int from = 0; from < count; from++) {
+			unsigned char marks[16 * INFO_IPC_MAX];
+			const bool read_back =
+				cudaMemcpy(marks, (char *)buffers[from] + INFO_IPC_MARKS,
+					   16 * (size_t)count,
+					   cudaMemcpyDeviceToHost) == cudaSuccess;
+			for (int at = 0; at < count; at++) {
+				struct info_ipc_record *r = &records[from * count + at];
+				unsigned char want[16];
+				memset(want, 0xa0 + at, sizeof(want));
+				if (r->result == INFO_IPC_OK &&
+				    (!read_back || memcmp(marks + 16 * at, want, 16) != 0))
+					r->result = INFO_IPC_WRITE;
+			}
+		}
+		printf("      ");
+		for (int at = 0; at < count; at++)
+			printf(" %5d", at);
+		printf("\n");
+		const char *failure = NULL;
+		cudaError_t failure_error = cudaSuccess;
+		for (int from = 0; from < count; from++) {
+			printf("  %3d ", from);
+			for (int at = 0; at < count; at++) {
+				const struct info_ipc_record *r = &records[from * count + at];
+				const bool known = r->result >= 0 && r->result <= INFO_IPC_CUDA;
+				printf(" %5s", known ? names[r->result] : "?");
+				if (r->result != INFO_IPC_OK && failure == NULL) {
+					failure = known ? names[r->result] : "?";
+					failure_error = (cudaError_t)r->error;
+				}
+			}
+			printf("\n");
+		}
+		if (failure != NULL)
+			printf("  FAILED (first: %s, %s): nccl-det's setup fails the same way and "
+			       "such communicators run in NCCL.  In containers, run all ranks in "
+			       "one, or share the host's namespaces (docker --ipc=host "
+			       "--pid=host); open = cudaIpcOpenMemHandle refused, read/write = "
+			       "the memory was opened but did not hold or take the bytes\n",
+			       failure,
+			       failure_error != cudaSuccess ? cudaGetErrorName(failure_error)
+							    : "no CUDA error");
+	}
+	for (int i = 0; i < count; i++)
+		if (buffers[i] != NULL)
+			(void)cudaFree(buffers[i]);
+	(void)cudaGetLastError();
 }
 
 int main(int argc, char **argv)
@@ -442,6 +694,8 @@ int main(int argc, char **argv)
 		{"get", required_argument, NULL, 'g'},
 		{"all", no_argument, NULL, 'a'},
 		{"check", no_argument, NULL, 'c'},
+		/* The IPC probe's second process (info_ipc), not for users. */
+		{"ipc-probe-child", no_argument, NULL, 'I'},
 		{NULL, 0, NULL, 0},
 	};
 	bool gpus = true, all = false, check = false;
@@ -467,6 +721,8 @@ int main(int argc, char **argv)
 		case 'c':
 			check = true;
 			break;
+		case 'I':
+			return info_ipc_child();
 		default:
 			info_usage(stderr);
 			return 2;

@@ -5,6 +5,8 @@
 #                                      nccl-det-perf at 3 ranks (small sizes, checked),
 #                                      a kernel's first launch behind waiting peers
 #                                      (3, 4 and 8 ranks, lazy loading),
+#                                      nccl-det-info's CUDA IPC probe (a second
+#                                      process opens, reads and writes GPU memory),
 #                                      3 processes under MPS (every dtype), one-launch mode under
 #                                      compute-sanitizer memcheck (f32 and e5m2: its
 #                                      kernels' first load, below, sanitizer())
@@ -88,6 +90,28 @@ perf_run() {
 	log "$name: $rows rows, $exchanges floor lines with the flag exchange"
 	if [ $rc -eq 0 ] && { [ "$rows" -eq 0 ] || [ "$exchanges" -eq 0 ]; }; then
 		rc=1
+	fi
+	rm -f "$out"
+	verdict "$name" $rc "$((SECONDS - start)) s"
+}
+
+# info_run NAME LIMIT: nccl-det-info runs, and every cell of its CUDA IPC matrix (a
+# second process opening, reading and writing each GPU's memory) says ok.
+info_run() {
+	local name=$1 limit=$2
+	local out rc start=$SECONDS
+	out=$(mktemp)
+	timeout --kill-after=10 "$limit" "${NDET_INFO:-$BIN_DIR/../../tools/nccl-det-info}" \
+		> "$out" 2>&1
+	rc=$?
+	cat "$out" >> "$LOG"
+	if [ $rc -eq 0 ]; then
+		awk '/CUDA IPC/ { on = 1; next }
+			on && NF >= 2 && $1 ~ /^[0-9]+$/ && $2 ~ /^[a-z?]+$/ {
+				rows++
+				for (i = 2; i <= NF; i++) if ($i != "ok") bad++
+			}
+			END { exit !(rows > 0 && bad == 0) }' "$out" || rc=1
 	fi
 	rm -f "$out"
 	verdict "$name" $rc "$((SECONDS - start)) s"
@@ -186,6 +210,7 @@ smoke)
 			NCCL_DET_PUSH_MIN=64K perf_run "first-launch-n$n" 60 --ranks "$n" -b 64K \
 			-e 64K -d f32 -o sum -c 1 -n 2 -w 1 -G 0 --no-nccl
 	done
+	info_run info-ipc 60
 	mps_start
 	mp_run mp-n3-mps 3 quick 90
 	mps_stop

@@ -35,6 +35,9 @@ mkdir -p "$scratch/dropin" || fail "mkdir"
 cp "$fake_dropin" "$scratch/dropin/libnccl.so.2" || fail "copy"
 
 # ---- nccl-det-info
+# The IPC probe's second process, given nothing to probe, fails cleanly.
+"$info" --ipc-probe-child </dev/null >"$scratch/probe" 2>&1
+[ $? -eq 2 ] || fail "nccl-det-info --ipc-probe-child without input: $(cat "$scratch/probe")"
 "$info" >"$scratch/info" 2>&1 || fail "nccl-det-info failed: $(cat "$scratch/info")"
 for line in 'NCCL_DET_ENABLE +1 +default' 'NCCL_DET_TUNER_ALGO +tree +default' '^== GPUs' \
 	'mode in effect ..... (none|plugins)' '^  (no GPU|GPU 0: )'; do
