@@ -4,7 +4,7 @@ bin_PROGRAMS += tools/nccl-det-perf
 # functions for the entry points of the NCCL it loads itself.
 tools_nccl_det_perf_SOURCES = tools/perf/perf.h tools/perf/main.c tools/perf/options.c \
 	tools/perf/nccl.c tools/perf/rows.c tools/perf/run.c tools/perf/trace.c \
-	tools/perf/probe.c
+	tools/perf/probe.c tools/perf/shim.c
 # The benchmark kernels (--link-probe's copy, the flag round trip) are its own.
 tools_nccl_det_perf_LDADD = kernels/libndet_bench_kernels.la src/reference/libndet_reference.la \
 	$(NDET_ENGINE_LIBS) \

@@ -76,6 +76,8 @@ int main(int argc, char **argv)
 	}
 	if (o->link_probe && !o->dry_run)
 		return perf_link_probe(ngpus);
+	if (o->shim_overhead && !o->dry_run)
+		return perf_shim_overhead();
 	if (ngpus == 0)
 		ngpus = 1;
 	if (o->nranks == 0)

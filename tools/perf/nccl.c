@@ -86,7 +86,7 @@ static const char *perf_nccl_layout_problem(int nranks, int ngpus)
 }
 
 /* Load the real NCCL into `nccl`; false with the reason in `why` when it cannot be. */
-static bool perf_nccl_load(struct perf_nccl *nccl, char *why, size_t size)
+bool perf_nccl_load(struct perf_nccl *nccl, char *why, size_t size)
 {
 	const char *configured = ndet_settings_get()->nccl_library;
 	const char *name = configured[0] != '\0' ? configured : "libnccl.so.2";

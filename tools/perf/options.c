@@ -268,6 +268,10 @@ static const struct perf_option perf_option_table[] = {
 	{"link-probe", 0, NULL, PERF_FIELD(link_probe), NULL, 1,
 	 "measure copy bandwidth local, peer-read and peer-write between GPUs 0 and 1 (one way, "
 	 "both ways, alongside a local copy), then exit"},
+	{"shim-overhead", 0, NULL, PERF_FIELD(shim_overhead), NULL, 1,
+	 "under LD_PRELOAD=libnccl-det.so: the host time nccl-det adds to a call it\n"
+	 "leaves to NCCL (one rank on GPU 0, through nccl-det against NCCL's own),\n"
+	 "then exit"},
 	{"exchange-one-thread", 0, NULL, PERF_FIELD(exchange_one_thread), NULL, 1,
 	 "the flag exchange under each small row in an LL step's shape: thread 0 stores\n"
 	 "a 16-byte line to every peer, then polls theirs (default: thread q, peer q)"},

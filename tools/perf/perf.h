@@ -25,6 +25,7 @@
  *   run.c      the measured run: rank threads, timing, the bit-exact checks
  *   trace.c    --trace: the kernel timeline of a row's call, recorded and printed
  *   probe.c    --link-probe: copy bandwidths between GPUs 0 and 1
+ *   shim.c     --shim-overhead: the host time the preloaded nccl-det adds to a call
  *   main.c     the order of it all: defaults, the GPUs, the header lines, the run
  */
 #ifndef NDET_PERF_H_
@@ -93,6 +94,7 @@ struct perf_options {
 	int coll;                /* --coll: NDET_COLL_ALLREDUCE, _REDUCE_SCATTER or _REDUCE */
 	int root;                /* -r: a reduce's root; -1 until given (then 0 for reduce) */
 	int link_probe;          /* --link-probe: copy bandwidths between GPUs 0 and 1, then exit */
+	int shim_overhead;       /* --shim-overhead: host time the preload adds, then exit */
 	int trace;               /* --trace: each row's kernel timeline (first and last block) */
 	int exchange_one_thread; /* --exchange-one-thread: the flag exchange in LL's shape */
 	int help;
@@ -268,5 +270,11 @@ void perf_trace_print(const struct perf_world *world, const struct perf_row *row
 
 /* probe.c: --link-probe; the exit status. */
 int perf_link_probe(int ngpus);
+
+/* --shim-overhead (shim.c): the host time the preloaded nccl-det adds to a call; exits. */
+int perf_shim_overhead(void);
+
+/* Load the real NCCL into `nccl` (nccl.c); false with the reason in `why`. */
+bool perf_nccl_load(struct perf_nccl *nccl, char *why, size_t size);
 
 #endif /* NDET_PERF_H_ */
