@@ -454,10 +454,11 @@ static void info_gpus(void)
  * Containers without a shared IPC or PID namespace, or GPUs the second process
  * cannot reach, fail here as they would fail nccl-det's setup.
  */
-#define INFO_IPC_BYTES     4096
-#define INFO_IPC_MARKS     1024 /* where opener j writes its 16 bytes: + 16 j */
-#define INFO_IPC_MAX       64
-#define INFO_IPC_TIMEOUT_S 60
+#define INFO_IPC_BYTES      4096
+#define INFO_IPC_MARKS      1024 /* where opener j writes its 16 bytes: + 16 j */
+#define INFO_IPC_MAX        64
+#define INFO_IPC_TIMEOUT_S  60
+#define INFO_IPC_RECORDS_FD 3
 
 enum info_ipc_result { INFO_IPC_OK, INFO_IPC_OPEN, INFO_IPC_READ, INFO_IPC_WRITE, INFO_IPC_CUDA };
 
@@ -481,7 +482,11 @@ static bool info_io(int fd, void *buffer, size_t size, bool write_it)
 	return true;
 }
 
-/* The second process: handles on stdin, one record per (exporter, opener) on stdout. */
+/*
+ * The second process: handles on stdin, one record per (exporter, opener) on
+ * INFO_IPC_RECORDS_FD (its stdout stays what it was: a library's log lines there
+ * cannot corrupt the records).
+ */
 static int info_ipc_child(void)
 {
 	int32_t count = 0;
@@ -516,7 +521,7 @@ static int info_ipc_child(void)
 				(void)cudaIpcCloseMemHandle(p);
 			}
 			(void)cudaGetLastError();
-			if (!info_io(1, &record, sizeof(record), true))
+			if (!info_io(INFO_IPC_RECORDS_FD, &record, sizeof(record), true))
 				return 2;
 		}
 	}
@@ -537,7 +542,7 @@ static pid_t info_ipc_spawn(int *to_child, int *from_child)
 	posix_spawn_file_actions_t actions;
 	posix_spawn_file_actions_init(&actions);
 	posix_spawn_file_actions_adddup2(&actions, in[0], 0);
-	posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+	posix_spawn_file_actions_adddup2(&actions, out[1], INFO_IPC_RECORDS_FD);
 	posix_spawn_file_actions_addclose(&actions, in[1]);
 	posix_spawn_file_actions_addclose(&actions, out[0]);
 	char *args[] = {(char *)"nccl-det-info", (char *)"--ipc-probe-child", NULL};
@@ -594,8 +599,23 @@ static void info_ipc(int count)
 	void *buffers[INFO_IPC_MAX] = {NULL};
 	const char *why = NULL;
 	printf("\n  CUDA IPC (a second process opens this one's cudaMalloc memory, reads and "
-	       "writes it:\n  row exports, column opens)\n");
-	count = count < INFO_IPC_MAX ? count : INFO_IPC_MAX;
+	       "writes it:\n  row exports, column opens; n/a: GPUs without peer access)\n");
+	if (count > INFO_IPC_MAX) {
+		printf("  (the first %d of %d GPUs)\n", INFO_IPC_MAX, count);
+		count = INFO_IPC_MAX;
+	}
+	static char exclusive[160];
+	for (int i = 0; i < count && why == NULL; i++) {
+		int mode = cudaComputeModeDefault;
+		if (cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, i) == cudaSuccess &&
+		    mode != cudaComputeModeDefault) {
+			snprintf(exclusive, sizeof(exclusive),
+				 "GPU %d is not in the default compute mode (mode %d): a second "
+				 "process cannot use it while this one does",
+				 i, mode);
+			why = exclusive;
+		}
+	}
 	for (int i = 0; i < count && why == NULL; i++) {
 		cudaError_t error = cudaSetDevice(i);
 		if (error == cudaSuccess)
@@ -610,6 +630,7 @@ static void info_ipc(int count)
 			why = cudaGetErrorString(error);
 	}
 	int to_child = -1, from_child = -1;
+	fflush(stdout); /* the child's own output comes after this heading */
 	pid_t child = why == NULL ? info_ipc_spawn(&to_child, &from_child) : -1;
 	if (why == NULL && child < 0)
 		why = "could not start the second process";
@@ -627,8 +648,15 @@ static void info_ipc(int count)
 			kill(child, SIGKILL);
 		}
 		close(from_child);
+		/* Reaped within the probe's time too: a child stuck in its teardown is killed. */
 		int status = 0;
-		while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+		for (int waited = 0;; waited++) {
+			const pid_t done = waitpid(child, &status, WNOHANG);
+			if (done == child || (done < 0 && errno != EINTR))
+				break;
+			if (waited == INFO_IPC_TIMEOUT_S * 10)
+				kill(child, SIGKILL);
+			usleep(100000);
 		}
 	}
 	if (why != NULL) {
@@ -661,6 +689,16 @@ static void info_ipc(int count)
 			for (int at = 0; at < count; at++) {
 				const struct info_ipc_record *r = &records[from * count + at];
 				const bool known = r->result >= 0 && r->result <= INFO_IPC_CUDA;
+				/* Across GPUs without peer access IPC cannot work: not a failure.
+				 */
+				int peer = 1;
+				if (at != from &&
+				    (cudaDeviceCanAccessPeer(&peer, at, from) != cudaSuccess ||
+				     !peer) &&
+				    r->result != INFO_IPC_OK) {
+					printf(" %5s", "n/a");
+					continue;
+				}
 				printf(" %5s", known ? names[r->result] : "?");
 				if (r->result != INFO_IPC_OK && failure == NULL) {
 					failure = known ? names[r->result] : "?";

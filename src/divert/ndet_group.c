@@ -601,12 +601,19 @@ bool ndet_group_allreduce(const void *sendbuff, void *recvbuff, size_t count,
  * would not be deterministic in NCCL, so it fails; the others go to NCCL, which
  * answers a bad handle with its own code.
  */
-static bool ndet_group_refuse_unknown(ndet_coll_t coll, ncclDataType_t datatype, ncclComm_t nccl,
-				      ncclResult_t *result)
+bool ndet_group_direct_refusable(ndet_coll_t coll, ncclDataType_t datatype, ncclRedOp_t op,
+				 int root)
+{
+	ndet_dtype_t dtype;
+	return (int)datatype >= 0 && ndet_dtype_from_nccl(datatype, &dtype) && (int)op >= 0 &&
+	       (coll != NDET_COLL_REDUCE || root >= 0);
+}
+
+static bool ndet_group_refuse_unknown(ndet_coll_t coll, ncclDataType_t datatype, ncclRedOp_t op,
+				      int root, ncclComm_t nccl, ncclResult_t *result)
 {
 	static int warned;
-	ndet_dtype_t dtype;
-	if (nccl == NULL || (int)datatype < 0 || !ndet_dtype_from_nccl(datatype, &dtype))
+	if (nccl == NULL || !ndet_group_direct_refusable(coll, datatype, op, root))
 		return false;
 	if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
 		NDET_WARN("communicator %p: %s fails with ncclInvalidUsage because it would not "
@@ -626,7 +633,7 @@ bool ndet_group_reduction(ndet_coll_t coll, const void *sendbuff, void *recvbuff
 {
 	struct ndet_comm *comm = ndet_comm_lookup(nccl);
 	if (comm == NULL)
-		return direct && ndet_group_refuse_unknown(coll, datatype, nccl, result);
+		return direct && ndet_group_refuse_unknown(coll, datatype, op, root, nccl, result);
 	struct ndet_call call = {
 		.comm = comm,
 		.sendbuff = sendbuff,

@@ -85,6 +85,14 @@ bool ndet_group_reduction(ndet_coll_t coll, const void *sendbuff, void *recvbuff
 			  ncclComm_t comm, cudaStream_t stream, ncclResult_t *result);
 
 /*
+ * May a direct call with these arguments be refused where nccl-det cannot run it: a
+ * floating-point reduction whose op and root NCCL could accept (anything else goes to
+ * NCCL, which answers with its own code)?
+ */
+bool ndet_group_direct_refusable(ndet_coll_t coll, ncclDataType_t datatype, ncclRedOp_t op,
+				 int root);
+
+/*
  * ncclCommFinalize: inside a group, held until the outermost ncclGroupEnd (returns
  * true, *result = ncclSuccess); outside, our barrier runs now and the caller
  * forwards (returns false).

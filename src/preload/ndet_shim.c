@@ -40,7 +40,6 @@
 #include "divert/ndet_comm.h"
 #include "divert/ndet_group.h"
 #include "resolve/ndet_resolve.h"
-#include "common/ndet_dtype.h"
 #include "common/ndet_log.h"
 #include "common/ndet_settings.h"
 #include "common/ndet_status.h"
@@ -382,23 +381,27 @@ static bool ndet_shim_direct(ndet_coll_t coll, const void *sendbuff, void *recvb
 			     ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
 			     cudaStream_t stream, ncclResult_t *result)
 {
-	static int warned;
+	static int warned[3]; /* one WARN per cause: disabled, inactive, may not divert */
 	const bool enabled = ndet_settings_get()->enable;
-	if (enabled && ndet_comm_hooks_allowed() && ndet_resolve_divert_allowed())
+	const bool active = enabled && ndet_comm_hooks_allowed();
+	if (active && ndet_resolve_divert_allowed())
 		return ndet_group_reduction(coll, sendbuff, recvbuff, count, datatype, op, root,
 					    true, comm, stream, result);
-	ndet_dtype_t dtype;
-	if (comm == NULL || (int)datatype < 0 || !ndet_dtype_from_nccl(datatype, &dtype))
+	if (comm == NULL || !ndet_group_direct_refusable(coll, datatype, op, root))
 		return false;
-	NDET_WARN_ONCE(&warned,
+	const int cause = !enabled ? 0 : !active ? 1 : 2;
+	static const char *const why[3] = {
+		"is disabled (NCCL_DET_ENABLE=0). Fix: unset NCCL_DET_ENABLE",
+		"is inactive in this process (a child after fork(), or exiting). Fix: make the "
+		"call in the process that created the communicator",
+		"does not divert in this process (the NCCL it forwards to is too old, or is "
+		"another copy of nccl-det without these entry points). Fix: NCCL >= 2.21, one "
+		"copy of nccl-det",
+	};
+	NDET_WARN_ONCE(&warned[cause],
 		       "%s fails with ncclInvalidUsage because it would not be deterministic: "
-		       "nccl-det %s. Fix: %s",
-		       ndet_comm_call_name(coll, true),
-		       !enabled ? "is disabled (NCCL_DET_ENABLE=0)"
-		       : !ndet_comm_hooks_allowed()
-			       ? "is inactive in this process (a child after fork(), or exiting)"
-			       : "does not divert here (see the WARN above)",
-		       !enabled ? "unset NCCL_DET_ENABLE" : "make the call where nccl-det diverts");
+		       "nccl-det %s",
+		       ndet_comm_call_name(coll, true), why[cause]);
 	*result = ncclInvalidUsage;
 	return true;
 }

@@ -1386,6 +1386,13 @@ static void test_direct_entry_points(void **state)
 	assert_int_equal(integers[2][1], 3 * 33);
 	assert_int_equal(
 		ndet_divert_count_log("ncclDetReduce fails", "disabled (NCCL_DET_ENABLE=0)"), 1);
+	/* An op NCCL refuses gets NCCL's code there too. */
+	const ncclResult_t bad_op = pncclAllReduce(values[0], values[0], 4, ncclFloat32,
+						   (ncclRedOp_t)-1, comms[0], NULL);
+	assert_int_not_equal(bad_op, ncclSuccess);
+	assert_int_equal(ncclDetAllReduce(values[0], values[0], 4, ncclFloat32, (ncclRedOp_t)-1,
+					  comms[0], NULL),
+			 bad_op);
 	for (int r = 0; r < 3; r++)
 		assert_int_equal(ncclCommDestroy(comms[r]), ncclSuccess);
 	unsetenv("NCCL_DET_ENABLE");

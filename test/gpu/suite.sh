@@ -96,7 +96,8 @@ perf_run() {
 }
 
 # info_run NAME LIMIT: nccl-det-info runs, and every cell of its CUDA IPC matrix (a
-# second process opening, reading and writing each GPU's memory) says ok.
+# second process opening, reading and writing each GPU's memory) says ok (or n/a:
+# GPUs without peer access).
 info_run() {
 	local name=$1 limit=$2
 	local out rc start=$SECONDS
@@ -107,9 +108,9 @@ info_run() {
 	cat "$out" >> "$LOG"
 	if [ $rc -eq 0 ]; then
 		awk '/CUDA IPC/ { on = 1; next }
-			on && NF >= 2 && $1 ~ /^[0-9]+$/ && $2 ~ /^[a-z?]+$/ {
+			on && NF >= 2 && $1 ~ /^[0-9]+$/ && $2 ~ /^[a-z?\/]+$/ {
 				rows++
-				for (i = 2; i <= NF; i++) if ($i != "ok") bad++
+				for (i = 2; i <= NF; i++) if ($i != "ok" && $i != "n/a") bad++
 			}
 			END { exit !(rows > 0 && bad == 0) }' "$out" || rc=1
 	fi

@@ -32,7 +32,10 @@ static int perf_shim_compare(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Microseconds of host time per call of `fn`: the median of PERF_SHIM_ROUNDS batches. */
+/*
+ * Microseconds of host time per call of `fn`: the median of PERF_SHIM_ROUNDS batches;
+ * -1 when a call fails (an f32 call that NCCL_DET_STRICT=1 refuses, say).
+ */
 static double perf_shim_time(perf_allreduce_fn fn, void *buffer, ncclDataType_t type,
 			     ncclComm_t comm, cudaStream_t stream)
 {
@@ -45,7 +48,8 @@ static double perf_shim_time(perf_allreduce_fn fn, void *buffer, ncclDataType_t 
 			if (result != ncclSuccess) {
 				fprintf(stderr, "nccl-det-perf: ncclAllReduce failed (%d)\n",
 					(int)result);
-				perf_die();
+				PERF_CHECK(cudaStreamSynchronize(stream));
+				return -1;
 			}
 		}
 		const double elapsed = perf_now() - start;
@@ -101,18 +105,30 @@ int perf_shim_overhead(void)
 	printf("# real NCCL %s\n", nccl.path);
 	/* In turns, so that a drift of the machine touches both alike. */
 	double forwarded[2] = {0, 0}, own[2] = {0, 0};
+	bool failed = false, refused = false;
 	for (int turn = 0; turn < 2; turn++) {
-		forwarded[turn] = perf_shim_time(interposed, buffer, ncclInt32, comm, stream) -
-				  perf_shim_time(real, buffer, ncclInt32, comm, stream);
-		own[turn] = perf_shim_time(interposed, buffer, ncclFloat32, comm, stream) -
-			    perf_shim_time(real, buffer, ncclFloat32, comm, stream);
+		const double through = perf_shim_time(interposed, buffer, ncclInt32, comm, stream),
+			     direct = perf_shim_time(real, buffer, ncclInt32, comm, stream);
+		failed |= through < 0 || direct < 0;
+		forwarded[turn] = through - direct;
+		const double mine = perf_shim_time(interposed, buffer, ncclFloat32, comm, stream),
+			     theirs = perf_shim_time(real, buffer, ncclFloat32, comm, stream);
+		refused |= mine < 0 || theirs < 0;
+		own[turn] = mine - theirs;
+	}
+	if (failed) {
+		fprintf(stderr, "nccl-det-perf --shim-overhead: an int32 call failed\n");
+		return 1;
 	}
 	const double added = forwarded[0] > forwarded[1] ? forwarded[0] : forwarded[1];
 	printf("#   int32 (NCCL runs it, through nccl-det): nccl-det adds %.2f / %.2f us per "
 	       "call (two turns)\n",
 	       forwarded[0], forwarded[1]);
-	printf("#   f32 (%s): nccl-det's call takes %+.2f / %+.2f us against NCCL's\n",
-	       diverted == 1 ? "nccl-det runs it" : "NCCL runs it", own[0], own[1]);
+	if (refused)
+		printf("#   f32: not timed (a call failed: see above)\n");
+	else
+		printf("#   f32 (%s): nccl-det's call takes %+.2f / %+.2f us against NCCL's\n",
+		       diverted == 1 ? "nccl-det runs it" : "NCCL runs it", own[0], own[1]);
 	printf("# SUMMARY nccl-det-perf --shim-overhead: nccl-det adds %.2f us to a call it "
 	       "forwards (target < 1 us: %s)\n",
 	       added, added < 1.0 ? "met" : "NOT met");
