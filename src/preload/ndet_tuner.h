@@ -11,8 +11,9 @@
  *
  * The ABI structs below are declared here from NCCL's plugin headers (tuner_v3.h,
  * tuner_v4.h, tuner_v5.h), field names as NCCL's, layouts checked by static_assert
- * in ndet_tuner.c.  Exported: ncclTunerPlugin_v3 (NCCL 2.21 - 2.23), _v4 (2.24 -
- * 2.27), _v5 (2.28, 2.29).  init never fails: a failing tuner init fails NCCL's
+ * in ndet_tuner.c.  Exported: ncclTunerPlugin_v3 (NCCL 2.22, 2.23), _v4 (2.24 -
+ * 2.27), _v5 (2.28, 2.29); NCCL 2.21 knows only _v2, which is not provided
+ * (doc/loading.md).  init never fails: a failing tuner init fails NCCL's
  * communicator init (NCCLCHECK in initTransportsRank).
  */
 #ifndef NDET_TUNER_H_
