@@ -46,6 +46,15 @@
 #ifndef NDET_LL_POLL_NARROW
 #define NDET_LL_POLL_NARROW 0
 #endif
+/*
+ * Measurement builds only, right by design: NDET_LL_SCATTER_LANES=1 makes the kernels
+ * of one line per thread spread each warp's (line, peer) stores over its lanes
+ * (ndet_ll_scatter_lanes; test/gpu/ll_ablate_build.sh VARIANTS builds it), to be timed
+ * against the library's step, in which thread i stores its line into every peer.
+ */
+#ifndef NDET_LL_SCATTER_LANES
+#define NDET_LL_SCATTER_LANES 0
+#endif
 
 namespace
 {
@@ -306,6 +315,40 @@ __device__ __forceinline__ void ndet_ll_load_mine(const ndet_kernel_args &a, uin
 }
 
 /*
+ * NDET_LL_SCATTER_LANES (a measurement build): the stores of a block of one line per
+ * thread (L = 1) at a step that is no refresh step, each warp's (line, peer) pairs
+ * spread over its lanes, so that one store instruction reaches up to 32 of them, and
+ * every peer in the first.  In the library's step thread i stores its line into each
+ * peer in turn, n - 1 instructions, each into another peer's pool; in one launch's
+ * timelines those stores took 1.1-1.2 us at 8 ranks against 0.42-0.5 at 2
+ * (doc/performance.md).  The same lines, values and tags: only which lane stores
+ * which line changes, which nothing a peer reads depends on.
+ */
+__device__ __forceinline__ void ndet_ll_scatter_lanes(const ndet_kernel_args &a, uint64_t b,
+						      uint64_t parity, uint64_t chunk_bytes,
+						      uint64_t mine, uint32_t tag)
+{
+	const int n = a.nranks, me = a.rank;
+	const unsigned peers = (unsigned)n - 1u, lane = threadIdx.x & 31u;
+	const uint64_t first = threadIdx.x & ~31u; /* the warp's first line */
+	if (first * 8 >= chunk_bytes)
+		return; /* the whole warp is past the chunk */
+	const unsigned lines = (unsigned)min((uint64_t)32, (chunk_bytes - first * 8 + 7) / 8);
+	const unsigned pairs = lines * peers;
+	for (unsigned p0 = 0; p0 < pairs; p0 += 32) {
+		const unsigned p = p0 + lane, line = p / peers;
+		const uint64_t value = __shfl_sync(0xffffffffu, mine, (int)(line & 31u));
+		if (p < pairs) {
+			int q = me + 1 + (int)(p % peers);
+			q = q >= n ? q - n : q;
+			char *slot = a.lanes[q] + a.ll_offset +
+				     ((b * n + me) * 2 + parity) * NDET_LL_SLOT_BYTES;
+			ndet_ll_store(slot + (first + line) * 16, value, tag);
+		}
+	}
+}
+
+/*
  * One LL step of block b (doc/protocol.md): step `step` of the block's flags, LL step
  * `t` of its slots.  Thread i carries lines i, i + threads, ... of the block's chunk.
  * after_ll: the block's previous step was LL step t - 1.
@@ -355,18 +398,23 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	 */
 	ndet_debug_delay(a, step, 2);
 	const bool refresh = t % NDET_LL_REFRESH_STEPS < 2;
-	for (int j = 1; j < n; j++) {
-		const int q = (me + j) % n;
-		char *slot = a.lanes[q] + a.ll_offset +
-			     (((uint64_t)b * n + me) * 2 + parity) * NDET_LL_SLOT_BYTES;
+	if (L == 1 && !refresh && NDET_LL_SCATTER_LANES)
+		ndet_ll_scatter_lanes(a, b, parity, chunk_bytes, mine[0], tag);
+	else
+		for (int j = 1; j < n; j++) {
+			const int q = (me + j) % n;
+			char *slot = a.lanes[q] + a.ll_offset +
+				     (((uint64_t)b * n + me) * 2 + parity) * NDET_LL_SLOT_BYTES;
 #pragma unroll
-		for (int l = 0; l < NDET_LL_LINES_PER_THREAD; l++) {
-			const uint64_t line = (uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
-			/* A kernel of fewer lines refreshes the slot's other lines too. */
-			if (refresh || (l < L && line * 8 < chunk_bytes))
-				ndet_ll_store(slot + line * 16, l < L ? mine[l % L] : 0, tag);
+			for (int l = 0; l < NDET_LL_LINES_PER_THREAD; l++) {
+				const uint64_t line =
+					(uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
+				/* A kernel of fewer lines refreshes the slot's other lines too. */
+				if (refresh || (l < L && line * 8 < chunk_bytes))
+					ndet_ll_store(slot + line * 16, l < L ? mine[l % L] : 0,
+						      tag);
+			}
 		}
-	}
 	/*
 	 * The signature, for peers that poll it (ndet_ll_gather) or wait for it (another
 	 * path): a relaxed store, no release.  Nothing is read because of it: a peer in
