@@ -595,12 +595,6 @@ bool ndet_group_allreduce(const void *sendbuff, void *recvbuff, size_t count,
 				    -1, false, nccl, stream, result);
 }
 
-/*
- * A direct call on a communicator nccl-det does not know (its registration failed,
- * or the handle is no communicator of this process): a floating-point reduction
- * would not be deterministic in NCCL, so it fails; the others go to NCCL, which
- * answers a bad handle with its own code.
- */
 bool ndet_group_direct_refusable(ndet_coll_t coll, ncclDataType_t datatype, ncclRedOp_t op,
 				 int root)
 {
@@ -609,6 +603,12 @@ bool ndet_group_direct_refusable(ndet_coll_t coll, ncclDataType_t datatype, nccl
 	       (coll != NDET_COLL_REDUCE || root >= 0);
 }
 
+/*
+ * A direct call on a communicator nccl-det does not know (its registration failed,
+ * or the handle is no communicator of this process): a floating-point reduction
+ * would not be deterministic in NCCL, so it fails; the others go to NCCL, which
+ * answers a bad handle with its own code.
+ */
 static bool ndet_group_refuse_unknown(ndet_coll_t coll, ncclDataType_t datatype, ncclRedOp_t op,
 				      int root, ncclComm_t nccl, ncclResult_t *result)
 {

@@ -373,7 +373,7 @@ NDET_SHIM_PROFILING_ALIAS(ncclRedOpDestroy)
 /*
  * The direct entry points (nccl_det.h): the interposed call with `direct` set, so that a
  * floating-point call nccl-det would send to NCCL fails instead.  Where nccl-det does
- * not divert in this process at all, such a call fails here (one WARN per process);
+ * not divert in this process at all, such a call fails here (one WARN per cause);
  * integer reductions and arguments NCCL refuses reach NCCL either way.  Behind another
  * copy of nccl-det, that copy's entry point answers.
  */
