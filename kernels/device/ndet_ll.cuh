@@ -55,6 +55,15 @@
 #ifndef NDET_LL_SCATTER_LANES
 #define NDET_LL_SCATTER_LANES 0
 #endif
+/*
+ * NDET_LL_TOUCH_PEERS (measurement): at kernel start lane 0 of warp j names peer
+ * (rank + j) mod n's slot of this block before the prologue, 1 by an L2 prefetch, 2 by a
+ * load whose value is never used, so that the address translations of the peers' pools
+ * overlap the prologue instead of the step's stores.
+ */
+#ifndef NDET_LL_TOUCH_PEERS
+#define NDET_LL_TOUCH_PEERS 0
+#endif
 
 namespace
 {
@@ -314,15 +323,32 @@ __device__ __forceinline__ void ndet_ll_load_mine(const ndet_kernel_args &a, uin
 	}
 }
 
+__device__ __forceinline__ void ndet_ll_touch_peers(const ndet_kernel_args &a)
+{
+	if (!NDET_LL_TOUCH_PEERS || (threadIdx.x & 31u) != 0)
+		return;
+	const int n = a.nranks, me = a.rank;
+	for (int j = 1 + (int)(threadIdx.x >> 5); j < n; j += NDET_KERNEL_THREADS / 32) {
+		const int q = (me + j) % n;
+		const char *slot = a.lanes[q] + a.ll_offset +
+				   ((uint64_t)blockIdx.x * n + me) * 2 * NDET_LL_SLOT_BYTES;
+		if (NDET_LL_TOUCH_PEERS == 1)
+			asm volatile("prefetch.global.L2 [%0];" ::"l"(slot) : "memory");
+		else
+			asm volatile("{ .reg .u32 t; ld.volatile.global.u32 t, [%0]; }" ::"l"(slot)
+				     : "memory");
+	}
+}
+
 /*
  * NDET_LL_SCATTER_LANES (a measurement build): the stores of a block of one line per
  * thread (L = 1) at a step that is no refresh step, each warp's (line, peer) pairs
  * spread over its lanes, so that one store instruction reaches up to 32 of them, and
  * every peer in the first.  In the library's step thread i stores its line into each
  * peer in turn, n - 1 instructions, each into another peer's pool; in one launch's
- * timelines those stores took 1.1-1.2 us at 8 ranks against 0.42-0.5 at 2
- * (doc/performance.md).  The same lines, values and tags: only which lane stores
- * which line changes, which nothing a peer reads depends on.
+ * timelines those stores take 1.1-1.2 us at 8 ranks against 0.42-0.5 at 2, with this
+ * spread as without it (doc/performance.md).  The same lines, values and tags: only
+ * which lane stores which line changes, which nothing a peer reads depends on.
  */
 __device__ __forceinline__ void ndet_ll_scatter_lanes(const ndet_kernel_args &a, uint64_t b,
 						      uint64_t parity, uint64_t chunk_bytes,

@@ -87,6 +87,7 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(NR)
 		/* sendbuff's lines first: their latency overlaps the prologue's. */
 		uint64_t mine[L];
 		ndet_ll_load_mine<DT, L>(args, mine);
+		ndet_ll_touch_peers(args);
 		if (ndet_block_open(args, st, start))
 			ndet_ll_start<DT, K, NR, LLOP, L>(args, st, start, mine);
 	} else if (ndet_block_open(args, st, start)) {
