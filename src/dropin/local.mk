@@ -6,7 +6,8 @@
 # (NDET_BUILD_DROPIN: its own search order, pnccl* aliases) plus
 # trampolines generated from the export list of the NCCL configure found:
 #   nm -D --defined-only of $(NCCL_LIB_DIR)/libnccl.so.2, else the functions nccl.h
-#   declares (no device-API host functions then: configure's summary says which).
+#   declares (no device-API host functions then: configure's summary says which),
+#   and NCCL 2.21-2.29's functions that return ncclResult_t or nothing.
 dropindir = $(libdir)/nccl-det
 
 if NDET_DROPIN
@@ -29,13 +30,18 @@ endif
 NDET_DROPIN_GEN = $(SHELL) $(srcdir)/src/dropin/ndet-dropin-gen.sh
 NDET_DROPIN_GEN_DEPS = $(srcdir)/src/dropin/ndet-dropin-gen.sh $(srcdir)/src/preload/ndet_shim.c
 
-src/dropin/nccl-exports.txt: $(srcdir)/src/dropin/ndet-dropin-gen.sh Makefile
+# Plus every function NCCL 2.21-2.29 exports that returns ncclResult_t or nothing
+# (src/dropin/nccl-api-names.txt), whichever NCCL the build found.
+src/dropin/nccl-exports.txt: $(srcdir)/src/dropin/ndet-dropin-gen.sh \
+		$(srcdir)/src/dropin/nccl-api-names.txt Makefile
 	$(AM_V_GEN)$(MKDIR_P) src/dropin && \
 	if test "$(NDET_NCCL_EXPORTS_KIND)" = library; then \
 		$(NDET_DROPIN_GEN) exports-from-library "$(NM)" "$(NDET_NCCL_EXPORTS_FROM)"; \
 	else \
 		$(NDET_DROPIN_GEN) exports-from-header "$(NDET_NCCL_EXPORTS_FROM)"; \
-	fi >$@.tmp && test -s $@.tmp && mv $@.tmp $@
+	fi >$@.found && test -s $@.found && \
+	$(NDET_DROPIN_GEN) known-names $(srcdir)/src/dropin/nccl-api-names.txt >$@.known && \
+	sort -u $@.found $@.known >$@.tmp && rm -f $@.found $@.known && mv $@.tmp $@
 
 src/dropin/ndet_dropin_tramp.S: src/dropin/nccl-exports.txt $(NDET_DROPIN_GEN_DEPS)
 	$(AM_V_GEN)$(NDET_DROPIN_GEN) trampolines src/dropin/nccl-exports.txt \
@@ -47,4 +53,4 @@ src/dropin/libnccl-dropin.map: src/dropin/nccl-exports.txt $(NDET_DROPIN_GEN_DEP
 
 CLEANFILES += src/dropin/nccl-exports.txt src/dropin/ndet_dropin_tramp.S \
 	src/dropin/libnccl-dropin.map
-EXTRA_DIST += src/dropin/ndet-dropin-gen.sh
+EXTRA_DIST += src/dropin/ndet-dropin-gen.sh src/dropin/nccl-api-names.txt

@@ -3,6 +3,7 @@
 #
 #   ndet-dropin-gen.sh exports-from-library NM LIBRARY  list the names LIBRARY exports
 #   ndet-dropin-gen.sh exports-from-header HEADER       list the functions nccl.h declares
+#   ndet-dropin-gen.sh known-names NAMES                the names NAMES adds to every list
 #   ndet-dropin-gen.sh trampolines LIST SHIM            the trampolines (x86-64 assembly)
 #   ndet-dropin-gen.sh map LIST SHIM                    the version script
 #
@@ -88,6 +89,24 @@ exports-from-header)
 			text = substr(text, RSTART + RLENGTH)
 		}
 	}' "$2" | sort -u
+	;;
+known-names)
+	[ $# -eq 2 ] || die "usage: known-names NAMES"
+	# src/dropin/nccl-api-names.txt: "name first-release return-type"; the functions
+	# that return ncclResult_t or nothing, as ncclX and pncclX.
+	awk '/^#/ || NF == 0 { next }
+	NF < 3 || $1 !~ /^nccl[A-Za-z0-9_]*$/ {
+		printf "ndet-dropin-gen.sh: %s:%d: not \"name release type\"\n", FILENAME, FNR > "/dev/stderr"
+		bad = 1
+		next
+	}
+	$3 == "ncclResult_t" || $3 == "void" { print $1; print "p" $1 }
+	END { exit bad }' "$2" >"${TMPDIR:-/tmp}/ndet-known.$$" || {
+		rm -f "${TMPDIR:-/tmp}/ndet-known.$$"
+		die "bad lines in $2"
+	}
+	sort -u "${TMPDIR:-/tmp}/ndet-known.$$"
+	rm -f "${TMPDIR:-/tmp}/ndet-known.$$"
 	;;
 trampolines)
 	[ $# -eq 3 ] || die "usage: trampolines LIST SHIM"

@@ -1,9 +1,10 @@
 #!/bin/sh
 # The drop-in libnccl.so.2 exports every name the NCCL it was built against exports
-# (nm -D of the configured library, else nccl.h's functions), and its test twin every
-# name of the fake: SONAME libnccl.so.2, unversioned functions; for each entry point
-# nccl-det interposes, ncclX and pncclX are one address (pnccl callers are diverted
-# too); nothing else but nccl-det's own ncclDet* API.
+# (nm -D of the configured library, else nccl.h's functions) and every function of NCCL
+# 2.21-2.29 that returns ncclResult_t or nothing (src/dropin/nccl-api-names.txt); its
+# test twin every name of the fake.  Both: SONAME libnccl.so.2, unversioned functions;
+# for each entry point nccl-det interposes, ncclX and pncclX are one address (pnccl
+# callers are diverted too); nothing else but nccl-det's own ncclDet* API.
 . "${NDET_TOP_SRCDIR:-.}/test/support/test_preload_lib.sh"
 
 check_dropin() { # LIBRARY REFERENCE-LIST WHAT
@@ -46,7 +47,18 @@ library)
 	echo "note: no NCCL library was configured; checked against nccl.h's functions"
 	;;
 esac
-check_dropin "$dropin" "$scratch/configured" "drop-in ($NDET_NCCL_EXPORTS_FROM)"
+# Plus NCCL 2.21-2.29's functions that return ncclResult_t or nothing, read from the
+# list here too, so that a program linked against any of them loads.
+names_file="${NDET_TOP_SRCDIR:-.}/src/dropin/nccl-api-names.txt"
+awk '!/^#/ && NF >= 3 && ($3 == "ncclResult_t" || $3 == "void") { print $1; print "p" $1 }' \
+	"$names_file" >"$scratch/known"
+[ "$(wc -l <"$scratch/known")" -ge 120 ] || fail "too few names read from $names_file"
+for name in ncclCommQueryProperties pncclCommSuspend ncclCommShrink ncclGroupSimulateEnd; do
+	grep -q -x "$name" "$scratch/known" || fail "$names_file lacks $name"
+done
+grep -q -x ncclTeamWorld "$scratch/known" && fail "ncclTeamWorld (returns a struct) is no known name"
+cat "$scratch/known" >>"$scratch/configured"
+check_dropin "$dropin" "$scratch/configured" "drop-in ($NDET_NCCL_EXPORTS_FROM and NCCL 2.21-2.29)"
 
 nm -D --defined-only "$fake_nccl" | awk 'NF == 3 { print $3 }' >"$scratch/fake"
 echo ncclTestOnlyMissing >>"$scratch/fake"
