@@ -56,10 +56,11 @@
 #define NDET_LL_SCATTER_LANES 0
 #endif
 /*
- * NDET_LL_TOUCH_PEERS (measurement): at kernel start lane 0 of warp j names peer
- * (rank + j) mod n's slot of this block before the prologue, 1 by an L2 prefetch, 2 by a
- * load whose value is never used, so that the address translations of the peers' pools
- * overlap the prologue instead of the step's stores.
+ * NDET_LL_TOUCH_PEERS (measurement): at the start of a per-rank LL kernel (not the
+ * all-ranks one), lane 0 of warp w names peer (rank + 1 + w) mod n's slot of this
+ * block (and every 8th peer after it), 1 by an L2 prefetch, 2 by a load whose value is
+ * never used, so that the address translations of the peers' pools overlap the
+ * prologue instead of the step's stores.
  */
 #ifndef NDET_LL_TOUCH_PEERS
 #define NDET_LL_TOUCH_PEERS 0
@@ -346,9 +347,10 @@ __device__ __forceinline__ void ndet_ll_touch_peers(const ndet_kernel_args &a)
  * spread over its lanes, so that one store instruction reaches up to 32 of them, and
  * every peer in the first.  In the library's step thread i stores its line into each
  * peer in turn, n - 1 instructions, each into another peer's pool; in one launch's
- * timelines those stores take 1.1-1.2 us at 8 ranks against 0.42-0.5 at 2, with this
- * spread as without it (doc/performance.md).  The same lines, values and tags: only
- * which lane stores which line changes, which nothing a peer reads depends on.
+ * timelines those stores take 1.1-1.2 us at 8 ranks up to 512 B against 0.41-0.55 at
+ * 2, with this spread as without it (doc/performance.md).  The same lines, values and
+ * tags: only which lane stores which line changes, which nothing a peer reads depends
+ * on.
  */
 __device__ __forceinline__ void ndet_ll_scatter_lanes(const ndet_kernel_args &a, uint64_t b,
 						      uint64_t parity, uint64_t chunk_bytes,

@@ -41,7 +41,8 @@ src/dropin/nccl-exports.txt: $(srcdir)/src/dropin/ndet-dropin-gen.sh \
 		$(NDET_DROPIN_GEN) exports-from-header "$(NDET_NCCL_EXPORTS_FROM)"; \
 	fi >$@.found && test -s $@.found && \
 	$(NDET_DROPIN_GEN) known-names $(srcdir)/src/dropin/nccl-api-names.txt >$@.known && \
-	sort -u $@.found $@.known >$@.tmp && rm -f $@.found $@.known && mv $@.tmp $@
+	test -s $@.known && LC_ALL=C sort -u $@.found $@.known >$@.tmp && \
+	rm -f $@.found $@.known && mv $@.tmp $@
 
 src/dropin/ndet_dropin_tramp.S: src/dropin/nccl-exports.txt $(NDET_DROPIN_GEN_DEPS)
 	$(AM_V_GEN)$(NDET_DROPIN_GEN) trampolines src/dropin/nccl-exports.txt \
@@ -51,6 +52,8 @@ src/dropin/libnccl-dropin.map: src/dropin/nccl-exports.txt $(NDET_DROPIN_GEN_DEP
 	$(AM_V_GEN)$(NDET_DROPIN_GEN) map src/dropin/nccl-exports.txt \
 		$(srcdir)/src/preload/ndet_shim.c >$@.tmp && mv $@.tmp $@
 
-CLEANFILES += src/dropin/nccl-exports.txt src/dropin/ndet_dropin_tramp.S \
+CLEANFILES += src/dropin/nccl-exports.txt src/dropin/nccl-exports.txt.found \
+	src/dropin/nccl-exports.txt.known src/dropin/nccl-exports.txt.tmp \
+	src/dropin/ndet_dropin_tramp.S \
 	src/dropin/libnccl-dropin.map
 EXTRA_DIST += src/dropin/ndet-dropin-gen.sh src/dropin/nccl-api-names.txt

@@ -93,20 +93,19 @@ exports-from-header)
 known-names)
 	[ $# -eq 2 ] || die "usage: known-names NAMES"
 	# src/dropin/nccl-api-names.txt: "name first-release return-type"; the functions
-	# that return ncclResult_t or nothing, as ncclX and pncclX.
-	awk '/^#/ || NF == 0 { next }
-	NF < 3 || $1 !~ /^nccl[A-Za-z0-9_]*$/ {
-		printf "ndet-dropin-gen.sh: %s:%d: not \"name release type\"\n", FILENAME, FNR > "/dev/stderr"
+	# that return ncclResult_t or nothing, as ncclX and pncclX.  A line that is not
+	# that, or a return type not listed here, fails: a list cut short silently would
+	# drop exports.
+	awk '{ sub(/\r$/, "") }
+	/^#/ || NF == 0 { next }
+	NF < 3 || $1 !~ /^nccl[A-Za-z0-9_]*$/ || $2 !~ /^2\.[0-9]+$/ ||
+	    $3 !~ /^(ncclResult_t|void|int|ncclTeam_t|const)$/ {
+		printf "ndet-dropin-gen.sh: %s:%d: not \"name release type\": %s\n", FILENAME, FNR, $0 > "/dev/stderr"
 		bad = 1
 		next
 	}
-	$3 == "ncclResult_t" || $3 == "void" { print $1; print "p" $1 }
-	END { exit bad }' "$2" >"${TMPDIR:-/tmp}/ndet-known.$$" || {
-		rm -f "${TMPDIR:-/tmp}/ndet-known.$$"
-		die "bad lines in $2"
-	}
-	sort -u "${TMPDIR:-/tmp}/ndet-known.$$"
-	rm -f "${TMPDIR:-/tmp}/ndet-known.$$"
+	$3 == "ncclResult_t" || $3 == "void" { print $1; print "p" $1; count++ }
+	END { exit bad || count == 0 }' "$2" || die "bad lines in $2"
 	;;
 trampolines)
 	[ $# -eq 3 ] || die "usage: trampolines LIST SHIM"
@@ -219,6 +218,6 @@ map)
 	echo "};"
 	;;
 *)
-	die "usage: $0 exports-from-library|exports-from-header|trampolines|map ..."
+	die "usage: $0 exports-from-library|exports-from-header|known-names|trampolines|map ..."
 	;;
 esac

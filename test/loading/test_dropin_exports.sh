@@ -58,6 +58,16 @@ for name in ncclCommQueryProperties pncclCommSuspend ncclCommShrink ncclGroupSim
 done
 grep -q -x ncclTeamWorld "$scratch/known" && fail "ncclTeamWorld (returns a struct) is no known name"
 cat "$scratch/known" >>"$scratch/configured"
+# The generator reads the list the same way, CRLF line ends too, and fails on a line it
+# cannot read rather than export fewer names.
+generator="${NDET_TOP_SRCDIR:-.}/src/dropin/ndet-dropin-gen.sh"
+sh "$generator" known-names "$names_file" | sort >"$scratch/generated" || fail "known-names failed"
+sort "$scratch/known" | cmp -s - "$scratch/generated" || fail "known-names differs from the list"
+sed 's/$/\r/' "$names_file" >"$scratch/crlf.txt"
+[ "$(sh "$generator" known-names "$scratch/crlf.txt" | wc -l)" -eq "$(wc -l <"$scratch/known")" ] ||
+	fail "known-names lost names to CRLF line ends"
+sed '/^ncclAllReduce /s/ncclResult_t/ncclresult_t/' "$names_file" >"$scratch/typo.txt"
+sh "$generator" known-names "$scratch/typo.txt" >/dev/null 2>&1 && fail "known-names took a misspelt type"
 check_dropin "$dropin" "$scratch/configured" "drop-in ($NDET_NCCL_EXPORTS_FROM and NCCL 2.21-2.29)"
 
 nm -D --defined-only "$fake_nccl" | awk 'NF == 3 { print $3 }' >"$scratch/fake"
