@@ -293,6 +293,16 @@ static double perf_time(struct perf_rank *me, enum perf_impl impl, enum perf_mod
 		PERF_CHECK(cudaStreamEndCapture(me->stream, &graph));
 		PERF_CHECK(cudaGraphInstantiate(&exec, graph, 0));
 		PERF_CHECK(cudaGraphDestroy(graph));
+		PERF_CHECK(cudaGraphUpload(exec, me->stream));
+		PERF_CHECK(cudaStreamSynchronize(me->stream));
+		/*
+		 * Every rank's graph is built and on the GPU before any is launched: the
+		 * ranks share one GPU, where building a large graph can wait for the
+		 * device, and a launched peer's first kernel spins until this rank's
+		 * runs, which would then never start (a stall no job with a GPU per
+		 * rank meets).
+		 */
+		pthread_barrier_wait(&world->barrier);
 		PERF_CHECK(cudaGraphLaunch(exec, me->stream)); /* the graph's own warm-up */
 	}
 	PERF_CHECK(cudaStreamSynchronize(me->stream));
