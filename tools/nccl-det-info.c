@@ -15,7 +15,9 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <link.h>
 #include <poll.h>
@@ -26,6 +28,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -189,6 +193,111 @@ static void info_print_copy(const struct info_nccl *nccl, bool preload_build)
 	info_print_version("NCCL version .......", nccl->version);
 }
 
+/* The NCCL functions (ncclX, not nccl-det's own ncclDet*) a 64-bit ELF file exports. */
+static int info_elf_nccl_exports(const char *file, void (*each)(const char *name, void *context),
+				 void *context)
+{
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	void *map = MAP_FAILED;
+	if (fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof(Elf64_Ehdr))
+		map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (map == MAP_FAILED)
+		return -1;
+	const size_t size = (size_t)st.st_size;
+	const unsigned char *bytes = map;
+	const Elf64_Ehdr *eh = map;
+	int count = -1;
+	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff > size ||
+	    (size - eh->e_shoff) / sizeof(Elf64_Shdr) < eh->e_shnum)
+		goto out;
+	const Elf64_Shdr *sections = (const Elf64_Shdr *)(bytes + eh->e_shoff);
+	for (unsigned i = 0; i < eh->e_shnum; i++) {
+		const Elf64_Shdr *symtab = &sections[i];
+		if (symtab->sh_type != SHT_DYNSYM || symtab->sh_link >= eh->e_shnum)
+			continue;
+		const Elf64_Shdr *strtab = &sections[symtab->sh_link];
+		if (symtab->sh_offset > size || symtab->sh_size > size - symtab->sh_offset ||
+		    strtab->sh_offset > size || strtab->sh_size > size - strtab->sh_offset ||
+		    strtab->sh_size == 0)
+			goto out;
+		const Elf64_Sym *symbols = (const Elf64_Sym *)(bytes + symtab->sh_offset);
+		const char *names = (const char *)(bytes + strtab->sh_offset);
+		/* The string table ends in a NUL: every name within it is terminated. */
+		if (names[strtab->sh_size - 1] != '\0')
+			goto out;
+		count = 0;
+		for (size_t k = 0; k < symtab->sh_size / sizeof(Elf64_Sym); k++) {
+			const Elf64_Sym *sym = &symbols[k];
+			if (sym->st_name >= strtab->sh_size || sym->st_shndx == SHN_UNDEF ||
+			    ELF64_ST_TYPE(sym->st_info) != STT_FUNC ||
+			    ELF64_ST_BIND(sym->st_info) != STB_GLOBAL)
+				continue;
+			const char *name = names + sym->st_name;
+			if (strncmp(name, "nccl", 4) != 0 || strncmp(name, "ncclDet", 7) == 0)
+				continue;
+			each(name, context);
+			count++;
+		}
+		break;
+	}
+out:
+	munmap(map, size);
+	return count;
+}
+
+#define INFO_GAPS_LISTED 6
+
+struct info_gaps {
+	void *real;
+	int missing;
+	char listed[512];
+};
+
+static void info_gap_check(const char *name, void *context)
+{
+	struct info_gaps *gaps = context;
+	if (dlsym(gaps->real, name) != NULL)
+		return;
+	(void)dlerror();
+	if (gaps->missing < INFO_GAPS_LISTED) {
+		size_t used = strlen(gaps->listed);
+		snprintf(gaps->listed + used, sizeof(gaps->listed) - used, " %s", name);
+	}
+	gaps->missing++;
+}
+
+/*
+ * The drop-in exports the functions of every NCCL 2.21-2.29 (doc/loading.md): those
+ * the real NCCL lacks return ncclInvalidUsage when called.  Says how many and which.
+ */
+static void info_print_dropin_gaps(const char *dropin, const char *real)
+{
+	void *handle = dlopen(real, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+	if (handle == NULL)
+		handle = dlopen(real, RTLD_LAZY | RTLD_LOCAL);
+	if (handle == NULL) {
+		(void)dlerror();
+		return;
+	}
+	struct info_gaps gaps = {.real = handle, .missing = 0, .listed = ""};
+	const int exported = info_elf_nccl_exports(dropin, info_gap_check, &gaps);
+	if (exported < 0)
+		printf("  drop-in exports .... (cannot read %s)\n", dropin);
+	else if (gaps.missing == 0)
+		printf("  drop-in exports .... %d NCCL functions, all in this NCCL\n", exported);
+	else
+		printf("  drop-in exports .... %d NCCL functions, %d not in this NCCL (a call "
+		       "returns ncclInvalidUsage):%s%s\n",
+		       exported, gaps.missing, gaps.listed,
+		       gaps.missing > INFO_GAPS_LISTED ? " ..." : "");
+	/* Left loaded, as the drop-in leaves it. */
+}
+
 /* What info_loading found: would nccl-det divert in this environment, and why not. */
 struct info_verdict {
 	bool diverts;
@@ -334,6 +443,11 @@ static void info_loading(struct info_verdict *verdict)
 	printf("\n== real NCCL\n");
 	if (from_copy.asked) {
 		info_print_copy(&from_copy, copy.found && !preloaded_dropin);
+		const char *dropin_path =
+			preloaded_dropin ? copy.path : (dropin ? nccl_path : NULL);
+		if (dropin_path != NULL && dropin_path[0] != '\0' && from_copy.answered &&
+		    from_copy.path != NULL && from_copy.path[0] != '\0')
+			info_print_dropin_gaps(dropin_path, from_copy.path);
 	} else if (nccl != NULL) {
 		info_get_version_t get_version = (info_get_version_t)dlsym(nccl, "ncclGetVersion");
 		int version = 0;

@@ -61,6 +61,23 @@ for line in "libnccl.so.2 ....... $scratch/dropin/libnccl.so.2: the nccl-det dro
 	"NCCL version ....... 2.28.9 (22809)"; do
 	grep -q -F "$line" "$scratch/info_dropin" || fail "nccl-det-info (drop-in): no '$line': $(cat "$scratch/info_dropin")"
 done
+# The functions the drop-in exports and the real NCCL lacks: the one the fake lacks.
+grep -q -E "drop-in exports \.+ [0-9]+ NCCL functions, 1 not in this NCCL \(a call returns ncclInvalidUsage\): ncclTestOnlyMissing$" \
+	"$scratch/info_dropin" || fail "nccl-det-info (drop-in): the missing function: $(cat "$scratch/info_dropin")"
+# The production drop-in (NCCL 2.21-2.29's functions) in front of the fake: as many
+# missing as its export list has functions the fake lacks.
+mkdir -p "$scratch/dropin_prod" && cp "$dropin" "$scratch/dropin_prod/libnccl.so.2" || fail "copy"
+env LD_LIBRARY_PATH="$scratch/dropin_prod" NCCL_DET_NCCL_LIBRARY="$fake_nccl" \
+	"$info" --no-gpu >"$scratch/info_prod" 2>&1 ||
+	fail "nccl-det-info (production drop-in) failed: $(cat "$scratch/info_prod")"
+nm -D --defined-only "$fake_nccl" | awk 'NF == 3 { print $3 }' | sort -u >"$scratch/fake_names"
+grep -v '^p' "$top_builddir/src/dropin/nccl-exports.txt" | sort -u >"$scratch/prod_names"
+expected_total=$(wc -l <"$scratch/prod_names")
+expected_missing=$(comm -23 "$scratch/prod_names" "$scratch/fake_names" | wc -l)
+[ "$expected_missing" -ge 16 ] || fail "the production drop-in lacks NCCL 2.29's functions ($expected_missing missing)"
+grep -q -F "drop-in exports .... $expected_total NCCL functions, $expected_missing not in this NCCL" \
+	"$scratch/info_prod" ||
+	fail "nccl-det-info (production drop-in): not $expected_total / $expected_missing: $(grep 'drop-in exports' "$scratch/info_prod")"
 
 NCCL_DET_NCCL_LIBRARY="$fake_nccl" LD_PRELOAD="$fake_shim_preload" "$info" --no-gpu \
 	>"$scratch/info_preload" 2>&1 || fail "nccl-det-info (preload) failed: $(cat "$scratch/info_preload")"
