@@ -255,7 +255,8 @@ out:
 struct info_gaps {
 	void *real;
 	int missing;
-	char listed[512];
+	/* The INFO_GAPS_LISTED alphabetically first of them. */
+	char listed[INFO_GAPS_LISTED][128];
 };
 
 static void info_gap_check(const char *name, void *context)
@@ -264,11 +265,19 @@ static void info_gap_check(const char *name, void *context)
 	if (dlsym(gaps->real, name) != NULL)
 		return;
 	(void)dlerror();
-	if (gaps->missing < INFO_GAPS_LISTED) {
-		size_t used = strlen(gaps->listed);
-		snprintf(gaps->listed + used, sizeof(gaps->listed) - used, " %s", name);
-	}
+	int kept = gaps->missing < INFO_GAPS_LISTED ? gaps->missing : INFO_GAPS_LISTED;
 	gaps->missing++;
+	/* Insertion into the sorted few: the last one drops out when they are full. */
+	int at = kept;
+	while (at > 0 && strcmp(gaps->listed[at - 1], name) > 0)
+		at--;
+	if (at == INFO_GAPS_LISTED)
+		return;
+	if (kept == INFO_GAPS_LISTED)
+		kept--;
+	memmove(gaps->listed[at + 1], gaps->listed[at],
+		(size_t)(kept - at) * sizeof(gaps->listed[0]));
+	snprintf(gaps->listed[at], sizeof(gaps->listed[at]), "%s", name);
 }
 
 /*
@@ -284,17 +293,20 @@ static void info_print_dropin_gaps(const char *dropin, const char *real)
 		(void)dlerror();
 		return;
 	}
-	struct info_gaps gaps = {.real = handle, .missing = 0, .listed = ""};
+	struct info_gaps gaps = {.real = handle, .missing = 0};
 	const int exported = info_elf_nccl_exports(dropin, info_gap_check, &gaps);
-	if (exported < 0)
+	if (exported < 0) {
 		printf("  drop-in exports .... (cannot read %s)\n", dropin);
-	else if (gaps.missing == 0)
+	} else if (gaps.missing == 0) {
 		printf("  drop-in exports .... %d NCCL functions, all in this NCCL\n", exported);
-	else
+	} else {
 		printf("  drop-in exports .... %d NCCL functions, %d not in this NCCL (a call "
-		       "returns ncclInvalidUsage):%s%s\n",
-		       exported, gaps.missing, gaps.listed,
-		       gaps.missing > INFO_GAPS_LISTED ? " ..." : "");
+		       "returns ncclInvalidUsage):",
+		       exported, gaps.missing);
+		for (int i = 0; i < gaps.missing && i < INFO_GAPS_LISTED; i++)
+			printf(" %s", gaps.listed[i]);
+		printf("%s\n", gaps.missing > INFO_GAPS_LISTED ? " ..." : "");
+	}
 	/* Left loaded, as the drop-in leaves it. */
 }
 

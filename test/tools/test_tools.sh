@@ -70,14 +70,15 @@ mkdir -p "$scratch/dropin_prod" && cp "$dropin" "$scratch/dropin_prod/libnccl.so
 env LD_LIBRARY_PATH="$scratch/dropin_prod" NCCL_DET_NCCL_LIBRARY="$fake_nccl" \
 	"$info" --no-gpu >"$scratch/info_prod" 2>&1 ||
 	fail "nccl-det-info (production drop-in) failed: $(cat "$scratch/info_prod")"
-nm -D --defined-only "$fake_nccl" | awk 'NF == 3 { print $3 }' | sort -u >"$scratch/fake_names"
-grep -v '^p' "$top_builddir/src/dropin/nccl-exports.txt" | sort -u >"$scratch/prod_names"
+nm -D --defined-only "$fake_nccl" | awk 'NF == 3 { print $3 }' | LC_ALL=C sort -u >"$scratch/fake_names"
+grep -v '^p' "$top_builddir/src/dropin/nccl-exports.txt" | LC_ALL=C sort -u >"$scratch/prod_names"
 expected_total=$(wc -l <"$scratch/prod_names")
-expected_missing=$(comm -23 "$scratch/prod_names" "$scratch/fake_names" | wc -l)
+expected_missing=$(LC_ALL=C comm -23 "$scratch/prod_names" "$scratch/fake_names" | wc -l)
 [ "$expected_missing" -ge 16 ] || fail "the production drop-in lacks NCCL 2.29's functions ($expected_missing missing)"
-grep -q -F "drop-in exports .... $expected_total NCCL functions, $expected_missing not in this NCCL" \
+first_missing=$(LC_ALL=C comm -23 "$scratch/prod_names" "$scratch/fake_names" | head -6 | tr '\n' ' ')
+grep -q -F "drop-in exports .... $expected_total NCCL functions, $expected_missing not in this NCCL (a call returns ncclInvalidUsage): ${first_missing}..." \
 	"$scratch/info_prod" ||
-	fail "nccl-det-info (production drop-in): not $expected_total / $expected_missing: $(grep 'drop-in exports' "$scratch/info_prod")"
+	fail "nccl-det-info (production drop-in): not $expected_total / $expected_missing / $first_missing: $(grep 'drop-in exports' "$scratch/info_prod")"
 
 NCCL_DET_NCCL_LIBRARY="$fake_nccl" LD_PRELOAD="$fake_shim_preload" "$info" --no-gpu \
 	>"$scratch/info_preload" 2>&1 || fail "nccl-det-info (preload) failed: $(cat "$scratch/info_preload")"
