@@ -65,6 +65,15 @@
 #ifndef NDET_LL_TOUCH_PEERS
 #define NDET_LL_TOUCH_PEERS 0
 #endif
+/*
+ * NDET_LL_UNROLL_PEERS (measurement): the step's stores into the peers in a loop
+ * unrolled over the rank bucket, each peer found by a comparison instead of a
+ * remainder, so that the loads of the peers' pool addresses need not wait for each
+ * other.
+ */
+#ifndef NDET_LL_UNROLL_PEERS
+#define NDET_LL_UNROLL_PEERS 0
+#endif
 
 namespace
 {
@@ -428,7 +437,28 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	const bool refresh = t % NDET_LL_REFRESH_STEPS < 2;
 	if (L == 1 && !refresh && NDET_LL_SCATTER_LANES)
 		ndet_ll_scatter_lanes(a, b, parity, chunk_bytes, mine[0], tag);
-	else
+	else if (NDET_LL_UNROLL_PEERS) {
+		const uint64_t mine_slot =
+			a.ll_offset + (((uint64_t)b * n + me) * 2 + parity) * NDET_LL_SLOT_BYTES;
+		char *pool[NR];
+#pragma unroll
+		for (int j = 1; j < NR; j++) /* past n: an unused pool, any rank's */
+			pool[j] = a.lanes[me + j < n ? me + j : me + j - n];
+#pragma unroll
+		for (int j = 1; j < NR; j++) {
+			if (j >= n)
+				break;
+			char *slot = pool[j] + mine_slot;
+#pragma unroll
+			for (int l = 0; l < NDET_LL_LINES_PER_THREAD; l++) {
+				const uint64_t line =
+					(uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
+				if (refresh || (l < L && line * 8 < chunk_bytes))
+					ndet_ll_store(slot + line * 16, l < L ? mine[l % L] : 0,
+						      tag);
+			}
+		}
+	} else
 		for (int j = 1; j < n; j++) {
 			const int q = (me + j) % n;
 			char *slot = a.lanes[q] + a.ll_offset +
