@@ -74,6 +74,14 @@
 #ifndef NDET_LL_UNROLL_PEERS
 #define NDET_LL_UNROLL_PEERS 0
 #endif
+/*
+ * NDET_LL_STORE_LINE (measurement): the tree's results of a line gathered into one
+ * 8-byte word and stored at once where the line is whole and recvbuff 8-byte aligned
+ * there (else element by element, as the library's step does).
+ */
+#ifndef NDET_LL_STORE_LINE
+#define NDET_LL_STORE_LINE 0
+#endif
 
 namespace
 {
@@ -251,6 +259,13 @@ __device__ __forceinline__ void ndet_ll_reduce(const ndet_kernel_args &a, const 
 		if (off >= chunk_bytes)
 			break;
 		const uint64_t valid = min((uint64_t)E8, (chunk_bytes - off) / sizeof(T));
+#if NDET_LL_STORE_LINE
+		union {
+			uint64_t u;
+			T x[E8];
+		} out;
+		out.u = 0;
+#endif
 #pragma unroll
 		for (int e = 0; e < E8; e++) {
 			if ((uint64_t)e >= valid)
@@ -270,10 +285,25 @@ __device__ __forceinline__ void ndet_ll_reduce(const ndet_kernel_args &a, const 
 			Acc acc = ndet_tree<K, Acc, NR>(a, v, n);
 			if (AVG)
 				acc = ndet_avg_of(acc, (uint32_t)n);
+#if NDET_LL_STORE_LINE
+			out.x[e] = D::narrow(acc);
+#else
 			ndet_store_elem<T>(static_cast<char *>(a.recvbuff) +
 						   (start + line * E8 + e) * sizeof(T),
 					   D::narrow(acc));
+#endif
 		}
+#if NDET_LL_STORE_LINE
+		char *dst = static_cast<char *>(a.recvbuff) + (start + line * E8) * sizeof(T);
+		if (valid == (uint64_t)E8 && ((uintptr_t)dst & 7) == 0) {
+			*reinterpret_cast<uint64_t *>(dst) = out.u;
+		} else {
+#pragma unroll
+			for (int e = 0; e < E8; e++)
+				if ((uint64_t)e < valid)
+					ndet_store_elem<T>(dst + e * sizeof(T), out.x[e]);
+		}
+#endif
 	}
 }
 

@@ -1,19 +1,23 @@
 #!/bin/bash
 # What each part of an LL step costs, on one GPU: the nccl-det-perf builds of
 # test/gpu/ll_ablate_build.sh (perf-0, the whole step; perf-MASK, the step without
-# the parts of NDET_LL_ABLATE=MASK) run in turns, f32 sum, 8 B-4 KiB (SIZES), CUDA graph and
-# eager, checks off (the masked builds compute wrong results by design).  Per rank
-# count, size and mask: the median time of the call over perf-0's, and the round
-# trips above the empty kernel (nccl-det-perf's floor line), medians.  A build named
+# the parts of NDET_LL_ABLATE=MASK) run in turns, f32 sum, 8 B-4 KiB (SIZES), in CUDA
+# graphs of 1000 calls launched 10 times (TIMING), checks off (the masked builds
+# compute wrong results by design).  Per rank count, size and mask: the median time
+# of the call over perf-0's, and the round trips above the empty kernel
+# (nccl-det-perf's floor line), medians.  A build named
 # perf-LABEL, LABEL not a number (a candidate built from another tree), is timed with
 # them and reported after the masks.
 #
 #   test/gpu/ll_ablate.sh [DIR]        DIR: the builds (default $BUILD/ablate)
 #
 # Environment: ROUNDS (default 4), NRANKS (default "4 8 3"), SIZES (nccl-det-perf's
-# size flags, default "-b 8 -e 4K -f 2"), ABLATE_BUDGET (seconds: no run starts after
-# it; default 400), OUT.  Writes $OUT/ll-ablate-raw.txt and
-# $OUT/ll-ablate-summary.txt; the last line printed is the summary.
+# size flags, default "-b 8 -e 4K -f 2"), TIMING (its timing flags, default "-n 1000
+# -G 10 -w 20 --modes graph": the rounds of one machine then agree within about 1 %,
+# where graphs of 20 calls and eager rows moved a row by up to 0.5 round trips),
+# ABLATE_BUDGET (seconds: no run starts after it; default 400), OUT.  Writes
+# $OUT/ll-ablate-raw.txt and $OUT/ll-ablate-summary.txt; the last line printed is the
+# summary.
 set -u
 dir=${1:-${BUILD:-.}/ablate}
 rounds=${ROUNDS:-4}
@@ -63,8 +67,9 @@ for round in $(seq 1 "$rounds"); do
 			binary=${builds[$(((k + round) % count))]}
 			[ "$SECONDS" -lt "$budget" ] || break 3
 			mask=${binary##*/perf-}
-			# shellcheck disable=SC2086 # SIZES is a list of flags
-			"$binary" --ranks "$n" ${SIZES:--b 8 -e 4K -f 2} -d f32 -o sum -c 0 --no-nccl 2>&1 |
+			# shellcheck disable=SC2086 # SIZES and TIMING are lists of flags
+			"$binary" --ranks "$n" ${SIZES:--b 8 -e 4K -f 2} ${TIMING:--n 1000 -G 10 -w 20 --modes graph} \
+				-d f32 -o sum -c 0 --no-nccl 2>&1 |
 				awk -v mask="$mask" -v n="$n" '
 				/^# +[0-9]+ B: floor/ {
 					i = index($0, "above it: ")

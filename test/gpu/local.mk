@@ -41,4 +41,4 @@ EXTRA_DIST += test/gpu/suite.sh test/gpu/batch.sh test/gpu/gpu_lib.sh test/gpu/m
 	test/gpu/torch_rs.py test/gpu/torch_rs.sh test/gpu/torch_watchdog.py \
 	test/gpu/loading.sh test/gpu/jax_psum.py test/gpu/pynccl_ctypes.py test/gpu/ndet_maps.py \
 	test/gpu/nccl_tests.sh test/gpu/nccl_tests_hosts.sh test/gpu/ll_stress.sh test/gpu/faults.sh \
-	test/gpu/ll_ablate.sh test/gpu/ll_ablate_build.sh
+	test/gpu/ll_ablate.sh test/gpu/ll_ablate_build.sh test/gpu/small_targets.sh
