@@ -100,6 +100,7 @@ probe-small  120 export NCCL_NVLS_ENABLE=0; P="$PERF --ranks 2 -d bf16 $NCCL2 -G
 faults-abort 150 env FAULTS_MPS=on FAULTS_BUDGET=140 test/gpu/faults.sh abort-thread kill diverge-count
 ll-ablate    420 env ABLATE_BUDGET=400 test/gpu/ll_ablate.sh $BUILD/ablate
 small-targets 240 test/gpu/small_targets.sh
+small-targets-reduce 240 env COLL=reduce test/gpu/small_targets.sh
 shim-overhead 60 env LD_PRELOAD=$NDET_LIB $PERF --shim-overhead
 one-launch-time 240 export NCCL_NVLS_ENABLE=0; for round in 1 2; do for n in 8 4 2; do $BIN_DIR/ndet_gpu_test one-launch-time $n || exit 1; $PERF --ranks $n -b 8 -e 64K -f 2 -d f32 -o sum -c 0 --no-nccl -n 20 -w 5 -G 20 --modes graph || exit 1; done; done
 ll-variants  420 env "NRANKS=8 4" "SIZES=-b 2K -e 64K -f 2" ROUNDS=3 ABLATE_BUDGET=400 test/gpu/ll_ablate.sh $BUILD/ablate

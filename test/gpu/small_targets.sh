@@ -1,9 +1,9 @@
 #!/bin/bash
 # The small-message targets (doc/performance.md, "Small messages"): nccl-det-perf's
-# LL calls in CUDA graphs, f32 sum, 8 B-64 KiB, at 2, 4 and 8 ranks on GPU 0, each
-# call's time above the floor (an empty kernel of its grid, launched the same way) in
-# bare flag round trips (RT), against the targets: at most 1.5 RT up to 4 KiB, 2.5 up
-# to 64 KiB.  Graphs of 1000 calls launched 10 times: long enough that the rounds of
+# LL all-reduces (or reduces) in CUDA graphs, f32 sum, 8 B-64 KiB, at 2, 4 and 8
+# ranks on GPU 0, each call's time above the floor (an empty kernel of its grid,
+# launched the same way) in bare flag round trips (RT), against the targets: at most
+# 1.5 RT up to 4 KiB, 2.5 up to 64 KiB.  Graphs of 1000 calls launched 10 times: long enough that the rounds of
 # one machine agree within about 1 % (graphs of 20 calls moved a row by up to 0.5 RT).
 # A measurement, not a test of speed: the step fails only where a run fails or the
 # checked run of a rank count is not bit-exact; the summary says which targets were
@@ -11,10 +11,11 @@
 #
 #   test/gpu/small_targets.sh
 #
-# Environment: PERF (nccl-det-perf; default the build tree's), NRANKS (default
-# "2 4 8"), ROUNDS (default 3), SIZES (default "-b 8 -e 64K -f 2"), OUT.  Writes
-# $OUT/small-targets-raw.txt and $OUT/small-targets.txt; the last line printed is the
-# summary.
+# Environment: PERF (nccl-det-perf; default the build tree's), COLL (allreduce, the
+# default, or reduce: rank 1 the root), NRANKS (default "2 4 8"), ROUNDS (default 3),
+# SIZES (default "-b 8 -e 64K -f 2"), OUT.  Writes $OUT/NAME-raw.txt and
+# $OUT/NAME.txt, NAME small-targets (small-targets-reduce for reduces); the last line
+# printed is the summary.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 PERF=${PERF:-$here/../../tools/nccl-det-perf}
@@ -22,24 +23,32 @@ OUT=${OUT:-/tmp/ndet-gpu-out}
 rounds=${ROUNDS:-3}
 nranks=${NRANKS:-2 4 8}
 sizes=${SIZES:--b 8 -e 64K -f 2}
+case ${COLL:-allreduce} in
+allreduce) coll= name=small-targets ;;
+reduce) coll="--coll reduce -r 1" name=small-targets-reduce ;;
+*)
+	echo "SUMMARY small-targets: FAIL (COLL=$COLL: allreduce or reduce)"
+	exit 2
+	;;
+esac
 mkdir -p "$OUT"
-raw=$OUT/small-targets-raw.txt
+raw=$OUT/$name-raw.txt
 : >"$raw"
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} NCCL_NVLS_ENABLE=0
 failed=
 for n in $nranks; do
-	# shellcheck disable=SC2086 # sizes is a list of flags
-	"$PERF" --ranks "$n" $sizes -d f32 -o sum -c 1 -n 2 -w 1 -G 1 --no-nccl \
-		>"$OUT/small-targets-check-$n.txt" 2>&1 || failed="$failed check/$n"
+	# shellcheck disable=SC2086 # coll and sizes are lists of flags
+	"$PERF" --ranks "$n" $coll $sizes -d f32 -o sum -c 1 -n 2 -w 1 -G 1 --no-nccl \
+		>"$OUT/$name-check-$n.txt" 2>&1 || failed="$failed check/$n"
 done
 runs=0
 for round in $(seq 1 "$rounds"); do
 	for n in $nranks; do
-		# shellcheck disable=SC2086 # sizes is a list of flags
-		if ! "$PERF" --ranks "$n" $sizes -d f32 -o sum -c 0 --no-nccl -n 1000 -G 10 -w 20 \
-			--modes graph >"$OUT/small-targets-run.txt" 2>&1; then
+		# shellcheck disable=SC2086 # coll and sizes are lists of flags
+		if ! "$PERF" --ranks "$n" $coll $sizes -d f32 -o sum -c 0 --no-nccl -n 1000 -G 10 -w 20 \
+			--modes graph >"$OUT/$name-run.txt" 2>&1; then
 			failed="$failed run/$n"
-			tail -3 "$OUT/small-targets-run.txt"
+			tail -3 "$OUT/$name-run.txt"
 			continue
 		fi
 		awk -v n="$n" '
@@ -56,14 +65,14 @@ for round in $(seq 1 "$rounds"); do
 				for (k = 1; k < 5; k += 2)
 					if (w[k] == "graph")
 						print n, $2, "rt", w[k + 1]
-			}' "$OUT/small-targets-run.txt" >>"$raw"
+			}' "$OUT/$name-run.txt" >>"$raw"
 		runs=$((runs + 1))
 	done
 	echo "round $round of $rounds done ($SECONDS s)"
 done
-python3 - "$raw" "$OUT/small-targets.txt" "$runs" "$failed" <<'PY'
+python3 - "$raw" "$OUT/$name.txt" "$runs" "$failed" "$name" <<'PY'
 import collections, statistics, sys
-raw, table, runs, failed = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split()
+raw, table, runs, failed, name = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(), sys.argv[5]
 rt = collections.defaultdict(list)
 unit = []
 for line in open(raw):
@@ -108,7 +117,7 @@ for n in ranks:
 if not rt:
     failed.append("no-rows")
 status = "FAIL (%s)" % " ".join(failed) if failed else "measured"
-rows.append("SUMMARY small-targets: %s, %d runs; targets met %s" % (status, runs, "; ".join(parts)))
+rows.append("SUMMARY %s: %s, %d runs; targets met %s" % (name, status, runs, "; ".join(parts)))
 open(table, "w").write("\n".join(rows) + "\n")
 print("\n".join(rows))
 sys.exit(1 if failed or runs == 0 else 0)

@@ -51,4 +51,20 @@ FAKE_NO_ROWS=1 PERF=$scratch/perf NRANKS="2" ROUNDS=1 OUT=$scratch/out \
 	bash "$top/test/gpu/small_targets.sh" >"$scratch/log" 2>&1 && fail "no rows: exit 0"
 tail -1 "$scratch/log" | grep -q "^SUMMARY small-targets: FAIL (no-rows)" ||
 	fail "no rows: $(tail -1 "$scratch/log")"
+# COLL=reduce: every run asks for reduces rooted at rank 1; its own files and summary.
+cat >"$scratch/perf-reduce" <<SCRIPT
+#!/bin/sh
+case " \$* " in *" --coll reduce -r 1 "*) exec "$scratch/perf" "\$@" ;; esac
+exit 1
+SCRIPT
+chmod +x "$scratch/perf-reduce"
+echo 1 >"$scratch/round"
+COLL=reduce PERF=$scratch/perf-reduce NRANKS="2" ROUNDS=1 OUT=$scratch/out \
+	bash "$top/test/gpu/small_targets.sh" >"$scratch/log" 2>&1 ||
+	fail "reduce: exit $?: $(tail -3 "$scratch/log")"
+tail -1 "$scratch/log" | grep -q "^SUMMARY small-targets-reduce: measured, 1 runs; targets met 1/3 at 2 ranks" ||
+	fail "reduce: $(tail -1 "$scratch/log")"
+[ -s "$scratch/out/small-targets-reduce.txt" ] || fail "reduce: no table"
+COLL=scatter PERF=$scratch/perf OUT=$scratch/out bash "$top/test/gpu/small_targets.sh" \
+	>"$scratch/log" 2>&1 && fail "COLL=scatter: exit 0"
 echo "PASS: small_targets.sh on nccl-det-perf's floor lines"
