@@ -472,7 +472,7 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 			a.ll_offset + (((uint64_t)b * n + me) * 2 + parity) * NDET_LL_SLOT_BYTES;
 		char *pool[NR];
 #pragma unroll
-		for (int j = 1; j < NR; j++) /* past n: an unused pool, any rank's */
+		for (int j = 1; j < NR; j++) /* past n: an entry never stored into */
 			pool[j] = a.lanes[me + j < n ? me + j : me + j - n];
 #pragma unroll
 		for (int j = 1; j < NR; j++) {

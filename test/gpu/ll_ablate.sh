@@ -14,7 +14,8 @@
 # Environment: ROUNDS (default 4), NRANKS (default "4 8 3"), SIZES (nccl-det-perf's
 # size flags, default "-b 8 -e 4K -f 2"), TIMING (its timing flags, default "-n 1000
 # -G 10 -w 20 --modes graph": the rounds of one machine then agree within about 1 %,
-# where graphs of 20 calls and eager rows moved a row by up to 0.5 round trips),
+# where graphs of 20 calls moved an 8-rank row by up to 150 %: one H100, 2026-12-06,
+# doc/performance.md),
 # ABLATE_BUDGET (seconds: no run starts after it; default 400), OUT.  Writes
 # $OUT/ll-ablate-raw.txt and $OUT/ll-ablate-summary.txt; the last line printed is the
 # summary.

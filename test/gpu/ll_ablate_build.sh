@@ -19,7 +19,8 @@
 # VARIANTS (space-separated LABEL:KERNEL-DEFINES:HOST-DEFINES:SETTINGS, each list
 # joined by commas) adds perf-LABEL builds that compute right results but poll or
 # plan otherwise: the f32 LL kernels get the kernel defines (NDET_LL_POLL_SLEEP,
-# NDET_LL_POLL_NARROW, NDET_LL_SCATTER_LANES, NDET_LL_TOUCH_PEERS in ndet_ll.cuh),
+# NDET_LL_POLL_NARROW, NDET_LL_SCATTER_LANES, NDET_LL_TOUCH_PEERS,
+# NDET_LL_UNROLL_PEERS, NDET_LL_STORE_LINE in ndet_ll.cuh),
 # src/protocol/ndet_plan.c the host ones (NDET_PLAN_GRID_CAPACITY, NDET_PLAN_LL_FILL,
 # NDET_PLAN_LL_SMALL_BYTES); SETTINGS
 # (NCCL_DET_*=VALUE) alone make perf-LABEL a script that runs perf-0 with them.
