@@ -416,6 +416,23 @@ __device__ __forceinline__ void ndet_ll_scatter_lanes(const ndet_kernel_args &a,
 }
 
 /*
+ * This thread's lines of one peer's slot: those that hold data, or at a refresh step
+ * every line the thread owns (a kernel of fewer lines refreshes the slot's other lines
+ * too, with zeros).
+ */
+template <int L>
+__device__ __forceinline__ void ndet_ll_store_slot(char *slot, const uint64_t (&mine)[L],
+						   uint64_t chunk_bytes, bool refresh, uint32_t tag)
+{
+#pragma unroll
+	for (int l = 0; l < NDET_LL_LINES_PER_THREAD; l++) {
+		const uint64_t line = (uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
+		if (refresh || (l < L && line * 8 < chunk_bytes))
+			ndet_ll_store(slot + line * 16, l < L ? mine[l % L] : 0, tag);
+	}
+}
+
+/*
  * One LL step of block b (doc/protocol.md): step `step` of the block's flags, LL step
  * `t` of its slots.  Thread i carries lines i, i + threads, ... of the block's chunk.
  * after_ll: the block's previous step was LL step t - 1.
@@ -478,30 +495,15 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 		for (int j = 1; j < NR; j++) {
 			if (j >= n)
 				break;
-			char *slot = pool[j] + mine_slot;
-#pragma unroll
-			for (int l = 0; l < NDET_LL_LINES_PER_THREAD; l++) {
-				const uint64_t line =
-					(uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
-				if (refresh || (l < L && line * 8 < chunk_bytes))
-					ndet_ll_store(slot + line * 16, l < L ? mine[l % L] : 0,
-						      tag);
-			}
+			ndet_ll_store_slot<L>(pool[j] + mine_slot, mine, chunk_bytes, refresh, tag);
 		}
 	} else
 		for (int j = 1; j < n; j++) {
 			const int q = (me + j) % n;
-			char *slot = a.lanes[q] + a.ll_offset +
-				     (((uint64_t)b * n + me) * 2 + parity) * NDET_LL_SLOT_BYTES;
-#pragma unroll
-			for (int l = 0; l < NDET_LL_LINES_PER_THREAD; l++) {
-				const uint64_t line =
-					(uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
-				/* A kernel of fewer lines refreshes the slot's other lines too. */
-				if (refresh || (l < L && line * 8 < chunk_bytes))
-					ndet_ll_store(slot + line * 16, l < L ? mine[l % L] : 0,
-						      tag);
-			}
+			ndet_ll_store_slot<L>(a.lanes[q] + a.ll_offset +
+						      (((uint64_t)b * n + me) * 2 + parity) *
+							      NDET_LL_SLOT_BYTES,
+					      mine, chunk_bytes, refresh, tag);
 		}
 	/*
 	 * The signature, for peers that poll it (ndet_ll_gather) or wait for it (another
