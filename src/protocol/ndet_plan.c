@@ -106,11 +106,12 @@ uint64_t ndet_plan_ll_blocks(uint64_t ll_max)
 }
 
 /*
- * Bytes per block of an LL plan of `bytes`: NDET_LL_BLOCK_BYTES / 2 (one line per
- * thread) where that grid fits both the cap and the pool's LL slots, else
- * NDET_LL_BLOCK_BYTES (two lines per thread) where that one fits the cap; 0 where
- * neither does.  A thread stores each of its lines to every peer, so at half the bytes
- * per block it stores half as many (doc/protocol.md, LL).
+ * Bytes per block of an LL plan of `bytes` (ndet_plan.h): NDET_PLAN_LL_SMALL_BYTES up
+ * to NDET_PLAN_LL_SMALL_MAX where that grid fits both the cap and the pool's LL slots,
+ * else NDET_LL_BLOCK_BYTES / 2 (one line per thread) where that grid fits both, else
+ * NDET_LL_BLOCK_BYTES (two lines per thread) where that one fits the cap; 0 where none
+ * does.  A thread stores each of its lines to every peer and polls them from every
+ * peer, so smaller blocks spread a message's lines over more SMs (doc/protocol.md, LL).
  */
 #ifndef NDET_PLAN_LL_HALF_BLOCKS /* -DNDET_PLAN_LL_HALF_BLOCKS=0: builds that compare */
 #define NDET_PLAN_LL_HALF_BLOCKS 1
@@ -124,32 +125,23 @@ uint64_t ndet_plan_ll_blocks(uint64_t ll_max)
 #ifndef NDET_PLAN_LL_FILL
 #define NDET_PLAN_LL_FILL 0
 #endif
-/*
- * -DNDET_PLAN_LL_SMALL_BYTES=N (builds that compare; a multiple of 16, at most half
- * NDET_LL_BLOCK_BYTES): blocks of N bytes where that grid fits, before those of half
- * NDET_LL_BLOCK_BYTES, so that each SM stores and polls fewer lines.
- */
-#ifndef NDET_PLAN_LL_SMALL_BYTES
-#define NDET_PLAN_LL_SMALL_BYTES (NDET_LL_BLOCK_BYTES / 2)
-#endif
 _Static_assert(NDET_PLAN_LL_SMALL_BYTES % 16 == 0 && NDET_PLAN_LL_SMALL_BYTES > 0 &&
 		       NDET_PLAN_LL_SMALL_BYTES <= NDET_LL_BLOCK_BYTES / 2,
 	       "LL blocks of whole line pairs, of one line per thread");
 static uint64_t ndet_plan_ll_block_bytes(const struct ndet_plan_params *params, uint64_t bytes)
 {
 	const uint64_t cap = ndet_plan_grid_cap(params);
+	const uint64_t slots = ndet_plan_ll_blocks(params->ll_max);
 	const uint64_t half = NDET_LL_BLOCK_BYTES / 2;
 	const uint64_t small_blocks = ndet_plan_div_up(bytes, NDET_PLAN_LL_SMALL_BYTES);
-	if (NDET_PLAN_LL_SMALL_BYTES < half && small_blocks <= cap &&
-	    small_blocks <= ndet_plan_ll_blocks(params->ll_max))
+	if (NDET_PLAN_LL_SMALL_BYTES < half && bytes <= NDET_PLAN_LL_SMALL_MAX &&
+	    small_blocks <= cap && small_blocks <= slots)
 		return NDET_PLAN_LL_SMALL_BYTES;
 	const uint64_t half_blocks = ndet_plan_div_up(bytes, half);
-	if (NDET_PLAN_LL_HALF_BLOCKS && half_blocks <= cap &&
-	    half_blocks <= ndet_plan_ll_blocks(params->ll_max))
+	if (NDET_PLAN_LL_HALF_BLOCKS && half_blocks <= cap && half_blocks <= slots)
 		return half;
 	if (NDET_PLAN_LL_FILL) {
 		/* As many blocks as both the cap and the pool's LL slots allow. */
-		const uint64_t slots = ndet_plan_ll_blocks(params->ll_max);
 		const uint64_t grid = cap < slots ? cap : slots;
 		const uint64_t even = ndet_plan_div_up(ndet_plan_div_up(bytes, grid), 16) * 16;
 		return even <= NDET_LL_BLOCK_BYTES ? (even > half ? even : half) : 0;

@@ -42,6 +42,21 @@ extern "C" {
 #define NDET_PLAN_TWOSHOT_BYTES_PER_BLOCK (16u * 1024u)
 
 /*
+ * LL blocks of NDET_PLAN_LL_SMALL_BYTES (a quarter of NDET_LL_BLOCK_BYTES: 128 of the
+ * block's threads carry a line) for messages up to NDET_PLAN_LL_SMALL_MAX, where that
+ * grid fits (ndet_plan_make, LL).  Against blocks of half NDET_LL_BLOCK_BYTES, with
+ * ranks sharing one H100 in graphs, they take down to 0.94 of the time (4-8 KiB at 8
+ * ranks, 8-16 KiB at 4) and about the same at 2 ranks (doc/performance.md); larger
+ * grids of them (more than 16 KiB where the cap and the slots allow) are unmeasured.
+ * -DNDET_PLAN_LL_SMALL_BYTES=N (builds that compare; a multiple of 16, at most half
+ * NDET_LL_BLOCK_BYTES, which turns them off).
+ */
+#ifndef NDET_PLAN_LL_SMALL_BYTES
+#define NDET_PLAN_LL_SMALL_BYTES (NDET_LL_BLOCK_BYTES / 4)
+#endif
+#define NDET_PLAN_LL_SMALL_MAX (16u * 1024u)
+
+/*
  * NCCL_DET_ONESHOT_MAX=auto (the default; oneshot_max == NDET_PLAN_ONESHOT_AUTO): at
  * 2 ranks one-shot and two-shot read the same bytes and two-shot waits for one more
  * flag round trip, so one-shot up to NDET_PLAN_ONESHOT_AUTO_2R, where push takes over
@@ -189,10 +204,11 @@ const char *ndet_plan_path_name(ndet_path_t path);
  * is smaller.
  *
  * LL (NDET_PATH_LL): an all-reduce or reduce of at most ll_max bytes on two or more
- * ranks, not PreMulSum, takes one step of NDET_LL_BLOCK_BYTES / 2 per block when that
- * grid fits both the cap (ndet_plan_grid_cap) and the pool's LL slots
- * (ndet_plan_ll_blocks), else of NDET_LL_BLOCK_BYTES per block when that grid fits
- * the cap; ll_max above NDET_LL_MAX_BYTES counts as that (the pool has no more
+ * ranks, not PreMulSum, takes one step: NDET_PLAN_LL_SMALL_BYTES per block up to
+ * NDET_PLAN_LL_SMALL_MAX bytes when that grid fits both the cap (ndet_plan_grid_cap)
+ * and the pool's LL slots (ndet_plan_ll_blocks), else NDET_LL_BLOCK_BYTES / 2 per
+ * block when that grid fits both, else NDET_LL_BLOCK_BYTES per block when that grid
+ * fits the cap; ll_max above NDET_LL_MAX_BYTES counts as that (the pool has no more
  * slots).
  *
  * Plan one call.  NDET_ERR_INVALID_ARGUMENT for an invalid dtype/op/collective,

@@ -54,8 +54,9 @@
 /*
  * run_delay_phase's second round, f32 sum: LL only, one to four blocks in turn, so that
  * LL steps follow each other (no released wait between them) and a block sits out
- * some calls; with the harness's cap of 4 blocks, blocks of half NDET_LL_BLOCK_BYTES up
- * to 8 KiB, full ones above, so the two sizes follow each other on the same slots.
+ * some calls; with the harness's cap of 4 blocks, blocks of a quarter of
+ * NDET_LL_BLOCK_BYTES up to 4 KiB, of half of it up to 8 KiB, full ones above, so the
+ * three sizes follow each other on the same slots.
  */
 #define NDET_GPU_DELAY_LL_COUNTS                                                                   \
 	{                                                                                          \
@@ -77,15 +78,15 @@
 /*
  * gpu_run_abort_at_start, f32, with the error phases' engine (NDET_GPU_ERROR_POOL and
  * _BLOCKS): one-shot, which consumes the host abort flag after its copy-in; LL of one
- * block (half NDET_LL_BLOCK_BYTES) in which thread 32, which holds the flag, waits for
- * lines too; LL of one
- * element, in which only thread 0 has a line to wait for.
+ * block (a quarter of NDET_LL_BLOCK_BYTES) in which thread 32, which holds the flag,
+ * waits for lines too; LL of one element, in which only thread 0 has a line to wait
+ * for.
  */
 #define NDET_GPU_ERROR_POOL   (1u << 20)
 #define NDET_GPU_ERROR_BLOCKS 4
 #define NDET_GPU_ABORT_COUNTS                                                                      \
 	{                                                                                          \
-		4099, 500, 1                                                                       \
+		4099, 250, 1                                                                       \
 	}
 
 #endif /* NDET_GPU_SIZES_H_ */

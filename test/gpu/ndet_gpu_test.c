@@ -257,22 +257,23 @@ static void run_delay_phase(struct gpu_rank *gpu, int calls, const size_t *count
  * (data C) exactly 510 LL steps after the first, under the delay knob, so that ranks
  * poll lines before their peers' stores land.  Without the refresh, a reader would
  * take A's lines for C's.  Both big calls are checked against the reference, with
- * poison after their count.  Rounds alternate blocks of half NDET_LL_BLOCK_BYTES
- * (1000 elements) and of all of it (ll_refresh_full_count: the second line of each
- * thread, which the one-line kernels of the gap refresh without using it).
+ * poison after their count.  Rounds take in turn blocks of a quarter of
+ * NDET_LL_BLOCK_BYTES (1000 elements: a line for half the threads), of all of it (the
+ * second line of each thread, which the one-line kernels of the gap refresh without
+ * using it) and of half of it, each where this engine plans such a count
+ * (ll_refresh_count).
  */
 enum { kLLRefreshMaxBig = 24000 };
 
-/* A count of f32 that this engine sends LL in blocks of NDET_LL_BLOCK_BYTES; 0 if none. */
-static size_t ll_refresh_full_count(const struct gpu_rank *gpu)
+/* A count of f32 that this engine sends LL in blocks of `block_bytes`; 0 if none. */
+static size_t ll_refresh_count(const struct gpu_rank *gpu, size_t block_bytes)
 {
-	static const size_t candidates[] = {3000, 6000, 12000, kLLRefreshMaxBig};
+	static const size_t candidates[] = {1000, 1500, 3000, 6000, 12000, kLLRefreshMaxBig};
 	for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
 		struct ndet_plan plan;
 		if (ndet_engine_plan(gpu->engine, candidates[i], NDET_DTYPE_F32, NDET_OP_SUM,
 				     &plan) == NDET_OK &&
-		    plan.path == NDET_PATH_LL &&
-		    plan.chunk_elems * sizeof(float) == NDET_LL_BLOCK_BYTES)
+		    plan.path == NDET_PATH_LL && plan.chunk_elems * sizeof(float) == block_bytes)
 			return candidates[i];
 	}
 	return 0;
@@ -282,7 +283,11 @@ static void run_ll_refresh(struct gpu_rank *gpu, int rounds)
 {
 	enum { kGap = 509 };
 	const int window = gpu_launch_window(gpu);
-	const size_t full = ll_refresh_full_count(gpu);
+	static const size_t kind_bytes[3] = {NDET_LL_BLOCK_BYTES / 4, NDET_LL_BLOCK_BYTES,
+					     NDET_LL_BLOCK_BYTES / 2};
+	size_t kinds[3];
+	for (int k = 0; k < 3; k++)
+		kinds[k] = ll_refresh_count(gpu, kind_bytes[k]);
 	const size_t max_bytes = kLLRefreshMaxBig * sizeof(float);
 	float *send = NULL, *recv = NULL, *got = NULL;
 	GPU_CHECK(cudaMalloc((void **)&send, 3 * max_bytes));
@@ -293,12 +298,14 @@ static void run_ll_refresh(struct gpu_rank *gpu, int rounds)
 	float *expected = malloc(max_bytes);
 	uint32_t poison;
 	memset(&poison, 0x5a, sizeof(poison));
-	if (full == 0)
-		fprintf(stderr,
-			"rank %d: LL refresh: no LL count in full blocks here; half blocks only\n",
-			gpu->rank);
+	for (int k = 0; k < 3; k++)
+		if (kinds[k] == 0)
+			fprintf(stderr,
+				"rank %d: LL refresh: no LL count in blocks of %zu bytes here; "
+				"1000 elements instead\n",
+				gpu->rank, kind_bytes[k]);
 	for (int round = 0; round < rounds; round++) {
-		const size_t big = round % 2 == 1 && full != 0 ? full : 1000;
+		const size_t big = kinds[round % 3] != 0 ? kinds[round % 3] : 1000;
 		const size_t big_bytes = big * sizeof(float);
 		/* Data A, B and C of every rank, back to back: seeds from round and rank. */
 		for (int r = 0; r < gpu->nranks; r++) {

@@ -211,8 +211,9 @@ rows paths ' 131072 +65536 +bf16 +sum +eager +1shot ' ' 262144 +131072 +bf16 +su
 	' 524288 +262144 +bf16 +sum +eager +2shot ' '^# NCCL: not run \(--no-nccl\)'
 
 
-# ---- LL when NCCL_DET_LL_MAX allows it, one step: a block per 2 KiB where the pool's LL
-# slots (one per 4 KiB of NCCL_DET_LL_MAX) hold that grid, else per 4 KiB; past it one-shot
+# ---- LL when NCCL_DET_LL_MAX allows it, one step: a block per 1 KiB up to 16 KiB where
+# the pool's LL slots (one per 4 KiB of NCCL_DET_LL_MAX) hold that grid, else per 2 KiB
+# where they hold that one, else per 4 KiB; past it one-shot
 NCCL_DET_LL_MAX=8K "$perf" --dry-run --gpus 1 --ranks 2 -b 4K -e 16K -d bf16 --no-nccl \
 	--csv "$scratch/ll.csv" >"$scratch/ll" 2>&1 || fail "dry run (LL) failed"
 rows ll ' 4096 +2048 +bf16 +sum +ll +2x1 ' ' 8192 +4096 +bf16 +sum +ll +2x1 ' \
@@ -327,9 +328,9 @@ grep -q -E '^# +size .* busbw +symm-t +exact ' "$scratch/symm" ||
 	fail "--nccl-symmetric: no symmetric column in the header: $(cat "$scratch/symm")"
 grep -q -E '^ +5000 +1250 +f32 +sum +eager +ll( +-){11}$' "$scratch/symm" ||
 	fail "--nccl-symmetric: not eleven cells per row: $(cat "$scratch/symm")"
-rows symm ' 5000 +1250 +f32 +sum +ll +3x1 '
+rows symm ' 5000 +1250 +f32 +sum +ll +5x1 '
 [ "$(head -1 "$scratch/symm.csv")" = "$header" ] || fail "--nccl-symmetric changed the CSV header"
-grep -q -x '2,5000,1250,f32,sum,ll,3,1,,,,,,,,,,,,,,,,,,,,,' "$scratch/symm.csv" ||
+grep -q -x '2,5000,1250,f32,sum,ll,5,1,,,,,,,,,,,,,,,,,,,,,' "$scratch/symm.csv" ||
 	fail "--nccl-symmetric CSV: $(cat "$scratch/symm.csv")"
 # ... unavailable, and why, with an NCCL that has no windows (exit 0, NCCL still on) ...
 old_nccl="$top_builddir/test/fake_nccl_2_26/.libs/libnccl.so.2"

@@ -1184,25 +1184,34 @@ static void test_gpu_harness_sizes_reach_every_path(void **state)
 				 paths[NDET_DTYPE_F32], want);
 		/*
 		 * The LL-only round: every count LL, each block count 1 to 4 in turn, blocks
-		 * of both sizes (one line per thread, two), each size on several blocks.
+		 * of all three sizes (a line for a half of the threads, one line per thread,
+		 * two), each size on several blocks.
 		 */
-		unsigned grids = 0, half_grids = 0, full_grids = 0;
+		unsigned grids = 0, small_grids = 0, half_grids = 0, full_grids = 0;
 		for (size_t i = 0; i < sizeof(delay_ll) / sizeof(delay_ll[0]); i++) {
 			const struct ndet_plan plan = f32_sum_plan(&test, delay_ll[i]);
 			if (plan.path != NDET_PATH_LL)
 				fail_msg("n=%d LL delay count %zu: path %d", n, delay_ll[i],
 					 (int)plan.path);
 			grids |= 1u << plan.blocks;
-			if (plan.chunk_elems * sizeof(float) == NDET_LL_BLOCK_BYTES / 2)
+			const size_t block_bytes = plan.chunk_elems * sizeof(float);
+			if (block_bytes == NDET_LL_BLOCK_BYTES / 4)
+				small_grids |= 1u << plan.blocks;
+			else if (block_bytes == NDET_LL_BLOCK_BYTES / 2)
 				half_grids |= 1u << plan.blocks;
-			else
+			else if (block_bytes == NDET_LL_BLOCK_BYTES)
 				full_grids |= 1u << plan.blocks;
+			else
+				fail_msg("n=%d LL delay count %zu: blocks of %zu bytes", n,
+					 delay_ll[i], block_bytes);
 		}
 		if (grids != (BIT(1) | BIT(2) | BIT(3) | BIT(4)))
 			fail_msg("n=%d LL delay counts: block counts 0x%x", n, grids);
-		if ((half_grids & ~BIT(1)) == 0 || (full_grids & ~BIT(1)) == 0)
-			fail_msg("n=%d LL delay counts: half blocks on 0x%x, full on 0x%x", n,
-				 half_grids, full_grids);
+		if ((small_grids & ~BIT(1)) == 0 || (half_grids & ~BIT(1)) == 0 ||
+		    (full_grids & ~BIT(1)) == 0)
+			fail_msg("n=%d LL delay counts: quarter blocks on 0x%x, half on 0x%x, full "
+				 "on 0x%x",
+				 n, small_grids, half_grids, full_grids);
 		/* The abort-at-start counts: one-shot, then LL of one block twice. */
 		static const size_t abort_counts[] = NDET_GPU_ABORT_COUNTS;
 		static const ndet_path_t abort_paths[] = {NDET_PATH_ONESHOT, NDET_PATH_LL,
@@ -1217,7 +1226,7 @@ static void test_gpu_harness_sizes_reach_every_path(void **state)
 				fail_msg("n=%d abort count %zu: path %d on %u blocks", n,
 					 abort_counts[i], (int)plan.path, (unsigned)plan.blocks);
 		}
-		/* Thread 32 has a line at 1000, none at 1 (8-byte lines, f32). */
+		/* Thread 32 has a line at 250, none at 1 (8-byte lines, f32). */
 		if (abort_counts[1] * sizeof(float) <= 32 * 8 ||
 		    abort_counts[2] * sizeof(float) > 8)
 			fail_msg("abort counts: thread 32 must wait at the second, only thread 0 "

@@ -33,28 +33,61 @@ static struct ndet_plan_params params_of(uint64_t count, ndet_dtype_t dtype, int
 
 /*
  * LL: all-reduce and reduce up to ll_max bytes in one step, a block per
- * NDET_LL_BLOCK_BYTES / 2 when that grid fits the cap and the pool's LL slots, else
- * per NDET_LL_BLOCK_BYTES when that grid fits the cap; never PreMulSum,
+ * NDET_LL_BLOCK_BYTES / 4 up to NDET_PLAN_LL_SMALL_MAX bytes when that grid fits the
+ * cap and the pool's LL slots, else per NDET_LL_BLOCK_BYTES / 2 when that grid fits
+ * both, else per NDET_LL_BLOCK_BYTES when that grid fits the cap; never PreMulSum,
  * reduce-scatter or 1 rank.
  */
+static uint64_t expected_ll_block_bytes(const struct ndet_plan_params *p, uint64_t bytes)
+{
+	const uint64_t cap = ndet_plan_grid_cap(p), slots = ndet_plan_ll_blocks(p->ll_max);
+	for (uint64_t block = NDET_LL_BLOCK_BYTES / 4; block < NDET_LL_BLOCK_BYTES; block *= 2) {
+		const uint64_t grid = (bytes + block - 1) / block;
+		if (grid <= cap && grid <= slots &&
+		    (block > NDET_LL_BLOCK_BYTES / 4 || bytes <= 16 * 1024))
+			return block;
+	}
+	return NDET_LL_BLOCK_BYTES;
+}
+
 static void test_plan_ll(void **state)
 {
 	(void)state;
 	struct ndet_plan plan;
 	struct ndet_plan_params p = params_of(2, NDET_DTYPE_F32, 2);
 	p.ll_max = 64 * 1024;
+	assert_int_equal(NDET_PLAN_LL_SMALL_BYTES, NDET_LL_BLOCK_BYTES / 4);
+	assert_int_equal(NDET_PLAN_LL_SMALL_MAX, 16 * 1024);
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_LL);
 	assert_int_equal(plan.blocks, 1);
 	assert_int_equal(plan.steps, 1);
-	assert_int_equal(plan.chunk_elems, NDET_LL_BLOCK_BYTES / 2 / 4);
-	/* 4 KiB: two half blocks; one full block where the cap or the slots allow one. */
+	assert_int_equal(plan.chunk_elems, NDET_LL_BLOCK_BYTES / 4 / 4);
+	/*
+	 * 4 KiB: four quarter blocks; two half blocks where the cap or the slots allow no
+	 * more; one full block where they allow one.
+	 */
 	p.count = NDET_LL_BLOCK_BYTES / 4;
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_LL);
+	assert_int_equal(plan.blocks, 4);
+	assert_int_equal(plan.chunk_elems, NDET_LL_BLOCK_BYTES / 4 / 4);
+	p.max_blocks = 3;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.blocks, 2);
 	assert_int_equal(plan.chunk_elems, NDET_LL_BLOCK_BYTES / 2 / 4);
+	p.max_blocks = 24;
+	p.ll_max = 2 * NDET_LL_BLOCK_BYTES; /* two slots */
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.blocks, 2);
+	assert_int_equal(plan.chunk_elems, NDET_LL_BLOCK_BYTES / 2 / 4);
+	p.count = NDET_LL_BLOCK_BYTES / 8; /* 2 KiB: two quarter blocks in two slots */
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.blocks, 2);
+	assert_int_equal(plan.chunk_elems, NDET_LL_BLOCK_BYTES / 4 / 4);
+	p.count = NDET_LL_BLOCK_BYTES / 4;
 	p.max_blocks = 1;
+	p.ll_max = 64 * 1024;
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_LL);
 	assert_int_equal(plan.blocks, 1);
@@ -65,19 +98,35 @@ static void test_plan_ll(void **state)
 	assert_int_equal(plan.path, NDET_PATH_LL);
 	assert_int_equal(plan.blocks, 1);
 	assert_int_equal(plan.chunk_elems, NDET_LL_BLOCK_BYTES / 4);
-	/* Half blocks up to the slots: 32 KiB in 16, 32 KiB + 4 in 9 full ones. */
+	/*
+	 * Quarter blocks up to 16 KiB (16), half ones above it (16 KiB + 4 in 9) and up to
+	 * the slots (32 KiB in 16), full ones past them (32 KiB + 4 in 9); quarter blocks
+	 * stop at 16 KiB even where cap and slots would hold more.
+	 */
 	p.ll_max = 64 * 1024;
-	p.count = 32 * 1024 / 4;
-	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
-	assert_int_equal(plan.blocks, 16);
-	assert_int_equal(plan.chunk_elems, NDET_LL_BLOCK_BYTES / 2 / 4);
-	p.count++;
+	const struct {
+		uint64_t bytes, blocks, block_bytes;
+	} grids[] = {{16 * 1024, 16, NDET_LL_BLOCK_BYTES / 4},
+		     {16 * 1024 + 4, 9, NDET_LL_BLOCK_BYTES / 2},
+		     {32 * 1024, 16, NDET_LL_BLOCK_BYTES / 2},
+		     {32 * 1024 + 4, 9, NDET_LL_BLOCK_BYTES}};
+	for (size_t i = 0; i < sizeof(grids) / sizeof(grids[0]); i++) {
+		p.count = grids[i].bytes / 4;
+		assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+		assert_int_equal(plan.path, NDET_PATH_LL);
+		assert_int_equal(plan.blocks, grids[i].blocks);
+		assert_int_equal(plan.chunk_elems * 4, grids[i].block_bytes);
+	}
+	p.ll_max = 256 * 1024;
+	p.max_blocks = 96;
+	p.count = 16 * 1024 / 4 + 1; /* 64 quarter blocks would fit: half ones */
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.blocks, 9);
-	assert_int_equal(plan.chunk_elems, NDET_LL_BLOCK_BYTES / 4);
+	assert_int_equal(plan.chunk_elems * 4, NDET_LL_BLOCK_BYTES / 2);
 	/* Inclusive, in bytes; every element in exactly one block. */
 	const ndet_dtype_t dtypes[] = {NDET_DTYPE_F32, NDET_DTYPE_F16,    NDET_DTYPE_BF16,
 				       NDET_DTYPE_F64, NDET_DTYPE_F8E4M3, NDET_DTYPE_F8E5M2};
+	unsigned seen = 0;
 	for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
 		const uint64_t size = ndet_dtype_size(dtypes[d]);
 		for (uint64_t count = 1; count <= 64 * 1024 / size; count += 997) {
@@ -85,11 +134,9 @@ static void test_plan_ll(void **state)
 			p.ll_max = 64 * 1024;
 			assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 			assert_int_equal(plan.path, NDET_PATH_LL);
-			const uint64_t half = NDET_LL_BLOCK_BYTES / 2;
-			const uint64_t half_blocks = (count * size + half - 1) / half;
-			const bool fits = half_blocks <= ndet_plan_grid_cap(&p) &&
-					  half_blocks <= ndet_plan_ll_blocks(p.ll_max);
-			assert_true(plan.chunk_elems * size == (fits ? half : 2 * half));
+			const uint64_t block = expected_ll_block_bytes(&p, count * size);
+			assert_true(plan.chunk_elems * size == block);
+			seen |= (unsigned)block;
 			assert_true((uint64_t)plan.blocks * plan.chunk_elems >= count);
 			assert_true((uint64_t)(plan.blocks - 1) * plan.chunk_elems < count);
 		}
@@ -102,6 +149,8 @@ static void test_plan_ll(void **state)
 		assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 		assert_int_equal(plan.path, NDET_PATH_ONESHOT);
 	}
+	assert_int_equal(seen,
+			 NDET_LL_BLOCK_BYTES / 4 | NDET_LL_BLOCK_BYTES / 2 | NDET_LL_BLOCK_BYTES);
 	/* Off, PreMulSum, reduce-scatter, one rank: never LL.  Reduce: LL. */
 	p = params_of(100, NDET_DTYPE_F32, 4);
 	p.ll_max = 0;
