@@ -45,11 +45,17 @@ static uint32_t ndet_plan_signature(const struct ndet_plan_params *params,
 	return ndet_plan_signature_of(words, sizeof(words) / sizeof(words[0]));
 }
 
-/* Blocks of all ranks one GPU holds at once (ndet_plan.h). */
-static uint64_t ndet_plan_device_capacity(int nranks, int device_sms)
+/*
+ * Blocks of all ranks one GPU holds at once (ndet_plan.h) for the kernels of `op`:
+ * those of more than 8 ranks and of prod, min and max (the 16-rank bucket) one per
+ * SM, the others two.
+ */
+static uint64_t ndet_plan_device_capacity(int nranks, ndet_op_t op, int device_sms)
 {
-	const uint64_t per_sm = nranks > 8 ? 1 : 2;
-	uint64_t capacity = nranks > 8 ? NDET_PLAN_GRID_CAPACITY_WIDE : NDET_PLAN_GRID_CAPACITY;
+	const bool one_per_sm =
+		nranks > 8 || op == NDET_OP_PROD || op == NDET_OP_MIN || op == NDET_OP_MAX;
+	const uint64_t per_sm = one_per_sm ? 1 : 2;
+	uint64_t capacity = one_per_sm ? NDET_PLAN_GRID_CAPACITY_WIDE : NDET_PLAN_GRID_CAPACITY;
 	if (device_sms > 0 && per_sm * (uint64_t)device_sms < capacity)
 		capacity = per_sm * (uint64_t)device_sms;
 	return capacity;
@@ -91,7 +97,7 @@ bool ndet_plan_fits_device(int nranks, int device_sms, int ranks_per_device,
 {
 	const uint64_t sharing = ranks_per_device > 1 ? (uint64_t)ranks_per_device : 1;
 	/* The grid cap never goes below one block: that one block must fit the share. */
-	return ndet_plan_device_capacity(nranks, device_sms) >= sharing &&
+	return ndet_plan_device_capacity(nranks, NDET_OP_MAX, device_sms) >= sharing &&
 	       (processes_per_device <= 1 || ndet_plan_shared_blocks(device_sms) >= sharing);
 }
 
@@ -163,7 +169,8 @@ uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params)
 {
 	const uint64_t sharing =
 		params->ranks_per_device > 1 ? (uint64_t)params->ranks_per_device : 1;
-	const uint64_t capacity = ndet_plan_device_capacity(params->nranks, params->device_sms);
+	const uint64_t capacity =
+		ndet_plan_device_capacity(params->nranks, params->op, params->device_sms);
 	uint64_t cap = capacity / sharing;
 	if (params->processes_per_device > 1) {
 		const uint64_t shared = ndet_plan_shared_blocks(params->device_sms) / sharing;

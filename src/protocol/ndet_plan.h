@@ -128,9 +128,10 @@ uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks, ndet_coll_t col
  * Blocks of all ranks on one GPU that must be resident at once: a block spins until
  * its peers' same-index blocks run, so ranks sharing a GPU (tests, MPS) split this
  * between them.  Two blocks per SM for the kernels of up to 8 ranks (their launch
- * bounds), one for more ranks (their register use), on the fewest SMs any rank's GPU
- * has (the setup table's sm_count: a MIG slice counts its own), and never more than
- * a 96-SM GPU holds: 192 (96 above 8 ranks).
+ * bounds), one for more ranks and for prod, min and max, whose pull and LL kernels
+ * are those of the 16-rank bucket at any rank count (their register use), on the
+ * fewest SMs any rank's GPU has (the setup table's sm_count: a MIG slice counts its
+ * own), and never more than a 96-SM GPU holds: 192 (96 where one per SM).
  */
 #ifndef NDET_PLAN_GRID_CAPACITY /* -DNDET_PLAN_GRID_CAPACITY=N: builds that compare */
 #define NDET_PLAN_GRID_CAPACITY 192u
@@ -220,16 +221,18 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 
 /*
  * The largest grid a call may get: NCCL_DET_MAX_BLOCKS, and no more than
- * min(NDET_PLAN_GRID_CAPACITY, 2 x device_sms) (above 8 ranks
- * min(NDET_PLAN_GRID_CAPACITY_WIDE, device_sms)) / ranks_per_device; where several
+ * min(NDET_PLAN_GRID_CAPACITY, 2 x device_sms) (above 8 ranks, and for prod, min and
+ * max, min(NDET_PLAN_GRID_CAPACITY_WIDE, device_sms)) / ranks_per_device; where several
  * processes share a GPU, also no more than 3/4 of its SMs (96 when unknown) /
- * ranks_per_device.  At least 1.
+ * ranks_per_device.  At least 1.  The pool's lanes follow the cap of sum, the
+ * largest.
  */
 uint64_t ndet_plan_grid_cap(const struct ndet_plan_params *params);
 
 /*
  * Can ranks_per_device ranks of an nranks communicator share a GPU of device_sms SMs
- * (0: unknown) with at least one resident block each, and, where processes_per_device
+ * (0: unknown) with at least one resident block each (in the kernels of every op),
+ * and, where processes_per_device
  * processes hold them, within NDET_PLAN_SHARED_SMS_NUM / _DEN of the SMs?  If not, the
  * setup falls back (every rank computes the same answer from the agreed table).
  */

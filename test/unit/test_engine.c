@@ -1621,7 +1621,8 @@ static void test_setup_gpu_too_small(void **state)
 	(void)state;
 	struct group group;
 	group_init(&group, 3, false); /* three ranks on device 0 */
-	fake_cuda_set_sm_count(1);    /* two blocks: one rank would wait forever */
+	/* Two SMs: two blocks of prod's kernels (one per SM), one rank would wait forever. */
+	fake_cuda_set_sm_count(2);
 	group_setup(&group);
 	for (int r = 0; r < 3; r++) {
 		assert_int_not_equal(group.results[r].status, NDET_OK);
@@ -1630,9 +1631,9 @@ static void test_setup_gpu_too_small(void **state)
 	}
 	assert_nothing_held();
 	group_fini(&group);
-	/* Two SMs hold three ranks' blocks (two per SM). */
+	/* Three SMs hold three ranks' blocks of every op's kernels. */
 	reset(state);
-	fake_cuda_set_sm_count(2);
+	fake_cuda_set_sm_count(3);
 	group_create(&group, 3, false);
 	for (int r = 0; r < 3; r++)
 		launch(group.engines[r], NULL);

@@ -818,8 +818,8 @@ static void test_plan_grid_tiers(void **state)
 	assert_true(ndet_plan_fits_device(2, 16, 16, 1));
 	assert_true(ndet_plan_fits_device(16, 16, 16, 1));
 	assert_false(ndet_plan_fits_device(16, 14, 16, 1)); /* one block per SM above 8 ranks */
-	assert_true(ndet_plan_fits_device(8, 7, 14, 1));
-	assert_false(ndet_plan_fits_device(8, 6, 13, 1));
+	assert_true(ndet_plan_fits_device(8, 7, 7, 1));
+	assert_false(ndet_plan_fits_device(8, 7, 14, 1)); /* sum's 14, not prod's 7 */
 	assert_true(ndet_plan_fits_device(16, 0, 16, 0)); /* unknown: a 96-SM GPU */
 	/* Processes sharing a GPU: one block each within 3/4 of the SMs (12 of 16). */
 	assert_true(ndet_plan_fits_device(2, 16, 12, 12));
@@ -870,6 +870,45 @@ static void test_plan_grid_tiers(void **state)
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_LL);
 	assert_int_equal(plan.blocks, 25);
+	/*
+	 * prod, min and max run kernels of one block per SM (the 16-rank bucket on the
+	 * pull and LL paths): 8 ranks as threads on a 132-SM GPU get 96 / 8 = 12 blocks
+	 * each where sum gets 24, so 40 KiB of prod is 10 LL blocks of 4 KiB, not 20 of
+	 * 2 KiB: 160 such blocks would not all be resident, and a block that waits for a
+	 * peer's block that cannot start waits until the timeout.
+	 */
+	p.nranks = 8;
+	p.ranks_per_device = 8;
+	p.processes_per_device = 1;
+	p.count = (40 << 10) / 2;
+	p.op = NDET_OP_PROD;
+	assert_int_equal(ndet_plan_grid_cap(&p), 12);
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_LL);
+	assert_int_equal(plan.blocks, 10);
+	p.op = NDET_OP_SUM;
+	assert_int_equal(ndet_plan_grid_cap(&p), 24);
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.blocks, 20);
+	/* Every op, ranks sharing the GPU: all their blocks resident at once. */
+	p.max_blocks = NDET_KERNEL_MAX_BLOCKS;
+	for (int op = 0; op < NDET_OP_COUNT; op++) {
+		const bool one_per_sm =
+			op == NDET_OP_PROD || op == NDET_OP_MIN || op == NDET_OP_MAX;
+		for (int n = 2; n <= 8; n++) {
+			for (uint64_t bytes = 8; bytes <= (1ull << 30); bytes = bytes * 3 + 8) {
+				p.op = (ndet_op_t)op;
+				p.nranks = n;
+				p.ranks_per_device = n;
+				p.count = bytes / 2;
+				assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+				assert_true((uint64_t)plan.blocks * (uint64_t)n <=
+					    (one_per_sm ? 132u : 264u));
+			}
+		}
+	}
+	p.op = NDET_OP_SUM;
+	p.max_blocks = 96;
 	p.ll_max = 0;
 	p.nranks = 2;
 	p.count = (1ull << 30) / 2;
