@@ -53,9 +53,20 @@ typedef enum {
 	NDET_PATH_PUSH,    /* two-shot by remote stores into the peers' pools */
 } ndet_path_t;
 
-/* LL geometry: lines per thread, payload bytes per block, bytes of one slot. */
+/*
+ * NDET_LL_DENSE (measurement builds only, kernels and host alike): each 16-byte LL line
+ * carries 12 bytes of data and a 16-bit tag in each 8-byte half instead of 8 bytes and
+ * a 32-bit tag, so that an LL step stores and polls a third fewer bytes.  Its tag
+ * holds 8 bits of the call's signature, so a peer in another call may match it: the
+ * library is never built with it (doc/performance.md, "Next candidates").
+ */
+#ifndef NDET_LL_DENSE
+#define NDET_LL_DENSE 0
+#endif
+/* LL geometry: lines per thread, data bytes per line and block, bytes of one slot. */
 #define NDET_LL_LINES_PER_THREAD 2
-#define NDET_LL_BLOCK_BYTES      (NDET_KERNEL_THREADS * NDET_LL_LINES_PER_THREAD * 8)
+#define NDET_LL_LINE_DATA        (NDET_LL_DENSE ? 12 : 8)
+#define NDET_LL_BLOCK_BYTES      (NDET_KERNEL_THREADS * NDET_LL_LINES_PER_THREAD * NDET_LL_LINE_DATA)
 #define NDET_LL_SLOT_BYTES       (NDET_KERNEL_THREADS * NDET_LL_LINES_PER_THREAD * 16)
 
 /*

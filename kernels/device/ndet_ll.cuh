@@ -90,8 +90,22 @@ namespace
  * LL lines: 16 bytes {data0, tag, data1, tag} stored and loaded as one vector of
  * four words.  Only each 8-byte half is single-copy atomic, so each carries the tag;
  * volatile accesses are relaxed at system scope and skip L1 (doc/protocol.md, LL).
+ * A line's data, ndet_ll_data, is 8 bytes (NDET_LL_LINE_DATA).
  */
-__device__ __forceinline__ void ndet_ll_store(char *p, uint64_t payload, uint32_t tag)
+#if !NDET_LL_DENSE
+typedef uint64_t ndet_ll_data;
+
+__device__ __forceinline__ ndet_ll_data ndet_ll_zero()
+{
+	return 0;
+}
+
+__device__ __forceinline__ uint32_t ndet_ll_tag(uint32_t signature, uint64_t t)
+{
+	return (signature << 8) | (uint32_t)(t % 255u + 1u);
+}
+
+__device__ __forceinline__ void ndet_ll_store(char *p, ndet_ll_data payload, uint32_t tag)
 {
 	asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p),
 		     "r"((uint32_t)payload), "r"(tag), "r"((uint32_t)(payload >> 32)), "r"(tag)
@@ -106,8 +120,19 @@ __device__ __forceinline__ void ndet_ll_load(const char *p, uint32_t (&w)[4])
 		     : "memory");
 }
 
+/* Whether a loaded line holds `tag` in both halves, and its data. */
+__device__ __forceinline__ bool ndet_ll_tagged(const uint32_t (&w)[4], uint32_t tag)
+{
+	return w[1] == tag && w[3] == tag;
+}
+
+__device__ __forceinline__ ndet_ll_data ndet_ll_data_of(const uint32_t (&w)[4])
+{
+	return (uint64_t)w[0] | ((uint64_t)w[2] << 32);
+}
+
 /* The first `bytes` (at most 8) bytes at `src`, any alignment, zero-padded. */
-__device__ __forceinline__ uint64_t ndet_ll_payload(const char *src, uint64_t bytes)
+__device__ __forceinline__ ndet_ll_data ndet_ll_payload(const char *src, uint64_t bytes)
 {
 	if (bytes >= 8 && ((uintptr_t)src & 7) == 0)
 		return *reinterpret_cast<const uint64_t *>(src);
@@ -116,6 +141,76 @@ __device__ __forceinline__ uint64_t ndet_ll_payload(const char *src, uint64_t by
 		v |= (uint64_t)(unsigned char)src[i] << (8 * i);
 	return v;
 }
+#else
+/*
+ * NDET_LL_DENSE: 12 bytes of data per line, bytes 0-5 and a 16-bit tag in the first
+ * 8-byte half, bytes 6-11 and the tag in the second, stored and loaded as two 8-byte
+ * words; the tag is 8 bits of the signature and the LL step's 8.
+ */
+struct ndet_ll_data {
+	uint32_t w[3];
+};
+
+__device__ __forceinline__ ndet_ll_data ndet_ll_zero()
+{
+	return ndet_ll_data{{0, 0, 0}};
+}
+
+__device__ __forceinline__ uint32_t ndet_ll_tag(uint32_t signature, uint64_t t)
+{
+	return ((signature & 0xffu) << 8) | (uint32_t)(t % 255u + 1u);
+}
+
+__device__ __forceinline__ void ndet_ll_store(char *p, const ndet_ll_data &d, uint32_t tag)
+{
+	const uint64_t lo =
+		(uint64_t)d.w[0] | ((uint64_t)(d.w[1] & 0xffffu) << 32) | ((uint64_t)tag << 48);
+	const uint64_t hi =
+		(uint64_t)(d.w[1] >> 16) | ((uint64_t)d.w[2] << 16) | ((uint64_t)tag << 48);
+	asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(lo), "l"(hi)
+		     : "memory");
+}
+
+__device__ __forceinline__ void ndet_ll_load(const char *p, uint32_t (&w)[4])
+{
+	uint64_t lo, hi;
+	asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
+		     : "=l"(lo), "=l"(hi)
+		     : "l"(p)
+		     : "memory");
+	w[0] = (uint32_t)lo;
+	w[1] = (uint32_t)(lo >> 32);
+	w[2] = (uint32_t)hi;
+	w[3] = (uint32_t)(hi >> 32);
+}
+
+/* Whether a loaded line holds `tag` in both halves. */
+__device__ __forceinline__ bool ndet_ll_tagged(const uint32_t (&w)[4], uint32_t tag)
+{
+	return (w[1] >> 16) == tag && (w[3] >> 16) == tag;
+}
+
+__device__ __forceinline__ ndet_ll_data ndet_ll_data_of(const uint32_t (&w)[4])
+{
+	return ndet_ll_data{{w[0], (w[1] & 0xffffu) | (w[2] << 16), (w[2] >> 16) | (w[3] << 16)}};
+}
+
+/* The first `bytes` (at most 12) bytes at `src`, any alignment, zero-padded. */
+__device__ __forceinline__ ndet_ll_data ndet_ll_payload(const char *src, uint64_t bytes)
+{
+	ndet_ll_data d = ndet_ll_zero();
+	if (bytes >= 12 && ((uintptr_t)src & 3) == 0) {
+		const uint32_t *s = reinterpret_cast<const uint32_t *>(src);
+		d.w[0] = s[0];
+		d.w[1] = s[1];
+		d.w[2] = s[2];
+		return d;
+	}
+	for (uint64_t i = 0; i < bytes && i < 12; i++)
+		d.w[i / 4] |= (uint32_t)(unsigned char)src[i] << (8 * (i % 4));
+	return d;
+}
+#endif
 
 /*
  * This thread's lines of every peer (L lines of n - 1 peers, those
@@ -136,7 +231,8 @@ template <int NR, int L>
 __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &st, uint64_t parity,
 				   uint64_t chunk_bytes, uint32_t tag, uint64_t step,
 				   const volatile uint32_t *aborted_at_start,
-				   uint64_t (&payload)[L][NR], int *bad_peer, uint64_t *observed)
+				   ndet_ll_data (&payload)[L][NR], int *bad_peer,
+				   uint64_t *observed)
 {
 	static_assert(L * NR <= 64, "one bit per line and peer");
 	const int n = a.nranks, me = a.rank;
@@ -146,7 +242,8 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 	uint32_t peers = 0; /* peers with a line still missing */
 #pragma unroll
 	for (int l = 0; l < L; l++) {
-		if (((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * 8 >= chunk_bytes)
+		if (((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * NDET_LL_LINE_DATA >=
+		    chunk_bytes)
 			break;
 #pragma unroll
 		for (int r = 0; r < NR; r++)
@@ -184,9 +281,11 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 					peers |= 1u << r;
 					continue;
 				}
-				if (w[l][r][1] == tag && w[l][r][3] == tag) {
-					payload[l][r] =
-						(uint64_t)w[l][r][0] | ((uint64_t)w[l][r][2] << 32);
+				/* Inline for the library: its call there lays the code out
+				 * otherwise. */
+				if (NDET_LL_DENSE ? ndet_ll_tagged(w[l][r], tag)
+						  : w[l][r][1] == tag && w[l][r][3] == tag) {
+					payload[l][r] = ndet_ll_data_of(w[l][r]);
 					pending &= ~bit;
 				} else {
 					peers |= 1u << r;
@@ -243,19 +342,20 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
  * AVG: args.op is avg (the root divided by n before its rounding).
  */
 template <int DT, int K, int NR, bool AVG, int L>
-__device__ __forceinline__ void ndet_ll_reduce(const ndet_kernel_args &a, const uint64_t (&mine)[L],
-					       const uint64_t (&payload)[L][NR], uint64_t start,
-					       uint64_t chunk_bytes)
+__device__ __forceinline__ void
+ndet_ll_reduce(const ndet_kernel_args &a, const ndet_ll_data (&mine)[L],
+	       const ndet_ll_data (&payload)[L][NR], uint64_t start, uint64_t chunk_bytes)
 {
 	typedef ndet_dtype<DT> D;
 	typedef typename D::T T;
 	typedef typename D::Acc Acc;
-	constexpr int E8 = 8 / sizeof(T);
+	/* Elements per line (NDET_LL_DENSE: none of 8 bytes, which it never plans LL). */
+	constexpr int E8 = NDET_LL_LINE_DATA / sizeof(T) > 0 ? NDET_LL_LINE_DATA / sizeof(T) : 1;
 	const int n = a.nranks, me = a.rank;
 #pragma unroll
 	for (int l = 0; l < L; l++) {
 		const uint64_t line = (uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
-		const uint64_t off = line * 8;
+		const uint64_t off = line * NDET_LL_LINE_DATA;
 		if (off >= chunk_bytes)
 			break;
 		const uint64_t valid = min((uint64_t)E8, (chunk_bytes - off) / sizeof(T));
@@ -275,7 +375,7 @@ __device__ __forceinline__ void ndet_ll_reduce(const ndet_kernel_args &a, const 
 			for (int r = 0; r < NR; r++) {
 				if (r < n) {
 					union {
-						uint64_t u;
+						ndet_ll_data u;
 						T x[E8];
 					} in;
 					in.u = r == me ? mine[l] : payload[l][r];
@@ -346,7 +446,8 @@ template <int DT> __device__ __forceinline__ uint64_t ndet_ll_chunk_bytes(const 
 }
 
 template <int DT, int L>
-__device__ __forceinline__ void ndet_ll_load_mine(const ndet_kernel_args &a, uint64_t (&mine)[L])
+__device__ __forceinline__ void ndet_ll_load_mine(const ndet_kernel_args &a,
+						  ndet_ll_data (&mine)[L])
 {
 	typedef typename ndet_dtype<DT>::T T;
 	const uint64_t chunk_bytes = ndet_ll_chunk_bytes<DT>(a);
@@ -354,12 +455,16 @@ __device__ __forceinline__ void ndet_ll_load_mine(const ndet_kernel_args &a, uin
 			   (uint64_t)blockIdx.x * a.chunk_elems * sizeof(T);
 #pragma unroll
 	for (int l = 0; l < L; l++) {
-		const uint64_t off = ((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * 8;
-		if (NDET_LL_ABLATE & NDET_LL_ABLATE_SENDBUFF)
+		const uint64_t off =
+			((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * NDET_LL_LINE_DATA;
+#if !NDET_LL_DENSE
+		if (NDET_LL_ABLATE & NDET_LL_ABLATE_SENDBUFF) {
 			mine[l] = off < chunk_bytes ? 0x3c003c003c003c00ull : 0;
-		else
-			mine[l] = off < chunk_bytes ? ndet_ll_payload(send + off, chunk_bytes - off)
-						    : 0;
+			continue;
+		}
+#endif
+		mine[l] = off < chunk_bytes ? ndet_ll_payload(send + off, chunk_bytes - off)
+					    : ndet_ll_zero();
 	}
 }
 
@@ -380,6 +485,7 @@ __device__ __forceinline__ void ndet_ll_touch_peers(const ndet_kernel_args &a)
 	}
 }
 
+#if !NDET_LL_DENSE
 /*
  * NDET_LL_SCATTER_LANES (a measurement build): the stores of a block of one line per
  * thread (L = 1) at a step that is no refresh step, each warp's (line, peer) pairs
@@ -414,6 +520,7 @@ __device__ __forceinline__ void ndet_ll_scatter_lanes(const ndet_kernel_args &a,
 		}
 	}
 }
+#endif
 
 /*
  * This thread's lines of one peer's slot: those that hold data, or at a refresh step
@@ -421,14 +528,14 @@ __device__ __forceinline__ void ndet_ll_scatter_lanes(const ndet_kernel_args &a,
  * too, with zeros).
  */
 template <int L>
-__device__ __forceinline__ void ndet_ll_store_slot(char *slot, const uint64_t (&mine)[L],
+__device__ __forceinline__ void ndet_ll_store_slot(char *slot, const ndet_ll_data (&mine)[L],
 						   uint64_t chunk_bytes, bool refresh, uint32_t tag)
 {
 #pragma unroll
 	for (int l = 0; l < NDET_LL_LINES_PER_THREAD; l++) {
 		const uint64_t line = (uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
-		if (refresh || (l < L && line * 8 < chunk_bytes))
-			ndet_ll_store(slot + line * 16, l < L ? mine[l % L] : 0, tag);
+		if (refresh || (l < L && line * NDET_LL_LINE_DATA < chunk_bytes))
+			ndet_ll_store(slot + line * 16, l < L ? mine[l % L] : ndet_ll_zero(), tag);
 	}
 }
 
@@ -440,7 +547,7 @@ __device__ __forceinline__ void ndet_ll_store_slot(char *slot, const uint64_t (&
 template <int DT, int K, int NR, int LLOP, int L>
 __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, uint64_t step,
 			      uint64_t t, uint32_t host_abort, volatile uint32_t *aborted_at_start,
-			      bool after_ll, const uint64_t (&mine)[L])
+			      bool after_ll, const ndet_ll_data (&mine)[L])
 {
 	typedef typename ndet_dtype<DT>::T T;
 	static_assert(L >= 1 && L <= NDET_LL_LINES_PER_THREAD, "lines per thread");
@@ -451,7 +558,7 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	 * (it fails through its ready flag instead of lending us its lines), and t, t - 2
 	 * and 0 (never written) differ.  The signature is never 0 and has 24 bits.
 	 */
-	const uint32_t tag = (a.signature << 8) | (uint32_t)(t % 255u + 1u);
+	const uint32_t tag = ndet_ll_tag(a.signature, t);
 	const uint64_t parity = t & 1;
 	const uint64_t start = (uint64_t)b * a.chunk_elems; /* one step: k = 0 */
 	const uint64_t chunk_bytes = ndet_ll_chunk_bytes<DT>(a);
@@ -482,9 +589,12 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	 */
 	ndet_debug_delay(a, step, 2);
 	const bool refresh = t % NDET_LL_REFRESH_STEPS < 2;
+#if !NDET_LL_DENSE
 	if (L == 1 && !refresh && NDET_LL_SCATTER_LANES)
 		ndet_ll_scatter_lanes(a, b, parity, chunk_bytes, mine[0], tag);
-	else if (NDET_LL_UNROLL_PEERS) {
+	else
+#endif
+		if (NDET_LL_UNROLL_PEERS) {
 		const uint64_t mine_slot =
 			a.ll_offset + (((uint64_t)b * n + me) * 2 + parity) * NDET_LL_SLOT_BYTES;
 		char *pool[NR];
@@ -520,7 +630,7 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 
 	/* 3. Every peer's lines; the block agrees on the outcome. */
 	ndet_debug_delay(a, step, 3);
-	uint64_t payload[L][NR];
+	ndet_ll_data payload[L][NR];
 	int bad_peer = 0;
 	uint64_t observed = 0;
 	/*

@@ -41,7 +41,7 @@ namespace
 template <int DT, int K, int NR, int LLOP, int L>
 __device__ __forceinline__ void ndet_ll_start(const ndet_kernel_args &a, ndet_block_state &st,
 					      const ndet_block_start &start,
-					      const uint64_t (&mine)[L])
+					      const ndet_ll_data (&mine)[L])
 {
 	ndet_ll_block<DT, K, NR, LLOP, L>(a, st, start.first_step + 1, start.first_ll + 1,
 					  start.host_abort, start.aborted_at_start, start.after_ll,
@@ -62,7 +62,7 @@ __device__ __forceinline__ void ndet_path_block(const ndet_kernel_args &a, ndet_
 {
 	if constexpr (PATH == NDET_PATH_LL) {
 		static_assert(K != kPremul, "LL: no PreMulSum");
-		uint64_t mine[L];
+		ndet_ll_data mine[L];
 		ndet_ll_load_mine<DT, L>(a, mine);
 		ndet_ll_start<DT, K, NR, LLOP, L>(a, st, start, mine);
 	} else if constexpr (PATH == NDET_PATH_PUSH) {
@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(NR)
 	if constexpr (PATH == NDET_PATH_LL) {
 		static_assert(K != kPremul, "LL: no PreMulSum");
 		/* sendbuff's lines first: their latency overlaps the prologue's. */
-		uint64_t mine[L];
+		ndet_ll_data mine[L];
 		ndet_ll_load_mine<DT, L>(args, mine);
 		ndet_ll_touch_peers(args);
 		if (ndet_block_open(args, st, start))

@@ -136,6 +136,9 @@ _Static_assert(NDET_PLAN_LL_SMALL_BYTES % 16 == 0 && NDET_PLAN_LL_SMALL_BYTES > 
 	       "LL blocks of whole line pairs, of one line per thread");
 static uint64_t ndet_plan_ll_block_bytes(const struct ndet_plan_params *params, uint64_t bytes)
 {
+	/* A line holds whole elements (NDET_LL_DENSE's 12 bytes: no 8-byte ones). */
+	if (NDET_LL_LINE_DATA % 8 != 0 && NDET_LL_LINE_DATA % ndet_dtype_size(params->dtype) != 0)
+		return 0;
 	const uint64_t cap = ndet_plan_grid_cap(params);
 	const uint64_t slots = ndet_plan_ll_blocks(params->ll_max);
 	const uint64_t half = NDET_LL_BLOCK_BYTES / 2;
