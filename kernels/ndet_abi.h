@@ -94,7 +94,7 @@ typedef enum {
 #define NDET_COUNTER_OPEN(b)    (3 * NDET_KERNEL_MAX_BLOCKS + (b))
 /* Upper bound of NCCL_DET_LL_MAX, and the most LL blocks a pool has slots for. */
 #define NDET_LL_MAX_BYTES  (256u * 1024u)
-#define NDET_LL_MAX_BLOCKS (NDET_LL_MAX_BYTES / NDET_LL_BLOCK_BYTES)
+#define NDET_LL_MAX_BLOCKS ((NDET_LL_MAX_BYTES + NDET_LL_BLOCK_BYTES - 1) / NDET_LL_BLOCK_BYTES)
 
 /*
  * Segments: two-shot and push split a chunk of len elements among the n ranks;

@@ -32,9 +32,9 @@ const ndet_type_kernels ndet_kernels[NDET_DTYPE_COUNT] = {
 /*
  * The kernel of one checked call: its path, the class of its op and its rank bucket
  * (device/ndet_path_kernels.cuh).  Sum and avg share their kernels but on the LL path,
- * where each has its own, in two shapes: one line per thread where the blocks hold
- * half NDET_LL_BLOCK_BYTES (the table's ll1_max_elems), else two.  Prod, min and max take
- * the generic ones, which also serve every op beyond 8 ranks.
+ * where each has its own, in two shapes: one line per thread where the blocks hold at
+ * most half NDET_LL_BLOCK_BYTES (the table's ll1_max_elems), else two.  Prod, min and
+ * max take the generic ones, which also serve every op beyond 8 ranks.
  */
 ndet_kernel_fn ndet_kernel_select(const ndet_kernel_args &args)
 {

@@ -83,6 +83,11 @@
 #define NDET_LL_STORE_LINE 0
 #endif
 
+#if NDET_LL_DENSE && (NDET_LL_STORE_LINE || NDET_LL_SCATTER_LANES ||                               \
+		      (NDET_LL_ABLATE & NDET_LL_ABLATE_SENDBUFF))
+#error "NDET_LL_DENSE: lines of 12 bytes; NDET_LL_STORE_LINE, NDET_LL_SCATTER_LANES and the ablation of sendbuff assume 8"
+#endif
+
 namespace
 {
 

@@ -53,7 +53,7 @@ __device__ __forceinline__ void ndet_ll_start(const ndet_kernel_args &a, ndet_bl
  * two-shot and reduce-scatter, which args.path tells apart), push or LL.  Push and
  * LL are never planned with PreMulSum (ndet_plan.h): they have no kPremul kernels.
  * LLOP: the ops an LL kernel serves (ndet_ll.cuh), L the lines per thread it carries
- * (1: blocks of NDET_LL_BLOCK_BYTES / 2 only); the other paths ignore both.
+ * (1: blocks of at most NDET_LL_BLOCK_BYTES / 2 only); the other paths ignore both.
  */
 template <int PATH, int DT, int K, int NR, int LLOP = kLLOpRuntime,
 	  int L = NDET_LL_LINES_PER_THREAD>

@@ -47,13 +47,13 @@ static uint32_t ndet_plan_signature(const struct ndet_plan_params *params,
 
 /*
  * Blocks of all ranks one GPU holds at once (ndet_plan.h) for the kernels of `op`:
- * those of more than 8 ranks and of prod, min and max (the 16-rank bucket) one per
- * SM, the others two.
+ * those of the 16-rank bucket one per SM (every op above 8 ranks; prod, min and max
+ * from 3 ranks), the others two.
  */
 static uint64_t ndet_plan_device_capacity(int nranks, ndet_op_t op, int device_sms)
 {
-	const bool one_per_sm =
-		nranks > 8 || op == NDET_OP_PROD || op == NDET_OP_MIN || op == NDET_OP_MAX;
+	const bool generic = op == NDET_OP_PROD || op == NDET_OP_MIN || op == NDET_OP_MAX;
+	const bool one_per_sm = nranks > 8 || (nranks > 2 && generic);
 	const uint64_t per_sm = one_per_sm ? 1 : 2;
 	uint64_t capacity = one_per_sm ? NDET_PLAN_GRID_CAPACITY_WIDE : NDET_PLAN_GRID_CAPACITY;
 	if (device_sms > 0 && per_sm * (uint64_t)device_sms < capacity)
@@ -136,8 +136,8 @@ _Static_assert(NDET_PLAN_LL_SMALL_BYTES % 16 == 0 && NDET_PLAN_LL_SMALL_BYTES > 
 	       "LL blocks of whole line pairs, of one line per thread");
 static uint64_t ndet_plan_ll_block_bytes(const struct ndet_plan_params *params, uint64_t bytes)
 {
-	/* A line holds whole elements (NDET_LL_DENSE's 12 bytes: no 8-byte ones). */
-	if (NDET_LL_LINE_DATA % 8 != 0 && NDET_LL_LINE_DATA % ndet_dtype_size(params->dtype) != 0)
+	/* NDET_LL_DENSE builds have lines of 12 bytes in their f32 kernels alone. */
+	if (NDET_LL_DENSE && params->dtype != NDET_DTYPE_F32)
 		return 0;
 	const uint64_t cap = ndet_plan_grid_cap(params);
 	const uint64_t slots = ndet_plan_ll_blocks(params->ll_max);

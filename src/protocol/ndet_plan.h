@@ -128,15 +128,18 @@ uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks, ndet_coll_t col
  * Blocks of all ranks on one GPU that must be resident at once: a block spins until
  * its peers' same-index blocks run, so ranks sharing a GPU (tests, MPS) split this
  * between them.  Two blocks per SM for the kernels of up to 8 ranks (their launch
- * bounds), one for more ranks and for prod, min and max, whose pull and LL kernels
- * are those of the 16-rank bucket at any rank count (their register use), on the
+ * bounds), one for more ranks and for prod, min and max from 3 ranks, whose pull and
+ * LL kernels are those of the 16-rank bucket there (their register use), on the
  * fewest SMs any rank's GPU has (the setup table's sm_count: a MIG slice counts its
  * own), and never more than a 96-SM GPU holds: 192 (96 where one per SM).
  */
 #ifndef NDET_PLAN_GRID_CAPACITY /* -DNDET_PLAN_GRID_CAPACITY=N: builds that compare */
 #define NDET_PLAN_GRID_CAPACITY 192u
 #endif
-#define NDET_PLAN_GRID_CAPACITY_WIDE 96u /* nranks > 8 */
+#define NDET_PLAN_GRID_CAPACITY_WIDE 96u /* one block per SM: above 8 ranks; prod, min, max */
+#if NDET_PLAN_GRID_CAPACITY < NDET_PLAN_GRID_CAPACITY_WIDE
+#error "sum's cap must stay the largest: the pool has a lane per block of it"
+#endif
 
 /*
  * Ranks of several processes on one GPU (MPS; NCCL itself admits that only to tests
@@ -222,7 +225,8 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 /*
  * The largest grid a call may get: NCCL_DET_MAX_BLOCKS, and no more than
  * min(NDET_PLAN_GRID_CAPACITY, 2 x device_sms) (above 8 ranks, and for prod, min and
- * max, min(NDET_PLAN_GRID_CAPACITY_WIDE, device_sms)) / ranks_per_device; where several
+ * max from 3 ranks, min(NDET_PLAN_GRID_CAPACITY_WIDE, device_sms)) / ranks_per_device;
+ * where several
  * processes share a GPU, also no more than 3/4 of its SMs (96 when unknown) /
  * ranks_per_device.  At least 1.  The pool's lanes follow the cap of sum, the
  * largest.

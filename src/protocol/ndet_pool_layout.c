@@ -37,6 +37,7 @@ uint64_t ndet_pool_data_bytes(const struct ndet_engine_config *config)
 uint64_t ndet_pool_lanes(const struct ndet_engine_config *config)
 {
 	const struct ndet_plan_params params = {
+		.op = NDET_OP_SUM, /* the largest cap of any op (ndet_plan.h) */
 		.nranks = config->nranks,
 		.max_blocks = config->max_blocks,
 		.ranks_per_device = config->ranks_per_device,

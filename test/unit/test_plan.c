@@ -890,12 +890,23 @@ static void test_plan_grid_tiers(void **state)
 	assert_int_equal(ndet_plan_grid_cap(&p), 24);
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.blocks, 20);
+	/* 2 ranks run generic kernels of the 2-rank bucket, two blocks per SM: sum's cap. */
+	p.nranks = 2;
+	p.ranks_per_device = 2;
+	p.op = NDET_OP_MIN;
+	assert_int_equal(ndet_plan_grid_cap(&p), 96);
+	p.nranks = 3;
+	p.ranks_per_device = 3;
+	assert_int_equal(ndet_plan_grid_cap(&p), 32);
+	p.op = NDET_OP_SUM;
+	assert_int_equal(ndet_plan_grid_cap(&p), 64);
 	/* Every op, ranks sharing the GPU: all their blocks resident at once. */
 	p.max_blocks = NDET_KERNEL_MAX_BLOCKS;
 	for (int op = 0; op < NDET_OP_COUNT; op++) {
-		const bool one_per_sm =
-			op == NDET_OP_PROD || op == NDET_OP_MIN || op == NDET_OP_MAX;
+		const bool generic = op == NDET_OP_PROD || op == NDET_OP_MIN || op == NDET_OP_MAX;
 		for (int n = 2; n <= 8; n++) {
+			const bool one_per_sm =
+				generic && n > 2; /* 2 ranks: kernels of their own */
 			for (uint64_t bytes = 8; bytes <= (1ull << 30); bytes = bytes * 3 + 8) {
 				p.op = (ndet_op_t)op;
 				p.nranks = n;

@@ -6,9 +6,10 @@
  * message sizes around each block boundary: at least one block, no more than the cap
  * and the pool's LL slots (a block past them would store outside every peer's pool),
  * chunks of whole 16-byte line pairs that a kernel of two lines per thread carries,
- * every element in exactly one block, one step.  Built once with the library's plan
- * and once per measurement define of src/protocol/ndet_plan.c (test/unit/local.mk),
- * so that the builds test/gpu/ll_ablate_build.sh makes plan grids the kernels serve.
+ * every element in exactly one block, one step; for sum and for prod, whose caps
+ * differ.  Built once with the library's plan and once per measurement define of
+ * src/protocol/ndet_plan.c and kernels/ndet_abi.h (test/unit/local.mk), so that the
+ * builds test/gpu/ll_ablate_build.sh makes plan grids the kernels serve.
  */
 #include "config.h"
 
@@ -86,8 +87,12 @@ static void test_ll_plans_fit_kernels_and_pool(void **state)
 									   p.processes_per_device))
 							continue;
 						for (size_t d = 0;
-						     d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
-							p.dtype = dtypes[d];
+						     d < 2 * sizeof(dtypes) / sizeof(dtypes[0]);
+						     d++) {
+							/* sum's kernels and prod's (the cap
+							 * differs) */
+							p.dtype = dtypes[d / 2];
+							p.op = d % 2 ? NDET_OP_PROD : NDET_OP_SUM;
 							const uint64_t size =
 								ndet_dtype_size(p.dtype);
 							/* Each 1 KiB boundary up to 257 KiB, an
