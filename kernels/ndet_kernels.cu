@@ -34,7 +34,10 @@ const ndet_type_kernels ndet_kernels[NDET_DTYPE_COUNT] = {
  * (device/ndet_path_kernels.cuh).  Sum and avg share their kernels but on the LL path,
  * where each has its own, in two shapes: one line per thread where the blocks hold at
  * most half NDET_LL_BLOCK_BYTES (the table's ll1_max_elems), else two.  Prod, min and
- * max take the generic ones, which also serve every op beyond 8 ranks.
+ * max take the generic ones, which also serve every op beyond 8 ranks.  Those of the
+ * 16-rank bucket hold one block per SM, which the planner's grid cap assumes for prod,
+ * min and max from 3 ranks (src/protocol/ndet_plan.c, ndet_plan_device_capacity): a
+ * change of buckets here changes it there.
  */
 ndet_kernel_fn ndet_kernel_select(const ndet_kernel_args &args)
 {
