@@ -54,20 +54,20 @@ typedef enum {
 } ndet_path_t;
 
 /*
- * NDET_LL_DENSE (measurement builds only, kernels and host alike): each 16-byte LL line
- * carries 12 bytes of data and a 16-bit tag in each 8-byte half instead of 8 bytes and
- * a 32-bit tag, so that an LL step stores and polls a third fewer bytes.  Its tag
- * holds 8 bits of the call's signature, so a peer in another call may match it: the
- * library is never built with it (doc/performance.md, "Next candidates").
+ * LL geometry: lines per thread, data bytes per line and block, bytes of one slot (of
+ * NDET_LL_BLOCK_LINES 16-byte lines).  A line carries NDET_LL_LINE_DATA bytes of data
+ * and a 32-bit tag in each 8-byte half; a wide line (elements of 1, 2 and 4 bytes,
+ * large LL messages: ndet_plan.h) NDET_LL_WIDE_LINE_DATA and a 16-bit tag in each, in
+ * blocks of one line per thread (NDET_LL_WIDE_BLOCK_BYTES).  args.ll_line names the
+ * format of an LL call (device/ndet_ll.cuh).
  */
-#ifndef NDET_LL_DENSE
-#define NDET_LL_DENSE 0
-#endif
-/* LL geometry: lines per thread, data bytes per line and block, bytes of one slot. */
 #define NDET_LL_LINES_PER_THREAD 2
-#define NDET_LL_LINE_DATA        (NDET_LL_DENSE ? 12 : 8)
-#define NDET_LL_BLOCK_BYTES      (NDET_KERNEL_THREADS * NDET_LL_LINES_PER_THREAD * NDET_LL_LINE_DATA)
-#define NDET_LL_SLOT_BYTES       (NDET_KERNEL_THREADS * NDET_LL_LINES_PER_THREAD * 16)
+#define NDET_LL_BLOCK_LINES      (NDET_KERNEL_THREADS * NDET_LL_LINES_PER_THREAD)
+#define NDET_LL_LINE_DATA        8
+#define NDET_LL_BLOCK_BYTES      (NDET_LL_BLOCK_LINES * NDET_LL_LINE_DATA)
+#define NDET_LL_SLOT_BYTES       (NDET_LL_BLOCK_LINES * 16)
+#define NDET_LL_WIDE_LINE_DATA   12
+#define NDET_LL_WIDE_BLOCK_BYTES (NDET_KERNEL_THREADS * NDET_LL_WIDE_LINE_DATA)
 
 /*
  * LL tags repeat every 255 LL steps (doc/protocol.md, LL), so on one slot parity a line
@@ -235,6 +235,7 @@ struct ndet_kernel_args {
 	uint32_t debug_delay_ns;
 	int32_t root;         /* ncclReduce: the rank that writes recvbuff; -1 every rank */
 	int32_t premul;       /* ndet_premul_t; op is NDET_OP_SUM when set */
+	uint32_t ll_line;     /* NDET_PATH_LL: data bytes per line (the plan's ll_line) */
 	uint64_t scalar_bits; /* NDET_PREMUL_HOST: the scalar's bits, one element of dtype */
 	const void *scalar;   /* NDET_PREMUL_DEVICE: device address of one element */
 	/*

@@ -87,7 +87,7 @@ __device__ void ndet_exchange_one_thread(const ndet_bench_exchange &x, uint64_t 
 	const uint32_t tag = (uint32_t)s;
 	for (int j = 1; j < n; j++) {
 		const int q = (me + j) % n;
-		ndet_ll_store(x.flags[q] + (b * NDET_MAX_RANKS + me) * 16, s, tag);
+		ndet_ll_line<8>::store(x.flags[q] + (b * NDET_MAX_RANKS + me) * 16, s, tag);
 	}
 	uint32_t pending = ((1u << n) - 1) & ~(1u << me);
 	const uint64_t t0 = ndet_globaltimer();
@@ -96,7 +96,8 @@ __device__ void ndet_exchange_one_thread(const ndet_bench_exchange &x, uint64_t 
 #pragma unroll
 		for (int q = 0; q < NDET_MAX_RANKS; q++)
 			if ((pending >> q) & 1)
-				ndet_ll_load(x.flags[me] + (b * NDET_MAX_RANKS + q) * 16, w[q]);
+				ndet_ll_line<8>::load(x.flags[me] + (b * NDET_MAX_RANKS + q) * 16,
+						      w[q]);
 #pragma unroll
 		for (int q = 0; q < NDET_MAX_RANKS; q++)
 			if (((pending >> q) & 1) && w[q][1] == tag && w[q][3] == tag)

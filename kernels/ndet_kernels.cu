@@ -32,8 +32,10 @@ const ndet_type_kernels ndet_kernels[NDET_DTYPE_COUNT] = {
 /*
  * The kernel of one checked call: its path, the class of its op and its rank bucket
  * (device/ndet_path_kernels.cuh).  Sum and avg share their kernels but on the LL path,
- * where each has its own, in two shapes: one line per thread where the blocks hold at
- * most half NDET_LL_BLOCK_BYTES (the table's ll1_max_elems), else two.  Prod, min and
+ * where each has its own, in three shapes: one line per thread where the blocks hold at
+ * most half NDET_LL_BLOCK_BYTES (the table's ll1_max_elems), else two, and one wide
+ * line per thread where args.ll_line says so (the planner: sum and avg of up to 8
+ * ranks, elements of at most 4 bytes).  Prod, min and
  * max take the generic ones, which also serve every op beyond 8 ranks.  Those of the
  * 16-rank bucket hold one block per SM, which the planner's grid cap assumes for prod,
  * min and max from 3 ranks (src/protocol/ndet_plan.c, ndet_plan_device_capacity): a
@@ -51,6 +53,9 @@ ndet_kernel_fn ndet_kernel_select(const ndet_kernel_args &args)
 	case NDET_PATH_LL:
 		if (!special)
 			return k.push_ll->ll_generic[generic];
+		if (args.ll_line == NDET_LL_WIDE_LINE_DATA) /* NULL for f64: refused below */
+			return args.op == NDET_OP_AVG ? k.push_ll->llw_avg[bucket]
+						      : k.push_ll->llw_sum[bucket];
 		if (args.chunk_elems <= k.push_ll->ll1_max_elems)
 			return args.op == NDET_OP_AVG ? k.push_ll->ll1_avg[bucket]
 						      : k.push_ll->ll1_sum[bucket];
@@ -71,12 +76,16 @@ extern "C" int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *
 {
 	if (!ndet_kernel_valid(args->dtype, args->op) || args->op >= NDET_OP_COUNT ||
 	    (args->premul != NDET_PREMUL_NONE && args->op != NDET_OP_SUM) ||
-	    (args->path == NDET_PATH_LL && args->premul != NDET_PREMUL_NONE) ||
+	    (args->path == NDET_PATH_LL &&
+	     (args->premul != NDET_PREMUL_NONE ||
+	      (args->ll_line != NDET_LL_LINE_DATA && args->ll_line != NDET_LL_WIDE_LINE_DATA))) ||
 	    (args->path == NDET_PATH_PUSH && (args->premul != NDET_PREMUL_NONE || args->root >= 0 ||
 					      args->nranks < 2 || args->nranks > 8)))
 		return (int)cudaErrorInvalidValue;
-	ndet_kernel_select(*args)<<<args->blocks, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
-		*args);
+	const ndet_kernel_fn kernel = ndet_kernel_select(*args);
+	if (kernel == nullptr) /* wide lines of a type without them, or past 8 ranks */
+		return (int)cudaErrorInvalidValue;
+	kernel<<<args->blocks, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(*args);
 	return (int)cudaGetLastError();
 }
 
@@ -109,6 +118,8 @@ static int ndet_kernel_load(const void *kernel)
 template <typename Fn> static int ndet_kernel_load_all(const Fn *kernels, unsigned count)
 {
 	for (unsigned i = 0; i < count; i++) {
+		if (kernels[i] == nullptr) /* a table's entries that no call of its type takes */
+			continue;
 		const int err = ndet_kernel_load((const void *)kernels[i]);
 		if (err != 0)
 			return err;
@@ -147,6 +158,8 @@ static int ndet_kernel_load_type(const ndet_type_kernels &k)
 	NDET_LOAD_ARRAY(k.push_ll->ll_avg);
 	NDET_LOAD_ARRAY(k.push_ll->ll1_sum);
 	NDET_LOAD_ARRAY(k.push_ll->ll1_avg);
+	NDET_LOAD_ARRAY(k.push_ll->llw_sum);
+	NDET_LOAD_ARRAY(k.push_ll->llw_avg);
 	NDET_LOAD_ARRAY(k.push_ll->push_generic);
 	NDET_LOAD_ARRAY(k.push_ll->ll_generic);
 	return 0;

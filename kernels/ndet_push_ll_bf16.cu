@@ -7,4 +7,4 @@
  */
 #include "kernels/device/ndet_path_kernels.cuh"
 
-NDET_PUSH_LL_KERNELS(NDET_DTYPE_BF16, bf16);
+NDET_PUSH_LL_KERNELS(NDET_DTYPE_BF16, bf16, NDET_LL_WIDE_KERNELS(NDET_DTYPE_BF16));

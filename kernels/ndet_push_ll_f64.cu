@@ -7,4 +7,4 @@
  */
 #include "kernels/device/ndet_path_kernels.cuh"
 
-NDET_PUSH_LL_KERNELS(NDET_DTYPE_F64, f64);
+NDET_PUSH_LL_KERNELS(NDET_DTYPE_F64, f64, NDET_LL_NO_WIDE_KERNELS);

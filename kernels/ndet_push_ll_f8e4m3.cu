@@ -9,4 +9,4 @@
  */
 #include "kernels/device/ndet_path_kernels.cuh"
 
-NDET_PUSH_LL_KERNELS(NDET_DTYPE_F8E4M3, f8e4m3);
+NDET_PUSH_LL_KERNELS(NDET_DTYPE_F8E4M3, f8e4m3, NDET_LL_WIDE_KERNELS(NDET_DTYPE_F8E4M3));

@@ -9,4 +9,4 @@
  */
 #include "kernels/device/ndet_path_kernels.cuh"
 
-NDET_PUSH_LL_KERNELS(NDET_DTYPE_F8E5M2, f8e5m2);
+NDET_PUSH_LL_KERNELS(NDET_DTYPE_F8E5M2, f8e5m2, NDET_LL_WIDE_KERNELS(NDET_DTYPE_F8E5M2));

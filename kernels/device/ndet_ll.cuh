@@ -76,154 +76,193 @@
 #endif
 /*
  * NDET_LL_STORE_LINE (measurement): the tree's results of a line gathered into one
- * 8-byte word and stored at once where the line is whole and recvbuff 8-byte aligned
- * there (else element by element, as the library's step does).
+ * line's data and stored at once where the line is whole and recvbuff aligned to its
+ * words there (else element by element, as the library's step does).
  */
 #ifndef NDET_LL_STORE_LINE
 #define NDET_LL_STORE_LINE 0
-#endif
-
-#if NDET_LL_DENSE && (NDET_LL_STORE_LINE || NDET_LL_SCATTER_LANES ||                               \
-		      (NDET_LL_ABLATE & NDET_LL_ABLATE_SENDBUFF))
-#error "NDET_LL_DENSE: lines of 12 bytes; NDET_LL_STORE_LINE, NDET_LL_SCATTER_LANES and the ablation of sendbuff assume 8"
 #endif
 
 namespace
 {
 
 /*
- * LL lines: 16 bytes {data0, tag, data1, tag} stored and loaded as one vector of
- * four words.  Only each 8-byte half is single-copy atomic, so each carries the tag;
- * volatile accesses are relaxed at system scope and skip L1 (doc/protocol.md, LL).
- * A line's data, ndet_ll_data, is 8 bytes (NDET_LL_LINE_DATA).
+ * The first `bytes` of the N bytes at `src` into c[] (the rest 0), one predicated load
+ * each, all issued before any is used: a partial or unaligned line waits for one load
+ * latency, not one per byte.
  */
-#if !NDET_LL_DENSE
-typedef uint64_t ndet_ll_data;
-
-__device__ __forceinline__ ndet_ll_data ndet_ll_zero()
+template <int N>
+__device__ __forceinline__ void ndet_ll_bytes(const char *src, uint64_t bytes, uint32_t (&c)[N])
 {
-	return 0;
+#pragma unroll
+	for (int i = 0; i < N; i++) {
+		c[i] = 0;
+		asm volatile("{\n\t.reg .pred p;\n\tsetp.lt.u64 p, %1, %2;\n\t@p ld.global.u8 %0, "
+			     "[%3];\n\t}"
+			     : "+r"(c[i])
+			     : "l"((uint64_t)i), "l"(bytes), "l"(src + i));
+	}
 }
 
-__device__ __forceinline__ uint32_t ndet_ll_tag(uint32_t signature, uint64_t t)
-{
-	return (signature << 8) | (uint32_t)(t % 255u + 1u);
-}
-
-__device__ __forceinline__ void ndet_ll_store(char *p, ndet_ll_data payload, uint32_t tag)
-{
-	asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p),
-		     "r"((uint32_t)payload), "r"(tag), "r"((uint32_t)(payload >> 32)), "r"(tag)
-		     : "memory");
-}
-
-__device__ __forceinline__ void ndet_ll_load(const char *p, uint32_t (&w)[4])
-{
-	asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-		     : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-		     : "l"(p)
-		     : "memory");
-}
-
-/* Whether a loaded line holds `tag` in both halves, and its data. */
-__device__ __forceinline__ bool ndet_ll_tagged(const uint32_t (&w)[4], uint32_t tag)
-{
-	return w[1] == tag && w[3] == tag;
-}
-
-__device__ __forceinline__ ndet_ll_data ndet_ll_data_of(const uint32_t (&w)[4])
-{
-	return (uint64_t)w[0] | ((uint64_t)w[2] << 32);
-}
-
-/* The first `bytes` (at most 8) bytes at `src`, any alignment, zero-padded. */
-__device__ __forceinline__ ndet_ll_data ndet_ll_payload(const char *src, uint64_t bytes)
-{
-	if (bytes >= 8 && ((uintptr_t)src & 7) == 0)
-		return *reinterpret_cast<const uint64_t *>(src);
-	uint64_t v = 0;
-	for (uint64_t i = 0; i < bytes && i < 8; i++)
-		v |= (uint64_t)(unsigned char)src[i] << (8 * i);
-	return v;
-}
-#else
 /*
- * NDET_LL_DENSE: 12 bytes of data per line, bytes 0-5 and a 16-bit tag in the first
- * 8-byte half, bytes 6-11 and the tag in the second, stored and loaded as two 8-byte
- * words; the tag is 8 bits of the signature and the LL step's 8.
+ * LL lines: 16 bytes stored and loaded at once, of which only each 8-byte half is
+ * single-copy atomic, so each half carries a tag; volatile accesses are relaxed at
+ * system scope and skip L1.  Two formats (ndet_abi.h, doc/protocol.md, LL), W the data
+ * bytes of a line:
+ *
+ *   W = 8 (NDET_LL_LINE_DATA): {data 4, tag 4, data 4, tag 4}, the tag the call's
+ *   24-bit signature and the LL step's 8 bits, the same in both halves;
+ *
+ *   W = 12 (NDET_LL_WIDE_LINE_DATA; elements of 1, 2 and 4 bytes, whole ones fill
+ *   it): each half 6 data bytes and a 16-bit
+ *   tag, the LL step's 8 bits and one byte of the signature: half h of line i byte
+ *   (2i + h) mod 3, so that a line checks 16 of the signature's bits and any two
+ *   lines of a thread or of neighbouring threads all 24.
+ *
+ * ndet_ll_line<W>: a line's data, its tags (one 32-bit word: the 8-byte format's tag,
+ * or the 12-byte format's two half tags), how to store it, whether a loaded line
+ * holds the tags, its data, and a line's data from memory.
  */
-struct ndet_ll_data {
-	uint32_t w[3];
+template <int W> struct ndet_ll_line;
+
+template <> struct ndet_ll_line<8> {
+	typedef uint64_t data;
+
+	static __device__ __forceinline__ data zero()
+	{
+		return 0;
+	}
+	/* What a line carries where measurement builds ablate the loads of sendbuff. */
+	static __device__ __forceinline__ data filler()
+	{
+		return 0x3c003c003c003c00ull;
+	}
+	static __device__ __forceinline__ uint32_t tags(uint32_t signature, uint32_t step8,
+							uint64_t line)
+	{
+		(void)line;
+		return (signature << 8) | step8;
+	}
+	static __device__ __forceinline__ void store(char *p, data d, uint32_t tags)
+	{
+		asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p),
+			     "r"((uint32_t)d), "r"(tags), "r"((uint32_t)(d >> 32)), "r"(tags)
+			     : "memory");
+	}
+	static __device__ __forceinline__ void load(const char *p, uint32_t (&w)[4])
+	{
+		asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+			     : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+			     : "l"(p)
+			     : "memory");
+	}
+	static __device__ __forceinline__ bool tagged(const uint32_t (&w)[4], uint32_t tags)
+	{
+		return w[1] == tags && w[3] == tags;
+	}
+	static __device__ __forceinline__ data data_of(const uint32_t (&w)[4])
+	{
+		return (uint64_t)w[0] | ((uint64_t)w[2] << 32);
+	}
+	/* The first `bytes` (at most 8) bytes at `src`, any alignment, zero-padded. */
+	static __device__ __forceinline__ data payload(const char *src, uint64_t bytes)
+	{
+		if (bytes >= 8 && ((uintptr_t)src & 7) == 0)
+			return *reinterpret_cast<const uint64_t *>(src);
+		uint32_t c[8];
+		ndet_ll_bytes<8>(src, bytes, c);
+		uint64_t v = 0;
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			v |= (uint64_t)c[i] << (8 * i);
+		return v;
+	}
 };
 
-__device__ __forceinline__ ndet_ll_data ndet_ll_zero()
-{
-	return ndet_ll_data{{0, 0, 0}};
-}
+template <> struct ndet_ll_line<12> {
+	struct data {
+		uint32_t w[3];
+	};
 
-__device__ __forceinline__ uint32_t ndet_ll_tag(uint32_t signature, uint64_t t)
-{
-	return ((signature & 0xffu) << 8) | (uint32_t)(t % 255u + 1u);
-}
-
-__device__ __forceinline__ void ndet_ll_store(char *p, const ndet_ll_data &d, uint32_t tag)
-{
-	const uint64_t lo =
-		(uint64_t)d.w[0] | ((uint64_t)(d.w[1] & 0xffffu) << 32) | ((uint64_t)tag << 48);
-	const uint64_t hi =
-		(uint64_t)(d.w[1] >> 16) | ((uint64_t)d.w[2] << 16) | ((uint64_t)tag << 48);
-	asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(lo), "l"(hi)
-		     : "memory");
-}
-
-__device__ __forceinline__ void ndet_ll_load(const char *p, uint32_t (&w)[4])
-{
-	uint64_t lo, hi;
-	asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
-		     : "=l"(lo), "=l"(hi)
-		     : "l"(p)
-		     : "memory");
-	w[0] = (uint32_t)lo;
-	w[1] = (uint32_t)(lo >> 32);
-	w[2] = (uint32_t)hi;
-	w[3] = (uint32_t)(hi >> 32);
-}
-
-/* Whether a loaded line holds `tag` in both halves. */
-__device__ __forceinline__ bool ndet_ll_tagged(const uint32_t (&w)[4], uint32_t tag)
-{
-	return (w[1] >> 16) == tag && (w[3] >> 16) == tag;
-}
-
-__device__ __forceinline__ ndet_ll_data ndet_ll_data_of(const uint32_t (&w)[4])
-{
-	return ndet_ll_data{{w[0], (w[1] & 0xffffu) | (w[2] << 16), (w[2] >> 16) | (w[3] << 16)}};
-}
-
-/* The first `bytes` (at most 12) bytes at `src`, any alignment, zero-padded. */
-__device__ __forceinline__ ndet_ll_data ndet_ll_payload(const char *src, uint64_t bytes)
-{
-	ndet_ll_data d = ndet_ll_zero();
-	if (bytes >= 12 && ((uintptr_t)src & 3) == 0) {
-		const uint32_t *s = reinterpret_cast<const uint32_t *>(src);
-		d.w[0] = s[0];
-		d.w[1] = s[1];
-		d.w[2] = s[2];
+	static __device__ __forceinline__ data zero()
+	{
+		return data{{0, 0, 0}};
+	}
+	static __device__ __forceinline__ data filler()
+	{
+		return data{{0x3c003c00u, 0x3c003c00u, 0x3c003c00u}};
+	}
+	/* Low 16 bits: the first half's tag; high 16: the second's. */
+	static __device__ __forceinline__ uint32_t tags(uint32_t signature, uint32_t step8,
+							uint64_t line)
+	{
+		const uint32_t j = (uint32_t)(2u * line % 3u);
+		const uint32_t first = (signature >> (8u * j)) & 0xffu;
+		const uint32_t second = (signature >> (8u * (j == 2u ? 0u : j + 1u))) & 0xffu;
+		return ((first << 8) | step8) | (((second << 8) | step8) << 16);
+	}
+	static __device__ __forceinline__ void store(char *p, const data &d, uint32_t tags)
+	{
+		const uint64_t lo = (uint64_t)d.w[0] | ((uint64_t)(d.w[1] & 0xffffu) << 32) |
+				    ((uint64_t)(tags & 0xffffu) << 48);
+		const uint64_t hi = (uint64_t)(d.w[1] >> 16) | ((uint64_t)d.w[2] << 16) |
+				    ((uint64_t)(tags >> 16) << 48);
+		asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(lo), "l"(hi)
+			     : "memory");
+	}
+	static __device__ __forceinline__ void load(const char *p, uint32_t (&w)[4])
+	{
+		uint64_t lo, hi;
+		asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
+			     : "=l"(lo), "=l"(hi)
+			     : "l"(p)
+			     : "memory");
+		w[0] = (uint32_t)lo;
+		w[1] = (uint32_t)(lo >> 32);
+		w[2] = (uint32_t)hi;
+		w[3] = (uint32_t)(hi >> 32);
+	}
+	static __device__ __forceinline__ bool tagged(const uint32_t (&w)[4], uint32_t tags)
+	{
+		return (w[1] >> 16) == (tags & 0xffffu) && (w[3] >> 16) == (tags >> 16);
+	}
+	static __device__ __forceinline__ data data_of(const uint32_t (&w)[4])
+	{
+		return data{{w[0], (w[1] & 0xffffu) | (w[2] << 16), (w[2] >> 16) | (w[3] << 16)}};
+	}
+	/* The first `bytes` (at most 12) bytes at `src`, any alignment, zero-padded. */
+	static __device__ __forceinline__ data payload(const char *src, uint64_t bytes)
+	{
+		if (bytes >= 12 && ((uintptr_t)src & 3) == 0) {
+			const uint32_t *s = reinterpret_cast<const uint32_t *>(src);
+			return data{{s[0], s[1], s[2]}};
+		}
+		uint32_t c[12];
+		ndet_ll_bytes<12>(src, bytes, c);
+		data d = zero();
+#pragma unroll
+		for (int i = 0; i < 12; i++)
+			d.w[i / 4] |= c[i] << (8 * (i % 4));
 		return d;
 	}
-	for (uint64_t i = 0; i < bytes && i < 12; i++)
-		d.w[i / 4] |= (uint32_t)(unsigned char)src[i] << (8 * (i % 4));
-	return d;
+};
+
+/* A line's data in format W. */
+template <int W> using ndet_ll_data = typename ndet_ll_line<W>::data;
+
+/* The LL step's part of the tags: t, t - 2 and 0 (never written) differ. */
+__device__ __forceinline__ uint32_t ndet_ll_step8(uint64_t t)
+{
+	return (uint32_t)(t % 255u + 1u);
 }
-#endif
 
 /*
  * This thread's lines of every peer (L lines of n - 1 peers, those
  * inside the chunk) from its own LL slots of parity `parity`, into payload[l][r]: each
  * round issues one load per line still missing before it looks at any, so lines that
  * are there cost one memory latency in all, not one per line and peer.  A line is there
- * when both halves hold `tag`.  Polls like ndet_wait (abort word, host abort, deadline),
- * and also the ready flag of each peer still missing: a peer that reached this step with
+ * when both halves hold their tags (tags[l]).  Polls like ndet_wait (abort word, host abort,
+ * deadline), and also the ready flag of each peer still missing: a peer that reached this step with
  * another signature (another call, or a path that waits for our ready instead) fails
  * the call at once.  On failure *bad_peer is that peer (a timeout: the lowest peer still
  * missing) and *observed its ready.  `aborted_at_start`: the host abort flag as block 0
@@ -232,13 +271,15 @@ __device__ __forceinline__ ndet_ll_data ndet_ll_payload(const char *src, uint64_
  * started fails there, naming this rank, while one whose lines are all there
  * completes like its peers.
  */
-template <int NR, int L>
+template <int W, int NR, int L>
 __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &st, uint64_t parity,
-				   uint64_t chunk_bytes, uint32_t tag, uint64_t step,
+				   uint64_t chunk_bytes,
+				   const uint32_t (&tags)[NDET_LL_LINES_PER_THREAD], uint64_t step,
 				   const volatile uint32_t *aborted_at_start,
-				   ndet_ll_data (&payload)[L][NR], int *bad_peer,
+				   typename ndet_ll_line<W>::data (&payload)[L][NR], int *bad_peer,
 				   uint64_t *observed)
 {
+	typedef ndet_ll_line<W> Line;
 	static_assert(L * NR <= 64, "one bit per line and peer");
 	const int n = a.nranks, me = a.rank;
 	const char *slots = a.lanes[me] + a.ll_offset;
@@ -247,8 +288,7 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 	uint32_t peers = 0; /* peers with a line still missing */
 #pragma unroll
 	for (int l = 0; l < L; l++) {
-		if (((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * NDET_LL_LINE_DATA >=
-		    chunk_bytes)
+		if (((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * W >= chunk_bytes)
 			break;
 #pragma unroll
 		for (int r = 0; r < NR; r++)
@@ -265,11 +305,11 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 				if (((pending & polled) >> (l * NR + r)) & 1) {
 					const uint64_t line =
 						(uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
-					ndet_ll_load(slots +
-							     ((b * n + r) * 2 + parity) *
-								     NDET_LL_SLOT_BYTES +
-							     line * 16,
-						     w[l][r]);
+					Line::load(slots +
+							   ((b * n + r) * 2 + parity) *
+								   NDET_LL_SLOT_BYTES +
+							   line * 16,
+						   w[l][r]);
 				}
 			}
 		}
@@ -286,11 +326,8 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 					peers |= 1u << r;
 					continue;
 				}
-				/* Inline for the library: its call there lays the code out
-				 * otherwise. */
-				if (NDET_LL_DENSE ? ndet_ll_tagged(w[l][r], tag)
-						  : w[l][r][1] == tag && w[l][r][3] == tag) {
-					payload[l][r] = ndet_ll_data_of(w[l][r]);
+				if (Line::tagged(w[l][r], tags[l])) {
+					payload[l][r] = Line::data_of(w[l][r]);
 					pending &= ~bit;
 				} else {
 					peers |= 1u << r;
@@ -346,30 +383,30 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
  * peers' gathered into `payload`), element by element in tree order, into recvbuff.
  * AVG: args.op is avg (the root divided by n before its rounding).
  */
-template <int DT, int K, int NR, bool AVG, int L>
+template <int DT, int K, int NR, bool AVG, int L, int W>
 __device__ __forceinline__ void
-ndet_ll_reduce(const ndet_kernel_args &a, const ndet_ll_data (&mine)[L],
-	       const ndet_ll_data (&payload)[L][NR], uint64_t start, uint64_t chunk_bytes)
+ndet_ll_reduce(const ndet_kernel_args &a, const ndet_ll_data<W> (&mine)[L],
+	       const ndet_ll_data<W> (&payload)[L][NR], uint64_t start, uint64_t chunk_bytes)
 {
 	typedef ndet_dtype<DT> D;
 	typedef typename D::T T;
 	typedef typename D::Acc Acc;
-	/* Elements per line (NDET_LL_DENSE: none of 8 bytes, which it never plans LL). */
-	constexpr int E8 = NDET_LL_LINE_DATA / sizeof(T) > 0 ? NDET_LL_LINE_DATA / sizeof(T) : 1;
+	constexpr int E8 = W / sizeof(T); /* elements per line */
+	static_assert(W % sizeof(T) == 0, "whole elements per line");
 	const int n = a.nranks, me = a.rank;
 #pragma unroll
 	for (int l = 0; l < L; l++) {
 		const uint64_t line = (uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
-		const uint64_t off = line * NDET_LL_LINE_DATA;
+		const uint64_t off = line * W;
 		if (off >= chunk_bytes)
 			break;
 		const uint64_t valid = min((uint64_t)E8, (chunk_bytes - off) / sizeof(T));
 #if NDET_LL_STORE_LINE
 		union {
-			uint64_t u;
+			ndet_ll_data<W> u;
 			T x[E8];
 		} out;
-		out.u = 0;
+		out.u = ndet_ll_line<W>::zero();
 #endif
 #pragma unroll
 		for (int e = 0; e < E8; e++) {
@@ -380,7 +417,7 @@ ndet_ll_reduce(const ndet_kernel_args &a, const ndet_ll_data (&mine)[L],
 			for (int r = 0; r < NR; r++) {
 				if (r < n) {
 					union {
-						ndet_ll_data u;
+						ndet_ll_data<W> u;
 						T x[E8];
 					} in;
 					in.u = r == me ? mine[l] : payload[l][r];
@@ -400,8 +437,9 @@ ndet_ll_reduce(const ndet_kernel_args &a, const ndet_ll_data (&mine)[L],
 		}
 #if NDET_LL_STORE_LINE
 		char *dst = static_cast<char *>(a.recvbuff) + (start + line * E8) * sizeof(T);
-		if (valid == (uint64_t)E8 && ((uintptr_t)dst & 7) == 0) {
-			*reinterpret_cast<uint64_t *>(dst) = out.u;
+		if (valid == (uint64_t)E8 &&
+		    ((uintptr_t)dst & (alignof(ndet_ll_data<W>) - 1)) == 0) {
+			*reinterpret_cast<ndet_ll_data<W> *>(dst) = out.u;
 		} else {
 #pragma unroll
 			for (int e = 0; e < E8; e++)
@@ -450,26 +488,25 @@ template <int DT> __device__ __forceinline__ uint64_t ndet_ll_chunk_bytes(const 
 	return len * sizeof(typename ndet_dtype<DT>::T);
 }
 
-template <int DT, int L>
+template <int DT, int L, int W>
 __device__ __forceinline__ void ndet_ll_load_mine(const ndet_kernel_args &a,
-						  ndet_ll_data (&mine)[L])
+						  ndet_ll_data<W> (&mine)[L])
 {
 	typedef typename ndet_dtype<DT>::T T;
+	typedef ndet_ll_line<W> Line;
 	const uint64_t chunk_bytes = ndet_ll_chunk_bytes<DT>(a);
 	const char *send = static_cast<const char *>(a.sendbuff) +
 			   (uint64_t)blockIdx.x * a.chunk_elems * sizeof(T);
 #pragma unroll
 	for (int l = 0; l < L; l++) {
 		const uint64_t off =
-			((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * NDET_LL_LINE_DATA;
-#if !NDET_LL_DENSE
+			((uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x) * (uint64_t)W;
 		if (NDET_LL_ABLATE & NDET_LL_ABLATE_SENDBUFF) {
-			mine[l] = off < chunk_bytes ? 0x3c003c003c003c00ull : 0;
+			mine[l] = off < chunk_bytes ? Line::filler() : Line::zero();
 			continue;
 		}
-#endif
-		mine[l] = off < chunk_bytes ? ndet_ll_payload(send + off, chunk_bytes - off)
-					    : ndet_ll_zero();
+		mine[l] = off < chunk_bytes ? Line::payload(send + off, chunk_bytes - off)
+					    : Line::zero();
 	}
 }
 
@@ -490,7 +527,20 @@ __device__ __forceinline__ void ndet_ll_touch_peers(const ndet_kernel_args &a)
 	}
 }
 
-#if !NDET_LL_DENSE
+/* A line's data from lane `src` of the warp. */
+__device__ __forceinline__ uint64_t ndet_ll_shfl(uint64_t d, int src)
+{
+	return __shfl_sync(0xffffffffu, d, src);
+}
+
+__device__ __forceinline__ ndet_ll_line<12>::data ndet_ll_shfl(const ndet_ll_line<12>::data &d,
+							       int src)
+{
+	return ndet_ll_line<12>::data{{__shfl_sync(0xffffffffu, d.w[0], src),
+				       __shfl_sync(0xffffffffu, d.w[1], src),
+				       __shfl_sync(0xffffffffu, d.w[2], src)}};
+}
+
 /*
  * NDET_LL_SCATTER_LANES (a measurement build): the stores of a block of one line per
  * thread (L = 1) at a step that is no refresh step, each warp's (line, peer) pairs
@@ -502,45 +552,50 @@ __device__ __forceinline__ void ndet_ll_touch_peers(const ndet_kernel_args &a)
  * tags: only which lane stores which line changes, which nothing a peer reads depends
  * on.
  */
-__device__ __forceinline__ void ndet_ll_scatter_lanes(const ndet_kernel_args &a, uint64_t b,
-						      uint64_t parity, uint64_t chunk_bytes,
-						      uint64_t mine, uint32_t tag)
+template <int W>
+__device__ __forceinline__ void
+ndet_ll_scatter_lanes(const ndet_kernel_args &a, uint64_t b, uint64_t parity, uint64_t chunk_bytes,
+		      const typename ndet_ll_line<W>::data &mine, uint32_t step8)
 {
 	const int n = a.nranks, me = a.rank;
 	const unsigned peers = (unsigned)n - 1u, lane = threadIdx.x & 31u;
 	const uint64_t first = threadIdx.x & ~31u; /* the warp's first line */
-	if (first * 8 >= chunk_bytes)
+	if (first * W >= chunk_bytes)
 		return; /* the whole warp is past the chunk */
-	const unsigned lines = (unsigned)min((uint64_t)32, (chunk_bytes - first * 8 + 7) / 8);
+	const unsigned lines = (unsigned)min((uint64_t)32, (chunk_bytes - first * W + W - 1) / W);
 	const unsigned pairs = lines * peers;
 	for (unsigned p0 = 0; p0 < pairs; p0 += 32) {
 		const unsigned p = p0 + lane, line = p / peers;
-		const uint64_t value = __shfl_sync(0xffffffffu, mine, (int)(line & 31u));
+		const typename ndet_ll_line<W>::data value = ndet_ll_shfl(mine, (int)(line & 31u));
 		if (p < pairs) {
 			int q = me + 1 + (int)(p % peers);
 			q = q >= n ? q - n : q;
 			char *slot = a.lanes[q] + a.ll_offset +
 				     ((b * n + me) * 2 + parity) * NDET_LL_SLOT_BYTES;
-			ndet_ll_store(slot + (first + line) * 16, value, tag);
+			ndet_ll_line<W>::store(
+				slot + (first + line) * 16, value,
+				ndet_ll_line<W>::tags(a.signature, step8, first + line));
 		}
 	}
 }
-#endif
 
 /*
  * This thread's lines of one peer's slot: those that hold data, or at a refresh step
  * every line the thread owns (a kernel of fewer lines refreshes the slot's other lines
  * too, with zeros).
  */
-template <int L>
-__device__ __forceinline__ void ndet_ll_store_slot(char *slot, const ndet_ll_data (&mine)[L],
-						   uint64_t chunk_bytes, bool refresh, uint32_t tag)
+template <int W, int L>
+__device__ __forceinline__ void ndet_ll_store_slot(char *slot,
+						   const typename ndet_ll_line<W>::data (&mine)[L],
+						   uint64_t chunk_bytes, bool refresh,
+						   const uint32_t (&tags)[NDET_LL_LINES_PER_THREAD])
 {
+	typedef ndet_ll_line<W> Line;
 #pragma unroll
 	for (int l = 0; l < NDET_LL_LINES_PER_THREAD; l++) {
 		const uint64_t line = (uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x;
-		if (refresh || (l < L && line * NDET_LL_LINE_DATA < chunk_bytes))
-			ndet_ll_store(slot + line * 16, l < L ? mine[l % L] : ndet_ll_zero(), tag);
+		if (refresh || (l < L && line * W < chunk_bytes))
+			Line::store(slot + line * 16, l < L ? mine[l % L] : Line::zero(), tags[l]);
 	}
 }
 
@@ -549,21 +604,31 @@ __device__ __forceinline__ void ndet_ll_store_slot(char *slot, const ndet_ll_dat
  * `t` of its slots.  Thread i carries lines i, i + threads, ... of the block's chunk.
  * after_ll: the block's previous step was LL step t - 1.
  */
-template <int DT, int K, int NR, int LLOP, int L>
+template <int DT, int K, int NR, int LLOP, int L, int W>
 __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, uint64_t step,
 			      uint64_t t, uint32_t host_abort, volatile uint32_t *aborted_at_start,
-			      bool after_ll, const ndet_ll_data (&mine)[L])
+			      bool after_ll, const ndet_ll_data<W> (&mine)[L])
 {
 	typedef typename ndet_dtype<DT>::T T;
+	typedef ndet_ll_line<W> Line;
+	static_assert(W == NDET_LL_LINE_DATA ||
+			      (W == NDET_LL_WIDE_LINE_DATA && L == 1 && W % sizeof(T) == 0),
+		      "wide lines: one per thread, whole elements");
 	static_assert(L >= 1 && L <= NDET_LL_LINES_PER_THREAD, "lines per thread");
 	const uint32_t b = blockIdx.x;
 	const int n = a.nranks, me = a.rank;
 	/*
-	 * The call's signature and the LL step: a peer in another call never matches
-	 * (it fails through its ready flag instead of lending us its lines), and t, t - 2
-	 * and 0 (never written) differ.  The signature is never 0 and has 24 bits.
+	 * The tags of this thread's lines: the call's signature (24 bits, never 0; in
+	 * lines of 12 bytes 16 of them per line, all 24 over two lines) and the LL step.
+	 * A peer in another call does not match (it fails through its ready flag instead
+	 * of lending us its lines), and t, t - 2 and 0 (never written) differ.
 	 */
-	const uint32_t tag = ndet_ll_tag(a.signature, t);
+	const uint32_t step8 = ndet_ll_step8(t);
+	uint32_t tags[NDET_LL_LINES_PER_THREAD];
+#pragma unroll
+	for (int l = 0; l < NDET_LL_LINES_PER_THREAD; l++)
+		tags[l] = Line::tags(a.signature, step8,
+				     (uint64_t)l * NDET_KERNEL_THREADS + threadIdx.x);
 	const uint64_t parity = t & 1;
 	const uint64_t start = (uint64_t)b * a.chunk_elems; /* one step: k = 0 */
 	const uint64_t chunk_bytes = ndet_ll_chunk_bytes<DT>(a);
@@ -594,12 +659,9 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	 */
 	ndet_debug_delay(a, step, 2);
 	const bool refresh = t % NDET_LL_REFRESH_STEPS < 2;
-#if !NDET_LL_DENSE
 	if (L == 1 && !refresh && NDET_LL_SCATTER_LANES)
-		ndet_ll_scatter_lanes(a, b, parity, chunk_bytes, mine[0], tag);
-	else
-#endif
-		if (NDET_LL_UNROLL_PEERS) {
+		ndet_ll_scatter_lanes<W>(a, b, parity, chunk_bytes, mine[0], step8);
+	else if (NDET_LL_UNROLL_PEERS) {
 		const uint64_t mine_slot =
 			a.ll_offset + (((uint64_t)b * n + me) * 2 + parity) * NDET_LL_SLOT_BYTES;
 		char *pool[NR];
@@ -610,15 +672,16 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 		for (int j = 1; j < NR; j++) {
 			if (j >= n)
 				break;
-			ndet_ll_store_slot<L>(pool[j] + mine_slot, mine, chunk_bytes, refresh, tag);
+			ndet_ll_store_slot<W, L>(pool[j] + mine_slot, mine, chunk_bytes, refresh,
+						 tags);
 		}
 	} else
 		for (int j = 1; j < n; j++) {
 			const int q = (me + j) % n;
-			ndet_ll_store_slot<L>(a.lanes[q] + a.ll_offset +
-						      (((uint64_t)b * n + me) * 2 + parity) *
-							      NDET_LL_SLOT_BYTES,
-					      mine, chunk_bytes, refresh, tag);
+			ndet_ll_store_slot<W, L>(a.lanes[q] + a.ll_offset +
+							 (((uint64_t)b * n + me) * 2 + parity) *
+								 NDET_LL_SLOT_BYTES,
+						 mine, chunk_bytes, refresh, tags);
 		}
 	/*
 	 * The signature, for peers that poll it (ndet_ll_gather) or wait for it (another
@@ -635,7 +698,7 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 
 	/* 3. Every peer's lines; the block agrees on the outcome. */
 	ndet_debug_delay(a, step, 3);
-	ndet_ll_data payload[L][NR];
+	ndet_ll_data<W> payload[L][NR];
 	int bad_peer = 0;
 	uint64_t observed = 0;
 	/*
@@ -645,8 +708,8 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	if (!(NDET_LL_ABLATE & NDET_LL_ABLATE_ABORT) && host_abort != 0)
 		*aborted_at_start = host_abort;
 	const uint32_t code =
-		ndet_ll_gather<NR, L>(a, st, parity, chunk_bytes, tag, step, aborted_at_start,
-				      payload, &bad_peer, &observed);
+		ndet_ll_gather<W, NR, L>(a, st, parity, chunk_bytes, tags, step, aborted_at_start,
+					 payload, &bad_peer, &observed);
 	if (code != NDET_KERNEL_OK)
 		ndet_fail(a, code, (uint32_t)bad_peer, step, observed,
 			  code == NDET_KERNEL_ERR_ABORTED && *aborted_at_start != 0 ? 0 : 2);
@@ -669,9 +732,10 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	 */
 	if (writes && !(NDET_LL_ABLATE & NDET_LL_ABLATE_REDUCE)) {
 		if (LLOP == kLLOpAvg || (LLOP == kLLOpRuntime && a.op == NDET_OP_AVG))
-			ndet_ll_reduce<DT, K, NR, true, L>(a, mine, payload, start, chunk_bytes);
+			ndet_ll_reduce<DT, K, NR, true, L, W>(a, mine, payload, start, chunk_bytes);
 		else
-			ndet_ll_reduce<DT, K, NR, false, L>(a, mine, payload, start, chunk_bytes);
+			ndet_ll_reduce<DT, K, NR, false, L, W>(a, mine, payload, start,
+							       chunk_bytes);
 	}
 	ndet_trace(a, st, NDET_TRACE_REDUCED);
 	if (threadIdx.x == 0) {

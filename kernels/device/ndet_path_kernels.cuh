@@ -38,14 +38,14 @@ namespace
 #define NDET_KERNEL_OCCUPANCY(NR) ((NR) <= 8 ? 2 : 1)
 
 /* An LL step from the prologue's outcome and this thread's lines. */
-template <int DT, int K, int NR, int LLOP, int L>
+template <int DT, int K, int NR, int LLOP, int L, int W>
 __device__ __forceinline__ void ndet_ll_start(const ndet_kernel_args &a, ndet_block_state &st,
 					      const ndet_block_start &start,
-					      const ndet_ll_data (&mine)[L])
+					      const ndet_ll_data<W> (&mine)[L])
 {
-	ndet_ll_block<DT, K, NR, LLOP, L>(a, st, start.first_step + 1, start.first_ll + 1,
-					  start.host_abort, start.aborted_at_start, start.after_ll,
-					  mine);
+	ndet_ll_block<DT, K, NR, LLOP, L, W>(a, st, start.first_step + 1, start.first_ll + 1,
+					     start.host_abort, start.aborted_at_start,
+					     start.after_ll, mine);
 }
 
 /*
@@ -53,18 +53,19 @@ __device__ __forceinline__ void ndet_ll_start(const ndet_kernel_args &a, ndet_bl
  * two-shot and reduce-scatter, which args.path tells apart), push or LL.  Push and
  * LL are never planned with PreMulSum (ndet_plan.h): they have no kPremul kernels.
  * LLOP: the ops an LL kernel serves (ndet_ll.cuh), L the lines per thread it carries
- * (1: blocks of at most NDET_LL_BLOCK_BYTES / 2 only); the other paths ignore both.
+ * (1: blocks of at most NDET_LL_BLOCK_BYTES / 2 only), W the data bytes of its lines
+ * (NDET_LL_WIDE_LINE_DATA: args.ll_line wide, L = 1); the other paths ignore them.
  */
 template <int PATH, int DT, int K, int NR, int LLOP = kLLOpRuntime,
-	  int L = NDET_LL_LINES_PER_THREAD>
+	  int L = NDET_LL_LINES_PER_THREAD, int W = NDET_LL_LINE_DATA>
 __device__ __forceinline__ void ndet_path_block(const ndet_kernel_args &a, ndet_block_state &st,
 						const ndet_block_start &start)
 {
 	if constexpr (PATH == NDET_PATH_LL) {
 		static_assert(K != kPremul, "LL: no PreMulSum");
-		ndet_ll_data mine[L];
-		ndet_ll_load_mine<DT, L>(a, mine);
-		ndet_ll_start<DT, K, NR, LLOP, L>(a, st, start, mine);
+		ndet_ll_data<W> mine[L];
+		ndet_ll_load_mine<DT, L, W>(a, mine);
+		ndet_ll_start<DT, K, NR, LLOP, L, W>(a, st, start, mine);
 	} else if constexpr (PATH == NDET_PATH_PUSH) {
 		static_assert(K != kPremul && NR <= 8, "push: no PreMulSum, at most 8 ranks");
 		ndet_push_block<DT, K, NR>(a, st, start.first_step, start.open_step,
@@ -76,7 +77,7 @@ __device__ __forceinline__ void ndet_path_block(const ndet_kernel_args &a, ndet_
 }
 
 template <int PATH, int DT, int K, int NR, int LLOP = kLLOpRuntime,
-	  int L = NDET_LL_LINES_PER_THREAD>
+	  int L = NDET_LL_LINES_PER_THREAD, int W = NDET_LL_LINE_DATA>
 __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(NR))
 	ndet_path_kernel(const ndet_kernel_args args)
 {
@@ -85,11 +86,11 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(NR)
 	if constexpr (PATH == NDET_PATH_LL) {
 		static_assert(K != kPremul, "LL: no PreMulSum");
 		/* sendbuff's lines first: their latency overlaps the prologue's. */
-		ndet_ll_data mine[L];
-		ndet_ll_load_mine<DT, L>(args, mine);
+		ndet_ll_data<W> mine[L];
+		ndet_ll_load_mine<DT, L, W>(args, mine);
 		ndet_ll_touch_peers(args);
 		if (ndet_block_open(args, st, start))
-			ndet_ll_start<DT, K, NR, LLOP, L>(args, st, start, mine);
+			ndet_ll_start<DT, K, NR, LLOP, L, W>(args, st, start, mine);
 	} else if (ndet_block_open(args, st, start)) {
 		ndet_path_block<PATH, DT, K, NR, LLOP>(args, st, start);
 	}
@@ -105,6 +106,11 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(8))
 	if (!ndet_block_open(a, st, start))
 		return;
 	if constexpr (K != kPremul) {
+		if constexpr (NDET_LL_WIDE_LINE_DATA % sizeof(typename ndet_dtype<DT>::T) == 0) {
+			if (a.path == NDET_PATH_LL && a.ll_line == NDET_LL_WIDE_LINE_DATA)
+				return ndet_path_block<NDET_PATH_LL, DT, K, 8, kLLOpRuntime, 1,
+						       NDET_LL_WIDE_LINE_DATA>(a, st, start);
+		}
 		if (a.path == NDET_PATH_LL && ndet_ll_one_line<DT>(a))
 			return ndet_path_block<NDET_PATH_LL, DT, K, 8, kLLOpRuntime, 1>(a, st,
 											start);
@@ -121,12 +127,26 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(8))
 #define NDET_BUCKETS_OF(PATH, DT, CLASS)                                                           \
 	ndet_path_kernel<PATH, DT, CLASS, 2>, ndet_path_kernel<PATH, DT, CLASS, 4>,                \
 		ndet_path_kernel<PATH, DT, CLASS, 8>
-#define NDET_LL_BUCKETS_OF(DT, LLOP, L)                                                            \
-	ndet_path_kernel<NDET_PATH_LL, DT, kSum, 2, LLOP, L>,                                      \
-		ndet_path_kernel<NDET_PATH_LL, DT, kSum, 4, LLOP, L>,                              \
-		ndet_path_kernel<NDET_PATH_LL, DT, kSum, 8, LLOP, L>
+#define NDET_LL_BUCKETS_OF(DT, LLOP, L, W)                                                         \
+	ndet_path_kernel<NDET_PATH_LL, DT, kSum, 2, LLOP, L, W>,                                   \
+		ndet_path_kernel<NDET_PATH_LL, DT, kSum, 4, LLOP, L, W>,                           \
+		ndet_path_kernel<NDET_PATH_LL, DT, kSum, 8, LLOP, L, W>
 
-/* In ndet_pull_<dtype>.cu and ndet_push_ll_<dtype>.cu (kernels/libndet_kernels.la). */
+/*
+ * In ndet_pull_<dtype>.cu and ndet_push_ll_<dtype>.cu (kernels/libndet_kernels.la).
+ * NDET_PUSH_LL_KERNELS' WIDE: NDET_LL_WIDE_KERNELS(DT) for elements of 1, 2 and 4
+ * bytes, NDET_LL_NO_WIDE_KERNELS for 8 (12 bytes hold no whole one).
+ */
+#define NDET_LL_WIDE_KERNELS(DT)                                                                   \
+	{NDET_LL_BUCKETS_OF(DT, kLLOpSum, 1, NDET_LL_WIDE_LINE_DATA)},                             \
+	{                                                                                          \
+		NDET_LL_BUCKETS_OF(DT, kLLOpAvg, 1, NDET_LL_WIDE_LINE_DATA)                        \
+	}
+#define NDET_LL_NO_WIDE_KERNELS                                                                    \
+	{nullptr, nullptr, nullptr},                                                               \
+	{                                                                                          \
+		nullptr, nullptr, nullptr                                                          \
+	}
 #define NDET_PULL_KERNELS(DT, SUFFIX)                                                              \
 	const ndet_pull_kernels ndet_pull_kernels_##SUFFIX = {                                     \
 		{NDET_BUCKETS_OF(NDET_PATH_ONESHOT, DT, kSum)},                                    \
@@ -135,13 +155,14 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(8))
 		 ndet_path_kernel<NDET_PATH_ONESHOT, DT, kGeneric, NDET_MAX_RANKS>},               \
 		NDET_HOSTS_KERNELS_OF(DT),                                                         \
 	}
-#define NDET_PUSH_LL_KERNELS(DT, SUFFIX)                                                           \
+#define NDET_PUSH_LL_KERNELS(DT, SUFFIX, WIDE)                                                     \
 	const ndet_push_ll_kernels ndet_push_ll_kernels_##SUFFIX = {                               \
 		{NDET_BUCKETS_OF(NDET_PATH_PUSH, DT, kSum)},                                       \
-		{NDET_LL_BUCKETS_OF(DT, kLLOpSum, NDET_LL_LINES_PER_THREAD)},                      \
-		{NDET_LL_BUCKETS_OF(DT, kLLOpAvg, NDET_LL_LINES_PER_THREAD)},                      \
-		{NDET_LL_BUCKETS_OF(DT, kLLOpSum, 1)},                                             \
-		{NDET_LL_BUCKETS_OF(DT, kLLOpAvg, 1)},                                             \
+		{NDET_LL_BUCKETS_OF(DT, kLLOpSum, NDET_LL_LINES_PER_THREAD, NDET_LL_LINE_DATA)},   \
+		{NDET_LL_BUCKETS_OF(DT, kLLOpAvg, NDET_LL_LINES_PER_THREAD, NDET_LL_LINE_DATA)},   \
+		{NDET_LL_BUCKETS_OF(DT, kLLOpSum, 1, NDET_LL_LINE_DATA)},                          \
+		{NDET_LL_BUCKETS_OF(DT, kLLOpAvg, 1, NDET_LL_LINE_DATA)},                          \
+		WIDE,                                                                              \
 		{ndet_path_kernel<NDET_PATH_PUSH, DT, kGeneric, 2>,                                \
 		 ndet_path_kernel<NDET_PATH_PUSH, DT, kGeneric, 8>},                               \
 		{ndet_path_kernel<NDET_PATH_LL, DT, kGeneric, 2>,                                  \

@@ -109,6 +109,7 @@ static void ndet_engine_fill_args(const struct ndet_engine *engine, const struct
 	args->recvbuff = call->recvbuff;
 	args->count = call->count;
 	args->chunk_elems = plan->chunk_elems;
+	args->ll_line = plan->ll_line;
 	args->steps = plan->steps;
 	args->lane_bytes = engine->lane_bytes;
 	args->ll_offset = engine->ll_offset;

@@ -36,12 +36,18 @@ static uint32_t ndet_plan_signature(const struct ndet_plan_params *params,
 	 * meet one in an all-reduce of the same count (garbage), it must fail.
 	 */
 	const uint64_t root = params->coll == NDET_COLL_REDUCE ? (uint64_t)params->root : 0;
-	const uint64_t words[] = {params->count,           (uint64_t)params->dtype,
-				  (uint64_t)params->op,    (uint64_t)params->nranks,
-				  (uint64_t)plan->path,    plan->blocks,
-				  plan->chunk_elems,       plan->steps,
-				  (uint64_t)params->coll,  root,
-				  (uint64_t)params->premul};
+	const uint64_t words[] = {params->count,
+				  (uint64_t)params->dtype,
+				  (uint64_t)params->op,
+				  (uint64_t)params->nranks,
+				  (uint64_t)plan->path,
+				  plan->blocks,
+				  plan->chunk_elems,
+				  plan->steps,
+				  (uint64_t)params->coll,
+				  root,
+				  (uint64_t)params->premul,
+				  plan->ll_line};
 	return ndet_plan_signature_of(words, sizeof(words) / sizeof(words[0]));
 }
 
@@ -136,9 +142,6 @@ _Static_assert(NDET_PLAN_LL_SMALL_BYTES % 16 == 0 && NDET_PLAN_LL_SMALL_BYTES > 
 	       "LL blocks of whole line pairs, of one line per thread");
 static uint64_t ndet_plan_ll_block_bytes(const struct ndet_plan_params *params, uint64_t bytes)
 {
-	/* NDET_LL_DENSE builds have lines of 12 bytes in their f32 kernels alone. */
-	if (NDET_LL_DENSE && params->dtype != NDET_DTYPE_F32)
-		return 0;
 	const uint64_t cap = ndet_plan_grid_cap(params);
 	const uint64_t slots = ndet_plan_ll_blocks(params->ll_max);
 	const uint64_t half = NDET_LL_BLOCK_BYTES / 2;
@@ -156,6 +159,26 @@ static uint64_t ndet_plan_ll_block_bytes(const struct ndet_plan_params *params, 
 		return even <= NDET_LL_BLOCK_BYTES ? (even > half ? even : half) : 0;
 	}
 	return ndet_plan_div_up(bytes, NDET_LL_BLOCK_BYTES) <= cap ? NDET_LL_BLOCK_BYTES : 0;
+}
+
+/*
+ * Whether an LL plan of `bytes` (at most NDET_LL_MAX_BYTES) takes wide lines
+ * (ndet_plan.h, NDET_PLAN_LL_WIDE_MIN): the kernels of wide lines are those of sum and
+ * avg in the buckets of up to 8 ranks, for elements that fill 12 bytes whole.
+ */
+_Static_assert(NDET_LL_WIDE_BLOCK_BYTES == NDET_KERNEL_THREADS * NDET_LL_WIDE_LINE_DATA &&
+		       NDET_KERNEL_THREADS * 16 <= NDET_LL_SLOT_BYTES,
+	       "a wide block is one line per thread, within a slot");
+static bool ndet_plan_ll_wide(const struct ndet_plan_params *params, uint64_t bytes)
+{
+	const uint64_t size = ndet_dtype_size(params->dtype);
+	const bool sum = params->op == NDET_OP_SUM || params->op == NDET_OP_AVG;
+	const uint64_t blocks = ndet_plan_div_up(bytes, NDET_LL_WIDE_BLOCK_BYTES);
+	return NDET_LL_WIDE_LINE_DATA % size == 0 && sum && !params->premul &&
+	       params->nranks <= 8 && bytes <= NDET_LL_MAX_BYTES &&
+	       (uint64_t)(params->nranks - 1) * bytes >= NDET_PLAN_LL_WIDE_MIN &&
+	       blocks <= ndet_plan_grid_cap(params) &&
+	       blocks <= ndet_plan_ll_blocks(params->ll_max);
 }
 
 uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks, ndet_coll_t coll)
@@ -231,10 +254,13 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 		const uint64_t ll_max = ndet_plan_ll_bytes(params->ll_max);
 		const uint64_t oneshot_max =
 			ndet_plan_oneshot_max(params->oneshot_max, params->nranks, params->coll);
-		const uint64_t ll_block_bytes = ndet_plan_ll_block_bytes(params, bytes);
+		const bool ll_wide = ndet_plan_ll_wide(params, bytes);
+		const uint64_t ll_block_bytes = ll_wide ? NDET_LL_WIDE_BLOCK_BYTES
+							: ndet_plan_ll_block_bytes(params, bytes);
 		if (!scatter && !params->premul && bytes <= ll_max && ll_block_bytes != 0) {
-			/* One step, a block per ll_block_bytes (a multiple of 16). */
+			/* One step, a block per ll_block_bytes (whole pairs of lines). */
 			result.path = NDET_PATH_LL;
+			result.ll_line = ll_wide ? NDET_LL_WIDE_LINE_DATA : NDET_LL_LINE_DATA;
 			result.blocks = (uint32_t)ndet_plan_div_up(bytes, ll_block_bytes);
 			result.chunk_elems = ll_block_bytes / size;
 			result.steps = 1;

@@ -22,8 +22,8 @@
 # NDET_LL_POLL_NARROW, NDET_LL_SCATTER_LANES, NDET_LL_TOUCH_PEERS,
 # NDET_LL_UNROLL_PEERS, NDET_LL_STORE_LINE in ndet_ll.cuh),
 # src/protocol/ndet_plan.c the host ones (NDET_PLAN_GRID_CAPACITY, NDET_PLAN_LL_FILL,
-# NDET_PLAN_LL_SMALL_BYTES); NDET_LL_DENSE (ndet_abi.h) goes to both
-# (dense:NDET_LL_DENSE=1:NDET_LL_DENSE=1; f32 only, as every variant); SETTINGS
+# NDET_PLAN_LL_SMALL_BYTES, NDET_PLAN_LL_WIDE_MIN: narrow::NDET_PLAN_LL_WIDE_MIN=UINT64_MAX
+# plans no wide LL lines); SETTINGS
 # (NCCL_DET_*=VALUE) alone make perf-LABEL a script that runs perf-0 with them.
 # For example
 #   VARIANTS="sleep100:NDET_LL_POLL_SLEEP=100 cap264::NDET_PLAN_GRID_CAPACITY=264u

@@ -15,6 +15,7 @@
 #include "test/gpu/ndet_gpu_sizes.h"
 #include "kernels/ndet_bench.h"
 #include "kernels/ndet_kernels.h"
+#include "protocol/ndet_plan.h"
 #include "reference/ndet_reference.h"
 #include "test/support/ndet_test_data.h"
 
@@ -274,6 +275,99 @@ static void gpu_check_engine(struct gpu_rank *rank, const char *what)
 	}
 }
 
+/*
+ * One checked call of the matrix: variant 0 aligned, out of place, no specials; 1
+ * per-rank element offsets, in place on rank 1, specials; 2 odd byte offsets
+ * (misaligned), out of place.  The output against the reference, the bytes around it
+ * and the send buffer of an out-of-place call (poison and input still).  send_base and
+ * recv_base hold `span` bytes: the data, 144 bytes of offset and kGuard bytes more.
+ */
+enum { kGuard = 64 };
+static void gpu_matrix_call(struct gpu_rank *rank, ndet_dtype_t dtype, ndet_op_t op, size_t count,
+			    int variant, char *send_base, char *recv_base, size_t span)
+{
+	unsigned char guard[2 * kGuard];
+	struct gpu_case c = {.dtype = dtype, .op = op, .count = count};
+	gpu_case_prepare(&c, rank->nranks, variant, variant == 1, 0);
+	const size_t size = gpu_size(c.dtype);
+	const size_t bytes = c.count * size;
+	size_t send_off = 0, recv_off = 0;
+	if (variant == 1) {
+		/* A different offset on every rank (up to 16 and 18
+		 * elements: 5 and 7 are prime to 17 and 19). */
+		send_off = (size_t)((rank->rank * 5 + 1) % 17) * size;
+		recv_off = (size_t)((rank->rank * 7 + 2) % 19) * size;
+	} else if (variant == 2) {
+		send_off = 1 + (size_t)rank->rank % 3;
+		recv_off = 3;
+	}
+	char *send = send_base + send_off;
+	char *recv = recv_base + recv_off;
+	const bool in_place = variant == 1 && rank->rank == 1;
+	if (in_place)
+		recv = send;
+	/*
+	 * Poison both buffers, on the stream the call runs on:
+	 * every element must be overwritten, and no byte around
+	 * the output touched.
+	 */
+	GPU_CHECK(cudaMemsetAsync(recv_base, 0x5a, span, rank->stream));
+	GPU_CHECK(cudaMemsetAsync(send_base, 0x5a, span, rank->stream));
+	gpu_upload(send, c.inputs[rank->rank], bytes, rank->stream);
+	rank->barrier(rank->barrier_context);
+	ndet_status_t st = ndet_engine_allreduce(rank->engine, send, recv, c.count, c.dtype, c.op,
+						 rank->stream);
+	if (st != NDET_OK) {
+		fprintf(stderr, "FAIL rank %d: allreduce returned %s\n", rank->rank,
+			ndet_status_name(st));
+		rank->failures++;
+	}
+	GPU_CHECK(cudaStreamSynchronize(rank->stream));
+	gpu_check_engine(rank, "matrix");
+	GPU_CHECK(cudaMemcpy(c.got, recv, bytes, cudaMemcpyDeviceToHost));
+	size_t first = 0;
+	size_t bad = gpu_compare(c.dtype, c.got, c.expected, c.count, &first);
+	const char *what = variant == 0   ? "aligned"
+			   : variant == 1 ? "offset/in-place"
+					  : "misaligned";
+	gpu_report(rank, &c, what, bad, first);
+	/* The bytes just before and after the output: poison still.
+	 */
+	const char *out_base = in_place ? send_base : recv_base;
+	const size_t before =
+		(size_t)(recv - out_base) < kGuard ? (size_t)(recv - out_base) : kGuard;
+	GPU_CHECK(cudaMemcpy(guard, recv - before, before, cudaMemcpyDeviceToHost));
+	GPU_CHECK(cudaMemcpy(guard + before, recv + bytes, kGuard, cudaMemcpyDeviceToHost));
+	size_t touched = 0;
+	for (size_t g = 0; g < before + kGuard; g++)
+		touched += guard[g] != 0x5a;
+	rank->checks++;
+	if (touched != 0) {
+		rank->failures++;
+		fprintf(stderr,
+			"FAIL rank %d: %s %s/%s count %zu: %zu "
+			"bytes "
+			"around the output changed\n",
+			rank->rank, what, ndet_dtype_name(c.dtype), ndet_op_name(c.op), c.count,
+			touched);
+	}
+	/* The input of an out-of-place call is left as it was. */
+	if (!in_place) {
+		GPU_CHECK(cudaMemcpy(c.got, send, bytes, cudaMemcpyDeviceToHost));
+		rank->checks++;
+		if (memcmp(c.got, c.inputs[rank->rank], bytes) != 0) {
+			rank->failures++;
+			fprintf(stderr,
+				"FAIL rank %d: %s %s/%s count %zu: "
+				"the "
+				"call changed its send buffer\n",
+				rank->rank, what, ndet_dtype_name(c.dtype), ndet_op_name(c.op),
+				c.count);
+		}
+	}
+	gpu_case_free(&c, rank->nranks);
+}
+
 void gpu_run_matrix(struct gpu_rank *rank, bool quick)
 {
 	/* The paths these reach: ndet_gpu_sizes.h (test_engine checks them). */
@@ -284,9 +378,7 @@ void gpu_run_matrix(struct gpu_rank *rank, bool quick)
 				 : (int)(sizeof(full_sizes) / sizeof(full_sizes[0]));
 	const size_t max_count = sizes[nsizes - 1];
 	/* Offsets of at most 18 elements (144 bytes), the data, a guard of kGuard bytes. */
-	enum { kGuard = 64 };
 	const size_t span = max_count * 8 + 256;
-	unsigned char guard[2 * kGuard];
 	char *send_base = NULL, *recv_base = NULL;
 	GPU_CHECK(cudaMalloc((void **)&send_base, span));
 	GPU_CHECK(cudaMalloc((void **)&recv_base, span));
@@ -352,106 +444,100 @@ void gpu_run_matrix(struct gpu_rank *rank, bool quick)
 					 * of the host's time preparing them) aligned only. */
 					if (!quick && s == nsizes - 1 && variant != 0)
 						continue;
-					struct gpu_case c = {.dtype = (ndet_dtype_t)dtype,
-							     .op = (ndet_op_t)op,
-							     .count = sizes[s]};
-					gpu_case_prepare(&c, rank->nranks, variant, variant == 1,
-							 0);
-					const size_t size = gpu_size(c.dtype);
-					const size_t bytes = c.count * size;
-					size_t send_off = 0, recv_off = 0;
-					if (variant == 1) {
-						/* A different offset on every rank (up to 16 and 18
-						 * elements: 5 and 7 are prime to 17 and 19). */
-						send_off =
-							(size_t)((rank->rank * 5 + 1) % 17) * size;
-						recv_off =
-							(size_t)((rank->rank * 7 + 2) % 19) * size;
-					} else if (variant == 2) {
-						send_off = 1 + (size_t)rank->rank % 3;
-						recv_off = 3;
-					}
-					char *send = send_base + send_off;
-					char *recv = recv_base + recv_off;
-					const bool in_place = variant == 1 && rank->rank == 1;
-					if (in_place)
-						recv = send;
-					/*
-					 * Poison both buffers, on the stream the call runs on:
-					 * every element must be overwritten, and no byte around
-					 * the output touched.
-					 */
-					GPU_CHECK(cudaMemsetAsync(recv_base, 0x5a, span,
-								  rank->stream));
-					GPU_CHECK(cudaMemsetAsync(send_base, 0x5a, span,
-								  rank->stream));
-					gpu_upload(send, c.inputs[rank->rank], bytes, rank->stream);
-					rank->barrier(rank->barrier_context);
-					ndet_status_t st = ndet_engine_allreduce(
-						rank->engine, send, recv, c.count, c.dtype, c.op,
-						rank->stream);
-					if (st != NDET_OK) {
-						fprintf(stderr,
-							"FAIL rank %d: allreduce returned %s\n",
-							rank->rank, ndet_status_name(st));
-						rank->failures++;
-					}
-					GPU_CHECK(cudaStreamSynchronize(rank->stream));
-					gpu_check_engine(rank, "matrix");
-					GPU_CHECK(cudaMemcpy(c.got, recv, bytes,
-							     cudaMemcpyDeviceToHost));
-					size_t first = 0;
-					size_t bad = gpu_compare(c.dtype, c.got, c.expected,
-								 c.count, &first);
-					const char *what = variant == 0   ? "aligned"
-							   : variant == 1 ? "offset/in-place"
-									  : "misaligned";
-					gpu_report(rank, &c, what, bad, first);
-					/* The bytes just before and after the output: poison still.
-					 */
-					const char *out_base = in_place ? send_base : recv_base;
-					const size_t before = (size_t)(recv - out_base) < kGuard
-								      ? (size_t)(recv - out_base)
-								      : kGuard;
-					GPU_CHECK(cudaMemcpy(guard, recv - before, before,
-							     cudaMemcpyDeviceToHost));
-					GPU_CHECK(cudaMemcpy(guard + before, recv + bytes, kGuard,
-							     cudaMemcpyDeviceToHost));
-					size_t touched = 0;
-					for (size_t g = 0; g < before + kGuard; g++)
-						touched += guard[g] != 0x5a;
-					rank->checks++;
-					if (touched != 0) {
-						rank->failures++;
-						fprintf(stderr,
-							"FAIL rank %d: %s %s/%s count %zu: %zu "
-							"bytes "
-							"around the output changed\n",
-							rank->rank, what, ndet_dtype_name(c.dtype),
-							ndet_op_name(c.op), c.count, touched);
-					}
-					/* The input of an out-of-place call is left as it was. */
-					if (!in_place) {
-						GPU_CHECK(cudaMemcpy(c.got, send, bytes,
-								     cudaMemcpyDeviceToHost));
-						rank->checks++;
-						if (memcmp(c.got, c.inputs[rank->rank], bytes) !=
-						    0) {
-							rank->failures++;
-							fprintf(stderr,
-								"FAIL rank %d: %s %s/%s count %zu: "
-								"the "
-								"call changed its send buffer\n",
-								rank->rank, what,
-								ndet_dtype_name(c.dtype),
-								ndet_op_name(c.op), c.count);
-						}
-					}
-					gpu_case_free(&c, rank->nranks);
+					gpu_matrix_call(rank, (ndet_dtype_t)dtype, (ndet_op_t)op,
+							sizes[s], variant, send_base, recv_base,
+							span);
 				}
 			}
 		}
 	}
+	GPU_CHECK(cudaFree(send_base));
+	GPU_CHECK(cudaFree(recv_base));
+}
+
+/*
+ * The most wide blocks such an engine plans: its grid cap (every rank on this one GPU,
+ * as setup finds them; a GPU of at least 96 SMs) and the pool's LL slots.
+ */
+static size_t gpu_ll_wide_blocks(int nranks)
+{
+	const struct ndet_plan_params p = {.op = NDET_OP_SUM,
+					   .nranks = nranks,
+					   .max_blocks = NDET_GPU_WIDE_BLOCKS,
+					   .ranks_per_device = nranks,
+					   .processes_per_device = 1};
+	const size_t cap = ndet_plan_grid_cap(&p), slots = ndet_plan_ll_blocks(NDET_GPU_WIDE_LL);
+	return cap < slots ? cap : slots;
+}
+
+size_t gpu_ll_wide_count(int nranks, ndet_dtype_t dtype, int which)
+{
+	const size_t size = gpu_size(dtype);
+	const size_t peers = nranks > 1 ? (size_t)nranks - 1 : 1;
+	const size_t least = (NDET_PLAN_LL_WIDE_MIN + peers - 1) / peers; /* bytes */
+	const size_t most = gpu_ll_wide_blocks(nranks) * NDET_LL_WIDE_BLOCK_BYTES;
+	return which == 0 ? (least + size - 1) / size + 1 : most / size - 3;
+}
+
+bool gpu_ll_wide_expected(int nranks, ndet_dtype_t dtype, ndet_op_t op, size_t count)
+{
+	const size_t size = gpu_size(dtype), bytes = count * size;
+	const size_t blocks = (bytes + NDET_LL_WIDE_BLOCK_BYTES - 1) / NDET_LL_WIDE_BLOCK_BYTES;
+	return size <= 4 && (op == NDET_OP_SUM || op == NDET_OP_AVG) && nranks >= 2 &&
+	       nranks <= 8 && bytes <= NDET_GPU_WIDE_LL &&
+	       (size_t)(nranks - 1) * bytes >= NDET_PLAN_LL_WIDE_MIN &&
+	       blocks <= gpu_ll_wide_blocks(nranks);
+}
+
+bool gpu_ll_wide_check(const struct ndet_engine *engine, int nranks, ndet_dtype_t dtype,
+		       ndet_op_t op, size_t count)
+{
+	const bool expected = gpu_ll_wide_expected(nranks, dtype, op, count);
+	struct ndet_plan plan = {0};
+	const ndet_status_t st = ndet_engine_plan(engine, count, dtype, op, &plan);
+	if (st == NDET_OK &&
+	    (plan.path == NDET_PATH_LL && plan.ll_line == NDET_LL_WIDE_LINE_DATA) == expected)
+		return true;
+	fprintf(stderr,
+		"FAIL wide LL %s/%s count %zu at %d ranks: %s, path %s, lines of %u bytes; wide "
+		"lines expected: %s\n",
+		ndet_dtype_name(dtype), ndet_op_name(op), count, nranks, ndet_status_name(st),
+		ndet_plan_path_name(plan.path), plan.ll_line, expected ? "yes" : "no");
+	return false;
+}
+
+void gpu_run_ll_wide(struct gpu_rank *rank)
+{
+	/* Either count is below NCCL_DET_LL_MAX (at 2 ranks the first is 224 KiB). */
+	const size_t span = NDET_GPU_WIDE_LL + 256;
+	static const ndet_op_t ops[] = {NDET_OP_SUM, NDET_OP_AVG, NDET_OP_PROD};
+	char *send_base = NULL, *recv_base = NULL;
+	unsigned wide = 0;
+	GPU_CHECK(cudaMalloc((void **)&send_base, span));
+	GPU_CHECK(cudaMalloc((void **)&recv_base, span));
+	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+		if (!gpu_dtype_selected((ndet_dtype_t)dtype))
+			continue;
+		for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+			for (int which = 0; which < 2; which++) {
+				const size_t count =
+					gpu_ll_wide_count(rank->nranks, (ndet_dtype_t)dtype, which);
+				const bool expected = gpu_ll_wide_expected(
+					rank->nranks, (ndet_dtype_t)dtype, ops[o], count);
+				rank->checks++;
+				if (!gpu_ll_wide_check(rank->engine, rank->nranks,
+						       (ndet_dtype_t)dtype, ops[o], count))
+					rank->failures++;
+				wide += expected;
+				for (int variant = 0; variant < 3; variant++)
+					gpu_matrix_call(rank, (ndet_dtype_t)dtype, ops[o], count,
+							variant, send_base, recv_base, span);
+			}
+		}
+	}
+	if (rank->rank == 0)
+		printf("wide LL lines: %u of the calls' plans take them (n=%d)\n", wide,
+		       rank->nranks);
 	GPU_CHECK(cudaFree(send_base));
 	GPU_CHECK(cudaFree(recv_base));
 }

@@ -162,4 +162,22 @@ void gpu_run_slow_progress(struct gpu_rank *rank, uint64_t timeout_ms);
  */
 void gpu_run_abort_at_start(struct gpu_rank *rank, size_t count);
 
+/*
+ * Wide LL lines (src/protocol/ndet_plan.h, NDET_PLAN_LL_WIDE_MIN) on an engine of
+ * NDET_GPU_WIDE_BLOCKS blocks and NCCL_DET_LL_MAX NDET_GPU_WIDE_LL (ndet_gpu_sizes.h),
+ * every rank on one GPU: gpu_ll_wide_count gives a count of `dtype` past the rule's
+ * threshold at `nranks` ranks, an element more than the smallest (which 0), or near
+ * the largest grid (which 1), and whether the planner must take wide lines for it
+ * with `op` (gpu_ll_wide_expected).  gpu_run_ll_wide checks every dtype with sum, avg
+ * and prod at both counts, aligned, offset and in place, misaligned, and first that
+ * each plan takes wide lines exactly where expected (a harness that never reached
+ * them fails).
+ */
+size_t gpu_ll_wide_count(int nranks, ndet_dtype_t dtype, int which);
+bool gpu_ll_wide_expected(int nranks, ndet_dtype_t dtype, ndet_op_t op, size_t count);
+/* Whether `engine` plans that call in wide lines exactly where expected (else a FAIL line). */
+bool gpu_ll_wide_check(const struct ndet_engine *engine, int nranks, ndet_dtype_t dtype,
+		       ndet_op_t op, size_t count);
+void gpu_run_ll_wide(struct gpu_rank *rank);
+
 #endif /* NDET_GPU_COMMON_H_ */

@@ -82,6 +82,13 @@
  * waits for lines too; LL of one element, in which only thread 0 has a line to wait
  * for.
  */
+/*
+ * The engine of the wide LL phase (gpu_run_ll_wide) and of the sanitizer's wide runs
+ * (NDET_TEST_WIDE): a grid and LL slots that take wide lines from 3 to 8 ranks.
+ */
+#define NDET_GPU_WIDE_BLOCKS 64
+#define NDET_GPU_WIDE_LL     (256u << 10)
+
 #define NDET_GPU_ERROR_POOL   (1u << 20)
 #define NDET_GPU_ERROR_BLOCKS 4
 #define NDET_GPU_ABORT_COUNTS                                                                      \

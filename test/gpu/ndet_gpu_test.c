@@ -420,6 +420,15 @@ static void *loopback_thread(void *argument)
 		gpu_run_collectives_graph(&gpu, world->quick ? 8 : 40);
 		ndet_engine_destroy(gpu.engine, true);
 
+		/* Wide LL lines: an engine whose grid and LL slots take them. */
+		struct ndet_engine_config wide = config;
+		wide.max_blocks = NDET_GPU_WIDE_BLOCKS;
+		wide.ll_max = NDET_GPU_WIDE_LL;
+		if (!recreate(&gpu, &wide, me, &verdict))
+			goto done;
+		gpu_run_ll_wide(&gpu);
+		ndet_engine_destroy(gpu.engine, true);
+
 		/* Fresh engine with the delay knob. */
 		config.debug_delay_ns = (unsigned)env_u64("NDET_TEST_DELAY_NS", 3000);
 		if (!recreate(&gpu, &config, me, &verdict))
@@ -576,6 +585,59 @@ static void sanitize_collectives(struct loopback_world *world, cudaStream_t stre
 	}
 }
 
+/* One call of every rank in one launch, checked against the reference. */
+static void sanitize_call(struct loopback_world *world, cudaStream_t stream, int dtype, int op,
+			  size_t count)
+{
+	const int n = world->nranks;
+	const size_t size = ndet_dtype_size((ndet_dtype_t)dtype);
+	void *host_in[NDET_MAX_RANKS];
+	const void *views[NDET_MAX_RANKS];
+	const void *sends[NDET_MAX_RANKS];
+	void *recvs[NDET_MAX_RANKS];
+	void *expected = malloc(count * size), *got = malloc(count * size);
+	for (int r = 0; r < n; r++) {
+		host_in[r] = malloc(count * size);
+		gpu_fill((ndet_dtype_t)dtype, host_in[r], count,
+			 (uint64_t)(r * 7919 + dtype * 31 + op * 17) + count, true);
+		views[r] = host_in[r];
+		void *send, *recv;
+		GPU_CHECK(cudaMalloc(&send, count * size));
+		GPU_CHECK(cudaMalloc(&recv, count * size));
+		gpu_upload(send, host_in[r], count * size, stream);
+		sends[r] = send;
+		recvs[r] = recv;
+	}
+	ndet_reference_allreduce(views, n, expected, count, (ndet_dtype_t)dtype, (ndet_op_t)op);
+	ndet_status_t st = ndet_engine_allreduce_all_ranks(world->engines, n, sends, recvs, count,
+							   (ndet_dtype_t)dtype, (ndet_op_t)op,
+							   ndet_kernel_allreduce_all_ranks, stream);
+	world->checks++;
+	if (st != NDET_OK) {
+		world->failures++;
+		fprintf(stderr, "FAIL sanitize launch: %s\n", ndet_status_name(st));
+	}
+	for (int r = 0; r < n; r++) {
+		GPU_CHECK(cudaMemcpy(got, recvs[r], count * size, cudaMemcpyDeviceToHost));
+		size_t first = 0,
+		       bad = gpu_compare((ndet_dtype_t)dtype, got, expected, count, &first);
+		world->checks++;
+		if (bad != 0) {
+			world->failures++;
+			fprintf(stderr,
+				"FAIL sanitize rank %d %s/%s count %zu: "
+				"%zu differ\n",
+				r, ndet_dtype_name((ndet_dtype_t)dtype),
+				ndet_op_name((ndet_op_t)op), count, bad);
+		}
+		GPU_CHECK(cudaFree((void *)sends[r]));
+		GPU_CHECK(cudaFree(recvs[r]));
+		free(host_in[r]);
+	}
+	free(expected);
+	free(got);
+}
+
 /* All ranks in one launch: engines set up by the threads, calls made from here. */
 static void sanitize_run(struct loopback_world *world)
 {
@@ -584,70 +646,54 @@ static void sanitize_run(struct loopback_world *world)
 	 * paths). */
 	static const size_t sizes[] = NDET_GPU_SANITIZE_SIZES;
 	const int n = world->nranks;
+	const bool wide_only = env_u64("NDET_TEST_WIDE", 0) != 0;
 	cudaStream_t stream;
 	GPU_CHECK(cudaStreamCreate(&stream));
-	for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+	for (int dtype = 0; dtype < NDET_DTYPE_COUNT && !wide_only; dtype++) {
 		if (!gpu_dtype_selected((ndet_dtype_t)dtype))
 			continue;
 		for (int op = 0; op < NDET_OP_COUNT; op++) {
 			for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-				const size_t count = sizes[s],
-					     size = ndet_dtype_size((ndet_dtype_t)dtype);
-				void *host_in[NDET_MAX_RANKS];
-				const void *views[NDET_MAX_RANKS];
-				const void *sends[NDET_MAX_RANKS];
-				void *recvs[NDET_MAX_RANKS];
-				void *expected = malloc(count * size), *got = malloc(count * size);
-				for (int r = 0; r < n; r++) {
-					host_in[r] = malloc(count * size);
-					gpu_fill((ndet_dtype_t)dtype, host_in[r], count,
-						 (uint64_t)(r * 7919 + dtype * 31 + op * 17) +
-							 count,
-						 true);
-					views[r] = host_in[r];
-					void *send, *recv;
-					GPU_CHECK(cudaMalloc(&send, count * size));
-					GPU_CHECK(cudaMalloc(&recv, count * size));
-					gpu_upload(send, host_in[r], count * size, stream);
-					sends[r] = send;
-					recvs[r] = recv;
-				}
-				ndet_reference_allreduce(views, n, expected, count,
-							 (ndet_dtype_t)dtype, (ndet_op_t)op);
-				ndet_status_t st = ndet_engine_allreduce_all_ranks(
-					world->engines, n, sends, recvs, count, (ndet_dtype_t)dtype,
-					(ndet_op_t)op, ndet_kernel_allreduce_all_ranks, stream);
-				world->checks++;
-				if (st != NDET_OK) {
-					world->failures++;
-					fprintf(stderr, "FAIL sanitize launch: %s\n",
-						ndet_status_name(st));
-				}
-				for (int r = 0; r < n; r++) {
-					GPU_CHECK(cudaMemcpy(got, recvs[r], count * size,
-							     cudaMemcpyDeviceToHost));
-					size_t first = 0,
-					       bad = gpu_compare((ndet_dtype_t)dtype, got, expected,
-								 count, &first);
-					world->checks++;
-					if (bad != 0) {
-						world->failures++;
-						fprintf(stderr,
-							"FAIL sanitize rank %d %s/%s count %zu: "
-							"%zu differ\n",
-							r, ndet_dtype_name((ndet_dtype_t)dtype),
-							ndet_op_name((ndet_op_t)op), count, bad);
-					}
-					GPU_CHECK(cudaFree((void *)sends[r]));
-					GPU_CHECK(cudaFree(recvs[r]));
-					free(host_in[r]);
-				}
-				free(expected);
-				free(got);
+				sanitize_call(world, stream, dtype, op, sizes[s]);
 			}
 		}
 	}
-	sanitize_collectives(world, stream);
+	/*
+	 * NDET_TEST_WIDE=1 (engines of NDET_GPU_WIDE_BLOCKS blocks and NDET_GPU_WIDE_LL:
+	 * test/gpu/suite.sh): only the wide LL lines of every dtype that has them, sum
+	 * and avg, each plan checked to take them (gpu_ll_wide_expected).
+	 */
+	if (wide_only) {
+		static const ndet_op_t ops[] = {NDET_OP_SUM, NDET_OP_AVG};
+		unsigned wide_calls = 0;
+		for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
+			if (!gpu_dtype_selected((ndet_dtype_t)dtype))
+				continue;
+			for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+				const size_t count = gpu_ll_wide_count(n, (ndet_dtype_t)dtype, 0);
+				const bool expected =
+					gpu_ll_wide_expected(n, (ndet_dtype_t)dtype, ops[o], count);
+				world->checks++;
+				if (!gpu_ll_wide_check(world->engines[0], n, (ndet_dtype_t)dtype,
+						       ops[o], count))
+					world->failures++;
+				if (expected) {
+					sanitize_call(world, stream, dtype, ops[o], count);
+					wide_calls++;
+				}
+			}
+		}
+		world->checks++;
+		if (wide_calls == 0) {
+			world->failures++;
+			fprintf(stderr,
+				"FAIL sanitize wide LL: no call of these dtypes at %d ranks "
+				"takes wide lines\n",
+				n);
+		}
+	}
+	if (!wide_only)
+		sanitize_collectives(world, stream);
 	GPU_CHECK(cudaStreamDestroy(stream));
 }
 

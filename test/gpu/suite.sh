@@ -2,7 +2,8 @@
 # GPU test suite for nccl-det (run on a GPU machine; see README "GPU tests").
 #
 #   test/gpu/suite.sh smoke            < 3 min: avg's product check, loopback n=3,
-#                                      nccl-det-perf at 3 ranks (small sizes, checked),
+#                                      nccl-det-perf at 3 ranks (small sizes, checked)
+#                                      and at 8 (wide LL lines, checked),
 #                                      a kernel's first launch behind waiting peers
 #                                      (3, 4 and 8 ranks, lazy loading),
 #                                      nccl-det-info's CUDA IPC probe (a second
@@ -33,7 +34,8 @@
 #                                      the default pool and grid: loopback n=2 full and
 #                                      n=3 quick, 3 processes under MPS
 #   test/gpu/suite.sh sanitize         memcheck, racecheck, synccheck, initcheck (f32, f16,
-#                                      bf16, f64)
+#                                      bf16, f64); memcheck and racecheck of wide LL
+#                                      lines at 8 ranks
 #   test/gpu/suite.sh sanitize-fp8     the same for fp8 e4m3 and e5m2 (the first load of
 #                                      the one-launch kernels from PTX, per dtype, would
 #                                      not fit one tier for all six: doc/testing.md)
@@ -182,12 +184,12 @@ preload_run() {
 # build them as SASS then (--with-nvcc-all-ranks-gencode).
 all_ranks_loaded=no
 sanitizer() {
-	local tool=$1 n=$2 limit=$3
+	local tool=$1 n=$2 limit=$3 suffix=${4:-}
 	if [ $all_ranks_loaded = no ]; then
 		run load-all-ranks 240 "$bin" load-all-ranks
 		all_ranks_loaded=yes
 	fi
-	run "sanitize-$tool-n$n" "$limit" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+	run "sanitize-$tool-n$n$suffix" "$limit" compute-sanitizer --tool "$tool" --error-exitcode 9 \
 		"$bin" sanitize "$n"
 }
 
@@ -203,6 +205,9 @@ smoke)
 	run avg-product 60 "$bin" avg-product
 	run loopback-n3-quick 120 "$bin" loopback 3 quick
 	perf_run perf-n3-small 60 --ranks 3 -b 8 -e 4K -f 8 -d f32,bf16 -o sum,avg --no-nccl
+	# Wide LL lines: 8 ranks on one GPU take them from 32 KiB up to their grid cap.
+	perf_run perf-n8-wide 60 --ranks 8 -b 31K -e 75K -i 4100 -d f32,bf16,f8e4m3 -o sum,avg \
+		-c 1 -n 2 -w 1 -G 0 --no-nccl
 	# The checked call goes two-shot behind a push, the first launch of its kernel in
 	# the process while the peers' push kernels wait: setup loaded every kernel, so
 	# CUDA's lazy loading has none left to load there (it would wait for them).
@@ -333,6 +338,12 @@ sanitize | sanitize-fp8)
 	for tool in memcheck racecheck synccheck initcheck; do
 		# 256 KiB: the largest f32/f64 sizes push, f16/bf16 pull
 		NDET_TEST_BLOCKS=2 NDET_TEST_PUSH=$((256 << 10)) sanitizer "$tool" 3 150
+	done
+	# Wide LL lines (12-byte lines, one per thread) at 8 ranks, alone: engines whose
+	# grid and LL slots take them (NDET_GPU_WIDE_* in test/gpu/ndet_gpu_common.h).
+	for tool in memcheck racecheck; do
+		NDET_TEST_WIDE=1 NDET_TEST_BLOCKS=64 NDET_TEST_LL=$((256 << 10)) \
+			sanitizer "$tool" 8 150 -wide
 	done
 	;;
 preload)

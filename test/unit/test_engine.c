@@ -1212,6 +1212,34 @@ static void test_gpu_harness_sizes_reach_every_path(void **state)
 			fail_msg("n=%d LL delay counts: quarter blocks on 0x%x, half on 0x%x, full "
 				 "on 0x%x",
 				 n, small_grids, half_grids, full_grids);
+		/*
+		 * The wide LL phase (gpu_run_ll_wide): at 3-8 ranks its engine takes wide
+		 * lines for f32 sum from an element past the rule's threshold up to its
+		 * grid (the cap of n ranks on one GPU, the pool's 64 slots); f64 never.
+		 */
+		if (n >= 3 && n <= 8) {
+			struct ndet_engine_config wide =
+				harness_config(n, NDET_GPU_WIDE_BLOCKS, NDET_GPU_TEST_PUSH);
+			wide.ll_max = NDET_GPU_WIDE_LL;
+			const size_t most = (192 / (size_t)n < 64 ? 192 / (size_t)n : 64) * 3072;
+			const size_t counts[] = {
+				(224 * 1024 + (size_t)n - 2) / ((size_t)n - 1) / 4 + 1,
+				most / 4 - 3};
+			for (size_t i = 0; i < 2; i++) {
+				const struct ndet_plan plan = f32_sum_plan(&wide, counts[i]);
+				if (plan.path != NDET_PATH_LL || plan.ll_line != 12)
+					fail_msg("n=%d wide count %zu: path %d, lines of %u", n,
+						 counts[i], (int)plan.path, plan.ll_line);
+				struct ndet_plan f64;
+				assert_int_equal(ndet_engine_plan_for_config(&wide, counts[i] / 2,
+									     NDET_DTYPE_F64,
+									     NDET_OP_SUM, &f64),
+						 NDET_OK);
+				assert_int_not_equal(f64.ll_line, 12);
+			}
+			const struct ndet_plan below = f32_sum_plan(&wide, counts[0] - 2);
+			assert_int_equal(below.ll_line, 8);
+		}
 		/* The abort-at-start counts: one-shot, then LL of one block twice. */
 		static const size_t abort_counts[] = NDET_GPU_ABORT_COUNTS;
 		static const ndet_path_t abort_paths[] = {NDET_PATH_ONESHOT, NDET_PATH_LL,

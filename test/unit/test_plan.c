@@ -41,6 +41,11 @@ static struct ndet_plan_params params_of(uint64_t count, ndet_dtype_t dtype, int
 static uint64_t expected_ll_block_bytes(const struct ndet_plan_params *p, uint64_t bytes)
 {
 	const uint64_t cap = ndet_plan_grid_cap(p), slots = ndet_plan_ll_blocks(p->ll_max);
+	/* Wide lines first (test_plan_ll_wide), for sum of up to 8 ranks as here. */
+	const uint64_t wide = (bytes + 3071) / 3072;
+	if (ndet_dtype_size(p->dtype) <= 4 && p->nranks <= 8 &&
+	    (uint64_t)(p->nranks - 1) * bytes >= 224 * 1024 && wide <= cap && wide <= slots)
+		return 3072;
 	for (uint64_t block = NDET_LL_BLOCK_BYTES / 4; block < NDET_LL_BLOCK_BYTES; block *= 2) {
 		const uint64_t grid = (bytes + block - 1) / block;
 		if (grid <= cap && grid <= slots &&
@@ -48,6 +53,95 @@ static uint64_t expected_ll_block_bytes(const struct ndet_plan_params *p, uint64
 			return block;
 	}
 	return NDET_LL_BLOCK_BYTES;
+}
+
+/*
+ * Wide LL lines: sum and avg of 2-8 ranks, elements of 1, 2 or 4 bytes, from
+ * (n - 1) x bytes >= 224 KiB, in blocks of 3 KiB (one 12-byte line per thread) where
+ * that grid fits the cap and the slots; every other LL plan has lines of 8 bytes.
+ */
+static void test_plan_ll_wide(void **state)
+{
+	(void)state;
+	struct ndet_plan plan;
+	assert_int_equal(NDET_PLAN_LL_WIDE_MIN, 224 * 1024);
+	assert_int_equal(NDET_LL_WIDE_BLOCK_BYTES, 3072);
+	const struct {
+		ndet_dtype_t dtype;
+		ndet_op_t op;
+		int nranks, max_blocks;
+		uint64_t bytes;
+		uint32_t blocks, line; /* line 0: not LL */
+	} cases[] = {
+		/* 8 ranks: from 32 KiB, up to the cap's 24 blocks (72 KiB). */
+		{NDET_DTYPE_F32, NDET_OP_SUM, 8, 24, 32 * 1024 - 4, 16, 8},
+		{NDET_DTYPE_F32, NDET_OP_SUM, 8, 24, 32 * 1024, 11, 12},
+		{NDET_DTYPE_F32, NDET_OP_SUM, 8, 24, 64 * 1024, 22, 12},
+		{NDET_DTYPE_F32, NDET_OP_AVG, 8, 24, 64 * 1024, 22, 12},
+		{NDET_DTYPE_F32, NDET_OP_SUM, 8, 24, 72 * 1024, 24, 12},
+		{NDET_DTYPE_F32, NDET_OP_SUM, 8, 24, 72 * 1024 + 4, 19, 8},
+		{NDET_DTYPE_BF16, NDET_OP_SUM, 8, 24, 40 * 1024 + 2, 14, 12},
+		{NDET_DTYPE_F16, NDET_OP_AVG, 6, 24, 48 * 1024, 16, 12},
+		{NDET_DTYPE_F8E4M3, NDET_OP_SUM, 8, 24, 33 * 1024 + 1, 12, 12},
+		{NDET_DTYPE_F8E5M2, NDET_OP_SUM, 8, 24, 33 * 1024 + 1, 12, 12},
+		/* Their kernels are sum's and avg's of up to 8 ranks, for whole elements. */
+		{NDET_DTYPE_F32, NDET_OP_PROD, 8, 24, 64 * 1024, 16, 8},
+		{NDET_DTYPE_F32, NDET_OP_MAX, 8, 24, 64 * 1024, 16, 8},
+		{NDET_DTYPE_F64, NDET_OP_SUM, 8, 24, 64 * 1024, 16, 8},
+		{NDET_DTYPE_F32, NDET_OP_SUM, 9, 24, 64 * 1024, 16, 8},
+		/* 4 ranks from 76,459 bytes; 2 ranks never (75 blocks outgrow 64 slots). */
+		{NDET_DTYPE_F32, NDET_OP_SUM, 4, 96, 76456, 38, 8},
+		{NDET_DTYPE_F32, NDET_OP_SUM, 4, 96, 76460, 25, 12},
+		{NDET_DTYPE_F32, NDET_OP_SUM, 4, 24, 76460, 19, 8},
+		{NDET_DTYPE_F32, NDET_OP_SUM, 2, 96, 256 * 1024, 64, 8},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const uint64_t size = ndet_dtype_size(cases[i].dtype);
+		struct ndet_plan_params p =
+			params_of(cases[i].bytes / size, cases[i].dtype, cases[i].nranks);
+		p.op = cases[i].op;
+		p.ll_max = 256 * 1024;
+		p.max_blocks = cases[i].max_blocks;
+		assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+		if (plan.path != NDET_PATH_LL || plan.blocks != cases[i].blocks ||
+		    plan.ll_line != cases[i].line ||
+		    (plan.ll_line == 12 && plan.chunk_elems * size != 3072))
+			fail_msg("case %zu: path %d, %u blocks of %llu elements, lines of %u", i,
+				 (int)plan.path, plan.blocks, (unsigned long long)plan.chunk_elems,
+				 plan.ll_line);
+		/* A reduce takes the same lines; another format is another signature. */
+		const struct ndet_plan all = plan;
+		p.coll = NDET_COLL_REDUCE;
+		p.root = cases[i].nranks - 1;
+		assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+		assert_int_equal(plan.ll_line, all.ll_line);
+		assert_int_equal(plan.blocks, all.blocks);
+	}
+	/* Off with NCCL_DET_LL_MAX below the message; other paths have no lines. */
+	struct ndet_plan_params p = params_of(64 * 1024 / 4, NDET_DTYPE_F32, 8);
+	p.ll_max = 32 * 1024;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_ONESHOT);
+	assert_int_equal(plan.ll_line, 0);
+	/* The slots: 64 KiB of wide blocks (22) need 88 KiB of ll_max; narrow ones fit 64. */
+	p.ll_max = 64 * 1024;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_LL);
+	assert_int_equal(plan.ll_line, 8);
+	assert_int_equal(plan.blocks, 16);
+	p.ll_max = 88 * 1024;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.ll_line, 12);
+	assert_int_equal(plan.blocks, 22);
+	/* Ranks sharing one GPU: the cap of 8 ranks on 132 SMs is 24 blocks each. */
+	p = params_of(64 * 1024 / 4, NDET_DTYPE_F32, 8);
+	p.ll_max = 256 * 1024;
+	p.max_blocks = NDET_KERNEL_MAX_BLOCKS;
+	p.ranks_per_device = 8;
+	p.device_sms = 132;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.ll_line, 12);
+	assert_int_equal(plan.blocks, 22);
 }
 
 static void test_plan_ll(void **state)
@@ -126,6 +220,7 @@ static void test_plan_ll(void **state)
 	/* Inclusive, in bytes; every element in exactly one block. */
 	const ndet_dtype_t dtypes[] = {NDET_DTYPE_F32, NDET_DTYPE_F16,    NDET_DTYPE_BF16,
 				       NDET_DTYPE_F64, NDET_DTYPE_F8E4M3, NDET_DTYPE_F8E5M2};
+	bool seen_wide = false;
 	unsigned seen = 0;
 	for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
 		const uint64_t size = ndet_dtype_size(dtypes[d]);
@@ -136,7 +231,11 @@ static void test_plan_ll(void **state)
 			assert_int_equal(plan.path, NDET_PATH_LL);
 			const uint64_t block = expected_ll_block_bytes(&p, count * size);
 			assert_true(plan.chunk_elems * size == block);
-			seen |= (unsigned)block;
+			assert_int_equal(plan.ll_line, block == 3072 ? 12 : 8);
+			if (block == 3072)
+				seen_wide = true;
+			else
+				seen |= (unsigned)block;
 			assert_true((uint64_t)plan.blocks * plan.chunk_elems >= count);
 			assert_true((uint64_t)(plan.blocks - 1) * plan.chunk_elems < count);
 		}
@@ -151,6 +250,7 @@ static void test_plan_ll(void **state)
 	}
 	assert_int_equal(seen,
 			 NDET_LL_BLOCK_BYTES / 4 | NDET_LL_BLOCK_BYTES / 2 | NDET_LL_BLOCK_BYTES);
+	assert_true(seen_wide);
 	/* Off, PreMulSum, reduce-scatter, one rank: never LL.  Reduce: LL. */
 	p = params_of(100, NDET_DTYPE_F32, 4);
 	p.ll_max = 0;
@@ -866,10 +966,11 @@ static void test_plan_grid_tiers(void **state)
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_not_equal(plan.path, NDET_PATH_LL);
 	assert_true(plan.blocks <= 24);
-	p.processes_per_device = 1; /* one process: LL as before */
+	p.processes_per_device = 1; /* one process: LL, in wide lines (34 blocks of 3 KiB) */
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_LL);
-	assert_int_equal(plan.blocks, 25);
+	assert_int_equal(plan.ll_line, 12);
+	assert_int_equal(plan.blocks, 34);
 	/*
 	 * prod, min and max run kernels of one block per SM (the 16-rank bucket on the
 	 * pull and LL paths): 8 ranks as threads on a 132-SM GPU get 96 / 8 = 12 blocks
@@ -886,10 +987,11 @@ static void test_plan_grid_tiers(void **state)
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_LL);
 	assert_int_equal(plan.blocks, 10);
-	p.op = NDET_OP_SUM;
+	p.op = NDET_OP_SUM; /* 24: 14 blocks of wide lines (7 x 40 KiB >= 224 KiB) */
 	assert_int_equal(ndet_plan_grid_cap(&p), 24);
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
-	assert_int_equal(plan.blocks, 20);
+	assert_int_equal(plan.blocks, 14);
+	assert_int_equal(plan.ll_line, 12);
 	/* 2 ranks run generic kernels of the 2-rank bucket, two blocks per SM: sum's cap. */
 	p.nranks = 2;
 	p.ranks_per_device = 2;
@@ -1040,6 +1142,7 @@ int main(void)
 		cmocka_unit_test(test_plan_rejects_bad_arguments),
 		cmocka_unit_test(test_plan_paths),
 		cmocka_unit_test(test_plan_ll),
+		cmocka_unit_test(test_plan_ll_wide),
 		cmocka_unit_test(test_plan_push),
 		cmocka_unit_test(test_plan_oneshot_auto),
 		cmocka_unit_test(test_plan_covers_every_element_once),

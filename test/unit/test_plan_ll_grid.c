@@ -6,9 +6,11 @@
  * message sizes around each block boundary: at least one block, no more than the cap
  * and the pool's LL slots (a block past them would store outside every peer's pool),
  * chunks of whole 16-byte line pairs that a kernel of two lines per thread carries,
+ * wide lines only where their kernels exist (sum and avg, up to 8 ranks, elements
+ * that fill 12 bytes) and then in blocks of one line per thread,
  * every element in exactly one block, one step; for sum and for prod, whose caps
  * differ.  Built once with the library's plan and once per measurement define of
- * src/protocol/ndet_plan.c and kernels/ndet_abi.h (test/unit/local.mk), so that the
+ * src/protocol/ndet_plan.c (test/unit/local.mk), so that the
  * builds test/gpu/ll_ablate_build.sh makes plan grids the kernels serve.
  */
 #include "config.h"
@@ -25,7 +27,7 @@
 #include "common/ndet_dtype.h"
 #include "protocol/ndet_plan.h"
 
-static unsigned long long ll_plans;
+static unsigned long long ll_plans, wide_plans;
 
 static void check_ll(const struct ndet_plan_params *p)
 {
@@ -37,6 +39,18 @@ static void check_ll(const struct ndet_plan_params *p)
 	ll_plans++;
 	const uint64_t size = ndet_dtype_size(p->dtype);
 	const uint64_t chunk_bytes = plan.chunk_elems * size;
+	/* Wide lines: sum and avg of up to 8 ranks, whole elements in 12 bytes, 3 KiB. */
+	const bool sum = p->op == NDET_OP_SUM || p->op == NDET_OP_AVG;
+	if (plan.ll_line == NDET_LL_WIDE_LINE_DATA
+		    ? !sum || p->nranks > 8 || NDET_LL_WIDE_LINE_DATA % size != 0 ||
+			      chunk_bytes != NDET_LL_WIDE_BLOCK_BYTES
+		    : plan.ll_line != NDET_LL_LINE_DATA)
+		fail_msg("LL plan of %llu x %llu B, %d ranks, op %d: lines of %u B, blocks of %llu "
+			 "B",
+			 (unsigned long long)p->count, (unsigned long long)size, p->nranks,
+			 (int)p->op, plan.ll_line, (unsigned long long)chunk_bytes);
+	if (plan.ll_line == NDET_LL_WIDE_LINE_DATA)
+		wide_plans++;
 	if (plan.blocks < 1 || plan.blocks > ndet_plan_grid_cap(p) ||
 	    plan.blocks > ndet_plan_ll_blocks(p->ll_max) || chunk_bytes % 16 != 0 ||
 	    chunk_bytes > NDET_LL_BLOCK_BYTES || plan.steps != 1 ||
@@ -115,8 +129,12 @@ static void test_ll_plans_fit_kernels_and_pool(void **state)
 			}
 		}
 	}
-	/* The sweep reached the LL path, not only the others. */
+	/* The sweep reached the LL path, not only the others, and wide lines where planned. */
 	assert_true(ll_plans > 10000);
+	if (NDET_PLAN_LL_WIDE_MIN <= NDET_LL_MAX_BYTES)
+		assert_true(wide_plans > 1000);
+	else
+		assert_true(wide_plans == 0);
 }
 
 int main(void)
