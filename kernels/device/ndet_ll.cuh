@@ -114,10 +114,14 @@ __device__ __forceinline__ void ndet_ll_bytes(const char *src, uint64_t bytes, u
  *   24-bit signature and the LL step's 8 bits, the same in both halves;
  *
  *   W = 12 (NDET_LL_WIDE_LINE_DATA; elements of 1, 2 and 4 bytes, whole ones fill
- *   it): each half 6 data bytes and a 16-bit
- *   tag, the LL step's 8 bits and one byte of the signature: half h of line i byte
- *   (2i + h) mod 3, so that a line checks 16 of the signature's bits and any two
- *   lines of a thread or of neighbouring threads all 24.
+ *   it): each half 6 data bytes around a 16-bit tag, the LL step's 8 bits and one
+ *   byte of the signature: half h of line i byte (2i + h) mod 3, so that a line
+ *   checks 16 of the signature's bits and any two lines of a thread or of
+ *   neighbouring threads all 24.
+ *
+ * In both the step's 8 bits are bits 32-39 of each half: a slot's line holds either
+ * format, both formats count the block's LL steps alike, so a line of either left
+ * from step t - 2k never shows step t's bits there (NDET_LL_REFRESH_STEPS).
  *
  * ndet_ll_line<W>: a line's data, its tags (one 32-bit word: the 8-byte format's tag,
  * or the 12-byte format's two half tags), how to store it, whether a loaded line
@@ -201,12 +205,16 @@ template <> struct ndet_ll_line<12> {
 		const uint32_t second = (signature >> (8u * (j == 2u ? 0u : j + 1u))) & 0xffu;
 		return ((first << 8) | step8) | (((second << 8) | step8) << 16);
 	}
+	/*
+	 * Each half: 4 data bytes, its tag, 2 data bytes (bytes 0-3, 4-5, then 6-9, 10-11),
+	 * so that the step part lies where the 8-byte format has it.
+	 */
 	static __device__ __forceinline__ void store(char *p, const data &d, uint32_t tags)
 	{
-		const uint64_t lo = (uint64_t)d.w[0] | ((uint64_t)(d.w[1] & 0xffffu) << 32) |
-				    ((uint64_t)(tags & 0xffffu) << 48);
-		const uint64_t hi = (uint64_t)(d.w[1] >> 16) | ((uint64_t)d.w[2] << 16) |
-				    ((uint64_t)(tags >> 16) << 48);
+		const uint64_t lo = (uint64_t)d.w[0] | ((uint64_t)(tags & 0xffffu) << 32) |
+				    ((uint64_t)(d.w[1] & 0xffffu) << 48);
+		const uint64_t hi = (uint64_t)((d.w[1] >> 16) | (d.w[2] << 16)) |
+				    ((uint64_t)(tags >> 16) << 32) | ((uint64_t)(d.w[2] >> 16) << 48);
 		asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(lo), "l"(hi)
 			     : "memory");
 	}
@@ -224,11 +232,11 @@ template <> struct ndet_ll_line<12> {
 	}
 	static __device__ __forceinline__ bool tagged(const uint32_t (&w)[4], uint32_t tags)
 	{
-		return (w[1] >> 16) == (tags & 0xffffu) && (w[3] >> 16) == (tags >> 16);
+		return (w[1] & 0xffffu) == (tags & 0xffffu) && (w[3] & 0xffffu) == (tags >> 16);
 	}
 	static __device__ __forceinline__ data data_of(const uint32_t (&w)[4])
 	{
-		return data{{w[0], (w[1] & 0xffffu) | (w[2] << 16), (w[2] >> 16) | (w[3] << 16)}};
+		return data{{w[0], (w[1] >> 16) | (w[2] << 16), (w[2] >> 16) | (w[3] & 0xffff0000u)}};
 	}
 	/* The first `bytes` (at most 12) bytes at `src`, any alignment, zero-padded. */
 	static __device__ __forceinline__ data payload(const char *src, uint64_t bytes)
