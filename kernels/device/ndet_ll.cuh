@@ -214,7 +214,8 @@ template <> struct ndet_ll_line<12> {
 		const uint64_t lo = (uint64_t)d.w[0] | ((uint64_t)(tags & 0xffffu) << 32) |
 				    ((uint64_t)(d.w[1] & 0xffffu) << 48);
 		const uint64_t hi = (uint64_t)((d.w[1] >> 16) | (d.w[2] << 16)) |
-				    ((uint64_t)(tags >> 16) << 32) | ((uint64_t)(d.w[2] >> 16) << 48);
+				    ((uint64_t)(tags >> 16) << 32) |
+				    ((uint64_t)(d.w[2] >> 16) << 48);
 		asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(lo), "l"(hi)
 			     : "memory");
 	}
@@ -236,7 +237,8 @@ template <> struct ndet_ll_line<12> {
 	}
 	static __device__ __forceinline__ data data_of(const uint32_t (&w)[4])
 	{
-		return data{{w[0], (w[1] >> 16) | (w[2] << 16), (w[2] >> 16) | (w[3] & 0xffff0000u)}};
+		return data{
+			{w[0], (w[1] >> 16) | (w[2] << 16), (w[2] >> 16) | (w[3] & 0xffff0000u)}};
 	}
 	/* The first `bytes` (at most 12) bytes at `src`, any alignment, zero-padded. */
 	static __device__ __forceinline__ data payload(const char *src, uint64_t bytes)
