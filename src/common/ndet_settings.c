@@ -43,7 +43,7 @@
  * NDET_SETTINGS_SIZE_AUTO; what it resolves to is the planner's, so a build that
  * resolves it otherwise bumps the format.
  */
-#define NDET_SETTINGS_AGREEMENT_FORMAT 8
+#define NDET_SETTINGS_AGREEMENT_FORMAT 9
 
 /* Longest value shown in a log line or the dump; longer ones end in "...". */
 #define NDET_SETTINGS_SHOWN_MAX 512
@@ -135,6 +135,17 @@ static const struct ndet_setting ndet_settings_table[] = {
 	{"NCCL_DET_LL_MAX", NDET_SETTING_SIZE, "256KiB", 0, NDET_LL_MAX_BYTES, NDET_FIELD(ll_max),
 	 "largest all-reduce sent with the low-latency protocol, bytes (0 = never); equal on "
 	 "all ranks"},
+	/*
+	 * Wide LL lines (ndet_plan.h, doc/protocol.md): 12 data bytes in each 16-byte line
+	 * instead of 8, for the LL calls whose step moves the most bytes: sum and avg of
+	 * 2-8 ranks, 1-4 byte elements, from (ranks - 1) x bytes of this.  224 KiB
+	 * (NDET_PLAN_LL_WIDE_MIN) is where they paid on one H100; off by default while the
+	 * GPU suite has not passed on them (doc/performance.md).
+	 */
+	{"NCCL_DET_LL_WIDE_MIN", NDET_SETTING_SIZE, "0", 0, NDET_TIB, NDET_FIELD(ll_wide_min),
+	 "LL all-reduces with (ranks - 1) x bytes from this size use lines of 12 data bytes "
+	 "(sum and avg, 2-8 ranks, 1-4 byte elements; 0 = never, 224KiB measured best); "
+	 "equal on all ranks"},
 	/*
 	 * Push (ndet_kernels.h, PUSH): stores cross NVLink instead of loads, and a block
 	 * sends step s + 1 while it waits for step s, so large all-reduces run at the
@@ -1011,7 +1022,8 @@ static uint64_t ndet_settings_fnv1a(uint64_t hash, uint64_t value)
  *   pool_size    pool layout and chunking (offsets peers read at);
  *   oneshot_max  one-shot against two-shot for the same message;
  *   max_blocks   grid size: blocks wait on same-index blocks of their peers;
- *   ll_max, push_min  the protocol of a message (LL, pull or push);
+ *   ll_max, ll_wide_min, push_min  the protocol of a message (LL and its lines, pull
+ *                or push);
  *   hosts_staging     the chunks of a multi-host reduction (ndet_hosts_plan_make).
  * Out: enable (a disabled rank never reaches setup: a precondition, not a check),
  * timeout (each rank's own deadline; the earliest fails the call everywhere through
@@ -1031,6 +1043,7 @@ uint64_t ndet_settings_agreement_hash(const struct ndet_settings *settings)
 	hash = ndet_settings_fnv1a(hash, settings->oneshot_max);
 	hash = ndet_settings_fnv1a(hash, (uint64_t)(int64_t)settings->max_blocks);
 	hash = ndet_settings_fnv1a(hash, settings->ll_max);
+	hash = ndet_settings_fnv1a(hash, settings->ll_wide_min);
 	hash = ndet_settings_fnv1a(hash, settings->push_min);
 	hash = ndet_settings_fnv1a(hash, settings->hosts_staging);
 	return hash;

@@ -64,6 +64,7 @@ struct ndet_settings {
 	uint64_t pool_size;     /* NCCL_DET_POOL_SIZE, bytes of staging per rank and communicator */
 	uint64_t oneshot_max;   /* NCCL_DET_ONESHOT_MAX, bytes, or NDET_SETTINGS_SIZE_AUTO */
 	uint64_t ll_max;        /* NCCL_DET_LL_MAX, bytes; smaller all-reduces go LL; 0 = never */
+	uint64_t ll_wide_min;   /* NCCL_DET_LL_WIDE_MIN, bytes x (ranks - 1); 0 = never */
 	uint64_t push_min;      /* NCCL_DET_PUSH_MIN, bytes; larger all-reduces push; 0 = never */
 	uint64_t timeout_ms;    /* NCCL_DET_TIMEOUT (seconds in the variable), never 0 */
 	uint64_t max_memory;    /* NCCL_DET_MAX_MEMORY, bytes of device memory per communicator */

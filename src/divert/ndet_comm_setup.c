@@ -249,6 +249,7 @@ static void ndet_comm_engine_config(const struct ndet_comm *comm, struct ndet_en
 	config->max_blocks = settings->max_blocks;
 	config->oneshot_max = settings->oneshot_max;
 	config->ll_max = settings->ll_max;
+	config->ll_wide_min = settings->ll_wide_min;
 	config->push_min = settings->push_min;
 	config->timeout_ms = settings->timeout_ms;
 	config->max_memory = settings->max_memory;

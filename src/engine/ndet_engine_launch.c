@@ -74,6 +74,7 @@ ndet_status_t ndet_engine_plan_call_for_config(const struct ndet_engine_config *
 		.premul = call->premul != NDET_PREMUL_NONE,
 		.oneshot_max = config->oneshot_max,
 		.ll_max = config->ll_max,
+		.ll_wide_min = config->ll_wide_min,
 		.push_min = config->push_min,
 		.max_blocks = config->max_blocks,
 		.ranks_per_device = config->ranks_per_device,

@@ -38,6 +38,7 @@ struct ndet_engine_config {
 	int processes_per_device; /* likewise: the most processes on one GPU (0 = 1) */
 	uint64_t oneshot_max;     /* NCCL_DET_ONESHOT_MAX */
 	uint64_t ll_max;          /* NCCL_DET_LL_MAX: LL slots in the pool, 0 = none */
+	uint64_t ll_wide_min;     /* NCCL_DET_LL_WIDE_MIN: wide LL lines from here, 0 = never */
 	uint64_t push_min;        /* NCCL_DET_PUSH_MIN: all-reduces from here push, 0 = never */
 	uint64_t timeout_ms;      /* NCCL_DET_TIMEOUT; 0 = never (tests only) */
 	uint64_t max_memory;      /* NCCL_DET_MAX_MEMORY */

@@ -163,7 +163,7 @@ static uint64_t ndet_plan_ll_block_bytes(const struct ndet_plan_params *params, 
 
 /*
  * Whether an LL plan of `bytes` (at most NDET_LL_MAX_BYTES) takes wide lines
- * (ndet_plan.h, NDET_PLAN_LL_WIDE_MIN): the kernels of wide lines are those of sum and
+ * (ndet_plan.h, ll_wide_min): the kernels of wide lines are those of sum and
  * avg in the buckets of up to 8 ranks, for elements that fill 12 bytes whole.
  */
 _Static_assert(NDET_LL_WIDE_BLOCK_BYTES == NDET_KERNEL_THREADS * NDET_LL_WIDE_LINE_DATA &&
@@ -174,9 +174,9 @@ static bool ndet_plan_ll_wide(const struct ndet_plan_params *params, uint64_t by
 	const uint64_t size = ndet_dtype_size(params->dtype);
 	const bool sum = params->op == NDET_OP_SUM || params->op == NDET_OP_AVG;
 	const uint64_t blocks = ndet_plan_div_up(bytes, NDET_LL_WIDE_BLOCK_BYTES);
-	return NDET_LL_WIDE_LINE_DATA % size == 0 && sum && !params->premul &&
-	       params->nranks <= 8 && bytes <= NDET_LL_MAX_BYTES &&
-	       (uint64_t)(params->nranks - 1) * bytes >= NDET_PLAN_LL_WIDE_MIN &&
+	return params->ll_wide_min != 0 && NDET_LL_WIDE_LINE_DATA % size == 0 && sum &&
+	       !params->premul && params->nranks <= 8 && bytes <= NDET_LL_MAX_BYTES &&
+	       (uint64_t)(params->nranks - 1) * bytes >= params->ll_wide_min &&
 	       blocks <= ndet_plan_grid_cap(params) &&
 	       blocks <= ndet_plan_ll_blocks(params->ll_max);
 }

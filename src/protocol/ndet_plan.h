@@ -60,16 +60,14 @@ extern "C" {
  * Wide LL lines (ndet_abi.h: 12 data bytes in each 16-byte line instead of 8, blocks of
  * NDET_LL_WIDE_BLOCK_BYTES, one line per thread) where an LL step moves the most bytes:
  * sum and avg of 2-8 ranks, elements of 1, 2 or 4 bytes, (nranks - 1) x bytes at least
- * NDET_PLAN_LL_WIDE_MIN (from 32 KiB at 8 ranks, 75 KiB at 4), where that grid fits
- * the cap and the pool's LL slots.  A step then stores and polls 4/3 (n - 1) bytes per
+ * params.ll_wide_min (NCCL_DET_LL_WIDE_MIN, 0: never), where that grid fits the cap
+ * and the pool's LL slots.  NDET_PLAN_LL_WIDE_MIN is the threshold measured best
+ * (from 32 KiB at 8 ranks, 75 KiB at 4).  A step then stores and polls 4/3 (n - 1) bytes per
  * message byte instead of 2 (n - 1).  With ranks sharing one H100, in graphs, wide
  * lines took 0.83 of the time at 64 KiB and 0.96 at 32 KiB at 8 ranks, 0.99-1.01 at
  * 64 KiB at 2 and 4 ranks, and 1.04-1.17 up to 16 KiB (doc/performance.md).
- * -DNDET_PLAN_LL_WIDE_MIN=N (builds that compare; UINT64_MAX turns them off).
  */
-#ifndef NDET_PLAN_LL_WIDE_MIN
 #define NDET_PLAN_LL_WIDE_MIN (7u * 32u * 1024u)
-#endif
 
 /*
  * NCCL_DET_ONESHOT_MAX=auto (the default; oneshot_max == NDET_PLAN_ONESHOT_AUTO): at
@@ -182,6 +180,7 @@ struct ndet_plan_params {
 	bool premul;          /* PreMulSum (op NDET_OP_SUM): never a plain copy, even on 1 rank */
 	uint64_t oneshot_max; /* bytes or NDET_PLAN_ONESHOT_AUTO; agreed NCCL_DET_ONESHOT_MAX */
 	uint64_t ll_max;      /* bytes; agreed setting NCCL_DET_LL_MAX (0: no LL) */
+	uint64_t ll_wide_min; /* bytes x (nranks - 1); NCCL_DET_LL_WIDE_MIN (0: no wide lines) */
 	uint64_t push_min;    /* bytes; agreed setting NCCL_DET_PUSH_MIN (0: no push) */
 	int max_blocks;       /* agreed setting NCCL_DET_MAX_BLOCKS */
 	int ranks_per_device; /* agreed (setup table): most ranks on one GPU; 0 = 1 */
@@ -230,7 +229,7 @@ const char *ndet_plan_path_name(ndet_path_t path);
  * block when that grid fits both, else NDET_LL_BLOCK_BYTES per block when that grid
  * fits the cap; ll_max above NDET_LL_MAX_BYTES counts as that (the pool has no more
  * slots).  Lines of NDET_LL_LINE_DATA bytes (ll_line), or wide ones in blocks of
- * NDET_LL_WIDE_BLOCK_BYTES where NDET_PLAN_LL_WIDE_MIN says so.
+ * NDET_LL_WIDE_BLOCK_BYTES where ll_wide_min says so.
  *
  * Plan one call.  NDET_ERR_INVALID_ARGUMENT for an invalid dtype/op/collective,
  * PreMulSum with an op other than sum, a root outside [0, nranks), nranks outside

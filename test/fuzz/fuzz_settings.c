@@ -42,11 +42,12 @@ static const struct {
 	{"NCCL_DET_DEBUG_SUBSYS", 0},   {"NCCL_DET_TUNER_ALGO", 1},  {"NCCL_DET_TUNER_PROTO", 1},
 	{"NCCL_DET_TUNER_CHANNELS", 1}, {"NCCL_DET_EXPECT", 0},      {"NCCL_DET_LL_MAX", 1},
 	{"NCCL_DET_PUSH_MIN", 1},       {"NCCL_DET_TEST_HOST", 1},   {"NCCL_DET_HOSTS_STAGING", 1},
+	{"NCCL_DET_LL_WIDE_MIN", 1},
 	/* Not NCCL_DET_DEBUG_FILE: the fuzzer would create files wherever it names. */
 };
 
 #define FUZZ_VARIABLE_COUNT (sizeof(fuzz_variables) / sizeof(fuzz_variables[0]))
-#define FUZZ_DUMP_ROWS      22 /* the fuzzed variables and NCCL_DET_DEBUG_FILE */
+#define FUZZ_DUMP_ROWS      23 /* the fuzzed variables and NCCL_DET_DEBUG_FILE */
 
 static char fuzz_dir[PATH_MAX];
 static char fuzz_conf[PATH_MAX];
@@ -130,6 +131,8 @@ static void fuzz_check_ranges(const struct ndet_settings *s)
 		fuzz_die("range", "ll_max");
 	if (s->push_min > FUZZ_TIB)
 		fuzz_die("range", "push_min");
+	if (s->ll_wide_min > FUZZ_TIB)
+		fuzz_die("range", "ll_wide_min");
 	if (s->debug_delay_ns > 10000000)
 		fuzz_die("range", "debug_delay_ns");
 	if (memchr(s->nccl_library, '\0', sizeof(s->nccl_library)) == NULL)

@@ -75,6 +75,8 @@ void gpu_test_config(struct ndet_engine_config *config, int rank, int nranks)
 	config->max_blocks = (int)env_u64("NDET_TEST_BLOCKS", NDET_GPU_TEST_BLOCKS);
 	config->oneshot_max = env_u64("NDET_TEST_ONESHOT", NDET_GPU_TEST_ONESHOT);
 	config->ll_max = env_u64("NDET_TEST_LL", NDET_GPU_TEST_LL);
+	/* Wide LL lines where they pay (NCCL_DET_LL_WIDE_MIN's measured value). */
+	config->ll_wide_min = env_u64("NDET_TEST_LL_WIDE_MIN", NDET_PLAN_LL_WIDE_MIN);
 	/* Push from 1 MiB: the matrix's largest sizes push, the ones below pull. */
 	config->push_min = env_u64("NDET_TEST_PUSH", NDET_GPU_TEST_PUSH);
 	config->timeout_ms = env_u64("NDET_TEST_TIMEOUT_MS", 20000);
@@ -90,6 +92,7 @@ void gpu_test_config(struct ndet_engine_config *config, int rank, int nranks)
 		config->max_blocks = settings->max_blocks;
 		config->oneshot_max = settings->oneshot_max;
 		config->ll_max = settings->ll_max;
+		config->ll_wide_min = settings->ll_wide_min;
 		config->push_min = settings->push_min;
 		config->ranks_per_device = nranks;
 		config->device_sms = sms;
@@ -424,6 +427,7 @@ static void *loopback_thread(void *argument)
 		struct ndet_engine_config wide = config;
 		wide.max_blocks = NDET_GPU_WIDE_BLOCKS;
 		wide.ll_max = NDET_GPU_WIDE_LL;
+		wide.ll_wide_min = NDET_PLAN_LL_WIDE_MIN;
 		if (!recreate(&gpu, &wide, me, &verdict))
 			goto done;
 		gpu_run_ll_wide(&gpu);

@@ -206,8 +206,8 @@ smoke)
 	run loopback-n3-quick 120 "$bin" loopback 3 quick
 	perf_run perf-n3-small 60 --ranks 3 -b 8 -e 4K -f 8 -d f32,bf16 -o sum,avg --no-nccl
 	# Wide LL lines: 8 ranks on one GPU take them from 32 KiB up to their grid cap.
-	perf_run perf-n8-wide 60 --ranks 8 -b 31K -e 75K -i 4100 -d f32,bf16,f8e4m3 -o sum,avg \
-		-c 1 -n 2 -w 1 -G 0 --no-nccl
+	NCCL_DET_LL_WIDE_MIN=224K perf_run perf-n8-wide 60 --ranks 8 -b 31K -e 75K -i 4100 \
+		-d f32,bf16,f8e4m3 -o sum,avg -c 1 -n 2 -w 1 -G 0 --no-nccl
 	# The checked call goes two-shot behind a push, the first launch of its kernel in
 	# the process while the peers' push kernels wait: setup loaded every kernel, so
 	# CUDA's lazy loading has none left to load there (it would wait for them).

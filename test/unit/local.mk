@@ -6,7 +6,7 @@ if HAVE_CMOCKA
 UNIT_TESTS_ONE_THREAD = test/unit/test_status test/unit/test_host_table \
 	test/unit/test_eligibility test/unit/test_plan test/unit/test_plan_ll_grid \
 	test/unit/test_plan_ll_grid_fill test/unit/test_plan_ll_grid_small \
-	test/unit/test_plan_ll_grid_narrow test/unit/test_hosts_plan \
+	test/unit/test_hosts_plan \
 	test/unit/test_check test/unit/test_host_order test/unit/test_reference \
 	test/unit/test_reference_hosts
 UNIT_TESTS = test/unit/test_settings test/unit/test_env test/unit/test_log \
@@ -52,10 +52,6 @@ test_unit_test_plan_ll_grid_small_CPPFLAGS = $(AM_CPPFLAGS) -DNDET_PLAN_LL_SMALL
 	-DNDET_PLAN_GRID_CAPACITY=264u -DNDET_PLAN_LL_FILL=1
 test_unit_test_plan_ll_grid_small_CFLAGS = $(TEST_CFLAGS)
 test_unit_test_plan_ll_grid_small_LDADD = src/common/libndet_common.la $(TEST_LIBS)
-test_unit_test_plan_ll_grid_narrow_SOURCES = test/unit/test_plan_ll_grid.c src/protocol/ndet_plan.c
-test_unit_test_plan_ll_grid_narrow_CPPFLAGS = $(AM_CPPFLAGS) -DNDET_PLAN_LL_WIDE_MIN=UINT64_MAX
-test_unit_test_plan_ll_grid_narrow_CFLAGS = $(TEST_CFLAGS)
-test_unit_test_plan_ll_grid_narrow_LDADD = src/common/libndet_common.la $(TEST_LIBS)
 # The multi-host schedule: coverage, matching sends and receives, bytes, staging.
 test_unit_test_hosts_plan_CFLAGS = $(TEST_CFLAGS)
 test_unit_test_hosts_plan_LDADD = $(NDET_PURE_TEST_LIBS) $(TEST_LIBS)

@@ -1221,6 +1221,7 @@ static void test_gpu_harness_sizes_reach_every_path(void **state)
 			struct ndet_engine_config wide =
 				harness_config(n, NDET_GPU_WIDE_BLOCKS, NDET_GPU_TEST_PUSH);
 			wide.ll_max = NDET_GPU_WIDE_LL;
+			wide.ll_wide_min = NDET_PLAN_LL_WIDE_MIN;
 			const size_t most = (192 / (size_t)n < 64 ? 192 / (size_t)n : 64) * 3072;
 			const size_t counts[] = {
 				(224 * 1024 + (size_t)n - 2) / ((size_t)n - 1) / 4 + 1,

@@ -26,6 +26,7 @@ static struct ndet_plan_params params_of(uint64_t count, ndet_dtype_t dtype, int
 				     .op = NDET_OP_SUM,
 				     .nranks = nranks,
 				     .oneshot_max = 256 * 1024,
+				     .ll_wide_min = NDET_PLAN_LL_WIDE_MIN,
 				     .max_blocks = 24,
 				     .lane_bytes = (32u << 20) / 24 / 256 * 256};
 	return p;
@@ -116,6 +117,23 @@ static void test_plan_ll_wide(void **state)
 		assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 		assert_int_equal(plan.ll_line, all.ll_line);
 		assert_int_equal(plan.blocks, all.blocks);
+	}
+	/* NCCL_DET_LL_WIDE_MIN: 0 never; half the threshold from 16 KiB at 8 ranks. */
+	{
+		struct ndet_plan_params q = params_of(64 * 1024 / 4, NDET_DTYPE_F32, 8);
+		q.ll_max = 256 * 1024;
+		q.ll_wide_min = 0;
+		assert_int_equal(ndet_plan_make(&q, &plan), NDET_OK);
+		assert_int_equal(plan.ll_line, 8);
+		assert_int_equal(plan.blocks, 16);
+		q.ll_wide_min = NDET_PLAN_LL_WIDE_MIN / 2;
+		q.count = 16 * 1024 / 4;
+		assert_int_equal(ndet_plan_make(&q, &plan), NDET_OK);
+		assert_int_equal(plan.ll_line, 12);
+		assert_int_equal(plan.blocks, 6);
+		q.count--;
+		assert_int_equal(ndet_plan_make(&q, &plan), NDET_OK);
+		assert_int_equal(plan.ll_line, 8);
 	}
 	/* Off with NCCL_DET_LL_MAX below the message; other paths have no lines. */
 	struct ndet_plan_params p = params_of(64 * 1024 / 4, NDET_DTYPE_F32, 8);

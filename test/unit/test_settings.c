@@ -56,6 +56,7 @@ static const char *const test_variables[] = {
 	"NCCL_DET_TUNER_CHANNELS",
 	"NCCL_DET_EXPECT",
 	"NCCL_DET_LL_MAX",
+	"NCCL_DET_LL_WIDE_MIN",
 	"NCCL_DET_PUSH_MIN",
 	"NCCL_DET_HOSTS_STAGING",
 	/* Misspellings the unknown-name test sets. */
@@ -844,7 +845,7 @@ static void test_settings_info_dump(void **state)
 			 1);
 	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_DEBUG=INFO (environment)"),
 			 1);
-	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_"), 22);
+	assert_int_equal(test_count_lines(log, "NCCL-DET INFO NCCL_DET_"), 23);
 	free(log);
 
 	/* INFO for another subsystem only: no dump. */
@@ -867,7 +868,7 @@ static void test_settings_dump_table(void **state)
 		"NCCL_DET_DEBUG_SUBSYS",  "NCCL_DET_DEBUG_FILE",     "NCCL_DET_TUNER_ALGO",
 		"NCCL_DET_TUNER_PROTO",   "NCCL_DET_TUNER_CHANNELS", "NCCL_DET_EXPECT",
 		"NCCL_DET_LL_MAX",        "NCCL_DET_PUSH_MIN",       "NCCL_DET_TEST_HOST",
-		"NCCL_DET_HOSTS_STAGING",
+		"NCCL_DET_HOSTS_STAGING", "NCCL_DET_LL_WIDE_MIN",
 	};
 	test_setenv("NCCL_DET_MAX_MEMORY", "1048577");
 	test_setenv("NCCL_DET_STRICT", "bad");
@@ -912,11 +913,12 @@ static void test_settings_agreement_hash_fields(void **state)
 	 * NCCL_DET_ONESHOT_MAX 64 KiB -> auto after it) or with the format
 	 * (NCCL_DET_LL_MAX joined in format 2, NCCL_DET_PUSH_MIN in format 3, the
 	 * planner's grid changed in format 4, auto in format 5, even steps in format 6,
-	 * 512-byte segments in format 7, NCCL_DET_HOSTS_STAGING joined in format 8).
-	 * Recomputed apart from this code: FNV-1a 64 over the little-endian bytes of 8,
-	 * 0, 96 MiB, 2^64 - 1 (auto), 96, 256 KiB, 4 MiB, 96 MiB.
+	 * 512-byte segments in format 7, NCCL_DET_HOSTS_STAGING joined in format 8,
+	 * NCCL_DET_LL_WIDE_MIN in format 9).  Recomputed apart from this code: FNV-1a 64
+	 * over the little-endian bytes of 9, 0, 96 MiB, 2^64 - 1 (auto), 96, 256 KiB, 0,
+	 * 4 MiB, 96 MiB.
 	 */
-	assert_int_equal(base, UINT64_C(0x826fb1a22fb6b4d1));
+	assert_int_equal(base, UINT64_C(0xed59f76b87334a48));
 
 	struct ndet_settings changed;
 	memcpy(&changed, defaults, sizeof(changed));
@@ -936,6 +938,9 @@ static void test_settings_agreement_hash_fields(void **state)
 	assert_int_not_equal(ndet_settings_agreement_hash(&changed), base);
 	memcpy(&changed, defaults, sizeof(changed));
 	changed.ll_max = 4096;
+	assert_int_not_equal(ndet_settings_agreement_hash(&changed), base);
+	memcpy(&changed, defaults, sizeof(changed));
+	changed.ll_wide_min = 224 * 1024;
 	assert_int_not_equal(ndet_settings_agreement_hash(&changed), base);
 	memcpy(&changed, defaults, sizeof(changed));
 	changed.push_min = 0;
@@ -971,6 +976,7 @@ static void test_settings_agreement_hash_fields(void **state)
 	noisy.oneshot_max = defaults->oneshot_max;
 	noisy.max_blocks = defaults->max_blocks;
 	noisy.ll_max = defaults->ll_max;
+	noisy.ll_wide_min = defaults->ll_wide_min;
 	noisy.push_min = defaults->push_min;
 	noisy.hosts_staging = defaults->hosts_staging;
 	assert_int_equal(ndet_settings_agreement_hash(&noisy), base);
