@@ -35,8 +35,8 @@ const ndet_type_kernels ndet_kernels[NDET_DTYPE_COUNT] = {
  * where each has its own, in three shapes: one line per thread where the blocks hold at
  * most half NDET_LL_BLOCK_BYTES (the table's ll1_max_elems), else two, and one wide
  * line per thread where args.ll_line says so (the planner: sum and avg of up to 8
- * ranks, elements of at most 4 bytes).  Prod, min and
- * max take the generic ones, which also serve every op beyond 8 ranks.  Those of the
+ * ranks, elements of at most 4 bytes).  Prod, min and max take the generic ones,
+ * which also serve every op beyond 8 ranks.  Those of the
  * 16-rank bucket hold one block per SM, which the planner's grid cap assumes for prod,
  * min and max from 3 ranks (src/protocol/ndet_plan.c, ndet_plan_device_capacity): a
  * change of buckets here changes it there.

@@ -271,10 +271,10 @@ __device__ __forceinline__ uint32_t ndet_ll_step8(uint64_t t)
  * inside the chunk) from its own LL slots of parity `parity`, into payload[l][r]: each
  * round issues one load per line still missing before it looks at any, so lines that
  * are there cost one memory latency in all, not one per line and peer.  A line is there
- * when both halves hold their tags (tags[l]).  Polls like ndet_wait (abort word, host abort,
- * deadline), and also the ready flag of each peer still missing: a peer that reached this step with
- * another signature (another call, or a path that waits for our ready instead) fails
- * the call at once.  On failure *bad_peer is that peer (a timeout: the lowest peer still
+ * when both halves hold their tags (tags[l]).  Polls like ndet_wait (abort word, host
+ * abort, deadline), and also the ready flag of each peer still missing: a peer that
+ * reached this step with another signature (another call, or a path that waits for
+ * our ready instead) fails the call at once.  On failure *bad_peer is that peer (a timeout: the lowest peer still
  * missing) and *observed its ready.  `aborted_at_start`: the host abort flag as block 0
  * read it at kernel start (shared; 0 in other blocks, and until thread 32 has it),
  * looked at only once a line keeps us waiting: a call that was aborted before it
