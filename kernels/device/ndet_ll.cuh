@@ -274,12 +274,11 @@ __device__ __forceinline__ uint32_t ndet_ll_step8(uint64_t t)
  * when both halves hold their tags (tags[l]).  Polls like ndet_wait (abort word, host
  * abort, deadline), and also the ready flag of each peer still missing: a peer that
  * reached this step with another signature (another call, or a path that waits for
- * our ready instead) fails the call at once.  On failure *bad_peer is that peer (a timeout: the lowest peer still
- * missing) and *observed its ready.  `aborted_at_start`: the host abort flag as block 0
- * read it at kernel start (shared; 0 in other blocks, and until thread 32 has it),
- * looked at only once a line keeps us waiting: a call that was aborted before it
- * started fails there, naming this rank, while one whose lines are all there
- * completes like its peers.
+ * our ready instead) fails the call at once.  On failure *bad_peer is that peer (a timeout: the
+ * lowest peer still missing) and *observed its ready.  `aborted_at_start`: the host abort flag as
+ * block 0 read it at kernel start (shared; 0 in other blocks, and until thread 32 has it), looked
+ * at only once a line keeps us waiting: a call that was aborted before it started fails there,
+ * naming this rank, while one whose lines are all there completes like its peers.
  */
 template <int W, int NR, int L>
 __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &st, uint64_t parity,
