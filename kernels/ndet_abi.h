@@ -58,8 +58,9 @@ typedef enum {
  * NDET_LL_BLOCK_LINES 16-byte lines).  A line carries NDET_LL_LINE_DATA bytes of data
  * and a 32-bit tag in each 8-byte half; a wide line (elements of 1, 2 and 4 bytes,
  * large LL messages: ndet_plan.h) NDET_LL_WIDE_LINE_DATA and a 16-bit tag in each, in
- * blocks of one line per thread (NDET_LL_WIDE_BLOCK_BYTES).  args.ll_line names the
- * format of an LL call (device/ndet_ll.cuh).
+ * blocks of up to NDET_LL_WIDE_BLOCK_BYTES, the same slot of NDET_LL_BLOCK_LINES lines.
+ * Either format has kernels of one line per thread, for blocks of at most half that.
+ * args.ll_line names the format of an LL call (device/ndet_ll.cuh).
  */
 #define NDET_LL_LINES_PER_THREAD 2
 #define NDET_LL_BLOCK_LINES      (NDET_KERNEL_THREADS * NDET_LL_LINES_PER_THREAD)
@@ -67,7 +68,7 @@ typedef enum {
 #define NDET_LL_BLOCK_BYTES      (NDET_LL_BLOCK_LINES * NDET_LL_LINE_DATA)
 #define NDET_LL_SLOT_BYTES       (NDET_LL_BLOCK_LINES * 16)
 #define NDET_LL_WIDE_LINE_DATA   12
-#define NDET_LL_WIDE_BLOCK_BYTES (NDET_KERNEL_THREADS * NDET_LL_WIDE_LINE_DATA)
+#define NDET_LL_WIDE_BLOCK_BYTES (NDET_LL_BLOCK_LINES * NDET_LL_WIDE_LINE_DATA)
 
 /*
  * LL tags repeat every 255 LL steps (doc/protocol.md, LL), so on one slot parity a line

@@ -32,10 +32,10 @@ const ndet_type_kernels ndet_kernels[NDET_DTYPE_COUNT] = {
 /*
  * The kernel of one checked call: its path, the class of its op and its rank bucket
  * (device/ndet_path_kernels.cuh).  Sum and avg share their kernels but on the LL path,
- * where each has its own, in three shapes: one line per thread where the blocks hold at
- * most half NDET_LL_BLOCK_BYTES (the table's ll1_max_elems), else two, and one wide
- * line per thread where args.ll_line says so (the planner: sum and avg of up to 8
- * ranks, elements of at most 4 bytes).  Prod, min and max take the generic ones,
+ * where each has its own, in four shapes: lines of 8 data bytes or, where args.ll_line
+ * says so, wide ones (the planner: sum and avg of up to 8 ranks, elements of at most
+ * 4 bytes); one line per thread where the blocks hold at most half a full block (the
+ * table's ll1_max_elems and llw1_max_elems), else two.  Prod, min and max take the generic ones,
  * which also serve every op beyond 8 ranks.  Those of the
  * 16-rank bucket hold one block per SM, which the planner's grid cap assumes for prod,
  * min and max from 3 ranks (src/protocol/ndet_plan.c, ndet_plan_device_capacity): a
@@ -53,7 +53,11 @@ ndet_kernel_fn ndet_kernel_select(const ndet_kernel_args &args)
 	case NDET_PATH_LL:
 		if (!special)
 			return k.push_ll->ll_generic[generic];
-		if (args.ll_line == NDET_LL_WIDE_LINE_DATA) /* NULL for f64: refused below */
+		if (args.ll_line == NDET_LL_WIDE_LINE_DATA && /* NULL for f64: refused below */
+		    args.chunk_elems <= k.push_ll->llw1_max_elems)
+			return args.op == NDET_OP_AVG ? k.push_ll->llw1_avg[bucket]
+						      : k.push_ll->llw1_sum[bucket];
+		if (args.ll_line == NDET_LL_WIDE_LINE_DATA)
 			return args.op == NDET_OP_AVG ? k.push_ll->llw_avg[bucket]
 						      : k.push_ll->llw_sum[bucket];
 		if (args.chunk_elems <= k.push_ll->ll1_max_elems)
@@ -160,6 +164,8 @@ static int ndet_kernel_load_type(const ndet_type_kernels &k)
 	NDET_LOAD_ARRAY(k.push_ll->ll1_avg);
 	NDET_LOAD_ARRAY(k.push_ll->llw_sum);
 	NDET_LOAD_ARRAY(k.push_ll->llw_avg);
+	NDET_LOAD_ARRAY(k.push_ll->llw1_sum);
+	NDET_LOAD_ARRAY(k.push_ll->llw1_avg);
 	NDET_LOAD_ARRAY(k.push_ll->push_generic);
 	NDET_LOAD_ARRAY(k.push_ll->ll_generic);
 	return 0;

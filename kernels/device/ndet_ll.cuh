@@ -470,19 +470,23 @@ constexpr int kLLOpSum = 1;
 constexpr int kLLOpAvg = 2;
 
 /*
- * The largest chunk (elements of DT) of a block of one line per thread: LL calls whose
- * blocks hold at most NDET_LL_BLOCK_BYTES / 2 run the kernels of L = 1 (fewer
- * registers: at 8 ranks, no spill).  ndet_kernel_select reads it from the kernel table
- * (ll1_max_elems), the all-ranks kernel through ndet_ll_one_line.
+ * The largest chunk (elements of DT) of a block of one line per thread, in lines of W
+ * data bytes: LL calls whose blocks hold at most half a full block (NDET_LL_BLOCK_BYTES,
+ * NDET_LL_WIDE_BLOCK_BYTES) run the kernels of L = 1 (fewer registers: at 8 ranks, no
+ * spill).  ndet_kernel_select reads it from the kernel table (ll1_max_elems,
+ * llw1_max_elems), the all-ranks kernel through ndet_ll_one_line.
  */
-template <int DT> __host__ __device__ constexpr uint64_t ndet_ll_one_line_elems()
+template <int DT, int W = NDET_LL_LINE_DATA>
+__host__ __device__ constexpr uint64_t ndet_ll_one_line_elems()
 {
-	return NDET_LL_BLOCK_BYTES / 2 / sizeof(typename ndet_dtype<DT>::T);
+	return (W == NDET_LL_WIDE_LINE_DATA ? NDET_LL_WIDE_BLOCK_BYTES : NDET_LL_BLOCK_BYTES) / 2 /
+	       sizeof(typename ndet_dtype<DT>::T);
 }
 
-template <int DT> __device__ __forceinline__ bool ndet_ll_one_line(const ndet_kernel_args &a)
+template <int DT, int W = NDET_LL_LINE_DATA>
+__device__ __forceinline__ bool ndet_ll_one_line(const ndet_kernel_args &a)
 {
-	return a.chunk_elems <= ndet_ll_one_line_elems<DT>();
+	return a.chunk_elems <= ndet_ll_one_line_elems<DT, W>();
 }
 
 /*
@@ -620,9 +624,8 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 {
 	typedef typename ndet_dtype<DT>::T T;
 	typedef ndet_ll_line<W> Line;
-	static_assert(W == NDET_LL_LINE_DATA ||
-			      (W == NDET_LL_WIDE_LINE_DATA && L == 1 && W % sizeof(T) == 0),
-		      "wide lines: one per thread, whole elements");
+	static_assert(W == NDET_LL_LINE_DATA || (W == NDET_LL_WIDE_LINE_DATA && W % sizeof(T) == 0),
+		      "wide lines of whole elements");
 	static_assert(L >= 1 && L <= NDET_LL_LINES_PER_THREAD, "lines per thread");
 	const uint32_t b = blockIdx.x;
 	const int n = a.nranks, me = a.rank;

@@ -53,8 +53,8 @@ __device__ __forceinline__ void ndet_ll_start(const ndet_kernel_args &a, ndet_bl
  * two-shot and reduce-scatter, which args.path tells apart), push or LL.  Push and
  * LL are never planned with PreMulSum (ndet_plan.h): they have no kPremul kernels.
  * LLOP: the ops an LL kernel serves (ndet_ll.cuh), L the lines per thread it carries
- * (1: blocks of at most NDET_LL_BLOCK_BYTES / 2 only), W the data bytes of its lines
- * (NDET_LL_WIDE_LINE_DATA: args.ll_line wide, L = 1); the other paths ignore them.
+ * (1: blocks of at most half a full block only), W the data bytes of its lines
+ * (NDET_LL_WIDE_LINE_DATA: args.ll_line wide); the other paths ignore them.
  */
 template <int PATH, int DT, int K, int NR, int LLOP = kLLOpRuntime,
 	  int L = NDET_LL_LINES_PER_THREAD, int W = NDET_LL_LINE_DATA>
@@ -107,9 +107,15 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(8))
 		return;
 	if constexpr (K != kPremul) {
 		if constexpr (NDET_LL_WIDE_LINE_DATA % sizeof(typename ndet_dtype<DT>::T) == 0) {
-			if (a.path == NDET_PATH_LL && a.ll_line == NDET_LL_WIDE_LINE_DATA)
+			constexpr int Wide = NDET_LL_WIDE_LINE_DATA;
+			if (a.path == NDET_PATH_LL && a.ll_line == Wide &&
+			    ndet_ll_one_line<DT, Wide>(a))
 				return ndet_path_block<NDET_PATH_LL, DT, K, 8, kLLOpRuntime, 1,
-						       NDET_LL_WIDE_LINE_DATA>(a, st, start);
+						       Wide>(a, st, start);
+			if (a.path == NDET_PATH_LL && a.ll_line == Wide)
+				return ndet_path_block<NDET_PATH_LL, DT, K, 8, kLLOpRuntime,
+						       NDET_LL_LINES_PER_THREAD, Wide>(a, st,
+										       start);
 		}
 		if (a.path == NDET_PATH_LL && ndet_ll_one_line<DT>(a))
 			return ndet_path_block<NDET_PATH_LL, DT, K, 8, kLLOpRuntime, 1>(a, st,
@@ -135,18 +141,19 @@ __global__ void __launch_bounds__(NDET_KERNEL_THREADS, NDET_KERNEL_OCCUPANCY(8))
 /*
  * In ndet_pull_<dtype>.cu and ndet_push_ll_<dtype>.cu (kernels/libndet_kernels.la).
  * NDET_PUSH_LL_KERNELS' WIDE: NDET_LL_WIDE_KERNELS(DT) for elements of 1, 2 and 4
- * bytes, NDET_LL_NO_WIDE_KERNELS for 8 (12 bytes hold no whole one).
+ * bytes, NDET_LL_NO_WIDE_KERNELS for 8 (12 bytes hold no whole one): the kernels of
+ * wide lines, two and one per thread, and the largest chunk of one per thread.
  */
 #define NDET_LL_WIDE_KERNELS(DT)                                                                   \
-	{NDET_LL_BUCKETS_OF(DT, kLLOpSum, 1, NDET_LL_WIDE_LINE_DATA)},                             \
-	{                                                                                          \
-		NDET_LL_BUCKETS_OF(DT, kLLOpAvg, 1, NDET_LL_WIDE_LINE_DATA)                        \
-	}
+	{NDET_LL_BUCKETS_OF(DT, kLLOpSum, NDET_LL_LINES_PER_THREAD, NDET_LL_WIDE_LINE_DATA)},      \
+		{NDET_LL_BUCKETS_OF(DT, kLLOpAvg, NDET_LL_LINES_PER_THREAD,                        \
+				    NDET_LL_WIDE_LINE_DATA)},                                      \
+		{NDET_LL_BUCKETS_OF(DT, kLLOpSum, 1, NDET_LL_WIDE_LINE_DATA)},                     \
+		{NDET_LL_BUCKETS_OF(DT, kLLOpAvg, 1, NDET_LL_WIDE_LINE_DATA)},                     \
+		ndet_ll_one_line_elems<DT, NDET_LL_WIDE_LINE_DATA>()
 #define NDET_LL_NO_WIDE_KERNELS                                                                    \
-	{nullptr, nullptr, nullptr},                                                               \
-	{                                                                                          \
-		nullptr, nullptr, nullptr                                                          \
-	}
+	{nullptr, nullptr, nullptr}, {nullptr, nullptr, nullptr}, {nullptr, nullptr, nullptr},     \
+		{nullptr, nullptr, nullptr}, 0
 #define NDET_PULL_KERNELS(DT, SUFFIX)                                                              \
 	const ndet_pull_kernels ndet_pull_kernels_##SUFFIX = {                                     \
 		{NDET_BUCKETS_OF(NDET_PATH_ONESHOT, DT, kSum)},                                    \

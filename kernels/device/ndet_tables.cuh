@@ -46,8 +46,11 @@ struct ndet_push_ll_kernels {
 	ndet_kernel_fn ll_avg[NDET_KERNEL_BUCKETS];  /* avg only */
 	ndet_kernel_fn ll1_sum[NDET_KERNEL_BUCKETS]; /* one line per thread (ndet_ll_one_line) */
 	ndet_kernel_fn ll1_avg[NDET_KERNEL_BUCKETS];
-	ndet_kernel_fn llw_sum[NDET_KERNEL_BUCKETS]; /* wide lines, one per thread; */
-	ndet_kernel_fn llw_avg[NDET_KERNEL_BUCKETS]; /* NULL where no element fits whole */
+	ndet_kernel_fn llw_sum[NDET_KERNEL_BUCKETS];  /* wide lines; NULL where no */
+	ndet_kernel_fn llw_avg[NDET_KERNEL_BUCKETS];  /* element fits one whole */
+	ndet_kernel_fn llw1_sum[NDET_KERNEL_BUCKETS]; /* wide lines, one per thread */
+	ndet_kernel_fn llw1_avg[NDET_KERNEL_BUCKETS];
+	uint64_t llw1_max_elems; /* the largest chunk of llw1_* (0 without wide kernels) */
 	ndet_kernel_fn push_generic[NDET_KERNEL_GENERIC_BUCKETS]; /* prod, min, max */
 	ndet_kernel_fn ll_generic[NDET_KERNEL_GENERIC_BUCKETS];   /* and sum, avg beyond 8 */
 	uint64_t ll1_max_elems; /* ndet_ll_one_line_elems: the largest chunk of ll1_* */

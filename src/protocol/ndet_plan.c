@@ -162,23 +162,32 @@ static uint64_t ndet_plan_ll_block_bytes(const struct ndet_plan_params *params, 
 }
 
 /*
- * Whether an LL plan of `bytes` (at most NDET_LL_MAX_BYTES) takes wide lines
- * (ndet_plan.h, ll_wide_min): the kernels of wide lines are those of sum and
- * avg in the buckets of up to 8 ranks, for elements that fill 12 bytes whole.
+ * Bytes per block of an LL plan of `bytes` (at most NDET_LL_MAX_BYTES) in wide lines
+ * (ndet_plan.h, ll_wide_min), 0 where it keeps lines of 8 bytes: the kernels of wide
+ * lines are those of sum and avg in the buckets of up to 8 ranks, for elements that
+ * fill 12 bytes whole.  One wide line per thread where that grid fits both the cap and
+ * the pool's LL slots, else two where that one does (a slot holds either).
  */
-_Static_assert(NDET_LL_WIDE_BLOCK_BYTES == NDET_KERNEL_THREADS * NDET_LL_WIDE_LINE_DATA &&
-		       NDET_KERNEL_THREADS * 16 <= NDET_LL_SLOT_BYTES,
-	       "a wide block is one line per thread, within a slot");
-static bool ndet_plan_ll_wide(const struct ndet_plan_params *params, uint64_t bytes)
+_Static_assert(NDET_LL_WIDE_BLOCK_BYTES == NDET_LL_BLOCK_LINES * NDET_LL_WIDE_LINE_DATA &&
+		       NDET_LL_BLOCK_LINES * 16 == NDET_LL_SLOT_BYTES,
+	       "a wide block of up to two lines per thread fills one slot");
+static uint64_t ndet_plan_ll_wide_block_bytes(const struct ndet_plan_params *params, uint64_t bytes)
 {
 	const uint64_t size = ndet_dtype_size(params->dtype);
 	const bool sum = params->op == NDET_OP_SUM || params->op == NDET_OP_AVG;
-	const uint64_t blocks = ndet_plan_div_up(bytes, NDET_LL_WIDE_BLOCK_BYTES);
-	return params->ll_wide_min != 0 && NDET_LL_WIDE_LINE_DATA % size == 0 && sum &&
-	       !params->premul && params->nranks <= 8 && bytes <= NDET_LL_MAX_BYTES &&
-	       (uint64_t)(params->nranks - 1) * bytes >= params->ll_wide_min &&
-	       blocks <= ndet_plan_grid_cap(params) &&
-	       blocks <= ndet_plan_ll_blocks(params->ll_max);
+	if (params->ll_wide_min == 0 || NDET_LL_WIDE_LINE_DATA % size != 0 || !sum ||
+	    params->premul || params->nranks > 8 || bytes > NDET_LL_MAX_BYTES ||
+	    (uint64_t)(params->nranks - 1) * bytes < params->ll_wide_min)
+		return 0;
+	const uint64_t cap = ndet_plan_grid_cap(params);
+	const uint64_t slots = ndet_plan_ll_blocks(params->ll_max);
+	for (uint64_t block = NDET_LL_WIDE_BLOCK_BYTES / 2; block <= NDET_LL_WIDE_BLOCK_BYTES;
+	     block *= 2) {
+		const uint64_t blocks = ndet_plan_div_up(bytes, block);
+		if (blocks <= cap && blocks <= slots)
+			return block;
+	}
+	return 0;
 }
 
 uint64_t ndet_plan_oneshot_max(uint64_t oneshot_max, int nranks, ndet_coll_t coll)
@@ -254,9 +263,10 @@ ndet_status_t ndet_plan_make(const struct ndet_plan_params *params, struct ndet_
 		const uint64_t ll_max = ndet_plan_ll_bytes(params->ll_max);
 		const uint64_t oneshot_max =
 			ndet_plan_oneshot_max(params->oneshot_max, params->nranks, params->coll);
-		const bool ll_wide = ndet_plan_ll_wide(params, bytes);
-		const uint64_t ll_block_bytes = ll_wide ? NDET_LL_WIDE_BLOCK_BYTES
-							: ndet_plan_ll_block_bytes(params, bytes);
+		const uint64_t wide_block_bytes = ndet_plan_ll_wide_block_bytes(params, bytes);
+		const bool ll_wide = wide_block_bytes != 0;
+		const uint64_t ll_block_bytes =
+			ll_wide ? wide_block_bytes : ndet_plan_ll_block_bytes(params, bytes);
 		if (!scatter && !params->premul && bytes <= ll_max && ll_block_bytes != 0) {
 			/* One step, a block per ll_block_bytes (whole pairs of lines). */
 			result.path = NDET_PATH_LL;

@@ -57,11 +57,12 @@ extern "C" {
 #define NDET_PLAN_LL_SMALL_MAX (16u * 1024u)
 
 /*
- * Wide LL lines (ndet_abi.h: 12 data bytes in each 16-byte line instead of 8, blocks of
- * NDET_LL_WIDE_BLOCK_BYTES, one line per thread) where an LL step moves the most bytes:
- * sum and avg of 2-8 ranks, elements of 1, 2 or 4 bytes, (nranks - 1) x bytes at least
- * params.ll_wide_min (NCCL_DET_LL_WIDE_MIN, 0: never), where that grid fits the cap
- * and the pool's LL slots.  NDET_PLAN_LL_WIDE_MIN is the threshold measured best
+ * Wide LL lines (ndet_abi.h: 12 data bytes in each 16-byte line instead of 8) where an
+ * LL step moves the most bytes: sum and avg of 2-8 ranks, elements of 1, 2 or 4 bytes,
+ * (nranks - 1) x bytes at least params.ll_wide_min (NCCL_DET_LL_WIDE_MIN, 0: never),
+ * in blocks of NDET_LL_WIDE_BLOCK_BYTES / 2 (one line per thread) where that grid fits
+ * the cap and the pool's LL slots, else of NDET_LL_WIDE_BLOCK_BYTES (two) where that
+ * one does.  NDET_PLAN_LL_WIDE_MIN is the threshold measured best
  * (from 32 KiB at 8 ranks, 75 KiB at 4).  A step then stores and polls 4/3 (n - 1)
  * bytes per message byte instead of 2 (n - 1).  With ranks sharing one H100, in graphs, wide
  * lines took 0.83 of the time at 64 KiB and 0.96 at 32 KiB at 8 ranks, 0.99-1.01 at
@@ -228,8 +229,8 @@ const char *ndet_plan_path_name(ndet_path_t path);
  * and the pool's LL slots (ndet_plan_ll_blocks), else NDET_LL_BLOCK_BYTES / 2 per
  * block when that grid fits both, else NDET_LL_BLOCK_BYTES per block when that grid
  * fits the cap; ll_max above NDET_LL_MAX_BYTES counts as that (the pool has no more
- * slots).  Lines of NDET_LL_LINE_DATA bytes (ll_line), or wide ones in blocks of
- * NDET_LL_WIDE_BLOCK_BYTES where ll_wide_min says so.
+ * slots).  Lines of NDET_LL_LINE_DATA bytes (ll_line), or wide ones where ll_wide_min
+ * says so (NDET_PLAN_LL_WIDE_MIN above).
  *
  * Plan one call.  NDET_ERR_INVALID_ARGUMENT for an invalid dtype/op/collective,
  * PreMulSum with an op other than sum, a root outside [0, nranks), nranks outside

@@ -456,7 +456,7 @@ void gpu_run_matrix(struct gpu_rank *rank, bool quick)
 }
 
 /*
- * The most wide blocks such an engine plans: its grid cap (every rank on this one GPU,
+ * The most LL blocks such an engine plans: its grid cap (every rank on this one GPU,
  * as setup finds them; a GPU of at least 96 SMs) and the pool's LL slots.
  */
 static size_t gpu_ll_wide_blocks(int nranks)
@@ -475,14 +475,22 @@ size_t gpu_ll_wide_count(int nranks, ndet_dtype_t dtype, int which)
 	const size_t size = gpu_size(dtype);
 	const size_t peers = nranks > 1 ? (size_t)nranks - 1 : 1;
 	const size_t least = (NDET_PLAN_LL_WIDE_MIN + peers - 1) / peers; /* bytes */
-	const size_t most = gpu_ll_wide_blocks(nranks) * NDET_LL_WIDE_BLOCK_BYTES;
-	return which == 0 ? (least + size - 1) / size + 1 : most / size - 3;
+	const size_t one = gpu_ll_wide_blocks(nranks) * (NDET_LL_WIDE_BLOCK_BYTES / 2);
+	size_t two = gpu_ll_wide_blocks(nranks) * NDET_LL_WIDE_BLOCK_BYTES;
+	two = two < NDET_GPU_WIDE_LL ? two : NDET_GPU_WIDE_LL;
+	if (which == 0)
+		return (least + size - 1) / size + 1;
+	return which == 1 ? one / size - 3 : two / size - 5;
 }
 
 bool gpu_ll_wide_expected(int nranks, ndet_dtype_t dtype, ndet_op_t op, size_t count)
 {
 	const size_t size = gpu_size(dtype), bytes = count * size;
-	const size_t blocks = (bytes + NDET_LL_WIDE_BLOCK_BYTES - 1) / NDET_LL_WIDE_BLOCK_BYTES;
+	const size_t half = NDET_LL_WIDE_BLOCK_BYTES / 2, full = NDET_LL_WIDE_BLOCK_BYTES;
+	/* One line per thread where that grid fits, else two. */
+	const size_t blocks = (bytes + half - 1) / half <= gpu_ll_wide_blocks(nranks)
+				      ? (bytes + half - 1) / half
+				      : (bytes + full - 1) / full;
 	return size <= 4 && (op == NDET_OP_SUM || op == NDET_OP_AVG) && nranks >= 2 &&
 	       nranks <= 8 && bytes <= NDET_GPU_WIDE_LL &&
 	       (size_t)(nranks - 1) * bytes >= NDET_PLAN_LL_WIDE_MIN &&
@@ -508,7 +516,7 @@ bool gpu_ll_wide_check(const struct ndet_engine *engine, int nranks, ndet_dtype_
 
 void gpu_run_ll_wide(struct gpu_rank *rank)
 {
-	/* Either count is below NCCL_DET_LL_MAX (at 2 ranks the first is 224 KiB). */
+	/* Every count is at most NCCL_DET_LL_MAX (at 2 ranks the first is 224 KiB). */
 	const size_t span = NDET_GPU_WIDE_LL + 256;
 	static const ndet_op_t ops[] = {NDET_OP_SUM, NDET_OP_AVG, NDET_OP_PROD};
 	char *send_base = NULL, *recv_base = NULL;
@@ -519,7 +527,7 @@ void gpu_run_ll_wide(struct gpu_rank *rank)
 		if (!gpu_dtype_selected((ndet_dtype_t)dtype))
 			continue;
 		for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
-			for (int which = 0; which < 2; which++) {
+			for (int which = 0; which < 3; which++) {
 				const size_t count =
 					gpu_ll_wide_count(rank->nranks, (ndet_dtype_t)dtype, which);
 				const bool expected = gpu_ll_wide_expected(

@@ -166,10 +166,11 @@ void gpu_run_abort_at_start(struct gpu_rank *rank, size_t count);
  * Wide LL lines (src/protocol/ndet_plan.h, NDET_PLAN_LL_WIDE_MIN) on an engine of
  * NDET_GPU_WIDE_BLOCKS blocks and NCCL_DET_LL_MAX NDET_GPU_WIDE_LL (ndet_gpu_sizes.h),
  * every rank on one GPU: gpu_ll_wide_count gives a count of `dtype` past the rule's
- * threshold at `nranks` ranks, an element more than the smallest (which 0), or near
- * the largest grid (which 1), and whether the planner must take wide lines for it
- * with `op` (gpu_ll_wide_expected).  gpu_run_ll_wide checks every dtype with sum, avg
- * and prod at both counts, aligned, offset and in place, misaligned, and first that
+ * threshold at `nranks` ranks, an element more than the smallest (which 0), near the
+ * largest grid of one line per thread (which 1) or of two (which 2: at most
+ * NDET_GPU_WIDE_LL), and whether the planner must take wide lines for it with `op`
+ * (gpu_ll_wide_expected).  gpu_run_ll_wide checks every dtype with sum, avg and prod
+ * at each count, aligned, offset and in place, misaligned, and first that
  * each plan takes wide lines exactly where expected (a harness that never reached
  * them fails).
  */

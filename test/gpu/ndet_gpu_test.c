@@ -665,7 +665,8 @@ static void sanitize_run(struct loopback_world *world)
 	/*
 	 * NDET_TEST_WIDE=1 (engines of NDET_GPU_WIDE_BLOCKS blocks and NDET_GPU_WIDE_LL:
 	 * test/gpu/suite.sh): only the wide LL lines of every dtype that has them, sum
-	 * and avg, each plan checked to take them (gpu_ll_wide_expected).
+	 * and avg, one and two lines per thread, each plan checked to take them
+	 * (gpu_ll_wide_expected).
 	 */
 	if (wide_only) {
 		static const ndet_op_t ops[] = {NDET_OP_SUM, NDET_OP_AVG};
@@ -673,16 +674,17 @@ static void sanitize_run(struct loopback_world *world)
 		for (int dtype = 0; dtype < NDET_DTYPE_COUNT; dtype++) {
 			if (!gpu_dtype_selected((ndet_dtype_t)dtype))
 				continue;
-			for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
-				const size_t count = gpu_ll_wide_count(n, (ndet_dtype_t)dtype, 0);
-				const bool expected =
-					gpu_ll_wide_expected(n, (ndet_dtype_t)dtype, ops[o], count);
+			for (size_t o = 0; o < 2 * sizeof(ops) / sizeof(ops[0]); o++) {
+				const size_t count =
+					gpu_ll_wide_count(n, (ndet_dtype_t)dtype, o % 2 ? 2 : 0);
+				const bool expected = gpu_ll_wide_expected(n, (ndet_dtype_t)dtype,
+									   ops[o / 2], count);
 				world->checks++;
 				if (!gpu_ll_wide_check(world->engines[0], n, (ndet_dtype_t)dtype,
-						       ops[o], count))
+						       ops[o / 2], count))
 					world->failures++;
 				if (expected) {
-					sanitize_call(world, stream, dtype, ops[o], count);
+					sanitize_call(world, stream, dtype, ops[o / 2], count);
 					wide_calls++;
 				}
 			}

@@ -1215,22 +1215,28 @@ static void test_gpu_harness_sizes_reach_every_path(void **state)
 		/*
 		 * The wide LL phase (gpu_run_ll_wide): at 3-8 ranks its engine takes wide
 		 * lines for f32 sum from an element past the rule's threshold up to its
-		 * grid (the cap of n ranks on one GPU, the pool's 64 slots); f64 never.
+		 * grid (the cap of n ranks on one GPU, the pool's 64 slots) of one line per
+		 * thread, and past it in two up to NCCL_DET_LL_MAX; f64 never.
 		 */
 		if (n >= 3 && n <= 8) {
 			struct ndet_engine_config wide =
 				harness_config(n, NDET_GPU_WIDE_BLOCKS, NDET_GPU_TEST_PUSH);
 			wide.ll_max = NDET_GPU_WIDE_LL;
 			wide.ll_wide_min = NDET_PLAN_LL_WIDE_MIN;
-			const size_t most = (192 / (size_t)n < 64 ? 192 / (size_t)n : 64) * 3072;
+			const size_t grid = 192 / (size_t)n < 64 ? 192 / (size_t)n : 64;
+			const size_t two = grid * 6144 < 256 * 1024 ? grid * 6144 : 256 * 1024;
 			const size_t counts[] = {
 				(224 * 1024 + (size_t)n - 2) / ((size_t)n - 1) / 4 + 1,
-				most / 4 - 3};
-			for (size_t i = 0; i < 2; i++) {
+				grid * 3072 / 4 - 3, two / 4 - 5};
+			for (size_t i = 0; i < 3; i++) {
 				const struct ndet_plan plan = f32_sum_plan(&wide, counts[i]);
-				if (plan.path != NDET_PATH_LL || plan.ll_line != 12)
-					fail_msg("n=%d wide count %zu: path %d, lines of %u", n,
-						 counts[i], (int)plan.path, plan.ll_line);
+				if (plan.path != NDET_PATH_LL || plan.ll_line != 12 ||
+				    plan.chunk_elems * 4 != (i < 2 ? 3072u : 6144u))
+					fail_msg("n=%d wide count %zu: path %d, lines of %u, "
+						 "blocks of "
+						 "%llu elements",
+						 n, counts[i], (int)plan.path, plan.ll_line,
+						 (unsigned long long)plan.chunk_elems);
 				struct ndet_plan f64;
 				assert_int_equal(ndet_engine_plan_for_config(&wide, counts[i] / 2,
 									     NDET_DTYPE_F64,

@@ -43,10 +43,12 @@ static uint64_t expected_ll_block_bytes(const struct ndet_plan_params *p, uint64
 {
 	const uint64_t cap = ndet_plan_grid_cap(p), slots = ndet_plan_ll_blocks(p->ll_max);
 	/* Wide lines first (test_plan_ll_wide), for sum of up to 8 ranks as here. */
-	const uint64_t wide = (bytes + 3071) / 3072;
-	if (ndet_dtype_size(p->dtype) <= 4 && p->nranks <= 8 &&
-	    (uint64_t)(p->nranks - 1) * bytes >= 224 * 1024 && wide <= cap && wide <= slots)
-		return 3072;
+	for (uint64_t wide = 3072; wide <= 6144; wide *= 2) {
+		const uint64_t grid = (bytes + wide - 1) / wide;
+		if (ndet_dtype_size(p->dtype) <= 4 && p->nranks <= 8 &&
+		    (uint64_t)(p->nranks - 1) * bytes >= 224 * 1024 && grid <= cap && grid <= slots)
+			return wide;
+	}
 	for (uint64_t block = NDET_LL_BLOCK_BYTES / 4; block < NDET_LL_BLOCK_BYTES; block *= 2) {
 		const uint64_t grid = (bytes + block - 1) / block;
 		if (grid <= cap && grid <= slots &&
@@ -59,42 +61,49 @@ static uint64_t expected_ll_block_bytes(const struct ndet_plan_params *p, uint64
 /*
  * Wide LL lines: sum and avg of 2-8 ranks, elements of 1, 2 or 4 bytes, from
  * (n - 1) x bytes >= 224 KiB, in blocks of 3 KiB (one 12-byte line per thread) where
- * that grid fits the cap and the slots; every other LL plan has lines of 8 bytes.
+ * that grid fits the cap and the slots, else of 6 KiB (two) where that one does; every
+ * other LL plan has lines of 8 bytes.
  */
 static void test_plan_ll_wide(void **state)
 {
 	(void)state;
 	struct ndet_plan plan;
 	assert_int_equal(NDET_PLAN_LL_WIDE_MIN, 224 * 1024);
-	assert_int_equal(NDET_LL_WIDE_BLOCK_BYTES, 3072);
+	assert_int_equal(NDET_LL_WIDE_BLOCK_BYTES, 6144);
 	const struct {
 		ndet_dtype_t dtype;
 		ndet_op_t op;
 		int nranks, max_blocks;
 		uint64_t bytes;
 		uint32_t blocks, line; /* line 0: not LL */
+		uint32_t block_bytes;  /* of wide lines */
 	} cases[] = {
-		/* 8 ranks: from 32 KiB, up to the cap's 24 blocks (72 KiB). */
-		{NDET_DTYPE_F32, NDET_OP_SUM, 8, 24, 32 * 1024 - 4, 16, 8},
-		{NDET_DTYPE_F32, NDET_OP_SUM, 8, 24, 32 * 1024, 11, 12},
-		{NDET_DTYPE_F32, NDET_OP_SUM, 8, 24, 64 * 1024, 22, 12},
-		{NDET_DTYPE_F32, NDET_OP_AVG, 8, 24, 64 * 1024, 22, 12},
-		{NDET_DTYPE_F32, NDET_OP_SUM, 8, 24, 72 * 1024, 24, 12},
-		{NDET_DTYPE_F32, NDET_OP_SUM, 8, 24, 72 * 1024 + 4, 19, 8},
-		{NDET_DTYPE_BF16, NDET_OP_SUM, 8, 24, 40 * 1024 + 2, 14, 12},
-		{NDET_DTYPE_F16, NDET_OP_AVG, 6, 24, 48 * 1024, 16, 12},
-		{NDET_DTYPE_F8E4M3, NDET_OP_SUM, 8, 24, 33 * 1024 + 1, 12, 12},
-		{NDET_DTYPE_F8E5M2, NDET_OP_SUM, 8, 24, 33 * 1024 + 1, 12, 12},
+		/* 8 ranks: from 32 KiB; past the cap's 24 blocks of 3 KiB, 6 KiB blocks. */
+		{NDET_DTYPE_F32, NDET_OP_SUM, 8, 24, 32 * 1024 - 4, 16, 8, 0},
+		{NDET_DTYPE_F32, NDET_OP_SUM, 8, 24, 32 * 1024, 11, 12, 3072},
+		{NDET_DTYPE_F32, NDET_OP_SUM, 8, 24, 64 * 1024, 22, 12, 3072},
+		{NDET_DTYPE_F32, NDET_OP_AVG, 8, 24, 64 * 1024, 22, 12, 3072},
+		{NDET_DTYPE_F32, NDET_OP_SUM, 8, 24, 72 * 1024, 24, 12, 3072},
+		{NDET_DTYPE_F32, NDET_OP_SUM, 8, 24, 72 * 1024 + 4, 13, 12, 6144},
+		{NDET_DTYPE_F32, NDET_OP_AVG, 8, 24, 144 * 1024, 24, 12, 6144},
+		{NDET_DTYPE_BF16, NDET_OP_SUM, 8, 24, 40 * 1024 + 2, 14, 12, 3072},
+		{NDET_DTYPE_F16, NDET_OP_AVG, 6, 24, 48 * 1024, 16, 12, 3072},
+		{NDET_DTYPE_F8E4M3, NDET_OP_SUM, 8, 24, 33 * 1024 + 1, 12, 12, 3072},
+		{NDET_DTYPE_F8E5M2, NDET_OP_SUM, 8, 24, 33 * 1024 + 1, 12, 12, 3072},
+		{NDET_DTYPE_F8E5M2, NDET_OP_SUM, 8, 8, 33 * 1024 + 1, 6, 12, 6144},
 		/* Their kernels are sum's and avg's of up to 8 ranks, for whole elements. */
-		{NDET_DTYPE_F32, NDET_OP_PROD, 8, 24, 64 * 1024, 16, 8},
-		{NDET_DTYPE_F32, NDET_OP_MAX, 8, 24, 64 * 1024, 16, 8},
-		{NDET_DTYPE_F64, NDET_OP_SUM, 8, 24, 64 * 1024, 16, 8},
-		{NDET_DTYPE_F32, NDET_OP_SUM, 9, 24, 64 * 1024, 16, 8},
-		/* 4 ranks from 76,459 bytes; 2 ranks never (75 blocks outgrow 64 slots). */
-		{NDET_DTYPE_F32, NDET_OP_SUM, 4, 96, 76456, 38, 8},
-		{NDET_DTYPE_F32, NDET_OP_SUM, 4, 96, 76460, 25, 12},
-		{NDET_DTYPE_F32, NDET_OP_SUM, 4, 24, 76460, 19, 8},
-		{NDET_DTYPE_F32, NDET_OP_SUM, 2, 96, 256 * 1024, 64, 8},
+		{NDET_DTYPE_F32, NDET_OP_PROD, 8, 24, 64 * 1024, 16, 8, 0},
+		{NDET_DTYPE_F32, NDET_OP_MAX, 8, 24, 64 * 1024, 16, 8, 0},
+		{NDET_DTYPE_F64, NDET_OP_SUM, 8, 24, 64 * 1024, 16, 8, 0},
+		{NDET_DTYPE_F32, NDET_OP_SUM, 9, 24, 64 * 1024, 16, 8, 0},
+		/* 4 ranks from 76,459 bytes; 2 ranks from 224 KiB (86 blocks of 3 KiB outgrow
+		 * the 64 slots, 43 of 6 KiB do not). */
+		{NDET_DTYPE_F32, NDET_OP_SUM, 4, 96, 76456, 38, 8, 0},
+		{NDET_DTYPE_F32, NDET_OP_SUM, 4, 96, 76460, 25, 12, 3072},
+		{NDET_DTYPE_F32, NDET_OP_SUM, 4, 24, 76460, 13, 12, 6144},
+		{NDET_DTYPE_F32, NDET_OP_SUM, 2, 96, 224 * 1024 - 4, 56, 8, 0},
+		{NDET_DTYPE_F32, NDET_OP_SUM, 2, 96, 224 * 1024, 38, 12, 6144},
+		{NDET_DTYPE_F32, NDET_OP_SUM, 2, 96, 256 * 1024, 43, 12, 6144},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const uint64_t size = ndet_dtype_size(cases[i].dtype);
@@ -106,7 +115,7 @@ static void test_plan_ll_wide(void **state)
 		assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 		if (plan.path != NDET_PATH_LL || plan.blocks != cases[i].blocks ||
 		    plan.ll_line != cases[i].line ||
-		    (plan.ll_line == 12 && plan.chunk_elems * size != 3072))
+		    (plan.ll_line == 12 && plan.chunk_elems * size != cases[i].block_bytes))
 			fail_msg("case %zu: path %d, %u blocks of %llu elements, lines of %u", i,
 				 (int)plan.path, plan.blocks, (unsigned long long)plan.chunk_elems,
 				 plan.ll_line);
@@ -141,12 +150,21 @@ static void test_plan_ll_wide(void **state)
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_ONESHOT);
 	assert_int_equal(plan.ll_line, 0);
-	/* The slots: 64 KiB of wide blocks (22) need 88 KiB of ll_max; narrow ones fit 64. */
+	/*
+	 * The slots: 64 KiB in blocks of one wide line per thread (22) need 88 KiB of
+	 * ll_max; in blocks of two (11) they fit 64, as the 16 narrow ones of two do.
+	 */
 	p.ll_max = 64 * 1024;
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_LL);
+	assert_int_equal(plan.ll_line, 12);
+	assert_int_equal(plan.blocks, 11);
+	assert_int_equal(plan.chunk_elems * 4, NDET_LL_WIDE_BLOCK_BYTES);
+	p.ll_wide_min = 0;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.ll_line, 8);
 	assert_int_equal(plan.blocks, 16);
+	p.ll_wide_min = NDET_PLAN_LL_WIDE_MIN;
 	p.ll_max = 88 * 1024;
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.ll_line, 12);
@@ -249,8 +267,8 @@ static void test_plan_ll(void **state)
 			assert_int_equal(plan.path, NDET_PATH_LL);
 			const uint64_t block = expected_ll_block_bytes(&p, count * size);
 			assert_true(plan.chunk_elems * size == block);
-			assert_int_equal(plan.ll_line, block == 3072 ? 12 : 8);
-			if (block == 3072)
+			assert_int_equal(plan.ll_line, block % 3072 == 0 ? 12 : 8);
+			if (block % 3072 == 0)
 				seen_wide = true;
 			else
 				seen |= (unsigned)block;
@@ -261,7 +279,10 @@ static void test_plan_ll(void **state)
 		p.ll_max = 64 * 1024;
 		assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 		assert_int_equal(plan.path, NDET_PATH_LL);
-		assert_int_equal(plan.blocks, 64 * 1024 / NDET_LL_BLOCK_BYTES);
+		/* At 8 ranks 64 KiB takes wide lines, two per thread, where elements fit. */
+		assert_int_equal(plan.blocks, size <= 4 ? (64 * 1024 + NDET_LL_WIDE_BLOCK_BYTES -
+							   1) / NDET_LL_WIDE_BLOCK_BYTES
+							: 64 * 1024 / NDET_LL_BLOCK_BYTES);
 		p.count++;
 		assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 		assert_int_equal(plan.path, NDET_PATH_ONESHOT);
@@ -307,6 +328,11 @@ static void test_plan_ll(void **state)
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_TWOSHOT); /* past the one-shot 256 KiB too */
 	p.count = NDET_LL_MAX_BYTES / 4;
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_LL); /* wide lines, two per thread */
+	assert_int_equal(plan.blocks, (NDET_LL_MAX_BYTES + NDET_LL_WIDE_BLOCK_BYTES - 1) /
+					      NDET_LL_WIDE_BLOCK_BYTES);
+	p.ll_wide_min = 0;
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_LL);
 	assert_int_equal(plan.blocks, NDET_LL_MAX_BLOCKS);
@@ -977,6 +1003,7 @@ static void test_plan_grid_tiers(void **state)
 	p.ll_max = 256 << 10;
 	p.count = (96 << 10) / 2; /* 24 LL blocks of 4 KiB: LL under the shared cap */
 	p.processes_per_device = 4;
+	p.ll_wide_min = 0; /* 8-byte lines (wide ones: below) */
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_LL);
 	assert_int_equal(plan.blocks, 24);
@@ -984,6 +1011,11 @@ static void test_plan_grid_tiers(void **state)
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_not_equal(plan.path, NDET_PATH_LL);
 	assert_true(plan.blocks <= 24);
+	p.ll_wide_min = NDET_PLAN_LL_WIDE_MIN; /* wide: 17 blocks of 6 KiB fit the cap */
+	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
+	assert_int_equal(plan.path, NDET_PATH_LL);
+	assert_int_equal(plan.ll_line, 12);
+	assert_int_equal(plan.blocks, 17);
 	p.processes_per_device = 1; /* one process: LL, in wide lines (34 blocks of 3 KiB) */
 	assert_int_equal(ndet_plan_make(&p, &plan), NDET_OK);
 	assert_int_equal(plan.path, NDET_PATH_LL);

@@ -42,13 +42,15 @@ static void check_ll(const struct ndet_plan_params *p)
 	const uint64_t chunk_bytes = plan.chunk_elems * size;
 	/*
 	 * Wide lines: where NCCL_DET_LL_WIDE_MIN allows them, sum and avg of up to 8 ranks,
-	 * whole elements in 12 bytes, 3 KiB.
+	 * whole elements in 12 bytes, blocks of one or two lines per thread (3 or 6 KiB).
 	 */
 	const bool sum = p->op == NDET_OP_SUM || p->op == NDET_OP_AVG;
-	if (plan.ll_line == NDET_LL_WIDE_LINE_DATA ? p->ll_wide_min == 0 || !sum || p->nranks > 8 ||
-							     NDET_LL_WIDE_LINE_DATA % size != 0 ||
-							     chunk_bytes != NDET_LL_WIDE_BLOCK_BYTES
-						   : plan.ll_line != NDET_LL_LINE_DATA)
+	if (plan.ll_line == NDET_LL_WIDE_LINE_DATA
+		    ? p->ll_wide_min == 0 || !sum || p->nranks > 8 ||
+			      NDET_LL_WIDE_LINE_DATA % size != 0 ||
+			      (chunk_bytes != NDET_LL_WIDE_BLOCK_BYTES &&
+			       chunk_bytes != NDET_LL_WIDE_BLOCK_BYTES / 2)
+		    : plan.ll_line != NDET_LL_LINE_DATA)
 		fail_msg("LL plan of %llu x %llu B, %d ranks, op %d: lines of %u B, blocks of %llu "
 			 "B",
 			 (unsigned long long)p->count, (unsigned long long)size, p->nranks,
@@ -57,7 +59,7 @@ static void check_ll(const struct ndet_plan_params *p)
 		wide_plans++;
 	if (plan.blocks < 1 || plan.blocks > ndet_plan_grid_cap(p) ||
 	    plan.blocks > ndet_plan_ll_blocks(p->ll_max) || chunk_bytes % 16 != 0 ||
-	    chunk_bytes > NDET_LL_BLOCK_BYTES || plan.steps != 1 ||
+	    chunk_bytes > (uint64_t)plan.ll_line * NDET_LL_BLOCK_LINES || plan.steps != 1 ||
 	    (uint64_t)plan.blocks * plan.chunk_elems < p->count ||
 	    (uint64_t)(plan.blocks - 1) * plan.chunk_elems >= p->count)
 		fail_msg("LL plan of %llu x %llu B, %d ranks (%d per GPU of %d SMs, %d processes), "
