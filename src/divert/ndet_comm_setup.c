@@ -245,17 +245,9 @@ static void ndet_comm_engine_config(const struct ndet_comm *comm, struct ndet_en
 	config->rank = comm->rank;
 	config->nranks = comm->nranks;
 	config->cuda_device = comm->device;
-	config->pool_size = settings->pool_size;
-	config->max_blocks = settings->max_blocks;
-	config->oneshot_max = settings->oneshot_max;
-	config->ll_max = settings->ll_max;
-	config->ll_wide_min = settings->ll_wide_min;
-	config->push_min = settings->push_min;
+	ndet_engine_config_from_settings(settings, config);
 	config->timeout_ms = settings->timeout_ms;
-	config->max_memory = settings->max_memory;
-	config->hosts_staging = settings->hosts_staging;
 	config->debug_delay_ns = settings->debug_delay_ns;
-	config->settings_hash = ndet_settings_agreement_hash(settings);
 	config->test_fail = settings->test_fail;
 	config->test_fail_rank = settings->test_fail_rank;
 	config->setup_flags = settings->strict ? NDET_SETUP_FLAG_STRICT : 0;

@@ -14,4 +14,5 @@ src_protocol_libndet_protocol_la_SOURCES = \
 	src/protocol/ndet_pool_layout.c src/protocol/ndet_pool_layout.h \
 	src/protocol/ndet_host_order.c src/protocol/ndet_host_order.h \
 	src/protocol/ndet_hosts_plan.c src/protocol/ndet_hosts_plan.h \
-	src/protocol/ndet_engine_config.h src/protocol/ndet_backend.h
+	src/protocol/ndet_engine_config.c src/protocol/ndet_engine_config.h \
+	src/protocol/ndet_backend.h

@@ -140,6 +140,18 @@ static inline bool ndet_exchange_may_share(const struct ndet_exchange_place *a,
 void ndet_exchange_leave_together(const struct ndet_exchange_place *places, bool leaves[],
 				  int count);
 
+struct ndet_settings;
+
+/*
+ * The fields of `config` that come from the settings every rank agrees on (the
+ * agreement hash and what it covers: pool, grid, the paths' thresholds, the chunks
+ * across hosts) and from NCCL_DET_MAX_MEMORY; every other field is left as it was.
+ * The one place that turns settings into a protocol, for the divert layer and for
+ * nccl-det-perf alike, so that a rank of either plans what the settings say.
+ */
+void ndet_engine_config_from_settings(const struct ndet_settings *settings,
+				      struct ndet_engine_config *config);
+
 #ifdef __cplusplus
 }
 #endif

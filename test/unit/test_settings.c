@@ -25,6 +25,7 @@
 #include "common/ndet_env.h"
 #include "common/ndet_log.h"
 #include "common/ndet_settings.h"
+#include "protocol/ndet_engine_config.h"
 
 #define MIB (UINT64_C(1) << 20)
 #define GIB (UINT64_C(1) << 30)
@@ -992,6 +993,43 @@ static void test_settings_agreement_hash_follows_environment(void **state)
 	assert_int_not_equal(ndet_settings_agreement_hash(test_reparse()), base);
 }
 
+/*
+ * Every agreed setting reaches the engine's configuration (the divert layer's and
+ * nccl-det-perf's both come from ndet_engine_config_from_settings): a setting that
+ * changes the agreement hash but no field of the configuration would be agreed on and
+ * then never used.  So would NCCL_DET_MAX_MEMORY, which the setup agrees by MIN.
+ */
+static void test_settings_engine_config(void **state)
+{
+	(void)state;
+	const struct {
+		const char *name, *value;
+	} changes[] = {
+		{"NCCL_DET_POOL_SIZE", "64M"},     {"NCCL_DET_MAX_BLOCKS", "25"},
+		{"NCCL_DET_ONESHOT_MAX", "512K"},  {"NCCL_DET_LL_MAX", "4K"},
+		{"NCCL_DET_LL_WIDE_MIN", "224K"},  {"NCCL_DET_PUSH_MIN", "0"},
+		{"NCCL_DET_HOSTS_STAGING", "64K"}, {"NCCL_DET_MAX_MEMORY", "4G"},
+	};
+	struct ndet_engine_config base;
+	memset(&base, 0x5a, sizeof(base));
+	ndet_engine_config_from_settings(test_reparse(), &base);
+	assert_int_equal(base.settings_hash, ndet_settings_agreement_hash(test_reparse()));
+	assert_int_equal(base.ll_max, test_reparse()->ll_max);
+	for (size_t i = 0; i < sizeof(changes) / sizeof(changes[0]); i++) {
+		test_setenv(changes[i].name, changes[i].value);
+		struct ndet_engine_config changed;
+		memset(&changed, 0x5a, sizeof(changed));
+		ndet_engine_config_from_settings(test_reparse(), &changed);
+		assert_int_equal(changed.settings_hash,
+				 ndet_settings_agreement_hash(test_reparse()));
+		changed.settings_hash = base.settings_hash;
+		if (memcmp(&changed, &base, sizeof(base)) == 0)
+			fail_msg("%s=%s changes no field of the engine configuration",
+				 changes[i].name, changes[i].value);
+		assert_int_equal(unsetenv(changes[i].name), 0);
+	}
+}
+
 #define TEST_THREADS 32
 
 static pthread_barrier_t test_barrier;
@@ -1079,6 +1117,8 @@ int main(void)
 						test_teardown),
 		cmocka_unit_test_setup_teardown(test_settings_agreement_hash_follows_environment,
 						test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_engine_config, test_setup,
+						test_teardown),
 		cmocka_unit_test_setup_teardown(test_settings_concurrent_get_parses_once,
 						test_setup, test_teardown),
 	};

@@ -40,24 +40,18 @@ _Noreturn void perf_die(void)
 /* Rank `rank`'s engine configuration, from the settings and the layout of the ranks. */
 struct ndet_engine_config perf_engine_config(const struct perf_world *world, int rank)
 {
-	const struct ndet_settings *settings = ndet_settings_get();
-	return (struct ndet_engine_config){
+	struct ndet_engine_config config = {
 		.rank = rank,
 		.nranks = world->options.nranks,
 		.cuda_device = rank % world->ngpus,
-		.pool_size = settings->pool_size,
-		.max_blocks = settings->max_blocks,
 		/* What the setup will agree (rank r on GPU r % ngpus), for planned rows. */
 		.ranks_per_device = (world->options.nranks + world->ngpus - 1) / world->ngpus,
 		.device_sms = world->device_sms,
-		.oneshot_max = settings->oneshot_max,
-		.ll_max = settings->ll_max,
-		.push_min = settings->push_min,
 		.timeout_ms = 20000,
-		.max_memory = settings->max_memory,
-		.settings_hash = ndet_settings_agreement_hash(settings),
 		.test_fail_rank = -1,
 	};
+	ndet_engine_config_from_settings(ndet_settings_get(), &config);
+	return config;
 }
 
 /*
