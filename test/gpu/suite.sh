@@ -76,7 +76,8 @@ run() {
 
 # perf_run NAME LIMIT ARGS...: nccl-det-perf with its checks on (exit 1 on a result off
 # the CPU tree, or when a kernel of its own fails); every row of up to 256 KiB must
-# also have printed its floor and flag exchange.
+# also have printed its floor and flag exchange, and with PERF_PATH some row be on
+# that path.
 perf_run() {
 	local name=$1 limit=$2
 	shift 2
@@ -91,6 +92,12 @@ perf_run() {
 	exchanges=$(grep -c 'flag exchange above it' "$out" || true)
 	log "$name: $rows rows, $exchanges floor lines with the flag exchange"
 	if [ $rc -eq 0 ] && { [ "$rows" -eq 0 ] || [ "$exchanges" -eq 0 ]; }; then
+		rc=1
+	fi
+	# PERF_PATH=P: some row must time path P (the run took the plans it was for).
+	if [ $rc -eq 0 ] && [ -n "${PERF_PATH:-}" ] &&
+		! grep -q -E "^ *[0-9]+ +[0-9]+ .* $PERF_PATH +[0-9]" "$out"; then
+		log "$name: no row on path $PERF_PATH"
 		rc=1
 	fi
 	rm -f "$out"
@@ -205,9 +212,10 @@ smoke)
 	run avg-product 60 "$bin" avg-product
 	run loopback-n3-quick 120 "$bin" loopback 3 quick
 	perf_run perf-n3-small 60 --ranks 3 -b 8 -e 4K -f 8 -d f32,bf16 -o sum,avg --no-nccl
-	# Wide LL lines: 8 ranks on one GPU take them from 32 KiB up to their grid cap.
-	NCCL_DET_LL_WIDE_MIN=224K perf_run perf-n8-wide 60 --ranks 8 -b 31K -e 75K -i 4100 \
-		-d f32,bf16,f8e4m3 -o sum,avg -c 1 -n 2 -w 1 -G 0 --no-nccl
+	# Wide LL lines: 8 ranks on one GPU take them from 32 KiB, one per thread up to
+	# their grid cap (72 KiB), then two up to 144 KiB (the llw rows).
+	NCCL_DET_LL_WIDE_MIN=224K PERF_PATH=llw perf_run perf-n8-wide 90 --ranks 8 -b 31K \
+		-e 147K -i 8200 -d f32,bf16,f8e4m3 -o sum,avg -c 1 -n 2 -w 1 -G 0 --no-nccl
 	# The checked call goes two-shot behind a push, the first launch of its kernel in
 	# the process while the peers' push kernels wait: setup loaded every kernel, so
 	# CUDA's lazy loading has none left to load there (it would wait for them).

@@ -152,6 +152,19 @@ done
 has premul '^ +8 +2 +f32 +sum +eager +ll '
 has premul '^#  +size +count +type +redop +mode +path '
 dryrun allops -o all
+# Wide LL lines where NCCL_DET_LL_WIDE_MIN takes them (8 ranks sharing one GPU: from
+# 32 KiB, past the 96 KiB of 8-byte lines up to 24 blocks of 6 KiB), never for f64 or
+# without the setting: the path column says which plan each row times.
+NCCL_DET_LL_WIDE_MIN=224K "$perf" --dry-run --gpus 1 --ranks 8 -b 16K -e 160K -i 16K -d f32,f64 \
+	-o sum >"$scratch/llw" 2>&1 || fail "wide-line dry run: $(cat "$scratch/llw")"
+[ "$(grep -c -E '^ +[0-9]+ +[0-9]+ +f32 +sum +(eager|graph) +llw ' "$scratch/llw")" -eq 16 ] ||
+	fail "NCCL_DET_LL_WIDE_MIN=224K: not 16 f32 rows in wide lines (32-144 KiB): $(cat "$scratch/llw")"
+has llw '^ +16384 +4096 +f32 +sum +eager +ll '
+has llw '^ +163840 +40960 +f32 +sum +eager +2shot '
+grep -q -E ' f64 .* llw ' "$scratch/llw" && fail "f64 in wide lines: $(cat "$scratch/llw")"
+"$perf" --dry-run --gpus 1 --ranks 8 -b 16K -e 160K -i 16K -d f32 -o sum >"$scratch/llw0" 2>&1 ||
+	fail "dry run: $(cat "$scratch/llw0")"
+grep -q ' llw ' "$scratch/llw0" && fail "wide lines without NCCL_DET_LL_WIDE_MIN: $(cat "$scratch/llw0")"
 grep -q mulsum "$scratch/allops" && fail "-o all runs PreMulSum: $(cat "$scratch/allops")"
 cat "$scratch/help" "$scratch/ranks3" "$scratch/bogus" "$scratch/oldc" | grep -E 'ndet_|[a-z_]+\.(c|cu|h)\b' &&
 	fail "internal names in the output"

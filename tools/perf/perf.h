@@ -162,7 +162,8 @@ struct perf_row {
 	ndet_op_t op; /* PreMulSum: NDET_OP_SUM with `premul` */
 	bool premul;
 	ndet_path_t path;
-	uint32_t blocks; /* the plan's grid and steps (0: no kernel) */
+	uint32_t ll_line; /* the plan's LL line format (data bytes per line; 0: not LL) */
+	uint32_t blocks;  /* the plan's grid and steps (0: no kernel) */
 	uint64_t steps;
 	double seconds[PERF_MODE_COUNT][PERF_IMPL_COUNT]; /* per call; < 0 = not run */
 	double floor_seconds[PERF_MODE_COUNT];            /* PERF_FLOOR's, per call; 0 = not run */
@@ -172,6 +173,9 @@ struct perf_row {
 	long long nccl_differ;       /* elements; < 0 = not checked */
 	double kernel_gbps, vs_copy; /* < 0 = not applicable */
 };
+
+/* The path column: the plan's path, "llw" for LL in wide lines (doc/protocol.md). */
+const char *perf_path_name(const struct perf_row *row);
 
 /* Ratio NCCL / nccl-det over one class of sizes in one mode. */
 struct perf_ratio_stats {

@@ -83,6 +83,7 @@ void perf_for_each_row(const struct perf_world *world,
 				if (ndet_engine_plan_call_for_config(&config, &call, &plan) ==
 				    NDET_OK) {
 					row.path = plan.path;
+					row.ll_line = plan.ll_line;
 					row.blocks = plan.blocks;
 					row.steps = plan.steps;
 				}
@@ -90,6 +91,13 @@ void perf_for_each_row(const struct perf_world *world,
 			}
 		}
 	}
+}
+
+const char *perf_path_name(const struct perf_row *row)
+{
+	if (row->path == NDET_PATH_LL && row->ll_line == NDET_LL_WIDE_LINE_DATA)
+		return "llw";
+	return ndet_plan_path_name(row->path);
 }
 
 /* `value` with `format`, or "-" when it is negative (not measured). */
@@ -233,7 +241,7 @@ void perf_print_row(struct perf_world *world, const struct perf_row *row)
 						       perf_ratio(row, m, PERF_NCCL)));
 		printf(PERF_ROW_LEAD PERF_ROW_NDET PERF_ROW_NCCL "%s" PERF_ROW_CHECKS "\n",
 		       cells[0], cells[1], ndet_dtype_name(row->dtype), perf_redop_width(world),
-		       perf_op_name(row), perf_mode_names[m], ndet_plan_path_name(row->path),
+		       perf_op_name(row), perf_mode_names[m], perf_path_name(row),
 		       perf_time_cell(cells[2], sizeof(cells[2]), s[PERF_NDET]),
 		       perf_cell(cells[3], sizeof(cells[3]), "%.2f", perf_algbw(row, s[PERF_NDET])),
 		       perf_cell(cells[4], sizeof(cells[4]), "%.2f", busbw),
@@ -248,7 +256,7 @@ void perf_print_row(struct perf_world *world, const struct perf_row *row)
 	if (world->csv == NULL)
 		return;
 	fprintf(world->csv, "%d,%zu,%zu,%s,%s,%s", world->options.nranks, row->bytes, row->count,
-		ndet_dtype_name(row->dtype), perf_op_name(row), ndet_plan_path_name(row->path));
+		ndet_dtype_name(row->dtype), perf_op_name(row), perf_path_name(row));
 	if (row->blocks > 0)
 		fprintf(world->csv, ",%u,%llu", row->blocks, (unsigned long long)row->steps);
 	else

@@ -103,8 +103,8 @@ void perf_trace(struct perf_rank *me, const struct perf_row *row)
 void perf_trace_print(const struct perf_world *world, const struct perf_row *row)
 {
 	printf("#   trace of %zu bytes %s %s: %s, %u blocks x %llu steps\n", row->bytes,
-	       ndet_dtype_name(row->dtype), perf_op_name(row), ndet_plan_path_name(row->path),
-	       row->blocks, (unsigned long long)row->steps);
+	       ndet_dtype_name(row->dtype), perf_op_name(row), perf_path_name(row), row->blocks,
+	       (unsigned long long)row->steps);
 	const uint64_t base = perf_trace_words[0][1];
 	for (int r = 0; r < world->options.nranks; r++) {
 		perf_print_trace(r, "first", perf_trace_words[r], base);
