@@ -51,8 +51,10 @@ ndet_kernel_fn ndet_kernel_select(const ndet_kernel_args &args)
 	const ndet_type_kernels &k = ndet_kernels[args.dtype];
 	switch (args.path) {
 	case NDET_PATH_LL:
-		if (!special)
-			return k.push_ll->ll_generic[generic];
+		if (!special) /* wide lines only in the sum and avg kernels: refused below */
+			return args.ll_line == NDET_LL_WIDE_LINE_DATA
+				       ? nullptr
+				       : k.push_ll->ll_generic[generic];
 		if (args.ll_line == NDET_LL_WIDE_LINE_DATA && /* NULL for f64: refused below */
 		    args.chunk_elems <= k.push_ll->llw1_max_elems)
 			return args.op == NDET_OP_AVG ? k.push_ll->llw1_avg[bucket]
@@ -87,7 +89,7 @@ extern "C" int ndet_kernel_allreduce(const struct ndet_kernel_args *args, void *
 					      args->nranks < 2 || args->nranks > 8)))
 		return (int)cudaErrorInvalidValue;
 	const ndet_kernel_fn kernel = ndet_kernel_select(*args);
-	if (kernel == nullptr) /* wide lines of a type without them, or past 8 ranks */
+	if (kernel == nullptr) /* wide lines of a type, op or rank count without them */
 		return (int)cudaErrorInvalidValue;
 	kernel<<<args->blocks, NDET_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(*args);
 	return (int)cudaGetLastError();

@@ -483,34 +483,42 @@ size_t gpu_ll_wide_count(int nranks, ndet_dtype_t dtype, int which)
 	return which == 1 ? one / size - 3 : two / size - 5;
 }
 
-bool gpu_ll_wide_expected(int nranks, ndet_dtype_t dtype, ndet_op_t op, size_t count)
+/* The bytes per block of such a plan in wide lines, 0 where it keeps 8-byte ones. */
+static size_t gpu_ll_wide_block(int nranks, ndet_dtype_t dtype, ndet_op_t op, size_t count)
 {
 	const size_t size = gpu_size(dtype), bytes = count * size;
-	const size_t half = NDET_LL_WIDE_BLOCK_BYTES / 2, full = NDET_LL_WIDE_BLOCK_BYTES;
+	if (size > 4 || (op != NDET_OP_SUM && op != NDET_OP_AVG) || nranks < 2 || nranks > 8 ||
+	    bytes > NDET_GPU_WIDE_LL || (size_t)(nranks - 1) * bytes < NDET_PLAN_LL_WIDE_MIN)
+		return 0;
 	/* One line per thread where that grid fits, else two. */
-	const size_t blocks = (bytes + half - 1) / half <= gpu_ll_wide_blocks(nranks)
-				      ? (bytes + half - 1) / half
-				      : (bytes + full - 1) / full;
-	return size <= 4 && (op == NDET_OP_SUM || op == NDET_OP_AVG) && nranks >= 2 &&
-	       nranks <= 8 && bytes <= NDET_GPU_WIDE_LL &&
-	       (size_t)(nranks - 1) * bytes >= NDET_PLAN_LL_WIDE_MIN &&
-	       blocks <= gpu_ll_wide_blocks(nranks);
+	for (size_t block = NDET_LL_WIDE_BLOCK_BYTES / 2; block <= NDET_LL_WIDE_BLOCK_BYTES;
+	     block *= 2)
+		if ((bytes + block - 1) / block <= gpu_ll_wide_blocks(nranks))
+			return block;
+	return 0;
+}
+
+bool gpu_ll_wide_expected(int nranks, ndet_dtype_t dtype, ndet_op_t op, size_t count)
+{
+	return gpu_ll_wide_block(nranks, dtype, op, count) != 0;
 }
 
 bool gpu_ll_wide_check(const struct ndet_engine *engine, int nranks, ndet_dtype_t dtype,
 		       ndet_op_t op, size_t count)
 {
-	const bool expected = gpu_ll_wide_expected(nranks, dtype, op, count);
+	const size_t block = gpu_ll_wide_block(nranks, dtype, op, count);
 	struct ndet_plan plan = {0};
 	const ndet_status_t st = ndet_engine_plan(engine, count, dtype, op, &plan);
-	if (st == NDET_OK &&
-	    (plan.path == NDET_PATH_LL && plan.ll_line == NDET_LL_WIDE_LINE_DATA) == expected)
+	const bool wide = plan.path == NDET_PATH_LL && plan.ll_line == NDET_LL_WIDE_LINE_DATA;
+	if (st == NDET_OK && wide == (block != 0) &&
+	    (!wide || plan.chunk_elems * gpu_size(dtype) == block))
 		return true;
 	fprintf(stderr,
-		"FAIL wide LL %s/%s count %zu at %d ranks: %s, path %s, lines of %u bytes; wide "
-		"lines expected: %s\n",
+		"FAIL wide LL %s/%s count %zu at %d ranks: %s, path %s, lines of %u bytes, blocks "
+		"of %llu elements; wide lines expected: %s (blocks of %zu bytes)\n",
 		ndet_dtype_name(dtype), ndet_op_name(op), count, nranks, ndet_status_name(st),
-		ndet_plan_path_name(plan.path), plan.ll_line, expected ? "yes" : "no");
+		ndet_plan_path_name(plan.path), plan.ll_line, (unsigned long long)plan.chunk_elems,
+		block != 0 ? "yes" : "no", block);
 	return false;
 }
 

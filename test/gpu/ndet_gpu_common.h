@@ -176,7 +176,10 @@ void gpu_run_abort_at_start(struct gpu_rank *rank, size_t count);
  */
 size_t gpu_ll_wide_count(int nranks, ndet_dtype_t dtype, int which);
 bool gpu_ll_wide_expected(int nranks, ndet_dtype_t dtype, ndet_op_t op, size_t count);
-/* Whether `engine` plans that call in wide lines exactly where expected (else a FAIL line). */
+/*
+ * Whether `engine` plans that call in wide lines exactly where expected, in blocks of
+ * the expected shape (one or two lines per thread), else a FAIL line.
+ */
 bool gpu_ll_wide_check(const struct ndet_engine *engine, int nranks, ndet_dtype_t dtype,
 		       ndet_op_t op, size_t count);
 void gpu_run_ll_wide(struct gpu_rank *rank);

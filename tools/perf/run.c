@@ -60,12 +60,17 @@ struct ndet_engine_config perf_engine_config(const struct perf_world *world, int
  * the rank's own segment straight from sendbuff, so it is neither copied into the
  * pool nor read back from it.
  */
-static double perf_kernel_bytes(ndet_path_t path, double bytes, int n)
+static double perf_kernel_bytes(const struct perf_row *row, double bytes, int n)
 {
+	const ndet_path_t path = row->path;
 	if (path == NDET_PATH_ONESHOT)
 		return (n + 3) * bytes;
-	if (path == NDET_PATH_LL) /* send read once, 2x lines to and from n-1 peers, out */
-		return bytes + 4 * (n - 1) * bytes + bytes;
+	/*
+	 * LL: sendbuff read once, recvbuff written once, and 16-byte lines of ll_line data
+	 * bytes (2x or 4/3x the data) stored to and read from each of n - 1 peers.
+	 */
+	if (path == NDET_PATH_LL && row->ll_line != 0)
+		return bytes + 2.0 * 16.0 / row->ll_line * (n - 1) * bytes + bytes;
 	/*
 	 * Two-shot and push alike: the other n - 1 segments copied into a pool (read +
 	 * write), n segments read by the reduce, recvbuff and n - 1 pool copies of the
@@ -682,8 +687,7 @@ static void perf_rank_row(void *context, struct perf_row *row)
 	}
 	/* No byte model for a reduce: only its root writes, its ranks move unlike bytes. */
 	if (o->coll != NDET_COLL_REDUCE)
-		row->kernel_gbps =
-			perf_kernel_bytes(row->path, (double)row->bytes, n) * n / best / 1e9;
+		row->kernel_gbps = perf_kernel_bytes(row, (double)row->bytes, n) * n / best / 1e9;
 	if (world->ngpus == 1 && row->kernel_gbps > 0) {
 		row->vs_copy = row->kernel_gbps / world->copy_gbps;
 		if (row->bytes >= PERF_LARGE_MIN_BYTES) {
