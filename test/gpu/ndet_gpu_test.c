@@ -85,15 +85,11 @@ void gpu_test_config(struct ndet_engine_config *config, int rank, int nranks)
 	config->settings_hash = 42;
 	config->test_fail_rank = -1;
 	if (gpu_default_settings) {
-		const struct ndet_settings *settings = ndet_settings_get();
 		int sms = 0;
 		GPU_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-		config->pool_size = settings->pool_size;
-		config->max_blocks = settings->max_blocks;
-		config->oneshot_max = settings->oneshot_max;
-		config->ll_max = settings->ll_max;
-		config->ll_wide_min = settings->ll_wide_min;
-		config->push_min = settings->push_min;
+		/* The library's protocol; the harness's own memory limit. */
+		ndet_engine_config_from_settings(ndet_settings_get(), config);
+		config->max_memory = 1ull << 40;
 		config->ranks_per_device = nranks;
 		config->device_sms = sms;
 	}
