@@ -267,17 +267,23 @@ __device__ __forceinline__ uint32_t ndet_ll_step8(uint64_t t)
 }
 
 /*
- * This thread's lines of every peer (L lines of n - 1 peers, those
- * inside the chunk) from its own LL slots of parity `parity`, into payload[l][r]: each
- * round issues one load per line still missing before it looks at any, so lines that
- * are there cost one memory latency in all, not one per line and peer.  A line is there
- * when both halves hold their tags (tags[l]).  Polls like ndet_wait (abort word, host
- * abort, deadline), and also the ready flag of each peer still missing: a peer that
- * reached this step with another signature (another call, or a path that waits for
- * our ready instead) fails the call at once.  On failure *bad_peer is that peer (a timeout: the
- * lowest peer still missing) and *observed its ready.  `aborted_at_start`: the host abort flag as
- * block 0 read it at kernel start (shared; 0 in other blocks, and until thread 32 has it), looked
- * at only once a line keeps us waiting: a call that was aborted before it started fails there,
+ * This thread's lines of every peer (L lines of n - 1 peers, those inside the chunk)
+ * from its own LL slots of parity `parity`, into lines[l][r] as loaded
+ * (ndet_ll_line<W>::data_of gives their data): each round issues one load per line
+ * still missing before it looks at any, so lines that are there cost one memory
+ * latency in all, not one per line and peer.  A line is there when both halves hold
+ * their tags (tags[l]).  A line stays as loaded, tags and all, and is never copied
+ * out: each round loads into the entries still missing, so the thread holds each line
+ * once (at 8 ranks and two wide lines per thread, a copy of the data beside the
+ * round's loads would take 48 more registers and spill).
+ *
+ * Polls like ndet_wait (abort word, host abort, deadline), and also the ready flag of
+ * each peer still missing: a peer that reached this step with another signature
+ * (another call, or a path that waits for our ready instead) fails the call at once.
+ * On failure *bad_peer is that peer (a timeout: the lowest peer still missing) and
+ * *observed its ready.  `aborted_at_start`: the host abort flag as block 0 read it at
+ * kernel start (shared; 0 in other blocks, and until thread 32 has it), looked at only
+ * once a line keeps us waiting: a call that was aborted before it started fails there,
  * naming this rank, while one whose lines are all there completes like its peers.
  */
 template <int W, int NR, int L>
@@ -285,8 +291,7 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 				   uint64_t chunk_bytes,
 				   const uint32_t (&tags)[NDET_LL_LINES_PER_THREAD], uint64_t step,
 				   const volatile uint32_t *aborted_at_start,
-				   typename ndet_ll_line<W>::data (&payload)[L][NR], int *bad_peer,
-				   uint64_t *observed)
+				   uint32_t (&lines)[L][NR][4], int *bad_peer, uint64_t *observed)
 {
 	typedef ndet_ll_line<W> Line;
 	static_assert(L * NR <= 64, "one bit per line and peer");
@@ -306,7 +311,6 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 	}
 	uint64_t polled = ~0ull; /* of the lines missing, those this round loads */
 	for (uint64_t spins = 1; pending != 0; spins++) {
-		uint32_t w[L][NR][4];
 #pragma unroll
 		for (int l = 0; l < L; l++) {
 #pragma unroll
@@ -318,7 +322,7 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 							   ((b * n + r) * 2 + parity) *
 								   NDET_LL_SLOT_BYTES +
 							   line * 16,
-						   w[l][r]);
+						   lines[l][r]);
 				}
 			}
 		}
@@ -335,8 +339,7 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 					peers |= 1u << r;
 					continue;
 				}
-				if (Line::tagged(w[l][r], tags[l])) {
-					payload[l][r] = Line::data_of(w[l][r]);
+				if (Line::tagged(lines[l][r], tags[l])) {
 					pending &= ~bit;
 				} else {
 					peers |= 1u << r;
@@ -389,13 +392,14 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 
 /*
  * The LL step's reduction: this thread's lines of every rank (its own in `mine`, the
- * peers' gathered into `payload`), element by element in tree order, into recvbuff.
- * AVG: args.op is avg (the root divided by n before its rounding).
+ * peers' as ndet_ll_gather loaded them into `lines`), element by element in tree
+ * order, into recvbuff.  AVG: args.op is avg (the root divided by n before its
+ * rounding).
  */
 template <int DT, int K, int NR, bool AVG, int L, int W>
 __device__ __forceinline__ void
 ndet_ll_reduce(const ndet_kernel_args &a, const ndet_ll_data<W> (&mine)[L],
-	       const ndet_ll_data<W> (&payload)[L][NR], uint64_t start, uint64_t chunk_bytes)
+	       const uint32_t (&lines)[L][NR][4], uint64_t start, uint64_t chunk_bytes)
 {
 	typedef ndet_dtype<DT> D;
 	typedef typename D::T T;
@@ -429,7 +433,8 @@ ndet_ll_reduce(const ndet_kernel_args &a, const ndet_ll_data<W> (&mine)[L],
 						ndet_ll_data<W> u;
 						T x[E8];
 					} in;
-					in.u = r == me ? mine[l] : payload[l][r];
+					in.u = r == me ? mine[l]
+						       : ndet_ll_line<W>::data_of(lines[l][r]);
 					v[r] = D::widen(in.x[e]);
 				}
 			}
@@ -710,7 +715,7 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 
 	/* 3. Every peer's lines; the block agrees on the outcome. */
 	ndet_debug_delay(a, step, 3);
-	ndet_ll_data<W> payload[L][NR];
+	uint32_t lines[L][NR][4];
 	int bad_peer = 0;
 	uint64_t observed = 0;
 	/*
@@ -721,7 +726,7 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 		*aborted_at_start = host_abort;
 	const uint32_t code =
 		ndet_ll_gather<W, NR, L>(a, st, parity, chunk_bytes, tags, step, aborted_at_start,
-					 payload, &bad_peer, &observed);
+					 lines, &bad_peer, &observed);
 	if (code != NDET_KERNEL_OK)
 		ndet_fail(a, code, (uint32_t)bad_peer, step, observed,
 			  code == NDET_KERNEL_ERR_ABORTED && *aborted_at_start != 0 ? 0 : 2);
@@ -744,10 +749,9 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	 */
 	if (writes && !(NDET_LL_ABLATE & NDET_LL_ABLATE_REDUCE)) {
 		if (LLOP == kLLOpAvg || (LLOP == kLLOpRuntime && a.op == NDET_OP_AVG))
-			ndet_ll_reduce<DT, K, NR, true, L, W>(a, mine, payload, start, chunk_bytes);
+			ndet_ll_reduce<DT, K, NR, true, L, W>(a, mine, lines, start, chunk_bytes);
 		else
-			ndet_ll_reduce<DT, K, NR, false, L, W>(a, mine, payload, start,
-							       chunk_bytes);
+			ndet_ll_reduce<DT, K, NR, false, L, W>(a, mine, lines, start, chunk_bytes);
 	}
 	ndet_trace(a, st, NDET_TRACE_REDUCED);
 	if (threadIdx.x == 0) {
