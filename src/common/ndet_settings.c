@@ -138,13 +138,13 @@ static const struct ndet_setting ndet_settings_table[] = {
 	/*
 	 * Wide LL lines (ndet_plan.h, doc/protocol.md): 12 data bytes in each 16-byte line
 	 * instead of 8, for the LL calls whose step moves the most bytes: sum and avg of
-	 * 2-8 ranks, 1-4 byte elements, from (ranks - 1) x bytes of this.  224 KiB
-	 * (NDET_PLAN_LL_WIDE_MIN) is where they paid on one H100; off by default while the
-	 * GPU suite has not passed on them (doc/performance.md).
+	 * 2-8 ranks, 1-4 byte elements, from (ranks - 1) x bytes of this.  The default,
+	 * 224 KiB (NDET_PLAN_LL_WIDE_MIN), is where they pay with ranks sharing one GPU
+	 * (doc/performance.md).
 	 */
-	{"NCCL_DET_LL_WIDE_MIN", NDET_SETTING_SIZE, "0", 0, NDET_TIB, NDET_FIELD(ll_wide_min),
+	{"NCCL_DET_LL_WIDE_MIN", NDET_SETTING_SIZE, "224KiB", 0, NDET_TIB, NDET_FIELD(ll_wide_min),
 	 "LL all-reduces with (ranks - 1) x bytes from this size use lines of 12 data bytes "
-	 "(sum and avg, 2-8 ranks, 1-4 byte elements; 0 = never, 224KiB measured best); "
+	 "(sum and avg, 2-8 ranks, 1-4 byte elements; 0 = never); "
 	 "equal on all ranks"},
 	/*
 	 * Push (ndet_kernels.h, PUSH): stores cross NVLink instead of loads, and a block

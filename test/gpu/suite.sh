@@ -210,10 +210,11 @@ smoke)
 	run avg-product 60 "$bin" avg-product
 	run loopback-n3-quick 120 "$bin" loopback 3 quick
 	perf_run perf-n3-small 60 --ranks 3 -b 8 -e 4K -f 8 -d f32,bf16 -o sum,avg --no-nccl
-	# Wide LL lines: 8 ranks on one GPU take them from 32 KiB, one per thread up to
-	# their grid cap (72 KiB), then two up to 144 KiB (the llw rows; the last size,
-	# 146,544 bytes, only in blocks of two: 8-byte lines stop at 96 KiB).
-	NCCL_DET_LL_WIDE_MIN=224K PERF_ROW='^ +146544 +[0-9]+ +f32 +sum +eager +llw ' \
+	# Wide LL lines (NCCL_DET_LL_WIDE_MIN's default): 8 ranks on one GPU take them
+	# from 32 KiB, one per thread up to their grid cap (72 KiB), then two up to
+	# 144 KiB (the llw rows; the last size, 146,544 bytes, only in blocks of two:
+	# 8-byte lines stop at 96 KiB).
+	PERF_ROW='^ +146544 +[0-9]+ +f32 +sum +eager +llw ' \
 		perf_run perf-n8-wide 90 --ranks 8 -b 31K -e 147K -i 8200 -d f32,bf16,f8e4m3 \
 		-o sum,avg -c 1 -n 2 -w 1 -G 0 --no-nccl
 	# The checked call goes two-shot behind a push, the first launch of its kernel in

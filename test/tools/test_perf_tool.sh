@@ -152,19 +152,22 @@ done
 has premul '^ +8 +2 +f32 +sum +eager +ll '
 has premul '^#  +size +count +type +redop +mode +path '
 dryrun allops -o all
-# Wide LL lines where NCCL_DET_LL_WIDE_MIN takes them (8 ranks sharing one GPU: from
-# 32 KiB, past the 96 KiB of 8-byte lines up to 24 blocks of 6 KiB), never for f64 or
-# without the setting: the path column says which plan each row times.
-NCCL_DET_LL_WIDE_MIN=224K "$perf" --dry-run --gpus 1 --ranks 8 -b 16K -e 160K -i 16K -d f32,f64 \
+# Wide LL lines where NCCL_DET_LL_WIDE_MIN takes them (its default, 224 KiB: 8 ranks
+# sharing one GPU from 32 KiB, past the 96 KiB of 8-byte lines up to 24 blocks of
+# 6 KiB), never for f64 or with the setting 0: the path column says which plan each
+# row times.
+"$perf" --dry-run --gpus 1 --ranks 8 -b 16K -e 160K -i 16K -d f32,f64 \
 	-o sum >"$scratch/llw" 2>&1 || fail "wide-line dry run: $(cat "$scratch/llw")"
 [ "$(grep -c -E '^ +[0-9]+ +[0-9]+ +f32 +sum +(eager|graph) +llw ' "$scratch/llw")" -eq 16 ] ||
-	fail "NCCL_DET_LL_WIDE_MIN=224K: not 16 f32 rows in wide lines (32-144 KiB): $(cat "$scratch/llw")"
+	fail "default settings: not 16 f32 rows in wide lines (32-144 KiB): $(cat "$scratch/llw")"
 has llw '^ +16384 +4096 +f32 +sum +eager +ll '
 has llw '^ +163840 +40960 +f32 +sum +eager +2shot '
 grep -q -E ' f64 .* llw ' "$scratch/llw" && fail "f64 in wide lines: $(cat "$scratch/llw")"
-"$perf" --dry-run --gpus 1 --ranks 8 -b 16K -e 160K -i 16K -d f32 -o sum >"$scratch/llw0" 2>&1 ||
-	fail "dry run: $(cat "$scratch/llw0")"
-grep -q ' llw ' "$scratch/llw0" && fail "wide lines without NCCL_DET_LL_WIDE_MIN: $(cat "$scratch/llw0")"
+NCCL_DET_LL_WIDE_MIN=0 "$perf" --dry-run --gpus 1 --ranks 8 -b 16K -e 160K -i 16K -d f32 -o sum \
+	>"$scratch/llw0" 2>&1 || fail "dry run: $(cat "$scratch/llw0")"
+grep -q ' llw ' "$scratch/llw0" && fail "wide lines with NCCL_DET_LL_WIDE_MIN=0: $(cat "$scratch/llw0")"
+has llw0 '^ +98304 +24576 +f32 +sum +eager +ll '
+has llw0 '^ +114688 +28672 +f32 +sum +eager +2shot '
 grep -q mulsum "$scratch/allops" && fail "-o all runs PreMulSum: $(cat "$scratch/allops")"
 cat "$scratch/help" "$scratch/ranks3" "$scratch/bogus" "$scratch/oldc" | grep -E 'ndet_|[a-z_]+\.(c|cu|h)\b' &&
 	fail "internal names in the output"
@@ -232,18 +235,26 @@ NCCL_DET_LL_MAX=8K "$perf" --dry-run --gpus 1 --ranks 2 -b 4K -e 16K -d bf16 --n
 rows ll ' 4096 +2048 +bf16 +sum +ll +2x1 ' ' 8192 +4096 +bf16 +sum +ll +2x1 ' \
 	' 16384 +8192 +bf16 +sum +1shot +2x1 '
 
-# ... and by default up to 256 KiB (64 blocks), where GPUs of their own fit the grid;
-# 4 ranks sharing one GPU (48 blocks each) plan 256 KiB two-shot instead
+# ... and by default up to 256 KiB (64 blocks), where GPUs of their own fit the grid,
+# in wide lines from 224 KiB at 2 ranks (NCCL_DET_LL_WIDE_MIN: 43 blocks of 6 KiB);
+# 4 ranks sharing one GPU (48 blocks each) take wide lines from 75 KiB, so 6 KiB blocks
+# carry 192 and 256 KiB, where 8-byte lines need 4 KiB blocks (48) and two-shot
 "$perf" --dry-run --gpus 2 --ranks 2 -b 128K -e 512K -d bf16 --no-nccl --csv "$scratch/lldefault.csv" >"$scratch/lldefault" 2>&1 ||
 	fail "dry run (LL default) failed"
-rows lldefault ' 131072 +65536 +bf16 +sum +ll +64x1 ' ' 262144 +131072 +bf16 +sum +ll +64x1 ' \
+rows lldefault ' 131072 +65536 +bf16 +sum +ll +64x1 ' ' 262144 +131072 +bf16 +sum +llw +43x1 ' \
 	' 524288 +262144 +bf16 +sum +1shot +32x1 '
+NCCL_DET_LL_WIDE_MIN=0 "$perf" --dry-run --gpus 2 --ranks 2 -b 256K -e 256K -d bf16 --no-nccl \
+	--csv "$scratch/lldefault0.csv" >"$scratch/lldefault0" 2>&1 || fail "dry run (LL, 8-byte lines) failed"
+rows lldefault0 ' 262144 +131072 +bf16 +sum +ll +64x1 '
 "$perf" --dry-run --gpus 1 --ranks 4 -b 192K -e 256K -f 4 -d bf16 --no-nccl --csv "$scratch/llshared.csv" >"$scratch/llshared" 2>&1 ||
 	fail "dry run (LL, shared GPU) failed"
-rows llshared ' 196608 +98304 +bf16 +sum +ll +48x1 '
+rows llshared ' 196608 +98304 +bf16 +sum +llw +32x1 '
 "$perf" --dry-run --gpus 1 --ranks 4 -b 256K -e 256K -d bf16 --no-nccl --csv "$scratch/llshared2.csv" >"$scratch/llshared2" 2>&1 ||
 	fail "dry run (LL, shared GPU, 256 KiB) failed"
-rows llshared2 ' 262144 +131072 +bf16 +sum +2shot +16x1 '
+rows llshared2 ' 262144 +131072 +bf16 +sum +llw +43x1 '
+NCCL_DET_LL_WIDE_MIN=0 "$perf" --dry-run --gpus 1 --ranks 4 -b 192K -e 256K -i 64K -d bf16 --no-nccl \
+	--csv "$scratch/llshared0.csv" >"$scratch/llshared0" 2>&1 || fail "dry run (LL, shared GPU, 8-byte lines) failed"
+rows llshared0 ' 196608 +98304 +bf16 +sum +ll +48x1 ' ' 262144 +131072 +bf16 +sum +2shot +16x1 '
 
 # ---- past LL by default (NCCL_DET_ONESHOT_MAX=auto): at 2 ranks one-shot up to 2 MiB,
 # two-shot between it and NCCL_DET_PUSH_MIN (4 MiB), push from there; at 3 ranks

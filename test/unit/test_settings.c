@@ -203,6 +203,8 @@ static void test_settings_defaults(void **state)
 	assert_int_equal(settings->pool_size, 96 * MIB);
 	assert_true(settings->oneshot_max == NDET_SETTINGS_SIZE_AUTO);
 	assert_int_equal(settings->push_min, 4 * MIB);
+	assert_int_equal(settings->ll_max, 256 * 1024);
+	assert_int_equal(settings->ll_wide_min, 224 * 1024); /* NDET_PLAN_LL_WIDE_MIN */
 	assert_int_equal(settings->timeout_ms, 1800 * 1000);
 	assert_int_equal(settings->max_memory, GIB);
 	assert_int_equal(settings->max_blocks, 96);
@@ -911,15 +913,16 @@ static void test_settings_agreement_hash_fields(void **state)
 	 * value changes only with a default: NCCL_DET_MAX_BLOCKS 24 -> 96,
 	 * NCCL_DET_ONESHOT_MAX 256 KiB -> 64 KiB and NCCL_DET_POOL_SIZE 32 -> 96 MiB in
 	 * 0.1.0; NCCL_DET_LL_MAX 0 -> 256 KiB, NCCL_DET_PUSH_MIN 64 -> 8 -> 4 MiB and
-	 * NCCL_DET_ONESHOT_MAX 64 KiB -> auto after it) or with the format
+	 * NCCL_DET_ONESHOT_MAX 64 KiB -> auto, NCCL_DET_LL_WIDE_MIN 0 -> 224 KiB after it)
+	 * or with the format
 	 * (NCCL_DET_LL_MAX joined in format 2, NCCL_DET_PUSH_MIN in format 3, the
 	 * planner's grid changed in format 4, auto in format 5, even steps in format 6,
 	 * 512-byte segments in format 7, NCCL_DET_HOSTS_STAGING joined in format 8,
 	 * NCCL_DET_LL_WIDE_MIN in format 9).  Recomputed apart from this code: FNV-1a 64
-	 * over the little-endian bytes of 9, 0, 96 MiB, 2^64 - 1 (auto), 96, 256 KiB, 0,
-	 * 4 MiB, 96 MiB.
+	 * over the little-endian bytes of 9, 0, 96 MiB, 2^64 - 1 (auto), 96, 256 KiB,
+	 * 224 KiB, 4 MiB, 96 MiB.
 	 */
-	assert_int_equal(base, UINT64_C(0xed59f76b87334a48));
+	assert_int_equal(base, UINT64_C(0xf4ee4e06a111be67));
 
 	struct ndet_settings changed;
 	memcpy(&changed, defaults, sizeof(changed));
@@ -941,7 +944,7 @@ static void test_settings_agreement_hash_fields(void **state)
 	changed.ll_max = 4096;
 	assert_int_not_equal(ndet_settings_agreement_hash(&changed), base);
 	memcpy(&changed, defaults, sizeof(changed));
-	changed.ll_wide_min = 224 * 1024;
+	changed.ll_wide_min = 0;
 	assert_int_not_equal(ndet_settings_agreement_hash(&changed), base);
 	memcpy(&changed, defaults, sizeof(changed));
 	changed.push_min = 0;
@@ -1007,7 +1010,7 @@ static void test_settings_engine_config(void **state)
 	} changes[] = {
 		{"NCCL_DET_POOL_SIZE", "64M"},     {"NCCL_DET_MAX_BLOCKS", "25"},
 		{"NCCL_DET_ONESHOT_MAX", "512K"},  {"NCCL_DET_LL_MAX", "4K"},
-		{"NCCL_DET_LL_WIDE_MIN", "224K"},  {"NCCL_DET_PUSH_MIN", "0"},
+		{"NCCL_DET_LL_WIDE_MIN", "0"},     {"NCCL_DET_PUSH_MIN", "0"},
 		{"NCCL_DET_HOSTS_STAGING", "64K"}, {"NCCL_DET_MAX_MEMORY", "4G"},
 	};
 	struct ndet_engine_config base;
