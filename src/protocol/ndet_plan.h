@@ -62,8 +62,8 @@ extern "C" {
  * (nranks - 1) x bytes at least params.ll_wide_min (NCCL_DET_LL_WIDE_MIN, 0: never),
  * in blocks of NDET_LL_WIDE_BLOCK_BYTES / 2 (one line per thread) where that grid fits
  * the cap and the pool's LL slots, else of NDET_LL_WIDE_BLOCK_BYTES (two) where that
- * one does.  NDET_PLAN_LL_WIDE_MIN is the threshold measured best
- * (from 32 KiB at 8 ranks, 75 KiB at 4).  A step then stores and polls 4/3 (n - 1)
+ * one does.  NDET_PLAN_LL_WIDE_MIN is the threshold measured best and the setting's
+ * default (from 32 KiB at 8 ranks, 75 KiB at 4).  A step then stores and polls 4/3 (n - 1)
  * bytes per message byte instead of 2 (n - 1).  With ranks sharing one H100, in graphs, wide
  * lines took 0.83 of the time at 64 KiB and 0.96 at 32 KiB at 8 ranks, 0.99-1.01 at
  * 64 KiB at 2 and 4 ranks, and 1.04-1.17 up to 16 KiB (doc/performance.md).

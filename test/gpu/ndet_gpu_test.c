@@ -75,7 +75,7 @@ void gpu_test_config(struct ndet_engine_config *config, int rank, int nranks)
 	config->max_blocks = (int)env_u64("NDET_TEST_BLOCKS", NDET_GPU_TEST_BLOCKS);
 	config->oneshot_max = env_u64("NDET_TEST_ONESHOT", NDET_GPU_TEST_ONESHOT);
 	config->ll_max = env_u64("NDET_TEST_LL", NDET_GPU_TEST_LL);
-	/* Wide LL lines where they pay (NCCL_DET_LL_WIDE_MIN's measured value). */
+	/* Wide LL lines where they pay (NCCL_DET_LL_WIDE_MIN's default). */
 	config->ll_wide_min = env_u64("NDET_TEST_LL_WIDE_MIN", NDET_PLAN_LL_WIDE_MIN);
 	/* Push from 1 MiB: the matrix's largest sizes push, the ones below pull. */
 	config->push_min = env_u64("NDET_TEST_PUSH", NDET_GPU_TEST_PUSH);
