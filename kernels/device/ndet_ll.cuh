@@ -477,8 +477,8 @@ constexpr int kLLOpAvg = 2;
 /*
  * The largest chunk (elements of DT) of a block of one line per thread, in lines of W
  * data bytes: LL calls whose blocks hold at most half a full block (NDET_LL_BLOCK_BYTES,
- * NDET_LL_WIDE_BLOCK_BYTES) run the kernels of L = 1 (fewer registers: at 8 ranks, no
- * spill).  ndet_kernel_select reads it from the kernel table (ll1_max_elems,
+ * NDET_LL_WIDE_BLOCK_BYTES) run the kernels of L = 1 (fewer registers: 86-90 at 8
+ * ranks against 126-128).  ndet_kernel_select reads it from the kernel table (ll1_max_elems,
  * llw1_max_elems), the all-ranks kernel through ndet_ll_one_line.
  */
 template <int DT, int W = NDET_LL_LINE_DATA>

@@ -16,7 +16,10 @@
 # -G 10 -w 20 --modes graph": the rounds of one machine then agree within about 1 %,
 # where graphs of 20 calls moved an 8-rank row by up to 150 %: one H100, 2026-12-06,
 # doc/performance.md),
-# ABLATE_BUDGET (seconds: no run starts after it; default 400), OUT.  Writes
+# ABLATE_BUDGET (seconds: no run starts after it; default 400), OUT.  Every build runs
+# with the library's default settings, so from NCCL_DET_LL_WIDE_MIN (224 KiB x (ranks -
+# 1)) in wide LL lines: to time 8-byte lines there, add a variant such as
+# VARIANTS="narrow:::NCCL_DET_LL_WIDE_MIN=0" to ll_ablate_build.sh.  Writes
 # $OUT/ll-ablate-raw.txt and $OUT/ll-ablate-summary.txt; the last line printed is the
 # summary.
 set -u
