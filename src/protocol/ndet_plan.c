@@ -168,6 +168,19 @@ static uint64_t ndet_plan_ll_block_bytes(const struct ndet_plan_params *params, 
  * fill 12 bytes whole.  One wide line per thread where that grid fits both the cap and
  * the pool's LL slots, else two where that one does (a slot holds either).
  */
+/*
+ * -DNDET_PLAN_LL_WIDE_SMALL=B (builds that compare; B a multiple of
+ * NDET_LL_WIDE_LINE_DATA): wide lines for every call that can take them, whatever
+ * ll_wide_min says, in blocks of B bytes up to NDET_PLAN_LL_SMALL_MAX where that grid
+ * fits (as the 8-byte lines' blocks of NDET_PLAN_LL_SMALL_BYTES), so that the two
+ * formats can be timed on the same grid.
+ */
+#ifndef NDET_PLAN_LL_WIDE_SMALL
+#define NDET_PLAN_LL_WIDE_SMALL 0
+#endif
+_Static_assert(NDET_PLAN_LL_WIDE_SMALL % NDET_LL_WIDE_LINE_DATA == 0 &&
+		       NDET_PLAN_LL_WIDE_SMALL <= NDET_LL_WIDE_BLOCK_BYTES / 2,
+	       "wide blocks of whole lines, one per thread");
 _Static_assert(NDET_LL_WIDE_BLOCK_BYTES == NDET_LL_BLOCK_LINES * NDET_LL_WIDE_LINE_DATA &&
 		       NDET_LL_BLOCK_LINES * 16 == NDET_LL_SLOT_BYTES,
 	       "a wide block of up to two lines per thread fills one slot");
@@ -177,10 +190,16 @@ static uint64_t ndet_plan_ll_wide_block_bytes(const struct ndet_plan_params *par
 	const bool sum = params->op == NDET_OP_SUM || params->op == NDET_OP_AVG;
 	if (params->ll_wide_min == 0 || NDET_LL_WIDE_LINE_DATA % size != 0 || !sum ||
 	    params->premul || params->nranks > 8 || bytes > NDET_LL_MAX_BYTES ||
-	    (uint64_t)(params->nranks - 1) * bytes < params->ll_wide_min)
+	    (!NDET_PLAN_LL_WIDE_SMALL &&
+	     (uint64_t)(params->nranks - 1) * bytes < params->ll_wide_min))
 		return 0;
 	const uint64_t cap = ndet_plan_grid_cap(params);
 	const uint64_t slots = ndet_plan_ll_blocks(params->ll_max);
+	if (NDET_PLAN_LL_WIDE_SMALL && bytes <= NDET_PLAN_LL_SMALL_MAX) {
+		const uint64_t blocks = ndet_plan_div_up(bytes, NDET_PLAN_LL_WIDE_SMALL);
+		if (blocks <= cap && blocks <= slots)
+			return NDET_PLAN_LL_WIDE_SMALL;
+	}
 	for (uint64_t block = NDET_LL_WIDE_BLOCK_BYTES / 2; block <= NDET_LL_WIDE_BLOCK_BYTES;
 	     block *= 2) {
 		const uint64_t blocks = ndet_plan_div_up(bytes, block);

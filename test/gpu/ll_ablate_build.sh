@@ -22,6 +22,7 @@
 # NDET_LL_POLL_NARROW, NDET_LL_SCATTER_LANES, NDET_LL_TOUCH_PEERS,
 # NDET_LL_UNROLL_PEERS, NDET_LL_STORE_LINE in ndet_ll.cuh),
 # src/protocol/ndet_plan.c the host ones (NDET_PLAN_GRID_CAPACITY, NDET_PLAN_LL_FILL,
+# NDET_PLAN_LL_WIDE_SMALL,
 # NDET_PLAN_LL_SMALL_BYTES); SETTINGS
 # (NCCL_DET_*=VALUE) alone make perf-LABEL a script that runs perf-0 with them.
 # For example
