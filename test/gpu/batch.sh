@@ -99,11 +99,12 @@ perf-trace-small 60 env NCCL_NVLS_ENABLE=0 NCCL_DET_LL_MAX=0 $PERF --ranks 2 -b 
 probe-small  120 export NCCL_NVLS_ENABLE=0; P="$PERF --ranks 2 -d bf16 $NCCL2 -G 0 -c 0"; NCCL_DET_LL_MAX=0 $P -b 8 -e 64K -f 8 --trace; NCCL_DET_LL_MAX=64K $P -b 8 -e 4K -f 8 --trace; $P -b 1M -e 16M -f 4 --trace; NCCL_DET_POOL_SIZE=8M $P -b 1M -e 16M -f 4; NCCL_DET_MAX_BLOCKS=4 $P -b 1M -e 16M -f 4; NCCL_DET_MAX_BLOCKS=8 $P -b 1M -e 16M -f 4
 faults-abort 150 env FAULTS_MPS=on FAULTS_BUDGET=140 test/gpu/faults.sh abort-thread kill diverge-count
 ll-ablate    420 env ABLATE_BUDGET=400 test/gpu/ll_ablate.sh $BUILD/ablate
-small-targets 240 test/gpu/small_targets.sh
-small-targets-reduce 240 env COLL=reduce test/gpu/small_targets.sh
+small-targets 120 test/gpu/small_targets.sh
+small-targets-reduce 120 env COLL=reduce test/gpu/small_targets.sh
 shim-overhead 60 env LD_PRELOAD=$NDET_LIB $PERF --shim-overhead
 one-launch-time 240 export NCCL_NVLS_ENABLE=0; for round in 1 2; do for n in 8 4 2; do $BIN_DIR/ndet_gpu_test one-launch-time $n || exit 1; $PERF --ranks $n -b 8 -e 64K -f 2 -d f32 -o sum -c 0 --no-nccl -n 20 -w 5 -G 20 --modes graph || exit 1; done; done
 ll-variants  420 env "NRANKS=8 4" "SIZES=-b 2K -e 64K -f 2" ROUNDS=3 ABLATE_BUDGET=400 test/gpu/ll_ablate.sh $BUILD/ablate
+ll-formats   360 env "NRANKS=8 4 2" "SIZES=-b 8 -e 16K -f 2" ROUNDS=3 ABLATE_BUDGET=340 test/gpu/ll_ablate.sh $BUILD/ablate
 perf-fail    30 env NDET_PERF_TEST_WRONG=1 $PERF --ranks 2 -b 4K -e 4K -d f32 -o sum -G 0 -c 1 --no-nccl >$OUT/perf-fail.txt; rc=$?; cat $OUT/perf-fail.txt; [ $rc -eq 1 ] && awk '$1 == 4096 && $5 == "eager" && $10 == 2 && $15 == "FAIL"' $OUT/perf-fail.txt | grep -q . && grep -q '^# Out of bounds values : 2 FAILED$' $OUT/perf-fail.txt && grep -q 'CHECK FAILURES' $OUT/perf-fail.txt
 perf-reduce  90 export NCCL_NVLS_ENABLE=0; NDET_PERF_TEST_WRONG=1 $PERF --ranks 3 --coll reduce -r 1 -b 4K -e 4K -d f32 -o sum -G 0 -c 1 --no-nccl >$OUT/reduce-fail.txt; [ $? -eq 1 ] && grep -q '^# Out of bounds values : 1 FAILED$' $OUT/reduce-fail.txt || exit 1; NDET_PERF_TEST_WRONG=2 $PERF --ranks 3 --coll reduce -r 1 -b 4K -e 4K -d f32 -o sum -G 0 -c 1 --no-nccl >$OUT/reduce-fail2.txt; [ $? -eq 1 ] && grep -q '^# Out of bounds values : 2 FAILED$' $OUT/reduce-fail2.txt || exit 1; for n in 3 4; do $PERF --ranks $n --coll reduce -r $((n - 1)) -b 8 -e 4M -f 8 -d f32,bf16 -o all -G 1 -n 2 -w 1 --no-nccl || exit 1; done; for n in 2 4 8; do $PERF --ranks $n --coll reduce -r 1 -b 8 -e 64K -f 2 -d bf16 -o sum -c 0 -n 100 -w 20 -G 5 --modes graph --no-nccl || exit 1; done
 perf-mid     40 env NCCL_NVLS_ENABLE=0 $PERF --ranks 2 -b 32K -e 64M -f 2 -d bf16 $NCCL2 -G 0 -c 0 --trace
