@@ -162,13 +162,6 @@ static uint64_t ndet_plan_ll_block_bytes(const struct ndet_plan_params *params, 
 }
 
 /*
- * Bytes per block of an LL plan of `bytes` (at most NDET_LL_MAX_BYTES) in wide lines
- * (ndet_plan.h, ll_wide_min), 0 where it keeps lines of 8 bytes: the kernels of wide
- * lines are those of sum and avg in the buckets of up to 8 ranks, for elements that
- * fill 12 bytes whole.  One wide line per thread where that grid fits both the cap and
- * the pool's LL slots, else two where that one does (a slot holds either).
- */
-/*
  * -DNDET_PLAN_LL_WIDE_SMALL=B (builds that compare; B a multiple of
  * NDET_LL_WIDE_LINE_DATA): wide lines for every call that can take them, whatever
  * ll_wide_min says, in blocks of B bytes up to NDET_PLAN_LL_SMALL_MAX where that grid
@@ -181,6 +174,14 @@ static uint64_t ndet_plan_ll_block_bytes(const struct ndet_plan_params *params, 
 _Static_assert(NDET_PLAN_LL_WIDE_SMALL % NDET_LL_WIDE_LINE_DATA == 0 &&
 		       NDET_PLAN_LL_WIDE_SMALL <= NDET_LL_WIDE_BLOCK_BYTES / 2,
 	       "wide blocks of whole lines, one per thread");
+
+/*
+ * Bytes per block of an LL plan of `bytes` (at most NDET_LL_MAX_BYTES) in wide lines
+ * (ndet_plan.h, ll_wide_min), 0 where it keeps lines of 8 bytes: the kernels of wide
+ * lines are those of sum and avg in the buckets of up to 8 ranks, for elements that
+ * fill 12 bytes whole.  One wide line per thread where that grid fits both the cap and
+ * the pool's LL slots, else two where that one does (a slot holds either).
+ */
 _Static_assert(NDET_LL_WIDE_BLOCK_BYTES == NDET_LL_BLOCK_LINES * NDET_LL_WIDE_LINE_DATA &&
 		       NDET_LL_BLOCK_LINES * 16 == NDET_LL_SLOT_BYTES,
 	       "a wide block of up to two lines per thread fills one slot");
