@@ -52,8 +52,8 @@
 #include <unistd.h>
 
 #include "nccl_det.h"
-#include "test/gpu/ndet_gpu_common.h"
 #include "reference/ndet_reference.h"
+#include "test/gpu/ndet_gpu_data.h"
 
 /* Longest wait for a peer's file: the script's per-case timeout is the real limit. */
 #define FAULT_WAIT_S 600.0

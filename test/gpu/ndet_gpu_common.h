@@ -1,8 +1,9 @@
 /*
  * Copyright (c) 2026, nccl-det authors. SPDX-License-Identifier: BSD-3-Clause
  *
- * Shared pieces of the GPU test programs: data generation, bit-exact comparison
- * against the CPU reference, and the test matrix every bootstrap mode runs.
+ * Shared pieces of the GPU test programs that drive the engine: the test matrix
+ * every bootstrap mode runs, and the phases beside it (ndet_gpu_data.h has what
+ * needs no engine).
  */
 #ifndef NDET_GPU_COMMON_H_
 #define NDET_GPU_COMMON_H_
@@ -16,40 +17,7 @@
 
 #include "engine/ndet_engine.h"
 #include "kernels/ndet_types.h"
-
-/*
- * A setup error of the test itself: exit status 2 at once (_exit after flushing).  Rank
- * threads of one process may fail together, and exit() from two threads runs the CUDA
- * runtime's teardown twice (a crash, status 139, instead of the 2 the scripts read).
- */
-void gpu_die(void) __attribute__((noreturn));
-
-#define GPU_CHECK(call)                                                                            \
-	do {                                                                                       \
-		cudaError_t gpu_err_ = (call);                                                     \
-		if (gpu_err_ != cudaSuccess) {                                                     \
-			fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,       \
-				cudaGetErrorString(gpu_err_));                                     \
-			gpu_die();                                                                 \
-		}                                                                                  \
-	} while (0)
-
-/* For the programs that call NCCL: a failed call is a setup error (exit 2). */
-#define NCCL_OK(call)                                                                              \
-	do {                                                                                       \
-		ncclResult_t nccl_res_ = (call);                                                   \
-		if (nccl_res_ != ncclSuccess) {                                                    \
-			fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,       \
-				ncclGetErrorString(nccl_res_));                                    \
-			gpu_die();                                                                 \
-		}                                                                                  \
-	} while (0)
-
-/* Deterministic test values: wide exponents, mixed signs; specials on request. */
-void gpu_fill(ndet_dtype_t dtype, void *buffer, size_t count, uint64_t seed, bool specials);
-
-/* fp8 e4m3 or e5m2? */
-bool gpu_is_fp8(ndet_dtype_t dtype);
+#include "test/gpu/ndet_gpu_data.h"
 
 /*
  * Does this run cover `dtype`?  NDET_TEST_DTYPES (comma list of names, default all)
@@ -57,19 +25,6 @@ bool gpu_is_fp8(ndet_dtype_t dtype);
  * for prints "NOT RUN: fp8 cases (...)" where it cannot).
  */
 bool gpu_dtype_selected(ndet_dtype_t dtype);
-
-/* Elements whose bits differ (two NaNs count as equal).  First mismatch reported. */
-/* Rank 0 makes the NCCL unique id and writes it to ID_FILE (atomically, through a
- * rename); the others wait up to 60 s for the file.  False on any failure. */
-bool gpu_share_unique_id(int rank, const char *id_file, ncclUniqueId *id);
-
-/* Host-to-device copy ordered on STREAM and finished on return.  A plain cudaMemcpy from
- * pageable memory may return before its DMA lands, and a non-blocking stream does not
- * wait for the legacy stream: a kernel launched next could read the old bytes. */
-void gpu_upload(void *dst, const void *src, size_t bytes, cudaStream_t stream);
-
-size_t gpu_compare(ndet_dtype_t dtype, const void *got, const void *want, size_t count,
-		   size_t *first_index);
 
 /* Per-rank context the matrix runs with. */
 struct gpu_rank {
