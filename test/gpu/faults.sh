@@ -184,7 +184,10 @@ torch_case() {
 			continue
 		fi
 		called=$(sed -n 's/^CALLED //p' "$file" | head -1)
-		said=$(grep -m1 -E "ncclRemoteError|remote process exited" "$file" | cut -c1-400)
+		# PyTorch's own line (glog: [E1130 04:54:16.867173002 ...]), not nccl-det's
+		# WARN, which names ncclRemoteError too and has no time of day to read.
+		said=$(grep -m1 -E '\[E[0-9]{4} [0-9:.]+ [^]]*\].*(ncclRemoteError|remote process exited)' \
+			"$file" | cut -c1-400)
 		if [ -z "$called" ] || [ -z "$said" ]; then
 			log "$tag: rank $r: all_reduce ${called:+issued}${called:-never issued}; PyTorch said ${said:-nothing naming the NCCL error} (exit $code)"
 			rc=1
@@ -193,6 +196,12 @@ torch_case() {
 		# glog's time of day ([E1130 04:54:16.867173002 ...]), local time like date's.
 		when=$(date -d "$(echo "$said" | sed -nE 's/.*\[E[0-9]{4} ([0-9:.]+) .*/\1/p')" +%s.%N)
 		reported=$(awk -v a="$called" -v b="$when" 'BEGIN { printf "%.1f", b - a }')
+		# Before the call (a time of day misread, or of another day): the delay is
+		# unknown, and a check that cannot fail is no check.
+		if awk -v e="$reported" 'BEGIN { exit !(e < 0) }'; then
+			log "$tag: rank $r: PyTorch's report reads $reported s after the all_reduce: its time is unknown"
+			rc=1
+		fi
 		ended=$(awk -v a="$called" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
 		log "$tag: rank $r: PyTorch reported the error $reported s after the all_reduce and the process ended (exit $code) $ended s after it; PyTorch said: $said"
 		if [ "$code" -eq 124 ] || [ "$code" -eq 137 ] || [ "$code" -eq 3 ] || [ "$code" -eq 0 ]; then
