@@ -4,11 +4,12 @@
 #   BUILD=DEST test/gpu/loading.sh, BIN_DIR=DEST/test/gpu test/gpu/suite.sh, ...
 # usage: test/gpu/pack_devbin.sh [BUILD-DIR] [DEST]
 # It also writes DEST.tgz, to carry; test/gpu/batch.sh unpacks it where DEST is missing.
-# Every binary links the kernel library in, and its GPU code is compressed already
-# (about 9 MB each with one gencode), so the tarball is hardly smaller than DEST.  A
-# device call carries 64 MiB at most: LEAVE_OUT (space-separated paths under DEST, e.g.
-# "ablate test/gpu/ndet_fault_test") leaves out what the steps of one call do not run,
-# and the script fails where the tarball is still too large.
+# Every binary that links the engine carries the kernel library, whose GPU code is
+# compressed already (about 9 MB each with one gencode; ndet_fault_test carries none),
+# so the tarball is hardly smaller than DEST.  A device call carries 64 MiB at most:
+# LEAVE_OUT (space-separated paths under DEST, e.g. "ablate test/gpu/ndet_preload_test")
+# leaves out what the steps of one call do not run, and the script fails where the
+# tarball is still too large.
 set -eu
 build=$(cd "${1:-.}" && pwd)
 dest=${2:-$build/.devbin}
