@@ -101,6 +101,7 @@ faults-abort 150 env FAULTS_MPS=on FAULTS_BUDGET=140 test/gpu/faults.sh abort-th
 ll-ablate    420 env ABLATE_BUDGET=400 test/gpu/ll_ablate.sh $BUILD/ablate
 small-targets 120 test/gpu/small_targets.sh
 small-targets-reduce 120 env COLL=reduce test/gpu/small_targets.sh
+ll-wide-trace 120 export NCCL_NVLS_ENABLE=0; for n in 8 4; do for w in 224K 1; do echo "== $n ranks, NCCL_DET_LL_WIDE_MIN=$w"; NCCL_DET_LL_WIDE_MIN=$w $PERF --ranks $n -b 64 -e 4K -f 8 -d f32 -o sum -c 0 --no-nccl -n 1000 -w 20 -G 10 --modes graph --trace || exit 1; done; done
 shim-overhead 60 env LD_PRELOAD=$NDET_LIB $PERF --shim-overhead
 one-launch-time 240 export NCCL_NVLS_ENABLE=0; for round in 1 2; do for n in 8 4 2; do $BIN_DIR/ndet_gpu_test one-launch-time $n || exit 1; $PERF --ranks $n -b 8 -e 64K -f 2 -d f32 -o sum -c 0 --no-nccl -n 20 -w 5 -G 20 --modes graph || exit 1; done; done
 ll-variants  420 env "NRANKS=8 4" "SIZES=-b 2K -e 64K -f 2" ROUNDS=3 ABLATE_BUDGET=400 test/gpu/ll_ablate.sh $BUILD/ablate
