@@ -245,16 +245,15 @@ ndet_status_t ndet_engine_allreduce(struct ndet_engine *engine, const void *send
 
 /*
  * One rank: recvbuff = its block of sendbuff (block 0: the whole buffer of an
- * all-reduce or a reduce, the one block of a reduce-scatter).
+ * all-reduce or a reduce, the one block of a reduce-scatter); in place, nothing.
  */
 static ndet_status_t ndet_engine_copy(const struct ndet_engine_call *call, cudaStream_t stream)
 {
 	ndet_status_t status = NDET_OK;
-	if (call->sendbuff != call->recvbuff)
-		NDET_CUDA_CHECK_GOTO(cudaMemcpyAsync(call->recvbuff, call->sendbuff,
-						     call->count * ndet_dtype_size(call->dtype),
-						     cudaMemcpyDeviceToDevice, stream),
-				     status, out);
+	NDET_CUDA_CHECK_GOTO(cudaMemcpyAsync(call->recvbuff, call->sendbuff,
+					     call->count * ndet_dtype_size(call->dtype),
+					     cudaMemcpyDeviceToDevice, stream),
+			     status, out);
 out:
 	return status;
 }
@@ -332,10 +331,11 @@ struct ndet_engine_work {
 /*
  * Enqueue `work` on `stream` on the engine's device (the caller's device given back),
  * behind the engine's previous launch of the same kind (ndet_engine_order), and note it
- * as the last one.  Where an eager call fails on its way to the GPU, the engine is
- * poisoned (ndet_engine_poison): its peers' kernels of this call would otherwise wait
- * for it, and the next call of the same shape would pass for this one.  A capture
- * that fails never runs (CUDA invalidates it): nothing is poisoned for it.
+ * as the last one; a one-rank copy without either, and in place nothing.  Where an
+ * eager call fails on its way to the GPU, the engine is poisoned (ndet_engine_poison):
+ * its peers' kernels of this call would otherwise wait for it, and the next call of
+ * the same shape would pass for this one.  A capture that fails never runs (CUDA
+ * invalidates it): nothing is poisoned for it.
  */
 static ndet_status_t ndet_engine_enqueue(struct ndet_engine *engine, cudaStream_t stream,
 					 const struct ndet_engine_work *work)
@@ -343,9 +343,26 @@ static ndet_status_t ndet_engine_enqueue(struct ndet_engine *engine, cudaStream_
 	ndet_status_t status = NDET_OK;
 	int saved_device = -1;
 	unsigned long long capture = 0;
+	const bool copy = !work->stage && !work->kernel;
+	if (copy && work->call->sendbuff == work->call->recvbuff)
+		return NDET_OK;
 	NDET_CUDA_CHECK_GOTO(cudaGetDevice(&saved_device), status, unreached);
 	if (saved_device != engine->config.cuda_device)
 		NDET_CUDA_CHECK_GOTO(cudaSetDevice(engine->config.cuda_device), status, unreached);
+	if (copy) {
+		/*
+		 * A copy touches no pool and no flag of the engine: it waits for no launch
+		 * of the engine's and is none that a later one must wait for
+		 * (ndet_engine_order), so a one-rank call costs its copy alone, as in NCCL.
+		 * Its capture is asked for only where it fails.
+		 */
+		status = ndet_engine_copy(work->call, stream);
+		if (status != NDET_OK && ndet_engine_capture_id(stream, &capture) != cudaSuccess) {
+			(void)cudaGetLastError();
+			capture = 0;
+		}
+		goto failed;
+	}
 	NDET_CUDA_CHECK_GOTO(ndet_engine_capture_id(stream, &capture), status, failed);
 	const unsigned long long stream_id = ndet_engine_stream_id(stream, capture);
 	status = ndet_engine_order(engine, stream, stream_id, capture);
@@ -355,11 +372,9 @@ static ndet_status_t ndet_engine_enqueue(struct ndet_engine *engine, cudaStream_
 		NDET_CUDA_CHECK_GOTO(
 			(cudaError_t)ndet_kernel_hosts_stage(&work->stage_args, stream), status,
 			failed);
-	else if (work->kernel)
+	else
 		NDET_CUDA_CHECK_GOTO((cudaError_t)ndet_kernel_allreduce(&work->args, stream),
 				     status, failed);
-	else
-		status = ndet_engine_copy(work->call, stream);
 	if (status == NDET_OK)
 		status = ndet_engine_launched(engine, stream, stream_id, capture);
 failed:

@@ -111,6 +111,7 @@ static pid_t fake_ended[64]; /* fake_cuda_end_process */
 static int fake_ended_count;
 static bool fake_unloading;
 static size_t fake_fail_malloc_bytes; /* cudaMalloc of exactly this many bytes fails (0: none) */
+static int fake_fail_device_copies;   /* so many device-to-device cudaMemcpyAsync fail */
 static struct ndet_host_status *fake_claimed; /* FAKE_CUDA_KERNEL_FAIL_CLAIMED */
 static char (*fake_log_lines)[FAKE_LOG_LINE];
 static int fake_log_count, fake_log_capacity;
@@ -566,6 +567,7 @@ void fake_cuda_reset(void)
 	fake_ended_count = 0;
 	fake_unloading = false;
 	fake_fail_malloc_bytes = 0;
+	fake_fail_device_copies = 0;
 	fake_no_kernel_image = false;
 	fake_set_device_fails = false;
 	fake_no_fp8_image = false;
@@ -874,6 +876,13 @@ cudaError_t cudaMalloc(void **devPtr, size_t size)
 	return fake_alloc(devPtr, size, false);
 }
 
+void fake_cuda_fail_device_copies(int count)
+{
+	pthread_mutex_lock(&fake_lock);
+	fake_fail_device_copies = count;
+	pthread_mutex_unlock(&fake_lock);
+}
+
 void fake_cuda_fail_malloc_of(size_t bytes)
 {
 	pthread_mutex_lock(&fake_lock);
@@ -966,8 +975,12 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 			    cudaStream_t stream)
 {
 	FAKE_RUNTIME_CALL();
-	(void)kind;
 	pthread_mutex_lock(&fake_lock);
+	if (kind == cudaMemcpyDeviceToDevice && fake_fail_device_copies > 0) {
+		fake_fail_device_copies--;
+		pthread_mutex_unlock(&fake_lock);
+		return fake_result(cudaErrorInvalidValue);
+	}
 	bool usable = fake_stream_usable_locked(fake_stream_of(stream), "cudaMemcpyAsync");
 	if (fake_touches_freed_locked(dst, count) || fake_touches_freed_locked(src, count))
 		fake_violate("cudaMemcpyAsync through a mapping of memory its owner freed");

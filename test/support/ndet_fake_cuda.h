@@ -129,6 +129,9 @@ void fake_cuda_set_no_fp8_image(bool on);
  */
 void fake_cuda_set_major(int major);
 
+/* The next `count` device-to-device cudaMemcpyAsync fail (fake_cuda_reset clears it). */
+void fake_cuda_fail_device_copies(int count);
+
 /* From now on cudaMalloc of exactly `bytes` bytes fails (0: none; fake_cuda_reset clears it). */
 void fake_cuda_fail_malloc_of(size_t bytes);
 

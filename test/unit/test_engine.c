@@ -900,6 +900,77 @@ static void test_launch_order_across_streams(void **state)
 	group_fini(&group);
 }
 
+/*
+ * One rank: recvbuff is sendbuff's values (an all-reduce's whole buffer, a
+ * reduce-scatter's one block), by a copy on the call's stream and nothing more: no
+ * kernel, no event recorded or waited for (the copy touches no pool, so it neither
+ * waits for the engine's last launch nor stands as one), and in place nothing at all.
+ * A copy that fails fails the call and the engine's later calls.
+ */
+static void test_one_rank_copy_alone(void **state)
+{
+	(void)state;
+	struct group group;
+	group_create(&group, 1, false);
+	struct ndet_engine *engine = group.engines[0];
+	cudaStream_t a = new_stream(), b = new_stream();
+	uint32_t seed = 0x9e3779b9u;
+	for (int i = 0; i < COUNT; i++) {
+		seed = seed * 1664525u + 1013904223u;
+		send_values[i] = (float)(int32_t)seed * 0x1p-20f;
+		recv_values[i] = -(float)i - 0.5f;
+	}
+	const int launches = runtime().launches;
+	int from = fake_cuda_log_length();
+	/* An odd count at an odd element offset. */
+	assert_int_equal(ndet_engine_allreduce(engine, send_values + 3, recv_values + 1, COUNT - 7,
+					       NDET_DTYPE_F32, NDET_OP_SUM, a),
+			 NDET_OK);
+	assert_memory_equal(recv_values + 1, send_values + 3, (COUNT - 7) * sizeof(float));
+	assert_true(recv_values[0] == -0.5f);
+	assert_true(recv_values[COUNT - 6] == -(float)(COUNT - 6) - 0.5f);
+	const struct ndet_engine_call scatter = {.coll = NDET_COLL_REDUCE_SCATTER,
+						 .sendbuff = send_values + 100,
+						 .recvbuff = recv_values + 900,
+						 .count = 99,
+						 .dtype = NDET_DTYPE_F32,
+						 .op = NDET_OP_MAX,
+						 .root = -1};
+	assert_int_equal(ndet_engine_collective(engine, &scatter, b), NDET_OK);
+	assert_memory_equal(recv_values + 900, send_values + 100, 99 * sizeof(float));
+	float before[COUNT];
+	memcpy(before, send_values, sizeof(before));
+	assert_int_equal(ndet_engine_allreduce(engine, send_values, send_values, COUNT,
+					       NDET_DTYPE_F32, NDET_OP_AVG, a),
+			 NDET_OK);
+	assert_memory_equal(send_values, before, sizeof(before));
+	assert_int_equal(runtime().launches, launches);
+	for (int i = from; i < fake_cuda_log_length(); i++)
+		if (strncmp(fake_cuda_log_line(i), "record ", 7) == 0 ||
+		    strncmp(fake_cuda_log_line(i), "wait ", 5) == 0 ||
+		    strncmp(fake_cuda_log_line(i), "launch ", 7) == 0)
+			fail_msg("a one-rank copy did more than copy: %s", fake_cuda_log_line(i));
+	assert_no_violation();
+
+	/* A copy CUDA refuses: the call fails, and so do later ones. */
+	fake_cuda_fail_device_copies(1);
+	recv_values[5] = 1.25f;
+	assert_int_equal(ndet_engine_allreduce(engine, send_values, recv_values, COUNT,
+					       NDET_DTYPE_F32, NDET_OP_SUM, b),
+			 NDET_ERR_CUDA);
+	assert_true(recv_values[5] == 1.25f);
+	assert_int_not_equal(ndet_engine_allreduce(engine, send_values, recv_values, COUNT,
+						   NDET_DTYPE_F32, NDET_OP_SUM, a),
+			     NDET_OK);
+	assert_true(recv_values[5] == 1.25f);
+	assert_int_not_equal(ndet_engine_error(engine, NULL), NDET_OK);
+	assert_int_equal(cudaStreamDestroy(a), cudaSuccess);
+	assert_int_equal(cudaStreamDestroy(b), cudaSuccess);
+	assert_int_equal(ndet_engine_destroy_group(group.engines, 1, false), NDET_OK);
+	assert_nothing_held();
+	group_fini(&group);
+}
+
 /* ------------------------------------------------------------------ errors */
 
 /*
@@ -3007,6 +3078,7 @@ int main(void)
 		cmocka_unit_test_setup(test_abort_bounds_teardown, reset),
 		cmocka_unit_test_setup(test_abort_during_barrier_teardown, reset),
 		cmocka_unit_test_setup(test_launch_order_across_streams, reset),
+		cmocka_unit_test_setup(test_one_rank_copy_alone, reset),
 		cmocka_unit_test_setup(test_failed_launch_poisons_peers, reset),
 		cmocka_unit_test_setup(test_unreachable_device_fails_engine, reset),
 		cmocka_unit_test_setup(test_launch_args_trace_and_coll_line, reset),
