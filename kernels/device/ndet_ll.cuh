@@ -196,14 +196,18 @@ template <> struct ndet_ll_line<12> {
 	{
 		return data{{0x3c003c00u, 0x3c003c00u, 0x3c003c00u}};
 	}
-	/* Low 16 bits: the first half's tag; high 16: the second's. */
+	/*
+	 * Low 16 bits: the first half's tag; high 16: the second's.  A block's line
+	 * index is far below 2^31, so 32-bit arithmetic gives the same bytes without a
+	 * 64-bit remainder on the way to the step's first store.
+	 */
 	static __device__ __forceinline__ uint32_t tags(uint32_t signature, uint32_t step8,
 							uint64_t line)
 	{
-		const uint32_t j = (uint32_t)(2u * line % 3u);
+		const uint32_t j = 2u * (uint32_t)line % 3u;
 		const uint32_t first = (signature >> (8u * j)) & 0xffu;
 		const uint32_t second = (signature >> (8u * (j == 2u ? 0u : j + 1u))) & 0xffu;
-		return ((first << 8) | step8) | (((second << 8) | step8) << 16);
+		return (first << 8) | (second << 24) | step8 * 0x10001u;
 	}
 	/*
 	 * Each half: 4 data bytes, its tag, 2 data bytes (bytes 0-3, 4-5, then 6-9, 10-11),
