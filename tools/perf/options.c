@@ -276,9 +276,10 @@ static const struct perf_option perf_option_table[] = {
 	 "the flag exchange under each small row in an LL step's shape: thread 0 stores\n"
 	 "a 16-byte line to every peer, then polls theirs (default: thread q, peer q)"},
 	{"trace", 0, NULL, PERF_FIELD(trace), NULL, 1,
-	 "after each row, one more call that records the timeline of its first and\n"
+	 "after each row, more calls that record the timeline of their first and\n"
 	 "last block on every rank (where the time of a call goes; the first 510\n"
-	 "events of a block)"},
+	 "events of a block): the last of three eager calls, or with --modes graph\n"
+	 "the last call of a graph of -n calls replayed 7 times, with medians"},
 	{"version", 0, NULL, PERF_FIELD(version), NULL, 1, "print the version and exit"},
 };
 
