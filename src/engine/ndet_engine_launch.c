@@ -245,7 +245,8 @@ ndet_status_t ndet_engine_allreduce(struct ndet_engine *engine, const void *send
 
 /*
  * One rank: recvbuff = its block of sendbuff (block 0: the whole buffer of an
- * all-reduce or a reduce, the one block of a reduce-scatter); in place, nothing.
+ * all-reduce or a reduce, the one block of a reduce-scatter).  An in-place call never
+ * gets here (ndet_engine_enqueue).
  */
 static ndet_status_t ndet_engine_copy(const struct ndet_engine_call *call, cudaStream_t stream)
 {
