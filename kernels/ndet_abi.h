@@ -331,7 +331,8 @@ enum ndet_trace_code {
 				  push; LL: that wait, or the prologue's end) */
 	NDET_TRACE_SCATTERED,  /* a step's segments (pull: copy-in; LL: lines) stored,
 				  ready released */
-	NDET_TRACE_READY,      /* every peer's segment of the step arrived */
+	NDET_TRACE_READY,      /* every peer's segment of the step arrived (LL: thread
+				  0's lines of every peer) */
 	NDET_TRACE_REDUCED,    /* own segment reduced and stored, reduced released
 				  (LL: every line reduced) */
 	NDET_TRACE_PEERS_DONE, /* every peer's reduced segment of the step arrived */
@@ -339,7 +340,8 @@ enum ndet_trace_code {
 				  block's reads of the step done, before done is released) */
 	NDET_TRACE_STEP,       /* pull: a step begins (before its released wait) */
 	NDET_TRACE_COPIED,     /* thread 0 stored its share of a segment / reduction */
-	NDET_TRACE_SYNCED,     /* the block's threads all did (before the release) */
+	NDET_TRACE_SYNCED,     /* the block's threads all did (before the release; LL:
+				  every thread has its lines, the block agreed) */
 	NDET_TRACE_END,        /* the block's last event */
 };
 

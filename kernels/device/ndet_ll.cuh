@@ -27,7 +27,6 @@
 #define NDET_LL_ABLATE 0
 #endif
 #define NDET_LL_ABLATE_READY    0x1  /* the ready flag stored before the gather */
-#define NDET_LL_ABLATE_ABORT    0x4  /* block 0 waiting for its host abort read */
 #define NDET_LL_ABLATE_REDUCE   0x8  /* the tree and the stores into recvbuff */
 #define NDET_LL_ABLATE_AGREE    0x10 /* the block's agreement on the gather's outcome */
 #define NDET_LL_ABLATE_SENDBUFF 0x20 /* the loads of sendbuff (a constant is sent) */
@@ -64,15 +63,6 @@
  */
 #ifndef NDET_LL_TOUCH_PEERS
 #define NDET_LL_TOUCH_PEERS 0
-#endif
-/*
- * NDET_LL_UNROLL_PEERS (measurement): the step's stores into the peers in a loop
- * unrolled over the rank bucket, each peer found by a comparison instead of a
- * remainder, so that the loads of the peers' pool addresses need not wait for each
- * other.
- */
-#ifndef NDET_LL_UNROLL_PEERS
-#define NDET_LL_UNROLL_PEERS 0
 #endif
 /*
  * NDET_LL_STORE_LINE (measurement): the tree's results of a line gathered into one
@@ -285,17 +275,20 @@ __device__ __forceinline__ uint32_t ndet_ll_step8(uint64_t t)
  * each peer still missing: a peer that reached this step with another signature
  * (another call, or a path that waits for our ready instead) fails the call at once.
  * On failure *bad_peer is that peer (a timeout: the lowest peer still missing) and
- * *observed its ready.  `aborted_at_start`: the host abort flag as block 0 read it at
- * kernel start (shared; 0 in other blocks, and until thread 32 has it), looked at only
- * once a line keeps us waiting: a call that was aborted before it started fails there,
- * naming this rank, while one whose lines are all there completes like its peers.
+ * *observed its ready.  The host abort flag is read only once a line keeps us
+ * waiting: after 64 rounds, one lane of each waiting warp reads it (over PCIe) and,
+ * where it is set, puts it into `abort_seen`, the block's shared word (written only
+ * then, so a run without an abort has no shared store racing the other threads'
+ * reads); every waiting thread of the block then fails, naming this rank.  Later
+ * aborts reach every waiting thread through its own read every 1024 rounds.  An
+ * aborted call whose lines are all there completes like its peers.
  */
 template <int W, int NR, int L>
 __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &st, uint64_t parity,
 				   uint64_t chunk_bytes,
 				   const uint32_t (&tags)[NDET_LL_LINES_PER_THREAD], uint64_t step,
-				   const volatile uint32_t *aborted_at_start,
-				   uint32_t (&lines)[L][NR][4], int *bad_peer, uint64_t *observed)
+				   volatile uint32_t *abort_seen, uint32_t (&lines)[L][NR][4],
+				   int *bad_peer, uint64_t *observed)
 {
 	typedef ndet_ll_line<W> Line;
 	static_assert(L * NR <= 64, "one bit per line and peer");
@@ -359,7 +352,15 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 		if (pending == 0 || (spins & 63) != 0)
 			continue;
 		const int first = __ffs(peers) - 1;
-		if (*aborted_at_start != 0) {
+		if (spins == 64) {
+			const unsigned lane = threadIdx.x & 31u;
+			if ((__activemask() & ((1u << lane) - 1u)) == 0) { /* the lowest waiting */
+				const uint32_t host_abort = a.host_status->abort;
+				if (host_abort != 0)
+					*abort_seen = host_abort;
+			}
+		}
+		if (*abort_seen != 0) {
 			*bad_peer = me;
 			return NDET_KERNEL_ERR_ABORTED;
 		}
@@ -628,8 +629,8 @@ __device__ __forceinline__ void ndet_ll_store_slot(char *slot,
  */
 template <int DT, int K, int NR, int LLOP, int L, int W>
 __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, uint64_t step,
-			      uint64_t t, uint32_t host_abort, volatile uint32_t *aborted_at_start,
-			      bool after_ll, const ndet_ll_data<W> (&mine)[L])
+			      uint64_t t, volatile uint32_t *abort_seen, bool after_ll,
+			      const ndet_ll_data<W> (&mine)[L])
 {
 	typedef typename ndet_dtype<DT>::T T;
 	typedef ndet_ll_line<W> Line;
@@ -682,12 +683,18 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	const bool refresh = t % NDET_LL_REFRESH_STEPS < 2;
 	if (L == 1 && !refresh && NDET_LL_SCATTER_LANES)
 		ndet_ll_scatter_lanes<W>(a, b, parity, chunk_bytes, mine[0], step8);
-	else if (NDET_LL_UNROLL_PEERS) {
+	else {
+		/*
+		 * Peer j of the bucket is rank me + j, wrapped by a comparison: every pool
+		 * address is loaded before the first store, and no remainder (a division's
+		 * worth of instructions per peer) stands between two stores.  Past n: an
+		 * entry of the table never stored into.
+		 */
 		const uint64_t mine_slot =
 			a.ll_offset + (((uint64_t)b * n + me) * 2 + parity) * NDET_LL_SLOT_BYTES;
 		char *pool[NR];
 #pragma unroll
-		for (int j = 1; j < NR; j++) /* past n: an entry never stored into */
+		for (int j = 1; j < NR; j++)
 			pool[j] = a.lanes[me + j < n ? me + j : me + j - n];
 #pragma unroll
 		for (int j = 1; j < NR; j++) {
@@ -696,14 +703,7 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 			ndet_ll_store_slot<W, L>(pool[j] + mine_slot, mine, chunk_bytes, refresh,
 						 tags);
 		}
-	} else
-		for (int j = 1; j < n; j++) {
-			const int q = (me + j) % n;
-			ndet_ll_store_slot<W, L>(a.lanes[q] + a.ll_offset +
-							 (((uint64_t)b * n + me) * 2 + parity) *
-								 NDET_LL_SLOT_BYTES,
-						 mine, chunk_bytes, refresh, tags);
-		}
+	}
 	/*
 	 * The signature, for peers that poll it (ndet_ll_gather) or wait for it (another
 	 * path): a relaxed store, no release.  Nothing is read because of it: a peer in
@@ -722,24 +722,19 @@ __device__ void ndet_ll_block(const ndet_kernel_args &a, ndet_block_state &st, u
 	uint32_t lines[L][NR][4];
 	int bad_peer = 0;
 	uint64_t observed = 0;
-	/*
-	 * Thread 32 of block 0 read the host abort flag at kernel start; it consumes the
-	 * read only now, after its stores, and shares it with every waiting thread.
-	 */
-	if (!(NDET_LL_ABLATE & NDET_LL_ABLATE_ABORT) && host_abort != 0)
-		*aborted_at_start = host_abort;
-	const uint32_t code =
-		ndet_ll_gather<W, NR, L>(a, st, parity, chunk_bytes, tags, step, aborted_at_start,
-					 lines, &bad_peer, &observed);
+	const uint32_t code = ndet_ll_gather<W, NR, L>(a, st, parity, chunk_bytes, tags, step,
+						       abort_seen, lines, &bad_peer, &observed);
+	ndet_trace(a, st, NDET_TRACE_READY); /* thread 0's lines of every peer */
 	if (code != NDET_KERNEL_OK)
 		ndet_fail(a, code, (uint32_t)bad_peer, step, observed,
-			  code == NDET_KERNEL_ERR_ABORTED && *aborted_at_start != 0 ? 0 : 2);
+			  code == NDET_KERNEL_ERR_ABORTED && *abort_seen != 0 ? 0 : 2);
 	if (NDET_LL_ABLATE & NDET_LL_ABLATE_AGREE) {
 		if (code != NDET_KERNEL_OK)
 			return;
 	} else if (__syncthreads_or(code != NDET_KERNEL_OK)) {
 		return;
 	}
+	ndet_trace(a, st, NDET_TRACE_SYNCED); /* every thread's lines */
 
 	/*
 	 * No released or done: no peer writes what an LL step reads (its own slots) on

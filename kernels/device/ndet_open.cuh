@@ -16,7 +16,7 @@
 namespace
 {
 
-/* Thread 32 reads the host abort flag at kernel start (ndet_block_open). */
+/* Thread 32 reads the host abort flag at kernel start (ndet_block_open; not LL). */
 static_assert(NDET_KERNEL_THREADS > 32, "the kernel needs a second warp");
 
 /* Where a block's call starts: what every path takes from the prologue. */
@@ -30,11 +30,12 @@ struct ndet_block_start {
 	uint64_t open_step;
 	bool after_ll; /* the block's last step was an LL step */
 	/*
-	 * Shared, 0 when the prologue ends: where an LL step puts host_abort once thread
-	 * 32 has it, for every waiting thread of the block to see (ndet_ll_block).
+	 * Shared, 0 when the prologue ends: where an LL step's waiting warps put the host
+	 * abort flag they found set, for every waiting thread of the block
+	 * (ndet_ll_gather).
 	 */
-	volatile uint32_t *aborted_at_start;
-	uint32_t host_abort; /* thread 32 of block 0: the host abort flag as read */
+	volatile uint32_t *abort_seen;
+	uint32_t host_abort; /* thread 32 of block 0, not LL: the host abort flag as read */
 };
 
 /*
@@ -46,7 +47,7 @@ __device__ bool ndet_block_open(const ndet_kernel_args &a, ndet_block_state &st,
 {
 	__shared__ uint64_t first_step, first_ll, open_step;
 	__shared__ int poisoned, after_ll;
-	__shared__ uint32_t aborted_at_start;
+	__shared__ uint32_t abort_seen;
 	st.t0 = ndet_globaltimer();
 	st.me = a.flags[a.rank];
 	st.waits = 0;
@@ -87,7 +88,7 @@ __device__ bool ndet_block_open(const ndet_kernel_args &a, ndet_block_state &st,
 			st.opening = ndet_load_acquire(opening_flag);
 		first_step = counter;
 		first_ll = ll_counter;
-		aborted_at_start = 0;
+		abort_seen = 0;
 		after_ll = last_ll != 0 && last_ll == counter;
 		open_step = after_ll ? before_ll : counter;
 		/*
@@ -115,20 +116,23 @@ __device__ bool ndet_block_open(const ndet_kernel_args &a, ndet_block_state &st,
 	 * before it publishes anything.  Its peers' block 0 never gets its ready: they,
 	 * and every other block of every rank that still waits, see the abort words
 	 * ndet_fail sets and fail too; blocks that finished their share have only moved
-	 * data.  The call fails on every rank.  LL publishes first and consumes it only
-	 * once a line keeps it waiting (doc/protocol.md, LL): an aborted LL call whose
-	 * peers are all there completes on every rank.
-	 * Long waits also poll the flag (ndet_wait), in every block.
+	 * data.  The call fails on every rank.  LL does not read it here: over PCIe the
+	 * read took about 2 us on one H100, and block 0 of a fast LL step then got
+	 * through its gather up to 0.8 us after the grid's other blocks, whether the
+	 * step used the value or not (doc/performance.md).  An LL step publishes first
+	 * and reads the flag only once a line keeps it waiting (ndet_ll_gather;
+	 * doc/protocol.md, LL): an aborted LL call whose peers are all there completes
+	 * on every rank.  Long waits also poll the flag (ndet_wait), in every block.
 	 */
 	uint32_t host_abort = 0;
-	if (threadIdx.x == 32 && b == 0)
+	if (threadIdx.x == 32 && b == 0 && a.path != NDET_PATH_LL)
 		host_abort = a.host_status->abort;
 	__syncthreads();
 	start.first_step = first_step;
 	start.first_ll = first_ll;
 	start.open_step = open_step;
 	start.after_ll = after_ll != 0;
-	start.aborted_at_start = &aborted_at_start;
+	start.abort_seen = &abort_seen;
 	start.host_abort = host_abort;
 	return !poisoned;
 }

@@ -44,8 +44,7 @@ __device__ __forceinline__ void ndet_ll_start(const ndet_kernel_args &a, ndet_bl
 					      const ndet_ll_data<W> (&mine)[L])
 {
 	ndet_ll_block<DT, K, NR, LLOP, L, W>(a, st, start.first_step + 1, start.first_ll + 1,
-					     start.host_abort, start.aborted_at_start,
-					     start.after_ll, mine);
+					     start.abort_seen, start.after_ll, mine);
 }
 
 /*

@@ -8,10 +8,9 @@
 #
 # BUILD-DIR: a configured and built tree (make done; GPU code for the lent machine's
 # GPU, e.g. --with-nvcc-gencode=sm_90).  DEST (default BUILD-DIR/ablate) receives
-# perf-MASK for every mask in ABLATE (default "0 1 4 8 16 32": the whole step,
-# then the step without its ready flag, block 0's wait for the host abort read, its
-# tree and recvbuff stores, the block's agreement on the gather, its loads of
-# sendbuff; 0x1 ... 0x20 in ndet_ll.cuh).  The build tree's own
+# perf-MASK for every mask in ABLATE (default "0 1 8 16 32": the whole step, then
+# the step without its ready flag, its tree and recvbuff stores, the block's
+# agreement on the gather, its loads of sendbuff; 0x1 ... 0x20 in ndet_ll.cuh).  The build tree's own
 # objects are rebuilt without a mask at the end.  On two cores: the first mask about
 # four minutes where ndet_ll.cuh is newer than the tree's kernels (they all rebuild),
 # each further one about 30 s.
@@ -20,7 +19,7 @@
 # joined by commas) adds perf-LABEL builds that compute right results but poll or
 # plan otherwise: the f32 LL kernels get the kernel defines (NDET_LL_POLL_SLEEP,
 # NDET_LL_POLL_NARROW, NDET_LL_SCATTER_LANES, NDET_LL_TOUCH_PEERS,
-# NDET_LL_UNROLL_PEERS, NDET_LL_STORE_LINE in ndet_ll.cuh),
+# NDET_LL_STORE_LINE in ndet_ll.cuh),
 # src/protocol/ndet_plan.c the host ones (NDET_PLAN_GRID_CAPACITY, NDET_PLAN_LL_FILL,
 # NDET_PLAN_LL_SMALL_BYTES, NDET_PLAN_LL_WIDE_SMALL); SETTINGS
 # (NCCL_DET_*=VALUE) alone make perf-LABEL a script that runs perf-0 with them.
@@ -31,7 +30,7 @@
 set -eu
 build=$(cd "${1:?usage: ll_ablate_build.sh BUILD-DIR [DEST]}" && pwd)
 dest=${2:-$build/ablate}
-masks=${ABLATE:-0 1 4 8 16 32}
+masks=${ABLATE:-0 1 8 16 32}
 nvcc=$(sed -n 's/^NVCC = //p' "$build/Makefile")
 [ -n "$nvcc" ] || {
 	echo "ll_ablate_build.sh: no NVCC in $build/Makefile (a build without CUDA?)" >&2
