@@ -196,8 +196,9 @@ struct ndet_host_status {
 	volatile uint32_t peer;
 	volatile uint64_t step;
 	volatile uint64_t observed; /* the flag value last seen in the failed wait */
-	volatile uint32_t phase;    /* 0 kernel start, 1 done, 2 ready, 3 reduced: which wait;
-				       4 a peer host's status word */
+	volatile uint32_t phase;    /* 0 kernel start (LL: the host abort flag, read once a
+				       line kept block 0 waiting), 1 done, 2 ready, 3
+				       reduced: which wait; 4 a peer host's status word */
 	volatile uint32_t rank;     /* the rank that recorded the error */
 	volatile uint32_t claim;    /* the code of the first failure: who writes the details */
 	uint32_t reserved;

@@ -276,12 +276,16 @@ __device__ __forceinline__ uint32_t ndet_ll_step8(uint64_t t)
  * (another call, or a path that waits for our ready instead) fails the call at once.
  * On failure *bad_peer is that peer (a timeout: the lowest peer still missing) and
  * *observed its ready.  The host abort flag is read only once a line keeps us
- * waiting: after 64 rounds, one lane of each waiting warp reads it (over PCIe) and,
- * where it is set, puts it into `abort_seen`, the block's shared word (written only
- * then, so a run without an abort has no shared store racing the other threads'
- * reads); every waiting thread of the block then fails, naming this rank.  Later
- * aborts reach every waiting thread through its own read every 1024 rounds.  An
- * aborted call whose lines are all there completes like its peers.
+ * waiting: after 64 rounds, one lane of block 0's first warp (which holds the chunk's
+ * first line, so it waits whenever a peer never came) reads it over PCIe, once per
+ * kernel as pull and push do at their start, not once per waiting warp and block
+ * (such reads are served one after the other: doc/kernels.md).  Where it is set, that
+ * lane puts it into `abort_seen`, the block's shared word (written only then, so a run
+ * without an abort has no shared store racing the other threads' reads), and every
+ * waiting thread of the block fails, naming this rank; ndet_fail's abort words bring
+ * the other blocks and ranks out.  Later aborts reach every waiting thread through its
+ * own read every 1024 rounds.  An aborted call whose lines are all there completes
+ * like its peers.
  */
 template <int W, int NR, int L>
 __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &st, uint64_t parity,
@@ -352,7 +356,7 @@ __device__ uint32_t ndet_ll_gather(const ndet_kernel_args &a, ndet_block_state &
 		if (pending == 0 || (spins & 63) != 0)
 			continue;
 		const int first = __ffs(peers) - 1;
-		if (spins == 64) {
+		if (spins == 64 && b == 0 && threadIdx.x < 32) {
 			const unsigned lane = threadIdx.x & 31u;
 			if ((__activemask() & ((1u << lane) - 1u)) == 0) { /* the lowest waiting */
 				const uint32_t host_abort = a.host_status->abort;

@@ -706,7 +706,8 @@ void gpu_run_abort_at_start(struct gpu_rank *rank, size_t count)
 		rank->failures++;
 		fprintf(stderr,
 			"FAIL rank %d: abort at start, count %zu: error %u (want %u), wait %u "
-			"(want 0: kernel start), peer %u (want %u)\n",
+			"(want 0: kernel start or an LL step's host abort read), peer %u (want "
+			"%u)\n",
 			rank->rank, count, kernel_error, want, phase, peer, want_peer);
 	}
 	rank->barrier(rank->barrier_context);

@@ -78,9 +78,9 @@
 /*
  * gpu_run_abort_at_start, f32, with the error phases' engine (NDET_GPU_ERROR_POOL and
  * _BLOCKS): one-shot, which consumes the host abort flag after its copy-in; LL of one
- * block (a quarter of NDET_LL_BLOCK_BYTES) in which thread 32, which holds the flag,
- * waits for lines too; LL of one element, in which only thread 0 has a line to wait
- * for.
+ * block (a quarter of NDET_LL_BLOCK_BYTES) whose lines reach past the first warp, and
+ * LL of one element, in which only thread 0 has a line to wait for: in both block 0's
+ * first warp reads the flag once it has waited 64 rounds.
  */
 /*
  * The engine of the wide LL phase (gpu_run_ll_wide) and of the sanitizer's wide runs
