@@ -30,8 +30,8 @@ struct ndet_block_start {
 	uint64_t open_step;
 	bool after_ll; /* the block's last step was an LL step */
 	/*
-	 * Shared, 0 when the prologue ends: where an LL step's waiting warps put the host
-	 * abort flag they found set, for every waiting thread of the block
+	 * Shared, 0 when the prologue ends: where block 0's first warp of an LL step puts
+	 * the host abort flag it found set, for every waiting thread of the block
 	 * (ndet_ll_gather).
 	 */
 	volatile uint32_t *abort_seen;

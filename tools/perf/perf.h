@@ -259,6 +259,8 @@ void perf_print_totals(const struct perf_world *world);
 /* run.c */
 struct ndet_engine_config perf_engine_config(const struct perf_world *world, int rank);
 double perf_now(void);
+/* The median of count > 0 values (sorts them in place). */
+double perf_median(double *values, int count);
 /* "eager", "graph" (rows.c). */
 extern const char *const perf_mode_names[PERF_MODE_COUNT];
 

@@ -91,6 +91,18 @@ double perf_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static int perf_compare_doubles(const void *a, const void *b)
+{
+	const double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+double perf_median(double *values, int count)
+{
+	qsort(values, (size_t)count, sizeof(values[0]), perf_compare_doubles);
+	return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2;
+}
+
 static ndet_status_t perf_allgather(void *context, const void *send, void *recv, size_t bytes)
 {
 	struct perf_rank *me = context;

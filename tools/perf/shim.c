@@ -14,7 +14,6 @@
 #include <dlfcn.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include <nccl.h>
 
@@ -25,12 +24,6 @@ enum { PERF_SHIM_ROUNDS = 9, PERF_SHIM_CALLS = 200, PERF_SHIM_COUNT = 256 };
 
 typedef ncclResult_t (*perf_allreduce_fn)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
 					  ncclComm_t, cudaStream_t);
-
-static int perf_shim_compare(const void *a, const void *b)
-{
-	const double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
 
 /*
  * Microseconds of host time per call of `fn`: the median of PERF_SHIM_ROUNDS batches;
@@ -57,8 +50,7 @@ static double perf_shim_time(perf_allreduce_fn fn, void *buffer, ncclDataType_t 
 		if (round >= 0) /* round -1 warms up */
 			rounds[round] = elapsed * 1e6 / PERF_SHIM_CALLS;
 	}
-	qsort(rounds, PERF_SHIM_ROUNDS, sizeof(rounds[0]), perf_shim_compare);
-	return rounds[PERF_SHIM_ROUNDS / 2];
+	return perf_median(rounds, PERF_SHIM_ROUNDS);
 }
 
 int perf_shim_overhead(void)

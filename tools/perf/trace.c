@@ -12,7 +12,6 @@
 
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "kernels/ndet_kernels.h"
 #include "protocol/ndet_plan.h"
@@ -147,18 +146,6 @@ void perf_trace(struct perf_rank *me, const struct perf_row *row)
 	}
 }
 
-static int perf_trace_compare(const void *a, const void *b)
-{
-	const double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double perf_trace_median(double *values, int count)
-{
-	qsort(values, (size_t)count, sizeof(values[0]), perf_trace_compare);
-	return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2;
-}
-
 /*
  * One block of one rank over the replays: the median of its start after rank 0's
  * first block's (the ranks share one GPU's clock there) and of the time spent
@@ -194,11 +181,11 @@ static void perf_print_trace_medians(int rank, int block)
 	if (traced == 0)
 		return;
 	printf("#   trace rank %d %s block, medians of %d replays: starts %+.2f us;", rank,
-	       block == 0 ? "first" : "last", traced, perf_trace_median(starts, traced));
+	       block == 0 ? "first" : "last", traced, perf_median(starts, traced));
 	for (unsigned code = 0; code <= NDET_TRACE_END; code++)
 		if (count[code] > 0)
 			printf(" %s %.2f", perf_trace_name(code),
-			       perf_trace_median(spent[code], count[code]));
+			       perf_median(spent[code], count[code]));
 	printf("\n");
 }
 
