@@ -90,6 +90,7 @@ nccl-tests   240 test/gpu/nccl_tests.sh
 nccl-tests-hosts 400 test/gpu/nccl_tests_hosts.sh
 ll-stress    300 test/gpu/ll_stress.sh
 ll-stress1   100 env RUNS=1 QUEUE_RUNS=1 test/gpu/ll_stress.sh
+ll-stress-counted 90 env RUNS=3 QUEUE_RUNS=1 DIAG_RUNS=0 test/gpu/ll_stress.sh
 lockstep     130 test/gpu/suite.sh lockstep
 ranks        150 test/gpu/suite.sh ranks
 mp4          130 test/gpu/suite.sh mp4
