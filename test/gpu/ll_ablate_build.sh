@@ -11,9 +11,9 @@
 # perf-MASK for every mask in ABLATE (default "0 1 8 16 32": the whole step, then
 # the step without its ready flag, its tree and recvbuff stores, the block's
 # agreement on the gather, its loads of sendbuff; 0x1 ... 0x20 in ndet_ll.cuh).  The
-# build tree's own objects are rebuilt without a mask at the end.  On two cores: the first mask about
-# four minutes where ndet_ll.cuh is newer than the tree's kernels (they all rebuild),
-# each further one about 30 s.
+# build tree's own objects are rebuilt without a mask at the end.  On two cores: the
+# first mask about four minutes where ndet_ll.cuh is newer than the tree's kernels
+# (they all rebuild), each further one about 30 s.
 #
 # VARIANTS (space-separated LABEL:KERNEL-DEFINES:HOST-DEFINES:SETTINGS, each list
 # joined by commas) adds perf-LABEL builds that compute right results but poll or
