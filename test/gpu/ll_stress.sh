@@ -8,7 +8,8 @@
 #
 # usage: [BIN_DIR=...] [OUT=dir] [RUNS=6] [QUEUE_RUNS=2] [DIAG_RUNS=QUEUE_RUNS] [N=4]
 #        test/gpu/ll_stress.sh
-# DIAG_RUNS: how many times the diagnostic runs (each stalls until its 120 s timeout).
+# DIAG_RUNS: how many times the diagnostic runs (each fails: the engines' timeout
+# reports the stalled calls, or the 120 s limit ends the run).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 BIN_DIR=${BIN_DIR:-$here}
